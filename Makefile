@@ -1,0 +1,23 @@
+# The two commands of the README are `make lab` and `make test`; everything else is a helper.
+.PHONY: lab test bench lint venv sysdeps clean
+
+lab: venv
+	scripts/lab.sh
+
+test: venv
+	scripts/test.sh
+
+bench: venv
+	.venv/bin/python -m benchmarks
+
+lint: venv
+	.venv/bin/ruff check nsqviz tests benchmarks
+
+venv:
+	scripts/bootstrap.sh
+
+sysdeps:
+	scripts/sysdeps.sh
+
+clean:
+	rm -rf .venv build *.egg-info .pytest_cache

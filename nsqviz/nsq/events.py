@@ -1,0 +1,279 @@
+"""The things that happen on an NSQ connection, as small frozen dataclasses.
+
+Commands (client to server) and frames (server to client) are the same objects whether
+they are sent or received, parsed from a pcap or built in a notebook -- as in h11, where
+a ``Request`` is both what a client sends and what a server receives. The remaining
+events are the codec's own observations: a negotiated feature switched on, the TLS
+switch point, a protocol violation, the end of the stream.
+
+Each event that came off the wire carries the reassembled :class:`~nsqviz.stream.Frame`
+it was decoded from in ``raw`` (excluded from equality), which says where its bytes were.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from nsqviz.stream.reassembly import Frame
+
+__all__ = [
+    "Auth",
+    "Cls",
+    "Command",
+    "CompressionStarted",
+    "ConnectionClosed",
+    "Dpub",
+    "Error",
+    "Event",
+    "Fin",
+    "Identify",
+    "Magic",
+    "Message",
+    "Mpub",
+    "Nop",
+    "Pub",
+    "Rdy",
+    "Req",
+    "Response",
+    "ServerFrame",
+    "Sub",
+    "TLSUpgrade",
+    "Touch",
+    "Truncated",
+    "Violation",
+    "NON_FATAL_ERRORS",
+]
+
+_RAW = field(default=None, compare=False, repr=False)
+
+# --------------------------------------------------------------------------- commands
+
+
+@dataclass(frozen=True, slots=True)
+class Magic:
+    """The 4 bytes ``"  V2"`` that open a connection and select protocol V2."""
+
+    raw: Frame | None = _RAW
+
+
+@dataclass(frozen=True, slots=True)
+class Identify:
+    """IDENTIFY: client metadata and feature requests, as a JSON object."""
+
+    data: dict[str, Any]
+    raw: Frame | None = _RAW
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.data, sort_keys=True))
+
+
+@dataclass(frozen=True, slots=True)
+class Auth:
+    """AUTH: the secret nsqd passes to its auth service."""
+
+    secret: bytes
+    raw: Frame | None = _RAW
+
+
+@dataclass(frozen=True, slots=True)
+class Sub:
+    """SUB: subscribe this connection to a topic's channel (once per connection)."""
+
+    topic: str
+    channel: str
+    raw: Frame | None = _RAW
+
+
+@dataclass(frozen=True, slots=True)
+class Pub:
+    """PUB: publish one message."""
+
+    topic: str
+    body: bytes
+    raw: Frame | None = _RAW
+
+
+@dataclass(frozen=True, slots=True)
+class Mpub:
+    """MPUB: publish several messages atomically."""
+
+    topic: str
+    bodies: tuple[bytes, ...]
+    raw: Frame | None = _RAW
+
+
+@dataclass(frozen=True, slots=True)
+class Dpub:
+    """DPUB: publish one message, delivered after ``defer_time`` milliseconds."""
+
+    topic: str
+    defer_time: int
+    body: bytes
+    raw: Frame | None = _RAW
+
+
+@dataclass(frozen=True, slots=True)
+class Rdy:
+    """RDY: how many messages the client is ready to have in flight."""
+
+    count: int
+    raw: Frame | None = _RAW
+
+
+@dataclass(frozen=True, slots=True)
+class Fin:
+    """FIN: the message is done."""
+
+    id: bytes
+    raw: Frame | None = _RAW
+
+
+@dataclass(frozen=True, slots=True)
+class Req:
+    """REQ: requeue the message after ``timeout`` milliseconds (0: at once)."""
+
+    id: bytes
+    timeout: int
+    raw: Frame | None = _RAW
+
+
+@dataclass(frozen=True, slots=True)
+class Touch:
+    """TOUCH: reset the in-flight timeout of a message."""
+
+    id: bytes
+    raw: Frame | None = _RAW
+
+
+@dataclass(frozen=True, slots=True)
+class Cls:
+    """CLS: start a clean close; nsqd answers CLOSE_WAIT and sends no more messages."""
+
+    raw: Frame | None = _RAW
+
+
+@dataclass(frozen=True, slots=True)
+class Nop:
+    """NOP: no operation; the usual answer to a heartbeat."""
+
+    raw: Frame | None = _RAW
+
+
+Command = Magic | Identify | Auth | Sub | Pub | Mpub | Dpub | Rdy | Fin | Req | Touch | Cls | Nop
+
+# ----------------------------------------------------------------------------- frames
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """FrameTypeResponse: ``OK``, ``CLOSE_WAIT``, ``_heartbeat_`` or a JSON document."""
+
+    data: bytes
+    raw: Frame | None = _RAW
+
+    @property
+    def is_heartbeat(self) -> bool:
+        return self.data == b"_heartbeat_"
+
+    @property
+    def is_ok(self) -> bool:
+        return self.data == b"OK"
+
+    def json(self) -> Any:
+        return json.loads(self.data)
+
+
+NON_FATAL_ERRORS = frozenset({"E_FIN_FAILED", "E_REQ_FAILED", "E_TOUCH_FAILED"})
+"""The only errors after which nsqd keeps the connection open."""
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    """FrameTypeError: ``E_CODE description``."""
+
+    data: bytes
+    raw: Frame | None = _RAW
+
+    @property
+    def code(self) -> str:
+        return self.data.split(b" ", 1)[0].decode("ascii", "replace")
+
+    @property
+    def text(self) -> str:
+        parts = self.data.split(b" ", 1)
+        return parts[1].decode("utf-8", "replace") if len(parts) > 1 else ""
+
+    @property
+    def fatal(self) -> bool:
+        return self.code not in NON_FATAL_ERRORS
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """FrameTypeMessage: a message pushed to a subscribed client."""
+
+    timestamp: int  # nanoseconds since the epoch
+    attempts: int
+    id: bytes  # 16 ASCII hex digits
+    body: bytes
+    raw: Frame | None = _RAW
+
+
+ServerFrame = Response | Error | Message
+
+# ---------------------------------------------------------------------- observations
+
+
+@dataclass(frozen=True, slots=True)
+class TLSUpgrade:
+    """Both sides must now run the TLS handshake on the socket; ``pending`` are bytes that
+    arrived after the IDENTIFY response and belong to the handshake."""
+
+    pending: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class CompressionStarted:
+    """From here on the stream (both directions) is ``"snappy"`` or ``"deflate"``."""
+
+    kind: str
+    level: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """The peer broke the protocol (or sent bytes that do not parse).
+
+    ``code``/``text`` are what nsqd would answer (``E_INVALID``, ``E_BAD_BODY`` ...);
+    after a ``fatal`` one the connection is finished.
+    """
+
+    code: str
+    text: str
+    fatal: bool
+    offset: int | None = None
+    raw: Frame | None = _RAW
+
+    @property
+    def error(self) -> bytes:
+        """The data of the FrameTypeError nsqd sends for it."""
+        return f"{self.code} {self.text}".encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Truncated:
+    """The stream ended inside a frame: ``data`` is the part that arrived."""
+
+    offset: int
+    data: bytes
+    expected: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionClosed:
+    """The peer closed its side of the connection."""
+
+
+Event = Command | ServerFrame | TLSUpgrade | CompressionStarted | Violation | Truncated | ConnectionClosed

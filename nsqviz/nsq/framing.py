@@ -1,0 +1,124 @@
+"""NSQ's framing rules: where one frame ends and the next begins, in each direction.
+
+Server to client, every frame is ``[4-byte size][size bytes]``. Client to server, the
+stream starts with the 4-byte magic, then each command is a line ending in ``\\n``,
+followed -- for IDENTIFY, AUTH, PUB, MPUB and DPUB -- by ``[4-byte size][size bytes]``.
+These rules only find boundaries; the grammar decides what the bytes mean. Limits
+protect against a hostile size prefix: an HTTP request sent to nsqd reads ``"HTTP"``
+as a size of 1,213,486,160 bytes, which is refused without waiting for (or allocating)
+those bytes.
+"""
+
+from __future__ import annotations
+
+from struct import Struct as _Struct
+
+from nsqviz.nsq.grammar import BODY_VERBS, MAGIC_V2
+from nsqviz.stream.reassembly import FramingError
+
+__all__ = ["CommandFraming", "FrameFraming", "DEFAULT_MAX_FRAME_SIZE", "DEFAULT_MAX_LINE"]
+
+_I32 = _Struct(">i")
+_HEADER = _Struct(">ii")
+
+DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024 + 1024
+"""nsqd's default --max-body-size (5 MiB) plus room for a message header."""
+
+DEFAULT_MAX_LINE = 16 * 1024
+"""nsqd reads a command line with a 16 KiB buffered reader; longer lines cannot be read."""
+
+_VERB_STARTS = frozenset(b"ACDFIMNPRST")
+
+
+class FrameFraming:
+    """Frames sent by nsqd: ``[size:int32][frame type:int32][data]``."""
+
+    name = "nsq-frames"
+
+    def __init__(self, *, max_size: int = DEFAULT_MAX_FRAME_SIZE):
+        self.max_size = max_size
+
+    def measure(self, buf: bytes, pos: int) -> int | None:
+        if len(buf) - pos < 4:
+            return None
+        (size,) = _I32.unpack_from(buf, pos)
+        if size < 4:
+            raise FramingError(f"frame size {size} is smaller than the 4-byte frame type")
+        if size > self.max_size:
+            raise FramingError(f"frame size {size} is beyond the limit {self.max_size}")
+        if len(buf) - pos >= 8:
+            ftype = _I32.unpack_from(buf, pos + 4)[0]
+            if not 0 <= ftype <= 2:
+                raise FramingError(f"unknown frame type {ftype}")
+        return 4 + size
+
+    def resync(self, buf: bytes, pos: int) -> int | None:
+        """The next offset whose 8 bytes look like a frame header (sane size, known type)."""
+        end = len(buf) - 8
+        limit = self.max_size
+        for p in range(pos, end + 1):
+            size, ftype = _HEADER.unpack_from(buf, p)
+            if 4 <= size <= limit and 0 <= ftype <= 2:
+                return p
+        return None
+
+
+class CommandFraming:
+    """Commands sent by a client: the magic once, then ``VERB params\\n[size][body]``."""
+
+    name = "nsq-commands"
+
+    def __init__(
+        self,
+        *,
+        expect_magic: bool = True,
+        max_body_size: int = DEFAULT_MAX_FRAME_SIZE,
+        max_line: int = DEFAULT_MAX_LINE,
+    ):
+        self.expect_magic = expect_magic
+        self.max_body_size = max_body_size
+        self.max_line = max_line
+
+    def measure(self, buf: bytes, pos: int) -> int | None:
+        if self.expect_magic:
+            if len(buf) - pos < 4:
+                if not MAGIC_V2.startswith(buf[pos:]):
+                    raise FramingError(f"expected the magic {MAGIC_V2!r}, got {buf[pos:]!r}")
+                return None
+            got = buf[pos : pos + 4]
+            if got != MAGIC_V2:
+                raise FramingError(f"expected the magic {MAGIC_V2!r}, got {got!r}", length=4)
+            self.expect_magic = False
+            return 4
+        nl = buf.find(b"\n", pos, pos + self.max_line + 1)
+        if nl < 0:
+            if len(buf) - pos > self.max_line:
+                raise FramingError(f"command line longer than {self.max_line} bytes")
+            return None
+        sp = buf.find(b" ", pos, nl)
+        verb = buf[pos : sp if sp >= 0 else nl].rstrip(b"\r")
+        line_len = nl + 1 - pos
+        if verb not in BODY_VERBS:
+            return line_len
+        if len(buf) - (nl + 1) < 4:
+            return None
+        (size,) = _I32.unpack_from(buf, nl + 1)
+        if size < 0:
+            raise FramingError(f"{verb.decode()} body size {size} is negative")
+        if size > self.max_body_size:
+            raise FramingError(
+                f"{verb.decode()} body size {size} is beyond the limit {self.max_body_size}"
+            )
+        return line_len + 4 + size
+
+    def resync(self, buf: bytes, pos: int) -> int | None:
+        """The start of the next line that begins like a command verb."""
+        if self.expect_magic:
+            return None
+        while True:
+            nl = buf.find(b"\n", pos)
+            if nl < 0 or nl + 1 >= len(buf):
+                return None
+            if buf[nl + 1] in _VERB_STARTS:
+                return nl + 1
+            pos = nl + 1

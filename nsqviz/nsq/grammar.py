@@ -1,0 +1,570 @@
+"""The NSQ V2 wire protocol as declarative ``construct`` grammars.
+
+This module is the single definition of NSQ's bytes. Everything that parses or builds
+NSQ traffic -- the codec, the broker, pcap replay, the Spark pipeline, the widgets --
+goes through these definitions, or through the struct-based fast path in
+:mod:`nsqviz.nsq.fastpath`, which is differentially tested against them.
+
+The layouts follow the protocol spec (``shared/seeds``):
+
+* the magic ``"  V2"`` a client sends first;
+* commands: a text line ``VERB[ param...]\\n``, some followed by a body prefixed with a
+  4-byte big-endian size (IDENTIFY, AUTH, PUB, MPUB, DPUB);
+* frames from nsqd: ``[size:int32][frame type:int32][data]`` where size counts the frame
+  type and the data;
+* messages (the data of a ``FrameTypeMessage``): ``[timestamp:int64 ns][attempts:uint16]
+  [id:16 ASCII hex][body]``.
+
+Every definition parses and builds, and ``build(parse(x)) == x`` for every valid ``x``
+(JSON bodies keep their original bytes through :class:`construct.RawCopy`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from construct import (
+    Adapter,
+    Bytes,
+    Const,
+    Construct,
+    ConstructError,
+    FixedSized,
+    GreedyBytes,
+    Int16ub,
+    Int32sb,
+    Int32ub,
+    Int64sb,
+    Prefixed,
+    PrefixedArray,
+    RawCopy,
+    Rebuild,
+    Struct,
+    Subconstruct,
+    Switch,
+    this,
+)
+from construct.core import stream_read, stream_tell, stream_write
+
+__all__ = [
+    "AUTH_RESPONSE_FIELDS",
+    "BODY_VERBS",
+    "COMMANDS",
+    "CLS",
+    "DPUB",
+    "FEATURE_NEGOTIATION_FIELDS",
+    "FIN",
+    "FRAME_TYPES",
+    "IDENTIFY",
+    "IDENTIFY_FIELDS",
+    "MAGIC_V2",
+    "MPUB",
+    "NOP",
+    "PUB",
+    "REQ",
+    "RDY",
+    "SUB",
+    "TOUCH",
+    "AUTH",
+    "BadJSON",
+    "BadMessageID",
+    "BadName",
+    "BadNumber",
+    "BadSize",
+    "Command",
+    "Frame",
+    "GrammarError",
+    "IdentifyField",
+    "Magic",
+    "Message",
+    "MessageID",
+    "UnknownCommand",
+    "UnknownFrameType",
+    "is_valid_channel_name",
+    "is_valid_topic_name",
+    "parse_command",
+    "parse_frame",
+]
+
+MAGIC_V2 = b"  V2"
+
+# ---------------------------------------------------------------------------- errors
+
+
+class GrammarError(ConstructError):
+    """Bytes that do not fit the grammar. ``offset`` is where in the input it was noticed."""
+
+    def __init__(self, message: str, *, offset: int | None = None, path: str | None = None):
+        super().__init__(message, path)
+        self.offset = offset
+        self.reason = message
+
+    def __str__(self) -> str:
+        where = f" at offset {self.offset}" if self.offset is not None else ""
+        return f"{type(self).__name__}{where}: {self.reason}"
+
+
+class BadSize(GrammarError):
+    """A size prefix that cannot be right (negative, too small, or beyond a limit)."""
+
+
+class UnknownFrameType(GrammarError):
+    """A frame type other than FrameTypeResponse (0), FrameTypeError (1), FrameTypeMessage (2)."""
+
+
+class UnknownCommand(GrammarError):
+    """A command verb that protocol V2 does not have."""
+
+
+class BadName(GrammarError):
+    """A topic or channel name outside ``[.a-zA-Z0-9_-]{1,64}`` (+ optional ``#ephemeral``)."""
+
+
+class BadMessageID(GrammarError):
+    """A message id that is not 16 ASCII hex digits."""
+
+
+class BadNumber(GrammarError):
+    """A decimal parameter (RDY count, REQ timeout, DPUB defer time) that is not an integer."""
+
+
+class BadJSON(GrammarError):
+    """An IDENTIFY body (or a JSON response) that is not a JSON object."""
+
+
+# ------------------------------------------------------------------- text primitives
+
+
+class _Located(Subconstruct):
+    """Stamps a GrammarError raised inside with the offset where the field *starts*."""
+
+    def _parse(self, stream, context, path):
+        start = stream_tell(stream, path)
+        try:
+            return self.subcon._parsereport(stream, context, path)
+        except GrammarError as exc:
+            if exc.offset is None:
+                exc.offset = start
+            raise
+
+SP = Const(b" ")
+LF = Const(b"\n")
+
+_NAME_RE = re.compile(r"^[.a-zA-Z0-9_-]+(#ephemeral)?$")
+
+
+def is_valid_topic_name(name: str) -> bool:
+    """nsqd's rule: ``[.a-zA-Z0-9_-]``, optional ``#ephemeral`` suffix, 1..64 in total."""
+    return 1 <= len(name) <= 64 and _NAME_RE.match(name) is not None
+
+
+is_valid_channel_name = is_valid_topic_name
+
+
+class Token(Construct):
+    """The bytes of one command parameter: everything up to the next space or newline.
+
+    The separator itself is left in the stream for the enclosing ``SP``/``LF`` to match,
+    so every byte of a command line belongs to exactly one named field.
+    """
+
+    def _parse(self, stream, context, path):
+        out = bytearray()
+        while True:
+            b = stream_read(stream, 1, path)
+            if b in (b" ", b"\n"):
+                stream.seek(-1, 1)
+                return bytes(out)
+            out += b
+
+    def _build(self, obj, stream, context, path):
+        if not isinstance(obj, bytes | bytearray):
+            raise GrammarError(f"token must be bytes, got {type(obj).__name__}", path=path)
+        if b" " in obj or b"\n" in obj:
+            raise GrammarError(f"token {bytes(obj)!r} contains a separator", path=path)
+        stream_write(stream, bytes(obj), len(obj), path)
+        return obj
+
+    def _sizeof(self, context, path):
+        raise ConstructError("a token has no fixed size", path)
+
+
+class _NameAdapter(Adapter):
+    """A topic or channel name, validated with nsqd's rule."""
+
+    def __init__(self, kind: str):
+        super().__init__(Token())
+        self.kind = kind
+
+    def _decode(self, obj, context, path):
+        name = obj.decode("ascii", "replace")
+        if not is_valid_topic_name(name):
+            raise BadName(f"{self.kind} name {name!r} is not valid", path=path)
+        return name
+
+    def _encode(self, obj, context, path):
+        if not is_valid_topic_name(obj):
+            raise BadName(f"{self.kind} name {obj!r} is not valid", path=path)
+        return obj.encode("ascii")
+
+
+class _DecimalAdapter(Adapter):
+    """An integer parameter written in ASCII decimal, as nsqd's ByteToBase10 reads it."""
+
+    def __init__(self, what: str):
+        super().__init__(Token())
+        self.what = what
+
+    def _decode(self, obj, context, path):
+        if not obj or not obj.isdigit():
+            raise BadNumber(f"{self.what} {obj!r} is not a decimal integer", path=path)
+        return int(obj)
+
+    def _encode(self, obj, context, path):
+        if not isinstance(obj, int) or obj < 0:
+            raise BadNumber(f"{self.what} must be a non-negative int, got {obj!r}", path=path)
+        return str(obj).encode("ascii")
+
+
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+class _HexIDAdapter(Adapter):
+    """A 16-byte message id, hex encoded in ASCII (nsqd's ``MessageID``)."""
+
+    def _decode(self, obj, context, path):
+        if len(obj) != 16 or not _HEX.issuperset(obj):
+            raise BadMessageID(f"message id {bytes(obj)!r} is not 16 hex digits", path=path)
+        return bytes(obj)
+
+    def _encode(self, obj, context, path):
+        return self._decode(obj, context, path)
+
+
+def _Name(kind: str) -> Construct:
+    return _Located(_NameAdapter(kind))
+
+
+def _Decimal(what: str) -> Construct:
+    return _Located(_DecimalAdapter(what))
+
+
+def _HexID(subcon: Construct) -> Construct:
+    return _Located(_HexIDAdapter(subcon))
+
+
+MessageID = _HexID(Bytes(16))
+"""In a message frame: exactly 16 bytes."""
+
+MessageIDParam = _HexID(Token())
+"""In a FIN/REQ/TOUCH line: a token that must be 16 hex digits."""
+
+
+class _JSONObject(Adapter):
+    """A JSON object (IDENTIFY body, IDENTIFY/AUTH responses), compact like Go's encoder."""
+
+    def _decode(self, obj, context, path):
+        try:
+            value = json.loads(obj)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BadJSON(f"not JSON: {exc}", path=path) from None
+        if not isinstance(value, dict):
+            raise BadJSON(f"expected a JSON object, got {type(value).__name__}", path=path)
+        return value
+
+    def _encode(self, obj, context, path):
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+
+JSONObject = _Located(_JSONObject(GreedyBytes))
+
+
+def _body(subcon, *, minimum: int = 1, what: str = "body"):
+    """``[ 4-byte size ][ N-byte data ]``; nsqd refuses sizes below ``minimum``."""
+
+    class _CheckedSize(Adapter):
+        def _decode(self, obj, context, path):
+            if obj < minimum:
+                raise BadSize(f"invalid {what} size {obj}", path=path)
+            return obj
+
+        def _encode(self, obj, context, path):
+            return obj
+
+    return Prefixed(_Located(_CheckedSize(Int32sb)), subcon)
+
+
+# ------------------------------------------------------------------------- commands
+
+Magic = Const(MAGIC_V2)
+
+IDENTIFY = Struct(
+    "verb" / Const(b"IDENTIFY"),
+    LF,
+    "body" / _body(RawCopy(JSONObject), what="IDENTIFY body"),
+)
+AUTH = Struct(
+    "verb" / Const(b"AUTH"),
+    LF,
+    "secret" / _body(GreedyBytes, what="AUTH body"),
+)
+SUB = Struct(
+    "verb" / Const(b"SUB"),
+    SP,
+    "topic" / _Name("topic"),
+    SP,
+    "channel" / _Name("channel"),
+    LF,
+)
+PUB = Struct(
+    "verb" / Const(b"PUB"),
+    SP,
+    "topic" / _Name("topic"),
+    LF,
+    "body" / _body(GreedyBytes, what="message body"),
+)
+MPUB = Struct(
+    "verb" / Const(b"MPUB"),
+    SP,
+    "topic" / _Name("topic"),
+    LF,
+    "body"
+    / _body(
+        Struct("messages" / PrefixedArray(Int32ub, _body(GreedyBytes, what="message body"))),
+        what="MPUB body",
+    ),
+)
+DPUB = Struct(
+    "verb" / Const(b"DPUB"),
+    SP,
+    "topic" / _Name("topic"),
+    SP,
+    "defer_time" / _Decimal("defer time"),
+    LF,
+    "body" / _body(GreedyBytes, what="message body"),
+)
+RDY = Struct("verb" / Const(b"RDY"), SP, "count" / _Decimal("RDY count"), LF)
+FIN = Struct("verb" / Const(b"FIN"), SP, "id" / MessageIDParam, LF)
+REQ = Struct(
+    "verb" / Const(b"REQ"), SP, "id" / MessageIDParam, SP, "timeout" / _Decimal("timeout"), LF
+)
+TOUCH = Struct("verb" / Const(b"TOUCH"), SP, "id" / MessageIDParam, LF)
+CLS = Struct("verb" / Const(b"CLS"), LF)
+NOP = Struct("verb" / Const(b"NOP"), LF)
+
+COMMANDS: dict[str, Struct] = {
+    "IDENTIFY": IDENTIFY,
+    "AUTH": AUTH,
+    "SUB": SUB,
+    "PUB": PUB,
+    "MPUB": MPUB,
+    "DPUB": DPUB,
+    "RDY": RDY,
+    "FIN": FIN,
+    "REQ": REQ,
+    "TOUCH": TOUCH,
+    "CLS": CLS,
+    "NOP": NOP,
+}
+"""Every command of protocol V2, by verb."""
+
+BODY_VERBS = frozenset({b"IDENTIFY", b"AUTH", b"PUB", b"MPUB", b"DPUB"})
+"""Verbs whose line is followed by a size-prefixed body."""
+
+
+class _PeekVerb(Construct):
+    """Looks at the verb without consuming it, so the command's own struct owns its bytes."""
+
+    def _parse(self, stream, context, path):
+        start = stream_tell(stream, path)
+        verb = Token()._parsereport(stream, context, path)
+        stream.seek(start)
+        name = verb.decode("ascii", "replace")
+        if name not in COMMANDS:
+            raise UnknownCommand(f"invalid command {name!r}", offset=start, path=path)
+        return name
+
+    def _build(self, obj, stream, context, path):
+        if obj not in COMMANDS:
+            raise UnknownCommand(f"invalid command {obj!r}", path=path)
+        return obj
+
+    def _sizeof(self, context, path):
+        return 0
+
+
+Command = Struct(
+    "verb" / _PeekVerb(),
+    "command" / Switch(this.verb, COMMANDS),
+)
+"""Any command: dispatches on the verb. Build with ``{"verb": ..., "command": {...}}``."""
+
+# --------------------------------------------------------------------------- frames
+
+FRAME_TYPES = {"FrameTypeResponse": 0, "FrameTypeError": 1, "FrameTypeMessage": 2}
+
+Message = Struct(
+    "timestamp" / Int64sb,  # nanoseconds since the epoch, when nsqd created the message
+    "attempts" / Int16ub,
+    "id" / MessageID,
+    "body" / GreedyBytes,
+)
+
+
+class _FrameType(Adapter):
+    def _decode(self, obj, context, path):
+        for name, value in FRAME_TYPES.items():
+            if obj == value:
+                return name
+        raise UnknownFrameType(f"unknown frame type {obj}", path=path)
+
+    def _encode(self, obj, context, path):
+        try:
+            return FRAME_TYPES[obj]
+        except KeyError:
+            raise UnknownFrameType(f"unknown frame type {obj!r}", path=path) from None
+
+
+class _FrameSize(Adapter):
+    def _decode(self, obj, context, path):
+        if obj < 4:
+            raise BadSize(f"frame size {obj} is smaller than the 4-byte frame type", path=path)
+        return obj
+
+    def _encode(self, obj, context, path):
+        return obj
+
+
+def _data_size(ctx) -> int:
+    data = ctx.data
+    if ctx.frame_type == "FrameTypeMessage":
+        return 8 + 2 + 16 + len(data["body"])
+    return len(data)
+
+
+Frame = Struct(
+    "size" / Rebuild(_Located(_FrameSize(Int32sb)), lambda ctx: 4 + _data_size(ctx)),
+    "frame_type" / _Located(_FrameType(Int32sb)),
+    "data"
+    / FixedSized(
+        this.size - 4,
+        Switch(
+            this.frame_type,
+            {
+                "FrameTypeResponse": GreedyBytes,
+                "FrameTypeError": GreedyBytes,
+                "FrameTypeMessage": Message,
+            },
+        ),
+    ),
+)
+"""A frame from nsqd: ``[size][frame type][data]``; size counts frame type + data."""
+
+# ------------------------------------------------------------------ JSON vocabularies
+
+
+class IdentifyField:
+    """One key of the IDENTIFY JSON body, with the spec's range and default.
+
+    ``low``/``high`` bound the accepted values; ``high`` may name the nsqd option that
+    sets the maximum (e.g. ``"max_heartbeat_interval"``). ``disable`` is the value that
+    switches the feature off (``-1``), where the spec has one.
+    """
+
+    __slots__ = ("name", "type", "default", "low", "high", "disable", "since", "doc")
+
+    def __init__(self, name, type_, default, *, low=None, high=None, disable=None, since="",
+                 doc=""):
+        self.name, self.type, self.default = name, type_, default
+        self.low, self.high, self.disable = low, high, disable
+        self.since, self.doc = since, doc
+
+    def __repr__(self) -> str:
+        return f"IdentifyField({self.name!r})"
+
+
+IDENTIFY_FIELDS: dict[str, IdentifyField] = {
+    f.name: f
+    for f in (
+        IdentifyField("client_id", str, "", doc="identifier used to disambiguate this client"),
+        IdentifyField("hostname", str, "", doc="hostname where the client is deployed"),
+        IdentifyField("feature_negotiation", bool, False, since="0.2.19",
+                      doc="client accepts a JSON response of negotiated features"),
+        IdentifyField("heartbeat_interval", int, "client_timeout/2", low=1000,
+                      high="max_heartbeat_interval", disable=-1, since="0.2.19",
+                      doc="milliseconds between heartbeats"),
+        IdentifyField("output_buffer_size", int, 16384, low=64, high="max_output_buffer_size",
+                      disable=-1, since="0.2.21",
+                      doc="bytes nsqd buffers before writing to this client"),
+        IdentifyField("output_buffer_timeout", int, 250, low=1,
+                      high="max_output_buffer_timeout", disable=-1, since="0.2.21",
+                      doc="milliseconds after which buffered data is flushed"),
+        IdentifyField("tls_v1", bool, False, since="0.2.22", doc="upgrade this connection to TLS"),
+        IdentifyField("snappy", bool, False, since="0.2.23", doc="snappy-compress the stream"),
+        IdentifyField("deflate", bool, False, since="0.2.23", doc="deflate-compress the stream"),
+        IdentifyField("deflate_level", int, 6, low=1, high="max_deflate_level", since="0.2.23",
+                      doc="deflate compression level"),
+        IdentifyField("sample_rate", int, 0, low=0, high=99, since="0.2.25",
+                      doc="deliver this percentage of messages (0 disables sampling)"),
+        IdentifyField("user_agent", str, "<client_library_name>/<version>", since="0.2.25",
+                      doc="agent string, in the spirit of HTTP"),
+        IdentifyField("msg_timeout", int, "msg_timeout", low=1000, high="max_msg_timeout",
+                      since="0.2.28", doc="server-side message timeout for this client (ms)"),
+        IdentifyField("short_id", str, "", doc="deprecated (0.2.28): use client_id"),
+        IdentifyField("long_id", str, "", doc="deprecated (0.2.28): use hostname"),
+    )
+}
+"""The IDENTIFY body's keys as the spec documents them."""
+
+FEATURE_NEGOTIATION_FIELDS: tuple[str, ...] = (
+    "max_rdy_count",
+    "version",
+    "max_msg_timeout",
+    "msg_timeout",
+    "tls_v1",
+    "deflate",
+    "deflate_level",
+    "max_deflate_level",
+    "snappy",
+    "sample_rate",
+    "auth_required",
+    "output_buffer_size",
+    "output_buffer_timeout",
+)
+"""Keys of nsqd's IDENTIFY response when ``feature_negotiation`` is set, in nsqd's order."""
+
+AUTH_RESPONSE_FIELDS: tuple[str, ...] = ("identity", "identity_url", "permission_count")
+"""Keys of the JSON an AUTH success returns, in nsqd's order."""
+
+# -------------------------------------------------------------------------- helpers
+
+
+def _parse_with_offset(con: Construct, data: bytes) -> Any:
+    """Parse ``data`` whole, turning any construct failure into a GrammarError with offset."""
+    import io
+
+    stream = io.BytesIO(data)
+    try:
+        value = con.parse_stream(stream)
+    except GrammarError as exc:
+        if exc.offset is None:
+            exc.offset = stream_tell(stream, None)
+        raise
+    except ConstructError as exc:
+        raise GrammarError(str(exc).strip(), offset=stream_tell(stream, None)) from None
+    rest = len(data) - stream_tell(stream, None)
+    if rest:
+        raise GrammarError(f"{rest} bytes left over", offset=len(data) - rest)
+    return value
+
+
+def parse_frame(data: bytes) -> Any:
+    """Parse exactly one frame; raises a :class:`GrammarError` naming offset and reason."""
+    return _parse_with_offset(Frame, data)
+
+
+def parse_command(data: bytes) -> Any:
+    """Parse exactly one command; raises a :class:`GrammarError` naming offset and reason."""
+    return _parse_with_offset(Command, data)

@@ -1,0 +1,246 @@
+"""Incremental reassembly of frames from an ordered byte stream, with provenance.
+
+TCP delivers a byte stream, not messages: one ``recv()`` (or one captured segment) may
+hold half a frame, or three frames and the start of a fourth -- the sticky-packet
+(粘包) problem. A :class:`Reassembler` takes chunks in arrival order, cuts complete
+frames out with a protocol's :class:`FramingRule`, and says for every frame which
+chunks (and which byte range of each) it came from.
+
+It is protocol-independent: NSQ's rules live in :mod:`nsqviz.stream.framing`; TubeMQ
+brings its own. It never silently drops bytes: undecodable input becomes a
+:class:`Garbage` event with its offset and reason, and bytes left at the end of the
+stream become a :class:`Truncated` event.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = [
+    "Frame",
+    "FramingError",
+    "FramingRule",
+    "Garbage",
+    "Reassembler",
+    "Source",
+    "StreamEvent",
+    "Truncated",
+]
+
+
+class FramingError(Exception):
+    """Raised by a framing rule when the bytes at a frame boundary cannot start a frame."""
+
+    def __init__(self, reason: str, *, length: int | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.length = length  # bytes known to be bad, when the rule can tell
+
+
+class FramingRule(Protocol):
+    """How a protocol cuts a byte stream into frames.
+
+    ``measure(buf, pos)`` looks at ``buf[pos:]`` and returns the length of the frame
+    starting at ``pos``, ``None`` if more bytes are needed to tell, or raises
+    :class:`FramingError`. ``resync(buf, pos)`` returns the offset of the next position
+    after ``pos`` where a frame plausibly starts, or ``None`` if it cannot find one (yet).
+    A rule may keep state (e.g. "the magic comes first"); ``measure`` is called exactly
+    once per frame that is then emitted, in stream order.
+    """
+
+    name: str
+
+    def measure(self, buf: bytes, pos: int) -> int | None: ...
+
+    def resync(self, buf: bytes, pos: int) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Bytes ``[start, end)`` of chunk number ``segment`` belong to a frame."""
+
+    segment: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One complete frame: its bytes, where it starts in the stream, where it came from."""
+
+    data: bytes
+    offset: int
+    sources: tuple[Source, ...] = ()
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class Garbage:
+    """Bytes that cannot be framed. ``resynced`` says whether framing resumes after them."""
+
+    offset: int
+    data: bytes
+    reason: str
+    resynced: bool
+    sources: tuple[Source, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Truncated:
+    """The stream ended inside a frame: ``data`` is what arrived of it."""
+
+    offset: int
+    data: bytes
+    expected: int | None
+    sources: tuple[Source, ...] = ()
+
+
+StreamEvent = Frame | Garbage | Truncated
+
+
+class Reassembler:
+    """Cuts frames out of a stream fed in chunks.
+
+    ``feed(chunk, segment=...)`` returns the events completed by that chunk; ``finish()``
+    reports what is left. Stream offsets count from the first byte ever fed. With
+    ``provenance=False`` the per-frame :class:`Source` tuples are not computed, which is
+    what hot loops that only need the frames (the codec under load) ask for.
+    """
+
+    def __init__(self, rule: FramingRule, *, provenance: bool = True):
+        self.rule = rule
+        self.provenance = provenance
+        self._buf = b""
+        self._base = 0  # stream offset of self._buf[0]
+        self._segments: list[int] = []  # segment ids of chunks still (partly) buffered
+        self._starts: list[int] = []  # stream offset where each of those chunks starts
+        self._fed = 0  # total bytes fed
+        self._next_segment = 0
+        self._stalled = False  # garbage seen, waiting for a resync point
+        self._stall_reason = ""
+
+    @property
+    def offset(self) -> int:
+        """Stream offset of the first byte not yet emitted."""
+        return self._base
+
+    @property
+    def buffered(self) -> bytes:
+        """Bytes received but not yet part of an emitted event (what a widget shows)."""
+        return self._buf
+
+    def feed(self, chunk: bytes, *, segment: int | None = None) -> list[StreamEvent]:
+        if segment is None:
+            segment = self._next_segment
+        self._next_segment = segment + 1
+        if self.provenance:
+            self._segments.append(segment)
+            self._starts.append(self._fed)
+        self._fed += len(chunk)
+        self._buf = self._buf + chunk if self._buf else bytes(chunk)
+        return self._drain()
+
+    def take_remaining(self) -> bytes:
+        """Hand back the unframed bytes, e.g. when the stream switches to compression."""
+        rest, self._buf = self._buf, b""
+        self._base += len(rest)
+        self._trim()
+        return rest
+
+    def finish(self) -> list[StreamEvent]:
+        """End of stream: whatever is buffered is reported, never dropped."""
+        if not self._buf:
+            return []
+        events: list[StreamEvent] = []
+        buf, base = self._buf, self._base
+        if self._stalled:
+            events.append(self._garbage(0, len(buf), self._stall_reason, resynced=False))
+        else:
+            try:
+                expected = self.rule.measure(buf, 0)
+            except FramingError as exc:
+                events.append(self._garbage(0, len(buf), exc.reason, resynced=False))
+                expected = -1
+            if expected != -1:
+                events.append(Truncated(base, buf, expected, self._sources(base, base + len(buf))))
+        self._buf = b""
+        self._base += len(buf)
+        self._trim()
+        return events
+
+    # -- internals ---------------------------------------------------------------
+
+    def _drain(self) -> list[StreamEvent]:
+        buf = self._buf
+        pos = 0
+        n = len(buf)
+        events: list[StreamEvent] = []
+        measure = self.rule.measure
+        base = self._base
+        prov = self.provenance
+        while pos < n:
+            if self._stalled:
+                nxt = self.rule.resync(buf, pos + 1)
+                if nxt is None:
+                    break
+                events.append(self._garbage(pos, nxt, self._stall_reason, resynced=True))
+                self._stalled = False
+                pos = nxt
+                continue
+            try:
+                length = measure(buf, pos)
+            except FramingError as exc:
+                nxt = self.rule.resync(buf, pos + 1)
+                if nxt is None:
+                    self._stalled = True
+                    self._stall_reason = exc.reason
+                    break
+                events.append(self._garbage(pos, nxt, exc.reason, resynced=True))
+                pos = nxt
+                continue
+            if length is None or pos + length > n:
+                break
+            end = pos + length
+            start_off = base + pos
+            events.append(
+                Frame(buf[pos:end], start_off, self._sources(start_off, base + end) if prov else ())
+            )
+            pos = end
+        if pos:
+            self._buf = buf[pos:]
+            self._base = base + pos
+            if prov:
+                self._trim()
+        return events
+
+    def _garbage(self, start: int, end: int, reason: str, *, resynced: bool) -> Garbage:
+        off = self._base + start
+        return Garbage(off, self._buf[start:end], reason, resynced, self._sources(off, off + end - start))
+
+    def _sources(self, start: int, end: int) -> tuple[Source, ...]:
+        if not self.provenance:
+            return ()
+        starts, segs = self._starts, self._segments
+        i = bisect_right(starts, start) - 1
+        out = []
+        while i < len(starts) and starts[i] < end:
+            c_start = starts[i]
+            c_end = starts[i + 1] if i + 1 < len(starts) else self._fed
+            lo, hi = max(start, c_start), min(end, c_end)
+            if hi > lo:
+                out.append(Source(segs[i], lo - c_start, hi - c_start))
+            i += 1
+        return tuple(out)
+
+    def _trim(self) -> None:
+        """Forget chunks that lie wholly before the buffered bytes."""
+        starts = self._starts
+        keep = bisect_right(starts, self._base) - 1
+        if keep > 0:
+            del starts[:keep]
+            del self._segments[:keep]

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Creates (or refreshes) the project-local virtual environment in .venv and the system
+# packages the tests and notebooks need. Safe to run again: it only reinstalls when
+# pyproject.toml changed since the last successful install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/sysdeps.sh
+
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "nsqviz needs Python >= 3.11; $PY is $("$PY" --version 2>&1)" >&2
+    exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+    echo "== creating .venv"
+    "$PY" -m venv .venv
+fi
+stamp=.venv/.nsqviz-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "== installing nsqviz and its extras into .venv"
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet -e ".[lab,spark,dev]"
+    echo "$want" > "$stamp"
+fi
