@@ -35,7 +35,6 @@ from construct import (
     GreedyBytes,
     Int16ub,
     Int32sb,
-    Int32ub,
     Int64sb,
     Prefixed,
     PrefixedArray,
@@ -296,6 +295,45 @@ def _body(subcon, *, minimum: int = 1, what: str = "body"):
     return Prefixed(_Located(_CheckedSize(Int32sb)), subcon)
 
 
+class _MessageCountAdapter(Adapter):
+    """MPUB's ``[ 4-byte num messages ]``: nsqd answers E_BAD_BODY to a count <= 0."""
+
+    def _decode(self, obj, context, path):
+        if obj < 1:
+            raise BadSize(f"MPUB invalid message count {obj}", path=path)
+        return obj
+
+    def _encode(self, obj, context, path):
+        return self._decode(obj, context, path)
+
+
+_MessageCount = _Located(_MessageCountAdapter(Int32sb))
+
+
+class _NothingLeft(Construct):
+    """The end of a sized body: bytes after its last field are named, never dropped."""
+
+    def __init__(self, what: str):
+        super().__init__()
+        self.what = what
+        self.flagbuildnone = True
+
+    def _parse(self, stream, context, path):
+        start = stream_tell(stream, path)
+        rest = stream.read()
+        if rest:
+            raise BadSize(
+                f"{self.what} has {len(rest)} bytes after its last message", offset=start, path=path
+            )
+        return None
+
+    def _build(self, obj, stream, context, path):
+        return None
+
+    def _sizeof(self, context, path):
+        return 0
+
+
 # ------------------------------------------------------------------------- commands
 
 Magic = Const(MAGIC_V2)
@@ -332,7 +370,10 @@ MPUB = Struct(
     LF,
     "body"
     / _body(
-        Struct("messages" / PrefixedArray(Int32ub, _body(GreedyBytes, what="message body"))),
+        Struct(
+            "messages" / PrefixedArray(_MessageCount, _body(GreedyBytes, what="message body")),
+            _NothingLeft("MPUB body"),
+        ),
         what="MPUB body",
     ),
 )
