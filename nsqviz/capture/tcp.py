@@ -1,0 +1,362 @@
+"""TCP flow tracking and in-order reassembly of each direction's byte stream.
+
+A capture shows segments as the wire carried them: retransmitted, overlapping, out of
+order, or not at all (the capture started late, the kernel dropped them, the snaplen cut
+them). :class:`FlowTracker` turns them into what each application saw -- one ordered
+byte stream per direction -- and says exactly where that view is incomplete:
+
+* bytes arrive as :class:`Data` chunks in stream order, each naming the packet (number,
+  timestamp) that carried it, so a frame cut out of the stream knows its packets;
+* bytes that were sent but never captured become a :class:`Gap` with their offset and
+  size. A hole is only declared lost when the capture proves it: the other side
+  acknowledged past it, the snaplen cut the packet, the connection ended, or too much
+  data is waiting behind it; until then later segments wait in an out-of-order buffer;
+* retransmitted and overlapping bytes are reported (:class:`Retransmission`) and
+  delivered once -- the first copy wins, as in Wireshark's default;
+* :class:`FlowStart`/:class:`FlowEnd` open and close a flow; ``FlowEnd.how`` says FIN,
+  RST or end of capture.
+
+Sequence numbers are 32-bit and wrap; offsets here are unwrapped 64-bit positions
+counted from the first payload byte (after the SYN when it was seen, else from the first
+segment captured -- a *mid-stream* start, which :class:`Flow` records).
+
+Which side is the client: the one that sent the SYN; without a SYN, the one that sent
+the NSQ magic ``"  V2"``; else the one whose port is not a known server port; else the
+one with the higher port (ephemeral ports are high).
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from nsqviz.capture.layers import ACK, FIN, RST, SYN, Segment
+
+__all__ = [
+    "DEFAULT_SERVER_PORTS",
+    "Data",
+    "Flow",
+    "FlowEnd",
+    "FlowStart",
+    "FlowTracker",
+    "Gap",
+    "Retransmission",
+    "TcpEvent",
+]
+
+DEFAULT_SERVER_PORTS = frozenset({4150})
+"""nsqd's TCP port; ``nsqviz decode --port`` adds more."""
+
+_MAGIC = b"  V2"
+_MASK = 0xFFFFFFFF
+_HALF = 1 << 31
+
+MAX_PENDING_BYTES = 16 * 1024 * 1024
+"""Out-of-order bytes held behind a hole before the hole is declared lost."""
+MAX_PENDING_SEGMENTS = 1024
+
+
+def endpoint(ip: str, port: int) -> str:
+    """``ip:port``, with IPv6 addresses in brackets as in URLs."""
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+@dataclass(slots=True, eq=False)
+class Flow:
+    """One TCP connection. ``label`` is ``client->server`` (the c2s direction)."""
+
+    id: int
+    client: tuple[str, int]
+    server: tuple[str, int]
+    syn_seen: bool
+    first_packet: int
+    label: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.label = f"{endpoint(*self.client)}->{endpoint(*self.server)}"
+
+    @property
+    def midstream(self) -> bool:
+        """The capture started after the handshake: the first bytes may be mid-frame."""
+        return not self.syn_seen
+
+
+class Data(NamedTuple):
+    """In-order bytes of one direction, at stream ``offset``, carried by packet ``number``."""
+
+    flow: Flow
+    direction: str  # "c2s" or "s2c"
+    offset: int
+    data: bytes
+    number: int
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """``size`` bytes at ``offset`` were sent but are not in the capture."""
+
+    flow: Flow
+    direction: str
+    offset: int
+    size: int
+    number: int  # the packet whose arrival (or the end) made the hole certain
+    ts: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Retransmission:
+    """Packet ``number`` carried ``size`` bytes at ``offset`` that were already delivered."""
+
+    flow: Flow
+    direction: str
+    offset: int
+    size: int
+    number: int
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class FlowStart:
+    flow: Flow
+    number: int
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class FlowEnd:
+    """One direction ended: ``how`` is ``"fin"``, ``"rst"`` or ``"capture"`` (file ended)."""
+
+    flow: Flow
+    direction: str
+    how: str
+    number: int
+    ts: float
+
+
+TcpEvent = Data | Gap | Retransmission | FlowStart | FlowEnd
+
+
+class _Pending(NamedTuple):
+    offset: int
+    data: bytes
+    number: int
+    ts: float
+
+
+class _Half:
+    """One direction of a flow: what has been delivered, what waits behind a hole."""
+
+    __slots__ = (
+        "base", "delivered", "pending", "pending_bytes", "fin_at", "ended", "acked",
+        "cut_start", "cut_end", "cut_number", "last_number", "last_ts",
+    )
+
+    def __init__(self) -> None:
+        self.base: int | None = None  # absolute seq of offset 0
+        self.delivered = 0  # offset of the next byte to deliver
+        self.pending: list[_Pending] = []  # sorted by offset
+        self.pending_bytes = 0
+        self.fin_at: int | None = None
+        self.ended = False
+        self.acked = 0  # highest offset the peer acknowledged
+        self.cut_start = -1  # [cut_start, cut_end): bytes the last snaplen-cut packet lost
+        self.cut_end = -1
+        self.cut_number = 0
+        self.last_number = 0
+        self.last_ts = 0.0
+
+    def offset_of(self, seq: int) -> int:
+        """Unwrap a 32-bit sequence number to an offset near what is delivered."""
+        ref = (self.base + self.delivered) & _MASK  # type: ignore[operator]
+        return self.delivered + ((seq - ref + _HALF) & _MASK) - _HALF
+
+
+class FlowTracker:
+    """Feed it segments in capture order; it returns the flow events each one completes."""
+
+    def __init__(self, *, server_ports: Iterable[int] = DEFAULT_SERVER_PORTS):
+        self.server_ports = frozenset(server_ports)
+        self._flows: dict[tuple, tuple[Flow, dict[str, _Half]]] = {}
+        self.flows: list[Flow] = []
+
+    # -- flow lookup ---------------------------------------------------------------
+
+    def _client_is_src(self, seg: Segment) -> bool:
+        flags = seg.flags
+        if flags & SYN:
+            return not flags & ACK
+        if seg.payload.startswith(_MAGIC):
+            return True
+        s_srv, d_srv = seg.sport in self.server_ports, seg.dport in self.server_ports
+        if s_srv != d_srv:
+            return d_srv
+        return seg.sport > seg.dport
+
+    def _lookup(self, seg: Segment, out: list) -> tuple[Flow, dict[str, _Half], str]:
+        a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
+        key = (a, b) if a <= b else (b, a)
+        entry = self._flows.get(key)
+        if entry is not None:
+            flow, halves = entry
+            direction = "c2s" if a == flow.client else "s2c"
+            # A new SYN on a finished 4-tuple is a new connection that reuses the ports.
+            if not (seg.flags & SYN and not seg.flags & ACK
+                    and halves["c2s"].ended and halves["s2c"].ended):
+                return flow, halves, direction
+        client_src = self._client_is_src(seg)
+        flow = Flow(
+            len(self.flows),
+            a if client_src else b,
+            b if client_src else a,
+            bool(seg.flags & SYN),
+            seg.number,
+        )
+        halves = {"c2s": _Half(), "s2c": _Half()}
+        self._flows[key] = (flow, halves)
+        self.flows.append(flow)
+        out.append(FlowStart(flow, seg.number, seg.ts))
+        return flow, halves, "c2s" if client_src else "s2c"
+
+    # -- segments ------------------------------------------------------------------
+
+    def feed(self, seg: Segment) -> list[TcpEvent]:
+        out: list[TcpEvent] = []
+        flow, halves, direction = self._lookup(seg, out)
+        half = halves[direction]
+        peer = halves["s2c" if direction == "c2s" else "c2s"]
+        flags = seg.flags
+        half.last_number, half.last_ts = seg.number, seg.ts
+        seq = seg.seq
+        if flags & SYN:
+            if half.base is None:
+                half.base = (seq + 1) & _MASK
+            seq = (seq + 1) & _MASK  # any payload on a SYN starts after it
+        elif half.base is None:
+            half.base = seq  # mid-stream start: offsets count from the first byte seen
+
+        if flags & ACK and peer.base is not None:
+            acked = peer.offset_of(seg.ack)
+            if acked > peer.acked:
+                peer.acked = acked
+                if peer.pending and peer.pending[0].offset <= acked:
+                    self._declare_hole(flow, _other(direction), peer, seg.number, seg.ts, out,
+                                       "acknowledged by the receiver but not captured")
+
+        payload = seg.payload
+        if payload or seg.missing:
+            off = half.offset_of(seq)
+            if seg.missing:
+                half.cut_start = off + len(payload)
+                half.cut_end = half.cut_start + seg.missing
+                half.cut_number = seg.number
+            if payload:
+                self._insert(flow, direction, half, off, payload, seg, out)
+            if (half.pending and half.cut_start <= half.delivered
+                    and half.cut_end >= half.pending[0].offset):
+                self._declare_hole(flow, direction, half, seg.number, seg.ts, out, "")
+
+        if flags & FIN and half.fin_at is None:
+            half.fin_at = half.offset_of(seq) + len(payload) + seg.missing
+        if flags & RST:
+            for d, h in halves.items():
+                self._end(flow, d, h, "rst", seg.number, seg.ts, out)
+            return out
+        if half.pending_bytes > MAX_PENDING_BYTES or len(half.pending) > MAX_PENDING_SEGMENTS:
+            self._declare_hole(flow, direction, half, seg.number, seg.ts, out,
+                               "too much data waiting behind it; taken as lost")
+        for d, h in halves.items():
+            if h.fin_at is not None and h.delivered >= h.fin_at and not h.ended:
+                h.ended = True
+                out.append(FlowEnd(flow, d, "fin", seg.number, seg.ts))
+        return out
+
+    def _insert(self, flow: Flow, direction: str, half: _Half, off: int, payload: bytes,
+                seg: Segment, out: list) -> None:
+        end = off + len(payload)
+        delivered = half.delivered
+        if off == delivered and not half.pending:  # the common case: next in order
+            half.delivered = end
+            out.append(Data(flow, direction, off, payload, seg.number, seg.ts))
+            return
+        if end <= delivered:
+            out.append(Retransmission(flow, direction, off, len(payload), seg.number, seg.ts))
+            return
+        if off < delivered:
+            out.append(Retransmission(flow, direction, off, delivered - off, seg.number, seg.ts))
+            payload = payload[delivered - off :]
+            off = delivered
+        if off > delivered:
+            insort(half.pending, _Pending(off, payload, seg.number, seg.ts))
+            half.pending_bytes += len(payload)
+            return
+        half.delivered = end
+        out.append(Data(flow, direction, off, payload, seg.number, seg.ts))
+        self._drain(flow, direction, half, out)
+
+    def _drain(self, flow: Flow, direction: str, half: _Half, out: list) -> None:
+        """Deliver pending segments that now continue the stream."""
+        pending = half.pending
+        while pending and pending[0].offset <= half.delivered:
+            p = pending.pop(0)
+            half.pending_bytes -= len(p.data)
+            end = p.offset + len(p.data)
+            if end <= half.delivered:
+                out.append(Retransmission(flow, direction, p.offset, len(p.data), p.number, p.ts))
+                continue
+            data = p.data
+            if p.offset < half.delivered:
+                cut = half.delivered - p.offset
+                out.append(Retransmission(flow, direction, p.offset, cut, p.number, p.ts))
+                data = data[cut:]
+            out.append(Data(flow, direction, half.delivered, data, p.number, p.ts))
+            half.delivered = end
+
+    def _declare_hole(self, flow: Flow, direction: str, half: _Half, number: int, ts: float,
+                      out: list, reason: str) -> None:
+        """The bytes before the first pending segment are lost: report them, move on."""
+        nxt = half.pending[0].offset
+        size = nxt - half.delivered
+        if size <= 0:
+            self._drain(flow, direction, half, out)
+            return
+        if half.cut_start < nxt and half.cut_end > half.delivered:
+            reason = f"packet {half.cut_number} was cut short by the capture's snaplen"
+        out.append(Gap(flow, direction, half.delivered, size, number, ts,
+                       reason or "bytes missing from the capture"))
+        half.delivered = nxt
+        self._drain(flow, direction, half, out)
+
+    def _end(self, flow: Flow, direction: str, half: _Half, how: str, number: int, ts: float,
+             out: list) -> None:
+        if half.ended:
+            return
+        while half.pending:
+            self._declare_hole(flow, direction, half, number, ts, out,
+                               "missing from the capture before the connection ended")
+        tail_to = max(half.acked, half.cut_end, half.fin_at or 0)
+        if tail_to > half.delivered and half.base is not None:
+            if half.cut_end >= tail_to:
+                reason = f"packet {half.cut_number} was cut short by the capture's snaplen"
+            else:
+                reason = "acknowledged by the receiver but not captured"
+            out.append(Gap(flow, direction, half.delivered, tail_to - half.delivered, number,
+                           ts, reason))
+            half.delivered = tail_to
+        half.ended = True
+        out.append(FlowEnd(flow, direction, how, number, ts))
+
+    def finish(self) -> list[TcpEvent]:
+        """End of capture: report what is still waiting, close every open direction."""
+        out: list[TcpEvent] = []
+        for flow, halves in self._flows.values():
+            for direction, half in halves.items():
+                self._end(flow, direction, half, "capture", half.last_number, half.last_ts, out)
+        return out
+
+
+def _other(direction: str) -> str:
+    return "s2c" if direction == "c2s" else "c2s"
