@@ -44,6 +44,7 @@ __all__ = [
     "Truncated",
     "Violation",
     "NON_FATAL_ERRORS",
+    "Observation",
 ]
 
 _RAW = field(default=None, compare=False, repr=False)
@@ -257,9 +258,11 @@ class Violation:
     raw: Frame | None = _RAW
 
     @property
-    def error(self) -> bytes:
-        """The data of the FrameTypeError nsqd sends for it."""
-        return f"{self.code} {self.text}".encode()
+    def error(self) -> bytes | None:
+        """The data of the FrameTypeError nsqd sends for it (``None``: nsqd just closes)."""
+        if not self.code:
+            return None
+        return f"{self.code} {self.text}".encode() if self.text else self.code.encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,4 +279,5 @@ class ConnectionClosed:
     """The peer closed its side of the connection."""
 
 
-Event = Command | ServerFrame | TLSUpgrade | CompressionStarted | Violation | Truncated | ConnectionClosed
+Observation = TLSUpgrade | CompressionStarted | Violation | Truncated | ConnectionClosed
+Event = Command | ServerFrame | Observation

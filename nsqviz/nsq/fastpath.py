@@ -234,14 +234,17 @@ def _mpub(data, nl, raw):
     base = nl + 5
     if len(body) < 4:
         raise GrammarError("MPUB message count is cut short", offset=base + len(body))
-    (count,) = _U32.unpack_from(body)
+    (count,) = _I32.unpack_from(body)
+    if count < 1:
+        raise BadSize(f"MPUB invalid message count {count}", offset=base)
     pos = 4
     bodies = []
     for _ in range(count):
         msg, pos = _sized(body, pos, "message body", base)
         bodies.append(msg)
     if pos != len(body):
-        raise GrammarError(f"{len(body) - pos} bytes left over", offset=base + pos)
+        rest = len(body) - pos
+        raise BadSize(f"MPUB body has {rest} bytes after its last message", offset=base + pos)
     return Mpub(topic, tuple(bodies), raw)
 
 

@@ -16,18 +16,32 @@ from struct import Struct as _Struct
 from nsqviz.nsq.grammar import BODY_VERBS, MAGIC_V2
 from nsqviz.stream.reassembly import FramingError
 
-__all__ = ["CommandFraming", "FrameFraming", "DEFAULT_MAX_FRAME_SIZE", "DEFAULT_MAX_LINE"]
+__all__ = [
+    "DEFAULT_MAX_BODY_SIZE",
+    "DEFAULT_MAX_FRAME_SIZE",
+    "DEFAULT_MAX_LINE",
+    "DEFAULT_MAX_MSG_SIZE",
+    "CommandFraming",
+    "FrameFraming",
+]
 
 _I32 = _Struct(">i")
 _HEADER = _Struct(">ii")
 
 DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024 + 1024
-"""nsqd's default --max-body-size (5 MiB) plus room for a message header."""
+"""Largest frame from nsqd we accept: --max-body-size (5 MiB) plus room for headers."""
+
+DEFAULT_MAX_BODY_SIZE = 5 * 1024 * 1024
+"""nsqd's --max-body-size default: the largest IDENTIFY, AUTH or MPUB body."""
+
+DEFAULT_MAX_MSG_SIZE = 1024 * 1024
+"""nsqd's --max-msg-size default: the largest PUB or DPUB message."""
 
 DEFAULT_MAX_LINE = 16 * 1024
 """nsqd reads a command line with a 16 KiB buffered reader; longer lines cannot be read."""
 
 _VERB_STARTS = frozenset(b"ACDFIMNPRST")
+_MESSAGE_VERBS = frozenset({b"PUB", b"DPUB"})
 
 
 class FrameFraming:
@@ -72,27 +86,35 @@ class CommandFraming:
         self,
         *,
         expect_magic: bool = True,
-        max_body_size: int = DEFAULT_MAX_FRAME_SIZE,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        max_msg_size: int = DEFAULT_MAX_MSG_SIZE,
         max_line: int = DEFAULT_MAX_LINE,
     ):
         self.expect_magic = expect_magic
         self.max_body_size = max_body_size
+        self.max_msg_size = max_msg_size
         self.max_line = max_line
 
     def measure(self, buf: bytes, pos: int) -> int | None:
         if self.expect_magic:
             if len(buf) - pos < 4:
                 if not MAGIC_V2.startswith(buf[pos:]):
-                    raise FramingError(f"expected the magic {MAGIC_V2!r}, got {buf[pos:]!r}")
+                    raise FramingError(
+                        f"expected the magic {MAGIC_V2!r}, got {buf[pos:]!r}",
+                        code="E_BAD_PROTOCOL",
+                    )
                 return None
             got = buf[pos : pos + 4]
             if got != MAGIC_V2:
-                raise FramingError(f"expected the magic {MAGIC_V2!r}, got {got!r}", length=4)
+                raise FramingError(
+                    f"expected the magic {MAGIC_V2!r}, got {got!r}", code="E_BAD_PROTOCOL"
+                )
             self.expect_magic = False
             return 4
         nl = buf.find(b"\n", pos, pos + self.max_line + 1)
         if nl < 0:
             if len(buf) - pos > self.max_line:
+                # nsqd cannot read such a line and drops the connection without a word.
                 raise FramingError(f"command line longer than {self.max_line} bytes")
             return None
         sp = buf.find(b" ", pos, nl)
@@ -103,18 +125,31 @@ class CommandFraming:
         if len(buf) - (nl + 1) < 4:
             return None
         (size,) = _I32.unpack_from(buf, nl + 1)
-        if size < 0:
-            raise FramingError(f"{verb.decode()} body size {size} is negative")
-        if size > self.max_body_size:
-            raise FramingError(
-                f"{verb.decode()} body size {size} is beyond the limit {self.max_body_size}"
-            )
+        # nsqd checks a body size as soon as it has read it, before reading the body;
+        # the reasons below are the texts nsqd v1.3.0 answers with.
+        name = verb.decode()
+        if verb in _MESSAGE_VERBS:
+            if size <= 0:
+                raise FramingError(
+                    f"{name} invalid message body size {size}", code="E_BAD_MESSAGE"
+                )
+            if size > self.max_msg_size:
+                raise FramingError(
+                    f"{name} message too big {size} > {self.max_msg_size}", code="E_BAD_MESSAGE"
+                )
+        else:
+            if size <= 0:
+                raise FramingError(f"{name} invalid body size {size}", code="E_BAD_BODY")
+            if size > self.max_body_size:
+                raise FramingError(
+                    f"{name} body too big {size} > {self.max_body_size}", code="E_BAD_BODY"
+                )
         return line_len + 4 + size
 
     def resync(self, buf: bytes, pos: int) -> int | None:
         """The start of the next line that begins like a command verb."""
         if self.expect_magic:
-            return None
+            return -1  # without the magic this is not protocol V2 at all
         while True:
             nl = buf.find(b"\n", pos)
             if nl < 0 or nl + 1 >= len(buf):

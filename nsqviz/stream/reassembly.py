@@ -33,10 +33,10 @@ __all__ = [
 class FramingError(Exception):
     """Raised by a framing rule when the bytes at a frame boundary cannot start a frame."""
 
-    def __init__(self, reason: str, *, length: int | None = None):
+    def __init__(self, reason: str, *, code: str = ""):
         super().__init__(reason)
         self.reason = reason
-        self.length = length  # bytes known to be bad, when the rule can tell
+        self.code = code  # the protocol's own name for this error, where it has one
 
 
 class FramingRule(Protocol):
@@ -45,7 +45,8 @@ class FramingRule(Protocol):
     ``measure(buf, pos)`` looks at ``buf[pos:]`` and returns the length of the frame
     starting at ``pos``, ``None`` if more bytes are needed to tell, or raises
     :class:`FramingError`. ``resync(buf, pos)`` returns the offset of the next position
-    after ``pos`` where a frame plausibly starts, or ``None`` if it cannot find one (yet).
+    at or after ``pos`` where a frame plausibly starts, ``None`` if it cannot find one
+    yet, or -1 if the stream can never be framed again.
     A rule may keep state (e.g. "the magic comes first"); ``measure`` is called exactly
     once per frame that is then emitted, in stream order.
     """
@@ -81,13 +82,15 @@ class Frame:
 
 @dataclass(frozen=True, slots=True)
 class Garbage:
-    """Bytes that cannot be framed. ``resynced`` says whether framing resumes after them."""
+    """Bytes that cannot be framed. ``resynced`` says whether framing resumes after them;
+    ``code`` is the protocol's name for the error (e.g. nsqd's ``E_BAD_MESSAGE``), if any."""
 
     offset: int
     data: bytes
     reason: str
     resynced: bool
     sources: tuple[Source, ...] = ()
+    code: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +115,11 @@ class Reassembler:
     what hot loops that only need the frames (the codec under load) ask for.
     """
 
-    def __init__(self, rule: FramingRule, *, provenance: bool = True):
+    def __init__(self, rule: FramingRule, *, provenance: bool = True, resync: bool = True):
         self.rule = rule
         self.provenance = provenance
+        self.resync = resync
+        self.dead = False  # unframeable for good: everything from here on is garbage
         self._buf = b""
         self._base = 0  # stream offset of self._buf[0]
         self._segments: list[int] = []  # segment ids of chunks still (partly) buffered
@@ -123,6 +128,7 @@ class Reassembler:
         self._next_segment = 0
         self._stalled = False  # garbage seen, waiting for a resync point
         self._stall_reason = ""
+        self._stall_code = ""
 
     @property
     def offset(self) -> int:
@@ -159,12 +165,14 @@ class Reassembler:
         events: list[StreamEvent] = []
         buf, base = self._buf, self._base
         if self._stalled:
-            events.append(self._garbage(0, len(buf), self._stall_reason, resynced=False))
+            events.append(
+                self._garbage(0, len(buf), self._stall_reason, self._stall_code, resynced=False)
+            )
         else:
             try:
                 expected = self.rule.measure(buf, 0)
             except FramingError as exc:
-                events.append(self._garbage(0, len(buf), exc.reason, resynced=False))
+                events.append(self._garbage(0, len(buf), exc.reason, exc.code, resynced=False))
                 expected = -1
             if expected != -1:
                 events.append(Truncated(base, buf, expected, self._sources(base, base + len(buf))))
@@ -180,6 +188,10 @@ class Reassembler:
         pos = 0
         n = len(buf)
         events: list[StreamEvent] = []
+        if self.dead:
+            events.append(self._garbage(0, n, self._stall_reason, self._stall_code, resynced=False))
+            self._consume(n)
+            return events
         measure = self.rule.measure
         base = self._base
         prov = self.provenance
@@ -188,19 +200,27 @@ class Reassembler:
                 nxt = self.rule.resync(buf, pos + 1)
                 if nxt is None:
                     break
-                events.append(self._garbage(pos, nxt, self._stall_reason, resynced=True))
+                events.append(
+                    self._garbage(pos, nxt, self._stall_reason, self._stall_code, resynced=True)
+                )
                 self._stalled = False
                 pos = nxt
                 continue
             try:
                 length = measure(buf, pos)
             except FramingError as exc:
-                nxt = self.rule.resync(buf, pos + 1)
+                nxt = self.rule.resync(buf, pos + 1) if self.resync else -1
+                if nxt == -1:
+                    self.dead = True
+                    self._stall_reason, self._stall_code = exc.reason, exc.code
+                    events.append(self._garbage(pos, n, exc.reason, exc.code, resynced=False))
+                    pos = n
+                    break
                 if nxt is None:
                     self._stalled = True
-                    self._stall_reason = exc.reason
+                    self._stall_reason, self._stall_code = exc.reason, exc.code
                     break
-                events.append(self._garbage(pos, nxt, exc.reason, resynced=True))
+                events.append(self._garbage(pos, nxt, exc.reason, exc.code, resynced=True))
                 pos = nxt
                 continue
             if length is None or pos + length > n:
@@ -212,15 +232,19 @@ class Reassembler:
             )
             pos = end
         if pos:
-            self._buf = buf[pos:]
-            self._base = base + pos
-            if prov:
-                self._trim()
+            self._consume(pos)
         return events
 
-    def _garbage(self, start: int, end: int, reason: str, *, resynced: bool) -> Garbage:
+    def _consume(self, count: int) -> None:
+        self._buf = self._buf[count:]
+        self._base += count
+        if self.provenance:
+            self._trim()
+
+    def _garbage(self, start: int, end: int, reason: str, code: str, *, resynced: bool) -> Garbage:
         off = self._base + start
-        return Garbage(off, self._buf[start:end], reason, resynced, self._sources(off, off + end - start))
+        data = self._buf[start:end]
+        return Garbage(off, data, reason, resynced, self._sources(off, off + len(data)), code)
 
     def _sources(self, start: int, end: int) -> tuple[Source, ...]:
         if not self.provenance:

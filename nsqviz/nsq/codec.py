@@ -1,0 +1,820 @@
+"""Sans-IO NSQ connections, one object per role, in the style of h11.
+
+A :class:`ClientConnection` or :class:`ServerConnection` owns no socket, no thread and
+no clock. Bytes that arrived go into ``receive(data)``, which returns the events they
+completed; an event you want to send goes into ``send(event)``, which returns the bytes
+to write. In between, the object tracks what the protocol says about the connection --
+magic sent, identified, authenticated, subscribed, RDY, messages in flight, closing,
+compression -- and refuses or reports what breaks it.
+
+Both directions use the same pipeline: optional decompression, the stream
+:class:`~nsqviz.stream.Reassembler` with NSQ's framing rule, then the grammar's fast
+path. That is what lets the broker, the notebook session, pcap replay and Spark show the
+same events for the same bytes.
+
+Misuse by *us* raises :class:`LocalProtocolError` from ``send`` (h11's rule: you cannot
+send what the protocol forbids -- unless you ask with ``check=False``, which is how a
+notebook shows what nsqd answers to a bad command). Misbehaviour by the *peer* is data:
+``receive`` returns a :class:`~nsqviz.nsq.events.Violation` carrying the error nsqd
+v1.3.0 would answer with, and after a fatal one the connection is ``CLOSED``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import snappy
+
+from nsqviz.nsq import fastpath
+from nsqviz.nsq.events import (
+    Auth,
+    Cls,
+    Command,
+    CompressionStarted,
+    ConnectionClosed,
+    Dpub,
+    Error,
+    Event,
+    Fin,
+    Identify,
+    Magic,
+    Message,
+    Mpub,
+    Pub,
+    Rdy,
+    Req,
+    Response,
+    ServerFrame,
+    Sub,
+    TLSUpgrade,
+    Touch,
+    Truncated,
+    Violation,
+)
+from nsqviz.nsq.framing import (
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_FRAME_SIZE,
+    DEFAULT_MAX_MSG_SIZE,
+    CommandFraming,
+    FrameFraming,
+)
+from nsqviz.nsq.grammar import (
+    MAGIC_V2,
+    BadJSON,
+    BadMessageID,
+    BadName,
+    BadNumber,
+    GrammarError,
+    UnknownCommand,
+)
+from nsqviz.stream.reassembly import Frame, Garbage, Reassembler
+from nsqviz.stream.reassembly import Truncated as StreamTruncated
+
+__all__ = [
+    "ClientConnection",
+    "Observer",
+    "LocalProtocolError",
+    "ProtocolError",
+    "ServerConfig",
+    "ServerConnection",
+    "State",
+]
+
+DEFAULT_MAX_RDY_COUNT = 2500
+"""nsqd's --max-rdy-count default; clients must assume it without feature negotiation."""
+
+
+class ProtocolError(Exception):
+    """Base of the errors this module raises."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We were about to send something the protocol forbids in the current state."""
+
+
+class State(enum.Enum):
+    """Where a connection is, in nsqd's terms.
+
+    ``INIT`` is before the magic; ``CONNECTED`` is nsqd's ``stateInit`` (IDENTIFY, AUTH,
+    SUB and publishing allowed); ``SUBSCRIBED`` and ``CLOSING`` are nsqd's
+    ``stateSubscribed`` and ``stateClosing``; ``CLOSED`` follows a fatal error or EOF.
+    """
+
+    INIT = "INIT"
+    CONNECTED = "CONNECTED"
+    SUBSCRIBED = "SUBSCRIBED"
+    CLOSING = "CLOSING"
+    CLOSED = "CLOSED"
+
+
+# -------------------------------------------------------------------------- compression
+
+
+class _Snappy:
+    """Snappy's framed stream format, as Go's ``snappy.NewBufferedWriter``/``NewReader``."""
+
+    name = "snappy"
+
+    def __init__(self) -> None:
+        self._out = snappy.StreamCompressor()
+        self._in = snappy.StreamDecompressor()
+
+    def compress(self, data: bytes) -> bytes:
+        return self._out.compress(data)
+
+    def decompress(self, data: bytes) -> bytes:
+        return self._in.decompress(data)
+
+
+class _Deflate:
+    """Raw DEFLATE (no zlib header), flushed after every write as nsqd's flate writer is."""
+
+    name = "deflate"
+
+    def __init__(self, level: int) -> None:
+        self._out = zlib.compressobj(level, zlib.DEFLATED, -15)
+        self._in = zlib.decompressobj(-15)
+
+    def compress(self, data: bytes) -> bytes:
+        return self._out.compress(data) + self._out.flush(zlib.Z_SYNC_FLUSH)
+
+    def decompress(self, data: bytes) -> bytes:
+        return self._in.decompress(data)
+
+
+def _compressor(kind: str, level: int | None) -> _Snappy | _Deflate:
+    if kind == "snappy":
+        return _Snappy()
+    if kind == "deflate":
+        return _Deflate(level or 6)
+    raise ValueError(f"unknown compression {kind!r}")
+
+
+# ------------------------------------------------------------------------------ common
+
+
+class _Connection:
+    """What both roles share: the receive pipeline and the compression switch.
+
+    A ``passive`` connection observes someone else's traffic (a capture): it decodes
+    without judging -- the real peer's verdicts are in the other direction -- reads on
+    after undecodable bytes by resynchronising, and is never closed by a violation.
+    """
+
+    def __init__(self, *, provenance: bool, passive: bool = False) -> None:
+        self.provenance = provenance
+        self.passive = passive
+        self.state = State.INIT
+        self.compression: str | None = None
+        self.tls = False
+        self._codec: _Snappy | _Deflate | None = None
+        self._reasm = self._reassembler(expect_magic=True)
+        self._eof = False
+        self._held = b""  # received before a compression switch, still to decompress
+
+    def _reassembler(self, *, expect_magic: bool) -> Reassembler:
+        rule = self._rule(expect_magic=expect_magic)
+        return Reassembler(rule, provenance=self.provenance, resync=self.passive)
+
+    def _fail(self) -> None:
+        """A fatal violation: a peer closes; an observer reads on."""
+        if not self.passive:
+            self.state = State.CLOSED
+
+    # subclasses provide
+    def _rule(self, *, expect_magic: bool):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _on_frame(self, frame: Frame, out: list[Event]) -> bool:  # pragma: no cover
+        """Decode one frame into ``out``; return True if the stream switches after it."""
+        raise NotImplementedError
+
+    def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def receive(self, data: bytes, *, segment: int | None = None) -> list[Event]:
+        """Feed bytes that arrived; ``b""`` means the peer closed its side."""
+        out: list[Event] = []
+        if self._eof:
+            return out
+        if not data:
+            self._eof = True
+            for ev in self._reasm.finish():
+                if isinstance(ev, StreamTruncated):
+                    out.append(Truncated(ev.offset, ev.data, ev.expected))
+                else:
+                    self._on_garbage(ev, out)
+            out.append(ConnectionClosed())
+            self.state = State.CLOSED
+            return out
+        if self.state is State.CLOSED:
+            return out
+        if self._held:
+            data, self._held = self._held + data, b""
+        if self._codec is not None:
+            data = self._decompress(data, out)
+            if not data:
+                return out
+        self._pump(self._reasm.feed(data, segment=segment), out, segment)
+        return out
+
+    def _pump(self, events, out: list[Event], segment: int | None) -> None:
+        on_frame = self._on_frame
+        for i, ev in enumerate(events):
+            if type(ev) is Frame:
+                if on_frame(ev, out):
+                    self._switch_after(events, i, out, segment)
+                    return
+            else:
+                self._on_garbage(ev, out)
+            if self.state is State.CLOSED:
+                return
+
+    def _switch_after(self, events, i: int, out: list[Event], segment: int | None) -> None:
+        """The stream changed form after ``events[i]``: re-read everything after it."""
+        rest = b"".join(ev.data for ev in events[i + 1 :]) + self._reasm.take_remaining()
+        self._reasm = self._reassembler(expect_magic=False)
+        if self._codec is not None and rest:
+            rest = self._decompress(rest, out)
+        if rest and self.state is not State.CLOSED and not self._tls_pending():
+            self._pump(self._reasm.feed(rest, segment=segment), out, segment)
+        elif rest and self._tls_pending():
+            out[-1] = TLSUpgrade(rest)
+
+    def _tls_pending(self) -> bool:
+        return False
+
+    def _decompress(self, data: bytes, out: list[Event]) -> bytes:
+        try:
+            return self._codec.decompress(data)
+        except Exception as exc:  # snappy and zlib raise their own types
+            out.append(
+                Violation("", f"bad {self.compression} stream: {exc}", True, self._reasm.offset)
+            )
+            self.state = State.CLOSED  # nothing after a broken compressed stream is readable
+            return b""
+
+    def _start_compression(self, kind: str, level: int | None) -> None:
+        self._codec = _compressor(kind, level)
+        self.compression = kind
+
+    def _wrap(self, data: bytes) -> bytes:
+        return self._codec.compress(data) if self._codec is not None else data
+
+
+# ------------------------------------------------------------------------------ client
+
+_IDENTIFY_OK = "IDENTIFY"
+_TLS_OK = "TLS OK"
+_COMPRESSED_OK = "compressed OK"
+
+_ANSWERED = (Identify, Auth, Sub, Pub, Mpub, Dpub, Cls)
+"""Commands nsqd answers with a response frame (the others are only ever refused)."""
+
+
+class ClientConnection(_Connection):
+    """The client's side of an NSQ connection.
+
+    Responses are paired with the commands that asked for them, in order (nsqd answers
+    IDENTIFY, AUTH, SUB, PUB, MPUB, DPUB and CLS; RDY, FIN, REQ, TOUCH and NOP only get
+    an answer when they fail). After an IDENTIFY response that negotiates TLS the codec
+    returns :class:`TLSUpgrade` and expects the caller to run the handshake; after one
+    that negotiates snappy or deflate it switches both directions right after that frame
+    and expects the extra compressed ``OK``, as the spec describes.
+    """
+
+    def __init__(
+        self,
+        *,
+        provenance: bool = False,
+        passive: bool = False,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ):
+        self.max_frame_size = max_frame_size
+        super().__init__(provenance=provenance, passive=passive)
+        self.identify: dict[str, Any] | None = None
+        self.features: dict[str, Any] | None = None
+        self.auth_required = False
+        self.authenticated = False
+        self.auth_info: dict[str, Any] | None = None
+        self.subscription: tuple[str, str] | None = None
+        self.rdy = 0
+        self.in_flight: dict[bytes, Message] = {}
+        self.pending: list[Any] = []
+        self._after_tls: tuple[str, int | None] | None = None
+
+    def _rule(self, *, expect_magic: bool):
+        return FrameFraming(max_size=self.max_frame_size)
+
+    @property
+    def max_rdy_count(self) -> int:
+        if self.features and "max_rdy_count" in self.features:
+            return int(self.features["max_rdy_count"])
+        return DEFAULT_MAX_RDY_COUNT
+
+    def snapshot(self) -> dict[str, Any]:
+        """The tracked state as plain data, for before/after views and transcripts."""
+        return {
+            "state": self.state.value,
+            "identified": self.identify is not None,
+            "features": dict(self.features) if self.features else None,
+            "auth_required": self.auth_required,
+            "authenticated": self.authenticated,
+            "subscription": self.subscription,
+            "rdy": self.rdy,
+            "in_flight": [m.decode() for m in self.in_flight],
+            "compression": self.compression,
+            "tls": self.tls,
+            "pending": [p if isinstance(p, str) else _verb(p) for p in self.pending],
+        }
+
+    # -- sending -------------------------------------------------------------------
+
+    def send(self, cmd: Command, *, check: bool = True) -> bytes:
+        """The bytes for ``cmd``; raises :class:`LocalProtocolError` on misuse."""
+        if check:
+            self._check(cmd)
+        data = fastpath.encode_command(cmd)
+        self._sent(cmd)
+        return self._wrap(data)
+
+    def _check(self, cmd: Command) -> None:
+        kind = type(cmd)
+        state = self.state
+        if state is State.CLOSED:
+            raise LocalProtocolError("the connection is closed")
+        if kind is Magic:
+            if state is not State.INIT:
+                raise LocalProtocolError("the magic was already sent")
+            return
+        if state is State.INIT:
+            raise LocalProtocolError(f"send the magic {MAGIC_V2!r} before {_verb(cmd)}")
+        if self._after_tls is not None or _TLS_OK in self.pending:
+            raise LocalProtocolError("finish the TLS handshake first")
+        if kind in (Identify, Auth, Sub) and state is not State.CONNECTED:
+            raise LocalProtocolError(f"cannot {_verb(cmd)} in state {state.value}")
+        if kind is Identify:
+            if self.identify is not None:
+                raise LocalProtocolError("IDENTIFY was already sent")
+            if cmd.data.get("snappy") and cmd.data.get("deflate"):
+                raise LocalProtocolError("a client cannot enable both snappy and deflate")
+        elif kind is Auth:
+            if self.authenticated or any(isinstance(p, Auth) for p in self.pending):
+                raise LocalProtocolError("AUTH was already sent")
+            if self.features is not None and not self.auth_required:
+                raise LocalProtocolError("the server did not ask for AUTH: a client must not")
+        elif kind is Sub:
+            if self.subscription is not None:
+                raise LocalProtocolError("a connection can SUB only once")
+            if self.identify and self.identify.get("heartbeat_interval") == -1:
+                raise LocalProtocolError("cannot SUB with heartbeats disabled")
+        elif kind is Rdy:
+            if self.subscription is None:
+                raise LocalProtocolError("RDY before SUB")
+            if state is State.CLOSING:
+                raise LocalProtocolError("RDY after CLS (nsqd ignores it)")
+            if not 0 <= cmd.count <= self.max_rdy_count:
+                raise LocalProtocolError(f"RDY {cmd.count} out of range 0-{self.max_rdy_count}")
+        elif kind in (Fin, Req, Touch):
+            if self.subscription is None:
+                raise LocalProtocolError(f"cannot {_verb(cmd)} before SUB")
+        elif kind is Cls:
+            if self.subscription is None or state is State.CLOSING:
+                raise LocalProtocolError("cannot CLS in current state")
+        elif kind is Mpub and not cmd.bodies:
+            raise LocalProtocolError("MPUB needs at least one message")
+        if (
+            kind in (Sub, Pub, Mpub, Dpub)
+            and self.auth_required
+            and not self.authenticated
+            and not any(isinstance(p, Auth) for p in self.pending)
+        ):
+            raise LocalProtocolError(f"AUTH required before {_verb(cmd)}")
+
+    def _sent(self, cmd: Command) -> None:
+        kind = type(cmd)
+        if kind is Magic:
+            self.state = State.CONNECTED
+            return
+        if kind in _ANSWERED:
+            self.pending.append(cmd)
+        if kind is Identify:
+            self.identify = dict(cmd.data)
+        elif kind is Sub:
+            self.subscription = (cmd.topic, cmd.channel)
+        elif kind is Rdy:
+            self.rdy = cmd.count
+        elif kind is Fin or kind is Req:
+            self.in_flight.pop(cmd.id, None)
+        elif kind is Cls:
+            self.state = State.CLOSING
+
+    def tls_established(self) -> None:
+        """The caller finished the TLS handshake: the next frame is the ``OK`` inside TLS."""
+        self.tls = True
+
+    # -- receiving -----------------------------------------------------------------
+
+    def _tls_pending(self) -> bool:
+        return bool(self.pending) and self.pending[0] == _TLS_OK and not self.tls
+
+    def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:
+        out.append(Violation(garbage.code, garbage.reason, True, garbage.offset))
+        self._fail()
+
+    def _on_frame(self, frame: Frame, out: list[Event]) -> bool:
+        try:
+            ev = fastpath.decode_frame(frame.data, frame)
+        except GrammarError as exc:
+            offset = frame.offset + (exc.offset or 0)
+            out.append(Violation("", exc.reason, True, offset, frame))
+            self._fail()
+            return False
+        kind = type(ev)
+        if kind is Message:
+            self.in_flight[ev.id] = ev
+            out.append(ev)
+            return False
+        out.append(ev)
+        if kind is Error:
+            if ev.fatal:
+                if self.pending:
+                    self.pending.pop(0)
+                self._fail()
+            return False
+        if ev.is_heartbeat or not self.pending:
+            return False
+        asked = self.pending.pop(0)
+        if isinstance(asked, Identify):
+            return self._identified(ev, out)
+        if asked == _TLS_OK:
+            if self._after_tls is not None:
+                kind_level, self._after_tls = self._after_tls, None
+                return self._compress(*kind_level, out)
+            return False
+        if isinstance(asked, Auth):
+            self.authenticated = True
+            self.auth_info = _json_or_none(ev.data)
+        elif isinstance(asked, Sub) and self.state is State.CONNECTED:
+            self.state = State.SUBSCRIBED
+        return False
+
+    def _identified(self, ev: Response, out: list[Event]) -> bool:
+        if ev.is_ok:
+            return False
+        features = _json_or_none(ev.data)
+        if features is None:
+            return False
+        self.features = features
+        self.auth_required = bool(features.get("auth_required"))
+        compression = None
+        if features.get("snappy"):
+            compression = ("snappy", None)
+        elif features.get("deflate"):
+            compression = ("deflate", int(features.get("deflate_level") or 6))
+        if features.get("tls_v1"):
+            self.pending.insert(0, _TLS_OK)
+            self._after_tls = compression
+            out.append(TLSUpgrade())
+            return True
+        if compression is not None:
+            return self._compress(*compression, out)
+        return False
+
+    def _compress(self, kind: str, level: int | None, out: list[Event]) -> bool:
+        self._start_compression(kind, level)
+        self.pending.insert(0, _COMPRESSED_OK)
+        out.append(CompressionStarted(kind, level))
+        return True
+
+
+# ------------------------------------------------------------------------------ server
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """The nsqd options the protocol layer itself enforces (the broker owns the rest)."""
+
+    max_rdy_count: int = DEFAULT_MAX_RDY_COUNT
+    max_msg_size: int = DEFAULT_MAX_MSG_SIZE
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE
+    max_req_timeout: int = 60 * 60 * 1000  # ms; nsqd's --max-req-timeout default is 1h
+    auth_enabled: bool = False
+    tls_required: bool = False
+
+
+_NEEDS_STATE = {
+    b"IDENTIFY": (State.CONNECTED,),
+    b"AUTH": (State.CONNECTED,),
+    b"SUB": (State.CONNECTED,),
+    b"RDY": (State.SUBSCRIBED, State.CLOSING),
+    b"FIN": (State.SUBSCRIBED, State.CLOSING),
+    b"REQ": (State.SUBSCRIBED, State.CLOSING),
+    b"TOUCH": (State.SUBSCRIBED, State.CLOSING),
+    b"CLS": (State.SUBSCRIBED,),
+}
+_ARITY = {b"SUB": 2, b"PUB": 1, b"MPUB": 1, b"DPUB": 2, b"FIN": 1, b"REQ": 2, b"TOUCH": 1}
+_PARAMS_WORD = {b"FIN": "params", b"REQ": "params", b"TOUCH": "params"}
+_AUTH_CHECKED = (Sub, Pub, Mpub, Dpub)
+
+
+class ServerConnection(_Connection):
+    """nsqd's side of a connection: commands in, frames out, nsqd's rules in between.
+
+    The broker decides what commands *do* (queues, auth service, features); this object
+    decides whether they are allowed, with the error code and text nsqd v1.3.0 gives.
+    It tracks the ids it delivered (``send(Message)``) so that FIN, REQ and TOUCH of an id
+    not in flight become the non-fatal E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED.
+    """
+
+    def __init__(
+        self,
+        config: ServerConfig | None = None,
+        *,
+        provenance: bool = False,
+        passive: bool = False,
+        midstream: bool = False,
+    ):
+        self.config = config or ServerConfig()
+        self.midstream = midstream
+        super().__init__(provenance=provenance, passive=passive)
+        if midstream:  # a capture that starts after the magic
+            self.state = State.CONNECTED
+        self.identify: dict[str, Any] | None = None
+        self.authenticated = False
+        self.subscription: tuple[str, str] | None = None
+        self.rdy = 0
+        self.in_flight: set[bytes] = set()
+
+    def _rule(self, *, expect_magic: bool):
+        return CommandFraming(
+            expect_magic=expect_magic and not self.midstream,
+            max_body_size=self.config.max_body_size,
+            max_msg_size=self.config.max_msg_size,
+        )
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "state": self.state.value,
+            "identified": self.identify is not None,
+            "authenticated": self.authenticated,
+            "subscription": self.subscription,
+            "rdy": self.rdy,
+            "in_flight": sorted(m.decode() for m in self.in_flight),
+            "compression": self.compression,
+            "tls": self.tls,
+        }
+
+    # -- sending -------------------------------------------------------------------
+
+    def send(self, frame: ServerFrame) -> bytes:
+        if type(frame) is Message:
+            self.in_flight.add(frame.id)
+        return self._wrap(fastpath.encode_frame(frame))
+
+    def send_messages(self, messages: list[Message]) -> bytes:
+        """Several message frames at once: the broker's hot path to a consumer."""
+        encode = fastpath.encode_frame
+        self.in_flight.update(m.id for m in messages)
+        return self._wrap(b"".join([encode(m) for m in messages]))
+
+    def start_compression(self, kind: str, level: int | None = None) -> None:
+        """Switch both directions to ``kind``, as nsqd does right after the IDENTIFY
+        response: what is sent next (the extra ``OK``) is compressed, and so is
+        everything received from now on, including bytes already buffered."""
+        self._start_compression(kind, level)
+        self._held = self._reasm.take_remaining()
+        self._reasm = self._reassembler(expect_magic=False)
+
+    def tls_started(self) -> None:
+        """The TLS handshake finished; commands now arrive over TLS."""
+        self.tls = True
+
+    def authorized(self) -> None:
+        """The auth service accepted this client's secret."""
+        self.authenticated = True
+
+    def forget(self, message_id: bytes) -> None:
+        """A message left this connection's flight without FIN/REQ (timed out)."""
+        self.in_flight.discard(message_id)
+
+    # -- receiving -----------------------------------------------------------------
+
+    def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:
+        # nsqd answers a wrong magic with the bare code E_BAD_PROTOCOL.
+        text = "" if garbage.code == "E_BAD_PROTOCOL" else garbage.reason
+        out.append(Violation(garbage.code, text, True, garbage.offset))
+        self._fail()
+
+    def _refuse(self, out, code: str, text: str, frame: Frame, *, fatal: bool = True) -> bool:
+        out.append(Violation(code, text, fatal, frame.offset, frame))
+        if fatal:
+            self._fail()
+        return False
+
+    def _on_frame(self, frame: Frame, out: list[Event]) -> bool:
+        data = frame.data
+        if self.state is State.INIT:
+            self.state = State.CONNECTED
+            out.append(Magic(frame))
+            return False
+        nl = data.find(b"\n")
+        sp = data.find(b" ", 0, nl)
+        verb = data[: sp if sp >= 0 else nl]
+        if self.passive:
+            try:
+                cmd = fastpath.decode_command(data, frame)
+            except GrammarError as exc:
+                code, text, _ = _nsqd_error(verb, data, nl, exc)
+                return self._refuse(out, code, text, frame)
+            self._track(cmd)
+            out.append(cmd)
+            return False
+        if self.config.tls_required and not self.tls and verb != b"IDENTIFY":
+            text = f"cannot {verb.decode('ascii', 'replace')} in current state (TLS required)"
+            return self._refuse(out, "E_INVALID", text, frame)
+        allowed = _NEEDS_STATE.get(verb)
+        if allowed is not None and self.state not in allowed:
+            return self._refuse(out, "E_INVALID", f"cannot {verb.decode()} in current state", frame)
+        try:
+            cmd = fastpath.decode_command(data, frame)
+        except GrammarError as exc:
+            code, text, fatal = _nsqd_error(verb, data, nl, exc)
+            return self._refuse(out, code, text, frame, fatal=fatal)
+        return self._accept(cmd, frame, out)
+
+    def _accept(self, cmd: Command, frame: Frame, out: list[Event]) -> bool:
+        """nsqd's checks that need the decoded command, then the state it changes."""
+        kind = type(cmd)
+        config = self.config
+        if kind in _AUTH_CHECKED and config.auth_enabled and not self.authenticated:
+            return self._refuse(out, "E_AUTH_FIRST", f"AUTH required before {_verb(cmd)}", frame)
+        if kind is Fin or kind is Req or kind is Touch:
+            if cmd.id not in self.in_flight:
+                verb = _verb(cmd)
+                text = f"{verb} {cmd.id.decode('ascii', 'replace')} failed ID not in flight"
+                return self._refuse(out, f"E_{verb}_FAILED", text, frame, fatal=False)
+        elif kind is Rdy:
+            if not 0 <= cmd.count <= config.max_rdy_count:
+                text = f"RDY count {cmd.count} out of range 0-{config.max_rdy_count}"
+                return self._refuse(out, "E_INVALID", text, frame)
+        elif kind is Auth:
+            if self.authenticated:
+                return self._refuse(out, "E_INVALID", "AUTH already set", frame)
+            if not config.auth_enabled:
+                return self._refuse(out, "E_AUTH_DISABLED", "AUTH disabled", frame)
+        elif kind is Sub:
+            if self.identify and self.identify.get("heartbeat_interval") == -1:
+                return self._refuse(
+                    out, "E_INVALID", "cannot SUB with heartbeats disabled", frame
+                )
+        elif kind is Dpub:
+            if cmd.defer_time > config.max_req_timeout:
+                text = f"DPUB timeout {cmd.defer_time} out of range 0-{config.max_req_timeout}"
+                return self._refuse(out, "E_INVALID", text, frame)
+        elif kind is Mpub:
+            if len(cmd.bodies) > (config.max_body_size - 4) // 5:
+                text = f"MPUB invalid message count {len(cmd.bodies)}"
+                return self._refuse(out, "E_BAD_BODY", text, frame)
+            for body in cmd.bodies:
+                if len(body) > config.max_msg_size:
+                    text = f"MPUB message too big {len(body)} > {config.max_msg_size}"
+                    return self._refuse(out, "E_BAD_BODY", text, frame)
+        self._track(cmd)
+        out.append(cmd)
+        return False
+
+    def _track(self, cmd: Command) -> None:
+        kind = type(cmd)
+        if kind is Fin or kind is Req:
+            self.in_flight.discard(cmd.id)
+        elif kind is Rdy:
+            if self.state is State.SUBSCRIBED:  # nsqd ignores RDY after CLS
+                self.rdy = cmd.count
+        elif kind is Identify:
+            self.identify = cmd.data
+        elif kind is Sub:
+            self.subscription = (cmd.topic, cmd.channel)
+            self.state = State.SUBSCRIBED
+        elif kind is Cls:
+            self.state = State.CLOSING
+            self.rdy = 0
+
+
+class Observer:
+    """Watches both directions of someone else's NSQ connection (a capture).
+
+    Commands go through a passive :class:`ServerConnection`, frames through a passive
+    :class:`ClientConnection`, and each side tells the other what it could not see for
+    itself: which commands await an answer, which messages are in flight, where the
+    stream switched to compression, where TLS began (after which nothing is decodable).
+    Feed the two directions in the order the bytes were captured.
+    """
+
+    def __init__(
+        self,
+        config: ServerConfig | None = None,
+        *,
+        provenance: bool = True,
+        midstream: bool = False,
+    ):
+        self.server = ServerConnection(
+            config, provenance=provenance, passive=True, midstream=midstream
+        )
+        self.client = ClientConnection(provenance=provenance, passive=True)
+        if midstream:
+            self.client.state = State.CONNECTED
+        self.encrypted = False
+
+    def c2s(self, data: bytes, *, segment: int | None = None) -> list[Event]:
+        """Bytes the client sent; returns commands (and violations)."""
+        if self.encrypted:
+            return []
+        events = self.server.receive(data, segment=segment)
+        client = self.client
+        for ev in events:
+            if isinstance(ev, Command.__args__):  # type: ignore[attr-defined]
+                client._sent(ev)
+        return events
+
+    def s2c(self, data: bytes, *, segment: int | None = None) -> list[Event]:
+        """Bytes the server sent; returns frames (and what they switched on)."""
+        if self.encrypted:
+            return []
+        events = self.client.receive(data, segment=segment)
+        server = self.server
+        for ev in events:
+            kind = type(ev)
+            if kind is Message:
+                server.in_flight.add(ev.id)
+            elif kind is CompressionStarted:
+                server.start_compression(ev.kind, ev.level)
+            elif kind is TLSUpgrade:
+                self.encrypted = True
+        return events
+
+
+def _verb(cmd: Command) -> str:
+    return type(cmd).__name__.upper()
+
+
+def _json_or_none(data: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _go_quote(token: bytes) -> str:
+    """Go's ``%q`` of a string, which nsqd uses to quote bad names."""
+    return json.dumps(token.decode("utf-8", "replace"))
+
+
+def _nsqd_error(verb: bytes, data: bytes, nl: int, exc: GrammarError) -> tuple[str, str, bool]:
+    """The code, text and fatality of nsqd v1.3.0's answer to a command the grammar refused."""
+    code, text = _nsqd_code_text(verb, data, nl, exc)
+    return code, text, code not in ("E_FIN_FAILED", "E_REQ_FAILED", "E_TOUCH_FAILED")
+
+
+def _nsqd_code_text(verb: bytes, data: bytes, nl: int, exc: GrammarError) -> tuple[str, str]:
+    name = verb.decode("ascii", "replace")
+    params = data[:nl].split(b" ")[1:]
+    if isinstance(exc, UnknownCommand):
+        return "E_INVALID", f"invalid command {name}"
+    arity = _ARITY.get(verb)
+    if arity is not None and len(params) < arity:
+        word = _PARAMS_WORD.get(verb, "parameters")
+        return "E_INVALID", f"{name} insufficient number of {word}"
+    if verb == b"AUTH" and params:
+        return "E_INVALID", "AUTH invalid number of parameters"
+    if arity is not None and len(params) > arity or verb in (b"CLS", b"NOP") and params:
+        return "E_INVALID", f"{name} invalid number of parameters"
+    if isinstance(exc, BadName):
+        if verb == b"SUB" and "channel" in exc.reason:
+            return "E_BAD_CHANNEL", f"SUB channel name {_go_quote(params[1])} is not valid"
+        text = f"{name} topic name {_go_quote(params[0])} is not valid"
+        # nsqd v1.3.0's MPUB repeats the code inside its text.
+        return "E_BAD_TOPIC", f"E_BAD_TOPIC {text}" if verb == b"MPUB" else text
+    if isinstance(exc, BadNumber):
+        if verb == b"RDY":
+            return "E_INVALID", f"RDY could not parse count {params[0].decode(errors='replace')}"
+        return "E_INVALID", f"{name} could not parse timeout {params[-1].decode(errors='replace')}"
+    if isinstance(exc, BadMessageID):
+        if len(params[0]) != 16:
+            return "E_INVALID", "invalid message ID"
+        # nsqd only checks the length; 16 bytes that are not hex are simply not in flight.
+        mid = params[0].decode(errors="replace")
+        return f"E_{name}_FAILED", f"{name} {mid} failed ID not in flight"
+    if isinstance(exc, BadJSON):
+        return "E_BAD_BODY", "IDENTIFY failed to decode JSON body"
+    if verb in (b"PUB", b"DPUB"):
+        return "E_BAD_MESSAGE", f"{name} failed to read message body"
+    if verb == b"MPUB":
+        reason = exc.reason if exc.reason.startswith("MPUB") else f"MPUB {exc.reason}"
+        return "E_BAD_BODY", reason
+    return "E_BAD_BODY", f"{name} {exc.reason}"
