@@ -1,0 +1,636 @@
+"""One client connection: protocol V2 on the shared sans-IO codec, driven by asyncio.
+
+The codec (:class:`nsqviz.nsq.codec.ServerConnection`) owns the bytes: it cuts and
+parses commands, checks syntax and per-connection state, and builds every frame we
+send. This module owns what needs the broker: topics and channels, RDY flow control,
+in-flight timeouts, heartbeats, output buffering, TLS/compression switch points, AUTH
+over HTTP, and nsqd's limits. The order of things follows nsqd's ``protocolV2``:
+
+* IDENTIFY with ``feature_negotiation``: the JSON response, then (``tls_v1``) the TLS
+  handshake and an ``OK`` inside TLS, then (snappy/deflate) the switch and an ``OK``
+  that is already compressed;
+* errors: every ``E_*`` is sent as a FrameTypeError; after a fatal one the connection
+  closes, after ``E_FIN_FAILED``/``E_REQ_FAILED``/``E_TOUCH_FAILED`` it stays open;
+* heartbeats every ``heartbeat_interval``; a client silent for two intervals is cut;
+* messages are buffered up to ``output_buffer_size`` or ``output_buffer_timeout``, and
+  flushed at once when the client's RDY is used up; responses and errors flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections import deque
+
+from nsqviz.broker.auth import AuthError, AuthState, query_auth
+from nsqviz.broker.identify import IdentifyRefused, Negotiated, negotiate
+from nsqviz.broker.message import BrokerMessage
+from nsqviz.nsq.codec import ServerConfig, ServerConnection, State
+from nsqviz.nsq.events import (
+    Auth,
+    Cls,
+    Dpub,
+    Error,
+    Fin,
+    Identify,
+    Magic,
+    Message,
+    Mpub,
+    Nop,
+    Pub,
+    Rdy,
+    Req,
+    Response,
+    Sub,
+    Touch,
+    Violation,
+)
+
+__all__ = ["BrokerConnection"]
+
+log = logging.getLogger(__name__)
+
+OK = Response(b"OK")
+HEARTBEAT = Response(b"_heartbeat_")
+CLOSE_WAIT = Response(b"CLOSE_WAIT")
+
+# nsqd's client states as /stats reports them (stateInit 0, stateDisconnected 1,
+# stateConnected 2, stateSubscribed 3, stateClosing 4)
+_STATS_STATE = {State.INIT: 0, State.CONNECTED: 0, State.SUBSCRIBED: 3, State.CLOSING: 4,
+                State.CLOSED: 1}
+
+
+def server_config(opts) -> ServerConfig:
+    """The part of the options the codec enforces itself."""
+    return ServerConfig(
+        max_rdy_count=opts.max_rdy_count,
+        max_msg_size=opts.max_msg_size,
+        max_body_size=opts.max_body_size,
+        max_req_timeout=int(opts.max_req_timeout * 1000),
+        auth_enabled=bool(opts.auth_http_address),
+        tls_required=opts.tls_required,
+    )
+
+
+class _Fatal(Exception):
+    def __init__(self, code: str, text: str):
+        super().__init__(f"{code} {text}")
+        self.code, self.text = code, text
+
+
+class BrokerConnection(asyncio.Protocol):
+    """nsqd's clientV2 + protocolV2 for one TCP connection."""
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.opts = opts = broker.opts
+        self.codec = ServerConnection(server_config(opts))
+        self.transport: asyncio.Transport | None = None
+        self.loop = asyncio.get_event_loop()
+        self.closed = False
+        # negotiated settings, nsqd's defaults until IDENTIFY
+        self.settings = Negotiated(
+            client_id="", hostname="", user_agent="",
+            heartbeat_interval=opts.client_timeout / 2,
+            output_buffer_size=16 * 1024,
+            output_buffer_timeout=opts.output_buffer_timeout,
+            sample_rate=0, msg_timeout=opts.msg_timeout, feature_negotiation=False,
+        )
+        self.channel = None
+        self.rdy = 0
+        self.closing = False
+        self.in_flight: dict[bytes, BrokerMessage] = {}
+        self.auth_state: AuthState | None = None
+        self.compression = ""
+        self.tls_version = ""
+        self.tls_cipher_suite = ""
+        self.tls_common_name = ""
+        self.remote_address = ""
+        self.connect_ts = int(time.time())
+        self.message_count = self.finish_count = self.requeue_count = 0
+        self.pub_counts: dict[str, int] = {}
+        self._events: deque = deque()
+        self._busy = False  # an async step (AUTH query, TLS handshake) is running
+        self._out: list[bytes] = []
+        self._out_size = 0
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._heartbeat_handle: asyncio.TimerHandle | None = None
+        self._deadline_handle: asyncio.TimerHandle | None = None
+        self._last_read = time.monotonic()
+        self._write_paused = False
+
+    # -- attributes read by channels and /stats -------------------------------------
+
+    @property
+    def client_id(self) -> str:
+        return self.settings.client_id or self.remote_address.rsplit(":", 1)[0]
+
+    @property
+    def hostname(self) -> str:
+        return self.settings.hostname or self.remote_address.rsplit(":", 1)[0]
+
+    @property
+    def user_agent(self) -> str:
+        return self.settings.user_agent
+
+    @property
+    def sample_rate(self) -> int:
+        return self.settings.sample_rate
+
+    @property
+    def msg_timeout(self) -> float:
+        return self.settings.msg_timeout
+
+    @property
+    def stats_state(self) -> int:
+        if self.closing:
+            return 4
+        return _STATS_STATE.get(self.codec.state, 0)
+
+    def ready(self) -> bool:
+        return not self.closing and not self.closed and len(self.in_flight) < self.rdy
+
+    # -- asyncio.Protocol -----------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.remote_address = f"{peer[0]}:{peer[1]}"
+        transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        self.broker.clients.add(self)
+        self._arm_heartbeat()
+        self._arm_deadline()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._last_read = time.monotonic()
+        try:
+            events = self.codec.receive(data)
+        except Exception as exc:  # the codec must not crash us; a bug is a fatal error
+            log.exception("codec failed on %d bytes from %s", len(data), self.remote_address)
+            self._fatal("E_INVALID", f"internal error {type(exc).__name__}")
+            return
+        self._events.extend(events)
+        self._run()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too, as nsqd does when its read fails
+
+    def connection_lost(self, exc) -> None:
+        self._teardown()
+
+    def pause_writing(self) -> None:
+        # the client does not read: stop reading its commands until it does
+        self._write_paused = True
+        if self.transport is not None and not self._busy:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self.transport is not None and not self._busy and not self.closed:
+            self.transport.resume_reading()
+        if self.channel is not None:
+            self.channel.pump()
+
+    # -- command dispatch -----------------------------------------------------------
+
+    def _run(self) -> None:
+        """Handle queued events until none are left or one needs to wait (AUTH, TLS)."""
+        events = self._events
+        handlers = self._handlers
+        while events and not self._busy and not self.closed:
+            ev = events.popleft()
+            handler = handlers.get(type(ev))
+            if handler is None:
+                continue
+            try:
+                handler(self, ev)
+            except _Fatal as exc:
+                self._fatal(exc.code, exc.text)
+                return
+        self._flush_if_idle()
+
+    def _on_violation(self, ev: Violation) -> None:
+        if not ev.code:
+            # not a command nsqd could answer (a broken compressed stream): nsqd's read
+            # fails and it closes without a word
+            log.info("closing %s: %s", self.remote_address, ev.text)
+            self._close_quietly()
+        elif ev.fatal:
+            self._fatal(ev.code, ev.text)
+        else:
+            self._send_now(Error(ev.error.rstrip()))
+
+    def _on_magic(self, ev: Magic) -> None:
+        pass
+
+    def _on_nop(self, ev: Nop) -> None:
+        pass
+
+    def _on_identify(self, ev: Identify) -> None:
+        try:
+            settings, response = negotiate(
+                ev.data, self.opts, current=self.settings,
+                tls_available=self.broker.tls_context is not None,
+                auth_required=bool(self.opts.auth_http_address),
+            )
+        except IdentifyRefused as exc:
+            raise _Fatal(exc.code, exc.text) from None
+        self.settings = settings
+        self._arm_heartbeat()
+        if response is None:
+            self._send_now(OK)
+            return
+        self._send_now(Response(_json(response)))
+        if settings.tls_v1:
+            self._busy = True
+            self.transport.pause_reading()
+            self.loop.create_task(self._upgrade_tls(settings))
+            return
+        self._start_compression(settings)
+
+    def _start_compression(self, settings: Negotiated) -> None:
+        if settings.snappy:
+            self.codec.start_compression("snappy", None)
+            self.compression = "snappy"
+            self._send_now(OK)
+        elif settings.deflate:
+            self.codec.start_compression("deflate", settings.deflate_level)
+            self.compression = "deflate"
+            self._send_now(OK)
+
+    async def _upgrade_tls(self, settings: Negotiated) -> None:
+        try:
+            transport = await self.loop.start_tls(
+                self.transport, self, self.broker.tls_context, server_side=True,
+                ssl_handshake_timeout=5.0,
+            )
+        except (TimeoutError, OSError, ConnectionError) as exc:
+            log.info("TLS handshake with %s failed: %s", self.remote_address, exc)
+            self._fatal("E_IDENTIFY_FAILED", f"IDENTIFY failed {exc}")
+            return
+        if transport is None:
+            self._teardown()
+            return
+        self.transport = transport
+        ssl_obj = transport.get_extra_info("ssl_object")
+        if ssl_obj is not None:
+            self.tls_version = (ssl_obj.version() or "").replace("TLSv", "TLS")
+            cipher = ssl_obj.cipher()
+            self.tls_cipher_suite = cipher[0] if cipher else ""
+            peer = ssl_obj.getpeercert()
+            if peer:
+                for rdn in peer.get("subject", ()):
+                    for key, value in rdn:
+                        if key == "commonName":
+                            self.tls_common_name = value
+        self.codec.tls_started()
+        self._send_now(OK)
+        self._start_compression(settings)
+        self._busy = False
+        if not self._write_paused:
+            transport.resume_reading()
+        self._run()
+
+    def _on_auth(self, ev: Auth) -> None:
+        if self.auth_state is not None and self.auth_state.authorizations:
+            raise _Fatal("E_INVALID", "AUTH already set")
+        if not self.opts.auth_http_address:
+            raise _Fatal("E_AUTH_DISABLED", "AUTH disabled")
+        self._busy = True
+        self.transport.pause_reading()
+        self.loop.create_task(self._authenticate(ev.secret.decode("utf-8", "replace")))
+
+    async def _authenticate(self, secret: str) -> None:
+        try:
+            state = await self._query_auth(secret)
+        except AuthError as exc:
+            log.warning("AUTH for %s failed: %s", self.remote_address, exc)
+            self._fatal("E_AUTH_FAILED", "AUTH failed")
+            return
+        self.auth_state = state
+        self._secret = secret
+        if not state.authorizations:
+            self._fatal("E_UNAUTHORIZED", "AUTH no authorizations found")
+            return
+        self.codec.authorized()
+        self._send_now(Response(_json({
+            "identity": state.identity,
+            "identity_url": state.identity_url,
+            "permission_count": len(state.authorizations),
+        })))
+        self._resume()
+
+    async def _query_auth(self, secret: str) -> AuthState:
+        host = self.remote_address.rsplit(":", 1)[0]
+        o = self.opts
+        return await asyncio.to_thread(
+            query_auth, o.auth_http_address, remote_ip=host, tls=bool(self.tls_version),
+            common_name=self.tls_common_name, secret=secret,
+            connect_timeout=o.http_client_connect_timeout,
+            request_timeout=o.http_client_request_timeout,
+        )
+
+    def _resume(self) -> None:
+        if self.closed:
+            return
+        self._busy = False
+        if not self._write_paused:
+            self.transport.resume_reading()
+        self._run()
+
+    def _check_auth(self, cmd: str, topic: str, channel: str, then) -> bool:
+        """nsqd's CheckAuth. Returns True when ``then`` must wait for a re-query."""
+        if not self.opts.auth_http_address:
+            return False
+        state = self.auth_state
+        if state is None or not state.authorizations:
+            raise _Fatal("E_AUTH_FIRST", f"AUTH required before {cmd}")
+        if state.is_expired():
+            self._busy = True
+            self.transport.pause_reading()
+            self.loop.create_task(self._recheck_auth(cmd, topic, channel, then))
+            return True
+        if not state.is_allowed(topic, channel):
+            raise _Fatal("E_UNAUTHORIZED",
+                         f"AUTH failed for {cmd} on {_goq(topic)} {_goq(channel)}")
+        return False
+
+    async def _recheck_auth(self, cmd, topic, channel, then) -> None:
+        try:
+            self.auth_state = await self._query_auth(self._secret)
+        except AuthError as exc:
+            log.warning("AUTH re-check for %s failed: %s", self.remote_address, exc)
+            self._fatal("E_AUTH_FAILED", "AUTH failed")
+            return
+        if self.closed:
+            return
+        try:
+            if not self.auth_state.is_allowed(topic, channel):
+                raise _Fatal("E_UNAUTHORIZED",
+                             f"AUTH failed for {cmd} on {_goq(topic)} {_goq(channel)}")
+            then()
+        except _Fatal as exc:
+            self._fatal(exc.code, exc.text)
+            return
+        self._resume()
+
+    def _on_sub(self, ev: Sub) -> None:
+        if not self._check_auth("SUB", ev.topic, ev.channel, lambda: self._subscribe(ev)):
+            self._subscribe(ev)
+
+    def _subscribe(self, ev: Sub) -> None:
+        topic = self.broker.get_topic(ev.topic)
+        channel = topic.get_channel(ev.channel)
+        limit = self.opts.max_channel_consumers
+        if limit and len(channel.clients) >= limit:
+            raise _Fatal("E_TOO_MANY_CHANNEL_CONSUMERS",
+                         f"channel consumers for {ev.topic}:{ev.channel} exceeds limit of "
+                         f"{limit}")
+        channel.add_client(self)
+        self.channel = channel
+        self._send_now(OK)
+
+    def _on_pub(self, ev: Pub) -> None:
+        self._check_size("PUB", len(ev.body))
+        if not self._check_auth("PUB", ev.topic, "", lambda: self._publish(ev.topic, [ev.body])):
+            self._publish(ev.topic, [ev.body])
+
+    def _on_mpub(self, ev: Mpub) -> None:
+        for body in ev.bodies:
+            self._check_size("MPUB", len(body))
+        if not self._check_auth("MPUB", ev.topic, "",
+                                lambda: self._publish(ev.topic, ev.bodies)):
+            self._publish(ev.topic, ev.bodies)
+
+    def _on_dpub(self, ev: Dpub) -> None:
+        self._check_size("DPUB", len(ev.body))
+        delay = ev.defer_time / 1000
+        if not self._check_auth("DPUB", ev.topic, "",
+                                lambda: self._publish(ev.topic, [ev.body], delay)):
+            self._publish(ev.topic, [ev.body], delay)
+
+    def _check_size(self, cmd: str, size: int) -> None:
+        limit = self.opts.max_msg_size
+        if size > limit:
+            raise _Fatal("E_BAD_MESSAGE", f"{cmd} message too big {size} > {limit}")
+
+    def _publish(self, topic_name: str, bodies, delay: float = 0.0) -> None:
+        topic = self.broker.get_topic(topic_name)
+        new_id = self.broker.new_id
+        if len(bodies) == 1:
+            topic.put(BrokerMessage(new_id(), bodies[0]), delay)
+        else:
+            topic.put_many([BrokerMessage(new_id(), b) for b in bodies])
+        self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + len(bodies)
+        self._send_now(OK)
+
+    def _on_rdy(self, ev: Rdy) -> None:
+        if self.closing:
+            return  # nsqd ignores RDY after CLS
+        self.rdy = ev.count
+        if self.channel is not None:
+            self.channel.pump()
+        self._flush_if_not_ready()
+
+    def _on_fin(self, ev: Fin) -> None:
+        if self.channel is None:
+            raise _Fatal("E_INVALID", "cannot FIN in current state")
+        try:
+            self.channel.finish(self, ev.id)
+        except KeyError as exc:
+            self._send_now(Error(f"E_FIN_FAILED FIN {ev.id.decode()} failed {exc.args[0]}"
+                                 .encode()))
+            return
+        self.finish_count += 1
+        self.channel.pump()
+
+    def _on_req(self, ev: Req) -> None:
+        if self.channel is None:
+            raise _Fatal("E_INVALID", "cannot REQ in current state")
+        delay = min(ev.timeout / 1000, self.opts.max_req_timeout)
+        try:
+            self.channel.requeue(self, ev.id, delay)
+        except KeyError as exc:
+            self._send_now(Error(f"E_REQ_FAILED REQ {ev.id.decode()} failed {exc.args[0]}"
+                                 .encode()))
+            return
+        self.requeue_count += 1
+        self.channel.pump()
+
+    def _on_touch(self, ev: Touch) -> None:
+        if self.channel is None:
+            raise _Fatal("E_INVALID", "cannot TOUCH in current state")
+        try:
+            self.channel.touch(self, ev.id)
+        except KeyError as exc:
+            self._send_now(Error(f"E_TOUCH_FAILED TOUCH {ev.id.decode()} failed "
+                                 f"{exc.args[0]}".encode()))
+
+    def _on_cls(self, ev: Cls) -> None:
+        self.closing = True
+        self.rdy = 0
+        self._send_now(CLOSE_WAIT)
+
+    _handlers = {
+        Violation: _on_violation,
+        Magic: _on_magic,
+        Nop: _on_nop,
+        Identify: _on_identify,
+        Auth: _on_auth,
+        Sub: _on_sub,
+        Pub: _on_pub,
+        Mpub: _on_mpub,
+        Dpub: _on_dpub,
+        Rdy: _on_rdy,
+        Fin: _on_fin,
+        Req: _on_req,
+        Touch: _on_touch,
+        Cls: _on_cls,
+    }
+
+    # -- delivery (called by the channel) --------------------------------------------
+
+    def deliver(self, msg: BrokerMessage) -> None:
+        data = self.codec.send(Message(msg.timestamp, msg.attempts, msg.id, msg.body))
+        self.message_count += 1
+        self._out.append(data)
+        self._out_size += len(data)
+        if self._out_size >= self.settings.output_buffer_size or not self.ready():
+            self._flush()
+        elif self._flush_handle is None:
+            timeout = self.settings.output_buffer_timeout
+            if timeout <= 0:
+                self._flush()
+            else:
+                self._flush_handle = self.loop.call_later(timeout, self._flush)
+
+    def timed_out(self, msg: BrokerMessage) -> None:
+        if not self.closed:
+            self.codec.forget(msg.id)
+
+    # -- output ----------------------------------------------------------------------
+
+    def _send_now(self, frame) -> None:
+        """A response or error: written at once, after any buffered messages."""
+        self._out.append(self.codec.send(frame))
+        self._flush()
+
+    def _flush(self) -> None:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        if self._out and not self.closed:
+            self.transport.write(b"".join(self._out))
+        self._out.clear()
+        self._out_size = 0
+
+    def _flush_if_not_ready(self) -> None:
+        if self._out and not self.ready():
+            self._flush()
+
+    def _flush_if_idle(self) -> None:
+        if self._out and (not self.ready() or self.settings.output_buffer_timeout <= 0):
+            self._flush()
+
+    def _fatal(self, code: str, text: str) -> None:
+        """Send the error, then close, as nsqd does after a FatalClientErr."""
+        if self.closed:
+            return
+        try:
+            self._out.append(self.codec.send(Error(f"{code} {text}".rstrip().encode())))
+        except Exception:  # the codec may refuse to build after its own fatal state
+            log.exception("could not build error frame %s", code)
+        self._flush()
+        self.closed = True
+        self.transport.close()
+        self._teardown()
+
+    def _close_quietly(self) -> None:
+        self.closed = True
+        self._flush_silently()
+        self.transport.close()
+        self._teardown()
+
+    def abort(self) -> None:
+        """Broker shutdown: drop the connection (in-flight messages go to disk)."""
+        if self.transport is not None:
+            self.transport.abort()
+        self._teardown()
+
+    # -- timers ----------------------------------------------------------------------
+
+    def _arm_heartbeat(self) -> None:
+        if self._heartbeat_handle is not None:
+            self._heartbeat_handle.cancel()
+            self._heartbeat_handle = None
+        interval = self.settings.heartbeat_interval
+        if interval > 0 and not self.closed:
+            self._heartbeat_handle = self.loop.call_later(interval, self._heartbeat)
+
+    def _heartbeat(self) -> None:
+        self._heartbeat_handle = None
+        if self.closed:
+            return
+        if not self._busy:
+            self._send_now(HEARTBEAT)
+        self._arm_heartbeat()
+
+    def _arm_deadline(self) -> None:
+        """nsqd reads with a deadline of two heartbeat intervals (none when disabled)."""
+        if self._deadline_handle is not None:
+            self._deadline_handle.cancel()
+            self._deadline_handle = None
+        interval = self.settings.heartbeat_interval
+        if self.closed or interval <= 0:
+            # heartbeats off: no read deadline; check again in case they come back on
+            if not self.closed:
+                self._deadline_handle = self.loop.call_later(1.0, self._arm_deadline)
+            return
+        due = self._last_read + 2 * interval
+        delay = due - time.monotonic()
+        if delay <= 0 and not self._busy:
+            log.info("client %s timed out (no data for %.1fs)", self.remote_address,
+                     2 * interval)
+            self._close_quietly()
+            return
+        self._deadline_handle = self.loop.call_later(max(delay, 0.05), self._arm_deadline)
+
+    def _flush_silently(self) -> None:
+        if self._out and self.transport is not None:
+            self.transport.write(b"".join(self._out))
+        self._out.clear()
+
+    def _teardown(self) -> None:
+        if getattr(self, "_torn_down", False):
+            return
+        self._torn_down = True
+        self.closed = True
+        for handle in (self._flush_handle, self._heartbeat_handle, self._deadline_handle):
+            if handle is not None:
+                handle.cancel()
+        self.broker.clients.discard(self)
+        if self.channel is not None:
+            self.channel.remove_client(self)
+            self.channel.pump()
+
+
+def _json(obj) -> bytes:
+    import json
+
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _goq(s: str) -> str:
+    """Go's %q for the printable ASCII names NSQ allows."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+

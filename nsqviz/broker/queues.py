@@ -1,0 +1,383 @@
+"""Topics and channels: where messages wait, fan out, fly and come back.
+
+The model is nsqd's: a topic copies every message to each of its channels; each
+channel hands its messages to one of its subscribed clients at a time, as their RDY
+counts allow. A message handed out is *in flight* until the client FINs it, REQs it,
+or its timeout passes (then it is requeued and ``attempts`` grows on the next
+delivery). ``DPUB`` and ``REQ`` with a delay put it in the channel's *deferred* queue.
+Messages beyond ``--mem-queue-size`` go to a :class:`DiskQueue` (not for
+``#ephemeral`` names: nsqd drops those, and so do we).
+
+Everything here runs on the broker's event loop thread, so no locks: a channel
+delivers synchronously, straight into the client's output buffer.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import random
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Protocol
+
+from nsqviz.broker.diskqueue import DiskQueue
+from nsqviz.broker.message import BrokerMessage, decode_record, encode_record
+
+if TYPE_CHECKING:
+    from nsqviz.broker.options import Options
+
+__all__ = ["Channel", "Consumer", "Topic", "backend_name"]
+
+log = logging.getLogger(__name__)
+_seq = itertools.count()
+
+
+class Consumer(Protocol):
+    """What a channel needs from a subscribed connection."""
+
+    in_flight: dict[bytes, BrokerMessage]
+    sample_rate: int
+    msg_timeout: float
+
+    def ready(self) -> bool: ...
+
+    def deliver(self, msg: BrokerMessage) -> None: ...
+
+    def timed_out(self, msg: BrokerMessage) -> None: ...
+
+
+def backend_name(topic: str, channel: str | None = None) -> str:
+    """nsqd names a channel's disk queue ``topic:channel``."""
+    return topic if channel is None else f"{topic}:{channel}"
+
+
+class _Backlog:
+    """Memory first, then disk: the queue behind a topic or a channel."""
+
+    def __init__(self, name: str, opts: Options, ephemeral: bool):
+        self.memory: deque[BrokerMessage] = deque()
+        self.limit = opts.mem_queue_size
+        self.disk: DiskQueue | None = None
+        self.dropped = 0
+        if opts.data_path and not ephemeral:
+            self.disk = DiskQueue(
+                name, opts.data_path,
+                max_bytes_per_file=opts.max_bytes_per_file,
+                min_msg_size=26, max_msg_size=opts.max_msg_size + 26,
+                sync_every=opts.sync_every,
+            )
+        elif not ephemeral:
+            self.limit = None  # no data path: an embedded broker keeps everything in memory
+
+    def __len__(self) -> int:
+        return len(self.memory) + (self.disk.depth if self.disk else 0)
+
+    @property
+    def backend_depth(self) -> int:
+        return self.disk.depth if self.disk else 0
+
+    def put(self, msg: BrokerMessage) -> None:
+        if self.limit is None or len(self.memory) < self.limit:
+            self.memory.append(msg)
+        elif self.disk is not None:
+            self.disk.put(encode_record(msg))
+        else:
+            self.dropped += 1  # ephemeral: nsqd's dummy backend discards
+
+    def pop(self) -> BrokerMessage | None:
+        if self.memory:
+            return self.memory.popleft()
+        if self.disk is not None and self.disk.depth:
+            data = self.disk.get()
+            if data is not None:
+                return decode_record(data)
+        return None
+
+    def spill(self, msgs) -> None:
+        """Write messages to disk regardless of the memory limit (graceful stop)."""
+        assert self.disk is not None
+        for msg in msgs:
+            self.disk.put(encode_record(msg))
+
+    def close(self) -> None:
+        if self.disk is not None:
+            self.spill(self.memory)
+            self.memory.clear()
+            self.disk.close()
+
+    def delete(self) -> None:
+        self.memory.clear()
+        if self.disk is not None:
+            self.disk.delete()
+
+
+class Channel:
+    """One consumer group of a topic: its queue, deferred heap, clients and counters."""
+
+    def __init__(self, topic: Topic, name: str, opts: Options):
+        self.topic = topic
+        self.name = name
+        self.opts = opts
+        self.ephemeral = name.endswith("#ephemeral")
+        self.backlog = _Backlog(backend_name(topic.name, name), opts, self.ephemeral)
+        self.deferred: list[tuple[float, int, BrokerMessage]] = []
+        self.clients: list[Consumer] = []
+        self.holders: set[Consumer] = set()  # clients (even gone ones) with in-flight msgs
+        self.in_flight_count = 0
+        self.message_count = 0
+        self.requeue_count = 0
+        self.timeout_count = 0
+        self.paused = False
+        self.deleted = False
+
+    # -- stats ------------------------------------------------------------------
+
+    @property
+    def depth(self) -> int:
+        return len(self.backlog)
+
+    @property
+    def deferred_count(self) -> int:
+        return len(self.deferred)
+
+    # -- clients ----------------------------------------------------------------
+
+    def add_client(self, client: Consumer) -> None:
+        self.clients.append(client)
+
+    def remove_client(self, client: Consumer) -> None:
+        """A client left. Its in-flight messages stay until they time out, as in nsqd."""
+        if client in self.clients:
+            self.clients.remove(client)
+        if self.ephemeral and not self.clients:
+            self.topic.delete_channel(self.name)
+
+    # -- putting ----------------------------------------------------------------
+
+    def put(self, msg: BrokerMessage) -> None:
+        self.message_count += 1
+        self.backlog.put(msg)
+        self.pump()
+
+    def put_deferred(self, msg: BrokerMessage, delay: float) -> None:
+        self.message_count += 1
+        self._defer(msg, delay)
+
+    def _defer(self, msg: BrokerMessage, delay: float) -> None:
+        msg.deliver_at = time.monotonic() + delay
+        heapq.heappush(self.deferred, (msg.deliver_at, next(_seq), msg))
+
+    # -- delivering -------------------------------------------------------------
+
+    def pump(self) -> None:
+        """Hand queued messages to ready clients, one each in turn, while both last."""
+        clients = self.clients
+        if not clients or self.paused:
+            return
+        pop = self.backlog.pop
+        if len(clients) == 1:
+            client = clients[0]
+            while client.ready():
+                msg = pop()
+                if msg is None:
+                    return
+                self._send(client, msg)
+            return
+        while True:
+            ready = [c for c in clients if c.ready()]
+            if not ready:
+                return
+            for client in ready:
+                msg = pop()
+                if msg is None:
+                    return
+                self._send(client, msg)
+
+    def _send(self, client: Consumer, msg: BrokerMessage) -> None:
+        rate = client.sample_rate
+        if rate and random.randrange(100) > rate:
+            return  # nsqd skips (drops) a message for a sampling client: rand(100) > rate
+        self._start_in_flight(client, msg)
+        client.deliver(msg)
+
+    def _start_in_flight(self, client: Consumer, msg: BrokerMessage) -> None:
+        msg.attempts += 1
+        msg.client = client
+        msg.deadline = time.monotonic() + client.msg_timeout
+        client.in_flight[msg.id] = msg
+        self.holders.add(client)
+        self.in_flight_count += 1
+
+    def _end_in_flight(self, client: Consumer, msg_id: bytes) -> BrokerMessage:
+        msg = client.in_flight.pop(msg_id, None)
+        if msg is None:
+            raise KeyError("ID not in flight")
+        self.in_flight_count -= 1
+        return msg
+
+    def finish(self, client: Consumer, msg_id: bytes) -> None:
+        self._end_in_flight(client, msg_id)
+
+    def requeue(self, client: Consumer, msg_id: bytes, delay: float) -> None:
+        msg = self._end_in_flight(client, msg_id)
+        self.requeue_count += 1
+        if delay <= 0:
+            self.backlog.memory.append(msg)  # nsqd puts it back in memory, even if full
+            self.pump()
+        else:
+            self._defer(msg, delay)
+
+    def touch(self, client: Consumer, msg_id: bytes) -> None:
+        msg = client.in_flight.pop(msg_id, None)
+        if msg is None:
+            raise KeyError("ID not in flight")
+        msg.deadline = time.monotonic() + client.msg_timeout
+        client.in_flight[msg_id] = msg  # re-inserted last: deadlines stay in order
+
+    # -- the periodic scan (nsqd's queueScanLoop) ---------------------------------
+
+    def scan(self, now: float) -> bool:
+        """Requeue timed-out in-flight messages and release due deferred ones."""
+        dirty = False
+        for client in list(self.holders):
+            fl = client.in_flight
+            expired = []
+            for msg in fl.values():
+                if msg.deadline > now:
+                    break
+                expired.append(msg)
+            for msg in expired:
+                del fl[msg.id]
+                self.in_flight_count -= 1
+                self.timeout_count += 1
+                client.timed_out(msg)
+                self.backlog.memory.append(msg)
+                dirty = True
+            if not fl:
+                self.holders.discard(client)
+        deferred = self.deferred
+        while deferred and deferred[0][0] <= now:
+            msg = heapq.heappop(deferred)[2]
+            msg.deliver_at = 0.0
+            self.backlog.memory.append(msg)
+            dirty = True
+        if dirty:
+            self.pump()
+        return dirty
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def take_all(self) -> list[BrokerMessage]:
+        """Every message not yet FINed: in flight, deferred, then queued in memory."""
+        out: list[BrokerMessage] = []
+        for client in self.holders:
+            out.extend(client.in_flight.values())
+            client.in_flight.clear()
+        self.holders.clear()
+        self.in_flight_count = 0
+        out.extend(m for _, _, m in sorted(self.deferred, key=lambda t: t[0]))
+        self.deferred.clear()
+        return out
+
+    def close(self) -> None:
+        """Graceful stop: write in-flight, deferred and queued messages to disk (nsqd's
+        flush); without a data path there is nowhere to keep them."""
+        pending = self.take_all()
+        if self.backlog.disk is not None:
+            self.backlog.spill(pending)
+            self.backlog.close()
+
+    def delete(self) -> None:
+        self.deleted = True
+        self.take_all()
+        self.backlog.delete()
+
+
+class Topic:
+    """A named stream of messages, copied to every channel."""
+
+    def __init__(self, broker, name: str, opts: Options):
+        self.broker = broker
+        self.name = name
+        self.opts = opts
+        self.ephemeral = name.endswith("#ephemeral")
+        self.channels: dict[str, Channel] = {}
+        self.backlog = _Backlog(backend_name(name), opts, self.ephemeral)
+        self.pending_deferred: list[tuple[BrokerMessage, float]] = []
+        self.message_count = 0
+        self.message_bytes = 0
+        self.paused = False
+
+    @property
+    def depth(self) -> int:
+        return len(self.backlog) + len(self.pending_deferred)
+
+    def get_channel(self, name: str) -> Channel:
+        ch = self.channels.get(name)
+        if ch is None:
+            ch = self.channels[name] = Channel(self, name, self.opts)
+            self.broker.channel_created(self, ch)
+            self._drain_backlog()
+        return ch
+
+    def delete_channel(self, name: str) -> None:
+        ch = self.channels.pop(name, None)
+        if ch is not None:
+            ch.delete()
+            self.broker.metadata_changed()
+        if self.ephemeral and not self.channels:
+            self.broker.delete_topic(self.name)
+
+    def put(self, msg: BrokerMessage, defer: float = 0.0) -> None:
+        self.message_count += 1
+        self.message_bytes += len(msg.body)
+        if not self.channels:
+            if defer > 0:
+                self.pending_deferred.append((msg, defer))
+            else:
+                self.backlog.put(msg)
+            return
+        self._fan_out(msg, defer)
+
+    def put_many(self, msgs: list[BrokerMessage]) -> None:
+        """MPUB: all or nothing -- the bodies were validated before we get here."""
+        for msg in msgs:
+            self.put(msg)
+
+    def _fan_out(self, msg: BrokerMessage, defer: float) -> None:
+        first = True
+        for ch in list(self.channels.values()):
+            m = msg if first else msg.copy()
+            first = False
+            if defer > 0:
+                ch.put_deferred(m, defer)
+            else:
+                ch.put(m)
+
+    def _drain_backlog(self) -> None:
+        """Messages that waited for a first channel go to every channel now."""
+        pending, self.pending_deferred = self.pending_deferred, []
+        while True:
+            msg = self.backlog.pop()
+            if msg is None:
+                break
+            self._fan_out(msg, 0.0)
+        for msg, defer in pending:
+            self._fan_out(msg, defer)
+
+    def close(self) -> None:
+        if self.backlog.disk is not None:
+            self.backlog.spill(m for m, _ in self.pending_deferred)
+        self.pending_deferred.clear()
+        for ch in self.channels.values():
+            ch.close()
+        self.backlog.close()
+
+    def delete(self) -> None:
+        for ch in list(self.channels.values()):
+            ch.delete()
+        self.channels.clear()
+        self.backlog.delete()
+
