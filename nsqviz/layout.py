@@ -292,8 +292,14 @@ def _fold(trace: _Trace, path: tuple[PathPart, ...], name: PathPart, data: bytes
     kids = _named_children(node)
     if kids and _children_fit(kids, start, end):
         for kid_name, kid in kids:
+            if _is_positional(kid_name) and kid.end == kid.start and not kid.failed:
+                continue  # an unnamed zero-width check (e.g. "nothing left") owns no bytes
             out.children.append(_fold(kid, (*path, kid_name), kid_name, data))
     return out
+
+
+def _is_positional(name: PathPart) -> bool:
+    return isinstance(name, str) and name.startswith("_")
 
 
 def _same_span(a: _Trace, b: _Trace) -> bool:

@@ -1,0 +1,163 @@
+"""Sticky packets (粘包): how frames written to TCP arrive as segments and recv() chunks.
+
+TCP carries a byte stream. What the sender wrote as five frames may arrive as one
+segment (the sender coalesced them: Nagle's algorithm), as ten (each write split at the
+MSS), or -- for the reader -- as whatever ``recv()`` happened to return. The receiver
+gets its frames back only because each NSQ frame starts with its 4-byte size.
+
+This module produces the data the playground draws, using the project's real parts:
+frames are built by the grammar, cut by the real :class:`~nsqviz.stream.Reassembler`
+with NSQ's :class:`~nsqviz.nsq.framing.FrameFraming`, and :func:`loopback` sends them
+through a real TCP connection on 127.0.0.1. :func:`simulate_segments` is a deliberately
+simple model of a sender (no congestion window, no delayed ACKs): coalescing on means
+"the writes were glued and cut at the MSS", off means "each write leaves at once, cut
+at the MSS if it is larger".
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+from nsqviz.nsq.framing import FrameFraming
+from nsqviz.nsq.grammar import Frame as FrameGrammar
+from nsqviz.stream.reassembly import Frame, Reassembler, StreamEvent
+
+__all__ = [
+    "ReassemblyStep",
+    "StickyRun",
+    "loopback",
+    "message_frames",
+    "reassemble",
+    "simulate_segments",
+]
+
+
+@dataclass(frozen=True)
+class ReassemblyStep:
+    """What the reassembler did with one segment: frames completed, bytes still waiting."""
+
+    segment: int
+    data: bytes
+    events: tuple[StreamEvent, ...]
+    buffered: bytes
+
+
+@dataclass(frozen=True)
+class StickyRun:
+    """Frames written, how the bytes arrived, and the reassembler's step-by-step answer."""
+
+    label: str
+    frames: tuple[bytes, ...]
+    segments: tuple[bytes, ...]
+    steps: tuple[ReassemblyStep, ...]
+
+    @property
+    def reassembled(self) -> list[Frame]:
+        return [e for s in self.steps for e in s.events if isinstance(e, Frame)]
+
+    @property
+    def intact(self) -> bool:
+        """Did the receiver get back exactly the frames that were written?"""
+        return [f.data for f in self.reassembled] == list(self.frames)
+
+
+def message_frames(sizes: list[int], *, first_id: int = 0) -> list[bytes]:
+    """FrameTypeMessage frames with bodies of the given sizes (deterministic content)."""
+    out = []
+    for i, size in enumerate(sizes):
+        body = bytes((ord("a") + (i + first_id) % 26,)) * size
+        out.append(
+            FrameGrammar.build(
+                {
+                    "frame_type": "FrameTypeMessage",
+                    "data": {
+                        "timestamp": 1_700_000_000_000_000_000 + i,
+                        "attempts": 1,
+                        "id": f"{i + first_id:016x}".encode(),
+                        "body": body,
+                    },
+                }
+            )
+        )
+    return out
+
+
+def simulate_segments(frames: list[bytes], *, mss: int, coalesce: bool) -> list[bytes]:
+    """Cut the sender's writes into segments (see the module docstring for the model)."""
+    if mss < 1:
+        raise ValueError(f"mss must be positive, got {mss}")
+    if coalesce:
+        stream = b"".join(frames)
+        return [stream[i : i + mss] for i in range(0, len(stream), mss)]
+    return [f[i : i + mss] for f in frames for i in range(0, len(f), mss)]
+
+
+def reassemble(label: str, frames: list[bytes], segments: list[bytes]) -> StickyRun:
+    """Feed ``segments`` one by one to a reassembler with NSQ's frame rule."""
+    reasm = Reassembler(FrameFraming())
+    steps = []
+    for i, seg in enumerate(segments):
+        events = tuple(reasm.feed(seg, segment=i))
+        steps.append(ReassemblyStep(i, seg, events, reasm.buffered))
+    tail = tuple(reasm.finish())
+    if tail:  # the stream ended inside a frame: say so on the last step
+        last = steps[-1]
+        steps[-1] = ReassemblyStep(last.segment, last.data, last.events + tail, b"")
+    return StickyRun(label, tuple(frames), tuple(segments), tuple(steps))
+
+
+def loopback(
+    frames: list[bytes],
+    *,
+    recv_size: int = 4096,
+    nodelay: bool = True,
+    pause: float = 0.0,
+    timeout: float = 5.0,
+) -> StickyRun:
+    """Send ``frames`` over a real TCP connection on 127.0.0.1 and record recv() chunks.
+
+    With ``pause == 0`` the sender writes everything and closes before the receiver
+    reads, so every ``recv(recv_size)`` returns a full ``recv_size`` bytes: the frames
+    are glued together and cut wherever the reader's buffer ends. With ``pause > 0`` the
+    sender waits between writes while the receiver is already reading, so each write
+    tends to arrive on its own -- "tends to": that is the point, TCP promises nothing.
+    """
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    sender = socket.create_connection(listener.getsockname(), timeout=timeout)
+    receiver, _ = listener.accept()
+    listener.close()
+    receiver.settimeout(timeout)
+    sender.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1 if nodelay else 0)
+
+    def write() -> None:
+        try:
+            for f in frames:
+                sender.sendall(f)
+                if pause:
+                    time.sleep(pause)
+        finally:
+            sender.shutdown(socket.SHUT_WR)
+
+    chunks: list[bytes] = []
+    try:
+        writer = threading.Thread(target=write, name="nsqviz-loopback-writer", daemon=True)
+        writer.start()
+        if not pause:
+            writer.join(timeout)
+        while True:
+            chunk = receiver.recv(recv_size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        writer.join(timeout)
+    finally:
+        receiver.close()
+        sender.close()
+    how = f"paused {pause * 1000:g} ms between writes" if pause else "read after the last write"
+    label = f"real loopback TCP, recv({recv_size}), {how}"
+    return reassemble(label, frames, chunks)

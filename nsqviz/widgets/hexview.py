@@ -1,0 +1,165 @@
+"""A hex view that colours each byte by the grammar field it belongs to.
+
+Like Wireshark's bytes pane next to its packet tree: the left side is the classic
+offset / hex / ASCII dump, the right side the field tree from
+:func:`nsqviz.layout.annotate`, and each leaf field has one colour in both. Hovering a
+byte names its field (``title``). Bytes the grammar could not attribute (after a parse
+error) are pink, and the byte where the error was noticed is outlined in red.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from construct import Construct
+
+from nsqviz.layout import Field, Layout, annotate
+from nsqviz.widgets.style import CSS, SEPARATOR, UNPARSED, colour, esc, short_value
+
+__all__ = ["HexView"]
+
+_PER_ROW = 16
+
+
+class HexView:
+    """Render one :class:`~nsqviz.layout.Layout` as coloured hex + field tree.
+
+    A plain object: ``html()`` gives the markup, ``text()`` a plain-text version
+    (used for ``text/plain`` and in tests), ``widget()`` an ``ipywidgets.HTML``.
+    """
+
+    def __init__(self, layout: Layout, title: str = ""):
+        self.layout = layout
+        self.title = title
+        self.colours = _assign_colours(layout)
+
+    @classmethod
+    def of(cls, con: Construct, data: bytes, title: str = "") -> HexView:
+        return cls(annotate(con, data), title)
+
+    # -- rendering ------------------------------------------------------------------
+
+    def html(self, *, with_css: bool = True) -> str:
+        lay = self.layout
+        parts = [CSS if with_css else "", '<div class="nsqviz nsqviz-hex">']
+        title = esc(self.title) if self.title else "bytes"
+        parts.append(
+            f'<div class="nv-title">{title} <span class="nv-muted">· {len(lay.data)} bytes'
+            f"</span></div>"
+        )
+        if lay.error is not None:
+            parts.append(f'<div class="nv-err">✗ {esc(lay.error)}</div>')
+        parts.append(self._legend())
+        parts.append('<div class="nv-hexwrap">')
+        parts.append(self._dump())
+        parts.append(f'<div class="nv-tree">{self._tree(lay.root, top=True)}</div>')
+        parts.append("</div></div>")
+        return "".join(parts)
+
+    def text(self) -> str:
+        """One line per leaf: range, path, hex, value -- the bytes pane as text."""
+        lines = [f"{self.title or 'bytes'} ({len(self.layout.data)} bytes)"]
+        if self.layout.error is not None:
+            lines.append(f"  ERROR {self.layout.error}")
+        for leaf in self.layout.leaves():
+            raw = leaf.raw.hex(" ")
+            if len(raw) > 47:
+                raw = raw[:44] + "..."
+            lines.append(
+                f"  [{leaf.start:>4},{leaf.end:>4}) {leaf.dotted:<34} {raw:<47} "
+                f"{short_value(leaf.value)}"
+            )
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def widget(self) -> Any:
+        import ipywidgets
+
+        return ipywidgets.HTML(self.html())
+
+    # -- parts --------------------------------------------------------------------
+
+    def _legend(self) -> str:
+        chips = []
+        for leaf in self.layout.leaves():
+            if _is_separator(leaf):
+                continue
+            chips.append(
+                f'<span class="nv-chip" style="background:{self.colours[id(leaf)]}">'
+                f"{esc(leaf.dotted)}</span>"
+            )
+        return f'<div class="nv-legend">{"".join(chips)}</div>'
+
+    def _dump(self) -> str:
+        data = self.layout.data
+        owner: list[Field | None] = [None] * len(data)
+        for leaf in self.layout.leaves():
+            for i in range(leaf.start, leaf.end):
+                owner[i] = leaf
+        bad = self.layout.error_offset
+        rows = []
+        for row in range(0, max(len(data), 1), _PER_ROW):
+            hexes, chars = [], []
+            for i in range(row, min(row + _PER_ROW, len(data))):
+                leaf = owner[i]
+                bg = self.colours[id(leaf)] if leaf is not None else UNPARSED
+                tip = esc(leaf.dotted) if leaf is not None else "(unattributed)"
+                cls = " nv-bad" if i == bad else ""
+                style = f'style="background:{bg}" title="{tip}"'
+                if i % 8 == 0 and i % _PER_ROW:
+                    hexes.append('<span class="nv-gap"></span>')
+                hexes.append(f'<span class="nv-b{cls}" {style}>{data[i]:02x}</span>')
+                ch = chr(data[i]) if 32 <= data[i] < 127 else "·"
+                chars.append(f'<span class="nv-a{cls}" {style}>{esc(ch)}</span>')
+            rows.append(
+                f'<tr><td class="nv-off nv-mono">{row:04x}</td>'
+                f'<td class="nv-mono">{"".join(hexes)}</td>'
+                f'<td class="nv-ascii nv-mono">{"".join(chars)}</td></tr>'
+            )
+        return f'<table class="nv-hex">{"".join(rows)}</table>'
+
+    def _tree(self, node: Field, *, top: bool = False) -> str:
+        if top and not node.name and node.children:
+            return "<ul>" + "".join(self._item(c) for c in node.children) + "</ul>"
+        return "<ul>" + self._item(node) + "</ul>"
+
+    def _item(self, node: Field) -> str:
+        name = esc(node.name if isinstance(node.name, str) else f"[{node.name}]")
+        rng = f'<span class="nv-range">[{node.start}..{node.end})</span>'
+        kind = f'<span class="nv-kind">{esc(node.kind)}</span>'
+        if node.is_leaf:
+            sw = self.colours.get(id(node), UNPARSED)
+            flag = ' <span class="nv-err">✗</span>' if node.failed else ""
+            value = "" if node.failed else esc(short_value(node.value))
+            return (
+                f'<li><span class="nv-sw" style="background:{sw}"></span>'
+                f'<span class="nv-mono">{name}</span>{kind}{rng}'
+                f'<span class="nv-val nv-mono">{value}</span>{flag}</li>'
+            )
+        kids = "".join(self._item(c) for c in node.children)
+        return f'<li><b class="nv-mono">{name}</b>{kind}{rng}<ul>{kids}</ul></li>'
+
+
+def _is_separator(leaf: Field) -> bool:
+    return isinstance(leaf.name, str) and leaf.name.startswith("_") and leaf.kind == "const"
+
+
+def _assign_colours(layout: Layout) -> dict[int, str]:
+    out: dict[int, str] = {}
+    n = 0
+    for leaf in layout.root.leaves():
+        if leaf.kind == "unparsed":
+            out[id(leaf)] = UNPARSED
+        elif not leaf.width:
+            out[id(leaf)] = "transparent"  # owns no bytes (a peek): no colour of its own
+        elif _is_separator(leaf):
+            out[id(leaf)] = SEPARATOR
+        else:
+            out[id(leaf)] = colour(n)
+            n += 1
+    return out

@@ -1,0 +1,138 @@
+"""A sequence diagram (SVG): participants as lifelines, messages as labelled arrows.
+
+The view knows nothing about NSQ: the session turns its transcript into
+:class:`Arrow` objects (``SUB orders audit`` from client to broker, ``OK`` back) and
+this module only draws them, one row per arrow, in the order given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nsqviz.widgets.style import CSS, esc
+
+__all__ = ["Arrow", "SequenceDiagram", "ARROW_COLOURS"]
+
+ARROW_COLOURS = {
+    "command": "#2563eb",
+    "response": "#059669",
+    "error": "#dc2626",
+    "message": "#7c3aed",
+    "heartbeat": "#db2777",
+    "note": "#6b7280",
+}
+"""Stroke per arrow kind; the legend under the diagram names them."""
+
+
+@dataclass(frozen=True)
+class Arrow:
+    """One arrow: ``label`` above it, ``note`` (sizes, timing) below, ``t`` in the margin.
+
+    ``unasked`` arrows (pushed messages, heartbeats) are dashed: nobody asked for them.
+    """
+
+    src: str
+    dst: str
+    label: str
+    kind: str = "command"
+    note: str = ""
+    t: str = ""
+    unasked: bool = False
+
+
+class SequenceDiagram:
+    """Lifelines for ``participants`` (left to right) and ``arrows`` (top to bottom)."""
+
+    ROW = 38
+    COL = 320
+    LEFT = 80
+    TOP = 46
+
+    def __init__(self, participants: list[str], arrows: list[Arrow], title: str = ""):
+        self.participants = list(participants)
+        self.arrows = list(arrows)
+        self.title = title
+
+    def svg(self) -> str:
+        xs = {p: self.LEFT + 60 + i * self.COL for i, p in enumerate(self.participants)}
+        width = self.LEFT + 120 + (len(self.participants) - 1) * self.COL
+        height = self.TOP + max(len(self.arrows), 1) * self.ROW + 22
+        out = [
+            f'<svg class="nv-seq" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+            f'height="{height}" viewBox="0 0 {width} {height}" '
+            'font-family="DejaVu Sans Mono,Menlo,Consolas,monospace" font-size="11">',
+            "<defs>",
+        ]
+        for kind, col in ARROW_COLOURS.items():
+            out.append(
+                f'<marker id="nv-ah-{kind}" viewBox="0 0 10 10" refX="9" refY="5" '
+                f'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
+                f'<path d="M0,0 L10,5 L0,10 z" fill="{col}"/></marker>'
+            )
+        out.append("</defs>")
+        for p, x in xs.items():
+            out.append(
+                f'<rect x="{x - 52}" y="6" width="104" height="24" rx="5" fill="#f3f4f6" '
+                f'stroke="#9ca3af"/><text x="{x}" y="22" text-anchor="middle" '
+                f'font-family="sans-serif" font-size="12" font-weight="600">{esc(p)}</text>'
+                f'<line x1="{x}" y1="30" x2="{x}" y2="{height - 6}" stroke="#d1d5db" '
+                f'stroke-dasharray="3,3"/>'
+            )
+        for i, a in enumerate(self.arrows):
+            y = self.TOP + i * self.ROW + 14
+            col = ARROW_COLOURS.get(a.kind, "#374151")
+            if i % 2:
+                out.append(
+                    f'<rect x="0" y="{y - 18}" width="{width}" height="{self.ROW}" '
+                    'fill="#fafafa"/>'
+                )
+            if a.t:
+                out.append(f'<text x="6" y="{y + 4}" fill="#9ca3af">{esc(a.t)}</text>')
+            x1, x2 = xs[a.src], xs[a.dst]
+            dash = ' stroke-dasharray="5,3"' if a.unasked else ""
+            out.append(
+                f'<line class="nv-arrow nv-{esc(a.kind)}" x1="{x1}" y1="{y}" x2="{x2}" y2="{y}" '
+                f'stroke="{col}" stroke-width="1.6"{dash} marker-end="url(#nv-ah-{a.kind})"/>'
+            )
+            mid = (x1 + x2) / 2
+            out.append(
+                f'<text class="nv-label" x="{mid}" y="{y - 4}" text-anchor="middle" '
+                f'fill="{col}" font-weight="600">{esc(a.label)}</text>'
+            )
+            if a.note:
+                out.append(
+                    f'<text x="{mid}" y="{y + 13}" text-anchor="middle" fill="#6b7280" '
+                    f'font-size="10">{esc(a.note)}</text>'
+                )
+        out.append("</svg>")
+        return "".join(out)
+
+    def html(self, *, with_css: bool = True) -> str:
+        legend = " ".join(
+            f'<span style="color:{c}">━ {k}</span>' for k, c in ARROW_COLOURS.items()
+            if k != "note"
+        )
+        title = f'<div class="nv-title">{esc(self.title)}</div>' if self.title else ""
+        return (
+            f'{CSS if with_css else ""}<div class="nsqviz nsqviz-seq">{title}{self.svg()}'
+            f'<div class="nv-muted" style="font-size:11px">{legend} · dashed: unasked</div></div>'
+        )
+
+    def text(self) -> str:
+        lines = [self.title] if self.title else []
+        for a in self.arrows:
+            mark = "~~>" if a.unasked else "-->"
+            lines.append(f"{a.t:>10}  {a.src} {mark} {a.dst}: {a.label}  {a.note}".rstrip())
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def widget(self) -> Any:
+        import ipywidgets
+
+        return ipywidgets.HTML(self.html())

@@ -1,0 +1,195 @@
+"""The sticky-packet (粘包) playground: segments as rows, frames as coloured spans.
+
+Each row is one TCP segment (or one ``recv()`` chunk), drawn to scale. Inside it,
+every byte range that belongs to frame *k* (as the reassembler's provenance says) is
+painted in frame *k*'s colour and labelled ``F k``; a frame that continues in the next
+row has an open, hatched edge. To the right of each row: which frames that segment
+completed, and what the reassembler is still holding.
+
+:class:`StickyView` renders a :class:`~nsqviz.session.sticky.StickyRun` (optionally
+only its first ``upto`` steps); :class:`StickyPlayground` adds ipywidgets controls for
+the message count and size, MSS, coalescing and the step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nsqviz.session.sticky import StickyRun, loopback, message_frames, reassemble, simulate_segments
+from nsqviz.stream.reassembly import Frame, Garbage
+from nsqviz.widgets.style import CSS, colour, esc
+
+__all__ = ["StickyPlayground", "StickyView"]
+
+_MAX_ROW_PX = 640
+
+
+class StickyView:
+    def __init__(self, run: StickyRun, upto: int | None = None):
+        self.run = run
+        self.upto = len(run.steps) if upto is None else max(0, min(upto, len(run.steps)))
+
+    def _frame_index(self) -> dict[int, int]:
+        """Stream offset of each reassembled frame -> its number (in write order)."""
+        return {f.offset: i for i, f in enumerate(self.run.reassembled)}
+
+    def html(self, *, with_css: bool = True) -> str:
+        run = self.run
+        longest = max((len(s) for s in run.segments), default=1) or 1
+        scale = min(9.0, _MAX_ROW_PX / longest)
+        index = self._frame_index()
+        # which frame owns which (segment, start, end): from the reassembler's provenance
+        spans: dict[int, list[tuple[int, int, int, bool, bool]]] = {}
+        for f in run.reassembled:
+            k = index[f.offset]
+            for j, src in enumerate(f.sources):
+                first, last = j == 0, j == len(f.sources) - 1
+                spans.setdefault(src.segment, []).append((src.start, src.end, k, first, last))
+        rows = []
+        for step in run.steps[: self.upto]:
+            width = max(len(step.data) * scale, 2)
+            cells = []
+            for start, end, k, first, last in sorted(spans.get(step.segment, [])):
+                left, w = start * scale, (end - start) * scale
+                edge = []
+                if not first:
+                    edge.append("border-left:2px dashed #374151")
+                if not last:
+                    edge.append("border-right:2px dashed #374151")
+                label = f"F{k}" if w >= 18 else ""
+                cells.append(
+                    f'<div class="nv-span" title="frame F{k}: bytes {start}..{end} of this '
+                    f'segment" style="left:{left:.1f}px;width:{w:.1f}px;background:{colour(k)};'
+                    f'{";".join(edge)}">{label}</div>'
+                )
+            done = [e for e in step.events if isinstance(e, Frame)]
+            bad = [e for e in step.events if not isinstance(e, Frame)]
+            done_txt = ", ".join(f"F{index[e.offset]}" for e in done) or "—"
+            extra = "".join(
+                f' <span class="nv-err">{esc(type(e).__name__)}</span>' for e in bad
+            )
+            held = len(step.buffered)
+            rows.append(
+                f'<tr><td class="nv-mono nv-muted">#{step.segment}</td>'
+                f'<td class="nv-mono" style="text-align:right">{len(step.data)} B</td>'
+                f'<td><div class="nv-seg" style="width:{width:.1f}px">{"".join(cells)}</div></td>'
+                f'<td class="nv-mono">→ {done_txt}{extra}</td>'
+                f'<td class="nv-mono nv-muted">buffer {held} B</td></tr>'
+            )
+        n_frames = len(run.frames)
+        status = (
+            f"{len(run.reassembled)}/{n_frames} frames reassembled"
+            + (" ✓" if run.intact and self.upto == len(run.steps) else "")
+        )
+        legend = " ".join(
+            f'<span class="nv-chip" style="background:{colour(i)}">F{i} · {len(f)} B</span>'
+            for i, f in enumerate(run.frames)
+        )
+        buffer = ""
+        if self.upto > 0:
+            last = run.steps[self.upto - 1]
+            if last.buffered:
+                buffer = (
+                    '<div class="nv-mono nv-muted" style="margin-top:4px">reassembler buffer: '
+                    f"{esc(last.buffered[:48].hex(' '))}"
+                    f"{' …' if len(last.buffered) > 48 else ''}</div>"
+                )
+        return (
+            f'{CSS if with_css else ""}{_STICKY_CSS}<div class="nsqviz nsqviz-sticky">'
+            f'<div class="nv-title">{esc(run.label)} <span class="nv-muted">· '
+            f"{len(run.segments)} segments, step {self.upto}/{len(run.steps)} · {status}"
+            f"</span></div>"
+            f'<div class="nv-legend">{legend}</div>'
+            f'<table class="nv-sticky">{"".join(rows)}</table>{buffer}</div>'
+        )
+
+    def text(self) -> str:
+        index = self._frame_index()
+        lines = [f"{self.run.label}: {len(self.run.frames)} frames in "
+                 f"{len(self.run.segments)} segments"]
+        for step in self.run.steps[: self.upto]:
+            done = [f"F{index[e.offset]}" for e in step.events if isinstance(e, Frame)]
+            bad = [type(e).__name__ for e in step.events if isinstance(e, Garbage)]
+            lines.append(
+                f"  #{step.segment:<3} {len(step.data):>5} B -> {', '.join(done + bad) or '-':<20}"
+                f" buffer {len(step.buffered)} B"
+            )
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+_STICKY_CSS = """<style>
+.nsqviz table.nv-sticky{border-collapse:collapse}
+.nsqviz table.nv-sticky td{padding:2px 8px 2px 0;vertical-align:middle}
+.nsqviz .nv-seg{position:relative;height:20px;background:#f3f4f6;border:1px solid #9ca3af;
+ border-radius:2px}
+.nsqviz .nv-span{position:absolute;top:0;height:20px;font:600 10px/20px monospace;
+ text-align:center;overflow:hidden;box-sizing:border-box;color:#1f2937}
+</style>"""
+
+
+class StickyPlayground:
+    """Controls + view. ``run()``/``view()`` are plain; ``widget()`` wires ipywidgets."""
+
+    def __init__(self, count: int = 4, size: int = 10, mss: int = 48, coalesce: bool = True):
+        self.count, self.size, self.mss, self.coalesce = count, size, mss, coalesce
+
+    def frames(self) -> list[bytes]:
+        return message_frames([self.size] * self.count)
+
+    def run(self) -> StickyRun:
+        frames = self.frames()
+        mode = "coalesced (Nagle on)" if self.coalesce else "one write per frame (Nagle off)"
+        segments = simulate_segments(frames, mss=self.mss, coalesce=self.coalesce)
+        return reassemble(f"simulated sender, MSS {self.mss}, {mode}", frames, segments)
+
+    def loopback(self, recv_size: int = 64, pause: float = 0.0) -> StickyRun:
+        return loopback(self.frames(), recv_size=recv_size, nodelay=not self.coalesce, pause=pause)
+
+    def view(self, upto: int | None = None) -> StickyView:
+        return StickyView(self.run(), upto)
+
+    def _repr_html_(self) -> str:
+        return self.view().html()
+
+    def __repr__(self) -> str:
+        return self.view().text()
+
+    def widget(self) -> Any:
+        import ipywidgets as w
+
+        count = w.IntSlider(self.count, 1, 8, description="messages")
+        size = w.IntSlider(self.size, 1, 120, description="body bytes")
+        mss = w.IntSlider(self.mss, 8, 200, description="MSS")
+        coalesce = w.Checkbox(self.coalesce, description="coalesce writes (Nagle)")
+        step = w.IntSlider(0, 0, 1, description="fed segments")
+        real = w.Button(description="send it over real loopback TCP", icon="plug")
+        out = w.HTML()
+        real_out = w.HTML()
+
+        def refresh(_change: Any = None) -> None:
+            self.count, self.size = count.value, size.value
+            self.mss, self.coalesce = mss.value, coalesce.value
+            run = self.run()
+            at_end = step.value == step.max
+            step.max = len(run.steps)
+            if at_end or step.value > step.max:
+                step.value = step.max
+            out.value = StickyView(run, step.value).html()
+
+        def on_real(_b: Any) -> None:
+            real_out.value = StickyView(self.loopback()).html()
+
+        for c in (count, size, mss, coalesce, step):
+            c.observe(refresh, names="value")
+        real.on_click(on_real)
+        refresh()
+        step.value = step.max
+        refresh()
+        controls = w.HBox([w.VBox([count, size]), w.VBox([mss, coalesce]), w.VBox([step, real])])
+        return w.VBox([controls, out, real_out])

@@ -1,0 +1,93 @@
+"""Colours, CSS and small HTML helpers shared by every view.
+
+Every view renders to a self-contained HTML string (its CSS inline in a ``<style>``
+block scoped under ``.nsqviz``), because the same string is used three ways: as the
+value of an ``ipywidgets.HTML`` in a live kernel, as the ``text/html`` a notebook saved
+with outputs shows on GitHub, and as what the tests and nbval compare. So nothing in
+it may be random: no generated ids, no timestamps the caller did not pass in.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+__all__ = ["CSS", "PALETTE", "esc", "colour", "short_value"]
+
+PALETTE = (
+    "#8ecae6", "#ffb703", "#90be6d", "#f4a6c1", "#b8a1e3", "#f9c74f",
+    "#7fd1b9", "#f8961e", "#a3c4f3", "#e9c46a", "#c1d37f", "#ffadad",
+)
+"""Pastel fills that keep black monospace text readable, cycled per field."""
+
+SEPARATOR = "#e5e7eb"  # unnamed constants (spaces, newlines): present, but quiet
+UNPARSED = "#fecaca"  # bytes the grammar could not attribute
+ERROR = "#dc2626"
+
+CSS = """
+<style>
+.nsqviz{font-family:-apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,sans-serif;font-size:13px;
+ color:#1f2937;line-height:1.35;margin:4px 0}
+.nsqviz .nv-title{font-weight:600;margin:2px 0 6px}
+.nsqviz .nv-muted{color:#6b7280;font-weight:400}
+.nsqviz .nv-err{color:#dc2626;font-weight:600}
+.nsqviz code,.nsqviz pre,.nsqviz .nv-mono{font-family:"JetBrains Mono","DejaVu Sans Mono",Menlo,
+ Consolas,monospace;font-size:12px}
+.nsqviz .nv-hexwrap{display:flex;gap:18px;align-items:flex-start;flex-wrap:wrap}
+.nsqviz .nv-hex{border-collapse:collapse}
+.nsqviz .nv-hex td{padding:0;vertical-align:top}
+.nsqviz .nv-off{color:#9ca3af;padding-right:10px!important;user-select:none}
+.nsqviz .nv-b{display:inline-block;width:2.2ch;text-align:center;margin:1px 0;padding:1px 1px}
+.nsqviz .nv-a{display:inline-block;width:1.1ch;text-align:center;margin:1px 0;padding:1px 0}
+.nsqviz .nv-gap{display:inline-block;width:1ch}
+.nsqviz .nv-bad{outline:2px solid #dc2626;outline-offset:-2px}
+.nsqviz .nv-ascii{padding-left:14px!important}
+.nsqviz .nv-legend{display:flex;flex-wrap:wrap;gap:4px 6px;margin:0 0 6px}
+.nsqviz .nv-chip{border-radius:3px;padding:0 5px;font-size:11px;border:1px solid rgba(0,0,0,.08)}
+.nsqviz .nv-tree{font-size:12px;min-width:280px}
+.nsqviz .nv-tree ul{list-style:none;margin:0;padding-left:14px}
+.nsqviz .nv-tree>ul{padding-left:0}
+.nsqviz .nv-tree li{margin:1px 0;white-space:nowrap}
+.nsqviz .nv-sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px;
+ vertical-align:-1px;border:1px solid rgba(0,0,0,.15)}
+.nsqviz .nv-kind{color:#6b7280;font-size:11px;margin-left:4px}
+.nsqviz .nv-range{color:#9ca3af;font-size:11px;margin-left:4px}
+.nsqviz .nv-val{margin-left:6px;color:#111827}
+.nsqviz table.nv-table{border-collapse:collapse;font-size:12px}
+.nsqviz table.nv-table th{text-align:left;border-bottom:1px solid #d1d5db;padding:2px 10px 2px 0;
+ color:#374151}
+.nsqviz table.nv-table td{padding:2px 10px 2px 0;border-bottom:1px solid #f3f4f6}
+.nsqviz .nv-card{border:1px solid #e5e7eb;border-radius:6px;padding:8px 10px;margin:4px 0;
+ background:#fff}
+.nsqviz .nv-grid{display:flex;gap:14px;flex-wrap:wrap;align-items:flex-start}
+</style>
+"""
+
+
+def esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def colour(index: int) -> str:
+    return PALETTE[index % len(PALETTE)]
+
+
+def short_value(value: Any, limit: int = 40) -> str:
+    """A one-line rendering of a parsed value for labels and tree rows."""
+    if isinstance(value, bytes | bytearray):
+        value = bytes(value)
+        text = repr(value)
+    elif isinstance(value, dict):
+        clean = {k: v for k, v in value.items() if not str(k).startswith("_")}
+        try:
+            text = json.dumps(clean, separators=(",", ":"), default=repr)
+        except (TypeError, ValueError):
+            text = repr(clean)
+    elif isinstance(value, str):
+        text = repr(value)
+    else:
+        text = str(value)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
