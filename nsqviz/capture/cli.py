@@ -1,0 +1,207 @@
+"""``nsqviz decode CAPTURE...``: the NSQ conversations in pcap/pcapng files, one line a frame.
+
+Modelled on tshark: a one-line summary per command or frame (packet numbers, time since
+the first packet, endpoints, direction, name, the fields that matter), ``--json`` for
+one JSON object per line, ``--flow`` and ``--filter`` to narrow it down, ``--stats`` for
+per-flow counts in place of the frames (like ``tshark -q -z conv,tcp``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any, TextIO
+
+from nsqviz.capture.decode import CaptureDecoder, DecodedRecord, FlowStats
+from nsqviz.capture.files import CaptureFormatError
+from nsqviz.capture.tcp import DEFAULT_SERVER_PORTS
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "decode",
+        help="decode the NSQ traffic in pcap/pcapng captures",
+        description=__doc__.splitlines()[0],
+    )
+    p.add_argument("captures", nargs="+", metavar="CAPTURE", help="pcap or pcapng files")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument(
+        "--flow", action="append", default=[], metavar="F",
+        help="only flow F: its index (0-based, like tcp.stream), its client->server label,"
+             " or an ip:port of either end (repeatable)",
+    )
+    p.add_argument(
+        "--filter", action="append", default=[], metavar="NAME",
+        help="only records with this name (PUB, FrameTypeMessage, E_BAD_TOPIC ...) or kind"
+             " (command, frame, error, gap, tls); case-insensitive, repeatable",
+    )
+    p.add_argument("--stats", action="store_true",
+                   help="per-flow counts (frames, frames per packet, packets per frame)"
+                        " instead of the frames")
+    p.add_argument(
+        "--port", action="append", type=int, default=[], metavar="P",
+        help=f"also treat P as an NSQ server port (default: {sorted(DEFAULT_SERVER_PORTS)})",
+    )
+    p.set_defaults(run=run)
+
+
+def _flow_matcher(specs: list[str]):
+    if not specs:
+        return None
+    ids = {int(s) for s in specs if s.isdigit()}
+    texts = [s for s in specs if not s.isdigit()]
+
+    def match(rec: DecodedRecord) -> bool:
+        if rec.flow_id in ids:
+            return True
+        label = rec.flow or ""
+        return any(t == label or t in label.split("->") for t in texts)
+
+    return match
+
+
+def _short(data_hex: str, limit: int = 24) -> str:
+    raw = bytes.fromhex(data_hex)
+    text = raw[:limit].decode("ascii", "replace")
+    text = "".join(c if c.isprintable() else "." for c in text)
+    return repr(text + ("..." if len(raw) > limit else ""))
+
+
+def summary(rec: DecodedRecord) -> str:
+    """The Info column: the fields that identify this record at a glance."""
+    f = rec.fields
+    name = rec.name
+    if name in ("PUB", "DPUB"):
+        extra = f" defer={f['defer_time']}ms" if name == "DPUB" else ""
+        return f"topic={f['topic']}{extra} body={len(f['body']) // 2}B {_short(f['body'])}"
+    if name == "MPUB":
+        return f"topic={f['topic']} messages={len(f['bodies'])}"
+    if name == "SUB":
+        return f"topic={f['topic']} channel={f['channel']}"
+    if name == "RDY":
+        return f"count={f['count']}"
+    if name in ("FIN", "TOUCH", "REQ"):
+        mid = bytes.fromhex(f["id"]).decode("ascii", "replace")
+        return f"id={mid}" + (f" timeout={f['timeout']}ms" if name == "REQ" else "")
+    if name == "IDENTIFY":
+        return json.dumps(f["data"], separators=(",", ":"))[:120]
+    if name == "FrameTypeMessage":
+        mid = bytes.fromhex(f["id"]).decode("ascii", "replace")
+        return f"id={mid} attempts={f['attempts']} body={len(f['body']) // 2}B {_short(f['body'])}"
+    if name in ("FrameTypeResponse", "FrameTypeError"):
+        text = _short(f["data"], 60)
+        if "compression_starts" in f:
+            text += f"  [stream switches to {f['compression_starts']['kind']}]"
+        return text
+    if rec.kind in ("gap", "error", "tls"):
+        return "  ".join(f"{k}={v}" for k, v in f.items() if k not in ("data", "pending"))
+    return ""
+
+
+def _text_line(rec: DecodedRecord, t0: float) -> str:
+    packets = ",".join(map(str, rec.packets))
+    if len(packets) > 14:
+        packets = f"{rec.packets[0]}..{rec.packets[-1]}({len(rec.packets)})"
+    ts = rec.ts - t0 if not math.isnan(rec.ts) else float("nan")
+    if rec.flow is None:
+        where = "(capture)"
+    else:
+        client, server = rec.flow.split("->")
+        where = f"{server} -> {client}" if rec.dir == "s2c" else f"{client} -> {server}"
+    return f"{packets:>14} {ts:11.6f} {where:<44} {rec.kind:<7} {rec.name:<18} {summary(rec)}"
+
+
+def _mean_max(values) -> tuple[float, int]:
+    values = list(values)
+    return (sum(values) / len(values), max(values)) if values else (0.0, 0)
+
+
+def _stats_dict(s: FlowStats) -> dict[str, Any]:
+    fpp_mean, fpp_max = _mean_max(s.frames_in_packet.values())
+    ppf_mean, ppf_max = _mean_max(s.packets_per_frame)
+    return {
+        "flow": s.flow.label,
+        "flow_id": s.flow.id,
+        "nsq": s.nsq,
+        "detected_by": s.why,
+        "handshake_seen": s.flow.syn_seen,
+        "packets_with_payload": s.packets,
+        "bytes": s.payload_bytes,
+        "records": s.records,
+        "frames_per_packet": {"mean": round(fpp_mean, 3), "max": fpp_max},
+        "packets_per_frame": {"mean": round(ppf_mean, 3), "max": ppf_max},
+        "retransmitted_bytes": s.retransmitted_bytes,
+        "gap_bytes": s.gap_bytes,
+        "encrypted_bytes": s.encrypted_bytes,
+        "undecoded_bytes": s.undecoded_bytes,
+    }
+
+
+def _print_stats(decoder: CaptureDecoder, out: TextIO, as_json: bool, match) -> None:
+    rows = [s for s in decoder.stats
+            if match is None or match(DecodedRecord(0, s.flow.label, None, "", "", {}, (),
+                                                    s.flow.id))]
+    if as_json:
+        for s in rows:
+            out.write(json.dumps(_stats_dict(s)) + "\n")
+        return
+    out.write(f"{decoder.packets} packets, {decoder.not_tcp} not TCP,"
+              f" {len(decoder.warnings)} capture warnings, {len(decoder.stats)} TCP flows\n")
+    for s in rows:
+        d = _stats_dict(s)
+        verdict = ("NSQ" if s.nsq else "not NSQ" if s.nsq is False else "no payload")
+        out.write(f"\nflow {d['flow_id']}  {d['flow']}  {verdict}"
+                  f"{' (' + s.why + ')' if s.why else ''}"
+                  f"{'' if s.flow.syn_seen else '  [capture started mid-connection]'}\n")
+        out.write(f"  packets with payload {d['packets_with_payload']}, bytes c2s"
+                  f" {d['bytes']['c2s']} s2c {d['bytes']['s2c']}\n")
+        rec = d["records"]
+        out.write("  " + ", ".join(f"{k} {rec.get(k, 0)}"
+                                   for k in ("command", "frame", "error", "gap", "tls")) + "\n")
+        out.write(f"  frames per packet: mean {d['frames_per_packet']['mean']:.2f},"
+                  f" max {d['frames_per_packet']['max']};"
+                  f"  packets per frame: mean {d['packets_per_frame']['mean']:.2f},"
+                  f" max {d['packets_per_frame']['max']}\n")
+        out.write(f"  retransmitted bytes {d['retransmitted_bytes']}, missing bytes"
+                  f" {d['gap_bytes']}, encrypted bytes {d['encrypted_bytes']},"
+                  f" undecoded bytes {d['undecoded_bytes']}\n")
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    decoder = CaptureDecoder(server_ports=DEFAULT_SERVER_PORTS | set(args.port))
+    match = _flow_matcher(args.flow)
+    names = {n.lower() for n in args.filter}
+    dumps = json.dumps
+    write = out.write
+    t0: float | None = None
+    try:
+        for rec in decoder.decode(args.captures):
+            if args.stats:
+                continue
+            if match is not None and rec.flow is not None and not match(rec):
+                continue
+            if names and rec.name.lower() not in names and rec.kind not in names:
+                continue
+            if args.json:
+                write(dumps(rec.as_json()) + "\n")
+            else:
+                if t0 is None and not math.isnan(rec.ts):
+                    t0 = decoder.first_ts if decoder.first_ts is not None else rec.ts
+                write(_text_line(rec, t0 or 0.0) + "\n")
+        if args.stats:
+            _print_stats(decoder, out, args.json, match)
+    except CaptureFormatError as exc:
+        print(f"nsqviz decode: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"nsqviz decode: {exc.filename}: no such file", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `nsqviz decode x.pcap | head`
+        sys.stderr.close()
+        return 0
+    return 0
