@@ -189,8 +189,11 @@ class _Connection:
     def _rule(self, *, expect_magic: bool):  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _on_frame(self, frame: Frame, out: list[Event]) -> bool:  # pragma: no cover
-        """Decode one frame into ``out``; return True if the stream switches after it."""
+    def _on_frame(
+        self, buf: bytes, start: int, end: int, base: int, raw: Frame | None, out: list[Event]
+    ) -> bool:  # pragma: no cover - abstract
+        """Decode ``buf[start:end]`` (stream offset ``base + start``) into ``out``; return
+        True if the stream changes form after it."""
         raise NotImplementedError
 
     def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:  # pragma: no cover
@@ -219,31 +222,42 @@ class _Connection:
             data = self._decompress(data, out)
             if not data:
                 return out
-        self._pump(self._reasm.feed(data, segment=segment), out, segment)
+        self._pump(data, out, segment)
         return out
 
-    def _pump(self, events, out: list[Event], segment: int | None) -> None:
+    def _pump(self, data: bytes, out: list[Event], segment: int | None) -> None:
+        """Frame and decode ``data``; if the stream changes form after a frame (TLS,
+        compression), re-read the bytes after it in their new form."""
+        reasm = self._reasm
+        buf, base, items = reasm.cut(data, segment=segment)
         on_frame = self._on_frame
-        for i, ev in enumerate(events):
-            if type(ev) is Frame:
-                if on_frame(ev, out):
-                    self._switch_after(events, i, out, segment)
+        prov = self.provenance
+        pos = 0
+        for item in items:
+            if type(item) is int:
+                raw = reasm.frame(buf, base, pos, item) if prov else None
+                switched = on_frame(buf, pos, item, base, raw, out)
+                pos = item
+                if switched:
+                    self._switch(buf[pos:], out, segment)
                     return
             else:
-                self._on_garbage(ev, out)
+                self._on_garbage(item, out)
+                pos = item.offset - base + len(item.data)
             if self.state is State.CLOSED:
                 return
 
-    def _switch_after(self, events, i: int, out: list[Event], segment: int | None) -> None:
-        """The stream changed form after ``events[i]``: re-read everything after it."""
-        rest = b"".join(ev.data for ev in events[i + 1 :]) + self._reasm.take_remaining()
+    def _switch(self, rest: bytes, out: list[Event], segment: int | None) -> None:
         self._reasm = self._reassembler(expect_magic=False)
-        if self._codec is not None and rest:
+        if not rest:
+            return
+        if self._tls_pending():
+            out[-1] = TLSUpgrade(rest)  # handshake bytes: the caller's TLS layer reads them
+            return
+        if self._codec is not None:
             rest = self._decompress(rest, out)
-        if rest and self.state is not State.CLOSED and not self._tls_pending():
-            self._pump(self._reasm.feed(rest, segment=segment), out, segment)
-        elif rest and self._tls_pending():
-            out[-1] = TLSUpgrade(rest)
+        if rest and self.state is not State.CLOSED:
+            self._pump(rest, out, segment)
 
     def _tls_pending(self) -> bool:
         return False
@@ -303,7 +317,8 @@ class ClientConnection(_Connection):
         self.auth_info: dict[str, Any] | None = None
         self.subscription: tuple[str, str] | None = None
         self.rdy = 0
-        self.in_flight: dict[bytes, Message] = {}
+        # Ids only: holding the messages would keep every unfinished body alive here.
+        self.in_flight: set[bytes] = set()
         self.pending: list[Any] = []
         self._after_tls: tuple[str, int | None] | None = None
 
@@ -409,7 +424,7 @@ class ClientConnection(_Connection):
         elif kind is Rdy:
             self.rdy = cmd.count
         elif kind is Fin or kind is Req:
-            self.in_flight.pop(cmd.id, None)
+            self.in_flight.discard(cmd.id)
         elif kind is Cls:
             self.state = State.CLOSING
 
@@ -426,21 +441,52 @@ class ClientConnection(_Connection):
         out.append(Violation(garbage.code, garbage.reason, True, garbage.offset))
         self._fail()
 
-    def _on_frame(self, frame: Frame, out: list[Event]) -> bool:
-        try:
-            ev = fastpath.decode_frame(frame.data, frame)
-        except GrammarError as exc:
-            offset = frame.offset + (exc.offset or 0)
-            out.append(Violation("", exc.reason, True, offset, frame))
-            self._fail()
-            return False
-        kind = type(ev)
-        if kind is Message:
-            self.in_flight[ev.id] = ev
-            out.append(ev)
-            return False
-        out.append(ev)
-        if kind is Error:
+    def _pump(self, data: bytes, out: list[Event], segment: int | None) -> None:
+        # The generic loop of _Connection, with runs of message frames -- nearly all of
+        # a busy consumer's traffic -- decoded in bulk: this is the decoder's hot loop.
+        reasm = self._reasm
+        buf, base, items = reasm.cut(data, segment=segment)
+        decode = fastpath.decode_frame_at
+        run = fastpath.decode_messages
+        in_flight = self.in_flight
+        prov = self.provenance
+        n = len(items)
+        i = pos = 0
+        while i < n:
+            if not prov:
+                first = len(out)
+                i, pos = run(buf, items, i, pos, out)
+                if len(out) > first:
+                    in_flight.update([m.id for m in out[first:]])
+                if i >= n:
+                    return
+            item = items[i]
+            i += 1
+            if type(item) is not int:
+                self._on_garbage(item, out)
+                pos = item.offset - base + len(item.data)
+            else:
+                start, pos = pos, item
+                raw = reasm.frame(buf, base, start, item) if prov else None
+                try:
+                    ev = decode(buf, start, item, raw)
+                except GrammarError as exc:
+                    offset = base + start + (exc.offset or 0)
+                    out.append(Violation("", exc.reason, True, offset, raw))
+                    self._fail()
+                else:
+                    out.append(ev)
+                    if type(ev) is Message:
+                        in_flight.add(ev.id)
+                    elif self._on_reply(ev, out):
+                        self._switch(buf[pos:], out, segment)
+                        return
+            if self.state is State.CLOSED:
+                return
+
+    def _on_reply(self, ev: Response | Error, out: list[Event]) -> bool:
+        """Pair a response or error with what asked for it; True if the stream switches."""
+        if type(ev) is Error:
             if ev.fatal:
                 if self.pending:
                     self.pending.pop(0)
@@ -610,80 +656,86 @@ class ServerConnection(_Connection):
         out.append(Violation(garbage.code, text, True, garbage.offset))
         self._fail()
 
-    def _refuse(self, out, code: str, text: str, frame: Frame, *, fatal: bool = True) -> bool:
-        out.append(Violation(code, text, fatal, frame.offset, frame))
+    def _refuse(
+        self, out, code: str, text: str, offset: int, raw: Frame | None, *, fatal: bool = True
+    ) -> bool:
+        out.append(Violation(code, text, fatal, offset, raw))
         if fatal:
             self._fail()
         return False
 
-    def _on_frame(self, frame: Frame, out: list[Event]) -> bool:
-        data = frame.data
+    def _on_frame(
+        self, buf: bytes, start: int, end: int, base: int, raw: Frame | None, out: list[Event]
+    ) -> bool:
+        data = raw.data if raw is not None else buf[start:end]
+        offset = base + start
         if self.state is State.INIT:
             self.state = State.CONNECTED
-            out.append(Magic(frame))
+            out.append(Magic(raw))
             return False
         nl = data.find(b"\n")
         sp = data.find(b" ", 0, nl)
         verb = data[: sp if sp >= 0 else nl]
         if self.passive:
             try:
-                cmd = fastpath.decode_command(data, frame)
+                cmd = fastpath.decode_command(data, raw)
             except GrammarError as exc:
                 code, text, _ = _nsqd_error(verb, data, nl, exc)
-                return self._refuse(out, code, text, frame)
+                return self._refuse(out, code, text, offset, raw)
             self._track(cmd)
             out.append(cmd)
             return False
         if self.config.tls_required and not self.tls and verb != b"IDENTIFY":
             text = f"cannot {verb.decode('ascii', 'replace')} in current state (TLS required)"
-            return self._refuse(out, "E_INVALID", text, frame)
+            return self._refuse(out, "E_INVALID", text, offset, raw)
         allowed = _NEEDS_STATE.get(verb)
         if allowed is not None and self.state not in allowed:
-            return self._refuse(out, "E_INVALID", f"cannot {verb.decode()} in current state", frame)
+            text = f"cannot {verb.decode()} in current state"
+            return self._refuse(out, "E_INVALID", text, offset, raw)
         try:
-            cmd = fastpath.decode_command(data, frame)
+            cmd = fastpath.decode_command(data, raw)
         except GrammarError as exc:
             code, text, fatal = _nsqd_error(verb, data, nl, exc)
-            return self._refuse(out, code, text, frame, fatal=fatal)
-        return self._accept(cmd, frame, out)
+            return self._refuse(out, code, text, offset, raw, fatal=fatal)
+        return self._accept(cmd, offset, raw, out)
 
-    def _accept(self, cmd: Command, frame: Frame, out: list[Event]) -> bool:
+    def _accept(self, cmd: Command, offset: int, raw: Frame | None, out: list[Event]) -> bool:
         """nsqd's checks that need the decoded command, then the state it changes."""
         kind = type(cmd)
         config = self.config
         if kind in _AUTH_CHECKED and config.auth_enabled and not self.authenticated:
-            return self._refuse(out, "E_AUTH_FIRST", f"AUTH required before {_verb(cmd)}", frame)
+            text = f"AUTH required before {_verb(cmd)}"
+            return self._refuse(out, "E_AUTH_FIRST", text, offset, raw)
         if kind is Fin or kind is Req or kind is Touch:
             if cmd.id not in self.in_flight:
                 verb = _verb(cmd)
                 text = f"{verb} {cmd.id.decode('ascii', 'replace')} failed ID not in flight"
-                return self._refuse(out, f"E_{verb}_FAILED", text, frame, fatal=False)
+                return self._refuse(out, f"E_{verb}_FAILED", text, offset, raw, fatal=False)
         elif kind is Rdy:
             if not 0 <= cmd.count <= config.max_rdy_count:
                 text = f"RDY count {cmd.count} out of range 0-{config.max_rdy_count}"
-                return self._refuse(out, "E_INVALID", text, frame)
+                return self._refuse(out, "E_INVALID", text, offset, raw)
         elif kind is Auth:
             if self.authenticated:
-                return self._refuse(out, "E_INVALID", "AUTH already set", frame)
+                return self._refuse(out, "E_INVALID", "AUTH already set", offset, raw)
             if not config.auth_enabled:
-                return self._refuse(out, "E_AUTH_DISABLED", "AUTH disabled", frame)
+                return self._refuse(out, "E_AUTH_DISABLED", "AUTH disabled", offset, raw)
         elif kind is Sub:
             if self.identify and self.identify.get("heartbeat_interval") == -1:
-                return self._refuse(
-                    out, "E_INVALID", "cannot SUB with heartbeats disabled", frame
-                )
+                text = "cannot SUB with heartbeats disabled"
+                return self._refuse(out, "E_INVALID", text, offset, raw)
         elif kind is Dpub:
             if cmd.defer_time > config.max_req_timeout:
                 text = f"DPUB timeout {cmd.defer_time} out of range 0-{config.max_req_timeout}"
-                return self._refuse(out, "E_INVALID", text, frame)
+                return self._refuse(out, "E_INVALID", text, offset, raw)
         elif kind is Mpub:
             if len(cmd.bodies) > (config.max_body_size - 4) // 5:
                 text = f"MPUB invalid message count {len(cmd.bodies)}"
-                return self._refuse(out, "E_BAD_BODY", text, frame)
+                return self._refuse(out, "E_BAD_BODY", text, offset, raw)
             for body in cmd.bodies:
                 if len(body) > config.max_msg_size:
                     text = f"MPUB message too big {len(body)} > {config.max_msg_size}"
-                    return self._refuse(out, "E_BAD_BODY", text, frame)
+                    return self._refuse(out, "E_BAD_BODY", text, offset, raw)
         self._track(cmd)
         out.append(cmd)
         return False

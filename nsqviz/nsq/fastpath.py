@@ -51,32 +51,46 @@ from nsqviz.nsq.grammar import (
 )
 from nsqviz.stream.reassembly import Frame
 
-__all__ = ["decode_command", "decode_frame", "encode_command", "encode_frame"]
+__all__ = [
+    "decode_command",
+    "decode_frame",
+    "decode_frame_at",
+    "decode_messages",
+    "encode_command",
+    "encode_frame",
+]
 
 _I32 = Struct(">i")
 _U32 = Struct(">I")
 _HEADER = Struct(">ii")
-_MESSAGE_HEADER = Struct(">qH16s")
 _MESSAGE_FRAME_HEADER = Struct(">iiqH16s")
 _HEXDIGITS = b"0123456789abcdefABCDEF"
 
 _RESPONSE = b"\x00\x00\x00\x00"
 _ERROR = b"\x00\x00\x00\x01"
-_MESSAGE = b"\x00\x00\x00\x02"
 
 # ----------------------------------------------------------------------------- frames
 
 
 def decode_frame(data: bytes, raw: Frame | None = None) -> ServerFrame:
     """One frame ``[size][frame type][data]`` -> Response, Error or Message."""
-    n = len(data)
-    ftype = data[4:8]
-    if ftype == _MESSAGE and n >= 34 and _I32.unpack_from(data)[0] == n - 4:
-        ts, attempts, mid = _MESSAGE_HEADER.unpack_from(data, 8)
-        if mid.translate(None, _HEXDIGITS):
-            raise BadMessageID(f"message id {mid!r} is not 16 hex digits", offset=18)
-        return Message(ts, attempts, mid, data[34:], raw)
+    return decode_frame_at(data, 0, len(data), raw)
+
+
+def decode_frame_at(buf: bytes, start: int, end: int, raw: Frame | None = None) -> ServerFrame:
+    """Like :func:`decode_frame` for ``buf[start:end]``, without copying it first.
+
+    Error offsets are relative to ``start``, as if the frame had been cut out.
+    """
+    n = end - start
+    if n >= 34:
+        size, ftype, ts, attempts, mid = _MESSAGE_FRAME_HEADER.unpack_from(buf, start)
+        if ftype == 2 and size == n - 4:
+            if mid.translate(None, _HEXDIGITS):
+                raise BadMessageID(f"message id {mid!r} is not 16 hex digits", offset=18)
+            return Message(ts, attempts, mid, buf[start + 34 : end], raw)
     # The slow path below only runs for responses, errors and malformed frames.
+    data = buf[start:end]
     if n < 4:
         raise GrammarError("frame shorter than its 4-byte size", offset=n)
     (size,) = _I32.unpack_from(data)
@@ -91,11 +105,36 @@ def decode_frame(data: bytes, raw: Frame | None = None) -> ServerFrame:
         raise GrammarError(f"frame data is {n - 8} bytes, size says {size - 4}", offset=n)
     if n > 4 + size:
         raise GrammarError(f"{n - 4 - size} bytes left over", offset=4 + size)
+    ftype = data[4:8]
     if ftype == _RESPONSE:
         return Response(data[8:], raw)
     if ftype == _ERROR:
         return Error(data[8:], raw)
     raise GrammarError("message frame shorter than the 26-byte message header", offset=n)
+
+
+def decode_messages(buf: bytes, items: list, i: int, pos: int, out: list) -> tuple[int, int]:
+    """Decode the run of message frames at ``items[i:]`` (frame ends in ``buf``, as
+    :meth:`~nsqviz.stream.Reassembler.cut` gives them, the first starting at ``pos``)
+    into ``out``; return the index and position of the first item it did not take.
+
+    The same checks as :func:`decode_frame_at`'s message branch, without a call per
+    frame: a consumer's stream is almost all messages, and this is its hot loop.
+    """
+    unpack = _MESSAGE_FRAME_HEADER.unpack_from
+    append = out.append
+    n = len(items)
+    while i < n:
+        end = items[i]
+        if type(end) is not int or end - pos < 34:
+            break
+        size, ftype, ts, attempts, mid = unpack(buf, pos)
+        if ftype != 2 or size != end - pos - 4 or mid.translate(None, _HEXDIGITS):
+            break
+        append(Message(ts, attempts, mid, buf[pos + 34 : end]))
+        pos = end
+        i += 1
+    return i, pos
 
 
 def encode_frame(frame: ServerFrame) -> bytes:

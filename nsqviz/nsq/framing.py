@@ -53,18 +53,40 @@ class FrameFraming:
         self.max_size = max_size
 
     def measure(self, buf: bytes, pos: int) -> int | None:
-        if len(buf) - pos < 4:
+        avail = len(buf) - pos
+        if avail >= 8:
+            size, ftype = _HEADER.unpack_from(buf, pos)
+            if 4 <= size <= self.max_size and 0 <= ftype <= 2:
+                return 4 + size
+        elif avail >= 4:
+            (size,) = _I32.unpack_from(buf, pos)
+            ftype = 0  # not known yet
+        else:
             return None
-        (size,) = _I32.unpack_from(buf, pos)
         if size < 4:
             raise FramingError(f"frame size {size} is smaller than the 4-byte frame type")
         if size > self.max_size:
             raise FramingError(f"frame size {size} is beyond the limit {self.max_size}")
-        if len(buf) - pos >= 8:
-            ftype = _I32.unpack_from(buf, pos + 4)[0]
-            if not 0 <= ftype <= 2:
-                raise FramingError(f"unknown frame type {ftype}")
+        if not 0 <= ftype <= 2:
+            raise FramingError(f"unknown frame type {ftype}")
         return 4 + size
+
+    def scan(self, buf: bytes, pos: int, ends: list) -> int:
+        """Append the ends of the complete, well-formed frames from ``pos`` on; return
+        where it stopped. A bulk :meth:`measure` for the reassembler's hot loop: anything
+        unusual (a partial or malformed header) is left for ``measure`` to explain."""
+        n = len(buf)
+        limit = self.max_size
+        unpack = _HEADER.unpack_from
+        append = ends.append
+        while n - pos >= 8:
+            size, ftype = unpack(buf, pos)
+            end = pos + 4 + size
+            if not (4 <= size <= limit and 0 <= ftype <= 2) or end > n:
+                break
+            append(end)
+            pos = end
+        return pos
 
     def resync(self, buf: bytes, pos: int) -> int | None:
         """The next offset whose 8 bytes look like a frame header (sane size, known type)."""

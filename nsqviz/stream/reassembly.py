@@ -141,15 +141,46 @@ class Reassembler:
         return self._buf
 
     def feed(self, chunk: bytes, *, segment: int | None = None) -> list[StreamEvent]:
+        """Add a chunk; return the frames (and garbage) it completed."""
+        buf, base, items = self.cut(chunk, segment=segment)
+        events: list[StreamEvent] = []
+        pos = 0
+        for item in items:
+            if type(item) is int:
+                events.append(self.frame(buf, base, pos, item))
+                pos = item
+            else:
+                events.append(item)
+                pos = item.offset - base + len(item.data)
+        return events
+
+    def cut(
+        self, chunk: bytes, *, segment: int | None = None
+    ) -> tuple[bytes, int, list[int | Garbage]]:
+        """Add a chunk and find the frames it completed, without building Frame objects.
+
+        Returns ``(buf, base, items)``: ``buf`` holds the bytes scanned, starting at
+        stream offset ``base``; each item is either the end (in ``buf``) of a frame that
+        starts where the previous item ended, or a :class:`Garbage` event. This is the
+        codec's hot path; :meth:`frame` turns an item into a :class:`Frame` on demand.
+        """
         if segment is None:
             segment = self._next_segment
         self._next_segment = segment + 1
         if self.provenance:
+            self._trim()
             self._segments.append(segment)
             self._starts.append(self._fed)
         self._fed += len(chunk)
         self._buf = self._buf + chunk if self._buf else bytes(chunk)
-        return self._drain()
+        buf, base = self._buf, self._base
+        return buf, base, self._scan()
+
+    def frame(self, buf: bytes, base: int, start: int, end: int) -> Frame:
+        """The :class:`Frame` for ``buf[start:end]`` of a :meth:`cut`, with provenance."""
+        off = base + start
+        sources = self._sources(off, base + end) if self.provenance else ()
+        return Frame(buf[start:end], off, sources)
 
     def take_remaining(self) -> bytes:
         """Hand back the unframed bytes, e.g. when the stream switches to compression."""
@@ -183,26 +214,31 @@ class Reassembler:
 
     # -- internals ---------------------------------------------------------------
 
-    def _drain(self) -> list[StreamEvent]:
+    def _scan(self) -> list[int | Garbage]:
         buf = self._buf
         pos = 0
         n = len(buf)
-        events: list[StreamEvent] = []
+        items: list[int | Garbage] = []
         if self.dead:
-            events.append(self._garbage(0, n, self._stall_reason, self._stall_code, resynced=False))
-            self._consume(n)
-            return events
+            if n:
+                items.append(
+                    self._garbage(0, n, self._stall_reason, self._stall_code, resynced=False)
+                )
+                self._consume(n)
+            return items
         measure = self.rule.measure
-        base = self._base
-        prov = self.provenance
+        scan = getattr(self.rule, "scan", None)
+        append = items.append
         while pos < n:
+            if scan is not None and not self._stalled:
+                pos = scan(buf, pos, items)
+                if pos >= n:
+                    break
             if self._stalled:
                 nxt = self.rule.resync(buf, pos + 1)
                 if nxt is None:
                     break
-                events.append(
-                    self._garbage(pos, nxt, self._stall_reason, self._stall_code, resynced=True)
-                )
+                append(self._garbage(pos, nxt, self._stall_reason, self._stall_code, resynced=True))
                 self._stalled = False
                 pos = nxt
                 continue
@@ -213,35 +249,32 @@ class Reassembler:
                 if nxt == -1:
                     self.dead = True
                     self._stall_reason, self._stall_code = exc.reason, exc.code
-                    events.append(self._garbage(pos, n, exc.reason, exc.code, resynced=False))
+                    append(self._garbage(pos, n, exc.reason, exc.code, resynced=False))
                     pos = n
                     break
                 if nxt is None:
                     self._stalled = True
                     self._stall_reason, self._stall_code = exc.reason, exc.code
                     break
-                events.append(self._garbage(pos, nxt, exc.reason, exc.code, resynced=True))
+                append(self._garbage(pos, nxt, exc.reason, exc.code, resynced=True))
                 pos = nxt
                 continue
             if length is None or pos + length > n:
                 break
-            end = pos + length
-            start_off = base + pos
-            events.append(
-                Frame(buf[pos:end], start_off, self._sources(start_off, base + end) if prov else ())
-            )
-            pos = end
+            pos += length
+            append(pos)
         if pos:
             self._consume(pos)
-        return events
+        return items
 
     def _consume(self, count: int) -> None:
+        # Chunk bookkeeping is trimmed lazily (next cut), so that frames of this cut can
+        # still be given their sources.
         self._buf = self._buf[count:]
         self._base += count
-        if self.provenance:
-            self._trim()
 
     def _garbage(self, start: int, end: int, reason: str, code: str, *, resynced: bool) -> Garbage:
+        # Called while scanning, before the scanned bytes are consumed.
         off = self._base + start
         data = self._buf[start:end]
         return Garbage(off, data, reason, resynced, self._sources(off, off + len(data)), code)
