@@ -286,11 +286,11 @@ class CaptureDecoder:
         else:
             stats.nsq, stats.why = False, "no magic, port not an NSQ port, not NSQ-like"
         if stats.nsq:
-            midstream = not (flow.syn_seen and data.offset == 0 and data.direction == "c2s")
+            # With the handshake captured both streams are seen from their first byte.
+            midstream = not flow.syn_seen
             state.observer = Observer(provenance=True, midstream=midstream)
-            if midstream:
-                for d in ("c2s", "s2c"):
-                    state.sides[d].resyncing = data.offset > 0 or not flow.syn_seen
+            for side in state.sides.values():
+                side.resyncing = midstream
 
     def _on_data(self, state: _FlowState, data: Data) -> Iterator[DecodedRecord]:
         stats = state.stats

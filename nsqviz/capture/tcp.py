@@ -152,7 +152,7 @@ class _Half:
 
     __slots__ = (
         "base", "delivered", "pending", "pending_bytes", "fin_at", "ended", "acked",
-        "cut_start", "cut_end", "cut_number", "last_number", "last_ts",
+        "lost", "last_number", "last_ts",
     )
 
     def __init__(self) -> None:
@@ -163,9 +163,7 @@ class _Half:
         self.fin_at: int | None = None
         self.ended = False
         self.acked = 0  # highest offset the peer acknowledged
-        self.cut_start = -1  # [cut_start, cut_end): bytes the last snaplen-cut packet lost
-        self.cut_end = -1
-        self.cut_number = 0
+        self.lost: list[tuple[int, int, int]] = []  # (start, end, packet): snaplen cuts
         self.last_number = 0
         self.last_ts = 0.0
 
@@ -250,13 +248,11 @@ class FlowTracker:
         if payload or seg.missing:
             off = half.offset_of(seq)
             if seg.missing:
-                half.cut_start = off + len(payload)
-                half.cut_end = half.cut_start + seg.missing
-                half.cut_number = seg.number
+                half.lost.append((off + len(payload), off + len(payload) + seg.missing,
+                                  seg.number))
             if payload:
                 self._insert(flow, direction, half, off, payload, seg, out)
-            if (half.pending and half.cut_start <= half.delivered
-                    and half.cut_end >= half.pending[0].offset):
+            while half.pending and half.lost and self._cut_covers(half):
                 self._declare_hole(flow, direction, half, seg.number, seg.ts, out, "")
 
         if flags & FIN and half.fin_at is None:
@@ -323,12 +319,25 @@ class FlowTracker:
         if size <= 0:
             self._drain(flow, direction, half, out)
             return
-        if half.cut_start < nxt and half.cut_end > half.delivered:
-            reason = f"packet {half.cut_number} was cut short by the capture's snaplen"
+        reason = self._cut_reason(half, half.delivered, nxt) or reason
         out.append(Gap(flow, direction, half.delivered, size, number, ts,
                        reason or "bytes missing from the capture"))
         half.delivered = nxt
         self._drain(flow, direction, half, out)
+
+    @staticmethod
+    def _cut_covers(half: _Half) -> bool:
+        """Is the hole before the first pending segment bytes the snaplen cut off?"""
+        hole_start, hole_end = half.delivered, half.pending[0].offset
+        half.lost = [iv for iv in half.lost if iv[1] > hole_start]
+        return any(start <= hole_start and end >= hole_end for start, end, _ in half.lost)
+
+    @staticmethod
+    def _cut_reason(half: _Half, start: int, end: int) -> str:
+        for lo, hi, number in half.lost:
+            if lo < end and hi > start:
+                return f"packet {number} was cut short by the capture's snaplen"
+        return ""
 
     def _end(self, flow: Flow, direction: str, half: _Half, how: str, number: int, ts: float,
              out: list) -> None:
@@ -337,12 +346,11 @@ class FlowTracker:
         while half.pending:
             self._declare_hole(flow, direction, half, number, ts, out,
                                "missing from the capture before the connection ended")
-        tail_to = max(half.acked, half.cut_end, half.fin_at or 0)
+        cut_end = max((end for _, end, _ in half.lost), default=0)
+        tail_to = max(half.acked, cut_end, half.fin_at or 0)
         if tail_to > half.delivered and half.base is not None:
-            if half.cut_end >= tail_to:
-                reason = f"packet {half.cut_number} was cut short by the capture's snaplen"
-            else:
-                reason = "acknowledged by the receiver but not captured"
+            reason = (self._cut_reason(half, half.delivered, tail_to)
+                      or "acknowledged by the receiver but not captured")
             out.append(Gap(flow, direction, half.delivered, tail_to - half.delivered, number,
                            ts, reason))
             half.delivered = tail_to

@@ -1,0 +1,162 @@
+"""Synthetic NSQ conversations written as captures, with known ground truth.
+
+Both ends are the project's own codec (a :class:`~nsqviz.nsq.codec.ClientConnection`
+and a :class:`~nsqviz.nsq.codec.ServerConnection` talking to each other), so the bytes
+are exactly what the grammar builds -- compression included -- and a
+:class:`~nsqviz.capture.writer.TcpConversation` turns each side's writes into TCP
+segments. Tests use this to know what a decoder must find; the benchmark uses it to
+write a large capture quickly.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+
+from nsqviz.capture.writer import TcpConversation
+from nsqviz.nsq.codec import ClientConnection, ServerConnection
+from nsqviz.nsq.events import (
+    Command,
+    Fin,
+    Identify,
+    Magic,
+    Message,
+    Mpub,
+    Pub,
+    Rdy,
+    Req,
+    Response,
+    ServerFrame,
+    Sub,
+    Touch,
+)
+
+__all__ = ["NsqTalk", "Written", "pubsub_session"]
+
+
+@dataclass
+class Written:
+    """What a script wrote: the wire bytes per direction and the events, in order.
+
+    ``writes`` lists each write as ``(direction, stream offset, bytes)`` in the order the
+    peers made them, which is the causal order a capture must keep between directions.
+    """
+
+    c2s: bytearray = field(default_factory=bytearray)
+    s2c: bytearray = field(default_factory=bytearray)
+    writes: list[tuple[str, int, bytes]] = field(default_factory=list)
+    commands: list[Command] = field(default_factory=list)
+    frames: list[ServerFrame] = field(default_factory=list)
+
+
+class NsqTalk:
+    """Drives a client and a server codec against each other and records the wire.
+
+    ``say(cmd)`` has the client send a command; ``answer(frame)`` has the server send a
+    frame; each side receives what the other sent, so negotiated compression switches
+    on exactly as it would between real peers. With ``conversation=None`` nothing is
+    written, only :attr:`written` is kept (for tests that cut the stream themselves).
+    """
+
+    def __init__(self, conversation: TcpConversation | None, *, ts: float = 1_700_000_000.0,
+                 step: float = 0.001):
+        self.conv = conversation
+        self.client = ClientConnection()
+        self.server = ServerConnection()
+        self.ts = ts
+        self.step = step
+        self.written = Written()
+
+    def _emit(self, direction: str, data: bytes) -> None:
+        self.ts += self.step
+        stream = getattr(self.written, direction)
+        self.written.writes.append((direction, len(stream), data))
+        stream.extend(data)
+        if self.conv is not None and data:
+            self.conv.send(direction, data, self.ts)
+
+    def say(self, *commands: Command) -> None:
+        """The client sends these commands in one write (one or more segments)."""
+        data = b"".join(self.client.send(c, check=False) for c in commands)
+        self.written.commands.extend(commands)
+        self.server.receive(data)
+        self._emit("c2s", data)
+
+    def answer(self, *frames: ServerFrame, compress_after: tuple[str, int | None] | None = None
+               ) -> None:
+        """The server sends these frames in one write; ``compress_after`` switches the
+        server to that compression after them (nsqd does so after the IDENTIFY response)."""
+        data = b"".join(self.server.send(f) for f in frames)
+        self.written.frames.extend(frames)
+        self.client.receive(data)
+        self._emit("s2c", data)
+        if compress_after is not None:
+            self.server.start_compression(*compress_after)
+
+
+def pubsub_session(
+    talk: NsqTalk,
+    *,
+    messages: int = 20,
+    body_sizes: tuple[int, ...] = (200,),
+    batch: int = 5,
+    compression: str | None = None,
+    seed: int = 1,
+) -> None:
+    """A publisher-and-consumer conversation on one connection.
+
+    IDENTIFY (with feature negotiation, optionally snappy/deflate), PUB and MPUB, SUB,
+    RDY, messages delivered ``batch`` at a time (several frames per write: sticky
+    packets), FIN for most, REQ for every 7th and TOUCH then FIN for every 5th -- every common
+    command and frame.
+    """
+    rng = random.Random(seed)
+    identify = {"client_id": "synth", "hostname": "synth.local", "feature_negotiation": True,
+                "user_agent": "nsqviz-synth/0.1"}
+    if compression:
+        identify[compression] = True
+    talk.say(Magic(), Identify(identify))
+    features = {"max_rdy_count": 2500, "version": "1.3.0", "max_msg_timeout": 900000,
+                "msg_timeout": 60000, "tls_v1": False, "deflate": compression == "deflate",
+                "deflate_level": 6, "max_deflate_level": 6, "snappy": compression == "snappy",
+                "sample_rate": 0, "auth_required": False, "output_buffer_size": 16384,
+                "output_buffer_timeout": 250}
+    response = Response(json.dumps(features, separators=(",", ":")).encode())
+    if compression:
+        talk.answer(response, compress_after=(compression, 6 if compression == "deflate"
+                                              else None))
+        talk.answer(Response(b"OK"))
+    else:
+        talk.answer(response)
+
+    def body() -> bytes:
+        size = rng.choice(body_sizes)
+        return (f"msg-{rng.randrange(10**6):06d}-".encode() * (size // 11 + 1))[:size]
+
+    talk.say(Pub("events", body()))
+    talk.answer(Response(b"OK"))
+    talk.say(Mpub("events", tuple(body() for _ in range(3))))
+    talk.answer(Response(b"OK"))
+    talk.say(Sub("events", "archive"), Rdy(batch))
+    talk.answer(Response(b"OK"))
+    ts_ns = int(talk.ts * 1e9)
+    sent = 0
+    while sent < messages:
+        n = min(batch, messages - sent)
+        batch_msgs = [
+            Message(ts_ns + i, 1, f"{sent + i:016x}".encode(), body()) for i in range(n)
+        ]
+        talk.answer(*batch_msgs)
+        acks: list[Command] = []
+        for m in batch_msgs:
+            number = int(m.id, 16)
+            if number % 7 == 3:
+                acks.append(Req(m.id, 0))
+            elif number % 5 == 2:
+                acks += [Touch(m.id), Fin(m.id)]
+            else:
+                acks.append(Fin(m.id))
+        acks.append(Rdy(batch))
+        talk.say(*acks)
+        sent += n
