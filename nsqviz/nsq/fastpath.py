@@ -158,14 +158,14 @@ def encode_frame(frame: ServerFrame) -> bytes:
 # --------------------------------------------------------------------------- commands
 
 
-def _name(token: bytes, kind: str, offset: int) -> str:
+def _name(token: bytes, offset: int, kind: str) -> str:
     name = token.decode("ascii", "replace")
     if not is_valid_topic_name(name):
         raise BadName(f"{kind} name {name!r} is not valid", offset=offset)
     return name
 
 
-def _decimal(token: bytes, what: str, offset: int) -> int:
+def _decimal(token: bytes, offset: int, what: str) -> int:
     if not token.isdigit():
         raise BadNumber(f"{what} {token!r} is not a decimal integer", offset=offset)
     return int(token)
@@ -177,21 +177,29 @@ def _id(token: bytes, offset: int) -> bytes:
     return token
 
 
-def _params(data: bytes, nl: int, verb: bytes, count: int) -> list[tuple[bytes, int]]:
-    """Split the line into exactly ``count`` parameters, each with its offset."""
-    out = []
-    pos = len(verb)
-    for _ in range(count):
-        if pos >= nl or data[pos] != 0x20:
-            raise GrammarError(f"{verb.decode()} expects {count} parameter(s)", offset=pos)
+class _Line:
+    """Reads a command line's parameters left to right, as the grammar's Struct does:
+    each separator, then each token, is checked before the next is looked at, so both
+    report the same error at the same offset."""
+
+    __slots__ = ("data", "nl", "pos", "verb")
+
+    def __init__(self, data: bytes, nl: int, verb: bytes):
+        self.data, self.nl, self.pos, self.verb = data, nl, len(verb), verb
+
+    def param(self) -> tuple[bytes, int]:
+        data, pos = self.data, self.pos
+        if pos >= self.nl or data[pos] != 0x20:
+            raise GrammarError(f"{self.verb.decode()}: expected a space", offset=pos)
         start = pos + 1
-        end = data.find(b" ", start, nl)
-        end = nl if end < 0 else end
-        out.append((data[start:end], start))
-        pos = end
-    if pos != nl:
-        raise GrammarError(f"{verb.decode()} expects {count} parameter(s)", offset=pos)
-    return out
+        end = data.find(b" ", start, self.nl)
+        self.pos = end = self.nl if end < 0 else end
+        return data[start:end], start
+
+    def end(self) -> None:
+        if self.pos != self.nl:
+            verb = self.verb.decode()
+            raise GrammarError(f"{verb}: expected the end of the line", offset=self.pos)
 
 
 def _sized(data: bytes, pos: int, what: str, base: int = 0) -> tuple[bytes, int]:
@@ -230,7 +238,7 @@ def decode_command(data: bytes, raw: Frame | None = None) -> Command:
 
 
 def _identify(data, nl, raw):
-    _params(data, nl, b"IDENTIFY", 0)
+    _Line(data, nl, b"IDENTIFY").end()
     body, end = _sized(data, nl + 1, "IDENTIFY body")
     _whole(data, end)
     try:
@@ -243,31 +251,34 @@ def _identify(data, nl, raw):
 
 
 def _auth(data, nl, raw):
-    _params(data, nl, b"AUTH", 0)
+    _Line(data, nl, b"AUTH").end()
     secret, end = _sized(data, nl + 1, "AUTH body")
     _whole(data, end)
     return Auth(secret, raw)
 
 
 def _sub(data, nl, raw):
-    (t, to), (c, co) = _params(data, nl, b"SUB", 2)
-    topic = _name(t, "topic", to)
-    channel = _name(c, "channel", co)
+    line = _Line(data, nl, b"SUB")
+    topic = _name(*line.param(), "topic")
+    channel = _name(*line.param(), "channel")
+    line.end()
     _whole(data, nl + 1)
     return Sub(topic, channel, raw)
 
 
 def _pub(data, nl, raw):
-    ((t, to),) = _params(data, nl, b"PUB", 1)
-    topic = _name(t, "topic", to)
+    line = _Line(data, nl, b"PUB")
+    topic = _name(*line.param(), "topic")
+    line.end()
     body, end = _sized(data, nl + 1, "message body")
     _whole(data, end)
     return Pub(topic, body, raw)
 
 
 def _mpub(data, nl, raw):
-    ((t, to),) = _params(data, nl, b"MPUB", 1)
-    topic = _name(t, "topic", to)
+    line = _Line(data, nl, b"MPUB")
+    topic = _name(*line.param(), "topic")
+    line.end()
     body, end = _sized(data, nl + 1, "MPUB body")
     _whole(data, end)
     base = nl + 5
@@ -288,51 +299,56 @@ def _mpub(data, nl, raw):
 
 
 def _dpub(data, nl, raw):
-    (t, to), (d, do) = _params(data, nl, b"DPUB", 2)
-    topic = _name(t, "topic", to)
-    defer = _decimal(d, "defer time", do)
+    line = _Line(data, nl, b"DPUB")
+    topic = _name(*line.param(), "topic")
+    defer = _decimal(*line.param(), "defer time")
+    line.end()
     body, end = _sized(data, nl + 1, "message body")
     _whole(data, end)
     return Dpub(topic, defer, body, raw)
 
 
 def _rdy(data, nl, raw):
-    ((c, co),) = _params(data, nl, b"RDY", 1)
-    count = _decimal(c, "RDY count", co)
+    line = _Line(data, nl, b"RDY")
+    count = _decimal(*line.param(), "RDY count")
+    line.end()
     _whole(data, nl + 1)
     return Rdy(count, raw)
 
 
 def _fin(data, nl, raw):
-    ((i, io),) = _params(data, nl, b"FIN", 1)
-    mid = _id(i, io)
+    line = _Line(data, nl, b"FIN")
+    mid = _id(*line.param())
+    line.end()
     _whole(data, nl + 1)
     return Fin(mid, raw)
 
 
 def _req(data, nl, raw):
-    (i, io), (t, to) = _params(data, nl, b"REQ", 2)
-    mid = _id(i, io)
-    timeout = _decimal(t, "timeout", to)
+    line = _Line(data, nl, b"REQ")
+    mid = _id(*line.param())
+    timeout = _decimal(*line.param(), "timeout")
+    line.end()
     _whole(data, nl + 1)
     return Req(mid, timeout, raw)
 
 
 def _touch(data, nl, raw):
-    ((i, io),) = _params(data, nl, b"TOUCH", 1)
-    mid = _id(i, io)
+    line = _Line(data, nl, b"TOUCH")
+    mid = _id(*line.param())
+    line.end()
     _whole(data, nl + 1)
     return Touch(mid, raw)
 
 
 def _cls(data, nl, raw):
-    _params(data, nl, b"CLS", 0)
+    _Line(data, nl, b"CLS").end()
     _whole(data, nl + 1)
     return Cls(raw)
 
 
 def _nop(data, nl, raw):
-    _params(data, nl, b"NOP", 0)
+    _Line(data, nl, b"NOP").end()
     _whole(data, nl + 1)
     return Nop(raw)
 

@@ -75,6 +75,7 @@ __all__ = [
     "Command",
     "Frame",
     "GrammarError",
+    "Spelled",
     "IdentifyField",
     "Magic",
     "Message",
@@ -148,8 +149,20 @@ class _Located(Subconstruct):
                 exc.offset = start
             raise
 
-SP = Const(b" ")
-LF = Const(b"\n")
+class _Separator(Const):
+    """A space or newline of a command line; a wrong byte is reported where it *is*
+    (construct's ConstError would only say where the stream stood after reading it)."""
+
+    def _parse(self, stream, context, path):
+        start = stream_tell(stream, path)
+        got = stream_read(stream, len(self.value), path)
+        if got != self.value:
+            raise GrammarError(f"expected {self.value!r}, got {got!r}", offset=start, path=path)
+        return got
+
+
+SP = _Separator(b" ")
+LF = _Separator(b"\n")
 
 _NAME_RE = re.compile(r"^[.a-zA-Z0-9_-]+(#ephemeral)?$")
 
@@ -209,6 +222,18 @@ class _NameAdapter(Adapter):
         return obj.encode("ascii")
 
 
+class Spelled(int):
+    """An int that remembers how it was written (``007``), so that building what was
+    parsed gives back the same bytes: nsqd reads ``RDY 007`` as 7, and so do we."""
+
+    spelling: bytes
+
+    def __new__(cls, spelling: bytes):
+        self = super().__new__(cls, spelling)
+        self.spelling = spelling
+        return self
+
+
 class _DecimalAdapter(Adapter):
     """An integer parameter written in ASCII decimal, as nsqd's ByteToBase10 reads it."""
 
@@ -219,11 +244,13 @@ class _DecimalAdapter(Adapter):
     def _decode(self, obj, context, path):
         if not obj or not obj.isdigit():
             raise BadNumber(f"{self.what} {obj!r} is not a decimal integer", path=path)
-        return int(obj)
+        return Spelled(obj) if obj[0] == 0x30 and len(obj) > 1 else int(obj)
 
     def _encode(self, obj, context, path):
         if not isinstance(obj, int) or obj < 0:
             raise BadNumber(f"{self.what} must be a non-negative int, got {obj!r}", path=path)
+        if isinstance(obj, Spelled):
+            return obj.spelling
         return str(obj).encode("ascii")
 
 
