@@ -1,0 +1,453 @@
+"""A stepping NSQ client for notebooks: one command per step, everything recorded.
+
+Each :class:`Connection` owns a TCP socket and a sans-IO
+:class:`~nsqviz.nsq.codec.ClientConnection`. A step (``conn.sub("orders", "audit")``)
+builds one command event, lets the codec turn it into bytes (so the codec's state
+checks apply -- ``check=False`` sends it anyway, to see what the server answers), writes
+them, and waits for what the protocol says comes back: the response for commands nsqd
+answers (IDENTIFY, AUTH, SUB, PUB, MPUB, DPUB, CLS), or a short grace period for those
+it answers only on failure (magic, RDY, FIN, REQ, TOUCH, NOP). The :class:`Step` keeps
+the bytes both ways, the decoded events, the codec's snapshot before and after, and
+timings.
+
+A reader thread per connection receives all the time, so what arrives unasked --
+messages pushed after RDY, ``_heartbeat_`` -- is recorded *as it arrives*, as an
+:class:`Arrival`, with its own time. The :class:`Session` keeps one transcript for all
+its connections (a consumer and a publisher, say) and saves it as JSON or as a pcap.
+
+By default a session talks to an embedded broker started once per process on free
+loopback ports and stopped at exit; ``Session("host:4150")`` talks to any nsqd.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import socket
+import ssl
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from nsqviz.nsq import events as ev
+from nsqviz.nsq import fastpath
+from nsqviz.nsq.codec import ClientConnection, LocalProtocolError
+from nsqviz.nsq.grammar import MAGIC_V2
+
+__all__ = [
+    "Arrival",
+    "Connection",
+    "Session",
+    "Step",
+    "default_broker",
+    "LocalProtocolError",
+]
+
+ANSWERED = (ev.Identify, ev.Auth, ev.Sub, ev.Pub, ev.Mpub, ev.Dpub, ev.Cls)
+"""Commands nsqd always answers; the others get a frame only when they fail."""
+
+
+@dataclass
+class Step:
+    """One command sent and what came back for it."""
+
+    index: int
+    connection: str
+    command: ev.Command
+    sent: bytes  # the command's bytes as the grammar builds them (before compression)
+    wire_out: bytes  # what went into the socket (compressed, if negotiated)
+    received: list[tuple[float, bytes]] = field(default_factory=list)  # (t, wire bytes)
+    events: list[ev.Event] = field(default_factory=list)
+    before: dict[str, Any] = field(default_factory=dict)
+    after: dict[str, Any] = field(default_factory=dict)
+    t: float = 0.0  # seconds since the session started, when the bytes were written
+    elapsed: float = 0.0  # seconds until the step was complete
+    refused: str | None = None  # LocalProtocolError text when the codec refused to send
+
+    @property
+    def frames(self) -> list[ev.Event]:
+        """Frames from the server among the events (responses, errors, messages)."""
+        return [e for e in self.events if isinstance(e, ev.Response | ev.Error | ev.Message)]
+
+
+@dataclass
+class Arrival:
+    """Frames that arrived when no step was waiting: pushed messages, heartbeats, EOF."""
+
+    index: int
+    connection: str
+    t: float
+    received: bytes
+    events: list[ev.Event]
+    after: dict[str, Any]
+
+
+Entry = Step | Arrival
+
+# ---------------------------------------------------------------------- the broker
+
+_default_broker = None
+_default_lock = threading.Lock()
+
+
+def default_broker():
+    """The process's embedded broker: started on first use, stopped at interpreter exit."""
+    global _default_broker
+    with _default_lock:
+        if _default_broker is None:
+            from nsqviz.broker import EmbeddedBroker
+
+            broker = EmbeddedBroker().start()
+            atexit.register(broker.stop)
+            _default_broker = broker
+        return _default_broker
+
+
+def _split(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+# ----------------------------------------------------------------------- a connection
+
+
+class Connection:
+    """One TCP connection to nsqd, stepped one command at a time."""
+
+    def __init__(self, session: Session, name: str, *, timeout: float, grace: float,
+                 ssl_context: ssl.SSLContext | None):
+        self.session = session
+        self.name = name
+        self.timeout = timeout
+        self.grace = grace
+        self.ssl_context = ssl_context
+        self.codec = ClientConnection(provenance=True)
+        self.sock = socket.create_connection(session.address, timeout=timeout)
+        self.sock.settimeout(None)  # the reader blocks in recv(); close() wakes it
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.local = self.sock.getsockname()[:2]
+        self.peer = self.sock.getpeername()[:2]
+        self.arrived_at: dict[bytes, float] = {}  # message id -> session time it arrived
+        self.messages: dict[bytes, ev.Message] = {}  # latest delivery of each id, in order
+        self.closed = False
+        self._lock = threading.Condition()
+        self._waiting: Step | None = None
+        self._seen = 0  # arrivals already handed out by wait()
+        self._reader = threading.Thread(target=self._read, name=f"nsqviz-{name}", daemon=True)
+        self._reader.start()
+
+    # -- the commands ---------------------------------------------------------------
+
+    def magic(self, **kw: Any) -> Step:
+        """Send ``"  V2"``: the protocol version. nsqd answers nothing unless it is wrong."""
+        return self.step(ev.Magic(), **kw)
+
+    def identify(self, check: bool = True, **fields: Any) -> Step:
+        return self.step(ev.Identify(dict(fields)), check=check)
+
+    def auth(self, secret: bytes | str, **kw: Any) -> Step:
+        return self.step(ev.Auth(_b(secret)), **kw)
+
+    def sub(self, topic: str, channel: str, **kw: Any) -> Step:
+        return self.step(ev.Sub(topic, channel), **kw)
+
+    def pub(self, topic: str, body: bytes | str, **kw: Any) -> Step:
+        return self.step(ev.Pub(topic, _b(body)), **kw)
+
+    def mpub(self, topic: str, bodies: list[bytes | str], **kw: Any) -> Step:
+        return self.step(ev.Mpub(topic, tuple(_b(b) for b in bodies)), **kw)
+
+    def dpub(self, topic: str, defer_ms: int, body: bytes | str, **kw: Any) -> Step:
+        return self.step(ev.Dpub(topic, defer_ms, _b(body)), **kw)
+
+    def rdy(self, count: int, **kw: Any) -> Step:
+        return self.step(ev.Rdy(count), **kw)
+
+    def fin(self, message_id: bytes | str | None = None, **kw: Any) -> Step:
+        return self.step(ev.Fin(self._id(message_id)), **kw)
+
+    def req(self, message_id: bytes | str | None = None, timeout_ms: int = 0, **kw: Any) -> Step:
+        return self.step(ev.Req(self._id(message_id), timeout_ms), **kw)
+
+    def touch(self, message_id: bytes | str | None = None, **kw: Any) -> Step:
+        return self.step(ev.Touch(self._id(message_id)), **kw)
+
+    def nop(self, **kw: Any) -> Step:
+        return self.step(ev.Nop(), **kw)
+
+    def cls(self, **kw: Any) -> Step:
+        return self.step(ev.Cls(), **kw)
+
+    def _id(self, message_id: bytes | str | None) -> bytes:
+        if message_id is None:
+            flying = self.in_flight
+            if not flying:
+                raise LocalProtocolError("no message is in flight on this connection")
+            return flying[0]
+        return _b(message_id)
+
+    # -- stepping -------------------------------------------------------------------
+
+    def step(self, command: ev.Command, *, check: bool = True) -> Step:
+        """Send one command and wait for its answer (or the grace period)."""
+        s = self.session
+        with self._lock:
+            before = self.codec.snapshot()
+            try:
+                wire = self.codec.send(command, check=check)
+            except LocalProtocolError as exc:
+                step = Step(s._next(), self.name, command, b"", b"", before=before,
+                            after=before, t=s.now(), refused=str(exc))
+                s._record(step)
+                raise
+            plain = MAGIC_V2 if isinstance(command, ev.Magic) else fastpath.encode_command(command)
+            step = Step(s._next(), self.name, command, plain, wire, before=before, t=s.now())
+            self._waiting = step
+            s._record(step)
+            started = time.monotonic()
+            self.sock.sendall(wire)
+            answered = isinstance(command, ANSWERED)
+            deadline = started + (self.timeout if answered else self.grace)
+            while True:
+                if self.closed or (answered and self._answered(step)):
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._lock.wait(left)
+            self._waiting = None
+            step.elapsed = time.monotonic() - started
+            step.after = self.codec.snapshot()
+        s._changed()
+        return step
+
+    def _answered(self, step: Step) -> bool:
+        if any(isinstance(e, ev.Error | ev.Violation) for e in step.events):
+            return True
+        return not self.codec.pending and any(
+            isinstance(e, ev.Response) and not e.is_heartbeat for e in step.events
+        )
+
+    def wait(
+        self, predicate=None, *, count: int = 1, timeout: float | None = None
+    ) -> list[ev.Event]:
+        """Block until ``count`` events matching ``predicate`` arrived unasked.
+
+        ``predicate`` takes an event; the default waits for messages. Events that arrived
+        since the previous ``wait`` count too (several messages often come in one read).
+        Returns the matching events.
+        """
+        predicate = predicate or (lambda e: isinstance(e, ev.Message))
+        deadline = time.monotonic() + (self.timeout * 5 if timeout is None else timeout)
+        with self._lock:
+            while True:
+                arrivals = self.session.arrivals(self.name)
+                found = [e for a in arrivals[self._seen:] for e in a.events if predicate(e)]
+                if len(found) >= count or self.closed:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{self.name}: waited for {count}, got {len(found)}")
+                self._lock.wait(left)
+            self._seen = len(arrivals)
+        return found
+
+    def close(self) -> None:
+        """Drop the TCP connection (no CLS: use :meth:`cls` for the clean way)."""
+        if not self.closed:
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self._reader.join(timeout=self.timeout)
+
+    # -- the reader thread ----------------------------------------------------------
+
+    def _read(self) -> None:
+        s = self.session
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except OSError:
+                data = b""
+            with self._lock:
+                t = s.now()
+                events = self.codec.receive(data)
+                tls = any(isinstance(e, ev.TLSUpgrade) for e in events)
+                self._file(t, data, events)
+                if tls:
+                    self._start_tls()
+                if not data:
+                    self.closed = True
+                self._lock.notify_all()
+            s._changed()
+            if not data:
+                return
+
+    def _file(self, t: float, data: bytes, events: list[ev.Event]) -> None:
+        """Attach what arrived to the waiting step, or record it as an arrival."""
+        for e in events:
+            if isinstance(e, ev.Message):
+                self.arrived_at[e.id] = t
+                self.messages.pop(e.id, None)
+                self.messages[e.id] = e
+        step = self._waiting
+        unasked = [e for e in events if _unasked(e)]
+        asked = [e for e in events if not _unasked(e)]
+        if step is not None and (asked or not unasked):
+            step.received.append((t, data))
+            step.events.extend(asked)
+            if unasked:
+                self.session._record(Arrival(self.session._next(), self.name, t, b"", unasked,
+                                             self.codec.snapshot()))
+            return
+        self.session._record(
+            Arrival(self.session._next(), self.name, t, data, events, self.codec.snapshot())
+        )
+
+    def _start_tls(self) -> None:
+        context = self.ssl_context or _insecure_context()
+        self.sock.settimeout(self.timeout)
+        self.sock = context.wrap_socket(self.sock, server_hostname=self.peer[0])
+        self.sock.settimeout(None)
+        self.codec.tls_established()
+
+    # -- views ------------------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        return self.codec.state.value
+
+    @property
+    def in_flight(self) -> list[bytes]:
+        """Ids delivered and not yet FIN'd or REQ'd, oldest delivery first."""
+        with self._lock:
+            flying = self.codec.in_flight
+            return [mid for mid in self.messages if mid in flying]
+
+    def __repr__(self) -> str:
+        return f"<Connection {self.name} {self.local[0]}:{self.local[1]} state={self.state}>"
+
+
+def _unasked(e: ev.Event) -> bool:
+    return isinstance(e, ev.Message | ev.ConnectionClosed) or (
+        isinstance(e, ev.Response) and e.is_heartbeat
+    )
+
+
+def _insecure_context() -> ssl.SSLContext:
+    """For the embedded broker's self-signed certificate: encrypt, do not verify."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def _b(value: bytes | str) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+# ------------------------------------------------------------------------- a session
+
+
+class Session:
+    """Connections to one nsqd and the transcript of everything they did."""
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        timeout: float = 5.0,
+        grace: float = 0.15,
+        ssl_context: ssl.SSLContext | None = None,
+        **broker_options: Any,
+    ):
+        self.broker = None
+        if address is None:
+            if broker_options:
+                from nsqviz.broker import EmbeddedBroker
+
+                self.broker = EmbeddedBroker(**broker_options).start()
+                self._own_broker = True
+                atexit.register(self.broker.stop)
+            else:
+                self.broker = default_broker()
+                self._own_broker = False
+            address = self.broker.tcp_address
+        self.address = _split(address)
+        self.timeout = timeout
+        self.grace = grace
+        self.ssl_context = ssl_context
+        self.connections: dict[str, Connection] = {}
+        self.entries: list[Entry] = []
+        self.started = time.monotonic()
+        self.wall_started = time.time()
+        self._count = 0
+        self._lock = threading.Lock()
+        self._listeners: list[Any] = []
+
+    def connect(self, name: str = "consumer") -> Connection:
+        if name in self.connections and not self.connections[name].closed:
+            raise ValueError(f"a connection named {name!r} is already open")
+        conn = Connection(self, name, timeout=self.timeout, grace=self.grace,
+                          ssl_context=self.ssl_context)
+        self.connections[name] = conn
+        self._changed()
+        return conn
+
+    def now(self) -> float:
+        return time.monotonic() - self.started
+
+    def _next(self) -> int:
+        with self._lock:
+            self._count += 1
+            return self._count
+
+    def _record(self, entry: Entry) -> None:
+        with self._lock:
+            self.entries.append(entry)
+
+    def _changed(self) -> None:
+        for fn in list(self._listeners):
+            fn(self)
+
+    def on_change(self, fn) -> None:
+        """Call ``fn(session)`` after each step and each arrival (the stepper redraws)."""
+        self._listeners.append(fn)
+
+    def arrivals(self, name: str | None = None) -> list[Arrival]:
+        return [e for e in self.entries if isinstance(e, Arrival)
+                and (name is None or e.connection == name)]
+
+    def steps(self, name: str | None = None) -> list[Step]:
+        return [e for e in self.entries if isinstance(e, Step)
+                and (name is None or e.connection == name)]
+
+    def close(self) -> None:
+        for conn in self.connections.values():
+            conn.close()
+        if self.broker is not None and self._own_broker:
+            self.broker.stop()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- saving -------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        from nsqviz.session.transcript import transcript_json
+
+        return transcript_json(self)
+
+    def save_json(self, path) -> None:
+        from nsqviz.session.transcript import save_json
+
+        save_json(self, path)
+
+    def save_pcap(self, path) -> int:
+        from nsqviz.session.transcript import save_pcap
+
+        return save_pcap(self, path)

@@ -1,0 +1,122 @@
+"""Saving a session: a JSON transcript, and a pcap Wireshark and the replay views read.
+
+The JSON keeps, per entry, the bytes both ways (hex), the decoded events, the codec's
+state before and after, and times in seconds since the session started. The pcap
+writes each connection as a synthetic TCP conversation (handshake, data segments with
+correct sequence numbers, FIN) with the captures engineer's
+:class:`~nsqviz.capture.writer.TcpConversation`, timestamped at the moment each chunk
+was written or received. What it holds is what the session's socket carried in
+cleartext: for a compressed connection the compressed bytes, for a TLS connection the
+bytes *inside* TLS (the session never sees the ciphertext) -- said in each entry's
+``note`` in the JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from nsqviz.nsq import events as ev
+
+if TYPE_CHECKING:
+    from nsqviz.session.client import Session
+
+__all__ = ["event_json", "save_json", "save_pcap", "transcript_json"]
+
+
+def event_json(e: ev.Event) -> dict[str, Any]:
+    """An event as plain JSON: its type and fields, bytes as text where printable."""
+    out: dict[str, Any] = {"type": type(e).__name__}
+    for f in dataclasses.fields(e):
+        if f.name == "raw":
+            continue
+        out[f.name] = _plain(getattr(e, f.name))
+    raw = getattr(e, "raw", None)
+    if raw is not None:
+        out["frame"] = {"offset": raw.offset, "hex": raw.data.hex(),
+                        "sources": [[s.segment, s.start, s.end] for s in raw.sources]}
+    return out
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, bytes):
+        try:
+            text = v.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"hex": v.hex()}
+        return text if text.isprintable() else {"hex": v.hex()}
+    if isinstance(v, tuple | list):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    return v
+
+
+def transcript_json(session: Session) -> dict[str, Any]:
+    from nsqviz.session.client import Step
+
+    conns = {
+        name: {"local": list(c.local), "peer": list(c.peer), "state": c.state,
+               "compression": c.codec.compression, "tls": c.codec.tls}
+        for name, c in session.connections.items()
+    }
+    entries = []
+    for e in list(session.entries):
+        if isinstance(e, Step):
+            entries.append({
+                "kind": "step", "index": e.index, "connection": e.connection, "t": e.t,
+                "elapsed": e.elapsed, "command": event_json(e.command), "sent": e.sent.hex(),
+                "wire_out": e.wire_out.hex(),
+                "received": [{"t": t, "hex": d.hex()} for t, d in e.received],
+                "events": [event_json(x) for x in e.events],
+                "before": e.before, "after": e.after, "refused": e.refused,
+            })
+        else:
+            entries.append({
+                "kind": "arrival", "index": e.index, "connection": e.connection, "t": e.t,
+                "received": e.received.hex(), "events": [event_json(x) for x in e.events],
+                "after": e.after,
+            })
+    return {
+        "format": "nsqviz-session/1",
+        "server": f"{session.address[0]}:{session.address[1]}",
+        "wall_started": session.wall_started,
+        "connections": conns,
+        "entries": entries,
+    }
+
+
+def save_json(session: Session, path: str | os.PathLike[str]) -> None:
+    with open(path, "w") as f:
+        json.dump(transcript_json(session), f, indent=1)
+
+
+def save_pcap(session: Session, path: str | os.PathLike[str]) -> int:
+    """Write every connection's bytes as a TCP conversation; returns the packet count."""
+    from nsqviz.capture.writer import PcapWriter, TcpConversation
+    from nsqviz.session.client import Step
+
+    chunks: list[tuple[float, str, str, bytes]] = []  # (t, connection, direction, data)
+    for e in list(session.entries):
+        if isinstance(e, Step):
+            if e.wire_out:
+                chunks.append((e.t, e.connection, "c2s", e.wire_out))
+            chunks.extend((t, e.connection, "s2c", d) for t, d in e.received if d)
+        elif e.received:
+            chunks.append((e.t, e.connection, "s2c", e.received))
+    chunks.sort(key=lambda c: c[0])
+    base = session.wall_started
+    with PcapWriter(path) as writer:
+        convs: dict[str, TcpConversation] = {}
+        for name, conn in session.connections.items():
+            first = min((c[0] for c in chunks if c[1] == name), default=0.0)
+            convs[name] = TcpConversation(writer, tuple(conn.local), tuple(conn.peer))
+            convs[name].open(base + max(first - 0.0001, 0.0))
+        for t, name, direction, data in chunks:
+            convs[name].send(direction, data, base + t)
+        last = chunks[-1][0] if chunks else 0.0
+        for conv in convs.values():
+            conv.close(base + last + 0.0001)
+        return writer.count

@@ -1,0 +1,219 @@
+"""The session stepper: a control for every command, and the views that grow with it.
+
+:class:`Stepper` wraps a :class:`~nsqviz.session.Session`. ``stepper.do("SUB")`` (what
+the SUB button calls) sends one command on the selected connection with the parameters
+in the form, then every view is redrawn: the sequence diagram of the whole session, the
+selected connection's state machine and in-flight table, and hex views of the last
+step's bytes both ways. Arrivals (pushed messages, heartbeats) redraw too, from the
+session's reader thread. Everything the widget shows is also available as plain HTML
+(:meth:`Stepper.html`) so a saved notebook shows the session without a kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nsqviz.session.client import Connection, LocalProtocolError, Session, Step
+from nsqviz.session.views import event_label, inflight_view, sequence, state_view, step_hexviews
+from nsqviz.widgets.style import CSS, esc
+
+__all__ = ["Stepper", "VERBS"]
+
+VERBS = ("magic", "IDENTIFY", "AUTH", "SUB", "PUB", "MPUB", "DPUB", "RDY", "FIN", "REQ",
+         "TOUCH", "NOP", "CLS")
+
+
+class Stepper:
+    """Controls + views over a session. Plain methods first; ``widget()`` builds the UI."""
+
+    def __init__(self, session: Session | None = None, *, topic: str = "orders",
+                 channel: str = "audit", body: str = "hello", connection: str = "consumer"):
+        self.session = session or Session()
+        self.params: dict[str, Any] = {
+            "topic": topic, "channel": channel, "body": body, "count": 3, "rdy": 1,
+            "defer_ms": 1000, "req_timeout": 0, "secret": "", "id": None, "check": True,
+            "identify": {"feature_negotiation": True, "heartbeat_interval": 5000,
+                         "client_id": "nsqviz"},
+        }
+        self.selected = connection
+        self.status = ""
+        self.last: Step | None = None
+        self._ui: dict[str, Any] | None = None
+        self.session.on_change(lambda _s: self._refresh())
+
+    # -- plain API -------------------------------------------------------------------
+
+    def connection(self, name: str | None = None) -> Connection:
+        name = name or self.selected
+        conn = self.session.connections.get(name)
+        if conn is None or conn.closed:
+            conn = self.session.connect(name)
+        return conn
+
+    def do(self, verb: str, **params: Any) -> Step | None:
+        """Send one command on the selected connection; refusals go to :attr:`status`."""
+        p = {**self.params, **params}
+        conn = self.connection()
+        check = p["check"]
+        calls = {
+            "magic": lambda: conn.magic(check=check),
+            "IDENTIFY": lambda: conn.identify(check=check, **p["identify"]),
+            "AUTH": lambda: conn.auth(p["secret"], check=check),
+            "SUB": lambda: conn.sub(p["topic"], p["channel"], check=check),
+            "PUB": lambda: conn.pub(p["topic"], p["body"], check=check),
+            "MPUB": lambda: conn.mpub(
+                p["topic"], [f"{p['body']} {i}" for i in range(1, p["count"] + 1)], check=check
+            ),
+            "DPUB": lambda: conn.dpub(p["topic"], p["defer_ms"], p["body"], check=check),
+            "RDY": lambda: conn.rdy(p["rdy"], check=check),
+            "FIN": lambda: conn.fin(p["id"], check=check),
+            "REQ": lambda: conn.req(p["id"], p["req_timeout"], check=check),
+            "TOUCH": lambda: conn.touch(p["id"], check=check),
+            "NOP": lambda: conn.nop(check=check),
+            "CLS": lambda: conn.cls(check=check),
+        }
+        if verb not in calls:
+            raise ValueError(f"unknown command {verb!r}; one of {', '.join(VERBS)}")
+        try:
+            step = calls[verb]()
+        except LocalProtocolError as exc:
+            self.status = f"not sent — the codec refuses: {exc} (untick “check” to send anyway)"
+            self._refresh()
+            return None
+        except OSError as exc:
+            self.status = f"socket error: {exc}"
+            self._refresh()
+            return None
+        self.last = step
+        said = [label for label, kind in map(event_label, step.events) if kind == "error"]
+        self.status = f"sent {verb}" + (f" — nsqd answered {said[0]}" if said else "")
+        self._refresh()
+        return step
+
+    def html(self) -> str:
+        """Everything the stepper shows, as one static HTML block."""
+        return CSS + '<div class="nsqviz nsqviz-stepper">' + self._views_html() + "</div>"
+
+    def _views_html(self) -> str:
+        seq = sequence(self.session, last=40, title="session").html(with_css=False)
+        side = ""
+        for name, conn in self.session.connections.items():
+            side += state_view(conn).html(with_css=False)
+            if name == "consumer" or conn.in_flight:
+                side += inflight_view(conn).html(with_css=False)
+        hexes = ""
+        if self.last is not None:
+            hexes = "".join(
+                f'<div class="nv-card">{h.html(with_css=False)}</div>'
+                for h in step_hexviews(self.last)
+            )
+            hexes = f'<div class="nv-title">last step, byte by byte</div>{hexes}'
+        status = f'<div class="nv-mono nv-muted">{esc(self.status)}</div>' if self.status else ""
+        return (
+            f'{status}<div class="nv-grid"><div class="nv-card">{seq}</div>'
+            f'<div class="nv-card">{side}</div></div>{hexes}'
+        )
+
+    def text(self) -> str:
+        lines = [sequence(self.session).text()]
+        lines += [state_view(c).text() for c in self.session.connections.values()]
+        if self.status:
+            lines.append(self.status)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        bundle = dict(self.widget()._repr_mimebundle_(include, exclude) or {})
+        bundle["text/html"] = self.html()
+        bundle["text/plain"] = f"Stepper({len(self.session.entries)} entries)"
+        return bundle
+
+    # -- the ipywidgets UI -----------------------------------------------------------
+
+    def widget(self) -> Any:
+        if self._ui is not None:
+            return self._ui["root"]
+        import ipywidgets as w
+
+        lay = w.Layout(width="auto")
+        small = w.Layout(width="150px")
+        ui: dict[str, Any] = {}
+        ui["conn"] = w.ToggleButtons(options=["consumer", "publisher"], value=self.selected,
+                                     description="connection")
+        ui["check"] = w.Checkbox(value=True, description="check (codec refuses misuse)",
+                                 indent=False)
+        ui["topic"] = w.Text(self.params["topic"], description="topic", layout=small)
+        ui["channel"] = w.Text(self.params["channel"], description="channel", layout=small)
+        ui["body"] = w.Text(self.params["body"], description="body", layout=small)
+        ui["count"] = w.BoundedIntText(3, min=1, max=100, description="MPUB ×", layout=small)
+        ui["defer_ms"] = w.BoundedIntText(1000, min=0, max=3_600_000, description="defer ms",
+                                          layout=small)
+        ui["rdy"] = w.BoundedIntText(1, min=0, max=2500, description="RDY", layout=small)
+        ui["id"] = w.Dropdown(options=[], description="message", layout=w.Layout(width="260px"))
+        ui["req_timeout"] = w.BoundedIntText(0, min=0, max=3_600_000, description="REQ ms",
+                                             layout=small)
+        ui["secret"] = w.Password(description="secret", layout=small)
+        ui["fn"] = w.Checkbox(True, description="feature_negotiation", indent=False)
+        ui["hb"] = w.BoundedIntText(5000, min=-1, max=60000, description="heartbeat ms",
+                                    layout=small)
+        ui["snappy"] = w.Checkbox(False, description="snappy", indent=False, layout=lay)
+        ui["deflate"] = w.Checkbox(False, description="deflate", indent=False, layout=lay)
+        ui["tls"] = w.Checkbox(False, description="tls_v1", indent=False, layout=lay)
+        buttons = []
+        for verb in VERBS:
+            b = w.Button(description=verb, layout=w.Layout(width="auto", min_width="62px"),
+                         button_style="primary" if verb in ("magic", "IDENTIFY", "SUB", "RDY")
+                         else "")
+            b.on_click(lambda _b, v=verb: self._clicked(v))
+            buttons.append(b)
+        ui["views"] = w.HTML()
+        ui["root"] = w.VBox([
+            w.HBox([ui["conn"], ui["check"]]),
+            w.HBox(buttons, layout=w.Layout(flex_flow="row wrap")),
+            w.HBox([ui["topic"], ui["channel"], ui["body"], ui["count"], ui["defer_ms"]],
+                   layout=w.Layout(flex_flow="row wrap")),
+            w.HBox([ui["rdy"], ui["id"], ui["req_timeout"], ui["secret"]],
+                   layout=w.Layout(flex_flow="row wrap")),
+            w.HBox([w.Label("IDENTIFY:"), ui["fn"], ui["hb"], ui["snappy"], ui["deflate"],
+                    ui["tls"]], layout=w.Layout(flex_flow="row wrap")),
+            ui["views"],
+        ])
+        ui["root"].add_class("nsqviz-stepper-widget")
+        ui["conn"].observe(lambda c: self._select(c["new"]), names="value")
+        self._ui = ui
+        self._refresh()
+        return ui["root"]
+
+    def _select(self, name: str) -> None:
+        self.selected = name
+        self._refresh()
+
+    def _clicked(self, verb: str) -> None:
+        ui = self._ui
+        ident = {"feature_negotiation": ui["fn"].value, "heartbeat_interval": ui["hb"].value,
+                 "client_id": "nsqviz"}
+        for key in ("snappy", "deflate"):
+            if ui[key].value:
+                ident[key] = True
+        if ui["tls"].value:
+            ident["tls_v1"] = True
+        self.params.update(
+            topic=ui["topic"].value, channel=ui["channel"].value, body=ui["body"].value,
+            count=ui["count"].value, defer_ms=ui["defer_ms"].value, rdy=ui["rdy"].value,
+            req_timeout=ui["req_timeout"].value, secret=ui["secret"].value,
+            id=(ui["id"].value.encode() if ui["id"].value else None),
+            check=ui["check"].value, identify=ident,
+        )
+        self.do(verb)
+
+    def _refresh(self) -> None:
+        ui = self._ui
+        if ui is None:
+            return
+        ui["views"].value = self.html()
+        conn = self.session.connections.get(self.selected)
+        ids = [m.decode() for m in conn.in_flight] if conn is not None else []
+        if list(ui["id"].options) != ids:
+            ui["id"].options = ids
