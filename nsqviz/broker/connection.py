@@ -247,6 +247,7 @@ class BrokerConnection(asyncio.Protocol):
             raise _Fatal(exc.code, exc.text) from None
         self.settings = settings
         self._arm_heartbeat()
+        self._arm_deadline()
         if response is None:
             self._send_now(OK)
             return
@@ -425,6 +426,9 @@ class BrokerConnection(asyncio.Protocol):
             raise _Fatal("E_BAD_MESSAGE", f"{cmd} message too big {size} > {limit}")
 
     def _publish(self, topic_name: str, bodies, delay: float = 0.0) -> None:
+        # the OK goes out before any delivery the put triggers on this same connection,
+        # as with nsqd (its message pump runs apart from the command loop)
+        self._send_now(OK)
         topic = self.broker.get_topic(topic_name)
         new_id = self.broker.new_id
         if len(bodies) == 1:
@@ -432,7 +436,6 @@ class BrokerConnection(asyncio.Protocol):
         else:
             topic.put_many([BrokerMessage(new_id(), b) for b in bodies])
         self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + len(bodies)
-        self._send_now(OK)
 
     def _on_rdy(self, ev: Rdy) -> None:
         if self.closing:

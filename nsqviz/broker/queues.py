@@ -131,6 +131,7 @@ class Channel:
         self.timeout_count = 0
         self.paused = False
         self.deleted = False
+        self._next = 0  # round robin: the client to try first
 
     # -- stats ------------------------------------------------------------------
 
@@ -151,6 +152,7 @@ class Channel:
         """A client left. Its in-flight messages stay until they time out, as in nsqd."""
         if client in self.clients:
             self.clients.remove(client)
+            self._next = 0
         if self.ephemeral and not self.clients:
             self.topic.delete_channel(self.name)
 
@@ -185,14 +187,17 @@ class Channel:
                     return
                 self._send(client, msg)
             return
+        n = len(clients)
         while True:
-            ready = [c for c in clients if c.ready()]
+            start = self._next
+            ready = [c for c in clients[start:] + clients[:start] if c.ready()]
             if not ready:
                 return
             for client in ready:
                 msg = pop()
                 if msg is None:
                     return
+                self._next = (clients.index(client) + 1) % n
                 self._send(client, msg)
 
     def _send(self, client: Consumer, msg: BrokerMessage) -> None:
