@@ -12,6 +12,8 @@ import json
 
 from hypothesis import strategies as st
 
+from nsqviz.nsq import grammar as g
+
 ID = b"0123456789abcdef"
 
 # (id, wire, verb, fields expected after parsing, value to build from)
@@ -162,7 +164,22 @@ def names(draw) -> str:
 
 message_ids = st.text(HEX, min_size=16, max_size=16).map(str.encode)
 bodies = st.binary(min_size=1, max_size=300)
-decimals = st.integers(0, 2**31 - 1)
+
+
+@st.composite
+def decimals(draw) -> tuple[int, bytes]:
+    """(value, spelling): mostly canonical, sometimes with leading zeros as nsqd allows."""
+    n = draw(st.integers(0, 2**31 - 1))
+    spelling = b"0" * draw(st.sampled_from([0, 0, 0, 1, 3])) + str(n).encode()
+    # what the grammar gives back: an int, or an int that remembers a non-canonical spelling
+    value = g.Spelled(spelling) if len(spelling) > 1 and spelling[:1] == b"0" else n
+    return value, spelling
+
+
+def canonical(fields: dict) -> bool:
+    """No decimal in ``fields`` is spelled with leading zeros."""
+    return not any(isinstance(v, g.Spelled) for v in fields.values())
+
 
 json_values = st.recursive(
     st.none()
@@ -214,8 +231,8 @@ def command_vectors(draw, verb: str) -> tuple[bytes, dict]:
         wire = _line(b"MPUB", t.encode()) + be32(len(inner)) + inner
         return wire, {"topic": t, "body": {"messages": bs}}
     if verb == "DPUB":
-        t, d, b = draw(names()), draw(decimals), draw(bodies)
-        wire = _line(b"DPUB", t.encode(), str(d).encode()) + be32(len(b)) + b
+        t, (d, ds), b = draw(names()), draw(decimals()), draw(bodies)
+        wire = _line(b"DPUB", t.encode(), ds) + be32(len(b)) + b
         return wire, {"topic": t, "defer_time": d, "body": b}
     if verb == "IDENTIFY":
         obj, text = draw(json_texts())
@@ -224,14 +241,14 @@ def command_vectors(draw, verb: str) -> tuple[bytes, dict]:
         s = draw(bodies)
         return b"AUTH\n" + be32(len(s)) + s, {"secret": s}
     if verb == "RDY":
-        n = draw(decimals)
-        return _line(b"RDY", str(n).encode()), {"count": n}
+        n, ns = draw(decimals())
+        return _line(b"RDY", ns), {"count": n}
     if verb in ("FIN", "TOUCH"):
         i = draw(message_ids)
         return _line(verb.encode(), i), {"id": i}
     if verb == "REQ":
-        i, n = draw(message_ids), draw(decimals)
-        return _line(b"REQ", i, str(n).encode()), {"id": i, "timeout": n}
+        i, (n, ns) = draw(message_ids), draw(decimals())
+        return _line(b"REQ", i, ns), {"id": i, "timeout": n}
     if verb in ("CLS", "NOP"):
         return verb.encode() + b"\n", {}
     raise AssertionError(verb)
@@ -281,4 +298,11 @@ def subset(expected, actual) -> bool:
         return all(k in actual and subset(v, actual[k]) for k, v in expected.items())
     if isinstance(expected, list):
         return len(expected) == len(actual) and all(map(subset, expected, actual))
+    if isinstance(expected, int) and not isinstance(expected, bool):
+        # a decimal parameter: same value, and the same spelling where it was not canonical
+        return (
+            expected == actual
+            and isinstance(actual, int)
+            and getattr(expected, "spelling", None) == getattr(actual, "spelling", None)
+        )
     return expected == actual and type(expected) is type(actual)
