@@ -1,0 +1,96 @@
+"""``nsqviz decode``: text and JSON output, --flow, --filter, --stats, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from nsqviz.capture.synth import NsqTalk, pubsub_session
+from nsqviz.capture.writer import PcapWriter, TcpConversation
+from nsqviz.cli import main
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cli") / "two.pcap"
+    with PcapWriter(path) as w:
+        for i, port in enumerate((40001, 40002)):
+            conv = TcpConversation(w, ("10.0.0.1", port), ("10.0.0.2", 4150), mss=400)
+            conv.open(100.0 + i)
+            talk = NsqTalk(conv, ts=100.0 + i)
+            pubsub_session(talk, messages=6 + i, body_sizes=(900,), seed=i)
+            conv.close(talk.ts + 0.001)
+    return path
+
+
+def _json_lines(capsys, *args) -> list[dict]:
+    assert main(["decode", "--json", *args]) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_json_lines_have_the_documented_fields(capture, capsys):
+    rows = _json_lines(capsys, str(capture))
+    assert rows and all(
+        set(r) == {"ts", "flow", "dir", "kind", "name", "fields", "packets"} for r in rows
+    )
+    assert {r["kind"] for r in rows} == {"command", "frame"}
+    assert {r["dir"] for r in rows} == {"c2s", "s2c"}
+    assert {r["flow"] for r in rows} == {"10.0.0.1:40001->10.0.0.2:4150",
+                                         "10.0.0.1:40002->10.0.0.2:4150"}
+    msgs = [r for r in rows if r["name"] == "FrameTypeMessage"]
+    assert len(msgs) == 6 + 7
+    assert all(len(bytes.fromhex(m["fields"]["body"])) == 900 for m in msgs)
+    assert all(len(m["packets"]) >= 2 for m in msgs)  # 934-byte frames over 400-byte segments
+    ts = [r["ts"] for r in rows]
+    assert ts == sorted(ts)
+
+
+def test_filter_and_flow(capture, capsys):
+    pubs = _json_lines(capsys, "--filter", "pub", "--filter", "MPUB", str(capture))
+    assert [r["name"] for r in pubs] == ["PUB", "MPUB", "PUB", "MPUB"]
+    by_index = _json_lines(capsys, "--flow", "1", "--filter", "FrameTypeMessage", str(capture))
+    assert len(by_index) == 7 and {r["flow"] for r in by_index} == {
+        "10.0.0.1:40002->10.0.0.2:4150"}
+    by_end = _json_lines(capsys, "--flow", "10.0.0.1:40001", "--filter", "frame", str(capture))
+    assert {r["flow"] for r in by_end} == {"10.0.0.1:40001->10.0.0.2:4150"}
+    assert {r["kind"] for r in by_end} == {"frame"}
+
+
+def test_text_output_is_one_line_per_record(capture, capsys):
+    assert main(["decode", str(capture)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = _json_lines(capsys, str(capture))
+    assert len(lines) == len(rows)
+    first = lines[0].split()
+    assert first[0] == "4" and first[2:5] == ["10.0.0.1:40001", "->", "10.0.0.2:4150"]
+    assert "MAGIC" in lines[0]
+    sub = next(line for line in lines if " SUB " in line)
+    assert "topic=events channel=archive" in sub
+
+
+def test_stats_text_and_json(capture, capsys):
+    assert main(["decode", "--stats", str(capture)]) == 0
+    text = capsys.readouterr().out
+    assert "2 TCP flows" in text and "frames per packet" in text and "packets per frame" in text
+    stats = _json_lines(capsys, "--stats", str(capture))
+    assert [s["flow_id"] for s in stats] == [0, 1]
+    s0 = stats[0]
+    assert s0["nsq"] is True and s0["records"]["frame"] == 4 + 6
+    assert s0["packets_per_frame"]["max"] >= 3 and s0["gap_bytes"] == 0
+
+
+def test_not_a_capture_is_a_clear_error(tmp_path, capsys):
+    bogus = tmp_path / "x.pcap"
+    bogus.write_bytes(b"not a capture at all")
+    assert main(["decode", str(bogus)]) == 2
+    assert "neither pcap" in capsys.readouterr().err
+    assert main(["decode", str(tmp_path / "missing.pcap")]) == 2
+
+
+def test_console_script_runs(capture):
+    out = subprocess.run([sys.executable, "-m", "nsqviz.cli", "decode", "--filter", "SUB",
+                          "--json", str(capture)], capture_output=True, text=True, check=True)
+    assert [json.loads(line)["name"] for line in out.stdout.splitlines()] == ["SUB", "SUB"]
