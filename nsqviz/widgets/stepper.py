@@ -125,7 +125,7 @@ class Stepper:
         return self.text()
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        bundle = dict(self.widget()._repr_mimebundle_(include, exclude) or {})
+        bundle = dict(self.widget()._repr_mimebundle_() or {})
         bundle["text/html"] = self.html()
         bundle["text/plain"] = f"Stepper({len(self.session.entries)} entries)"
         return bundle

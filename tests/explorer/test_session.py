@@ -1,0 +1,208 @@
+"""The stepping session against the real embedded broker: bytes, events, state, saving."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from nsqviz.nsq import events as ev
+from nsqviz.nsq import grammar as g
+from nsqviz.nsq.codec import LocalProtocolError
+from nsqviz.session import Session
+from nsqviz.session.services import AuthService, Grant, self_signed_certificate
+
+
+@pytest.fixture
+def session(broker):
+    with Session(broker.tcp_address, grace=0.05) as s:
+        yield s
+
+
+def _subscribed(session, *, topic="orders", channel="audit", **identify):
+    c = session.connect("consumer")
+    c.magic()
+    c.identify(feature_negotiation=True, **identify)
+    c.sub(topic, channel)
+    return c
+
+
+def test_each_step_records_bytes_both_ways_and_state(session):
+    c = session.connect("consumer")
+    step = c.magic()
+    assert step.sent == b"  V2" and step.events == []
+    assert (step.before["state"], step.after["state"]) == ("INIT", "CONNECTED")
+
+    step = c.identify(feature_negotiation=True, client_id="t1")
+    assert g.parse_command(step.sent).command.body.value == {"feature_negotiation": True,
+                                                             "client_id": "t1"}
+    (resp,) = step.frames
+    assert isinstance(resp, ev.Response) and resp.json()["max_rdy_count"] == 2500
+    # the bytes recorded are the bytes the frame was decoded from
+    assert b"".join(d for _, d in step.received) == resp.raw.data
+    assert step.after["features"]["version"] and not step.before["identified"]
+
+    step = c.sub("orders", "audit")
+    assert step.sent == b"SUB orders audit\n"
+    assert [f.data for f in step.frames] == [b"OK"]
+    assert step.after["state"] == "SUBSCRIBED"
+    assert step.elapsed > 0 and step.t > 0
+
+
+def test_full_consumer_lifecycle_with_publisher(session):
+    c = _subscribed(session, heartbeat_interval=1000)
+    p = session.connect("publisher")
+    p.magic()
+    assert [f.data for f in p.pub("orders", "hello").frames] == [b"OK"]
+
+    c.rdy(1)
+    (first,) = c.wait()
+    assert first.body == b"hello" and first.attempts == 1
+    assert c.in_flight == [first.id]
+
+    assert c.touch().events == []  # no answer when it works
+    c.req(first.id, 0)
+    (again,) = c.wait()
+    assert (again.id, again.attempts) == (first.id, 2)
+    c.fin(again.id)
+    assert c.in_flight == []
+    assert [f.data for f in p.mpub("orders", ["m1", "m2"]).frames] == [b"OK"]
+    c.rdy(2)
+    assert sorted(m.body for m in c.wait(count=2)) == [b"m1", b"m2"]
+    assert len(c.in_flight) == 2
+
+    beats = c.wait(lambda e: isinstance(e, ev.Response) and e.is_heartbeat, timeout=5)
+    assert beats and beats[0].data == b"_heartbeat_"
+    assert c.nop().events == []
+
+    step = c.cls()
+    assert [f.data for f in step.frames] == [b"CLOSE_WAIT"]
+    assert step.after["state"] == "CLOSING"
+    arrivals = session.arrivals("consumer")
+    assert any(isinstance(e, ev.Message) for a in arrivals for e in a.events)
+    assert all(a.t > 0 for a in arrivals)
+
+
+def test_codec_refuses_misuse_and_check_false_shows_nsqd_answer(session):
+    c = session.connect("consumer")
+    with pytest.raises(LocalProtocolError):
+        c.sub("orders", "audit")
+    refused = session.steps("consumer")[-1]
+    assert refused.refused and refused.sent == b""
+    c.magic()
+    c.sub("orders", "audit")
+    step = c.sub("orders", "audit", check=False)
+    (err,) = [e for e in step.events if isinstance(e, ev.Error)]
+    assert err.code == "E_INVALID"
+    c.wait(lambda e: isinstance(e, ev.ConnectionClosed), timeout=5)
+    assert c.closed and c.state == "CLOSED"
+
+
+@pytest.mark.parametrize("kind", ["snappy", "deflate"])
+def test_compression_negotiated(session, kind):
+    c = session.connect("consumer")
+    c.magic()
+    step = c.identify(feature_negotiation=True, **{kind: True})
+    started = [e for e in step.events if isinstance(e, ev.CompressionStarted)]
+    assert started and started[0].kind == kind
+    assert [f.data for f in step.frames][-1] == b"OK"  # the compressed OK
+    step = c.sub("orders", "audit")
+    assert step.wire_out != step.sent  # compressed on the wire
+    assert [f.data for f in step.frames] == [b"OK"]
+
+
+def test_transcript_json(session, tmp_path):
+    c = _subscribed(session)
+    c.rdy(0)
+    path = tmp_path / "t.json"
+    session.save_json(path)
+    doc = json.loads(path.read_text())
+    assert doc["format"] == "nsqviz-session/1"
+    kinds = [e["command"]["type"] for e in doc["entries"] if e["kind"] == "step"]
+    assert kinds == ["Magic", "Identify", "Sub", "Rdy"]
+    sub = doc["entries"][2]
+    assert bytes.fromhex(sub["sent"]) == b"SUB orders audit\n"
+    assert sub["events"][0]["type"] == "Response" and sub["events"][0]["data"] == "OK"
+    assert sub["before"]["state"] == "CONNECTED" and sub["after"]["state"] == "SUBSCRIBED"
+
+
+def test_pcap_carries_the_exact_bytes(session, tmp_path):
+    """Read back with the project's own pcap reader and, where installed, with tshark."""
+    c = _subscribed(session)
+    p = session.connect("publisher")
+    p.magic()
+    p.pub("orders", "x" * 10)
+    c.rdy(1)
+    c.wait()
+    path = tmp_path / "s.pcap"
+    assert session.save_pcap(path) > 10
+    sent = b"".join(s.wire_out for s in session.steps("consumer"))
+    got = b"".join(d for s in session.steps("consumer") for _, d in s.received)
+    got += b"".join(a.received for a in session.arrivals("consumer"))
+
+    from nsqviz.capture.files import Record, read_capture
+    from nsqviz.capture.layers import Segment, decode_record
+
+    port = c.local[1]
+    c2s, s2c = b"", b""
+    for rec in read_capture(path):
+        seg = decode_record(rec) if isinstance(rec, Record) else None
+        if not isinstance(seg, Segment) or not seg.payload:
+            continue
+        if seg.sport == port:
+            c2s += seg.payload
+        elif seg.dport == port:
+            s2c += seg.payload
+    assert (c2s, s2c) == (sent, got)
+
+    tshark = shutil.which("tshark")
+    if tshark is None:
+        pytest.skip("tshark not installed: the differential check against Wireshark is skipped")
+    out = subprocess.run(
+        [tshark, "-r", str(path), "-Y", f"tcp.srcport=={port} && tcp.len>0", "-T", "fields",
+         "-e", "tcp.payload"], capture_output=True, text=True, check=True,
+    ).stdout
+    assert bytes.fromhex("".join(out.split())) == sent
+
+
+def test_auth_against_a_real_http_auth_service(tmp_path):
+    from nsqviz.broker import EmbeddedBroker
+
+    with AuthService({"s3cret": Grant("alice", topic="^orders$")}) as auth, EmbeddedBroker(
+        data_path=str(tmp_path / "d"), auth_http_address=[auth.address]
+    ) as broker, Session(broker.tcp_address, grace=0.05) as s:
+        c = s.connect("consumer")
+        c.magic()
+        step = c.identify(feature_negotiation=True)
+        assert step.after["auth_required"] is True
+        with pytest.raises(LocalProtocolError):
+            c.pub("orders", "too early")
+        step = c.auth("s3cret")
+        assert step.frames[0].json()["identity"] == "alice"
+        assert step.after["authenticated"] is True
+        assert [f.data for f in c.pub("orders", "ok").frames] == [b"OK"]
+        assert auth.requests[0]["secret"] == "s3cret"
+
+        bad = s.connect("publisher")
+        bad.magic()
+        bad.identify(feature_negotiation=True)
+        step = bad.auth("wrong")
+        assert [e.code for e in step.events if isinstance(e, ev.Error)] == ["E_AUTH_FAILED"]
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl command not installed")
+def test_tls_upgrade(tmp_path):
+    from nsqviz.broker import EmbeddedBroker
+
+    cert, key = self_signed_certificate(tmp_path)
+    with EmbeddedBroker(data_path=str(tmp_path / "d"), tls_cert=str(cert),
+                        tls_key=str(key)) as broker, Session(broker.tcp_address) as s:
+        c = s.connect("consumer")
+        c.magic()
+        step = c.identify(feature_negotiation=True, tls_v1=True)
+        assert any(isinstance(e, ev.TLSUpgrade) for e in step.events)
+        assert [f.data for f in step.frames][-1] == b"OK"  # the OK inside TLS
+        assert step.after["tls"] is True
+        assert [f.data for f in c.sub("orders", "audit").frames] == [b"OK"]

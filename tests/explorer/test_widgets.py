@@ -1,0 +1,154 @@
+"""Widgets render plain objects: checked through their HTML/text, without a browser."""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+from html.parser import HTMLParser
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nsqviz.layout import annotate
+from nsqviz.nsq import grammar as g
+from nsqviz.session import Session
+from nsqviz.session.sticky import loopback, message_frames, reassemble, simulate_segments
+from nsqviz.widgets.hexview import HexView
+from nsqviz.widgets.sequence import Arrow, SequenceDiagram
+from nsqviz.widgets.statemachine import StateMachineView
+from nsqviz.widgets.sticky import StickyPlayground, StickyView
+
+
+class _Bytes(HTMLParser):
+    """Collects the hex cells of a HexView: (text, title) per byte."""
+
+    def __init__(self):
+        super().__init__()
+        self.cells: list[tuple[str, str]] = []
+        self._in: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "span" and "nv-b" in (a.get("class") or "").split():
+            self._in = a.get("title", "")
+
+    def handle_data(self, data):
+        if self._in is not None:
+            self.cells.append((data, self._in))
+            self._in = None
+
+
+def test_hexview_every_byte_is_a_cell_titled_by_its_field():
+    data = g.Command.build({"verb": "PUB", "command": {"topic": "orders", "body": b"hi!"}})
+    view = HexView(annotate(g.Command, data), "PUB")
+    parser = _Bytes()
+    parser.feed(view.html())
+    assert "".join(c for c, _ in parser.cells) == data.hex()
+    titles = [t for _, t in parser.cells]
+    assert titles[:3] == ["command.verb"] * 3
+    assert titles[4:10] == ["command.topic"] * 6
+    assert titles[-3:] == ["command.body.data"] * 3
+    assert "command.body.size" in view.html()  # legend and tree name it
+    assert "nv-err" not in view.html(with_css=False)
+
+
+def test_hexview_marks_error_offset_and_unparsed_bytes():
+    view = HexView(annotate(g.Frame, b"\x00\x00\x00\x06\x00\x00\x00\x09OK"), "bad")
+    html = view.html(with_css=False)
+    assert "UnknownFrameType at offset 4" in html
+    parser = _Bytes()
+    parser.feed(html)
+    assert parser.cells[8][1] == "(unparsed)"
+    assert html.count("nv-bad") == 2  # the offending byte, in hex and in ASCII
+    assert "ERROR" in view.text()
+
+
+def test_hexview_html_is_deterministic():
+    data = g.Frame.build({"frame_type": "FrameTypeResponse", "data": b"OK"})
+    assert HexView.of(g.Frame, data).html() == HexView.of(g.Frame, data).html()
+
+
+def test_sequence_diagram_draws_each_arrow_in_order():
+    arrows = [Arrow("client", "nsqd", "SUB orders audit"), Arrow("nsqd", "client", "OK",
+              "response"), Arrow("nsqd", "client", "_heartbeat_", "heartbeat", unasked=True)]
+    svg = SequenceDiagram(["client", "nsqd"], arrows).svg()
+    labels = re.findall(r'class="nv-label"[^>]*>([^<]*)<', svg)
+    assert labels == ["SUB orders audit", "OK", "_heartbeat_"]
+    assert svg.count("stroke-dasharray=\"5,3\"") == 1
+    assert svg.count("<line class=\"nv-arrow") == 3
+
+
+def test_state_machine_highlights_only_the_current_state():
+    view = StateMachineView(["A", "B", "C"], [("A", "B", "go"), ("A", "C", "jump")], "B")
+    svg = view.svg()
+    assert svg.count("nv-current") == 1
+    assert re.search(r'nv-current.*?>B</text>', svg)
+    assert view.text() == "A → [B] → C"
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(1, 80), min_size=1, max_size=6),
+       mss=st.integers(1, 200), coalesce=st.booleans())
+def test_any_segmentation_reassembles_the_frames(sizes, mss, coalesce):
+    frames = message_frames(sizes)
+    segments = simulate_segments(frames, mss=mss, coalesce=coalesce)
+    assert b"".join(segments) == b"".join(frames)
+    assert all(0 < len(s) <= mss for s in segments)
+    if not coalesce:  # no segment mixes two writes
+        assert len(segments) == sum(-(-len(f) // mss) for f in frames)
+    run = reassemble("t", frames, segments)
+    assert run.intact
+    # provenance: each frame's sources cover exactly its bytes
+    for f in run.reassembled:
+        assert sum(s.end - s.start for s in f.sources) == len(f.data)
+
+
+def test_sticky_view_rows_and_steps():
+    pg = StickyPlayground(count=3, size=10, mss=50, coalesce=True)
+    run = pg.run()
+    assert [len(s) for s in run.segments] == [50, 50, 32]  # 3 frames of 44 B glued, cut at 50
+    html = StickyView(run).html()
+    assert html.count('class="nv-span"') == 5  # F0 | F0 F1 | F1 F2
+    assert "3/3 frames reassembled ✓" in html
+    first = StickyView(run, upto=1)
+    assert "1 segments" not in first.html() and "step 1/3" in first.html()
+    assert "reassembler buffer" in first.html()  # 6 bytes of F1 are waiting
+    assert first.text().splitlines()[1].split()[-2:] == ["6", "B"]
+
+
+def test_real_loopback_glues_and_cuts_frames():
+    frames = message_frames([10, 10, 10, 10])
+    run = loopback(frames, recv_size=40)
+    assert run.intact
+    assert [len(s) for s in run.segments] == [40, 40, 40, 40, 16]
+    assert run.steps[0].events == ()  # no frame is complete after the first recv()
+
+
+@pytest.mark.slow
+def test_stepper_drives_a_real_session_and_renders(broker):
+    from nsqviz.widgets.stepper import Stepper
+
+    stepper = Stepper(Session(broker.tcp_address, grace=0.05))
+    widget = stepper.widget()
+    for verb in ("magic", "IDENTIFY", "SUB"):
+        assert stepper.do(verb) is not None
+    assert stepper.do("SUB") is None and "codec refuses" in stepper.status
+    stepper.selected = "publisher"
+    stepper.do("magic")
+    stepper.do("PUB", body="from the stepper")
+    stepper.selected = "consumer"
+    stepper.do("RDY", rdy=1)
+    stepper.session.connections["consumer"].wait()
+    html = unescape(stepper.html())
+    for label in ("magic '  V2'", "SUB orders audit", "PUB orders", "RDY 1", "MSG "):
+        assert label in html
+    assert "nsqviz-hex" in html and "nv-seq" in html and "in flight" in html
+    views = widget.children[-1].value
+    assert "MSG " in views  # the reader thread's arrival redrew the widget
+    step = stepper.do("FIN")
+    assert step is not None and step.sent.startswith(b"FIN ")
+    bundle = stepper._repr_mimebundle_()
+    assert {"text/html", "text/plain",
+            "application/vnd.jupyter.widget-view+json"} <= set(bundle)
+    stepper.session.close()
