@@ -18,9 +18,14 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.nsqviz-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+# pip's own chatter (index locations this machine's pip.conf names but lacks) is noise.
+quiet_pip() {
+    .venv/bin/python -m pip "$@" 2>&1 | { grep -v -e "is ignored: it is neither" || true; }
+    return "${PIPESTATUS[0]}"
+}
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "== installing nsqviz and its extras into .venv"
-    .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet -e ".[lab,spark,dev]"
+    quiet_pip install --quiet --upgrade pip
+    quiet_pip install --quiet -e ".[lab,spark,dev]"
     echo "$want" > "$stamp"
 fi
