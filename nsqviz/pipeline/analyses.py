@@ -1,0 +1,341 @@
+"""The five analyses, each a DataFrame computed from the frames table alone.
+
+They are plain Spark SQL over :data:`~nsqviz.pipeline.decode.FRAME_SCHEMA` -- no Python
+UDFs -- because by the time frames exist every protocol question has been answered by
+the codec; what is left is joining and ordering events in time, which the JVM does
+best. Each function documents the rules it applies, since those rules are what an
+operator must trust:
+
+* a delivery (``FrameTypeMessage``) ends with the first ``FIN``/``REQ`` for its id *on
+  the same connection* before the id is delivered again on the same channel; without
+  one it ``timeout``-ed if a later delivery exists (at delivery time + the connection's
+  negotiated ``msg_timeout``), else it is still ``open`` when the capture ends;
+* a publish is linked to a message by topic and body (sha1): the latest PUB/MPUB/DPUB
+  of that body at or before the first delivery -- nsqd assigns ids after the publish, so
+  nothing else on the wire links them;
+* in-flight counts deliveries minus ends of deliveries (FIN, REQ, timeout) -- not FIN
+  commands, since a FIN for an id not in flight (``E_FIN_FAILED``) frees nothing; the
+  starvation test is the client-library guide's ``in_flight > 0 and in_flight >= 0.85 *
+  last_rdy``;
+* a heartbeat is answered by the first command the client sends after it and before the
+  next one (nsqd resets its read deadline on any command); a connection is *closed for
+  missed heartbeats* when its last two heartbeats went unanswered and it then ended
+  with FIN or RST.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+__all__ = [
+    "ANALYSES",
+    "connections",
+    "deliveries",
+    "flow_control",
+    "heartbeats",
+    "messages",
+    "sticky_packets",
+]
+
+DEFAULT_MSG_TIMEOUT_MS = 60000  # nsqd's --msg-timeout default
+STARVATION_RATIO = 0.85
+
+_FRAMES = ("command", "frame")
+
+
+def _subscriptions(frames: DataFrame) -> DataFrame:
+    return frames.where(F.col("name") == "SUB").groupBy("conn_id").agg(
+        F.min_by("topic", "seq").alias("topic"), F.min_by("channel", "seq").alias("channel")
+    )
+
+
+def _msg_timeouts(frames: DataFrame) -> DataFrame:
+    """Per connection, the message timeout in force: negotiated, requested, or nsqd's default."""
+    identify = frames.where(F.col("name") == "IDENTIFY").groupBy("conn_id").agg(
+        F.min_by(F.get_json_object("fields", "$.data.msg_timeout"), "seq").alias("asked")
+    )
+    negotiated = frames.where(
+        (F.col("name") == "FrameTypeResponse") & F.col("data").startswith("{")
+    ).groupBy("conn_id").agg(
+        F.min_by(F.get_json_object("data", "$.msg_timeout"), "seq").alias("negotiated")
+    )
+    return identify.join(negotiated, "conn_id", "full").select(
+        "conn_id",
+        F.coalesce(
+            F.col("negotiated").cast("long"), F.col("asked").cast("long"),
+            F.lit(DEFAULT_MSG_TIMEOUT_MS),
+        ).alias("msg_timeout_ms"),
+    )
+
+
+def deliveries(frames: DataFrame) -> DataFrame:
+    """One row per delivery: message id, channel, connection, attempt, and how it ended."""
+    subs = _subscriptions(frames)
+    msg = (
+        frames.where(F.col("name") == "FrameTypeMessage")
+        .drop("topic", "channel")
+        .join(subs, "conn_id", "left")
+        .select(
+            "msg_id", "topic", "channel", "conn_id", "ts", "seq", "attempts", "msg_ts",
+            F.col("bodies")[0].alias("body_sha1"), F.lit("D").alias("t"),
+            F.lit(None).cast("string").alias("verb"), F.lit(None).cast("long").alias("delay_ms"),
+        )
+    )
+    resp = (
+        frames.where(F.col("name").isin("FIN", "REQ", "TOUCH"))
+        .drop("topic", "channel")
+        .join(subs, "conn_id", "left")
+        .select(
+            "msg_id", "topic", "channel", "conn_id", "ts", "seq",
+            F.lit(None).cast("int").alias("attempts"), F.lit(None).cast("double").alias("msg_ts"),
+            F.lit(None).cast("string").alias("body_sha1"), F.lit("R").alias("t"),
+            F.col("name").alias("verb"), "delay_ms",
+        )
+    )
+    w = Window.partitionBy("msg_id", "channel").orderBy("ts", "t", "seq")
+    both = resp.unionByName(msg).withColumn(
+        "n", F.sum(F.when(F.col("t") == "D", 1).otherwise(0)).over(
+            w.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    ).withColumn(
+        "d_conn", F.last(F.when(F.col("t") == "D", F.col("conn_id")), ignorenulls=True).over(
+            w.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    ).where(F.col("n") > 0)
+    own = (F.col("t") == "R") & (F.col("conn_id") == F.col("d_conn"))
+    ends = own & F.col("verb").isin("FIN", "REQ")
+    per = both.groupBy("msg_id", "channel", "n").agg(
+        F.first("topic", ignorenulls=True).alias("topic"),
+        F.max(F.when(F.col("t") == "D", F.col("conn_id"))).alias("conn_id"),
+        F.max(F.when(F.col("t") == "D", F.col("ts"))).alias("ts"),
+        F.max(F.when(F.col("t") == "D", F.col("attempts"))).alias("attempts"),
+        F.max(F.when(F.col("t") == "D", F.col("msg_ts"))).alias("msg_ts"),
+        F.max(F.when(F.col("t") == "D", F.col("body_sha1"))).alias("body_sha1"),
+        F.min_by(F.when(ends, F.col("verb")), F.when(ends, F.col("ts"))).alias("end_verb"),
+        F.min(F.when(ends, F.col("ts"))).alias("end_ts"),
+        F.min_by(F.when(ends, F.col("delay_ms")), F.when(ends, F.col("ts"))).alias("end_delay"),
+        F.sum(F.when(own & (F.col("verb") == "TOUCH"), 1).otherwise(0)).alias("touches"),
+    )
+    last_n = Window.partitionBy("msg_id", "channel")
+    timeouts = _msg_timeouts(frames)
+    return (
+        per.withColumn("last_n", F.max("n").over(last_n))
+        .join(timeouts, "conn_id", "left")
+        .select(
+            "msg_id", "topic", "channel", F.col("n").alias("delivery"), "conn_id", "ts",
+            "attempts", "msg_ts", "body_sha1", "touches",
+            F.when(F.col("end_verb").isNotNull(), F.col("end_verb"))
+            .when(F.col("n") < F.col("last_n"), "timeout")
+            .otherwise("open").alias("outcome"),
+            F.when(F.col("end_verb").isNotNull(), F.col("end_ts"))
+            .when(F.col("n") < F.col("last_n"),
+                  F.col("ts") + F.coalesce(F.col("msg_timeout_ms"),
+                                           F.lit(DEFAULT_MSG_TIMEOUT_MS)) / 1000)
+            .alias("outcome_ts"),
+            F.when(F.col("end_verb") == "REQ", F.col("end_delay")).alias("req_delay_ms"),
+        )
+    )
+
+
+def messages(frames: DataFrame, delivered: DataFrame | None = None) -> DataFrame:
+    """One row per (message id, channel): publish, deliveries, outcome and latencies.
+
+    nsqd copies a message to every channel of its topic under the same id, so the id
+    alone is not a key; ``channel`` completes it.
+    """
+    d = delivered if delivered is not None else deliveries(frames)
+    pubs = (
+        frames.where(F.col("name").isin("PUB", "MPUB", "DPUB"))
+        .select("topic", F.col("ts").alias("pub_ts"), F.col("name").alias("publish_cmd"),
+                F.col("conn_id").alias("publisher"), F.explode("bodies").alias("body_sha1"))
+    )
+    per = d.groupBy("msg_id", "channel").agg(
+        F.first("topic", ignorenulls=True).alias("topic"),
+        F.min("msg_ts").alias("created_ts"),
+        F.min("ts").alias("first_delivery_ts"),
+        F.max("ts").alias("last_delivery_ts"),
+        F.count("*").alias("deliveries_count"),
+        F.max_by("outcome", "delivery").alias("outcome"),
+        F.max_by("outcome_ts", "delivery").alias("outcome_ts"),
+        F.sum("touches").alias("touches"),
+        F.sum(F.when(F.col("outcome") == "REQ", 1).otherwise(0)).alias("requeues"),
+        F.sum(F.when(F.col("outcome") == "timeout", 1).otherwise(0)).alias("timeouts"),
+        F.first("body_sha1", ignorenulls=True).alias("body_sha1"),
+        F.sort_array(F.collect_list(F.struct(
+            "delivery", "ts", "conn_id", "attempts", "outcome", "outcome_ts", "req_delay_ms",
+            "touches"))).alias("deliveries"),
+    )
+    linked = per.join(pubs, ["topic", "body_sha1"], "left").where(
+        F.col("pub_ts").isNull() | (F.col("pub_ts") <= F.col("first_delivery_ts"))
+    )
+    best = Window.partitionBy("msg_id", "channel").orderBy(F.col("pub_ts").desc_nulls_last())
+    one = linked.withColumn("_r", F.row_number().over(best)).where("_r = 1").drop("_r")
+    start = F.coalesce(F.col("pub_ts"), F.col("created_ts"))
+    done = F.when(F.col("outcome") == "FIN", F.col("outcome_ts"))
+    return one.select(
+        "msg_id", "topic", "channel",
+        F.col("pub_ts").alias("publish_ts"), "publish_cmd", "publisher", "created_ts",
+        "first_delivery_ts", "deliveries_count", "deliveries", "outcome",
+        F.col("outcome_ts").alias("final_ts"), "touches", "requeues", "timeouts",
+        (F.col("first_delivery_ts") - start).alias("queue_latency_s"),
+        (done - start).alias("end_to_end_latency_s"),
+        (done - F.col("last_delivery_ts")).alias("processing_latency_s"),
+    )
+
+
+def connections(frames: DataFrame, beats: DataFrame | None = None) -> DataFrame:
+    """One row per connection: who (IDENTIFY), what (SUB/PUB), how long, how much, errors."""
+    is_frame = F.col("kind").isin(*_FRAMES)
+    base = frames.where(F.col("conn_id").isNotNull()).groupBy("conn_id").agg(
+        F.first("flow").alias("flow"),
+        F.min("ts").alias("start_ts"),
+        F.max("ts").alias("end_ts"),
+        F.sum(F.when(is_frame & (F.col("dir") == "c2s"), 1).otherwise(0)).alias("frames_c2s"),
+        F.sum(F.when(is_frame & (F.col("dir") == "s2c"), 1).otherwise(0)).alias("frames_s2c"),
+        F.max(F.when((F.col("name") == "FlowEnd") & (F.col("dir") == "c2s"), F.col("size")))
+        .alias("bytes_c2s"),
+        F.max(F.when((F.col("name") == "FlowEnd") & (F.col("dir") == "s2c"), F.col("size")))
+        .alias("bytes_s2c"),
+        F.min_by(F.when(F.col("name") == "FlowEnd", F.col("reason")),
+                 F.when(F.col("name") == "FlowEnd", F.col("ts"))).alias("ended_by"),
+        F.sum(F.when(F.col("name") == "FrameTypeMessage", 1).otherwise(0)).alias("messages_in"),
+        F.sum(F.when(F.col("name") == "PUB", 1)
+              .when(F.col("name").isin("MPUB", "DPUB"), F.size("bodies"))
+              .otherwise(0)).alias("messages_published"),
+        F.sum(F.when(F.col("kind").isin("error", "gap") | (F.col("name") == "FrameTypeError"), 1)
+              .otherwise(0)).alias("errors"),
+        F.array_sort(F.collect_set(
+            F.when(F.col("name") == "FrameTypeError", F.split("data", " ")[0])
+            .when(F.col("kind").isin("error", "gap"), F.col("reason"))
+        )).alias("error_codes"),
+        F.max(F.col("kind") == "tls").alias("tls"),
+        F.min_by(F.when(F.col("kind") == "compression", F.get_json_object("fields", "$.kind")),
+                 F.when(F.col("kind") == "compression", F.col("seq"))).alias("compression"),
+    )
+    ident = frames.where(F.col("name") == "IDENTIFY").groupBy("conn_id").agg(
+        *[
+            F.min_by(F.get_json_object("fields", f"$.data.{k}"), "seq").alias(k)
+            for k in ("client_id", "hostname", "user_agent", "feature_negotiation",
+                      "heartbeat_interval")
+        ]
+    )
+    negotiated = frames.where(
+        (F.col("name") == "FrameTypeResponse") & F.col("data").startswith("{")
+    ).groupBy("conn_id").agg(F.min_by("data", "seq").alias("negotiated"))
+    subs = _subscriptions(frames)
+    rdy = frames.where(F.col("name") == "RDY").groupBy("conn_id").agg(
+        F.max_by("count", "seq").alias("last_rdy"), F.max("count").alias("max_rdy")
+    )
+    out = (
+        base.join(ident, "conn_id", "left")
+        .join(negotiated, "conn_id", "left")
+        .join(_msg_timeouts(frames), "conn_id", "left")
+        .join(subs, "conn_id", "left")
+        .join(rdy, "conn_id", "left")
+        .withColumn("duration_s", F.col("end_ts") - F.col("start_ts"))
+        .withColumn("role", F.when(F.col("channel").isNotNull(), "consumer")
+                    .when(F.col("messages_published") > 0, "producer").otherwise("other"))
+    )
+    hb = beats if beats is not None else heartbeats(frames)
+    summary = hb.groupBy("conn_id").agg(
+        F.count("*").alias("heartbeats"),
+        F.sum(F.when(~F.col("answered"), 1).otherwise(0)).alias("missed_heartbeats"),
+        F.avg("nop_response_s").alias("mean_nop_response_s"),
+        F.max("closed_after").alias("closed_for_missed_heartbeats"),
+    )
+    return out.join(summary, "conn_id", "left").fillna(
+        {"heartbeats": 0, "missed_heartbeats": 0, "closed_for_missed_heartbeats": False}
+    )
+
+
+def heartbeats(frames: DataFrame) -> DataFrame:
+    """One row per ``_heartbeat_``: interval, the client's answer, missed streaks."""
+    hb = frames.where(
+        (F.col("name") == "FrameTypeResponse") & (F.col("data") == "_heartbeat_")
+    ).select("conn_id", "ts", "seq", F.lit("H").alias("t"), F.lit(None).cast("string")
+             .alias("cmd"))
+    cmds = frames.where((F.col("kind") == "command") & (F.col("dir") == "c2s")).select(
+        "conn_id", "ts", "seq", F.lit("C").alias("t"), F.col("name").alias("cmd")
+    )
+    w = Window.partitionBy("conn_id").orderBy("ts", "seq")
+    both = cmds.unionByName(hb).withColumn(
+        "k", F.sum(F.when(F.col("t") == "H", 1).otherwise(0)).over(
+            w.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    ).where(F.col("k") > 0)
+    per = both.groupBy("conn_id", "k").agg(
+        F.max(F.when(F.col("t") == "H", F.col("ts"))).alias("ts"),
+        F.min_by(F.when(F.col("t") == "C", F.col("cmd")),
+                 F.when(F.col("t") == "C", F.col("ts"))).alias("response"),
+        F.min(F.when(F.col("t") == "C", F.col("ts"))).alias("response_ts"),
+    )
+    ends = frames.where(F.col("name") == "FlowEnd").groupBy("conn_id").agg(
+        F.max(F.col("reason").isin("fin", "rst")).alias("closed")
+    )
+    wk = Window.partitionBy("conn_id").orderBy("k")
+    answered = F.col("response").isNotNull()
+    out = (
+        per.withColumn("interval_s", F.col("ts") - F.lag("ts").over(wk))
+        .withColumn("answered", answered)
+        .withColumn("response_s", F.col("response_ts") - F.col("ts"))
+        .withColumn("nop_response_s", F.when(F.col("response") == "NOP", F.col("response_s")))
+        .withColumn("_grp", F.sum(F.when(answered, 1).otherwise(0)).over(wk))
+        .withColumn("missed_in_row", F.sum(F.when(answered, 0).otherwise(1)).over(
+            Window.partitionBy("conn_id", "_grp").orderBy("k")))
+        .withColumn("_last", F.max("k").over(Window.partitionBy("conn_id")))
+        .join(ends, "conn_id", "left")
+    )
+    return out.select(
+        "conn_id", F.col("k").alias("heartbeat"), "ts", "interval_s", "answered", "response",
+        "response_s", "nop_response_s", "missed_in_row",
+        ((F.col("k") == F.col("_last")) & (F.col("missed_in_row") >= 2)
+         & F.coalesce(F.col("closed"), F.lit(False))).alias("closed_after"),
+    )
+
+
+def flow_control(frames: DataFrame, delivered: DataFrame | None = None) -> DataFrame:
+    """RDY and in-flight per connection over time, with the starvation test at each step."""
+    d = delivered if delivered is not None else deliveries(frames)
+    rdy = frames.where(F.col("name") == "RDY").select(
+        "conn_id", "ts", F.lit(1).alias("prio"), "seq", F.lit("RDY").alias("event"),
+        F.col("count").alias("rdy"), F.lit(0).alias("delta"), F.lit(None).cast("string")
+        .alias("msg_id"),
+    )
+    start = d.select(
+        "conn_id", "ts", F.lit(1).alias("prio"), F.lit(None).cast("long").alias("seq"),
+        F.lit("MSG").alias("event"), F.lit(None).cast("long").alias("rdy"),
+        F.lit(1).alias("delta"), "msg_id",
+    )
+    end = d.where(F.col("outcome_ts").isNotNull()).select(
+        "conn_id", F.col("outcome_ts").alias("ts"),
+        F.when(F.col("outcome") == "timeout", 0).otherwise(1).alias("prio"),
+        F.lit(None).cast("long").alias("seq"), F.col("outcome").alias("event"),
+        F.lit(None).cast("long").alias("rdy"), F.lit(-1).alias("delta"), "msg_id",
+    )
+    w = Window.partitionBy("conn_id").orderBy("ts", "prio", "event").rowsBetween(
+        Window.unboundedPreceding, Window.currentRow)
+    ev = rdy.unionByName(start).unionByName(end)
+    return ev.select(
+        "conn_id", "ts", "event", "msg_id",
+        F.last("rdy", ignorenulls=True).over(w).alias("rdy"),
+        F.sum("delta").over(w).alias("in_flight"),
+    ).withColumn(
+        "starved",
+        (F.col("in_flight") > 0)
+        & (F.col("in_flight") >= F.coalesce(F.col("rdy"), F.lit(0)) * STARVATION_RATIO),
+    )
+
+
+def sticky_packets(frames: DataFrame) -> DataFrame:
+    """Distributions, per direction, of frames per packet and packets per frame (粘包)."""
+    fr = frames.where(F.col("kind").isin(*_FRAMES))
+    per_frame = fr.groupBy("dir", F.size("packets").alias("n")).count().withColumn(
+        "measure", F.lit("packets_per_frame"))
+    per_packet = (
+        fr.select("dir", F.explode(F.arrays_zip("packet_files", "packets")).alias("p"))
+        .groupBy("dir", "p").count()
+        .groupBy("dir", F.col("count").cast("int").alias("n")).count()
+        .withColumn("measure", F.lit("frames_per_packet"))
+    )
+    return per_frame.unionByName(per_packet).select("dir", "measure", "n", "count")
+
+
+ANALYSES = ("frames", "messages", "connections", "flow_control", "heartbeats", "sticky_packets")

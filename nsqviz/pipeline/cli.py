@@ -1,0 +1,28 @@
+"""``nsqviz pipeline CAPTURES... --out DIR``: the Spark pipeline from the command line.
+
+Local Spark (``local[*]``, 4 GB driver) unless ``--master`` says otherwise; without a
+Java runtime it stops with a message saying how to install one rather than a JVM trace.
+"""
+
+from __future__ import annotations
+
+__all__ = ["register"]
+
+
+def register(subparsers) -> None:
+    from nsqviz.pipeline.job import build_parser
+
+    parser = subparsers.add_parser(
+        "pipeline",
+        help="decode captures on Spark into Parquet tables (frames, messages, connections, "
+        "flow control, heartbeats, sticky packets)",
+        description=__doc__.splitlines()[0],
+    )
+    build_parser(parser)
+    parser.set_defaults(run=_run)
+
+
+def _run(args) -> int:
+    from nsqviz.pipeline.job import run_args
+
+    return run_args(args)

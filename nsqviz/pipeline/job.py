@@ -1,0 +1,143 @@
+"""The pipeline as one job: capture files -> frames -> five analyses, all as Parquet.
+
+``run(spark, captures, out)`` is what ``nsqviz pipeline`` and the notebook call; this
+module is also the program ``spark-submit`` runs on a cluster::
+
+    python -m nsqviz.pipeline.ship dist/            # builds dist/nsqviz.zip
+    spark-submit --master spark://HOST:7077 --py-files dist/nsqviz.zip \\
+        dist/nsqviz_pipeline_main.py CAPTURES... --out DIR
+
+The frames table is written first and read back for the analyses: decoding is the
+expensive step, and Parquet is a cheaper cache than recomputing it for each of the five
+tables (or than holding it in executor memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+__all__ = ["PipelineResult", "main", "run"]
+
+TABLES = ("frames", "messages", "deliveries", "connections", "flow_control", "heartbeats",
+          "sticky_packets")
+
+
+@dataclass
+class PipelineResult:
+    out: str
+    files: list[str]
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def table(self, name: str) -> str:
+        return os.path.join(self.out, name)
+
+
+def run(spark, captures, out: str, *, partitions: int | None = None,
+        server_ports: tuple[int, ...] = (4150,), idle_split: float = 600.0,
+        count: bool = True) -> PipelineResult:
+    """Decode ``captures`` (files, directories, globs) and write every table under ``out``."""
+    from nsqviz.pipeline import analyses
+    from nsqviz.pipeline.frames import packets_to_frames
+    from nsqviz.pipeline.source import expand_paths
+
+    started = time.perf_counter()
+    files = expand_paths(captures)
+    uri = _uri(out)
+    packets = spark.read.format("pcap").option("paths", _json(files)).load()
+    frames = packets_to_frames(packets, partitions=partitions, server_ports=server_ports,
+                               idle_split=idle_split)
+    frames.write.mode("overwrite").parquet(f"{uri}/frames")
+    frames = spark.read.parquet(f"{uri}/frames")
+
+    delivered = analyses.deliveries(frames).cache()
+    beats = analyses.heartbeats(frames).cache()
+    tables = {
+        "deliveries": delivered,
+        "messages": analyses.messages(frames, delivered),
+        "connections": analyses.connections(frames, beats),
+        "flow_control": analyses.flow_control(frames, delivered),
+        "heartbeats": beats,
+        "sticky_packets": analyses.sticky_packets(frames),
+    }
+    result = PipelineResult(os.path.abspath(out) if "://" not in out else out, files)
+    for name, df in tables.items():
+        df.write.mode("overwrite").parquet(f"{uri}/{name}")
+    if count:
+        for name in TABLES:
+            result.counts[name] = spark.read.parquet(f"{uri}/{name}").count()
+    delivered.unpersist()
+    beats.unpersist()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _uri(out: str) -> str:
+    return out if "://" in out else "file://" + os.path.abspath(out)
+
+
+def _json(files: list[str]) -> str:
+    import json
+
+    return json.dumps(files)
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    p = parser or argparse.ArgumentParser(
+        prog="nsqviz pipeline", description="Decode NSQ captures on Spark into Parquet tables."
+    )
+    p.add_argument("captures", nargs="+", metavar="CAPTURE",
+                   help="pcap/pcapng files, directories of them, or globs (rotated files "
+                   "of one capture belong together)")
+    p.add_argument("--out", required=True, metavar="DIR", help="where the tables are written")
+    p.add_argument("--master", default=None,
+                   help="Spark master (default: the spark-submit one, else local[*])")
+    p.add_argument("--driver-memory", default=None,
+                   help="driver JVM heap for local runs (default 4g)")
+    p.add_argument("--partitions", type=int, default=None,
+                   help="shuffle partitions for the connection grouping (default 2x cores)")
+    p.add_argument("--port", type=int, action="append", default=None, metavar="PORT",
+                   help="NSQ server port(s) for captures that start mid-connection "
+                   "(default 4150)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``spark-submit`` entry point (and the body of ``nsqviz pipeline``)."""
+    args = build_parser().parse_args(argv)
+    return run_args(args)
+
+
+def run_args(args) -> int:
+    from nsqviz.pipeline.session import DEFAULT_DRIVER_MEMORY, JavaMissing, get_session
+    from nsqviz.pipeline.source import expand_paths
+
+    try:
+        expand_paths(args.captures)  # before paying for a JVM
+    except FileNotFoundError as exc:
+        print(f"nsqviz pipeline: {exc}", file=sys.stderr)
+        return 2
+    try:
+        spark = get_session(args.master, driver_memory=args.driver_memory or DEFAULT_DRIVER_MEMORY)
+    except JavaMissing as exc:
+        print(f"nsqviz pipeline: {exc}", file=sys.stderr)
+        return 2
+    try:
+        result = run(spark, args.captures, args.out, partitions=args.partitions,
+                     server_ports=tuple(args.port or (4150,)))
+    except FileNotFoundError as exc:
+        print(f"nsqviz pipeline: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(result.files)} capture file(s) -> {result.out} in {result.seconds:.1f} s")
+    for name in TABLES:
+        print(f"  {name:<15} {result.counts.get(name, 0):>10} rows  "
+              f"{os.path.join(result.out, name)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

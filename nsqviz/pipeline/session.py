@@ -1,0 +1,134 @@
+"""Where a pipeline run gets its SparkSession, and the one check that saves an hour: Java.
+
+Defaults are for the machine the project is taught on (2 cores, 24 GB): ``local[*]``, a
+4 GB driver (in local mode the executors live inside the driver JVM; the real work --
+TCP reassembly and NSQ decoding -- happens in Python workers, outside the JVM heap), few
+shuffle partitions (the default 200 would mean 200 tiny Python tasks per stage), and
+Arrow for every pandas hand-over. Under ``spark-submit`` the session already exists and
+its master/memory come from the command line: :func:`get_session` then only adds the
+SQL settings that do not need a JVM restart.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+__all__ = ["JavaMissing", "check_java", "get_session", "DEFAULT_MASTER", "DEFAULT_DRIVER_MEMORY"]
+
+DEFAULT_MASTER = "local[*]"
+DEFAULT_DRIVER_MEMORY = "4g"
+MIN_JAVA = 17
+
+# Settings that can be changed on a running session (so also under spark-submit).
+_SQL_CONF = {
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
+    # Bounds the Arrow batch sent to one grouped-map call *chunk*; a connection is
+    # still one group (a group cannot be split), so this caps the pandas copies only.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+class JavaMissing(RuntimeError):
+    """No usable Java runtime: Spark cannot start. The message says how to get one."""
+
+
+def check_java() -> str:
+    """Return the ``java -version`` banner, or raise :class:`JavaMissing` with the fix."""
+    java = shutil.which("java", path=_java_path())
+    if java is None:
+        raise JavaMissing(
+            f"Spark needs a Java {MIN_JAVA}+ runtime and none was found (no `java` on PATH "
+            "and no JAVA_HOME). Install one, e.g. `sudo apt-get install "
+            f"openjdk-{MIN_JAVA}-jre-headless` (Debian/Ubuntu), `brew install openjdk@{MIN_JAVA}` "
+            "(macOS), or run `make sysdeps` as root."
+        )
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    banner = (out.stderr or out.stdout).strip()
+    major = _java_major(banner)
+    if major is not None and major < MIN_JAVA:
+        raise JavaMissing(
+            f"Spark 4 needs Java {MIN_JAVA}+, but {java} is Java {major}. Install "
+            f"openjdk-{MIN_JAVA}-jre-headless (or newer) and put it first on PATH or in JAVA_HOME."
+        )
+    return banner
+
+
+def _java_path() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    path = os.environ.get("PATH", "")
+    return f"{home}/bin{os.pathsep}{path}" if home else path
+
+
+def _java_major(banner: str) -> int | None:
+    import re
+
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', banner)
+    if not m:
+        return None
+    major = int(m.group(1))
+    return int(m.group(2)) if major == 1 and m.group(2) else major
+
+
+def get_session(
+    master: str | None = None,
+    *,
+    app_name: str = "nsqviz-pipeline",
+    driver_memory: str = DEFAULT_DRIVER_MEMORY,
+    shuffle_partitions: int | None = None,
+    conf: dict[str, str] | None = None,
+):
+    """A SparkSession with the pcap source registered.
+
+    ``master=None`` reuses an active session (spark-submit, a notebook's existing one)
+    and otherwise starts ``local[*]``. Raises :class:`JavaMissing` before Spark would
+    fail with a long JVM stack trace.
+    """
+    from pyspark.sql import SparkSession
+
+    from nsqviz.pipeline.source import PcapDataSource
+
+    spark = SparkSession.getActiveSession()
+    if spark is None or master is not None:
+        if spark is None:
+            check_java()
+        # Python workers must run the interpreter that has nsqviz and its dependencies,
+        # not whatever `python3` is first on PATH.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        if (master or DEFAULT_MASTER).startswith("local"):
+            # A local run talks to itself only: bind to loopback, not the host's address.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = SparkSession.builder.appName(app_name)
+        if master is not None or "SPARK_MASTER" not in os.environ:
+            builder = builder.master(master or DEFAULT_MASTER)
+        cores = _cores(master or DEFAULT_MASTER)
+        parts = shuffle_partitions or max(4, 2 * cores)
+        builder = (
+            builder.config("spark.driver.memory", driver_memory)
+            .config("spark.sql.shuffle.partitions", str(parts))
+            .config("spark.default.parallelism", str(parts))
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.python.worker.reuse", "true")
+        )
+        for key, value in (conf or {}).items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel(os.environ.get("NSQVIZ_SPARK_LOG_LEVEL", "ERROR"))
+    for key, value in _SQL_CONF.items():
+        spark.conf.set(key, value)
+    spark.dataSource.register(PcapDataSource)
+    return spark
+
+
+def _cores(master: str) -> int:
+    """Cores a ``local[N]``/``local[*]`` master uses; 2 for anything else."""
+    import re
+
+    m = re.fullmatch(r"local\[(\d+|\*)(?:,\d+)?\]", master)
+    if not m:
+        return 2
+    return os.cpu_count() or 2 if m.group(1) == "*" else int(m.group(1))

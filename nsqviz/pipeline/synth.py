@@ -1,0 +1,494 @@
+"""Synthetic NSQ traffic with known ground truth, written as (rotated) pcap files.
+
+The pipeline's tests, its benchmark and its notebook need captures whose every message
+id, delivery, outcome, RDY change and heartbeat is known in advance -- a real broker
+decides ids, timing and coalescing itself, so its captures can be decoded but not
+predicted. :func:`simulate` plays nsqd and its clients in a small discrete-event
+simulation (RDY limits, in-flight counts, REQ delays, message timeouts, heartbeats,
+two missed heartbeats closing a connection, a non-fatal ``E_FIN_FAILED``), encodes
+every command and frame with the project's encoders (:mod:`nsqviz.nsq.fastpath`,
+differentially tested against the grammar), and writes TCP packets through the capture
+package's :class:`~nsqviz.capture.writer.TcpConversation`. What happened is returned as
+a :class:`Truth` to compare the pipeline's tables against.
+
+Frames sent by one side at the same instant go out in one ``send`` -- several frames in
+one packet, the sticky-packet case -- and frames longer than the MSS span packets.
+:class:`RotatingPcapWriter` cuts the packet stream into files the way ``tcpdump -C``
+does, so a connection spans several files.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import random
+from dataclasses import dataclass, field
+
+from nsqviz.capture.writer import PcapWriter, TcpConversation
+from nsqviz.nsq.events import (
+    Cls,
+    Dpub,
+    Error,
+    Fin,
+    Identify,
+    Magic,
+    Message,
+    Mpub,
+    Nop,
+    Pub,
+    Rdy,
+    Req,
+    Response,
+    Sub,
+    Touch,
+)
+from nsqviz.nsq.fastpath import encode_command, encode_frame
+
+__all__ = [
+    "ConnTruth",
+    "Delivery",
+    "MessageTruth",
+    "RotatingPcapWriter",
+    "Truth",
+    "simulate",
+    "write_capture_set",
+]
+
+SERVER = ("10.0.0.9", 4150)
+
+
+class RotatingPcapWriter:
+    """A pcap writer that starts a new file after ``max_bytes``, like ``tcpdump -C``.
+
+    Files are ``base``, ``base1``, ``base2`` ... (tcpdump's names); every file has its own
+    header, and a packet never straddles two files.
+    """
+
+    def __init__(self, base: str | os.PathLike[str], max_bytes: int, **writer_options):
+        self.base = os.fspath(base)
+        self.max_bytes = max_bytes
+        self.options = writer_options
+        self.paths: list[str] = []
+        self._writer: PcapWriter | None = None
+        self._size = 0
+        self._open()
+
+    @property
+    def linktype(self) -> int:
+        return self._writer.linktype  # type: ignore[union-attr]
+
+    def _open(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        n = len(self.paths)
+        path = self.base if n == 0 else f"{self.base}{n}"
+        self._writer = PcapWriter(path, **self.options)
+        self.paths.append(path)
+        self._size = 24
+
+    def write(self, ts: float, frame: bytes, *, orig_len: int | None = None,
+              interface: int = 0) -> None:
+        if self._size > 24 and self._size + 16 + len(frame) > self.max_bytes:
+            self._open()
+        self._writer.write(ts, frame, orig_len=orig_len)  # type: ignore[union-attr]
+        self._size += 16 + len(frame)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# ------------------------------------------------------------------------ ground truth
+
+
+@dataclass
+class Delivery:
+    """One delivery of a message: when, on which connection, with which attempt number,
+    and how it ended: ``FIN``, ``REQ`` (``req_delay_ms``), ``timeout`` or ``open``."""
+
+    ts: float
+    conn: str
+    attempts: int
+    outcome: str = "open"
+    outcome_ts: float | None = None
+    req_delay_ms: int | None = None
+    touches: int = 0
+
+
+@dataclass
+class MessageTruth:
+    id: str
+    topic: str
+    channel: str
+    publish_ts: float
+    publish_cmd: str
+    deliveries: list[Delivery] = field(default_factory=list)
+
+
+@dataclass
+class ConnTruth:
+    label: str  # "client->server", as nsqviz decode prints a flow
+    role: str  # "producer" or "consumer"
+    identify: dict
+    topic: str | None = None
+    channel: str | None = None
+    rdy: int | None = None
+    frames: dict[str, int] = field(default_factory=lambda: {"c2s": 0, "s2c": 0})
+    errors: list[str] = field(default_factory=list)
+    heartbeats: int = 0
+    missed_heartbeats: int = 0
+    closed_for_missed_heartbeats: bool = False
+    starved_deliveries: int = 0  # deliveries after which in-flight >= 85 % of RDY
+    start_ts: float = 0.0
+    end_ts: float = 0.0
+
+
+@dataclass
+class Truth:
+    messages: dict[tuple[str, str], MessageTruth] = field(default_factory=dict)  # (id, channel)
+    connections: dict[str, ConnTruth] = field(default_factory=dict)
+    paths: list[str] = field(default_factory=list)
+    # each send: (connection label, direction, lengths of the frames in it, MSS)
+    sends: list[tuple[str, str, tuple[int, ...], int]] = field(default_factory=list)
+
+    @property
+    def frames(self) -> int:
+        return sum(c.frames["c2s"] + c.frames["s2c"] for c in self.connections.values())
+
+
+# -------------------------------------------------------------------------- simulation
+
+_NEGOTIATED = {
+    "max_rdy_count": 2500, "version": "1.3.0", "max_msg_timeout": 900000, "msg_timeout": 60000,
+    "tls_v1": False, "deflate": False, "deflate_level": 6, "max_deflate_level": 6,
+    "snappy": False, "sample_rate": 0, "auth_required": False, "output_buffer_size": 16384,
+    "output_buffer_timeout": 250,
+}
+
+
+class _Conn:
+    def __init__(self, sim: _Sim, name: str, port: int, role: str, identify: dict,
+                 start: float):
+        self.sim = sim
+        self.name = name
+        self.client = (f"10.0.0.{1 + port % 200}", port)
+        self.truth = ConnTruth(f"{self.client[0]}:{port}->{SERVER[0]}:{SERVER[1]}", role,
+                               identify, start_ts=start)
+        self.in_flight: dict[str, float] = {}  # message id -> delivery ts
+        self.msg_timeout = identify.get("msg_timeout", _NEGOTIATED["msg_timeout"]) / 1000
+        self.closed = False
+
+    def say(self, ts: float, direction: str, *events) -> None:
+        self.sim.actions.append((ts, len(self.sim.actions), self, direction, events))
+        self.truth.frames[direction] += len(events)
+
+
+class _Sim:
+    def __init__(self, seed: int, t0: float):
+        self.rng = random.Random(seed)
+        self.t0 = t0
+        self.actions: list = []
+        self.conns: list[_Conn] = []
+        self.truth = Truth()
+        self.next_id = 0
+        self.heap: list = []
+        self.queues: dict[str, list] = {}  # channel -> heap of (ready_ts, n, msg, attempts)
+        self.subscribers: dict[str, list[_Conn]] = {}
+        self.plans: dict[tuple[str, str], list[str]] = {}
+        self.n = 0
+
+    def at(self, ts: float, what: str, *args) -> None:
+        self.n += 1
+        heapq.heappush(self.heap, (ts, self.n, what, args))
+
+    def connect(self, name: str, port: int, role: str, identify: dict, ts: float,
+                negotiate: bool) -> _Conn:
+        c = _Conn(self, name, port, role, identify, ts)
+        self.conns.append(c)
+        self.truth.connections[c.truth.label] = c.truth
+        c.say(ts, "c2s", Magic(), Identify(identify))
+        resp = dict(_NEGOTIATED, msg_timeout=identify.get("msg_timeout", 60000))
+        c.say(ts + 0.0002, "s2c", Response(_json(resp) if negotiate else b"OK"))
+        return c
+
+    def subscribe(self, c: _Conn, topic: str, channel: str, rdy: int, ts: float) -> None:
+        c.truth.topic, c.truth.channel, c.truth.rdy = topic, channel, rdy
+        c.say(ts, "c2s", Sub(topic, channel))
+        c.say(ts + 0.0002, "s2c", Response(b"OK"))
+        c.say(ts + 0.0004, "c2s", Rdy(rdy))
+        self.subscribers.setdefault(channel, []).append(c)
+        self.queues.setdefault(channel, [])
+
+    def publish(self, ts: float, topic: str, bodies: list[bytes], cmd: str,
+                defer_ms: int = 0) -> None:
+        for body in bodies:
+            mid = f"{self.next_id:016x}"
+            self.next_id += 1
+            for channel in self.queues:
+                truth = MessageTruth(mid, topic, channel, ts, cmd)
+                self.truth.messages[(mid, channel)] = truth
+                ready = ts + 0.0003 + defer_ms / 1000
+                msg = (mid, ts, body)
+                heapq.heappush(self.queues[channel], (ready, self.n, msg, 1))
+                self.n += 1
+                self.at(ready, "dispatch", channel)
+
+    def plan(self, mid: str, channel: str) -> list[str]:
+        key = (mid, channel)
+        if key not in self.plans:
+            if channel != "work":
+                self.plans[key] = ["FIN"]
+            else:
+                r = self.rng.random()
+                self.plans[key] = (
+                    ["FIN"] if r < 0.55 else ["REQ", "FIN"] if r < 0.7
+                    else ["timeout", "FIN"] if r < 0.8 else ["TOUCH", "FIN"] if r < 0.9
+                    else ["REQ", "timeout", "FIN"]
+                )
+        return self.plans[key]
+
+    def dispatch(self, now: float, channel: str) -> None:
+        queue = self.queues[channel]
+        subs = [c for c in self.subscribers[channel] if not c.closed]
+        while queue and queue[0][0] <= now:
+            free = [c for c in subs if len(c.in_flight) < (c.truth.rdy or 0)]
+            if not free:
+                return  # a FIN, REQ or timeout frees a slot and dispatches again
+            c = min(free, key=lambda c: (len(c.in_flight) / c.truth.rdy, c.name))
+            _ready, _n, (mid, pub_ts, body), attempts = heapq.heappop(queue)
+            truth = self.truth.messages[(mid, channel)]
+            d = Delivery(now, c.truth.label, attempts)
+            truth.deliveries.append(d)
+            c.in_flight[mid] = now
+            if len(c.in_flight) >= 0.85 * c.truth.rdy:
+                c.truth.starved_deliveries += 1
+            c.say(now, "s2c", Message(round(pub_ts * 1e9), attempts, mid.encode(), body))
+            step = self.plan(mid, channel)[attempts - 1]
+            proc = 0.002 + self.rng.random() * 0.01
+            if step == "FIN":
+                self.at(now + proc, "fin", c, mid, channel, d)
+            elif step == "REQ":
+                self.at(now + proc, "req", c, mid, channel, d, (mid, pub_ts, body), attempts)
+            elif step == "TOUCH":
+                touches = 1 + self.rng.randrange(2)
+                for k in range(touches):
+                    self.at(now + proc * (k + 1) / (touches + 1), "touch", c, mid, d)
+                self.at(now + proc, "fin", c, mid, channel, d)
+                # TOUCH then FIN: a second attempt never happens
+                self.plans[(mid, channel)] = ["FIN"]
+            else:  # timeout: nsqd takes it back after the connection's msg_timeout
+                self.at(now + c.msg_timeout, "timeout", c, mid, channel, d,
+                        (mid, pub_ts, body), attempts)
+
+    def run(self) -> float:
+        last = self.t0
+        while self.heap:
+            now, _n, what, args = heapq.heappop(self.heap)
+            last = max(last, now)
+            if what == "dispatch":
+                self.dispatch(now, args[0])
+            elif what == "fin":
+                c, mid, channel, d = args
+                c.say(now, "c2s", Fin(mid.encode()))
+                c.in_flight.pop(mid)
+                d.outcome, d.outcome_ts = "FIN", now
+                self.at(now + 0.0001, "dispatch", channel)
+            elif what == "touch":
+                c, mid, d = args
+                c.say(now, "c2s", Touch(mid.encode()))
+                d.touches += 1
+            elif what == "req":
+                c, mid, channel, d, msg, attempts = args
+                delay = self.rng.choice((0, 50, 200))
+                c.say(now, "c2s", Req(mid.encode(), delay))
+                c.in_flight.pop(mid)
+                d.outcome, d.outcome_ts, d.req_delay_ms = "REQ", now, delay
+                ready = now + 0.0005 + delay / 1000  # nsqd's requeue is never instant
+                heapq.heappush(self.queues[channel], (ready, self.n, msg, attempts + 1))
+                self.n += 1
+                self.at(ready, "dispatch", channel)
+                self.at(now + 0.0001, "dispatch", channel)
+            elif what == "timeout":
+                c, mid, channel, d, msg, attempts = args
+                c.in_flight.pop(mid)
+                d.outcome, d.outcome_ts = "timeout", now
+                heapq.heappush(self.queues[channel], (now, self.n, msg, attempts + 1))
+                self.n += 1
+                self.at(now, "dispatch", channel)
+        return last
+
+
+def _json(obj: dict) -> bytes:
+    import json
+
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def simulate(
+    writer,
+    *,
+    seed: int = 0,
+    n_messages: int = 60,
+    t0: float = 1_700_000_000.0,
+    mss: int = 1460,
+    big_body: int = 6000,
+    body_size: int = 40,
+    port_base: int = 40000,
+) -> Truth:
+    """Play one NSQ scenario into ``writer`` (a pcap writer); return what happened.
+
+    A producer publishes ``n_messages`` (PUB, MPUB of three, one DPUB, every 25th body
+    ``big_body`` bytes); topic ``events`` has channel ``work`` (two consumers: RDY 10 and
+    RDY 1, outcomes FIN / REQ / timeout / TOUCH drawn per message), ``audit`` (one RDY 100
+    consumer that FINs everything, once twice -- which earns an ``E_FIN_FAILED``) and
+    ``idle`` (a RDY 0 consumer that never answers heartbeats and is closed after two).
+    """
+    sim = _Sim(seed, t0)
+    rng = sim.rng
+
+    def ident(cid: str, **extra) -> dict:
+        return {"client_id": cid, "hostname": f"{cid}.example", "user_agent": "nsqviz-synth/1",
+                "feature_negotiation": True, **extra}
+
+    hb_ms = 1000
+    prod = sim.connect("producer", port_base + 1, "producer",
+                       {"client_id": "producer", "hostname": "pub.example",
+                        "user_agent": "nsqviz-synth/1", "heartbeat_interval": -1},
+                       t0, negotiate=False)
+    work1 = sim.connect("work1", port_base + 2, "consumer",
+                        ident("work1", heartbeat_interval=hb_ms, msg_timeout=2000), t0 + 0.01,
+                        True)
+    work2 = sim.connect("work2", port_base + 3, "consumer",
+                        ident("work2", heartbeat_interval=hb_ms, msg_timeout=2000), t0 + 0.01,
+                        True)
+    audit = sim.connect("audit", port_base + 4, "consumer",
+                        ident("audit", heartbeat_interval=hb_ms), t0 + 0.02, True)
+    idle = sim.connect("idle", port_base + 5, "consumer",
+                       ident("idle", heartbeat_interval=hb_ms), t0 + 0.02, True)
+    sim.subscribe(work1, "events", "work", 10, t0 + 0.05)
+    sim.subscribe(work2, "events", "work", 1, t0 + 0.05)
+    sim.subscribe(audit, "events", "audit", 100, t0 + 0.06)
+    sim.subscribe(idle, "events", "idle", 0, t0 + 0.06)
+
+    t = t0 + 0.2
+    i = 0
+    while i < n_messages:
+        def body(k: int) -> bytes:
+            size = big_body if k % 25 == 24 else body_size
+            return (f"m{k:06d}:".encode() + rng.randbytes(size)).hex().encode()[:size]
+
+        kind = "MPUB" if i % 10 == 5 and i + 3 <= n_messages else "DPUB" if i == 3 else "PUB"
+        if kind == "MPUB":
+            bodies = [body(i + k) for k in range(3)]
+            prod.say(t, "c2s", Mpub("events", tuple(bodies)))
+        elif kind == "DPUB":
+            bodies = [body(i)]
+            prod.say(t, "c2s", Dpub("events", 300, bodies[0]))
+        else:
+            bodies = [body(i)]
+            prod.say(t, "c2s", Pub("events", bodies[0]))
+        prod.say(t + 0.0002, "s2c", Response(b"OK"))
+        sim.publish(t + 0.0002, "events", bodies, kind, 300 if kind == "DPUB" else 0)
+        i += len(bodies)
+        t += 0.01 + rng.random() * 0.03
+    # The idle channel never gets a delivery: its consumer has RDY 0.
+    for key in [k for k in sim.truth.messages if k[1] == "idle"]:
+        del sim.truth.messages[key]
+    end = sim.run() + 0.5
+
+    # A duplicate FIN on the audit connection: nsqd answers E_FIN_FAILED (not fatal).
+    some = next(m for (mid, ch), m in sim.truth.messages.items() if ch == "audit")
+    audit.say(end - 0.2, "c2s", Fin(some.id.encode()))
+    err = f"E_FIN_FAILED FIN {some.id} failed ID not in flight"
+    audit.say(end - 0.1998, "s2c", Error(err.encode()))
+    audit.truth.errors.append("E_FIN_FAILED")
+
+    # Heartbeats every hb_ms from IDENTIFY; the idle consumer never answers and nsqd
+    # closes it once two have gone unanswered.
+    for c in (work1, work2, audit, idle):
+        hb = c.truth.start_ts + hb_ms / 1000
+        while hb < end:
+            c.say(hb, "s2c", Response(b"_heartbeat_"))
+            c.truth.heartbeats += 1
+            if c is idle:
+                c.truth.missed_heartbeats += 1
+                if c.truth.missed_heartbeats == 2:
+                    c.truth.closed_for_missed_heartbeats = True
+                    c.truth.end_ts = hb + 0.001
+                    break
+            else:
+                c.say(hb + 0.0007, "c2s", Nop())
+            hb += hb_ms / 1000
+
+    # Clean close of the others: consumers CLS -> CLOSE_WAIT; the producer just closes.
+    for c in (work1, work2, audit):
+        c.say(end, "c2s", Cls())
+        c.say(end + 0.0002, "s2c", Response(b"CLOSE_WAIT"))
+        c.truth.end_ts = end + 0.001
+    prod.truth.end_ts = end + 0.001
+
+    _write(sim, writer, mss)
+    return sim.truth
+
+
+def _write(sim: _Sim, writer, mss: int) -> None:
+    """Emit the actions in time order: handshake, coalesced sends, FINs."""
+    convs: dict[_Conn, TcpConversation] = {}
+    actions = sorted(sim.actions, key=lambda a: (a[0], a[1]))
+    closes = sorted((c.truth.end_ts, i, c) for i, c in enumerate(sim.conns))
+    isn = 1000
+    k = 0
+    while k < len(actions):
+        ts, _n, c, direction, events = actions[k]
+        while closes and closes[0][0] <= ts:
+            _t, _i, cc = closes.pop(0)
+            convs[cc].close(cc.truth.end_ts)
+        # Everything this side says at the same instant goes out in one send.
+        data = [_encode(e) for e in events]
+        while (k + 1 < len(actions) and actions[k + 1][0] == ts
+               and actions[k + 1][2] is c and actions[k + 1][3] == direction):
+            k += 1
+            data.extend(_encode(e) for e in actions[k][4])
+        if c not in convs:
+            isn = (isn * 1103515245 + 12345) & 0xFFFFFFFF
+            convs[c] = TcpConversation(writer, c.client, SERVER, isn=(isn, isn ^ 0x5A5A5A5A),
+                                       mss=mss)
+            convs[c].open(ts)
+        convs[c].send(direction, b"".join(data), ts)
+        sim.truth.sends.append((c.truth.label, direction, tuple(len(d) for d in data), mss))
+        k += 1
+    for _t, _i, cc in closes:
+        convs[cc].close(cc.truth.end_ts)
+
+
+def _encode(event) -> bytes:
+    if isinstance(event, Response | Error | Message):
+        return encode_frame(event)
+    return encode_command(event)
+
+
+def write_capture_set(
+    directory: str | os.PathLike[str],
+    *,
+    name: str = "nsq.pcap",
+    max_bytes: int | None = None,
+    **options,
+) -> Truth:
+    """:func:`simulate` into ``directory/name`` (rotated every ``max_bytes`` if given)."""
+    path = os.path.join(os.fspath(directory), name)
+    if max_bytes:
+        with RotatingPcapWriter(path, max_bytes) as w:
+            truth = simulate(w, **options)
+            truth.paths = list(w.paths)
+    else:
+        with PcapWriter(path) as w:
+            truth = simulate(w, **options)
+            truth.paths = [path]
+    return truth
