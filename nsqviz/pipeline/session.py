@@ -99,17 +99,21 @@ def get_session(
         # Python workers must run the interpreter that has nsqviz and its dependencies,
         # not whatever `python3` is first on PATH.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        if (master or DEFAULT_MASTER).startswith("local"):
+        # Under spark-submit the JVM is already running with --master and the driver
+        # memory it was given (PYSPARK_GATEWAY_PORT says so): leave both alone.
+        submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+        if not submitted and (master or DEFAULT_MASTER).startswith("local"):
             # A local run talks to itself only: bind to loopback, not the host's address.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = SparkSession.builder.appName(app_name)
-        if master is not None or "SPARK_MASTER" not in os.environ:
+        if master is not None or not submitted:
             builder = builder.master(master or DEFAULT_MASTER)
+        if not submitted:
+            builder = builder.config("spark.driver.memory", driver_memory)
         cores = _cores(master or DEFAULT_MASTER)
         parts = shuffle_partitions or max(4, 2 * cores)
         builder = (
-            builder.config("spark.driver.memory", driver_memory)
-            .config("spark.sql.shuffle.partitions", str(parts))
+            builder.config("spark.sql.shuffle.partitions", str(parts))
             .config("spark.default.parallelism", str(parts))
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.python.worker.reuse", "true")

@@ -127,8 +127,9 @@ class MessageTruth:
     id: str
     topic: str
     channel: str
-    publish_ts: float
+    publish_ts: float  # the PUB/MPUB/DPUB on the wire
     publish_cmd: str
+    created_ts: float = 0.0  # nsqd's message timestamp
     deliveries: list[Delivery] = field(default_factory=list)
 
 
@@ -226,13 +227,14 @@ class _Sim:
         self.subscribers.setdefault(channel, []).append(c)
         self.queues.setdefault(channel, [])
 
-    def publish(self, ts: float, topic: str, bodies: list[bytes], cmd: str,
+    def publish(self, cmd_ts: float, ts: float, topic: str, bodies: list[bytes], cmd: str,
                 defer_ms: int = 0) -> None:
+        """``cmd_ts``: the PUB on the wire; ``ts``: nsqd has it (the message timestamp)."""
         for body in bodies:
             mid = f"{self.next_id:016x}"
             self.next_id += 1
             for channel in self.queues:
-                truth = MessageTruth(mid, topic, channel, ts, cmd)
+                truth = MessageTruth(mid, topic, channel, cmd_ts, cmd, created_ts=ts)
                 self.truth.messages[(mid, channel)] = truth
                 ready = ts + 0.0003 + defer_ms / 1000
                 msg = (mid, ts, body)
@@ -395,7 +397,7 @@ def simulate(
             bodies = [body(i)]
             prod.say(t, "c2s", Pub("events", bodies[0]))
         prod.say(t + 0.0002, "s2c", Response(b"OK"))
-        sim.publish(t + 0.0002, "events", bodies, kind, 300 if kind == "DPUB" else 0)
+        sim.publish(t, t + 0.0002, "events", bodies, kind, 300 if kind == "DPUB" else 0)
         i += len(bodies)
         t += 0.01 + rng.random() * 0.03
     # The idle channel never gets a delivery: its consumer has RDY 0.
