@@ -113,6 +113,9 @@ def compiled_frame() -> tuple[object | None, str]:
     try:
         return g.Frame.compile(), "Frame.compile()"
     except Exception as exc:  # construct's code generator raises whatever it hits
+        # The frame's size is a Rebuild over a Python function (it depends on the
+        # message's body length); construct's code generator pastes that function's
+        # repr into the generated source, which then does not parse.
         return None, f"Frame.compile() fails: {type(exc).__name__}: {exc}"
 
 
