@@ -735,7 +735,7 @@ class ServerConnection(_Connection):
             for body in cmd.bodies:
                 if len(body) > config.max_msg_size:
                     text = f"MPUB message too big {len(body)} > {config.max_msg_size}"
-                    return self._refuse(out, "E_BAD_BODY", text, offset, raw)
+                    return self._refuse(out, "E_BAD_MESSAGE", text, offset, raw)
         self._track(cmd)
         out.append(cmd)
         return False
@@ -868,5 +868,7 @@ def _nsqd_code_text(verb: bytes, data: bytes, nl: int, exc: GrammarError) -> tup
         return "E_BAD_MESSAGE", f"{name} failed to read message body"
     if verb == b"MPUB":
         reason = exc.reason if exc.reason.startswith("MPUB") else f"MPUB {exc.reason}"
-        return "E_BAD_BODY", reason
+        # nsqd's readMPUB: faults of one message's size or bytes are E_BAD_MESSAGE; of the
+        # count or the body as a whole, E_BAD_BODY.
+        return ("E_BAD_MESSAGE" if "message body" in exc.reason else "E_BAD_BODY"), reason
     return "E_BAD_BODY", f"{name} {exc.reason}"

@@ -385,3 +385,41 @@ def test_truncated_stream_at_eof():
     events = w.client.receive(b"")
     assert kinds(events) == ["Truncated", "ConnectionClosed"]
     assert events[0].data == ok[:7] and events[0].expected == len(ok)
+
+
+def test_a_body_beyond_the_limit_is_refused_before_it_arrives():
+    w = Wire()
+    w.c2s(ev.Magic())
+    # only the line and the size prefix: nsqd refuses without reading 2 MB
+    v = violation(w.raw_c2s(b"PUB t\n" + (2_000_000).to_bytes(4, "big")))
+    assert (v.code, v.text, v.fatal) == (
+        "E_BAD_MESSAGE",
+        "PUB message too big 2000000 > 1048576",
+        True,
+    )
+    assert v.offset == 4
+
+
+@pytest.mark.parametrize(
+    "body, code, text",
+    [
+        # nsqd's readMPUB: a message too big, or of size <= 0, is E_BAD_MESSAGE
+        (
+            b"\x00\x00\x00\x02\x00\x00\x00\x02ok\x00\x00\x00\x0b" + b"x" * 11,
+            "E_BAD_MESSAGE",
+            "MPUB message too big 11 > 10",
+        ),
+        (
+            b"\x00\x00\x00\x02\x00\x00\x00\x02ok\x00\x00\x00\x00",
+            "E_BAD_MESSAGE",
+            "MPUB invalid message",
+        ),
+        # ... and a count <= 0 is E_BAD_BODY
+        (b"\x00\x00\x00\x00", "E_BAD_BODY", "MPUB invalid message count 0"),
+    ],
+)
+def test_mpub_errors_have_nsqds_codes(body, code, text):
+    w = Wire.with_config(max_msg_size=10)
+    w.c2s(ev.Magic())
+    v = violation(w.raw_c2s(b"MPUB t\n" + len(body).to_bytes(4, "big") + body))
+    assert v.code == code and v.text.startswith(text) and v.fatal
