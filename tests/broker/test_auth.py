@@ -1,0 +1,153 @@
+"""AUTH against a real HTTP auth service (started by the test), the way nsqd asks it."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from nsqviz.broker import EmbeddedBroker
+from nsqviz.nsq.events import Auth, Pub, Response, Sub
+from tests.broker._client import RawClient
+
+ALLOW = {"topic": "^allowed", "channels": [".*"], "permissions": ["subscribe", "publish"]}
+ANSWERS = {
+    "good": (200, {"ttl": 1, "identity": "alice", "identity_url": "https://id/alice",
+                   "authorizations": [ALLOW]}),
+    "pubonly": (200, {"ttl": 60, "identity": "bob",
+                      "authorizations": [{**ALLOW, "permissions": ["publish"]}]}),
+    "none": (200, {"ttl": 60, "identity": "carol", "authorizations": []}),
+    "bad": (403, {"message": "NOT_AUTHORIZED"}),
+}
+
+
+class AuthService:
+    def __init__(self):
+        self.queries: list[dict] = []
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's naming
+                url = urllib.parse.urlsplit(self.path)
+                query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+                service.queries.append({"path": url.path, **query})
+                status, body = ANSWERS.get(query.get("secret"), (403, {}))
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def auth_broker(tmp_path_factory):
+    service = AuthService()
+    with EmbeddedBroker(data_path=str(tmp_path_factory.mktemp("d")),
+                        auth_http_address=[service.address]) as b:
+        b.auth = service
+        yield b
+    service.close()
+
+
+def _authed(b, secret: str) -> tuple[RawClient, Response]:
+    c = RawClient(b.tcp_address)
+    resp = c.identify(feature_negotiation=True)
+    assert json.loads(resp.data)["auth_required"] is True
+    c.send(Auth(secret.encode()))
+    return c, c.next()
+
+
+def test_auth_success_and_query_parameters(auth_broker):
+    before = len(auth_broker.auth.queries)
+    c, resp = _authed(auth_broker, "good")
+    assert json.loads(resp.data) == {"identity": "alice", "identity_url": "https://id/alice",
+                                     "permission_count": 1}
+    assert list(json.loads(resp.data)) == ["identity", "identity_url", "permission_count"]
+    q = auth_broker.auth.queries[before]
+    assert q == {"path": "/auth", "remote_ip": "127.0.0.1", "tls": "false", "secret": "good",
+                 "common_name": ""}
+    c.send(Pub("allowed_topic", b"x"))
+    c.expect_ok()
+
+
+def test_publish_before_auth_refused(auth_broker):
+    c = RawClient(auth_broker.tcp_address)
+    c.identify(feature_negotiation=True)
+    c.send(Pub("allowed", b"x"), check=False)
+    c.expect_error("E_AUTH_FIRST", "AUTH required before PUB", fatal=True)
+
+
+def test_subscribe_before_auth_refused(auth_broker):
+    c = RawClient(auth_broker.tcp_address)
+    c.send(Sub("allowed", "c"), check=False)
+    c.expect_error("E_AUTH_FIRST", "AUTH required before SUB", fatal=True)
+
+
+def test_topic_outside_permissions_refused(auth_broker):
+    c, _ = _authed(auth_broker, "good")
+    c.send(Pub("other", b"x"))
+    c.expect_error("E_UNAUTHORIZED", 'AUTH failed for PUB on "other" ""', fatal=True)
+
+
+def test_publish_only_cannot_subscribe(auth_broker):
+    c, resp = _authed(auth_broker, "pubonly")
+    assert json.loads(resp.data)["identity"] == "bob"
+    c.send(Pub("allowed", b"x"))
+    c.expect_ok()
+    c.send(Sub("allowed", "c"))
+    c.expect_error("E_UNAUTHORIZED", 'AUTH failed for SUB on "allowed" "c"', fatal=True)
+
+
+def test_no_authorizations(auth_broker):
+    c, resp = _authed(auth_broker, "none")
+    assert resp.code == "E_UNAUTHORIZED" and resp.text == "AUTH no authorizations found"
+    c.expect_closed()
+
+
+def test_auth_service_refusal_is_not_leaked(auth_broker):
+    c, resp = _authed(auth_broker, "bad")
+    assert (resp.code, resp.text) == ("E_AUTH_FAILED", "AUTH failed")
+    c.expect_closed()
+
+
+def test_expired_auth_is_checked_again(auth_broker):
+    c, _ = _authed(auth_broker, "good")  # ttl 1 s
+    queries = len(auth_broker.auth.queries)
+    c.send(Pub("allowed", b"1"))
+    c.expect_ok()
+    assert len(auth_broker.auth.queries) == queries  # still fresh: no new query
+    time.sleep(1.2)
+    c.send(Pub("allowed", b"2"))
+    c.expect_ok()
+    assert len(auth_broker.auth.queries) == queries + 1
+    assert auth_broker.auth.queries[-1]["secret"] == "good"
+
+
+def test_second_auth_refused(auth_broker):
+    c, _ = _authed(auth_broker, "pubonly")
+    c.send(Auth(b"pubonly"), check=False)
+    c.expect_error("E_INVALID", "AUTH already set", fatal=True)
+
+
+def test_auth_disabled_without_auth_address(broker):
+    c = RawClient(broker.tcp_address)
+    assert json.loads(c.identify(feature_negotiation=True).data)["auth_required"] is False
+    c.send(Auth(b"x"), check=False)
+    c.expect_error("E_AUTH_DISABLED", "AUTH disabled", fatal=True)
