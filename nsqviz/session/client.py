@@ -70,6 +70,21 @@ class Step:
         """Frames from the server among the events (responses, errors, messages)."""
         return [e for e in self.events if isinstance(e, ev.Response | ev.Error | ev.Message)]
 
+    def __repr__(self) -> str:  # no times or ports: notebooks store this text
+        from nsqviz.session.views import command_label, event_label
+
+        if self.refused:
+            label = command_label(self.command)
+            return f"<Step {self.connection}: {label} refused: {self.refused}>"
+        got = ", ".join(event_label(e)[0] for e in self.events) or "no answer"
+        return (f"<Step {self.connection}: {command_label(self.command)} -> {got}; "
+                f"{self.before.get('state')} -> {self.after.get('state')}>")
+
+    def _repr_html_(self) -> str:
+        from nsqviz.session.views import step_html
+
+        return step_html(self)
+
 
 @dataclass
 class Arrival:
@@ -81,6 +96,12 @@ class Arrival:
     received: bytes
     events: list[ev.Event]
     after: dict[str, Any]
+
+    def __repr__(self) -> str:
+        from nsqviz.session.views import event_label
+
+        got = ", ".join(event_label(e)[0] for e in self.events)
+        return f"<Arrival {self.connection}: {got}>"
 
 
 Entry = Step | Arrival
@@ -133,7 +154,7 @@ class Connection:
         self.closed = False
         self._lock = threading.Condition()
         self._waiting: Step | None = None
-        self._seen = 0  # arrivals already handed out by wait()
+        self._taken: set[int] = set()  # ids of arrived events wait() already handed out
         self._reader = threading.Thread(target=self._read, name=f"nsqviz-{name}", daemon=True)
         self._reader.start()
 
@@ -234,23 +255,25 @@ class Connection:
     ) -> list[ev.Event]:
         """Block until ``count`` events matching ``predicate`` arrived unasked.
 
-        ``predicate`` takes an event; the default waits for messages. Events that arrived
-        since the previous ``wait`` count too (several messages often come in one read).
-        Returns the matching events.
+        ``predicate`` takes an event; the default waits for messages. Each arrived event
+        is handed out by ``wait`` at most once, so events that came in before the call
+        (several messages often come in one read) are found too. Returns them in order.
         """
         predicate = predicate or (lambda e: isinstance(e, ev.Message))
         deadline = time.monotonic() + (self.timeout * 5 if timeout is None else timeout)
         with self._lock:
             while True:
-                arrivals = self.session.arrivals(self.name)
-                found = [e for a in arrivals[self._seen:] for e in a.events if predicate(e)]
+                found = [
+                    e for a in self.session.arrivals(self.name) for e in a.events
+                    if id(e) not in self._taken and predicate(e)
+                ][:count]
                 if len(found) >= count or self.closed:
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(f"{self.name}: waited for {count}, got {len(found)}")
                 self._lock.wait(left)
-            self._seen = len(arrivals)
+            self._taken.update(id(e) for e in found)
         return found
 
     def close(self) -> None:

@@ -32,6 +32,7 @@ __all__ = [
     "sequence",
     "state_view",
     "step_hexviews",
+    "step_html",
 ]
 
 CLIENT_STATES = ["INIT", "CONNECTED", "SUBSCRIBED", "CLOSING", "CLOSED"]
@@ -93,7 +94,7 @@ def event_label(e: ev.Event) -> tuple[str, str]:
         case ev.Response(data=d):
             return d.decode("utf-8", "replace"), "response"
         case ev.Error(data=d):
-            return d.decode("utf-8", "replace")[:48], "error"
+            return d.decode("utf-8", "replace")[:64], "error"
         case ev.Message(id=i, attempts=a, body=b):
             return f"MSG {i.decode('ascii', 'replace')} #{a} {_short(b, 16)}", "message"
         case ev.CompressionStarted(kind=k):
@@ -165,6 +166,40 @@ def step_hexviews(step: Step) -> list[HexView]:
         if raw is not None and isinstance(e, ev.Response | ev.Error | ev.Message):
             views.append(frame_hex(raw.data, f"← {event_label(e)[0]}"))
     return views
+
+
+def step_html(step: Step) -> str:
+    """One step as a card: what changed in the codec's state, then the bytes both ways."""
+    from nsqviz.widgets.style import CSS, esc
+
+    changes = [
+        f"{esc(k)}: {esc(_brief(step.before.get(k)))} → <b>{esc(_brief(v))}</b>"
+        for k, v in step.after.items()
+        if k != "pending" and step.before.get(k) != v
+    ]
+    head = f"{esc(step.connection)} · {esc(command_label(step.command))}"
+    if step.refused:
+        body = f'<div class="nv-err">not sent — the codec refuses: {esc(step.refused)}</div>'
+        return f'{CSS}<div class="nsqviz nv-card"><div class="nv-title">{head}</div>{body}</div>'
+    answered = ", ".join(event_label(e)[0] for e in step.events) or "no answer (as expected)"
+    meta = (
+        f'<div class="nv-mono nv-muted">answer: {esc(answered)} · '
+        f"{step.elapsed * 1000:.1f} ms</div>"
+    )
+    state = (
+        '<div class="nv-mono">' + "<br>".join(changes) + "</div>"
+        if changes else '<div class="nv-mono nv-muted">state unchanged</div>'
+    )
+    views = "".join(h.html(with_css=False) for h in step_hexviews(step))
+    return (
+        f'{CSS}<div class="nsqviz nv-card"><div class="nv-title">{head}</div>{meta}{state}'
+        f"{views}</div>"
+    )
+
+
+def _brief(value) -> str:
+    text = str(value)
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def state_view(conn: Connection) -> StateMachineView:

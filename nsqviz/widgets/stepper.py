@@ -127,7 +127,7 @@ class Stepper:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         bundle = dict(self.widget()._repr_mimebundle_() or {})
         bundle["text/html"] = self.html()
-        bundle["text/plain"] = f"Stepper({len(self.session.entries)} entries)"
+        bundle["text/plain"] = "<nsqviz session stepper>"
         return bundle
 
     # -- the ipywidgets UI -----------------------------------------------------------

@@ -154,11 +154,15 @@ class StickyPlayground:
     def view(self, upto: int | None = None) -> StickyView:
         return StickyView(self.run(), upto)
 
-    def _repr_html_(self) -> str:
-        return self.view().html()
-
     def __repr__(self) -> str:
         return self.view().text()
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """The live controls where widgets run; the static view everywhere else."""
+        bundle = dict(self.widget()._repr_mimebundle_() or {})
+        bundle["text/html"] = self.view().html()
+        bundle["text/plain"] = self.view().text()
+        return bundle
 
     def widget(self) -> Any:
         import ipywidgets as w
