@@ -423,3 +423,31 @@ def test_mpub_errors_have_nsqds_codes(body, code, text):
     w.c2s(ev.Magic())
     v = violation(w.raw_c2s(b"MPUB t\n" + len(body).to_bytes(4, "big") + body))
     assert v.code == code and v.text.startswith(text) and v.fatal
+
+
+def test_server_reports_a_command_cut_by_eof():
+    w = Wire()
+    w.c2s(ev.Magic())
+    assert w.raw_c2s(b"PUB t\n\x00\x00\x00\x05hel") == []
+    events = w.server.receive(b"")
+    assert kinds(events) == ["Truncated", "ConnectionClosed"]
+    assert (events[0].offset, events[0].data, events[0].expected) == (
+        4,
+        b"PUB t\n\x00\x00\x00\x05hel",
+        15,
+    )
+
+
+def test_rdy_while_closing_is_accepted_and_ignored_like_nsqd():
+    w = subscribed()
+    w.c2s(ev.Cls())
+    assert w.c2s(ev.Rdy(7), check=False) == [ev.Rdy(7)]
+    assert w.server.rdy == 0 and w.server.state is State.CLOSING
+
+
+def test_dpub_defer_beyond_max_req_timeout():
+    w = Wire.with_config(max_req_timeout=1000)
+    w.c2s(ev.Magic())
+    assert w.c2s(ev.Dpub("t", 1000, b"x")) == [ev.Dpub("t", 1000, b"x")]
+    v = violation(w.c2s(ev.Dpub("t", 1001, b"x")))
+    assert (v.code, v.text) == ("E_INVALID", "DPUB timeout 1001 out of range 0-1000")
