@@ -43,10 +43,10 @@ def logged_session(kind: str | None) -> tuple[Wire, list, list]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(kind=st.sampled_from([None, "snappy", "deflate"]), data=st.data())
-def test_observer_sees_what_both_endpoints_saw_at_any_chunking(kind, data):
+@given(kind=st.sampled_from([None, "snappy", "deflate"]), provenance=st.booleans(), data=st.data())
+def test_observer_sees_what_both_endpoints_saw_at_any_chunking(kind, provenance, data):
     w, server_seen, client_seen = logged_session(kind)
-    obs = Observer(provenance=False)
+    obs = Observer(provenance=provenance)
     commands, frames = [], []
     for direction, block in w.log:
         cuts = data.draw(st.lists(st.integers(0, len(block)), max_size=5))
@@ -60,6 +60,8 @@ def test_observer_sees_what_both_endpoints_saw_at_any_chunking(kind, data):
     # an observer judges nothing: the FIN of an id not in flight is just a FIN to it
     assert commands == [ev.Fin(mid(77)) if isinstance(e, ev.Violation) else e for e in server_seen]
     assert frames == client_seen
+    if provenance:  # each event knows the bytes it was decoded from
+        assert all(e.raw is not None and e.raw.data for e in commands + frames if hasattr(e, "raw"))
     assert obs.client.compression == obs.server.compression == kind
     assert obs.server.state is State.CLOSING
 
