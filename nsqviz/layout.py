@@ -37,6 +37,7 @@ from typing import Any
 from construct import (
     Array,
     Bytes,
+    BytesInteger,
     Const,
     Construct,
     ConstructError,
@@ -44,6 +45,7 @@ from construct import (
     FocusedSeq,
     FormatField,
     GreedyBytes,
+    GreedyRange,
     Prefixed,
     RawCopy,
     Renamed,
@@ -276,7 +278,7 @@ def _fold(trace: _Trace, path: tuple[PathPart, ...], name: PathPart, data: bytes
             continue
         if (
             len(node.children) == 1
-            and not isinstance(con, Prefixed | Struct | Sequence | FocusedSeq | Array)
+            and not isinstance(con, Prefixed | Struct | Sequence | FocusedSeq | Array | GreedyRange)
             and _same_span(node, node.children[0])
         ):
             node = node.children[0]
@@ -334,6 +336,9 @@ def _named_children(node: _Trace) -> list[tuple[PathPart, _Trace]]:
         return out
     if isinstance(con, Array):
         return list(enumerate(kids))
+    if isinstance(con, GreedyRange):
+        # the attempt that ended the range failed and was rewound: it owns no bytes
+        return list(enumerate(k for k in kids if not k.failed))
     if isinstance(con, Prefixed) and kids:
         names = ["size", "data"]
         return [(names[i] if i < 2 else f"_{i}", kid) for i, kid in enumerate(kids)]
@@ -351,15 +356,19 @@ def _kind(chain: list[Construct], width: int) -> str:
         return "const"
     inner = chain[-1]
     if isinstance(inner, FormatField):
-        order = {">": " BE", "<": " LE"}.get(inner.fmtstr[:1], "")
+        order = {">": " BE", "<": " LE"}.get(inner.fmtstr[:1], "") if inner.length > 1 else ""
         return _FORMATS.get(inner.fmtstr[-1], inner.fmtstr) + order
+    if isinstance(inner, BytesInteger) and isinstance(inner.length, int) \
+            and isinstance(inner.swapped, bool):
+        order = " LE" if inner.swapped else " BE"
+        return f"{'' if inner.signed else 'u'}int{inner.length * 8}{order}"
     if isinstance(inner, Bytes):
         return f"bytes[{width}]"
     if isinstance(inner, GreedyBytes.__class__):
         return "bytes"
     if isinstance(inner, Struct | Sequence | FocusedSeq):
         return "struct"
-    if isinstance(inner, Array):
+    if isinstance(inner, Array | GreedyRange):
         return "array"
     if isinstance(inner, Prefixed):
         return "prefixed"

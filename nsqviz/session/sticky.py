@@ -53,6 +53,10 @@ class StickyRun:
     frames: tuple[bytes, ...]
     segments: tuple[bytes, ...]
     steps: tuple[ReassemblyStep, ...]
+    unit: str = "segment"  # what one element of ``segments`` is: a TCP segment, a recv() chunk
+
+    def count(self, n: int) -> str:
+        return f"{n} {self.unit}{'' if n == 1 else 's'}"
 
     @property
     def reassembled(self) -> list[Frame]:
@@ -95,7 +99,9 @@ def simulate_segments(frames: list[bytes], *, mss: int, coalesce: bool) -> list[
     return [f[i : i + mss] for f in frames for i in range(0, len(f), mss)]
 
 
-def reassemble(label: str, frames: list[bytes], segments: list[bytes]) -> StickyRun:
+def reassemble(
+    label: str, frames: list[bytes], segments: list[bytes], *, unit: str = "segment"
+) -> StickyRun:
     """Feed ``segments`` one by one to a reassembler with NSQ's frame rule."""
     reasm = Reassembler(FrameFraming())
     steps = []
@@ -106,7 +112,7 @@ def reassemble(label: str, frames: list[bytes], segments: list[bytes]) -> Sticky
     if tail:  # the stream ended inside a frame: say so on the last step
         last = steps[-1]
         steps[-1] = ReassemblyStep(last.segment, last.data, last.events + tail, b"")
-    return StickyRun(label, tuple(frames), tuple(segments), tuple(steps))
+    return StickyRun(label, tuple(frames), tuple(segments), tuple(steps), unit)
 
 
 def loopback(
@@ -160,4 +166,4 @@ def loopback(
         sender.close()
     how = f"paused {pause * 1000:g} ms between writes" if pause else "read after the last write"
     label = f"real loopback TCP, recv({recv_size}), {how}"
-    return reassemble(label, frames, chunks)
+    return reassemble(label, frames, chunks, unit="recv() chunk")

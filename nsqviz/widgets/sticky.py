@@ -97,7 +97,7 @@ class StickyView:
         return (
             f'{CSS if with_css else ""}{_STICKY_CSS}<div class="nsqviz nsqviz-sticky">'
             f'<div class="nv-title">{esc(run.label)} <span class="nv-muted">· '
-            f"{len(run.segments)} segments, step {self.upto}/{len(run.steps)} · {status}"
+            f"{run.count(len(run.segments))}, step {self.upto}/{len(run.steps)} · {status}"
             f"</span></div>"
             f'<div class="nv-legend">{legend}</div>'
             f'<table class="nv-sticky">{"".join(rows)}</table>{buffer}</div>'
@@ -106,7 +106,7 @@ class StickyView:
     def text(self) -> str:
         index = self._frame_index()
         lines = [f"{self.run.label}: {len(self.run.frames)} frames in "
-                 f"{len(self.run.segments)} segments"]
+                 f"{self.run.count(len(self.run.segments))}"]
         for step in self.run.steps[: self.upto]:
             done = [f"F{index[e.offset]}" for e in step.events if isinstance(e, Frame)]
             bad = [type(e).__name__ for e in step.events if isinstance(e, Garbage)]
