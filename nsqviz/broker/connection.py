@@ -121,6 +121,7 @@ class BrokerConnection(asyncio.Protocol):
         self._deadline_handle: asyncio.TimerHandle | None = None
         self._last_read = time.monotonic()
         self._write_paused = False
+        self._pump_pending = False  # FIN/REQ/RDY freed room: pump once the batch is read
 
     # -- attributes read by channels and /stats -------------------------------------
 
@@ -152,6 +153,11 @@ class BrokerConnection(asyncio.Protocol):
 
     def ready(self) -> bool:
         return not self.closing and not self.closed and len(self.in_flight) < self.rdy
+
+    def room(self) -> int:
+        if self.closing or self.closed or self._write_paused:
+            return 0
+        return self.rdy - len(self.in_flight)
 
     # -- asyncio.Protocol -----------------------------------------------------------
 
@@ -196,6 +202,7 @@ class BrokerConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._pump_pending = False  # FIN/REQ/RDY freed room: pump once the batch is read
         if self.transport is not None and not self._busy and not self.closed:
             self.transport.resume_reading()
         if self.channel is not None:
@@ -217,6 +224,11 @@ class BrokerConnection(asyncio.Protocol):
             except _Fatal as exc:
                 self._fatal(exc.code, exc.text)
                 return
+        if self._pump_pending and self.channel is not None and not self.closed:
+            # one pump for a whole batch of FINs: the freed slots are refilled with one
+            # write instead of one write per message
+            self._pump_pending = False
+            self.channel.pump()
         self._flush_if_idle()
 
     def _on_violation(self, ev: Violation) -> None:
@@ -430,20 +442,19 @@ class BrokerConnection(asyncio.Protocol):
         # as with nsqd (its message pump runs apart from the command loop)
         self._send_now(OK)
         topic = self.broker.get_topic(topic_name)
-        new_id = self.broker.new_id
         if len(bodies) == 1:
-            topic.put(BrokerMessage(new_id(), bodies[0]), delay)
+            topic.put(BrokerMessage(self.broker.new_id(), bodies[0]), delay)
         else:
-            topic.put_many([BrokerMessage(new_id(), b) for b in bodies])
+            now = time.time_ns()
+            ids = self.broker.new_id.many(len(bodies))
+            topic.put_many([BrokerMessage(i, b, now) for i, b in zip(ids, bodies, strict=True)])
         self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + len(bodies)
 
     def _on_rdy(self, ev: Rdy) -> None:
         if self.closing:
             return  # nsqd ignores RDY after CLS
         self.rdy = ev.count
-        if self.channel is not None:
-            self.channel.pump()
-        self._flush_if_not_ready()
+        self._pump_pending = True
 
     def _on_fin(self, ev: Fin) -> None:
         if self.channel is None:
@@ -455,7 +466,7 @@ class BrokerConnection(asyncio.Protocol):
                                  .encode()))
             return
         self.finish_count += 1
-        self.channel.pump()
+        self._pump_pending = True
 
     def _on_req(self, ev: Req) -> None:
         if self.channel is None:
@@ -468,7 +479,7 @@ class BrokerConnection(asyncio.Protocol):
                                  .encode()))
             return
         self.requeue_count += 1
-        self.channel.pump()
+        self._pump_pending = True
 
     def _on_touch(self, ev: Touch) -> None:
         if self.channel is None:
@@ -503,9 +514,12 @@ class BrokerConnection(asyncio.Protocol):
 
     # -- delivery (called by the channel) --------------------------------------------
 
-    def deliver(self, msg: BrokerMessage) -> None:
-        data = self.codec.send(Message(msg.timestamp, msg.attempts, msg.id, msg.body))
-        self.message_count += 1
+    def deliver(self, batch: list[BrokerMessage]) -> None:
+        """Messages the channel just put in flight for us, as one buffered write."""
+        data = self.codec.send_messages(
+            [Message(m.timestamp, m.attempts, m.id, m.body) for m in batch]
+        )
+        self.message_count += len(batch)
         self._out.append(data)
         self._out_size += len(data)
         if self._out_size >= self.settings.output_buffer_size or not self.ready():
@@ -532,14 +546,10 @@ class BrokerConnection(asyncio.Protocol):
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
-        if self._out and not self.closed:
+        if self._out and not self.closed and not self.transport.is_closing():
             self.transport.write(b"".join(self._out))
         self._out.clear()
         self._out_size = 0
-
-    def _flush_if_not_ready(self) -> None:
-        if self._out and not self.ready():
-            self._flush()
 
     def _flush_if_idle(self) -> None:
         if self._out and (not self.ready() or self.settings.output_buffer_timeout <= 0):

@@ -41,9 +41,11 @@ class Consumer(Protocol):
     sample_rate: int
     msg_timeout: float
 
-    def ready(self) -> bool: ...
+    def room(self) -> int:
+        """How many more messages the client may have in flight now (RDY - in flight)."""
+        ...
 
-    def deliver(self, msg: BrokerMessage) -> None: ...
+    def deliver(self, batch: list[BrokerMessage]) -> None: ...
 
     def timed_out(self, msg: BrokerMessage) -> None: ...
 
@@ -85,6 +87,13 @@ class _Backlog:
             self.disk.put(encode_record(msg))
         else:
             self.dropped += 1  # ephemeral: nsqd's dummy backend discards
+
+    def put_many(self, msgs: list[BrokerMessage]) -> None:
+        if self.limit is None or len(self.memory) + len(msgs) <= self.limit:
+            self.memory.extend(msgs)
+        else:
+            for msg in msgs:
+                self.put(msg)
 
     def pop(self) -> BrokerMessage | None:
         if self.memory:
@@ -163,6 +172,11 @@ class Channel:
         self.backlog.put(msg)
         self.pump()
 
+    def put_many(self, msgs: list[BrokerMessage]) -> None:
+        self.message_count += len(msgs)
+        self.backlog.put_many(msgs)
+        self.pump()
+
     def put_deferred(self, msg: BrokerMessage, delay: float) -> None:
         self.message_count += 1
         self._defer(msg, delay)
@@ -174,46 +188,67 @@ class Channel:
     # -- delivering -------------------------------------------------------------
 
     def pump(self) -> None:
-        """Hand queued messages to ready clients, one each in turn, while both last."""
+        """Hand queued messages to clients with room (RDY above in-flight), one each in
+        turn, and give each client its share as one batch (one write)."""
         clients = self.clients
         if not clients or self.paused:
             return
         pop = self.backlog.pop
         if len(clients) == 1:
             client = clients[0]
-            while client.ready():
+            room = client.room()
+            if room <= 0:
+                return
+            batch = []
+            rate = client.sample_rate
+            while room:
                 msg = pop()
                 if msg is None:
-                    return
-                self._send(client, msg)
+                    break
+                if rate and random.randrange(100) > rate:
+                    continue  # nsqd drops a message a sampling client skips
+                batch.append(msg)
+                room -= 1
+            if batch:
+                self._hand_out(client, batch)
             return
         n = len(clients)
-        while True:
-            start = self._next
-            ready = [c for c in clients[start:] + clients[:start] if c.ready()]
-            if not ready:
-                return
-            for client in ready:
+        order = [clients[(self._next + k) % n] for k in range(n)]
+        rooms = {c: c.room() for c in order}
+        batches: dict = {}
+        empty = False
+        while not empty:
+            progressed = False
+            for client in order:
+                if rooms[client] <= 0:
+                    continue
                 msg = pop()
                 if msg is None:
-                    return
+                    empty = True
+                    break
+                progressed = True
                 self._next = (clients.index(client) + 1) % n
-                self._send(client, msg)
+                rate = client.sample_rate
+                if rate and random.randrange(100) > rate:
+                    continue
+                batches.setdefault(client, []).append(msg)
+                rooms[client] -= 1
+            if not progressed:
+                break
+        for client, batch in batches.items():
+            self._hand_out(client, batch)
 
-    def _send(self, client: Consumer, msg: BrokerMessage) -> None:
-        rate = client.sample_rate
-        if rate and random.randrange(100) > rate:
-            return  # nsqd skips (drops) a message for a sampling client: rand(100) > rate
-        self._start_in_flight(client, msg)
-        client.deliver(msg)
-
-    def _start_in_flight(self, client: Consumer, msg: BrokerMessage) -> None:
-        msg.attempts += 1
-        msg.client = client
-        msg.deadline = time.monotonic() + client.msg_timeout
-        client.in_flight[msg.id] = msg
+    def _hand_out(self, client: Consumer, batch: list[BrokerMessage]) -> None:
+        deadline = time.monotonic() + client.msg_timeout
+        in_flight = client.in_flight
+        for msg in batch:
+            msg.attempts += 1
+            msg.client = client
+            msg.deadline = deadline
+            in_flight[msg.id] = msg
         self.holders.add(client)
-        self.in_flight_count += 1
+        self.in_flight_count += len(batch)
+        client.deliver(batch)
 
     def _end_in_flight(self, client: Consumer, msg_id: bytes) -> BrokerMessage:
         msg = client.in_flight.pop(msg_id, None)
@@ -348,8 +383,16 @@ class Topic:
 
     def put_many(self, msgs: list[BrokerMessage]) -> None:
         """MPUB: all or nothing -- the bodies were validated before we get here."""
-        for msg in msgs:
-            self.put(msg)
+        self.message_count += len(msgs)
+        self.message_bytes += sum(len(m.body) for m in msgs)
+        if not self.channels:
+            for msg in msgs:
+                self.backlog.put(msg)
+            return
+        first = True
+        for ch in list(self.channels.values()):
+            ch.put_many(msgs if first else [m.copy() for m in msgs])
+            first = False
 
     def _fan_out(self, msg: BrokerMessage, defer: float) -> None:
         first = True
