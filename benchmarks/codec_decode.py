@@ -11,7 +11,9 @@ events. The same chunks are decoded in the same run by
   frame by frame.
 
 Targets (issue 2): the codec at >= 400,000 frames/s on one core and >= 0.6 of the
-plain-struct baseline. Run: ``.venv/bin/python -m benchmarks.codec_decode``.
+plain-struct baseline. Rates are printed by this process's CPU time (one core's
+throughput, robust when other jobs share the machine and deschedule us) and by wall
+clock; the verdict uses CPU time. Run: ``.venv/bin/python -m benchmarks.codec_decode``.
 """
 
 from __future__ import annotations
@@ -161,11 +163,17 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         f"fed in {len(chunks)} chunks of 64 KiB; best of {args.repeats}; "
         f"construct on {len(frames):,} pre-cut frames, best of 2"
     )
-    print(f"{'decoder':<42}{'frames/s (wall)':>17}{'frames/s (cpu)':>16}{'x struct (wall)':>17}")
+    print(
+        "frames/s by this process's CPU time (one core's throughput, what the targets mean "
+        "on a shared machine) and by wall clock"
+    )
+    print(
+        f"{'decoder':<48}{'cpu frames/s':>14}{'x struct':>10}{'wall frames/s':>15}{'x struct':>10}"
+    )
 
     def row(label: str, key: str) -> None:
         w, c = rates[key]
-        print(f"{label:<42}{w:>17,.0f}{c:>16,.0f}{w / base_w:>17.3f}")
+        print(f"{label:<48}{c:>14,.0f}{c / base_c:>10.3f}{w:>15,.0f}{w / base_w:>10.3f}")
 
     row("plain struct -> events.Message (baseline)", "struct")
     row("codec ClientConnection.receive", "codec")
@@ -173,18 +181,18 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     if compiled is not None:
         row("construct Frame.compile().parse", "compiled")
     else:
-        print(f"{'construct compiled':<42}{'n/a':>17}   ({compiled_note})")
+        print(f"{'construct Frame.compile()':<48}{'n/a':>14}  ({compiled_note})")
     row("construct Message.compile().parse (data only)", "message-compiled")
 
-    codec_w = rates["codec"][0]
-    ratio = codec_w / base_w
-    ok_rate, ok_ratio = codec_w >= 400_000, ratio >= 0.6
+    codec_c = rates["codec"][1]
+    ratio = codec_c / base_c
+    ok_rate, ok_ratio = codec_c >= 400_000, ratio >= 0.6
     print(
         f"target: codec >= 400,000 frames/s: {'MET' if ok_rate else 'NOT MET'} "
-        f"({codec_w:,.0f}); codec >= 0.6 x struct: {'MET' if ok_ratio else 'NOT MET'} "
-        f"({ratio:.3f})"
+        f"({codec_c:,.0f}); codec >= 0.6 x struct: {'MET' if ok_ratio else 'NOT MET'} "
+        f"({ratio:.3f}) [cpu time]"
     )
-    return {k: v[0] for k, v in rates.items()} | {"ratio": ratio}
+    return {k: v[1] for k, v in rates.items()} | {"ratio": ratio}
 
 
 def _cut(stream: bytes):
