@@ -172,19 +172,21 @@ class BrokerConnection(asyncio.Protocol):
             self.remote_address = f"{peer[0]}:{peer[1]}"
         transport.set_write_buffer_limits(high=4 * 1024 * 1024)
         self.broker.clients.add(self)
-        self._arm_heartbeat()
-        self._arm_deadline()
+        self._arm_deadline()  # the magic must come within --client-timeout, too
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        self._last_read = time.monotonic()
         try:
             events = self.codec.receive(data)
         except Exception as exc:  # the codec must not crash us; a bug is a fatal error
             log.exception("codec failed on %d bytes from %s", len(data), self.remote_address)
             self._fatal("E_INVALID", f"internal error {type(exc).__name__}")
             return
+        if events:
+            # like nsqd's read deadline, only a *complete* command counts as a sign of
+            # life: a client dribbling bytes of a command that never ends is cut off
+            self._last_read = time.monotonic()
         self._events.extend(events)
         self._run()
 
@@ -243,7 +245,7 @@ class BrokerConnection(asyncio.Protocol):
             self._send_now(Error(ev.error.rstrip()))
 
     def _on_magic(self, ev: Magic) -> None:
-        pass
+        self._arm_heartbeat()  # nsqd's message pump (and its heartbeats) start here
 
     def _on_nop(self, ev: Nop) -> None:
         pass

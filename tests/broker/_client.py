@@ -6,6 +6,7 @@ with ``send(..., check=False)`` or as raw bytes (the bad input *is* the test dat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import ssl
@@ -72,7 +73,9 @@ class RawClient:
                 ev = self.events.pop(0)
                 if isinstance(ev, Response) and ev.is_heartbeat:
                     if not self.closed:
-                        self.send(Nop())
+                        # the broker may have closed the connection meanwhile
+                        with contextlib.suppress(OSError):
+                            self.send(Nop())
                     continue
                 if isinstance(ev, TLSUpgrade | CompressionStarted):
                     continue

@@ -80,3 +80,40 @@ def test_ephemeral_overflow_is_dropped_like_nsqd(tmp_path):
         c.send(Rdy(100))
         got = c.quiet(0.6)
         assert len(got) == 5
+
+
+def test_cli_broker_sigterm_keeps_messages(tmp_path):
+    """``nsqviz broker`` on SIGTERM writes its queues out; the next start has them."""
+    import signal
+    import subprocess
+    import sys
+
+    data = str(tmp_path / "d")
+
+    def start():
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nsqviz.cli", "broker", "--tcp-address", "127.0.0.1:0",
+             "--http-address", "127.0.0.1:0", "--data-path", data, "--log-level", "warn"],
+            stdout=subprocess.PIPE, text=True)
+        tcp = proc.stdout.readline().split()[-1]
+        http_address = proc.stdout.readline().split()[-1]
+        return proc, tcp, http_address
+
+    proc, tcp, _ = start()
+    try:
+        sub = subscriber(tcp, "t", "c", rdy=1)
+        pub = RawClient(tcp)
+        pub.send(Mpub("t", (b"a", b"b", b"c")))
+        pub.expect_ok()
+        assert sub.messages(1)[0].body == b"a"  # in flight when the signal comes
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    proc, tcp, http_address = start()
+    try:
+        assert channel_stats(http_address, "t", "c")["depth"] == 3
+        c = subscriber(tcp, "t", "c", rdy=10)
+        assert sorted(m.body for m in c.messages(3)) == [b"a", b"b", b"c"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0

@@ -443,3 +443,34 @@ def test_stats_shape_matches_nsqd(broker):
         assert key in cl
     assert cl["ready_count"] == 1 and cl["state"] == 3
     c.send(Nop())
+
+
+def test_silent_client_timed_out():
+    """A client that connects and says nothing is cut after --client-timeout (nsqd reads
+    with a deadline of two heartbeat intervals, client_timeout/2 each by default)."""
+    from nsqviz.broker import EmbeddedBroker
+
+    with EmbeddedBroker(client_timeout=1.0) as b:
+        c = RawClient(b.tcp_address, magic=False)
+        t0 = time.monotonic()
+        c.expect_closed(timeout=5)
+        assert 0.9 <= time.monotonic() - t0 <= 3
+
+
+def test_dribbling_client_timed_out():
+    """Bytes that never complete a command are not a sign of life."""
+    from nsqviz.broker import EmbeddedBroker
+
+    with EmbeddedBroker(client_timeout=1.0) as b:
+        c = RawClient(b.tcp_address)
+        t0 = time.monotonic()
+        for ch in b"PUB t\n\x00\x00\x00\x10abc":
+            if c.closed:
+                break
+            try:
+                c.send_raw(bytes([ch]))
+            except OSError:
+                break
+            time.sleep(0.2)
+        c.expect_closed(timeout=5)
+        assert time.monotonic() - t0 <= 3.5
