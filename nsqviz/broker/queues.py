@@ -359,7 +359,8 @@ class Topic:
         if ch is None:
             ch = self.channels[name] = Channel(self, name, self.opts)
             self.broker.channel_created(self, ch)
-            self._drain_backlog()
+            if not self.broker.loading:  # at start-up: once all channels exist
+                self.drain_backlog()
         return ch
 
     def delete_channel(self, name: str) -> None:
@@ -404,7 +405,7 @@ class Topic:
             else:
                 ch.put(m)
 
-    def _drain_backlog(self) -> None:
+    def drain_backlog(self) -> None:
         """Messages that waited for a first channel go to every channel now."""
         pending, self.pending_deferred = self.pending_deferred, []
         while True:

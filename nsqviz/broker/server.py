@@ -47,7 +47,7 @@ class Broker:
         self._tcp_server: asyncio.base_events.Server | None = None
         self._http_server: asyncio.base_events.Server | None = None
         self._scan_task: asyncio.Task | None = None
-        self._loading = False
+        self.loading = False
         self._meta_dirty = False
         self.stopped = asyncio.Event()
 
@@ -121,7 +121,7 @@ class Broker:
         self.metadata_changed()
 
     def metadata_changed(self) -> None:
-        if self._loading or not self.opts.data_path or self._meta_dirty:
+        if self.loading or not self.opts.data_path or self._meta_dirty:
             return
         self._meta_dirty = True
         asyncio.get_running_loop().call_soon(self.persist_metadata)
@@ -156,7 +156,7 @@ class Broker:
             return
         except ValueError as exc:
             raise RuntimeError(f"cannot read {path}: {exc}") from None
-        self._loading = True
+        self.loading = True
         try:
             for t in meta.get("topics", []):
                 name = t.get("name", "")
@@ -171,8 +171,12 @@ class Broker:
                         log.warning("skipping invalid channel name %r in %s", cname, path)
                         continue
                     topic.get_channel(cname).paused = bool(c.get("paused"))
+                if topic.channels:
+                    # nsqd starts a topic's pump once its channels are loaded: every
+                    # channel gets the messages that waited in the topic
+                    topic.drain_backlog()
         finally:
-            self._loading = False
+            self.loading = False
 
     # -- the queue scan -----------------------------------------------------------
 
