@@ -26,9 +26,12 @@ SMALL_IDS = st.integers(0, 40).map(mid)
 commands = st.one_of(
     st.just(ev.Magic()),
     st.builds(
-        lambda neg, cid: ev.Identify({"feature_negotiation": neg, "client_id": cid}),
+        lambda neg, cid, comp: ev.Identify(
+            {"feature_negotiation": neg, "client_id": cid, **({comp: True} if comp else {})}
+        ),
         st.booleans(),
         st.text("abc", max_size=3),
+        st.sampled_from([None, None, "snappy", "deflate"]),
     ),
     st.builds(ev.Sub, names(), names()),
     st.builds(ev.Pub, names(), st.binary(min_size=1, max_size=20)),
@@ -79,12 +82,31 @@ class Session(RuleBasedStateMachine):
             return
         assert got == cmd
         if isinstance(cmd, ev.Identify):
-            reply = features() if cmd.data.get("feature_negotiation") else ev.Response(b"OK")
-            assert self.w.s2c(reply) == [reply]
+            self.answer_identify(cmd.data)
         elif isinstance(cmd, ev.Cls):
             assert self.w.s2c(ev.Response(b"CLOSE_WAIT")) == [ev.Response(b"CLOSE_WAIT")]
         elif isinstance(cmd, ANSWERED):
             assert self.w.s2c(ev.Response(b"OK")) == [ev.Response(b"OK")]
+
+    def answer_identify(self, asked: dict) -> None:
+        """As nsqd: the features (or OK); if compression was negotiated, switch and send
+        the extra compressed OK in the same write."""
+        s = self.w.server
+        if not asked.get("feature_negotiation"):
+            assert self.w.s2c(ev.Response(b"OK")) == [ev.Response(b"OK")]
+            return
+        kind = "snappy" if asked.get("snappy") else "deflate" if asked.get("deflate") else None
+        if kind is None:
+            assert self.w.s2c(features()) == [features()]
+            return
+        level = 6 if kind == "deflate" else None
+        reply = features(**{kind: True}, **({"deflate_level": 6} if level else {}))
+        data = s.send(reply)
+        s.start_compression(kind, level)
+        data += s.send(ev.Response(b"OK"))
+        got = self.w.raw_s2c(data)
+        assert got == [reply, ev.CompressionStarted(kind, level), ev.Response(b"OK")]
+        event(f"compressed with {kind}")
 
     # Rules that move the session along, so that random tries meet every state.
 
@@ -92,6 +114,15 @@ class Session(RuleBasedStateMachine):
     @rule()
     def magic(self):
         self.client_tries(ev.Magic())
+
+    @precondition(
+        lambda self: self.w.client.state is State.CONNECTED and self.w.client.identify is None
+    )
+    @rule(comp=st.sampled_from([None, "snappy", "deflate"]))
+    def identify(self, comp):
+        self.client_tries(
+            ev.Identify({"feature_negotiation": True, **({comp: True} if comp else {})})
+        )
 
     @precondition(lambda self: self.w.client.subscription is None)
     @rule(topic=names(), channel=names())
@@ -134,6 +165,7 @@ class Session(RuleBasedStateMachine):
         assert c.subscription == s.subscription
         assert set(c.in_flight) == s.in_flight
         assert c.pending == []
+        assert c.compression == s.compression
         if s.state is State.SUBSCRIBED:
             assert c.rdy == s.rdy
 
