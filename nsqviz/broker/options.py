@@ -142,6 +142,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default = getattr(defaults, f.name)
         if f.name == "auth_http_address":
             parser.add_argument(flag, action="append", default=[], help=help_)
+        elif type_ is _flag_bool:
+            # Go's bool flags: bare --flag means true, --flag=false turns it off
+            parser.add_argument(flag, type=type_, nargs="?", const=True, default=default,
+                                metavar="BOOL", help=f"{help_} (default {default!r})")
         else:
             parser.add_argument(flag, type=type_, default=default,
                                 help=f"{help_} (default {default!r})")

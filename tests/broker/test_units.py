@@ -137,3 +137,23 @@ def test_bad_duration():
 
     with pytest.raises(argparse.ArgumentTypeError):
         parse_duration("soon")
+
+
+def test_command_line_flags_like_nsqd():
+    import argparse
+
+    from nsqviz.broker.options import add_arguments, options_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    o = options_from_args(parser.parse_args([
+        "--tls-required", "--snappy=false", "--msg-timeout", "2s", "--max-req-timeout=90m",
+        "--auth-http-address", "a:1", "--auth-http-address", "b:2", "--mem-queue-size", "5",
+    ]))
+    assert (o.tls_required, o.snappy, o.deflate) == (True, False, True)
+    assert (o.msg_timeout, o.max_req_timeout, o.mem_queue_size) == (2.0, 5400.0, 5)
+    assert o.auth_http_address == ["a:1", "b:2"]
+    defaults = options_from_args(parser.parse_args([]))
+    assert defaults == Options()
+    assert (defaults.max_rdy_count, defaults.max_msg_size, defaults.msg_timeout) == (
+        2500, 1048576, 60.0)
