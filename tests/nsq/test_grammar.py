@@ -20,6 +20,7 @@ from tests.nsq._vectors import (
     frame_vectors,
     json_objects,
     json_texts,
+    message_ids,
     names,
     subset,
 )
@@ -194,6 +195,21 @@ def test_frame_round_trip(vector):
     assert subset(data, parsed.data)
     assert g.Frame.build(parsed) == wire
     assert g.Frame.build({"frame_type": frame_type, "data": data}) == wire
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(0, 2**16 - 1),
+    message_ids,
+    st.binary(max_size=100),
+)
+def test_message_round_trip(ts, attempts, mid, body):
+    data = ts.to_bytes(8, "big", signed=True) + attempts.to_bytes(2, "big") + mid + body
+    msg = g.Message.parse(data)
+    assert (msg.timestamp, msg.attempts, msg.id, msg.body) == (ts, attempts, mid, body)
+    assert g.Message.build(msg) == data
+    assert g.MessageID.parse(mid) == mid and g.MessageID.build(mid) == mid
 
 
 @settings(max_examples=200, deadline=None)
