@@ -231,7 +231,7 @@ class Connection:
             answered = isinstance(command, ANSWERED)
             deadline = started + (self.timeout if answered else self.grace)
             while True:
-                if self.closed or (answered and self._answered(step)):
+                if self.closed or self._answered(step):  # an error ends any step at once
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:

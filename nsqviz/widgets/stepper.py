@@ -37,7 +37,6 @@ class Stepper:
         }
         self.selected = connection
         self.status = ""
-        self.last: Step | None = None
         self._ui: dict[str, Any] | None = None
         self.session.on_change(lambda _s: self._refresh())
 
@@ -84,7 +83,6 @@ class Stepper:
             self.status = f"socket error: {exc}"
             self._refresh()
             return None
-        self.last = step
         said = [label for label, kind in map(event_label, step.events) if kind == "error"]
         self.status = f"sent {verb}" + (f" — nsqd answered {said[0]}" if said else "")
         self._refresh()
@@ -102,10 +100,11 @@ class Stepper:
             if name == "consumer" or conn.in_flight:
                 side += inflight_view(conn).html(with_css=False)
         hexes = ""
-        if self.last is not None:
+        sent = [s for s in self.session.steps() if s.sent]  # from buttons or from code
+        if sent:
             hexes = "".join(
                 f'<div class="nv-card">{h.html(with_css=False)}</div>'
-                for h in step_hexviews(self.last)
+                for h in step_hexviews(sent[-1])
             )
             hexes = f'<div class="nv-title">last step, byte by byte</div>{hexes}'
         status = f'<div class="nv-mono nv-muted">{esc(self.status)}</div>' if self.status else ""
@@ -138,7 +137,8 @@ class Stepper:
         import ipywidgets as w
 
         lay = w.Layout(width="auto")
-        small = w.Layout(width="150px")
+        small = w.Layout(width="190px")
+        wide = {"description_width": "initial"}
         ui: dict[str, Any] = {}
         ui["conn"] = w.ToggleButtons(options=["consumer", "publisher"], value=self.selected,
                                      description="connection")
@@ -156,8 +156,8 @@ class Stepper:
                                              layout=small)
         ui["secret"] = w.Password(description="secret", layout=small)
         ui["fn"] = w.Checkbox(True, description="feature_negotiation", indent=False)
-        ui["hb"] = w.BoundedIntText(5000, min=-1, max=60000, description="heartbeat ms",
-                                    layout=small)
+        ui["hb"] = w.BoundedIntText(5000, min=-1, max=60000, description="heartbeat_interval",
+                                    layout=w.Layout(width="230px"), style=wide)
         ui["snappy"] = w.Checkbox(False, description="snappy", indent=False, layout=lay)
         ui["deflate"] = w.Checkbox(False, description="deflate", indent=False, layout=lay)
         ui["tls"] = w.Checkbox(False, description="tls_v1", indent=False, layout=lay)
