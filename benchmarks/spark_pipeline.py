@@ -41,7 +41,7 @@ def generate(directory: str, target_mb: float) -> tuple[list[str], int]:
     """Rotated capture files of about ``target_mb`` MB; returns (paths, frames)."""
     from nsqviz.pipeline.synth import RotatingPcapWriter, simulate
 
-    per_run = 5000  # messages per simulated deployment (~24 MB)
+    per_run = min(5000, max(200, int(target_mb * 200)))  # 5000 messages: ~24 MB
     runs = max(1, round(target_mb / 24))
     frames = 0
     with RotatingPcapWriter(os.path.join(directory, "nsq.pcap"), FILE_BYTES) as w:
