@@ -113,8 +113,9 @@ def _run_phase(target, address: str, n: int, seconds: float) -> int:
     ctx = mp.get_context("fork")
     out = ctx.Queue()
     start_at = time.time() + 0.5
-    procs = [ctx.Process(target=target, args=(address, i, seconds, start_at, out))
-             for i in range(n)]
+    procs = [
+        ctx.Process(target=target, args=(address, i, seconds, start_at, out)) for i in range(n)
+    ]
     for p in procs:
         p.start()
     total = sum(out.get(timeout=seconds + 60)[1] for _ in procs)
@@ -140,8 +141,9 @@ def baseline_build(seconds: float = 1.0) -> float:
 def baseline_consume(count: int = 100_000) -> float:
     """Message frames the load tool can decode and FIN per second, one core."""
     body = b"x" * BODY_SIZE
-    stream = b"".join(fastpath.encode_frame(Message(1, 1, b"%016x" % i, body))
-                      for i in range(count))
+    stream = b"".join(
+        fastpath.encode_frame(Message(1, 1, b"%016x" % i, body)) for i in range(count)
+    )
     chunks = [stream[i : i + (1 << 20)] for i in range(0, len(stream), 1 << 20)]
     conn = ClientConnection()
     conn.send(Magic())
@@ -160,9 +162,20 @@ def start_broker(extra: list[str], profile: str | None) -> tuple[subprocess.Pope
     cmd = [sys.executable]
     if profile:
         cmd += ["-m", "cProfile", "-o", profile]
-    cmd += ["-m", "nsqviz.cli", "broker", "--tcp-address", "127.0.0.1:0",
-            "--http-address", "127.0.0.1:0", "--mem-queue-size", "100000000",
-            "--log-level", "warn", *extra]
+    cmd += [
+        "-m",
+        "nsqviz.cli",
+        "broker",
+        "--tcp-address",
+        "127.0.0.1:0",
+        "--http-address",
+        "127.0.0.1:0",
+        "--mem-queue-size",
+        "100000000",
+        "--log-level",
+        "warn",
+        *extra,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     if not line.startswith("TCP: listening on "):
@@ -178,33 +191,47 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--publishers", type=int, default=2)
     ap.add_argument("--consumers", type=int, default=2)
     ap.add_argument("--profile", help="write the broker's cProfile stats to this file")
-    ap.add_argument("--broker-arg", action="append", default=[],
-                    help="extra flag for the broker, e.g. --broker-arg=--data-path=/tmp/d")
-    args = ap.parse_args(argv if argv is not None else sys.argv[1:] if __name__ == "__main__"
-                         else [])
+    ap.add_argument(
+        "--broker-arg",
+        action="append",
+        default=[],
+        help="extra flag for the broker, e.g. --broker-arg=--data-path=/tmp/d",
+    )
+    args = ap.parse_args(
+        argv if argv is not None else sys.argv[1:] if __name__ == "__main__" else []
+    )
 
     build = baseline_build()
     decode = baseline_consume()
     print(f"cores: {os.cpu_count()}; message {BODY_SIZE} B, MPUB of {BATCH}, RDY {RDY}")
-    print(f"baseline (load tool alone, 1 core): build MPUBs {build:,.0f} msgs/s; "
-          f"decode + FIN {decode:,.0f} msgs/s")
+    print(
+        f"baseline (load tool alone, 1 core): build MPUBs {build:,.0f} msgs/s; "
+        f"decode + FIN {decode:,.0f} msgs/s"
+    )
     proc, address, http_address = start_broker(args.broker_arg, args.profile)
     try:
         # the channel exists before publishing starts, so phase 1 pays for the fan-out
-        urllib.request.urlopen(urllib.request.Request(
-            f"http://{http_address}/channel/create?topic={TOPIC}&channel=ch", data=b""))
+        urllib.request.urlopen(
+            urllib.request.Request(
+                f"http://{http_address}/channel/create?topic={TOPIC}&channel=ch", data=b""
+            )
+        )
         pub = _run_phase(publisher, address, args.publishers, args.seconds)
         sub = _run_phase(consumer, address, args.consumers, args.seconds)
     finally:
         proc.send_signal(2)  # SIGINT: graceful stop (and cProfile writes its file)
         proc.wait(timeout=120)
     rate_in, rate_out = pub / args.seconds, sub / args.seconds
-    print(f"in : {rate_in:>10,.0f} msgs/s  ({args.publishers} publishers, {pub:,} msgs in "
-          f"{args.seconds:g} s)  = {rate_in / 200_000:.2f} of the 200k target, "
-          f"{rate_in / (build * args.publishers):.2f} of the tool's ceiling")
-    print(f"out: {rate_out:>10,.0f} msgs/s  ({args.consumers} consumers, {sub:,} msgs in "
-          f"{args.seconds:g} s)  = {rate_out / 100_000:.2f} of the 100k target, "
-          f"{rate_out / (decode * args.consumers):.2f} of the tool's ceiling")
+    print(
+        f"in : {rate_in:>10,.0f} msgs/s  ({args.publishers} publishers, {pub:,} msgs in "
+        f"{args.seconds:g} s)  = {rate_in / 200_000:.2f} of the 200k target, "
+        f"{rate_in / (build * args.publishers):.2f} of the tool's ceiling"
+    )
+    print(
+        f"out: {rate_out:>10,.0f} msgs/s  ({args.consumers} consumers, {sub:,} msgs in "
+        f"{args.seconds:g} s)  = {rate_out / 100_000:.2f} of the 100k target, "
+        f"{rate_out / (decode * args.consumers):.2f} of the tool's ceiling"
+    )
     if args.profile:
         print(f"broker profile: {args.profile} (python -m pstats {args.profile})")
 
