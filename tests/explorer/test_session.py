@@ -206,3 +206,13 @@ def test_tls_upgrade(tmp_path):
         assert [f.data for f in step.frames][-1] == b"OK"  # the OK inside TLS
         assert step.after["tls"] is True
         assert [f.data for f in c.sub("orders", "audit").frames] == [b"OK"]
+
+
+def test_step_displays_without_times_or_ports_in_text(session):
+    c = session.connect("consumer")
+    c.magic()
+    step = c.sub("orders", "audit", check=False)  # SUB before IDENTIFY is fine for nsqd
+    assert repr(step) == "<Step consumer: SUB orders audit -> OK; CONNECTED -> SUBSCRIBED>"
+    html = step._repr_html_()
+    assert "nsqviz-hex" in html and "state: CONNECTED → <b>SUBSCRIBED</b>" in html
+    assert html.count('class="nsqviz nsqviz-hex"') == 2  # the command and the OK frame
