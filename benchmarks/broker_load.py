@@ -158,6 +158,16 @@ def baseline_consume(count: int = 100_000) -> float:
     return n / (time.perf_counter() - t0)
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def start_broker(extra: list[str], profile: str | None) -> tuple[subprocess.Popen, str, str]:
     cmd = [sys.executable]
     if profile:
@@ -216,8 +226,11 @@ def main(argv: list[str] | None = None) -> None:
                 f"http://{http_address}/channel/create?topic={TOPIC}&channel=ch", data=b""
             )
         )
+        cpu0 = _cpu_seconds(proc.pid)
         pub = _run_phase(publisher, address, args.publishers, args.seconds)
+        cpu1 = _cpu_seconds(proc.pid)
         sub = _run_phase(consumer, address, args.consumers, args.seconds)
+        cpu2 = _cpu_seconds(proc.pid)
     finally:
         proc.send_signal(2)  # SIGINT: graceful stop (and cProfile writes its file)
         proc.wait(timeout=120)
@@ -232,6 +245,12 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.seconds:g} s)  = {rate_out / 100_000:.2f} of the 100k target, "
         f"{rate_out / (decode * args.consumers):.2f} of the tool's ceiling"
     )
+    # on a shared 2-core machine the wall-clock rates move with the neighbours' load;
+    # messages per CPU-second of the broker process are the steadier figure
+    print(f"broker CPU: in-phase {cpu1 - cpu0:.1f} s -> {pub / max(cpu1 - cpu0, 1e-9):,.0f} "
+          f"msgs per CPU-second; out-phase {cpu2 - cpu1:.1f} s -> "
+          f"{sub / max(cpu2 - cpu1, 1e-9):,.0f} msgs per CPU-second "
+          f"(load average {os.getloadavg()[0]:.1f})")
     if args.profile:
         print(f"broker profile: {args.profile} (python -m pstats {args.profile})")
 

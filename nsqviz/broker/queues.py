@@ -193,13 +193,20 @@ class Channel:
         clients = self.clients
         if not clients or self.paused:
             return
-        pop = self.backlog.pop
-        if len(clients) == 1:
-            client = clients[0]
+        n = len(clients)
+        start = self._next % n
+        rooms = []
+        for k in range(n):
+            client = clients[(start + k) % n]
             room = client.room()
-            if room <= 0:
-                return
-            batch = []
+            if room > 0:
+                rooms.append([client, room, []])
+        if not rooms:
+            return
+        pop = self.backlog.pop
+        if len(rooms) == 1:
+            # the usual case under load: the client whose FINs freed room gets refilled
+            client, room, batch = rooms[0]
             rate = client.sample_rate
             while room:
                 msg = pop()
@@ -209,34 +216,24 @@ class Channel:
                     continue  # nsqd drops a message a sampling client skips
                 batch.append(msg)
                 room -= 1
+        else:
+            active = rooms
+            while active:
+                for entry in active:
+                    msg = pop()
+                    if msg is None:
+                        active = []
+                        break
+                    rate = entry[0].sample_rate
+                    if rate and random.randrange(100) > rate:
+                        continue
+                    entry[2].append(msg)
+                    entry[1] -= 1
+                active = [e for e in active if e[1] > 0]
+            self._next = start + 1  # the next pump starts with the next client
+        for client, _, batch in rooms:
             if batch:
                 self._hand_out(client, batch)
-            return
-        n = len(clients)
-        order = [clients[(self._next + k) % n] for k in range(n)]
-        rooms = {c: c.room() for c in order}
-        batches: dict = {}
-        empty = False
-        while not empty:
-            progressed = False
-            for client in order:
-                if rooms[client] <= 0:
-                    continue
-                msg = pop()
-                if msg is None:
-                    empty = True
-                    break
-                progressed = True
-                self._next = (clients.index(client) + 1) % n
-                rate = client.sample_rate
-                if rate and random.randrange(100) > rate:
-                    continue
-                batches.setdefault(client, []).append(msg)
-                rooms[client] -= 1
-            if not progressed:
-                break
-        for client, batch in batches.items():
-            self._hand_out(client, batch)
 
     def _hand_out(self, client: Consumer, batch: list[BrokerMessage]) -> None:
         deadline = time.monotonic() + client.msg_timeout
