@@ -104,6 +104,7 @@ class BrokerConnection(asyncio.Protocol):
         self.closing = False
         self.in_flight: dict[bytes, BrokerMessage] = {}
         self.auth_state: AuthState | None = None
+        self._secret = ""  # kept to ask the auth service again when the answer expires
         self.compression = ""
         self.tls_version = ""
         self.tls_cipher_suite = ""
@@ -408,9 +409,9 @@ class BrokerConnection(asyncio.Protocol):
         channel = topic.get_channel(ev.channel)
         limit = self.opts.max_channel_consumers
         if limit and len(channel.clients) >= limit:
-            raise _Fatal("E_TOO_MANY_CHANNEL_CONSUMERS",
-                         f"channel consumers for {ev.topic}:{ev.channel} exceeds limit of "
-                         f"{limit}")
+            # nsqd >= 1.2.1 (so 1.3.0): the channel's error wrapped in E_SUB_FAILED
+            raise _Fatal("E_SUB_FAILED", f"SUB failed consumers for {ev.topic}:{ev.channel} "
+                                         f"exceeds limit of {limit}")
         channel.add_client(self)
         self.channel = channel
         self._send_now(OK)

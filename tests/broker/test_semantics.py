@@ -112,11 +112,7 @@ def test_huge_body_size_refused_without_allocating(broker):
         (b"SUB t\n", "E_INVALID", "SUB insufficient number of parameters"),
         (b"SUB t! c\n", "E_BAD_TOPIC", 'SUB topic name "t!" is not valid'),
         (b"SUB t c!\n", "E_BAD_CHANNEL", 'SUB channel name "c!" is not valid'),
-        pytest.param(
-            b"PUB\n", "E_INVALID", "PUB insufficient number of parameters",
-            marks=pytest.mark.xfail(strict=True, reason="codec framing waits for a body "
-                                    "before checking the parameters (nsqd answers at once)"),
-        ),
+        (b"PUB\n", "E_INVALID", "PUB insufficient number of parameters"),
         (b"PUB a/b\n\x00\x00\x00\x01x", "E_BAD_TOPIC", 'PUB topic name "a/b" is not valid'),
         (b"PUB t\n\x00\x00\x00\x00", "E_BAD_MESSAGE", "PUB invalid message body size 0"),
         (b"RDY 1\n", "E_INVALID", "cannot RDY in current state"),
@@ -474,3 +470,17 @@ def test_dribbling_client_timed_out():
             time.sleep(0.2)
         c.expect_closed(timeout=5)
         assert time.monotonic() - t0 <= 3.5
+
+
+def test_max_channel_consumers():
+    from nsqviz.broker import EmbeddedBroker
+
+    with EmbeddedBroker(max_channel_consumers=1) as b:
+        first = subscriber(b.tcp_address, "t", "c")
+        second = RawClient(b.tcp_address)
+        second.send(Sub("t", "c"))
+        second.expect_error("E_SUB_FAILED", "SUB failed consumers for t:c exceeds limit of 1",
+                            fatal=True)
+        other = subscriber(b.tcp_address, "t", "other")  # the limit is per channel
+        first.send(Nop())
+        other.send(Nop())
