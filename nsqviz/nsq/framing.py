@@ -42,6 +42,7 @@ DEFAULT_MAX_LINE = 16 * 1024
 
 _VERB_STARTS = frozenset(b"ACDFIMNPRST")
 _MESSAGE_VERBS = frozenset({b"PUB", b"DPUB"})
+_BODY_PARAMS = {b"PUB": 1, b"MPUB": 1, b"DPUB": 2}
 
 
 class FrameFraming:
@@ -143,6 +144,10 @@ class CommandFraming:
         verb = buf[pos : sp if sp >= 0 else nl].rstrip(b"\r")
         line_len = nl + 1 - pos
         if verb not in BODY_VERBS:
+            return line_len
+        # nsqd checks the parameters before it reads a body: a body command whose line
+        # lacks them is answered (and the connection closed) with no body read.
+        if buf.count(b" ", pos, nl) < _BODY_PARAMS.get(verb, 0):
             return line_len
         if len(buf) - (nl + 1) < 4:
             return None
