@@ -160,10 +160,6 @@ def _info(broker, query, body):
         "http_port": broker.http_port,
         "tcp_port": broker.tcp_port,
         "start_time": broker.start_time,
-        "max_heartbeat_interval": int(o.max_heartbeat_interval * 1e9),
-        "max_output_buffer_size": o.max_output_buffer_size,
-        "max_output_buffer_timeout": int(o.max_output_buffer_timeout * 1e9),
-        "max_deflate_level": o.max_deflate_level,
     })
 
 

@@ -391,6 +391,8 @@ def test_http_api(broker):
     assert http(addr, "/ping") == (200, b"OK")
     info = json.loads(http(addr, "/info")[1])
     assert info["version"] == "1.3.0" and info["tcp_port"] == broker.tcp_port
+    assert list(info) == ["version", "broadcast_address", "hostname", "http_port", "tcp_port",
+                          "start_time"]
     assert http(addr, "/pub?topic=h", b"hello") == (200, b"OK")
     assert http(addr, "/mpub?topic=h", b"a\nb\n") == (200, b"OK")
     assert http(addr, "/pub?topic=h", b"") == (400, b'{"message": "MSG_EMPTY"}')
