@@ -11,6 +11,7 @@ SQL settings that do not need a JVM restart.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -81,12 +82,15 @@ def get_session(
     driver_memory: str = DEFAULT_DRIVER_MEMORY,
     shuffle_partitions: int | None = None,
     conf: dict[str, str] | None = None,
+    jvm_log: str | os.PathLike[str] | None = None,
 ):
     """A SparkSession with the pcap source registered.
 
     ``master=None`` reuses an active session (spark-submit, a notebook's existing one)
     and otherwise starts ``local[*]``. Raises :class:`JavaMissing` before Spark would
-    fail with a long JVM stack trace.
+    fail with a long JVM stack trace. ``jvm_log`` sends the JVM's own stdout/stderr
+    (log4j warnings with timestamps, Python worker tracebacks) to a file instead of the
+    terminal -- in a notebook they would otherwise land in whatever cell is running.
     """
     from pyspark.sql import SparkSession
 
@@ -120,7 +124,11 @@ def get_session(
         )
         for key, value in (conf or {}).items():
             builder = builder.config(key, value)
-        spark = builder.getOrCreate()
+        if jvm_log is None:
+            spark = builder.getOrCreate()
+        else:
+            with _redirected_fds(jvm_log):
+                spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("NSQVIZ_SPARK_LOG_LEVEL", "ERROR"))
     for key, value in _SQL_CONF.items():
         spark.conf.set(key, value)
@@ -136,3 +144,22 @@ def _cores(master: str) -> int:
     if not m:
         return 2
     return os.cpu_count() or 2 if m.group(1) == "*" else int(m.group(1))
+
+
+@contextlib.contextmanager
+def _redirected_fds(path):
+    """Point file descriptors 1 and 2 at ``path`` while a child process is started.
+
+    The JVM inherits the descriptors it is started with; this process gets its own back.
+    """
+    saved = [os.dup(1), os.dup(2)]
+    with open(path, "ab") as log:
+        try:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
