@@ -119,3 +119,23 @@ def test_ten_thousand_messages_through_random_disconnects(broker):
     assert finned == {b"%05d" % i for i in range(n)}
     # and the broker agrees: nothing left queued
     wait_for(lambda: channel_stats(broker.http_address, "t", "c")["depth"] == 0, timeout=10)
+
+
+def test_consumer_that_does_not_read_is_not_buffered_without_bound(broker):
+    """A consumer with a high RDY that stops reading: the broker stops handing it
+    messages once its socket and write buffer are full, instead of queueing them all
+    in memory (what nsqd's blocking write gives for free)."""
+    slow = subscriber(broker.tcp_address, "t", "c", rdy=2500)
+    pub = RawClient(broker.tcp_address)
+    body = b"x" * 500_000
+    for _ in range(10):
+        pub.send(Mpub("t", (body,) * 10))
+        pub.expect_ok()
+    wait_for(lambda: channel_stats(broker.http_address, "t", "c")["in_flight_count"] > 0)
+    time.sleep(0.5)
+    st = channel_stats(broker.http_address, "t", "c")
+    assert st["in_flight_count"] + st["depth"] == 100
+    assert st["in_flight_count"] < 50, st  # ~4 MB write buffer + socket buffers
+    # once it reads again, everything arrives
+    got = slow.messages(100, timeout=30)
+    assert len(got) == 100
