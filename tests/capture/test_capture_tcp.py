@@ -211,3 +211,12 @@ def test_tail_acknowledged_but_never_captured_is_a_gap():
     ev = run(segs)
     (gap,) = [e for e in ev if isinstance(e, Gap)]
     assert (gap.offset, gap.size) == (10, 40)
+
+
+def test_ack_of_a_fin_is_not_a_missing_byte():
+    w = Wire()
+    segs = w.handshake() + [w.seg("s2c", 0, b"abc"), w.seg("s2c", 3, flags=FIN | ACK),
+                            w.seg("c2s", 0, b"", flags=ACK, ack_rel=4)]
+    ev = run(segs)
+    assert not [e for e in ev if isinstance(e, Gap)]
+    assert stream_of(ev, "s2c") == b"abc"

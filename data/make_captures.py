@@ -1,0 +1,155 @@
+"""Re-makes the sample captures in data/: real tcpdump captures of real clients and the
+embedded broker on loopback. Needs root (tcpdump), tcpdump, editcap, and a venv with
+pynsq 0.9.1 + tornado 6.0.4 (created under .venv-pynsq/ if missing).
+
+    sudo .venv/bin/python data/make_captures.py [NAME ...]
+
+Each capture is described in data/README.md. Captures are real, so timings, ports and
+message ids differ from run to run; what each file contains does not.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from nsqviz.broker.embedded import EmbeddedBroker
+from nsqviz.nsq.codec import ClientConnection
+from nsqviz.nsq.events import Fin, Identify, Magic, Pub, Rdy, Req, Sub
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "data"
+PYNSQ_VENV = ROOT / ".venv-pynsq"
+
+
+def pynsq_python() -> Path:
+    py = PYNSQ_VENV / "bin" / "python"
+    if not py.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(PYNSQ_VENV)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "pynsq==0.9.1", "tornado==6.0.4"],
+                       check=True)
+    return py
+
+
+class Tcpdump:
+    """tcpdump writing FILE; started and waited for until it says it is listening."""
+
+    def __init__(self, path: Path, port: int, iface: str = "lo"):
+        self.proc = subprocess.Popen(
+            ["tcpdump", "-i", iface, "-s", "0", "-B", "32768", "--immediate-mode", "-U",
+             "-w", str(path), f"tcp port {port}"],
+            stderr=subprocess.PIPE, text=True,
+        )
+        seen = []
+        while not seen or "listening" not in seen[-1]:  # -i any first names its link type
+            line = self.proc.stderr.readline()
+            if not line:
+                raise RuntimeError(f"tcpdump did not start: {''.join(seen)}")
+            seen.append(line)
+
+    def stop(self) -> str:
+        time.sleep(0.3)
+        self.proc.send_signal(signal.SIGINT)
+        return self.proc.communicate(timeout=10)[1].strip()
+
+
+def pynsq(scenario: str, address: str, topic: str) -> dict:
+    script = DATA / "clients" / "pynsq_traffic.py"
+    out = subprocess.run([str(pynsq_python()), str(script), address, topic, scenario],
+                         capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _talk(port: int, *commands, raw: bytes = b"", raw_after: bytes = b"",
+          wait: float = 0.3) -> bytes:
+    """One connection driven by the project's codec (check=False lets it send bad commands)."""
+    codec = ClientConnection()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        data = raw + b"".join(codec.send(c, check=False) for c in commands) + raw_after
+        sock.sendall(data)
+        sock.settimeout(wait)
+        got = b""
+        try:
+            while chunk := sock.recv(65536):
+                got += chunk
+        except TimeoutError:
+            pass
+    return got
+
+
+def errors(port: int) -> dict:
+    """Commands nsqd refuses, fatal and not, and a client that speaks the wrong protocol."""
+    replies = {}
+    # A bad topic name: E_BAD_TOPIC, and nsqd closes the connection. The grammar refuses
+    # to build a SUB with a bad name, so these deliberately malformed bytes are literal.
+    replies["bad_topic"] = _talk(port, Magic(), Identify({"client_id": "errors"}),
+                                 raw_after=b"SUB bad*topic c\n")
+    # FIN and REQ of ids that are not in flight: non-fatal E_FIN_FAILED / E_REQ_FAILED,
+    # then an unknown command: E_INVALID, fatal.
+    replies["not_in_flight"] = _talk(
+        port, Magic(), Pub("errors", b"x"), Sub("errors", "c"), Rdy(0),
+        Fin(b"0123456789abcdef"), Req(b"0123456789abcdef", 0),
+    )
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(b"  V2BOGUS\n")
+        sock.settimeout(0.3)
+        try:
+            replies["bogus"] = sock.recv(65536)
+        except TimeoutError:
+            replies["bogus"] = b""
+    # An HTTP request sent to the TCP port: the magic is wrong.
+    replies["http"] = _talk(port, raw=b"GET /stats HTTP/1.1\r\nHost: x\r\n\r\n")
+    return {k: v.decode("ascii", "replace") for k, v in replies.items()}
+
+
+SCENARIOS = {
+    # name: (interface, traffic)
+    "pubsub-pynsq.pcap": ("lo", lambda b: pynsq("pubsub", b.tcp_address, "orders")),
+    "small-messages-pynsq.pcap": ("lo", lambda b: pynsq("small", b.tcp_address, "ticks")),
+    "large-messages-pynsq.pcap": ("lo", lambda b: pynsq("large", b.tcp_address, "blobs")),
+    "snappy-pynsq.pcap": ("lo", lambda b: pynsq("snappy", b.tcp_address, "snappy_t")),
+    "deflate-pynsq.pcap": ("lo", lambda b: pynsq("deflate", b.tcp_address, "deflate_t")),
+    "errors.pcap": ("lo", lambda b: errors(b.tcp_port)),
+    "pubsub-any-sll2.pcap": ("any", lambda b: pynsq("pubsub", b.tcp_address, "any_t")),
+}
+
+
+def derived() -> None:
+    """Edge cases cut from the real captures with editcap (see data/README.md)."""
+    src = DATA / "pubsub-pynsq.pcap"
+    # A capture that starts mid-connection: the first 25 packets left out.
+    subprocess.run(["editcap", "-F", "pcap", str(src), str(DATA / "midstream-pynsq.pcap"),
+                    "1-25"], check=True)
+    # A snaplen of 120 bytes: every larger packet is cut (what tcpdump -s 120 keeps).
+    subprocess.run(["editcap", "-F", "pcap", "-s", "120", str(DATA / "small-messages-pynsq.pcap"),
+                    str(DATA / "snaplen120-small-messages.pcap")], check=True)
+    # The same traffic as pcapng (section, interface and enhanced packet blocks).
+    subprocess.run(["editcap", "-F", "pcapng", str(src),
+                    str(DATA / "pubsub-pynsq.pcapng")], check=True)
+
+
+def main(names: list[str]) -> None:
+    wanted = names or list(SCENARIOS)
+    with EmbeddedBroker(msg_timeout=2.0) as broker:
+        for name in wanted:
+            if name not in SCENARIOS:
+                continue
+            iface, traffic = SCENARIOS[name]
+            path = DATA / name
+            dump = Tcpdump(path, broker.tcp_port, iface)
+            try:
+                report = traffic(broker)
+            finally:
+                summary = dump.stop()
+            print(f"{name}: {summary.splitlines()[-2] if summary else ''} {report}", flush=True)
+    if not names or "derived" in names:
+        derived()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
