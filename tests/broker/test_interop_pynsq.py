@@ -47,3 +47,20 @@ def test_pynsq_reader_writer(client_python, cert, tmp_path, mode):
     assert len(report["conns_after"]) == 1
     encoder = {"snappy": "SnappyEncoder", "deflate": "DeflateEncoder"}.get(mode, "DefaultEncoder")
     assert report["connections"] == [{"encoder": encoder, "tls": mode == "tls"}] * 2
+
+
+def test_pynsq_with_auth(client_python, tmp_path):
+    """pynsq's auth_secret against a real HTTP auth service (ttl 1 s: re-checked mid-flow)."""
+    from tests.broker._authservice import AuthService
+
+    service = AuthService()
+    try:
+        with EmbeddedBroker(data_path=str(tmp_path), auth_http_address=[service.address]) as b:
+            report = run_client([str(client_python), str(CLIENTS / "pynsq_flow.py"),
+                                 b.tcp_address, "allowed_pynsq", "auth"])
+    finally:
+        service.close()
+    assert report["errors"] == [] and report["published"] == 11
+    assert "late" in report["done"] and report["attempts"]["timeout-me"] == [1, 2]
+    secrets = [q["secret"] for q in service.queries]
+    assert secrets.count("good") >= 3  # reader + writer AUTH, then re-checks after the ttl

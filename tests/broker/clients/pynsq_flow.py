@@ -1,6 +1,6 @@
 """Runs pynsq 0.9.1 (Reader + Writer), unchanged, against a broker; prints a JSON report.
 
-Usage: python pynsq_flow.py TCP_ADDRESS TOPIC MODE [CA_FILE]   (MODE: plain|snappy|deflate|tls)
+Usage: python pynsq_flow.py TCP_ADDRESS TOPIC MODE [CA_FILE]   (MODE: plain|snappy|deflate|tls|auth)
 Executed by tests/broker/test_interop_pynsq.py in its own venv (pynsq needs tornado 6.0.x).
 
 The flow: the Writer publishes with PUB, MPUB and DPUB; the Reader FINs most messages,
@@ -32,6 +32,8 @@ report = {"errors": [], "published": 0}
 opts = {}
 if mode in ("snappy", "deflate"):
     opts[mode] = True
+if mode == "auth":
+    opts["auth_secret"] = "good"
 if mode == "tls":
     opts["tls_v1"] = True
     opts["tls_options"] = {"cert_reqs": ssl.CERT_REQUIRED, "ca_certs": ca_file}
