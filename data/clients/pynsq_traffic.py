@@ -21,7 +21,7 @@ import tornado.ioloop
 
 addr, topic, scenario = sys.argv[1], sys.argv[2], sys.argv[3]
 ioloop = tornado.ioloop.IOLoop.current()
-opts = {"snappy": True} if scenario == "snappy" else {"deflate": True} if scenario == "deflate" else {}
+opts = {scenario: True} if scenario in ("snappy", "deflate") else {}
 report = {"scenario": scenario, "received": 0, "errors": []}
 
 if scenario == "small":
