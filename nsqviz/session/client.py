@@ -228,6 +228,10 @@ class Connection:
             s._record(step)
             started = time.monotonic()
             self.sock.sendall(wire)
+            # "after" is the state the command and its own answer leave behind; messages
+            # pushed meanwhile are arrivals with their own snapshot (else the same step
+            # would read differently depending on when nsqd flushed)
+            step.after = self.codec.snapshot()
             answered = isinstance(command, ANSWERED)
             deadline = started + (self.timeout if answered else self.grace)
             while True:
@@ -239,7 +243,6 @@ class Connection:
                 self._lock.wait(left)
             self._waiting = None
             step.elapsed = time.monotonic() - started
-            step.after = self.codec.snapshot()
         s._changed()
         return step
 
@@ -320,6 +323,8 @@ class Connection:
         if step is not None and (asked or not unasked):
             step.received.append((t, data))
             step.events.extend(asked)
+            if asked:
+                step.after = self.codec.snapshot()
             if unasked:
                 self.session._record(Arrival(self.session._next(), self.name, t, b"", unasked,
                                              self.codec.snapshot()))

@@ -123,7 +123,8 @@ class SequenceDiagram:
         lines = [self.title] if self.title else []
         for a in self.arrows:
             mark = "~~>" if a.unasked else "-->"
-            lines.append(f"{a.t:>10}  {a.src} {mark} {a.dst}: {a.label}  {a.note}".rstrip())
+            when = f"  @ {a.t}" if a.t else ""  # last: a varying width must not shift columns
+            lines.append(f"{a.src} {mark} {a.dst}: {a.label}  {a.note}".rstrip() + when)
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
