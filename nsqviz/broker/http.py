@@ -46,10 +46,13 @@ async def serve_http(broker, host: str, port: int) -> asyncio.base_events.Server
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                keep = await _one_request(broker, reader, writer)
+                # a silent or slow client is dropped after --client-timeout
+                keep = await asyncio.wait_for(_one_request(broker, reader, writer),
+                                              broker.opts.client_timeout)
                 if not keep:
                     break
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                TimeoutError):
             pass
         finally:
             writer.close()
@@ -63,14 +66,18 @@ async def _one_request(broker, reader, writer) -> bool:
     try:
         method, target, version = lines[0].split(" ", 2)
     except ValueError:
-        _respond(writer, 400, b'{"message":"BAD_REQUEST"}', "application/json", False)
+        _respond(writer, 400, _err("INVALID_REQUEST"), "application/json", False)
         return False
     headers = {}
     for line in lines[1:]:
         if ":" in line:
             k, v = line.split(":", 1)
             headers[k.strip().lower()] = v.strip()
-    length = int(headers.get("content-length", "0") or 0)
+    raw_length = headers.get("content-length", "0") or "0"
+    if not raw_length.isdigit():
+        _respond(writer, 400, _err("INVALID_REQUEST"), "application/json", False)
+        return False
+    length = int(raw_length)
     keep = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
     limit = broker.opts.max_body_size
     if length > limit:

@@ -486,3 +486,37 @@ def test_max_channel_consumers():
         other = subscriber(b.tcp_address, "t", "other")  # the limit is per channel
         first.send(Nop())
         other.send(Nop())
+
+
+def test_http_hostile_requests(broker):
+    import socket
+
+    host, port = broker.http_address.rsplit(":", 1)
+
+    def raw(data: bytes) -> bytes:
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(data)
+            out = b""
+            while chunk := s.recv(65536):
+                out += chunk
+            return out
+
+    assert raw(b"POST /pub?topic=t HTTP/1.1\r\nContent-Length: -5\r\n\r\n").startswith(
+        b"HTTP/1.1 400")
+    big = raw(b"POST /pub?topic=t HTTP/1.1\r\nContent-Length: 999999999999\r\n\r\n")
+    assert big.startswith(b"HTTP/1.1 413") and b"BODY_TOO_BIG" in big
+    assert raw(b"garbage\r\n\r\n").startswith(b"HTTP/1.1 400")
+    assert http(broker.http_address, "/ping") == (200, b"OK")  # still serving
+
+
+def test_http_silent_client_dropped():
+    import socket
+
+    from nsqviz.broker import EmbeddedBroker
+
+    with EmbeddedBroker(client_timeout=1.0) as b:
+        host, port = b.http_address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            t0 = time.monotonic()
+            assert s.recv(100) == b""  # closed by the broker
+            assert time.monotonic() - t0 < 3
