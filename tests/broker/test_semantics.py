@@ -212,16 +212,18 @@ def test_req_requeues_with_attempts_plus_one(broker):
 
 
 def test_msg_timeout_requeues_and_touch_extends(broker):
-    c = subscriber(broker.tcp_address, "t", "c", rdy=1, msg_timeout=1000)
+    c = subscriber(broker.tcp_address, "t", "c", rdy=1, msg_timeout=2000)
     c.send(Pub("t", b"slow"))
     c.expect_ok()
     m1 = c.expect(Message)
-    # TOUCH twice within the timeout keeps it ours for ~1.8 s
-    for _ in range(2):
-        time.sleep(0.6)
+    # TOUCH every 0.5 s keeps it ours well past its 2 s timeout
+    t0 = time.monotonic()
+    for _ in range(5):
+        time.sleep(0.5)
         c.send(Touch(m1.id))
+    assert time.monotonic() - t0 > 2.4
     assert c.quiet(0.5) == []
-    m2 = c.expect(Message, timeout=3)
+    m2 = c.expect(Message, timeout=5)
     assert m2.id == m1.id and m2.attempts == 2
     st = channel_stats(broker.http_address, "t", "c")
     assert st["timeout_count"] == 1
@@ -235,13 +237,13 @@ def test_msg_timeout_requeues_and_touch_extends(broker):
 def test_dpub_defers_delivery(broker):
     c = subscriber(broker.tcp_address, "t", "c", rdy=5)
     t0 = time.monotonic()
-    c.send(Dpub("t", 600, b"later"), Pub("t", b"now"))
+    c.send(Dpub("t", 1500, b"later"), Pub("t", b"now"))
     c.expect_ok()
     c.expect_ok()
     assert c.expect(Message).body == b"now"
-    wait_for(lambda: channel_stats(broker.http_address, "t", "c")["deferred_count"] == 1, 0.5)
-    m = c.expect(Message, timeout=3)
-    assert m.body == b"later" and time.monotonic() - t0 >= 0.55
+    wait_for(lambda: channel_stats(broker.http_address, "t", "c")["deferred_count"] == 1, 1.0)
+    m = c.expect(Message, timeout=5)
+    assert m.body == b"later" and time.monotonic() - t0 >= 1.45
 
 
 def test_mpub_is_atomic(broker):
@@ -280,7 +282,7 @@ def test_heartbeats_and_close_after_two_missed(broker):
         c.events.clear()
     elapsed = time.monotonic() - t0
     assert beats >= 1
-    assert 1.8 <= elapsed <= 4.0
+    assert 1.8 <= elapsed <= 6.0
 
 
 def test_heartbeats_disabled(broker):
@@ -341,7 +343,7 @@ def test_output_buffer_flushes_when_rdy_used_up(broker):
     pub.send(Pub("t", b"x"))
     pub.expect_ok()
     c.expect(Message, timeout=3)
-    assert time.monotonic() - t0 < 1.0
+    assert time.monotonic() - t0 < 3.0  # long before the 5 s buffer timeout
 
 
 @pytest.mark.parametrize("kind", ["snappy", "deflate"])
@@ -383,7 +385,7 @@ def test_req_timeout_clamped_to_max_req_timeout(tmp_path):
         t0 = time.monotonic()
         c.send(Req(m.id, 3_600_000))
         m2 = c.expect(Message, timeout=4)
-        assert m2.attempts == 2 and 0.9 <= time.monotonic() - t0 <= 2.5
+        assert m2.attempts == 2 and 0.9 <= time.monotonic() - t0 <= 4
 
 
 def test_http_api(broker):
@@ -451,8 +453,8 @@ def test_silent_client_timed_out():
     with EmbeddedBroker(client_timeout=1.0) as b:
         c = RawClient(b.tcp_address, magic=False)
         t0 = time.monotonic()
-        c.expect_closed(timeout=5)
-        assert 0.9 <= time.monotonic() - t0 <= 3
+        c.expect_closed(timeout=8)
+        assert 0.9 <= time.monotonic() - t0 <= 5
 
 
 def test_dribbling_client_timed_out():
@@ -470,8 +472,8 @@ def test_dribbling_client_timed_out():
             except OSError:
                 break
             time.sleep(0.2)
-        c.expect_closed(timeout=5)
-        assert time.monotonic() - t0 <= 3.5
+        c.expect_closed(timeout=8)
+        assert time.monotonic() - t0 <= 6
 
 
 def test_max_channel_consumers():
