@@ -149,3 +149,10 @@ def test_command_resync_goes_to_the_next_line_that_starts_like_a_verb():
     assert rule.resync(buf, 1) == buf.index(b"NOP")
     assert rule.resync(b"junk\n", 1) is None  # nothing after the newline yet
     assert CommandFraming().resync(b"xx\nNOP\n", 1) == -1  # never before the magic
+
+
+@pytest.mark.parametrize("line", [b"PUB\n", b"MPUB\n", b"DPUB t\n", b"DPUB\n"])
+def test_body_command_missing_parameters_is_cut_at_its_line(line):
+    # nsqd checks the parameters before reading a body: it answers at once, so the
+    # framing must not wait for a body that will never be read
+    assert CommandFraming(expect_magic=False).measure(line + b"rest", 0) == len(line)
