@@ -28,9 +28,10 @@ class HexView:
     (used for ``text/plain`` and in tests), ``widget()`` an ``ipywidgets.HTML``.
     """
 
-    def __init__(self, layout: Layout, title: str = ""):
+    def __init__(self, layout: Layout, title: str = "", *, fold_over: int = 160):
         self.layout = layout
         self.title = title
+        self.fold_over = fold_over  # longer inputs start folded (a click opens them)
         self.colours = _assign_colours(layout)
 
     @classmethod
@@ -49,11 +50,18 @@ class HexView:
         )
         if lay.error is not None:
             parts.append(f'<div class="nv-err">✗ {esc(lay.error)}</div>')
-        parts.append(self._legend())
-        parts.append('<div class="nv-hexwrap">')
-        parts.append(self._dump())
-        parts.append(f'<div class="nv-tree">{self._tree(lay.root, top=True)}</div>')
-        parts.append("</div></div>")
+        body = (
+            f'{self._legend()}<div class="nv-hexwrap">{self._dump()}'
+            f'<div class="nv-tree">{self._tree(lay.root, top=True)}</div></div>'
+        )
+        if len(lay.data) > self.fold_over and lay.error is None:
+            fields = len(lay.leaves())
+            body = (
+                f'<details><summary class="nv-muted">{len(lay.data)} bytes in {fields} fields '
+                f"— click to show</summary>{body}</details>"
+            )
+        parts.append(body)
+        parts.append("</div>")
         return "".join(parts)
 
     def text(self) -> str:

@@ -152,3 +152,15 @@ def test_stepper_drives_a_real_session_and_renders(broker):
     assert {"text/html", "text/plain",
             "application/vnd.jupyter.widget-view+json"} <= set(bundle)
     stepper.session.close()
+
+
+def test_long_inputs_start_folded_but_keep_every_byte():
+    body = {"client_id": "x" * 200}
+    data = g.Command.build({"verb": "IDENTIFY", "command": {"body": {"value": body}}})
+    html = HexView.of(g.Command, data).html(with_css=False)
+    assert "<details>" in html and f"{len(data)} bytes in" in html
+    parser = _Bytes()
+    parser.feed(html)
+    assert len(parser.cells) == len(data)
+    short = HexView.of(g.Command, b"NOP\n").html(with_css=False)
+    assert "<details>" not in short
