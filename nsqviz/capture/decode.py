@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -141,8 +142,9 @@ class FlowStats:
     packets: int = 0
     payload_bytes: dict[str, int] = field(default_factory=lambda: {"c2s": 0, "s2c": 0})
     records: dict[str, int] = field(default_factory=dict)  # kind -> count
-    frames_in_packet: dict[int, int] = field(default_factory=dict)  # packet -> frames
-    packets_per_frame: list[int] = field(default_factory=list)
+    # Histograms (value -> how often), so memory stays flat however long the capture:
+    frames_per_packet: Counter = field(default_factory=Counter)
+    packets_per_frame: Counter = field(default_factory=Counter)
     retransmitted_bytes: int = 0
     gap_bytes: int = 0
     encrypted_bytes: int = 0
@@ -166,13 +168,15 @@ def _looks_like_nsq(direction: str, data: bytes) -> bool:
 class _Side:
     """Decoding state of one direction of one flow."""
 
-    __slots__ = ("epoch", "skip", "resyncing", "dead")
+    __slots__ = ("epoch", "skip", "resyncing", "dead", "packet", "frames")
 
     def __init__(self) -> None:
         self.epoch = 0  # stream offset where the codec's current reassembler starts
         self.skip = 0  # bytes of a lost frame still to discard after a proven resync
         self.resyncing = False  # after a gap with no provable boundary, until a good frame
         self.dead = ""  # why this direction can no longer be decoded
+        self.packet = -1  # the packet whose frames are being counted, and how many so far
+        self.frames = 0
 
 
 class _FlowState:
@@ -327,7 +331,7 @@ class CaptureDecoder:
                  data: Data) -> list[DecodedRecord]:
         flow = state.flow
         counts = state.stats.records
-        per_packet = state.stats.frames_in_packet
+        fpp = state.stats.frames_per_packet
         ppf = state.stats.packets_per_frame
         label, fid, ts = flow.label, flow.id, data.ts
         out: list[DecodedRecord] = []
@@ -350,9 +354,16 @@ class CaptureDecoder:
                          "reason": "the first frame the framing rule accepts after the gap"},
                         packets[:1], fid,
                     ))
+                # Frames come out in stream order, so a packet's count is complete once a
+                # frame starts in a later packet.
                 for p in packets:
-                    per_packet[p] = per_packet.get(p, 0) + 1
-                ppf.append(len(packets))
+                    if p == side.packet:
+                        side.frames += 1
+                    else:
+                        if side.frames:
+                            fpp[side.frames] += 1
+                        side.packet, side.frames = p, 1
+                ppf[len(packets)] += 1
                 counts[kind] = counts.get(kind, 0) + 1
                 out.append(DecodedRecord(ts, label, direction, kind, name, event_fields(e),
                                          packets, fid, e))
@@ -439,6 +450,16 @@ class CaptureDecoder:
                                 (gap.number,), flow.id, gap)
 
     def _on_end(self, state: _FlowState, end: FlowEnd) -> Iterator[DecodedRecord]:
+        yield from self._end_side(state, end)
+        side = state.sides[end.direction]
+        if side.frames:
+            state.stats.frames_per_packet[side.frames] += 1
+            side.frames = 0
+        side.dead = side.dead or "ended"
+        if all(s.dead for s in state.sides.values()):
+            state.observer = None  # a finished flow keeps its statistics, not its buffers
+
+    def _end_side(self, state: _FlowState, end: FlowEnd) -> Iterator[DecodedRecord]:
         observer = state.observer
         direction = end.direction
         side = state.sides[direction]

@@ -94,3 +94,14 @@ def test_console_script_runs(capture):
     out = subprocess.run([sys.executable, "-m", "nsqviz.cli", "decode", "--filter", "SUB",
                           "--json", str(capture)], capture_output=True, text=True, check=True)
     assert [json.loads(line)["name"] for line in out.stdout.splitlines()] == ["SUB", "SUB"]
+
+
+def test_fast_json_lines_equal_json_dumps(capture):
+    from nsqviz.capture.cli import json_line
+    from nsqviz.capture.decode import CaptureDecoder
+
+    records = list(CaptureDecoder().decode([capture]))
+    assert records
+    for rec in records:
+        assert json.loads(json_line(rec)) == json.loads(json.dumps(rec.as_json()))
+        assert json_line(rec) == json.dumps(rec.as_json())

@@ -77,7 +77,7 @@ def test_compressed_samples_switch_and_keep_decoding(name, kind):
 
 def test_sticky_and_split_frames_in_the_samples():
     _, small = _decode("small-messages-pynsq.pcap")
-    assert max(max(s.frames_in_packet.values()) for s in small.stats) >= 50
+    assert max(max(s.frames_per_packet) for s in small.stats) >= 50
     _, large = _decode("large-messages-pynsq.pcap")
     assert max(max(s.packets_per_frame) for s in large.stats) >= 2
 
