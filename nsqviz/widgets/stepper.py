@@ -32,7 +32,7 @@ class Stepper:
         self.params: dict[str, Any] = {
             "topic": topic, "channel": channel, "body": body, "count": 3, "rdy": 1,
             "defer_ms": 1000, "req_timeout": 0, "secret": "", "id": None, "check": True,
-            "identify": {"feature_negotiation": True, "heartbeat_interval": 5000,
+            "identify": {"feature_negotiation": True, "heartbeat_interval": 30000,
                          "client_id": "nsqviz"},
         }
         self.selected = connection
@@ -156,7 +156,7 @@ class Stepper:
                                              layout=small)
         ui["secret"] = w.Password(description="secret", layout=small)
         ui["fn"] = w.Checkbox(True, description="feature_negotiation", indent=False)
-        ui["hb"] = w.BoundedIntText(5000, min=-1, max=60000, description="heartbeat_interval",
+        ui["hb"] = w.BoundedIntText(30000, min=-1, max=60000, description="heartbeat_interval",
                                     layout=w.Layout(width="230px"), style=wide)
         ui["snappy"] = w.Checkbox(False, description="snappy", indent=False, layout=lay)
         ui["deflate"] = w.Checkbox(False, description="deflate", indent=False, layout=lay)

@@ -152,6 +152,17 @@ def test_notebook_02_runs_and_the_stepper_renders(lab, tmp_path):
                 assert verb in buttons, (verb, buttons)
             assert page.get_by_text("Error displaying widget").count() == 0
 
+            # the fresh stepper at the end: click through a session of our own
+            mine = page.locator(".nsqviz-stepper-widget").nth(1)
+            mine.scroll_into_view_if_needed()
+            for verb in ("magic", "IDENTIFY", "SUB", "RDY"):
+                mine.get_by_role("button", name=verb, exact=True).click()
+                expect(mine.locator(".nv-seq")).to_contain_text(
+                    {"magic": "magic", "IDENTIFY": "JSON", "SUB": "SUB workshop mine",
+                     "RDY": "RDY 1"}[verb], timeout=20_000)
+            expect(mine.locator(".nsqviz-fsm .nv-current")).to_contain_text("SUBSCRIBED")
+            mine.screenshot(path=str(ARTIFACTS / "browser-stepper-clicked.png"))
+
             # the stepper's top (controls + start of the diagram) as the user sees it ...
             stepper.evaluate("el => el.scrollIntoView({block: 'start'})")
             page.screenshot(path=str(ARTIFACTS / "browser-notebook-02.png"))
