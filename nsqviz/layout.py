@@ -40,7 +40,6 @@ from construct import (
     BytesInteger,
     Const,
     Construct,
-    ConstructError,
     Container,
     FocusedSeq,
     FormatField,
@@ -227,7 +226,7 @@ def annotate(con: Construct, data: bytes, **contextkw: Any) -> Layout:
         _local.stack = [top]
         try:
             con.parse_stream(stream, **contextkw)
-        except ConstructError as exc:
+        except Exception as exc:  # noqa: BLE001 - any grammar's failure is data here
             error = exc
             error_offset = getattr(exc, "offset", None)
             if error_offset is None:

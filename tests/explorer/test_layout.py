@@ -213,3 +213,16 @@ def test_mpub_tiles_for_any_bodies(topic, bodies):
 def test_any_bytes_tile_as_frame_without_crash(data):
     layout = annotate(g.Frame, data)
     assert_tiles(layout, len(data))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.one_of(
+    st.binary(max_size=40),
+    st.sampled_from([b"PUB ", b"MPUB t\n", b"IDENTIFY\n", b"REQ ", b"SUB a "]).flatmap(
+        lambda head: st.binary(max_size=24).map(lambda tail: head + tail)),
+))
+def test_any_bytes_tile_as_command_without_crash(data):
+    layout = annotate(g.Command, data)
+    assert_tiles(layout, len(data))
+    if layout.error is not None:
+        assert layout.error_offset is not None and 0 <= layout.error_offset <= len(data)
