@@ -72,6 +72,11 @@ def _short(data_hex: str, limit: int = 24) -> str:
     return repr(text + ("..." if len(raw) > limit else ""))
 
 
+def _clip(value: Any, limit: int = 48) -> str:
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
+
+
 def summary(rec: DecodedRecord) -> str:
     """The Info column: the fields that identify this record at a glance."""
     f = rec.fields
@@ -99,7 +104,7 @@ def summary(rec: DecodedRecord) -> str:
             text += f"  [stream switches to {f['compression_starts']['kind']}]"
         return text
     if rec.kind in ("gap", "error", "tls"):
-        return "  ".join(f"{k}={v}" for k, v in f.items() if k not in ("data", "pending"))
+        return "  ".join(f"{k}={_clip(v)}" for k, v in f.items() if k not in ("data", "pending"))
     return ""
 
 

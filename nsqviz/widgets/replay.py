@@ -1,0 +1,229 @@
+"""The replay view: a capture as lanes, one per connection, frames as boxes on their packets.
+
+The horizontal axis is packet order (Wireshark's packet list turned sideways), so a
+burst of packets in one millisecond stays readable. Each lane is one TCP connection:
+its packets are ticks (client to server above the line, server to client below),
+retransmissions are orange, a packet that proved bytes missing is red. Each decoded
+command or frame is a box spanning the packets that carried it -- a frame split over
+three segments is a long box, eight frames glued in one segment are eight slim boxes in
+one packet's slot: the capture-level sticky-packet (粘包) map.
+
+``ReplayView(replay, upto=N)`` shows the capture as of packet N (later boxes faded); its
+HTML is static and deterministic (what a saved notebook shows). ``widget()`` adds a play
+button and a slider over packet numbers, and a picker whose choice is shown as a hex
+view with its field tree (:class:`~nsqviz.widgets.hexview.HexView`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nsqviz.capture.decode import DecodedRecord
+from nsqviz.capture.replay import Replay
+from nsqviz.nsq import grammar
+from nsqviz.widgets.hexview import HexView
+from nsqviz.widgets.style import CSS, colour, esc
+
+__all__ = ["ReplayView"]
+
+_WIDTH = 760  # px for the packet axis
+_LANE = 64  # px per lane
+_KIND_COLOUR = {"gap": "#fca5a5", "error": "#f87171", "tls": "#d1d5db"}
+_TICK = {"": "#9ca3af", "retransmission": "#f59e0b", "gap": "#dc2626", "warning": "#dc2626"}
+
+
+class ReplayView:
+    """Render a :class:`~nsqviz.capture.replay.Replay` up to packet ``upto``."""
+
+    def __init__(self, replay: Replay, upto: int | None = None, *, flows: list[int] | None = None):
+        self.replay = replay
+        last = replay.packets[-1].number if replay.packets else 0
+        self.upto = last if upto is None else upto
+        nsq = [s.flow.id for s in replay.flows if s.nsq]
+        self.flows = flows if flows is not None else nsq
+        self._x = {p.number: i for i, p in enumerate(replay.packets)}
+        self._names = sorted({r.name for r in replay.records if r.kind in ("command", "frame")})
+
+    # -- geometry -------------------------------------------------------------------
+
+    @property
+    def _cell(self) -> float:
+        return _WIDTH / max(1, len(self.replay.packets))
+
+    def _xpos(self, number: int) -> float:
+        return self._x.get(number, 0) * self._cell
+
+    def _fill(self, rec: DecodedRecord) -> str:
+        if rec.kind in _KIND_COLOUR:
+            return _KIND_COLOUR[rec.kind]
+        return colour(self._names.index(rec.name)) if rec.name in self._names else "#e5e7eb"
+
+    # -- rendering ------------------------------------------------------------------
+
+    def records_at(self, number: int) -> list[DecodedRecord]:
+        """The records completed by packet ``number`` (the last packet that carried them)."""
+        return [r for r in self.replay.records if r.packets and r.packets[-1] == number]
+
+    def html(self, *, with_css: bool = True) -> str:
+        rp = self.replay
+        cell = self._cell
+        lanes = []
+        for fid in self.flows:
+            stats = next(s for s in rp.flows if s.flow.id == fid)
+            ticks = []
+            for p in rp.packets:
+                if p.flow_id != fid:
+                    continue
+                top = 6 if p.dir == "c2s" else _LANE // 2 + 2
+                faded = p.number > self.upto
+                ticks.append(
+                    f'<div title="packet {p.number}: {p.dir} {p.payload} B {p.note}" '
+                    f'style="position:absolute;left:{self._xpos(p.number):.1f}px;top:{top}px;'
+                    f'width:{max(cell - 1, 1):.1f}px;height:{_LANE // 2 - 8}px;'
+                    f'border-left:1px solid {_TICK[p.note]};opacity:{0.25 if faded else 1}">'
+                    f"</div>"
+                )
+            boxes = self._boxes(fid, cell)
+            cursor = self._xpos(self.upto) + cell
+            lanes.append(
+                f'<div style="display:flex;align-items:center;gap:8px;margin:2px 0">'
+                f'<div class="nv-mono" style="width:230px;font-size:11px">flow {fid}<br>'
+                f"{esc(stats.flow.label)}<br><span class='nv-muted'>"
+                f"{sum(stats.records.values())} records"
+                f"{'' if stats.flow.syn_seen else ' · mid-stream'}</span></div>"
+                f'<div style="position:relative;width:{_WIDTH}px;height:{_LANE}px;'
+                f'background:#f9fafb;border:1px solid #e5e7eb">'
+                f'<div style="position:absolute;left:0;right:0;top:{_LANE // 2}px;'
+                f'border-top:1px dashed #d1d5db"></div>'
+                f'{"".join(ticks)}{"".join(boxes)}'
+                f'<div style="position:absolute;left:{cursor:.1f}px;top:0;bottom:0;'
+                f'border-left:2px solid #2563eb"></div></div></div>'
+            )
+        legend = "".join(
+            f'<span class="nv-chip" style="background:{colour(i)}">{esc(n)}</span>'
+            for i, n in enumerate(self._names)
+        ) + "".join(
+            f'<span class="nv-chip" style="background:{c}">{k}</span>'
+            for k, c in _KIND_COLOUR.items()
+        )
+        shown = [r for r in rp.records if r.packets and r.packets[-1] <= self.upto]
+        title = (
+            f'<div class="nv-title">{esc(rp.name)} <span class="nv-muted">· packet '
+            f"{self.upto} of {len(rp.packets)} · {len(shown)} of {len(rp.records)} records · "
+            f"c2s above the line, s2c below · orange: retransmission, red: missing bytes"
+            f"</span></div>"
+        )
+        table = self._table(self.upto)
+        return (
+            f'{CSS if with_css else ""}<div class="nsqviz nsqviz-replay">{title}'
+            f'<div class="nv-legend">{legend}</div>{"".join(lanes)}{table}</div>'
+        )
+
+    def _boxes(self, fid: int, cell: float) -> list[str]:
+        """One box per record of flow ``fid``; frames sharing one packet split its slot."""
+        recs = [r for r in self.replay.records if r.flow_id == fid and r.packets]
+        slots: dict[tuple[str | None, int], list[DecodedRecord]] = {}
+        for r in recs:
+            if len(r.packets) == 1:
+                slots.setdefault((r.dir, r.packets[0]), []).append(r)
+        out = []
+        for r in recs:
+            first, last = r.packets[0], r.packets[-1]
+            left, width = self._xpos(first), self._xpos(last) - self._xpos(first) + cell
+            if len(r.packets) == 1:
+                group = slots[(r.dir, first)]
+                width = cell / len(group)
+                left += group.index(r) * width
+            top = 10 if r.dir == "c2s" else _LANE // 2 + 6
+            faded = last > self.upto
+            span = f"packets {first}..{last}" if last != first else f"packet {first}"
+            out.append(
+                f'<div title="{esc(r.name)} ({r.dir}, {span})" style="position:absolute;'
+                f"left:{left:.2f}px;top:{top}px;width:{max(width, 0.6):.2f}px;"
+                f"height:{_LANE // 2 - 16}px;background:{self._fill(r)};"
+                f'outline:1px solid rgba(0,0,0,.18);opacity:{0.15 if faded else 0.95}"></div>'
+            )
+        return out
+
+    def _table(self, number: int) -> str:
+        recs = self.records_at(number)
+        if not recs:
+            return (f'<div class="nv-muted" style="margin-top:6px">packet {number} completes'
+                    f" no command or frame</div>")
+        rows = "".join(
+            f"<tr><td>{r.flow_id}</td><td>{r.dir}</td><td>{esc(r.kind)}</td>"
+            f'<td><span class="nv-chip" style="background:{self._fill(r)}">{esc(r.name)}'
+            f'</span></td><td class="nv-mono">{esc(",".join(map(str, r.packets)))}</td>'
+            f'<td class="nv-mono">{esc(_brief(r))}</td></tr>'
+            for r in recs
+        )
+        return (
+            f'<div style="margin-top:6px"><b>completed by packet {number}</b>'
+            f'<table class="nv-table"><tr><th>flow</th><th>dir</th><th>kind</th><th>name</th>'
+            f"<th>packets</th><th>fields</th></tr>{rows}</table></div>"
+        )
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def __repr__(self) -> str:
+        return (f"ReplayView({self.replay.name!r}, upto={self.upto}, "
+                f"{len(self.replay.records)} records)")
+
+    # -- interactive ----------------------------------------------------------------
+
+    def hexview(self, rec: DecodedRecord) -> HexView | None:
+        """The bytes of a command or frame, coloured by grammar field."""
+        raw = getattr(rec.event, "raw", None)
+        if raw is None or rec.kind not in ("command", "frame") or rec.name == "MAGIC":
+            return None
+        con = grammar.Command if rec.kind == "command" else grammar.Frame
+        return HexView.of(con, raw.data, f"{rec.name} · {rec.dir} · packets "
+                                         f"{','.join(map(str, rec.packets))}")
+
+    def widget(self) -> Any:
+        import ipywidgets as w
+
+        numbers = [p.number for p in self.replay.packets] or [0]
+        slider = w.IntSlider(value=self.upto, min=numbers[0], max=numbers[-1],
+                             description="packet", layout=w.Layout(width="560px"))
+        play = w.Play(value=self.upto, min=numbers[0], max=numbers[-1], interval=300)
+        w.jslink((play, "value"), (slider, "value"))
+        lanes = w.HTML(self.html())
+        picker = w.Dropdown(description="show", layout=w.Layout(width="560px"))
+        detail = w.HTML()
+
+        def on_packet(change: Any = None) -> None:
+            self.upto = slider.value
+            lanes.value = self.html()
+            recs = self.records_at(self.upto)
+            picker.options = [(f"{r.dir} {r.name} (packets {','.join(map(str, r.packets))})", i)
+                              for i, r in enumerate(recs)]
+            picker.value = 0 if recs else None
+            on_pick()
+
+        def on_pick(change: Any = None) -> None:
+            recs = self.records_at(self.upto)
+            if picker.value is None or picker.value >= len(recs):
+                detail.value = ""
+                return
+            view = self.hexview(recs[picker.value])
+            rec = recs[picker.value]
+            detail.value = view.html() if view is not None else f"<pre>{esc(rec)}</pre>"
+
+        slider.observe(on_packet, names="value")
+        picker.observe(on_pick, names="value")
+        on_packet()
+        return w.VBox([w.HBox([play, slider]), lanes, picker, detail])
+
+
+def _brief(rec: DecodedRecord) -> str:
+    f = rec.fields
+    parts = []
+    for k, v in f.items():
+        if isinstance(v, str) and len(v) > 24:
+            v = v[:24] + "…"
+        elif isinstance(v, dict | list):
+            v = f"{type(v).__name__}[{len(v)}]"
+        parts.append(f"{k}={v}")
+    return " ".join(parts)
