@@ -134,13 +134,22 @@ _STICKY_CSS = """<style>
 
 
 class StickyPlayground:
-    """Controls + view. ``run()``/``view()`` are plain; ``widget()`` wires ipywidgets."""
+    """Controls + view. ``run()``/``view()`` are plain; ``widget()`` wires ipywidgets.
 
-    def __init__(self, count: int = 4, size: int = 10, mss: int = 48, coalesce: bool = True):
+    ``sizes`` (body bytes per message) overrides ``count`` x ``size`` when given.
+    """
+
+    def __init__(self, count: int = 4, size: int = 10, mss: int = 48, coalesce: bool = True,
+                 *, sizes: list[int] | None = None, recv_size: int = 64):
         self.count, self.size, self.mss, self.coalesce = count, size, mss, coalesce
+        self.sizes = list(sizes) if sizes else None
+        self.recv_size = recv_size
+
+    def body_sizes(self) -> list[int]:
+        return self.sizes or [self.size] * self.count
 
     def frames(self) -> list[bytes]:
-        return message_frames([self.size] * self.count)
+        return message_frames(self.body_sizes())
 
     def run(self) -> StickyRun:
         frames = self.frames()
@@ -148,8 +157,9 @@ class StickyPlayground:
         segments = simulate_segments(frames, mss=self.mss, coalesce=self.coalesce)
         return reassemble(f"simulated sender, MSS {self.mss}, {mode}", frames, segments)
 
-    def loopback(self, recv_size: int = 64, pause: float = 0.0) -> StickyRun:
-        return loopback(self.frames(), recv_size=recv_size, nodelay=not self.coalesce, pause=pause)
+    def loopback(self, recv_size: int | None = None, pause: float = 0.0) -> StickyRun:
+        return loopback(self.frames(), recv_size=recv_size or self.recv_size,
+                        nodelay=not self.coalesce, pause=pause)
 
     def view(self, upto: int | None = None) -> StickyView:
         return StickyView(self.run(), upto)
@@ -167,18 +177,32 @@ class StickyPlayground:
     def widget(self) -> Any:
         import ipywidgets as w
 
+        wide = {"description_width": "initial"}
         count = w.IntSlider(self.count, 1, 8, description="messages")
         size = w.IntSlider(self.size, 1, 120, description="body bytes")
+        sizes = w.Text(", ".join(map(str, self.sizes or [])), description="or sizes",
+                       placeholder="e.g. 5, 80, 20", style=wide)
         mss = w.IntSlider(self.mss, 8, 200, description="MSS")
         coalesce = w.Checkbox(self.coalesce, description="coalesce writes (Nagle)")
-        step = w.IntSlider(0, 0, 1, description="fed segments")
-        real = w.Button(description="send it over real loopback TCP", icon="plug")
+        step = w.IntSlider(0, 0, 1, description="fed segments", style=wide)
+        recv = w.IntSlider(self.recv_size, 8, 256, description="recv() size", style=wide)
+        pause = w.Checkbox(False, description="pause 50 ms between writes")
+        real = w.Button(description="send over real loopback TCP", icon="plug",
+                        layout=w.Layout(width="auto"))
         out = w.HTML()
         real_out = w.HTML()
+
+        def parse_sizes() -> list[int] | None:
+            try:
+                got = [int(x) for x in sizes.value.replace(",", " ").split()]
+            except ValueError:
+                return None
+            return [max(1, min(n, 4096)) for n in got][:12] or None
 
         def refresh(_change: Any = None) -> None:
             self.count, self.size = count.value, size.value
             self.mss, self.coalesce = mss.value, coalesce.value
+            self.sizes, self.recv_size = parse_sizes(), recv.value
             run = self.run()
             at_end = step.value == step.max
             step.max = len(run.steps)
@@ -187,13 +211,19 @@ class StickyPlayground:
             out.value = StickyView(run, step.value).html()
 
         def on_real(_b: Any) -> None:
-            real_out.value = StickyView(self.loopback()).html()
+            real_out.value = StickyView(
+                self.loopback(pause=0.05 if pause.value else 0.0)
+            ).html()
 
-        for c in (count, size, mss, coalesce, step):
+        for c in (count, size, sizes, mss, coalesce, step, recv):
             c.observe(refresh, names="value")
         real.on_click(on_real)
         refresh()
         step.value = step.max
         refresh()
-        controls = w.HBox([w.VBox([count, size]), w.VBox([mss, coalesce]), w.VBox([step, real])])
+        controls = w.HBox([
+            w.VBox([count, size, sizes]),
+            w.VBox([mss, coalesce, step]),
+            w.VBox([recv, pause, real]),
+        ])
         return w.VBox([controls, out, real_out])

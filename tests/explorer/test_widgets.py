@@ -164,3 +164,19 @@ def test_long_inputs_start_folded_but_keep_every_byte():
     assert len(parser.cells) == len(data)
     short = HexView.of(g.Command, b"NOP\n").html(with_css=False)
     assert "<details>" not in short
+
+
+def test_playground_widget_follows_its_controls_and_runs_real_loopback():
+    pg = StickyPlayground(sizes=[5, 80, 20], mss=40)
+    assert [len(f) for f in pg.frames()] == [39, 114, 54]  # 34 bytes of frame header each
+    ui = pg.widget()
+    (left, middle, right), out, real_out = ui.children[0].children, *ui.children[1:]
+    assert "3/3 frames reassembled ✓" in out.value
+    left.children[2].value = "1, 1"  # the sizes box overrides count x size
+    assert "2/2 frames reassembled ✓" in out.value and pg.body_sizes() == [1, 1]
+    middle.children[2].value = 1  # feed only the first segment
+    assert "step 1/" in out.value
+    right.children[0].value = 16  # recv() size
+    right.children[2].click()  # a real loopback connection
+    assert "real loopback TCP, recv(16)" in real_out.value
+    assert "2/2 frames reassembled ✓" in real_out.value
