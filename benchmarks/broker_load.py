@@ -23,6 +23,7 @@ Run: ``.venv/bin/python -m benchmarks.broker_load [--seconds 10] [--profile FILE
 from __future__ import annotations
 
 import argparse
+import asyncio
 import multiprocessing as mp
 import os
 import socket
@@ -158,6 +159,86 @@ def baseline_consume(count: int = 100_000) -> float:
     return n / (time.perf_counter() - t0)
 
 
+class _Sink(asyncio.Transport):
+    """A transport that keeps what the broker writes (for the in-process measurement)."""
+
+    def __init__(self):
+        super().__init__()
+        self.out: list[bytes] = []
+
+    def write(self, data) -> None:
+        self.out.append(bytes(data))
+
+    def get_extra_info(self, name, default=None):
+        return default
+
+    def is_closing(self) -> bool:
+        return False
+
+    def set_write_buffer_limits(self, high=None, low=None) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def broker_alone(count: int = 400_000) -> tuple[float, float]:
+    """The broker's own cost per message, without sockets or other processes: MPUBs fed
+    straight into a connection's ``data_received``, then a consumer's FINs likewise.
+    Returns (msgs/s in, msgs/s out) per CPU-second (process time, so neighbours' load on
+    a shared machine does not count)."""
+    from nsqviz.broker.connection import BrokerConnection
+    from nsqviz.broker.options import Options
+    from nsqviz.broker.server import Broker
+
+    async def run() -> tuple[float, float]:
+        broker = Broker(Options(mem_queue_size=10**9))
+        pub_t, sub_t = _Sink(), _Sink()
+        pub, sub = BrokerConnection(broker), BrokerConnection(broker)
+        pub.connection_made(pub_t)
+        sub.connection_made(sub_t)
+        pc, sc = ClientConnection(), ClientConnection()
+        pub.data_received(pc.send(Magic()))
+        sub.data_received(sc.send(Magic()) + sc.send(Sub(TOPIC, "ch")))
+        sc.receive(b"".join(sub_t.out))
+        sub_t.out.clear()
+        mpubs = [pc.send(Mpub(TOPIC, _bodies(0))) for _ in range(count // BATCH)]
+        t0 = time.process_time()
+        for i in range(0, len(mpubs), WINDOW):
+            pub.data_received(b"".join(mpubs[i : i + WINDOW]))
+        t_in = time.process_time() - t0
+        got = 0
+        t_out = 0.0
+        data = sc.send(Rdy(RDY))
+        while got < count:
+            t0 = time.process_time()
+            sub.data_received(data)
+            t_out += time.process_time() - t0
+            written = b"".join(sub_t.out)
+            sub_t.out.clear()
+            fins = [sc.send(Fin(ev.id)) for ev in sc.receive(written) if type(ev) is Message]
+            got += len(fins)
+            data = b"".join(fins)
+        for conn in (pub, sub):
+            conn.abort()
+        return count / t_in, count / t_out
+
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(run())
+    finally:
+        loop.close()
+
+
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux /proc)."""
     try:
@@ -213,7 +294,10 @@ def main(argv: list[str] | None = None) -> None:
 
     build = baseline_build()
     decode = baseline_consume()
+    alone_in, alone_out = broker_alone()
     print(f"cores: {os.cpu_count()}; message {BODY_SIZE} B, MPUB of {BATCH}, RDY {RDY}")
+    print(f"broker alone (in-process, no sockets, per CPU-second): in {alone_in:,.0f} "
+          f"msgs/s, out {alone_out:,.0f} msgs/s")
     print(
         f"baseline (load tool alone, 1 core): build MPUBs {build:,.0f} msgs/s; "
         f"decode + FIN {decode:,.0f} msgs/s"
