@@ -53,7 +53,7 @@ def _subscriptions(frames: DataFrame) -> DataFrame:
 def _msg_timeouts(frames: DataFrame) -> DataFrame:
     """Per connection, the message timeout in force: negotiated, requested, or nsqd's default."""
     identify = frames.where(F.col("name") == "IDENTIFY").groupBy("conn_id").agg(
-        F.min_by(F.get_json_object("fields", "$.data.msg_timeout"), "seq").alias("asked")
+        F.min_by(F.get_json_object("data", "$.msg_timeout"), "seq").alias("asked")
     )
     negotiated = frames.where(
         (F.col("name") == "FrameTypeResponse") & F.col("data").startswith("{")
@@ -208,12 +208,10 @@ def connections(frames: DataFrame, beats: DataFrame | None = None) -> DataFrame:
             .when(F.col("kind").isin("error", "gap"), F.col("reason"))
         )).alias("error_codes"),
         F.max(F.col("kind") == "tls").alias("tls"),
-        F.min_by(F.when(F.col("kind") == "compression", F.get_json_object("fields", "$.kind")),
-                 F.when(F.col("kind") == "compression", F.col("seq"))).alias("compression"),
     )
     ident = frames.where(F.col("name") == "IDENTIFY").groupBy("conn_id").agg(
         *[
-            F.min_by(F.get_json_object("fields", f"$.data.{k}"), "seq").alias(k)
+            F.min_by(F.get_json_object("data", f"$.{k}"), "seq").alias(k)
             for k in ("client_id", "hostname", "user_agent", "feature_negotiation",
                       "heartbeat_interval")
         ]
@@ -232,6 +230,9 @@ def connections(frames: DataFrame, beats: DataFrame | None = None) -> DataFrame:
         .join(subs, "conn_id", "left")
         .join(rdy, "conn_id", "left")
         .withColumn("duration_s", F.col("end_ts") - F.col("start_ts"))
+        .withColumn("compression", F.when(F.get_json_object("negotiated", "$.snappy") == "true",
+                                          "snappy")
+                    .when(F.get_json_object("negotiated", "$.deflate") == "true", "deflate"))
         .withColumn("role", F.when(F.col("channel").isNotNull(), "consumer")
                     .when(F.col("messages_published") > 0, "producer").otherwise("other"))
     )

@@ -29,7 +29,7 @@ import pyarrow as pa
 from nsqviz.capture.decode import CaptureDecoder, DecodedRecord
 from nsqviz.capture.layers import Segment
 from nsqviz.capture.tcp import FlowEnd, FlowStart, FlowTracker, Gap
-from nsqviz.nsq.events import Dpub, Error, Message, Mpub, Pub, Rdy, Req, Response
+from nsqviz.nsq.events import Dpub, Error, Identify, Message, Mpub, Pub, Rdy, Req, Response
 
 __all__ = ["FRAME_SCHEMA", "ARROW_FRAME_SCHEMA", "ConnectionsDecoder", "decode_sorted_batches"]
 
@@ -59,7 +59,7 @@ ARROW_FRAME_SCHEMA = pa.schema(
         ("attempts", pa.int32()),
         ("msg_ts", pa.float64()),  # nsqd's message timestamp, seconds
         ("bodies", pa.list_(pa.string())),  # sha1 of each published/delivered body
-        ("data", pa.string()),  # response/error text
+        ("data", pa.string()),  # response/error text; IDENTIFY's JSON
         ("reason", pa.string()),  # errors, gaps, flow end ("fin", "rst", "capture")
     ]
 )
@@ -89,6 +89,8 @@ def _typed(event) -> dict:
                 "msg_ts": event.timestamp / 1e9, "bodies": [_sha1(event.body)]}
     if kind is Response or kind is Error:
         return {"data": event.data.decode("utf-8", "replace")}
+    if kind is Identify:
+        return {"data": json.dumps(event.data, separators=(",", ":"))}
     mid = getattr(event, "id", None)
     if isinstance(mid, bytes):
         out["msg_id"] = mid.decode("ascii", "replace")

@@ -42,6 +42,8 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
         server_ports: tuple[int, ...] = (4150,), idle_split: float = 600.0,
         count: bool = True) -> PipelineResult:
     """Decode ``captures`` (files, directories, globs) and write every table under ``out``."""
+    from pyspark import StorageLevel
+
     from nsqviz.pipeline import analyses
     from nsqviz.pipeline.frames import packets_to_frames
     from nsqviz.pipeline.source import expand_paths
@@ -54,7 +56,11 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
                                idle_split=idle_split)
     frames.write.mode("overwrite").parquet(f"{uri}/frames")
     decoded = time.perf_counter()
-    frames = spark.read.parquet(f"{uri}/frames")
+    # The analyses never look at `fields` (the hex of every body: most of the bytes);
+    # what they need is in the typed columns, small enough to keep in memory.
+    frames = spark.read.parquet(f"{uri}/frames").drop("fields").persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
 
     delivered = analyses.deliveries(frames).cache()
     beats = analyses.heartbeats(frames).cache()
@@ -74,6 +80,7 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
             result.counts[name] = spark.read.parquet(f"{uri}/{name}").count()
     delivered.unpersist()
     beats.unpersist()
+    frames.unpersist()
     result.seconds = time.perf_counter() - started
     result.frames_seconds = decoded - started
     return result

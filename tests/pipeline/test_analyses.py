@@ -148,3 +148,24 @@ def test_rotated_analyses_equal_single_file(run_one, run_rotated):
         a = a.sort_values(key).reset_index(drop=True)[key]
         b = b.sort_values(key).reset_index(drop=True)[key]
         assert a.equals(b), name
+
+
+def test_real_captures_of_compressed_connections(spark, tmp_path):
+    """tcpdump captures of pynsq with snappy and deflate: decoded through the switch."""
+    import pathlib
+
+    from nsqviz.pipeline.job import run
+
+    data = pathlib.Path(__file__).resolve().parents[2] / "data"
+    files = [data / "snappy-pynsq.pcap", data / "deflate-pynsq.pcap"]
+    if not all(f.exists() for f in files):
+        pytest.skip("the sample captures are not in data/")
+    result = run(spark, [str(f) for f in files], str(tmp_path / "out"))
+    conns = table(result, "connections")
+    consumers = conns[conns.role == "consumer"].sort_values("compression")
+    assert list(consumers.compression) == ["deflate", "snappy"]
+    assert (conns.user_agent.str.startswith("pynsq/")).all()
+    frames = table(result, "frames")
+    # After the switch, compressed frames still decode to messages and FINs.
+    assert (frames.name == "FrameTypeMessage").sum() > 0
+    assert (frames.name == "FIN").sum() > 0
