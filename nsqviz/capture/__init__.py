@@ -1,0 +1,33 @@
+"""Captures: reading pcap/pcapng, TCP reassembly, NSQ decoding, and writing captures.
+
+* :mod:`~nsqviz.capture.files` -- streaming pcap and pcapng readers (records + warnings);
+* :mod:`~nsqviz.capture.layers` -- link types, IPv4/IPv6, TCP -> :class:`Segment`;
+* :mod:`~nsqviz.capture.tcp` -- flows and in-order byte streams with gaps and provenance;
+* :mod:`~nsqviz.capture.decode` -- NSQ detection and decoding through the codec;
+* :mod:`~nsqviz.capture.cli` -- ``nsqviz decode``;
+* :mod:`~nsqviz.capture.writer` -- pcap/pcapng writers and synthetic TCP conversations;
+* :mod:`~nsqviz.capture.synth` -- NSQ conversations built by the codec, for tests;
+* :mod:`~nsqviz.capture.replay` -- what the replay view draws.
+"""
+
+from nsqviz.capture.decode import CaptureDecoder, DecodedRecord, decode_capture
+from nsqviz.capture.files import CaptureFormatError, CaptureWarning, Record, read_capture
+from nsqviz.capture.layers import Segment, decode_record
+from nsqviz.capture.tcp import FlowTracker
+from nsqviz.capture.writer import PcapngWriter, PcapWriter, TcpConversation
+
+__all__ = [
+    "CaptureDecoder",
+    "CaptureFormatError",
+    "CaptureWarning",
+    "DecodedRecord",
+    "FlowTracker",
+    "PcapWriter",
+    "PcapngWriter",
+    "Record",
+    "Segment",
+    "TcpConversation",
+    "decode_capture",
+    "decode_record",
+    "read_capture",
+]
