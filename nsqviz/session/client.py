@@ -227,7 +227,13 @@ class Connection:
             self._waiting = step
             s._record(step)
             started = time.monotonic()
-            self.sock.sendall(wire)
+            try:
+                self.sock.sendall(wire)
+            except OSError as exc:  # the peer is gone: say so in the transcript, then raise
+                self._waiting = None
+                step.refused = f"socket error: {exc}"
+                step.after = self.codec.snapshot()
+                raise
             # "after" is the state the command and its own answer leave behind; messages
             # pushed meanwhile are arrivals with their own snapshot (else the same step
             # would read differently depending on when nsqd flushed)

@@ -216,3 +216,16 @@ def test_step_displays_without_times_or_ports_in_text(session):
     html = step._repr_html_()
     assert "nsqviz-hex" in html and "state: CONNECTED → <b>SUBSCRIBED</b>" in html
     assert html.count('class="nsqviz nsqviz-hex"') == 2  # the command and the OK frame
+
+
+def test_sending_on_a_connection_nsqd_closed_is_reported(session):
+    c = session.connect("consumer")
+    c.magic()
+    c.rdy(1, check=False)  # RDY before SUB: nsqd answers E_INVALID and closes
+    c.wait(lambda e: isinstance(e, ev.ConnectionClosed), timeout=5)
+    with pytest.raises(LocalProtocolError, match="closed"):
+        c.nop()
+    with pytest.raises(OSError):
+        for _ in range(3):  # the first write after a close may still be accepted locally
+            c.nop(check=False)
+    assert session.steps("consumer")[-1].refused.startswith("socket error")
