@@ -23,7 +23,6 @@ PALETTE = (
 
 SEPARATOR = "#e5e7eb"  # unnamed constants (spaces, newlines): present, but quiet
 UNPARSED = "#fecaca"  # bytes the grammar could not attribute
-ERROR = "#dc2626"
 
 CSS = """
 <style>
