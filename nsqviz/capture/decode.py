@@ -243,7 +243,12 @@ class CaptureDecoder:
                     yield self._warning(seg)
                     continue
                 for tcp_event in tracker.feed(seg):
-                    yield from self._on_tcp(tcp_event, base)
+                    if type(tcp_event) is Data:  # the hot path, without generator layers
+                        records = self._on_data(self.flows[base + tcp_event.flow.id], tcp_event)
+                        if records:
+                            yield from records
+                    else:
+                        yield from self._on_tcp(tcp_event, base)
             for tcp_event in tracker.finish():
                 yield from self._on_tcp(tcp_event, base)
 
@@ -296,7 +301,7 @@ class CaptureDecoder:
             for side in state.sides.values():
                 side.resyncing = midstream
 
-    def _on_data(self, state: _FlowState, data: Data) -> Iterator[DecodedRecord]:
+    def _on_data(self, state: _FlowState, data: Data) -> list[DecodedRecord]:
         stats = state.stats
         direction = data.direction
         stats.packets += 1
@@ -306,26 +311,25 @@ class CaptureDecoder:
         observer = state.observer
         if observer is None:
             stats.undecoded_bytes += len(data.data)
-            return
+            return []
         side = state.sides[direction]
         chunk = data.data
         if side.dead:
             stats.undecoded_bytes += len(chunk)
-            return
+            return []
         if observer.encrypted:
             stats.encrypted_bytes += len(chunk)
-            return
+            return []
         if side.skip:
             n = min(side.skip, len(chunk))
             side.skip -= n
             side.epoch += n
             chunk = chunk[n:]
             if not chunk:
-                return
+                return []
         feed = observer.c2s if direction == "c2s" else observer.s2c
         events = feed(chunk, segment=data.number)
-        if events:
-            yield from self._records(state, side, direction, events, data)
+        return self._records(state, side, direction, events, data) if events else []
 
     def _records(self, state: _FlowState, side: _Side, direction: str, events: list,
                  data: Data) -> list[DecodedRecord]:
