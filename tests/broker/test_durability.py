@@ -117,3 +117,17 @@ def test_cli_broker_sigterm_keeps_messages(tmp_path):
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
+
+
+def test_dpub_to_a_topic_without_channels_keeps_its_delay(broker):
+    import time
+
+    pub = RawClient(broker.tcp_address)
+    t0 = time.monotonic()
+    pub.send(Dpub("t", 1200, b"later"), Pub("t", b"now"))
+    pub.expect_ok()
+    pub.expect_ok()
+    c = subscriber(broker.tcp_address, "t", "c", rdy=5)
+    assert c.messages(1)[0].body == b"now"
+    m = c.messages(1, timeout=5)[0]
+    assert m.body == b"later" and time.monotonic() - t0 >= 1.15
