@@ -105,3 +105,18 @@ def test_fast_json_lines_equal_json_dumps(capture):
     for rec in records:
         assert json.loads(json_line(rec)) == json.loads(json.dumps(rec.as_json()))
         assert json_line(rec) == json.dumps(rec.as_json())
+
+
+def test_fast_json_lines_equal_json_dumps_on_every_sample():
+    from pathlib import Path
+
+    from nsqviz.capture.cli import json_line
+    from nsqviz.capture.decode import CaptureDecoder
+
+    data = Path(__file__).resolve().parents[2] / "data"
+    seen = set()
+    for path in sorted(data.glob("*.pcap*")):
+        for rec in CaptureDecoder(server_ports={4150, 45425}).decode([path]):
+            assert json_line(rec) == json.dumps(rec.as_json()), rec
+            seen.add(rec.kind)
+    assert seen == {"command", "frame", "error", "gap"}
