@@ -243,7 +243,22 @@ class BrokerConnection(asyncio.Protocol):
         elif ev.fatal:
             self._fatal(ev.code, ev.text)
         else:
-            self._send_now(Error(ev.error.rstrip()))
+            self._send_now(Error(self._not_owned(ev) or ev.error.rstrip()))
+
+    def _not_owned(self, ev: Violation) -> bytes | None:
+        """The codec only knows this connection's in-flight ids; nsqd's channel knows all,
+        and says ``client does not own message`` for an id in flight on another client.
+
+        The id is read back from the codec's text, which is nsqd's fixed
+        ``VERB <id> failed ID not in flight`` (the event carries no frame when the codec
+        runs without provenance, as it does here for speed)."""
+        if self.channel is None or not ev.text.endswith(" failed ID not in flight"):
+            return None
+        verb, mid = ev.text.split(" ", 2)[:2]
+        key = mid.encode()
+        if any(key in other.in_flight for other in self.channel.holders if other is not self):
+            return f"{ev.code} {verb} {mid} failed client does not own message".encode()
+        return None
 
     def _on_magic(self, ev: Magic) -> None:
         self._arm_heartbeat()  # nsqd's message pump (and its heartbeats) start here

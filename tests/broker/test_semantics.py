@@ -522,3 +522,22 @@ def test_http_silent_client_dropped():
             t0 = time.monotonic()
             assert s.recv(100) == b""  # closed by the broker
             assert time.monotonic() - t0 < 3
+
+
+def test_fin_of_a_message_in_flight_elsewhere(broker):
+    """nsqd's channel knows every client's in-flight ids: FIN of another client's message
+    is 'client does not own message', not 'ID not in flight'."""
+    a = subscriber(broker.tcp_address, "t", "c", rdy=1)
+    b = subscriber(broker.tcp_address, "t", "c", rdy=0)
+    pub = RawClient(broker.tcp_address)
+    pub.send(Pub("t", b"x"))
+    pub.expect_ok()
+    m = a.expect(Message)
+    b.send(Fin(m.id), check=False)
+    b.expect_error("E_FIN_FAILED", f"FIN {m.id.decode()} failed client does not own message",
+                   fatal=False)
+    b.send(Touch(m.id), check=False)
+    b.expect_error("E_TOUCH_FAILED",
+                   f"TOUCH {m.id.decode()} failed client does not own message", fatal=False)
+    a.send(Fin(m.id))
+    wait_for(lambda: channel_stats(broker.http_address, "t", "c")["in_flight_count"] == 0)
