@@ -1,0 +1,58 @@
+"""The Python side of the frames stage, without Spark: 4-tuple reuse, surrogate packets."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
+
+from nsqviz.pipeline.decode import decode_sorted_batches
+from nsqviz.pipeline.source import iter_packet_batches
+from nsqviz.pipeline.synth import RotatingPcapWriter, simulate
+
+
+def _sorted_rows(paths):
+    rows = []
+    for i, p in enumerate(paths):
+        for b in iter_packet_batches(p, i):
+            rows += b.to_pylist()
+    for r in rows:
+        a, b = f"{r['src']}|{r['sport']}", f"{r['dst']}|{r['dport']}"
+        r["_ka"], r["_kb"] = min(a, b), max(a, b)
+    rows.sort(key=lambda r: (r["_ka"], r["_kb"], r["ts"], r["file_index"], r["packet"]))
+    return pa.RecordBatch.from_pylist(rows)
+
+
+def test_reused_four_tuples_are_separate_connections(tmp_path):
+    """The same client ports an hour later (new SYN after FIN): new connections."""
+    with RotatingPcapWriter(tmp_path / "cap.pcap", 50_000) as w:
+        first = simulate(w, seed=1, n_messages=20, t0=1_700_000_000.0)
+        second = simulate(w, seed=2, n_messages=20, t0=1_700_003_600.0)
+    assert set(first.connections) == set(second.connections)
+    rows = [r for b in decode_sorted_batches([_sorted_rows(w.paths)]) for r in b.to_pylist()]
+    conns = {r["conn_id"] for r in rows}
+    assert len(conns) == 2 * len(first.connections)
+    starts = [r for r in rows if r["name"] == "FlowStart"]
+    assert len(starts) == len(conns)
+    frames = [r for r in rows if r["kind"] in ("command", "frame")]
+    assert len(frames) == first.frames + second.frames
+    # Packet numbers are the files' own, and each names the file it is in.
+    for r in frames:
+        assert len(r["packets"]) == len(r["packet_files"]) >= 1
+        assert all(f in w.paths for f in r["packet_files"])
+
+
+def test_silence_longer_than_idle_split_starts_a_new_connection(tmp_path):
+    """Without a SYN to go by, a long silence on a 4-tuple still separates connections."""
+    with RotatingPcapWriter(tmp_path / "cap.pcap", 10**9) as w:
+        simulate(w, seed=1, n_messages=10, t0=1_700_000_000.0)
+        simulate(w, seed=1, n_messages=10, t0=1_700_001_000.0)
+    batch = _sorted_rows(w.paths)
+    no_syn = batch.filter(pa.compute.equal(pa.compute.bit_wise_and(batch["flags"], 0x02), 0))
+    assert no_syn.num_rows < batch.num_rows
+
+    def conns(idle_split):
+        out = decode_sorted_batches([no_syn], idle_split=idle_split)
+        return {r["conn_id"] for b in out for r in b.to_pylist()}
+
+    assert len(conns(60.0)) == 10
+    assert len(conns(1e9)) == 5  # the second session is taken as the first one going on
