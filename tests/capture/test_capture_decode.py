@@ -316,3 +316,34 @@ def test_message_event_keeps_packet_provenance():
     sources = msg.event.raw.sources
     assert [s.segment for s in sources] == list(msg.packets)
     assert sum(s.end - s.start for s in sources) == 4 + 4 + 26 + 100
+
+
+def test_gap_in_a_compressed_stream_ends_decoding_of_that_direction_and_says_so():
+    talk = NsqTalk(None)
+    pubsub_session(talk, messages=20, body_sizes=(700,), batch=5, compression="deflate")
+    truth = talk.written
+    n = len(truth.s2c)
+    a, b = n // 2, n // 2 + 40
+    f = io.BytesIO()
+    conv = TcpConversation(PcapWriter(f), CLIENT, SERVER, mss=100)
+    conv.open(1.0)
+    for direction, start, data in truth.writes:  # in causal order, s2c bytes [a, b) lost
+        for off, chunk in _segments(data, 100):
+            lo, hi = start + off, start + off + len(chunk)
+            if direction == "s2c" and lo < b and hi > a:
+                for o, c in ((lo, chunk[: max(0, a - lo)]), (b, chunk[max(0, b - lo):])):
+                    if c:
+                        conv.segment(direction, o, c, 2.0)
+                continue
+            conv.segment(direction, lo, chunk, 2.0)
+    conv.sent = {"c2s": len(truth.c2s), "s2c": len(truth.s2c)}
+    conv.close(3.0)
+    raw = f.getvalue()
+    recs, d = decode(raw)
+    (gap,) = [r for r in recs if r.name == "Gap"]
+    assert "cannot be decompressed" in gap.fields["consequence"]
+    after = recs[recs.index(gap) + 1 :]
+    assert not [r for r in after if r.dir == "s2c"]  # nothing invented after the hole
+    assert not [r for r in recs if r.kind == "error"]
+    assert d.stats[0].undecoded_bytes > 0
+    assert events(recs, "command") == truth.commands  # the other direction is unaffected
