@@ -227,18 +227,30 @@ class _Connection:
 
     def _pump(self, data: bytes, out: list[Event], segment: int | None) -> None:
         """Frame and decode ``data``; if the stream changes form after a frame (TLS,
-        compression), re-read the bytes after it in their new form."""
+        compression), re-read the bytes after it in their new form.
+
+        Runs of the frames that make up a busy connection's steady traffic (messages to
+        a consumer, FINs from it) are handed to the role's ``_bulk`` hook, which decodes
+        them without a call per frame; everything else goes frame by frame.
+        """
         reasm = self._reasm
         buf, base, items = reasm.cut(data, segment=segment)
-        on_frame = self._on_frame
         prov = self.provenance
-        pos = 0
-        for item in items:
+        bulk = None if prov else self._bulk
+        on_frame = self._on_frame
+        n = len(items)
+        i = pos = 0
+        while i < n:
+            if bulk is not None:
+                i, pos = bulk(buf, base, items, i, pos, out)
+                if i >= n:
+                    return
+            item = items[i]
+            i += 1
             if type(item) is int:
-                raw = reasm.frame(buf, base, pos, item) if prov else None
-                switched = on_frame(buf, pos, item, base, raw, out)
-                pos = item
-                if switched:
+                start, pos = pos, item
+                raw = reasm.frame(buf, base, start, item) if prov else None
+                if on_frame(buf, start, item, base, raw, out):
                     self._switch(buf[pos:], out, segment)
                     return
             else:
@@ -246,6 +258,12 @@ class _Connection:
                 pos = item.offset - base + len(item.data)
             if self.state is State.CLOSED:
                 return
+
+    def _bulk(
+        self, buf: bytes, base: int, items: list, i: int, pos: int, out: list[Event]
+    ) -> tuple[int, int]:
+        """Decode a run of common frames from ``items[i]`` on; return where it stopped."""
+        return i, pos
 
     def _switch(self, rest: bytes, out: list[Event], segment: int | None) -> None:
         self._reasm = self._reassembler(expect_magic=False)
@@ -441,48 +459,26 @@ class ClientConnection(_Connection):
         out.append(Violation(garbage.code, garbage.reason, True, garbage.offset))
         self._fail()
 
-    def _pump(self, data: bytes, out: list[Event], segment: int | None) -> None:
-        # The generic loop of _Connection, with runs of message frames -- nearly all of
-        # a busy consumer's traffic -- decoded in bulk: this is the decoder's hot loop.
-        reasm = self._reasm
-        buf, base, items = reasm.cut(data, segment=segment)
-        decode = fastpath.decode_frame_at
-        run = fastpath.decode_messages
-        in_flight = self.in_flight
-        prov = self.provenance
-        n = len(items)
-        i = pos = 0
-        while i < n:
-            if not prov:
-                first = len(out)
-                i, pos = run(buf, items, i, pos, out)
-                if len(out) > first:
-                    in_flight.update([m.id for m in out[first:]])
-                if i >= n:
-                    return
-            item = items[i]
-            i += 1
-            if type(item) is not int:
-                self._on_garbage(item, out)
-                pos = item.offset - base + len(item.data)
-            else:
-                start, pos = pos, item
-                raw = reasm.frame(buf, base, start, item) if prov else None
-                try:
-                    ev = decode(buf, start, item, raw)
-                except GrammarError as exc:
-                    offset = base + start + (exc.offset or 0)
-                    out.append(Violation("", exc.reason, True, offset, raw))
-                    self._fail()
-                else:
-                    out.append(ev)
-                    if type(ev) is Message:
-                        in_flight.add(ev.id)
-                    elif self._on_reply(ev, out):
-                        self._switch(buf[pos:], out, segment)
-                        return
-            if self.state is State.CLOSED:
-                return
+    def _bulk(self, buf, base, items, i, pos, out):
+        first = len(out)
+        i, pos = fastpath.decode_messages(buf, items, i, pos, out)
+        if len(out) > first:
+            self.in_flight.update([m.id for m in out[first:]])
+        return i, pos
+
+    def _on_frame(self, buf, start, end, base, raw, out):
+        try:
+            ev = fastpath.decode_frame_at(buf, start, end, raw)
+        except GrammarError as exc:
+            offset = base + start + (exc.offset or 0)
+            out.append(Violation("", exc.reason, True, offset, raw))
+            self._fail()
+            return False
+        out.append(ev)
+        if type(ev) is Message:
+            self.in_flight.add(ev.id)
+            return False
+        return self._on_reply(ev, out)
 
     def _on_reply(self, ev: Response | Error, out: list[Event]) -> bool:
         """Pair a response or error with what asked for it; True if the stream switches."""
@@ -566,6 +562,7 @@ _NEEDS_STATE = {
 _ARITY = {b"SUB": 2, b"PUB": 1, b"MPUB": 1, b"DPUB": 2, b"FIN": 1, b"REQ": 2, b"TOUCH": 1}
 _PARAMS_WORD = {b"FIN": "params", b"REQ": "params", b"TOUCH": "params"}
 _AUTH_CHECKED = (Sub, Pub, Mpub, Dpub)
+_FIN_STATES = (State.SUBSCRIBED, State.CLOSING)
 
 
 class ServerConnection(_Connection):
@@ -627,6 +624,25 @@ class ServerConnection(_Connection):
         encode = fastpath.encode_frame
         self.in_flight.update(m.id for m in messages)
         return self._wrap(b"".join([encode(m) for m in messages]))
+
+    def _bulk(self, buf, base, items, i, pos, out):
+        # FINs in bulk only where nothing but the in-flight check can refuse them.
+        if self.passive or self.state not in _FIN_STATES or (
+            self.config.tls_required and not self.tls
+        ):
+            return i, pos
+        first, start = len(out), pos
+        i, pos = fastpath.decode_fins(buf, items, i, pos, out)
+        in_flight = self.in_flight
+        for k in range(first, len(out)):
+            mid = out[k].id
+            if mid in in_flight:
+                in_flight.discard(mid)
+            else:
+                text = f"FIN {mid.decode('ascii', 'replace')} failed ID not in flight"
+                offset = base + start + 21 * (k - first)  # every FIN of the run is 21 bytes
+                out[k] = Violation("E_FIN_FAILED", text, False, offset)
+        return i, pos
 
     def start_compression(self, kind: str, level: int | None = None) -> None:
         """Switch both directions to ``kind``, as nsqd does right after the IDENTIFY

@@ -54,6 +54,7 @@ from nsqviz.stream.reassembly import Frame
 __all__ = [
     "decode_command",
     "decode_frame",
+    "decode_fins",
     "decode_frame_at",
     "decode_messages",
     "encode_command",
@@ -132,6 +133,31 @@ def decode_messages(buf: bytes, items: list, i: int, pos: int, out: list) -> tup
         if ftype != 2 or size != end - pos - 4 or mid.translate(None, _HEXDIGITS):
             break
         append(Message(ts, attempts, mid, buf[pos + 34 : end]))
+        pos = end
+        i += 1
+    return i, pos
+
+
+def decode_fins(buf: bytes, items: list, i: int, pos: int, out: list) -> tuple[int, int]:
+    """Decode the run of ``FIN <id>\\n`` commands at ``items[i:]`` (command ends in
+    ``buf``, the first starting at ``pos``) into ``out``; return the index and position
+    of the first item it did not take. :func:`decode_command`'s FIN, without a call per
+    command: a busy consumer sends one FIN per message."""
+    append = out.append
+    n = len(items)
+    while i < n:
+        end = items[i]
+        if (
+            type(end) is not int
+            or end - pos != 21
+            or not buf.startswith(b"FIN ", pos)
+            or buf[end - 1] != 0x0A
+        ):
+            break
+        mid = buf[pos + 4 : end - 1]
+        if mid.translate(None, _HEXDIGITS):
+            break
+        append(Fin(mid))
         pos = end
         i += 1
     return i, pos

@@ -173,6 +173,25 @@ class CommandFraming:
                 )
         return line_len + 4 + size
 
+    def scan(self, buf: bytes, pos: int, ends: list) -> int:
+        """Append the ends of complete body-less commands (FIN, RDY, REQ, TOUCH, NOP ...)
+        from ``pos`` on; stop at anything else for :meth:`measure`. A consumer's stream
+        is mostly FINs, and this saves a call per command."""
+        if self.expect_magic:
+            return pos
+        find = buf.find
+        append = ends.append
+        limit = self.max_line
+        while True:
+            nl = find(b"\n", pos, pos + limit + 1)
+            if nl < 0:
+                return pos
+            sp = find(b" ", pos, nl)
+            if buf[pos : sp if sp >= 0 else nl] in BODY_VERBS:
+                return pos
+            pos = nl + 1
+            append(pos)
+
     def resync(self, buf: bytes, pos: int) -> int | None:
         """The start of the next line that begins like a command verb."""
         if self.expect_magic:
