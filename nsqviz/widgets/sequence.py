@@ -46,6 +46,7 @@ class SequenceDiagram:
 
     ROW = 38
     COL = 320
+    MAX_COL = 420
     LEFT = 80
     TOP = 46
 
@@ -55,8 +56,13 @@ class SequenceDiagram:
         self.title = title
 
     def svg(self) -> str:
-        xs = {p: self.LEFT + 60 + i * self.COL for i, p in enumerate(self.participants)}
-        width = self.LEFT + 120 + (len(self.participants) - 1) * self.COL
+        # columns grow with the longest label (~6.7 px a glyph at 11 px monospace) up to
+        # MAX_COL; longer labels are cut to fit over their arrow, whole in the tooltip
+        longest = max((len(a.label) for a in self.arrows), default=0)
+        span = max(self.COL, min(int(longest * 6.7) + 40, self.MAX_COL))
+        fits = int((span - 30) / 6.7)
+        xs = {p: self.LEFT + 60 + i * span for i, p in enumerate(self.participants)}
+        width = self.LEFT + 120 + (len(self.participants) - 1) * span
         height = self.TOP + max(len(self.arrows), 1) * self.ROW + 22
         out = [
             f'<svg class="nv-seq" xmlns="http://www.w3.org/2000/svg" width="{width}" '
@@ -96,9 +102,10 @@ class SequenceDiagram:
                 f'stroke="{col}" stroke-width="1.6"{dash} marker-end="url(#nv-ah-{a.kind})"/>'
             )
             mid = (x1 + x2) / 2
+            label = a.label if len(a.label) <= fits else a.label[: fits - 1] + "…"
             out.append(
-                f'<text class="nv-label" x="{mid}" y="{y - 4}" text-anchor="middle" '
-                f'fill="{col}" font-weight="600">{esc(a.label)}</text>'
+                f'<g><title>{esc(a.label)}</title><text class="nv-label" x="{mid}" y="{y - 4}" '
+                f'text-anchor="middle" fill="{col}" font-weight="600">{esc(label)}</text></g>'
             )
             if a.note:
                 out.append(
