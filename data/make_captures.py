@@ -58,9 +58,9 @@ class Tcpdump:
         return self.proc.communicate(timeout=10)[1].strip()
 
 
-def pynsq(scenario: str, address: str, topic: str) -> dict:
+def pynsq(scenario: str, address: str, topic: str, *extra: str) -> dict:
     script = DATA / "clients" / "pynsq_traffic.py"
-    out = subprocess.run([str(pynsq_python()), str(script), address, topic, scenario],
+    out = subprocess.run([str(pynsq_python()), str(script), address, topic, scenario, *extra],
                          capture_output=True, text=True, timeout=60, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -119,6 +119,25 @@ SCENARIOS = {
 }
 
 
+def tls_capture() -> None:
+    """pynsq with tls_v1 against a broker with a self-signed certificate (its own broker,
+    because TLS is a broker option)."""
+    import tempfile
+
+    from nsqviz.session.services import self_signed_certificate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cert, key = self_signed_certificate(tmp)
+        with EmbeddedBroker(tls_cert=str(cert), tls_key=str(key)) as broker:
+            dump = Tcpdump(DATA / "tls-pynsq.pcap", broker.tcp_port)
+            try:
+                report = pynsq("tls", broker.tcp_address, "tls_t", str(cert))
+            finally:
+                summary = dump.stop()
+            print(f"tls-pynsq.pcap: {summary.splitlines()[-2] if summary else ''} {report}",
+                  flush=True)
+
+
 def derived() -> None:
     """Edge cases cut from the real captures with editcap (see data/README.md)."""
     src = DATA / "pubsub-pynsq.pcap"
@@ -147,6 +166,8 @@ def main(names: list[str]) -> None:
             finally:
                 summary = dump.stop()
             print(f"{name}: {summary.splitlines()[-2] if summary else ''} {report}", flush=True)
+    if not names or "tls-pynsq.pcap" in names:
+        tls_capture()
     if not names or "derived" in names:
         derived()
 

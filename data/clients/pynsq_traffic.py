@@ -1,6 +1,6 @@
 """Real pynsq 0.9.1 traffic for the sample captures (run in a venv with pynsq + tornado 6.0.x).
 
-Usage: python pynsq_traffic.py TCP_ADDRESS TOPIC SCENARIO
+Usage: python pynsq_traffic.py TCP_ADDRESS TOPIC SCENARIO [CA_FILE]
 SCENARIO:
   pubsub   PUB, MPUB and DPUB from a Writer; a Reader FINs, REQs one message once and
            TOUCHes another while holding it
@@ -10,10 +10,12 @@ SCENARIO:
            more loopback segments (loopback MSS is 65,483 bytes)
   snappy   pubsub with snappy negotiated on both connections
   deflate  pubsub with deflate negotiated on both connections
+  tls      pubsub with tls_v1 negotiated (CA_FILE: the broker's self-signed certificate)
 Prints a one-line JSON report (what was received) and exits when the work is done.
 """
 
 import json
+import ssl
 import sys
 
 import nsq
@@ -22,6 +24,9 @@ import tornado.ioloop
 addr, topic, scenario = sys.argv[1], sys.argv[2], sys.argv[3]
 ioloop = tornado.ioloop.IOLoop.current()
 opts = {scenario: True} if scenario in ("snappy", "deflate") else {}
+if scenario == "tls":
+    opts = {"tls_v1": True,
+            "tls_options": {"cert_reqs": ssl.CERT_REQUIRED, "ca_certs": sys.argv[4]}}
 report = {"scenario": scenario, "received": 0, "errors": []}
 
 if scenario == "small":

@@ -72,7 +72,7 @@ def _short(data_hex: str, limit: int = 24) -> str:
     return repr(text + ("..." if len(raw) > limit else ""))
 
 
-def _clip(value: Any, limit: int = 48) -> str:
+def _clip(value: Any, limit: int = 80) -> str:
     text = str(value)
     return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
 

@@ -100,3 +100,12 @@ def test_cut_samples_say_where_and_why():
     records, decoder = _decode("midstream-pynsq.pcap")
     assert all(not s.flow.syn_seen for s in decoder.stats)
     assert [r.name for r in records if r.kind == "gap"].count("Resync") >= 2
+
+
+def test_tls_sample_is_shown_encrypted_not_decoded_as_garbage():
+    records, decoder = _decode("tls-pynsq.pcap")
+    assert [r.name for r in records if r.kind == "tls"].count("TLSUpgrade") == 2
+    assert all(s.encrypted_bytes > 1000 for s in decoder.stats)
+    upgrade = records.index(next(r for r in records if r.name == "TLSUpgrade"))
+    assert records[upgrade - 1].name == "FrameTypeResponse"
+    assert records[upgrade - 1].event.json()["tls_v1"] is True
