@@ -379,8 +379,14 @@ class BrokerConnection(asyncio.Protocol):
             self.transport.resume_reading()
         self._run()
 
+    def _when_authorized(self, cmd: str, topic: str, channel: str, action) -> None:
+        """nsqd's CheckAuth, then ``action`` -- at once, or after asking the auth service
+        again when its last answer has expired."""
+        if not self._check_auth(cmd, topic, channel, action):
+            action()
+
     def _check_auth(self, cmd: str, topic: str, channel: str, then) -> bool:
-        """nsqd's CheckAuth. Returns True when ``then`` must wait for a re-query."""
+        """Returns True when ``then`` must wait for a re-query (it is then run later)."""
         if not self.opts.auth_http_address:
             return False
         state = self.auth_state
@@ -416,8 +422,7 @@ class BrokerConnection(asyncio.Protocol):
         self._resume()
 
     def _on_sub(self, ev: Sub) -> None:
-        if not self._check_auth("SUB", ev.topic, ev.channel, lambda: self._subscribe(ev)):
-            self._subscribe(ev)
+        self._when_authorized("SUB", ev.topic, ev.channel, lambda: self._subscribe(ev))
 
     def _subscribe(self, ev: Sub) -> None:
         topic = self.broker.get_topic(ev.topic)
@@ -433,40 +438,52 @@ class BrokerConnection(asyncio.Protocol):
 
     def _on_pub(self, ev: Pub) -> None:
         self._check_size("PUB", len(ev.body))
-        if not self._check_auth("PUB", ev.topic, "", lambda: self._publish(ev.topic, [ev.body])):
-            self._publish(ev.topic, [ev.body])
+        self._when_authorized("PUB", ev.topic, "",
+                              lambda: self._publish("PUB", ev.topic, [ev.body]))
 
     def _on_mpub(self, ev: Mpub) -> None:
         for body in ev.bodies:
             self._check_size("MPUB", len(body))
-        if not self._check_auth("MPUB", ev.topic, "",
-                                lambda: self._publish(ev.topic, ev.bodies)):
-            self._publish(ev.topic, ev.bodies)
+        self._when_authorized("MPUB", ev.topic, "",
+                              lambda: self._publish("MPUB", ev.topic, ev.bodies))
 
     def _on_dpub(self, ev: Dpub) -> None:
         self._check_size("DPUB", len(ev.body))
         delay = ev.defer_time / 1000
-        if not self._check_auth("DPUB", ev.topic, "",
-                                lambda: self._publish(ev.topic, [ev.body], delay)):
-            self._publish(ev.topic, [ev.body], delay)
+        self._when_authorized("DPUB", ev.topic, "",
+                              lambda: self._publish("DPUB", ev.topic, [ev.body], delay))
 
     def _check_size(self, cmd: str, size: int) -> None:
         limit = self.opts.max_msg_size
         if size > limit:
             raise _Fatal("E_BAD_MESSAGE", f"{cmd} message too big {size} > {limit}")
 
-    def _publish(self, topic_name: str, bodies, delay: float = 0.0) -> None:
-        # the OK goes out before any delivery the put triggers on this same connection,
-        # as with nsqd (its message pump runs apart from the command loop)
-        self._send_now(OK)
-        topic = self.broker.get_topic(topic_name)
-        if len(bodies) == 1:
-            topic.put(BrokerMessage(self.broker.new_id(), bodies[0]), delay)
-        else:
-            now = time.time_ns()
-            ids = self.broker.new_id.many(len(bodies))
-            topic.put_many([BrokerMessage(i, b, now) for i, b in zip(ids, bodies, strict=True)])
+    def _publish(self, verb: str, topic_name: str, bodies, delay: float = 0.0) -> None:
+        broker = self.broker
+        topic = broker.get_topic(topic_name)
+        # deliveries the put triggers wait until the OK is out: a client that publishes
+        # on its own subscribed connection sees the OK first, as with nsqd (whose message
+        # pump runs apart from the command loop)
+        broker.held_pumps = held = set()
+        try:
+            if len(bodies) == 1:
+                topic.put(BrokerMessage(broker.new_id(), bodies[0]), delay)
+            else:
+                now = time.time_ns()
+                ids = broker.new_id.many(len(bodies))
+                topic.put_many([BrokerMessage(i, b, now)
+                                for i, b in zip(ids, bodies, strict=True)])
+        except (OSError, ValueError) as exc:
+            # nsqd: E_PUB_FAILED / E_MPUB_FAILED / E_DPUB_FAILED when the put fails (a
+            # disk queue that cannot be written)
+            log.error("%s to %s failed: %s", verb, topic_name, exc)
+            raise _Fatal(f"E_{verb}_FAILED", f"{verb} failed {exc}") from None
+        finally:
+            broker.held_pumps = None
         self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + len(bodies)
+        self._send_now(OK)
+        for channel in held:
+            channel.pump()
 
     def _on_rdy(self, ev: Rdy) -> None:
         if self.closing:

@@ -170,12 +170,19 @@ class Channel:
     def put(self, msg: BrokerMessage) -> None:
         self.message_count += 1
         self.backlog.put(msg)
-        self.pump()
+        self._pump_after_put()
 
     def put_many(self, msgs: list[BrokerMessage]) -> None:
         self.message_count += len(msgs)
         self.backlog.put_many(msgs)
-        self.pump()
+        self._pump_after_put()
+
+    def _pump_after_put(self) -> None:
+        held = self.topic.broker.held_pumps
+        if held is None:
+            self.pump()
+        else:
+            held.add(self)  # a publish in progress: deliver after its OK is out
 
     def put_deferred(self, msg: BrokerMessage, delay: float) -> None:
         self.message_count += 1

@@ -48,6 +48,8 @@ class Broker:
         self._http_server: asyncio.base_events.Server | None = None
         self._scan_task: asyncio.Task | None = None
         self.loading = False
+        # while a TCP publish runs, channels wait here to pump until its OK is sent
+        self.held_pumps: set[Channel] | None = None
         self._meta_dirty = False
         self.stopped = asyncio.Event()
 

@@ -131,3 +131,27 @@ def test_dpub_to_a_topic_without_channels_keeps_its_delay(broker):
     assert c.messages(1)[0].body == b"now"
     m = c.messages(1, timeout=5)[0]
     assert m.body == b"later" and time.monotonic() - t0 >= 1.15
+
+
+def test_failed_disk_write_is_e_pub_failed(tmp_path):
+    """When the disk queue cannot be written, nsqd answers E_PUB_FAILED and closes."""
+    import shutil
+
+    data = tmp_path / "d"
+    with EmbeddedBroker(data_path=str(data), mem_queue_size=1) as b:
+        subscriber(b.tcp_address, "t", "c").close()
+        pub = RawClient(b.tcp_address)
+        pub.send(Pub("t", b"in memory"))
+        pub.expect_ok()
+        shutil.rmtree(data)
+        data.write_bytes(b"not a directory")  # even root cannot write files inside this
+        try:
+            pub.send(Pub("t", b"to disk"))
+            err = pub.expect_error("E_PUB_FAILED", fatal=True)
+            assert err.text.startswith("PUB failed ")
+            other = RawClient(b.tcp_address)
+            other.send(Mpub("t", (b"a", b"b")))
+            other.expect_error("E_MPUB_FAILED", fatal=True)
+        finally:
+            data.unlink()
+            data.mkdir()
