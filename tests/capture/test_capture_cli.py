@@ -119,4 +119,4 @@ def test_fast_json_lines_equal_json_dumps_on_every_sample():
         for rec in CaptureDecoder(server_ports={4150, 45425}).decode([path]):
             assert json_line(rec) == json.dumps(rec.as_json()), rec
             seen.add(rec.kind)
-    assert seen == {"command", "frame", "error", "gap"}
+    assert seen == {"command", "frame", "error", "gap", "tls"}
