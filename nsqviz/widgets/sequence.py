@@ -46,7 +46,7 @@ class SequenceDiagram:
 
     ROW = 38
     COL = 320
-    MAX_COL = 420
+    MAX_COL = 380
     LEFT = 80
     TOP = 46
 

@@ -58,7 +58,8 @@ CSS = """
  color:#374151}
 .nsqviz table.nv-table td{padding:2px 10px 2px 0;border-bottom:1px solid #f3f4f6}
 .nsqviz .nv-card{border:1px solid #e5e7eb;border-radius:6px;padding:8px 10px;margin:4px 0;
- background:#fff}
+ background:#fff;max-width:100%;box-sizing:border-box;overflow-x:auto}
+.nsqviz svg.nv-seq,.nsqviz svg.nv-fsm{max-width:100%;height:auto}
 .nsqviz .nv-grid{display:flex;gap:14px;flex-wrap:wrap;align-items:flex-start}
 </style>
 """
