@@ -121,7 +121,7 @@ SCENARIOS = {
 
 def tls_capture() -> None:
     """pynsq with tls_v1 against a broker with a self-signed certificate (its own broker,
-    because TLS is a broker option)."""
+    because TLS is a broker option), stored as pcapng."""
     import tempfile
 
     from nsqviz.session.services import self_signed_certificate
@@ -129,13 +129,18 @@ def tls_capture() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cert, key = self_signed_certificate(tmp)
         with EmbeddedBroker(tls_cert=str(cert), tls_key=str(key)) as broker:
-            dump = Tcpdump(DATA / "tls-pynsq.pcap", broker.tcp_port)
+            raw = Path(tmp) / "tls-pynsq.pcap"
+            dump = Tcpdump(raw, broker.tcp_port)
             try:
                 report = pynsq("tls", broker.tcp_address, "tls_t", str(cert))
             finally:
                 summary = dump.stop()
-            print(f"tls-pynsq.pcap: {summary.splitlines()[-2] if summary else ''} {report}",
+            print(f"tls-pynsq: {summary.splitlines()[-2] if summary else ''} {report}",
                   flush=True)
+        # Stored as pcapng: a second real pcapng sample (and *.pcap globs over data/,
+        # such as the Spark notebook's, keep seeing the same files).
+        subprocess.run(["editcap", "-F", "pcapng", str(raw), str(DATA / "tls-pynsq.pcapng")],
+                       check=True)
 
 
 def derived() -> None:
@@ -166,7 +171,7 @@ def main(names: list[str]) -> None:
             finally:
                 summary = dump.stop()
             print(f"{name}: {summary.splitlines()[-2] if summary else ''} {report}", flush=True)
-    if not names or "tls-pynsq.pcap" in names:
+    if not names or "tls-pynsq.pcapng" in names:
         tls_capture()
     if not names or "derived" in names:
         derived()

@@ -103,7 +103,7 @@ def test_cut_samples_say_where_and_why():
 
 
 def test_tls_sample_is_shown_encrypted_not_decoded_as_garbage():
-    records, decoder = _decode("tls-pynsq.pcap")
+    records, decoder = _decode("tls-pynsq.pcapng")
     assert [r.name for r in records if r.kind == "tls"].count("TLSUpgrade") == 2
     assert all(s.encrypted_bytes > 1000 for s in decoder.stats)
     upgrade = records.index(next(r for r in records if r.name == "TLSUpgrade"))
