@@ -224,10 +224,10 @@ class CaptureDecoder:
         return [s.stats for s in self.flows.values()]
 
     def decode(self, paths: Iterable[str | os.PathLike[str]]) -> Iterator[DecodedRecord]:
-        """All records of the given capture files, one flow tracker per file."""
+        """All records of the given capture files. Each file gets its own flow tracker
+        (a connection is not followed across files); flow ids continue across files."""
         for path in paths:
-            tracker = FlowTracker(server_ports=self.server_ports)
-            base = len(self.flows)
+            tracker = FlowTracker(server_ports=self.server_ports, first_id=len(self.flows))
             for item in read_capture(path):
                 if type(item) is CaptureWarning:
                     yield self._warning(item)
@@ -244,13 +244,13 @@ class CaptureDecoder:
                     continue
                 for tcp_event in tracker.feed(seg):
                     if type(tcp_event) is Data:  # the hot path, without generator layers
-                        records = self._on_data(self.flows[base + tcp_event.flow.id], tcp_event)
+                        records = self._on_data(self.flows[tcp_event.flow.id], tcp_event)
                         if records:
                             yield from records
                     else:
-                        yield from self._on_tcp(tcp_event, base)
+                        yield from self._on_tcp(tcp_event)
             for tcp_event in tracker.finish():
-                yield from self._on_tcp(tcp_event, base)
+                yield from self._on_tcp(tcp_event)
 
     def _warning(self, w: CaptureWarning) -> DecodedRecord:
         self.warnings.append(w)
@@ -262,7 +262,9 @@ class CaptureDecoder:
 
     # -- TCP events -> records ---------------------------------------------------------
 
-    def _on_tcp(self, tcp_event: Any, base: int) -> Iterator[DecodedRecord]:
+    def _on_tcp(self, tcp_event: Any, base: int = 0) -> Iterator[DecodedRecord]:
+        """The records one TCP event completes; ``base`` offsets flow ids (kept for
+        callers that number flows themselves, such as the Spark pipeline)."""
         kind = type(tcp_event)
         flow = tcp_event.flow
         state = self.flows.get(base + flow.id)
@@ -282,7 +284,7 @@ class CaptureDecoder:
         flow, stats = state.flow, state.stats
         server_port = flow.server[1] in self.server_ports
         if data.direction == "c2s" and data.offset == 0 and flow.syn_seen:
-            if MAGIC_V2.startswith(data.data[:4]) or data.data.startswith(MAGIC_V2):
+            if MAGIC_V2.startswith(data.data[:4]):  # also when the magic came split
                 stats.nsq, stats.why = True, "magic"
             elif server_port:
                 stats.nsq, stats.why = True, "server port (no magic: nsqd will refuse it)"

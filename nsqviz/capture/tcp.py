@@ -176,8 +176,9 @@ class _Half:
 class FlowTracker:
     """Feed it segments in capture order; it returns the flow events each one completes."""
 
-    def __init__(self, *, server_ports: Iterable[int] = DEFAULT_SERVER_PORTS):
+    def __init__(self, *, server_ports: Iterable[int] = DEFAULT_SERVER_PORTS, first_id: int = 0):
         self.server_ports = frozenset(server_ports)
+        self.first_id = first_id  # flow ids continue from here (several files, one numbering)
         self._flows: dict[tuple, tuple[Flow, dict[str, _Half]]] = {}
         self.flows: list[Flow] = []
 
@@ -207,7 +208,7 @@ class FlowTracker:
                 return flow, halves, direction
         client_src = self._client_is_src(seg)
         flow = Flow(
-            len(self.flows),
+            self.first_id + len(self.flows),
             a if client_src else b,
             b if client_src else a,
             bool(seg.flags & SYN),

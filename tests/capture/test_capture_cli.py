@@ -120,3 +120,11 @@ def test_fast_json_lines_equal_json_dumps_on_every_sample():
             assert json_line(rec) == json.dumps(rec.as_json()), rec
             seen.add(rec.kind)
     assert seen == {"command", "frame", "error", "gap", "tls"}
+
+
+def test_several_files_number_flows_on(capture, capsys):
+    rows = _json_lines(capsys, "--stats", str(capture), str(capture))
+    assert [s["flow_id"] for s in rows] == [0, 1, 2, 3]
+    msgs = _json_lines(capsys, "--flow", "3", "--filter", "FrameTypeMessage", str(capture),
+                       str(capture))
+    assert len(msgs) == 7
