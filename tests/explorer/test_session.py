@@ -229,3 +229,32 @@ def test_sending_on_a_connection_nsqd_closed_is_reported(session):
         for _ in range(3):  # the first write after a close may still be accepted locally
             c.nop(check=False)
     assert session.steps("consumer")[-1].refused.startswith("socket error")
+
+
+def test_saved_pcap_replays_to_the_same_events(session, tmp_path):
+    """The pcap the session writes decodes, through the capture pipeline, to what it saw."""
+    from nsqviz.capture.decode import decode_capture
+
+    c = _subscribed(session)
+    p = session.connect("publisher")
+    p.magic()
+    p.mpub("orders", ["a", "b"])
+    c.rdy(2)
+    got = c.wait(count=2)
+    c.fin(got[0].id)
+    c.req(got[1].id, 0)
+    path = tmp_path / "replay.pcap"
+    session.save_pcap(path)
+
+    port = str(c.local[1])
+    replayed = [r.event for r in decode_capture(path, server_ports=[session.address[1]])
+                if r.flow and port in r.flow.split("->")[0] and r.kind in ("command", "frame")]
+    seen = []
+    for entry in session.entries:
+        if entry.connection != "consumer":
+            continue
+        if getattr(entry, "command", None) is not None:
+            seen.append(entry.command)
+        seen.extend(e for e in entry.events if isinstance(e, ev.Response | ev.Error | ev.Message))
+    assert len(seen) >= 10  # magic, IDENTIFY, JSON, SUB, OK, RDY, 2 MSG, FIN, REQ
+    assert replayed == seen  # events compare by value (their raw provenance aside)
