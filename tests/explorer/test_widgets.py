@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from html import unescape
 from html.parser import HTMLParser
 
@@ -144,8 +145,10 @@ def test_stepper_drives_a_real_session_and_renders(broker):
     for label in ("magic '  V2'", "SUB orders audit", "PUB orders", "RDY 1", "MSG "):
         assert label in html
     assert "nsqviz-hex" in html and "nv-seq" in html and "in flight" in html
-    views = widget.children[-1].value
-    assert "MSG " in views  # the reader thread's arrival redrew the widget
+    deadline = time.monotonic() + 5  # the reader thread redraws right after recording
+    while "MSG " not in widget.children[-1].value and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "MSG " in widget.children[-1].value  # the arrival redrew the live widget
     step = stepper.do("FIN")
     assert step is not None and step.sent.startswith(b"FIN ")
     bundle = stepper._repr_mimebundle_()
