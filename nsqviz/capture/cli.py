@@ -28,7 +28,8 @@ def register(subparsers: Any) -> None:
         help="decode the NSQ traffic in pcap/pcapng captures",
         description=__doc__.splitlines()[0],
     )
-    p.add_argument("captures", nargs="+", metavar="CAPTURE", help="pcap or pcapng files")
+    p.add_argument("captures", nargs="+", metavar="CAPTURE",
+                   help="pcap or pcapng files; - reads one from standard input")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument(
         "--flow", action="append", default=[], metavar="F",
@@ -218,8 +219,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     names = {n.lower() for n in args.filter}
     write = out.write
     t0: float | None = None
+    sources = [sys.stdin.buffer if c == "-" else c for c in args.captures]
     try:
-        for rec in decoder.decode(args.captures):
+        for rec in decoder.decode(sources):
             if args.stats:
                 continue
             if match is not None and rec.flow is not None and not match(rec):
@@ -234,6 +236,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 write(_text_line(rec, t0 or 0.0) + "\n")
         if args.stats:
             _print_stats(decoder, out, args.json, match)
+        elif not any(s.nsq for s in decoder.stats):
+            print(f"nsqviz decode: no NSQ traffic found in {len(decoder.stats)} TCP flows"
+                  " (a server on another port than 4150, and no handshake captured? try"
+                  " --port P; --stats lists the flows)", file=sys.stderr)
     except CaptureFormatError as exc:
         print(f"nsqviz decode: {exc}", file=sys.stderr)
         return 2

@@ -30,7 +30,7 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from nsqviz.capture.files import CaptureWarning, read_capture
 from nsqviz.capture.layers import decode_record
@@ -223,7 +223,9 @@ class CaptureDecoder:
     def stats(self) -> list[FlowStats]:
         return [s.stats for s in self.flows.values()]
 
-    def decode(self, paths: Iterable[str | os.PathLike[str]]) -> Iterator[DecodedRecord]:
+    def decode(
+        self, paths: Iterable[str | os.PathLike[str] | BinaryIO]
+    ) -> Iterator[DecodedRecord]:
         """All records of the given capture files. Each file gets its own flow tracker
         (a connection is not followed across files); flow ids continue across files."""
         for path in paths:
