@@ -173,6 +173,11 @@ class DiskQueue:
 
     # -- lifecycle -----------------------------------------------------------------
 
+    @property
+    def dirty(self) -> bool:
+        """Records were written since the last fsync."""
+        return self._unsynced > 0
+
     def sync(self) -> None:
         if self._writer is not None:
             self._writer.flush()

@@ -67,13 +67,6 @@ class EmbeddedBroker:
         started.result(timeout=30)
         return self
 
-    def call(self, fn, *args):
-        """Run ``fn(*args)`` on the broker's loop and return its result (for inspection)."""
-        async def wrapper():
-            return fn(*args)
-
-        return asyncio.run_coroutine_threadsafe(wrapper(), self.loop).result(timeout=30)
-
     def stop(self) -> None:
         if self.loop is None or self._thread is None:
             return

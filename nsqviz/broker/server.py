@@ -199,7 +199,7 @@ class Broker:
     def _sync_disk(self) -> None:
         for topic in self.topics.values():
             for backlog in [topic.backlog, *(c.backlog for c in topic.channels.values())]:
-                if backlog.disk is not None and backlog.disk._unsynced:
+                if backlog.disk is not None and backlog.disk.dirty:
                     backlog.disk.sync()
 
 
