@@ -8,6 +8,14 @@ delivery). ``DPUB`` and ``REQ`` with a delay put it in the channel's *deferred* 
 Messages beyond ``--mem-queue-size`` go to a :class:`DiskQueue` (not for
 ``#ephemeral`` names: nsqd drops those, and so do we).
 
+In flight, nsqd keeps one priority queue per channel ordered by deadline. Here each
+client keeps its in-flight messages in a dict in insertion order: a client's
+``msg_timeout`` is fixed once it has subscribed and TOUCH re-inserts at the end, so that
+order *is* deadline order, the timeout scan stops at the first message not yet due, and
+FIN is a dict delete -- no heap entries left behind by the 99 % of messages that are
+FINed in time. A client that disconnects keeps its dict until those messages time out,
+as in nsqd.
+
 Everything here runs on the broker's event loop thread, so no locks: a channel
 delivers synchronously, straight into the client's output buffer.
 """
