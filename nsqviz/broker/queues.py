@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import logging
 import random
 import time
 from collections import deque
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Channel", "Consumer", "Topic", "backend_name"]
 
-log = logging.getLogger(__name__)
 _seq = itertools.count()
 
 
