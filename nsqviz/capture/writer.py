@@ -51,23 +51,22 @@ _ETH = Struct(">6s6sH")
 _VLAN = Struct(">HH")
 
 
+_LITTLE = array("H", b"\x01\x00")[0] == 1
+
+
 def _checksum(data: bytes) -> int:
-    """The Internet checksum (RFC 1071), summed by ``array`` in C rather than byte by byte."""
+    """The Internet checksum (RFC 1071), summed by ``array`` in C rather than byte by byte.
+
+    ``array("H")`` reads words in host order; the one's-complement sum commutes with
+    swapping the bytes of every word, so on a little-endian host the result is simply
+    swapped back."""
     if len(data) % 2:
         data += b"\0"
-    words = array("H", data)
-    if words.itemsize != 2:  # pragma: no cover - every CPython platform has 2-byte H
-        raise RuntimeError("array('H') is not 16 bits here")
-    total = sum(words)
+    total = sum(array("H", data))
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
-    # array reads native-order words; the one's-complement sum is byte-order independent
-    # as long as the result is swapped back the same way.
     out = ~total & 0xFFFF
-    return int.from_bytes(out.to_bytes(2, "little"), "big") if _LITTLE else out
-
-
-_LITTLE = array("H", b"\x01\x00")[0] == 1
+    return ((out & 0xFF) << 8 | out >> 8) if _LITTLE else out
 
 
 def build_packet(

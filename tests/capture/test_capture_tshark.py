@@ -113,3 +113,13 @@ def test_tshark_follow_agrees_with_our_reassembly(tmp_path):
         client, server = _follow(path, flow.id)
         assert client == bytes(streams[flow.id, "c2s"])
         assert server == bytes(streams[flow.id, "s2c"])
+
+
+def test_tshark_validates_our_checksums(tmp_path):
+    path = tmp_path / "mixed.pcap"
+    _write_mixed(path, ng=False)
+    out = _tshark("-r", str(path), "-o", "tcp.check_checksum:TRUE", "-o",
+                  "ip.check_checksum:TRUE", "-T", "fields", "-e", "ip.checksum.status",
+                  "-e", "tcp.checksum.status")
+    statuses = {tuple(line.split("\t")) for line in out.splitlines() if line}
+    assert statuses == {("1", "1"), ("", "1")}  # 1 = good; IPv6 has no header checksum
