@@ -123,6 +123,7 @@ class BrokerConnection(asyncio.Protocol):
         self._last_read = time.monotonic()
         self._write_paused = False
         self._pump_pending = False  # FIN/REQ/RDY freed room: pump once the batch is read
+        self._torn_down = False
 
     # -- attributes read by channels and /stats -------------------------------------
 
@@ -206,6 +207,7 @@ class BrokerConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._write_paused = False
         self._pump_pending = False  # FIN/REQ/RDY freed room: pump once the batch is read
+        self._torn_down = False
         if self.transport is not None and not self._busy and not self.closed:
             self.transport.resume_reading()
         if self.channel is not None:
@@ -610,7 +612,7 @@ class BrokerConnection(asyncio.Protocol):
         self._teardown()
 
     def abort(self) -> None:
-        """Broker shutdown: drop the connection (in-flight messages go to disk)."""
+        """Drop the connection: the broker is stopping or the channel was deleted."""
         if self.transport is not None:
             self.transport.abort()
         self._teardown()
@@ -659,7 +661,7 @@ class BrokerConnection(asyncio.Protocol):
         self._out.clear()
 
     def _teardown(self) -> None:
-        if getattr(self, "_torn_down", False):
+        if self._torn_down:
             return
         self._torn_down = True
         self.closed = True

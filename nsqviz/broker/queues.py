@@ -55,6 +55,8 @@ class Consumer(Protocol):
 
     def timed_out(self, msg: BrokerMessage) -> None: ...
 
+    def abort(self) -> None: ...
+
 
 def backend_name(topic: str, channel: str | None = None) -> str:
     """nsqd names a channel's disk queue ``topic:channel``."""
@@ -145,7 +147,6 @@ class Channel:
         self.requeue_count = 0
         self.timeout_count = 0
         self.paused = False
-        self.deleted = False
         self._next = 0  # round robin: the client to try first
 
     # -- stats ------------------------------------------------------------------
@@ -340,7 +341,11 @@ class Channel:
             self.backlog.close()
 
     def delete(self) -> None:
-        self.deleted = True
+        """Deleted (HTTP or last client of an ephemeral channel): its messages go, and
+        its clients are disconnected, as nsqd's channel exit closes them."""
+        clients, self.clients = self.clients, []
+        for client in clients:
+            client.abort()
         self.take_all()
         self.backlog.delete()
 

@@ -541,3 +541,11 @@ def test_fin_of_a_message_in_flight_elsewhere(broker):
                    f"TOUCH {m.id.decode()} failed client does not own message", fatal=False)
     a.send(Fin(m.id))
     wait_for(lambda: channel_stats(broker.http_address, "t", "c")["in_flight_count"] == 0)
+
+
+def test_deleting_a_channel_disconnects_its_clients(broker):
+    c = subscriber(broker.tcp_address, "t", "c", rdy=1)
+    assert http(broker.http_address, "/channel/delete?topic=t&channel=c", b"")[0] == 200
+    c.expect_closed()
+    st = stats(broker.http_address)
+    assert [t["channels"] for t in st["topics"]] == [[]]
