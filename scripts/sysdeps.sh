@@ -10,6 +10,10 @@ command -v tcpdump >/dev/null || need+=(tcpdump)
 command -v tshark >/dev/null || need+=(tshark)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
+# the broker's interop tests: nsqjs runs on Node (npm installs it), TLS certs come from openssl
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
+command -v openssl >/dev/null || need+=(openssl)
 java_ok=0
 if command -v java >/dev/null; then
     major=$(java -version 2>&1 | sed -nE 's/.*version "([0-9]+).*/\1/p' | head -n1)
