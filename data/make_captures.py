@@ -11,6 +11,7 @@ message ids differ from run to run; what each file contains does not.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -25,6 +26,7 @@ from nsqviz.nsq.events import Fin, Identify, Magic, Pub, Rdy, Req, Sub
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"
 PYNSQ_VENV = ROOT / ".venv-pynsq"
+NSQJS_DIR = ROOT / ".venv-nsqjs"  # node_modules with nsqjs 0.13.0 (git-ignored)
 
 
 def pynsq_python() -> Path:
@@ -119,6 +121,29 @@ SCENARIOS = {
 }
 
 
+def nsqjs_capture() -> None:
+    """nsqjs 0.13.0 (the official Node.js client), stored as pcapng."""
+    import tempfile
+
+    if not (NSQJS_DIR / "node_modules" / "nsqjs").exists():
+        subprocess.run(["npm", "install", "--silent", "--prefix", str(NSQJS_DIR),
+                        "nsqjs@0.13.0"], check=True)
+    env = dict(os.environ, NODE_PATH=str(NSQJS_DIR / "node_modules"))
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker() as broker:
+        raw = Path(tmp) / "pubsub-nsqjs.pcap"
+        dump = Tcpdump(raw, broker.tcp_port)
+        try:
+            out = subprocess.run(["node", str(DATA / "clients" / "nsqjs_traffic.js"),
+                                  broker.tcp_address, "js_t"], capture_output=True, text=True,
+                                 timeout=60, check=True, env=env)
+        finally:
+            summary = dump.stop()
+        print(f"pubsub-nsqjs: {summary.splitlines()[-2] if summary else ''} {out.stdout.strip()}",
+              flush=True)
+        subprocess.run(["editcap", "-F", "pcapng", str(raw), str(DATA / "pubsub-nsqjs.pcapng")],
+                       check=True)
+
+
 def tls_capture() -> None:
     """pynsq with tls_v1 against a broker with a self-signed certificate (its own broker,
     because TLS is a broker option), stored as pcapng."""
@@ -171,6 +196,8 @@ def main(names: list[str]) -> None:
             finally:
                 summary = dump.stop()
             print(f"{name}: {summary.splitlines()[-2] if summary else ''} {report}", flush=True)
+    if not names or "pubsub-nsqjs.pcapng" in names:
+        nsqjs_capture()
     if not names or "tls-pynsq.pcapng" in names:
         tls_capture()
     if not names or "derived" in names:

@@ -109,3 +109,12 @@ def test_tls_sample_is_shown_encrypted_not_decoded_as_garbage():
     upgrade = records.index(next(r for r in records if r.name == "TLSUpgrade"))
     assert records[upgrade - 1].name == "FrameTypeResponse"
     assert records[upgrade - 1].event.json()["tls_v1"] is True
+
+
+def test_nsqjs_sample_closes_with_cls():
+    records, _ = _decode("pubsub-nsqjs.pcapng")
+    names = Counter(r.name for r in records)
+    assert names["CLS"] == 2 and names["FrameTypeMessage"] == 7
+    answers = [bytes.fromhex(r.fields["data"]) for r in records
+               if r.name in ("FrameTypeResponse", "FrameTypeError") and r.dir == "s2c"]
+    assert b"CLOSE_WAIT" in answers and b"E_INVALID cannot CLS in current state" in answers
