@@ -350,12 +350,12 @@ class FlowTracker:
         cut_end = max((end for _, end, _ in half.lost), default=0)
         # An ACK of a FIN counts the FIN's own sequence number: it is not a data byte.
         acked = half.acked if half.fin_at is None else min(half.acked, half.fin_at)
-        if half.fin_at is None and acked == half.delivered + 1 and not half.pending:
-            acked = half.delivered  # most likely a FIN the capture missed, not a lost byte
         tail_to = max(acked, cut_end, half.fin_at or 0)
         if tail_to > half.delivered and half.base is not None:
             reason = (self._cut_reason(half, half.delivered, tail_to)
                       or "acknowledged by the receiver but not captured")
+            if half.fin_at is None and tail_to == half.delivered + 1:
+                reason += " (or a FIN the capture missed: it also takes one sequence number)"
             out.append(Gap(flow, direction, half.delivered, tail_to - half.delivered, number,
                            ts, reason))
             half.delivered = tail_to
