@@ -347,3 +347,34 @@ def test_gap_in_a_compressed_stream_ends_decoding_of_that_direction_and_says_so(
     assert not [r for r in recs if r.kind == "error"]
     assert d.stats[0].undecoded_bytes > 0
     assert events(recs, "command") == truth.commands  # the other direction is unaffected
+
+
+def test_mutated_captures_never_crash_the_decoder():
+    """Bad input is data: 200 randomly damaged copies of a real capture decode to records
+    (errors, gaps, warnings) or a CaptureFormatError -- never an exception."""
+    import random
+    from pathlib import Path
+
+    from nsqviz.capture.cli import json_line
+    from nsqviz.capture.files import CaptureFormatError
+
+    data_dir = Path(__file__).resolve().parents[2] / "data"
+    originals = [(data_dir / n).read_bytes() for n in
+                 ("pubsub-pynsq.pcap", "snappy-pynsq.pcap", "pubsub-pynsq.pcapng")]
+    rng = random.Random(20261121)
+    kinds = set()
+    for _ in range(200):
+        data = bytearray(rng.choice(originals))
+        for _ in range(rng.randint(1, 12)):
+            pos = rng.randrange(24, len(data))
+            if rng.random() < 0.7:
+                data[pos] = rng.randrange(256)
+            else:
+                del data[pos : pos + rng.randint(1, 40)]
+        try:
+            for rec in CaptureDecoder().decode([io.BytesIO(bytes(data))]):
+                json_line(rec)
+                kinds.add(rec.kind)
+        except CaptureFormatError:
+            kinds.add("format error")
+    assert {"command", "frame", "error"} <= kinds
