@@ -99,3 +99,25 @@ def run_client(argv: list[str], *, timeout: float = 60, cwd: Path | None = None,
         f"stderr:\n{r.stderr[-3000:]}"
     )
     return json.loads(lines[-1])
+
+
+class CLIBroker:
+    """``nsqviz broker`` as its own process (what the issue's 'done' names), on free
+    ports; stopped with SIGTERM, which must exit 0."""
+
+    def __init__(self, *flags: str):
+        self.flags = flags
+
+    def __enter__(self) -> CLIBroker:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "nsqviz.cli", "broker", "--tcp-address", "127.0.0.1:0",
+             "--http-address", "127.0.0.1:0", "--log-level", "warn", *self.flags],
+            stdout=subprocess.PIPE, text=True,
+        )
+        self.tcp_address = self.proc.stdout.readline().split()[-1]
+        self.http_address = self.proc.stdout.readline().split()[-1]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        assert self.proc.wait(timeout=30) == 0

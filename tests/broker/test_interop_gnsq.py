@@ -29,3 +29,13 @@ def test_gnsq_producer_consumer_http(tmp_path, mode):
     (client,) = report["clients"]
     assert client["ready_count"] == 20 and client["user_agent"] == "gnsq/1.0.2"
     assert client["snappy"] is (mode == "snappy") and client["deflate"] is (mode == "deflate")
+
+
+def test_gnsq_against_the_nsqviz_broker_command(tmp_path):
+    from tests.broker._interop import CLIBroker
+
+    python = python_clients()
+    with CLIBroker("--data-path", str(tmp_path), "--msg-timeout", "1s") as b:
+        report = run_client([str(python), str(CLIENTS / "gnsq_flow.py"), b.tcp_address,
+                             b.http_address, "gnsq_cli", "deflate"])
+    assert len(report["done"]) == 13 and report["attempts"]["timeout-me"] == [1, 2]

@@ -35,3 +35,13 @@ def test_nsqjs_reader_writer(tmp_path, cert, mode):
     assert report["attempts"]["timeout-me"] == [1, 2]
     assert report["attempts"]["touch-me"] == [1]
     assert report["closed"] == 0  # heartbeats answered: the reader never lost its connection
+
+
+def test_nsqjs_against_the_nsqviz_broker_command(tmp_path):
+    from tests.broker._interop import CLIBroker
+
+    modules = node_clients() / "node_modules"
+    with CLIBroker("--data-path", str(tmp_path)) as b:
+        report = run_client(["node", str(CLIENTS / "nsqjs_flow.js"), b.tcp_address,
+                             "nsqjs_cli", "deflate"], env={"NODE_PATH": str(modules)})
+    assert report["errors"] == [] and len(report["done"]) == 9 and report["closed"] == 0

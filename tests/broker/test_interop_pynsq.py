@@ -64,3 +64,13 @@ def test_pynsq_with_auth(client_python, tmp_path):
     assert "late" in report["done"] and report["attempts"]["timeout-me"] == [1, 2]
     secrets = [q["secret"] for q in service.queries]
     assert secrets.count("good") >= 3  # reader + writer AUTH, then re-checks after the ttl
+
+
+def test_pynsq_against_the_nsqviz_broker_command(client_python, tmp_path):
+    from tests.broker._interop import CLIBroker
+
+    with CLIBroker("--data-path", str(tmp_path)) as b:
+        report = run_client([str(client_python), str(CLIENTS / "pynsq_flow.py"),
+                             b.tcp_address, "pynsq_cli", "snappy"])
+    assert report["errors"] == [] and report["published"] == 11
+    assert report["attempts"]["req-me"] == [1, 2] and "late" in report["done"]
