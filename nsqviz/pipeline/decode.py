@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from nsqviz.capture.decode import CaptureDecoder, DecodedRecord
 from nsqviz.capture.layers import Segment
-from nsqviz.capture.tcp import FlowEnd, FlowStart, FlowTracker, Gap
+from nsqviz.capture.tcp import Data, FlowEnd, FlowStart, FlowTracker, Gap
 from nsqviz.nsq.events import Dpub, Error, Identify, Message, Mpub, Pub, Rdy, Req, Response
 
 __all__ = ["FRAME_SCHEMA", "ARROW_FRAME_SCHEMA", "ConnectionsDecoder", "decode_sorted_batches"]
@@ -74,6 +74,9 @@ def _spark_schema():
 FRAME_SCHEMA = _spark_schema()
 
 _COLUMNS = [f.name for f in ARROW_FRAME_SCHEMA]
+_INDEX = {name: i for i, name in enumerate(_COLUMNS)}
+_NO_EXTRAS = (None,) * (len(_COLUMNS) - _INDEX["seq"] - 1)  # the columns after `seq`
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _sha1(body: bytes) -> str:
@@ -126,8 +129,8 @@ class _Conn:
 class ConnectionsDecoder:
     """Decodes the packets of one unordered 4-tuple, fed in capture order.
 
-    ``feed(...)`` takes one packet row's columns and returns the rows it completed (dicts
-    of :data:`ARROW_FRAME_SCHEMA` columns); ``finish()`` ends every connection and
+    ``feed(...)`` takes one packet row's columns and returns the rows it completed (lists
+    in :data:`ARROW_FRAME_SCHEMA` column order); ``finish()`` ends every connection and
     returns the rest. ``idle_split`` seconds of silence end the current connections: what
     follows is decoded as a new (mid-stream) connection.
     """
@@ -145,26 +148,31 @@ class ConnectionsDecoder:
         self.last_ts: float | None = None
 
     def feed(self, file, packet, ts, src, sport, dst, dport, seq, ack, flags, payload,
-             missing) -> list[dict]:
-        out: list[dict] = []
+             missing) -> list[list]:
+        out: list[list] = []
         if self.last_ts is not None and ts - self.last_ts > self.idle_split:
             out.extend(self.finish())
         self.last_ts = ts
         self.origin.append((file, packet))
         seg = Segment(len(self.origin), ts, src, sport, dst, dport, seq, ack, flags,
                       payload, missing or 0)
+        decoder = self.decoder
         for ev in self.tracker.feed(seg):
-            self._on_tcp(ev, out)
+            if type(ev) is Data:  # the hot path, as in CaptureDecoder.decode
+                for rec in decoder._on_data(decoder.flows[ev.flow.id], ev):
+                    self._record(rec, out)
+            else:
+                self._on_tcp(ev, out)
         return out
 
-    def finish(self) -> list[dict]:
-        out: list[dict] = []
+    def finish(self) -> list[list]:
+        out: list[list] = []
         for ev in self.tracker.finish():
             self._on_tcp(ev, out)
         self._reset()
         return out
 
-    def _on_tcp(self, ev, out: list[dict]) -> None:
+    def _on_tcp(self, ev, out: list[list]) -> None:
         kind = type(ev)
         if kind is FlowStart:
             c = self.conns[ev.flow.id] = _Conn(ev.flow, ev.ts)
@@ -187,7 +195,7 @@ class ConnectionsDecoder:
             self._row(c, ev.ts, ev.direction, "flow", "FlowEnd", fields, (ev.number,), out,
                       size=stats.payload_bytes[ev.direction], reason=ev.how)
 
-    def _record(self, rec: DecodedRecord, out: list[dict]) -> None:
+    def _record(self, rec: DecodedRecord, out: list[list]) -> None:
         c = self.conns[rec.flow_id]
         event = rec.event
         extra: dict = {}
@@ -208,20 +216,14 @@ class ConnectionsDecoder:
         origin = self.origin
         where = [origin[p - 1] for p in packets]
         c.seq += 1
-        row = {
-            "ts": ts,
-            "flow": c.flow.label,
-            "dir": direction,
-            "kind": kind,
-            "name": name,
-            "fields": json.dumps(fields, separators=(",", ":")),
-            "packets": [p for _f, p in where],
-            "conn_id": c.conn_id,
-            "file": where[0][0] if where else None,
-            "packet_files": [f for f, _p in where],
-            "seq": c.seq,
-        }
-        row.update(extra)
+        row = [
+            ts, c.flow.label, direction, kind, name, _dumps(fields),
+            [p for _f, p in where], c.conn_id, where[0][0] if where else None,
+            [f for f, _p in where], c.seq,
+        ]
+        row.extend(_NO_EXTRAS)
+        for key, value in extra.items():
+            row[_INDEX[key]] = value
         out.append(row)
 
 
@@ -229,10 +231,10 @@ _IN_COLUMNS = ("file", "packet", "ts", "src", "sport", "dst", "dport", "seq", "a
                "payload", "missing")
 
 
-def _to_batch(rows: list[dict]) -> pa.RecordBatch:
+def _to_batch(rows: list[list]) -> pa.RecordBatch:
     arrays = [
-        pa.array([r.get(name) for r in rows], type=field.type)
-        for name, field in zip(_COLUMNS, ARROW_FRAME_SCHEMA, strict=True)
+        pa.array(column, type=field.type)
+        for column, field in zip(zip(*rows, strict=True), ARROW_FRAME_SCHEMA, strict=True)
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_FRAME_SCHEMA)
 
@@ -247,7 +249,7 @@ def decode_sorted_batches(
     """Frame rows for packet batches sorted by (``_ka``, ``_kb``, ts, file, packet)."""
     decoder: ConnectionsDecoder | None = None
     key = None
-    pending: list[dict] = []
+    pending: list[list] = []
     for batch in batches:
         cols = [batch.column(name).to_pylist() for name in ("_ka", "_kb", *_IN_COLUMNS)]
         for ka, kb, *row in zip(*cols, strict=True):
