@@ -189,20 +189,6 @@ class _FlowState:
         self.sides = {"c2s": _Side(), "s2c": _Side()}
 
 
-def _restart_after_gap(observer: Observer, direction: str) -> tuple[bytes, Any]:
-    """Take the partial frame the codec holds in ``direction``; start it on a fresh frame.
-
-    The codec has no "bytes are missing here" input (a live socket never loses bytes),
-    so this reaches into the passive connection's reassembler: the one place in the
-    capture package that does.
-    """
-    conn = observer.server if direction == "c2s" else observer.client
-    partial = conn._reasm.take_remaining()
-    conn._held = b""
-    conn._reasm = conn._reassembler(expect_magic=False)
-    return partial, conn._rule(expect_magic=False)
-
-
 class CaptureDecoder:
     """Decodes captures into :class:`DecodedRecord` rows; keeps per-flow statistics.
 
@@ -431,14 +417,10 @@ class CaptureDecoder:
                              " this direction cannot be decompressed")
                 fields["consequence"] = side.dead
             else:
-                partial, rule = _restart_after_gap(observer, direction)
+                partial, length = observer.gap(direction)
                 if partial:
                     fields["lost_partial_frame"] = partial.hex()
                 side.epoch = gap.offset + gap.size
-                try:
-                    length = rule.measure(partial, 0) if partial else None
-                except FramingError:
-                    length = None
                 remainder = None if length is None else length - len(partial)
                 if remainder is not None and remainder >= gap.size:
                     side.skip = remainder - gap.size

@@ -71,7 +71,7 @@ from nsqviz.nsq.grammar import (
     GrammarError,
     UnknownCommand,
 )
-from nsqviz.stream.reassembly import Frame, Garbage, Reassembler
+from nsqviz.stream.reassembly import Frame, FramingError, Garbage, Reassembler
 from nsqviz.stream.reassembly import Truncated as StreamTruncated
 
 __all__ = [
@@ -279,6 +279,23 @@ class _Connection:
 
     def _tls_pending(self) -> bool:
         return False
+
+    def gap(self) -> tuple[bytes, int | None]:
+        """Bytes are missing from the stream here (a capture lost them).
+
+        The frame in progress is lost: it is dropped and returned, with the length it
+        was to have when its size prefix arrived (``None`` otherwise), so that the
+        caller knows whether the next frame boundary is proven or must be searched for.
+        A live socket never loses bytes; only a capture needs this.
+        """
+        partial = self._reasm.take_remaining()
+        self._held = b""
+        self._reasm = self._reassembler(expect_magic=False)
+        try:
+            length = self._reasm.rule.measure(partial, 0) if partial else None
+        except FramingError:
+            length = None
+        return partial, length
 
     def _decompress(self, data: bytes, out: list[Event]) -> bytes:
         try:
@@ -808,6 +825,11 @@ class Observer:
             if isinstance(ev, Command.__args__):  # type: ignore[attr-defined]
                 client._sent(ev)
         return events
+
+    def gap(self, direction: str) -> tuple[bytes, int | None]:
+        """Bytes of ``direction`` (``"c2s"`` or ``"s2c"``) are missing here; see
+        :meth:`ClientConnection.gap`."""
+        return (self.server if direction == "c2s" else self.client).gap()
 
     def s2c(self, data: bytes, *, segment: int | None = None) -> list[Event]:
         """Bytes the server sent; returns frames (and what they switched on)."""
