@@ -206,8 +206,6 @@ class BrokerConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        self._pump_pending = False  # FIN/REQ/RDY freed room: pump once the batch is read
-        self._torn_down = False
         if self.transport is not None and not self._busy and not self.closed:
             self.transport.resume_reading()
         if self.channel is not None:
