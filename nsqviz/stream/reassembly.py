@@ -122,6 +122,10 @@ class Reassembler:
         self.dead = False  # unframeable for good: everything from here on is garbage
         self._buf = b""
         self._base = 0  # stream offset of self._buf[0]
+        # Chunks of a large frame still short of its end wait here unjoined: joining
+        # them into _buf one by one would copy the frame once per chunk.
+        self._parts: list[bytes] = []
+        self._short = 0  # bytes still missing from the frame at the head of the buffer
         self._segments: list[int] = []  # segment ids of chunks still (partly) buffered
         self._starts: list[int] = []  # stream offset where each of those chunks starts
         self._fed = 0  # total bytes fed
@@ -138,6 +142,7 @@ class Reassembler:
     @property
     def buffered(self) -> bytes:
         """Bytes received but not yet part of an emitted event (what a widget shows)."""
+        self._join()
         return self._buf
 
     def feed(self, chunk: bytes, *, segment: int | None = None) -> list[StreamEvent]:
@@ -172,9 +177,23 @@ class Reassembler:
             self._segments.append(segment)
             self._starts.append(self._fed)
         self._fed += len(chunk)
-        self._buf = self._buf + chunk if self._buf else bytes(chunk)
+        if self._short > len(chunk):
+            self._parts.append(bytes(chunk))
+            self._short -= len(chunk)
+            return self._buf, self._base, []
+        if self._parts:
+            self._parts.append(bytes(chunk))
+            self._join()
+        else:
+            self._buf = self._buf + chunk if self._buf else bytes(chunk)
+        self._short = 0
         buf, base = self._buf, self._base
         return buf, base, self._scan()
+
+    def _join(self) -> None:
+        if self._parts:
+            self._buf = b"".join([self._buf, *self._parts])
+            self._parts = []
 
     def frame(self, buf: bytes, base: int, start: int, end: int) -> Frame:
         """The :class:`Frame` for ``buf[start:end]`` of a :meth:`cut`, with provenance."""
@@ -184,6 +203,8 @@ class Reassembler:
 
     def take_remaining(self) -> bytes:
         """Hand back the unframed bytes, e.g. when the stream switches to compression."""
+        self._join()
+        self._short = 0
         rest, self._buf = self._buf, b""
         self._base += len(rest)
         self._trim()
@@ -191,6 +212,8 @@ class Reassembler:
 
     def finish(self) -> list[StreamEvent]:
         """End of stream: whatever is buffered is reported, never dropped."""
+        self._join()
+        self._short = 0
         if not self._buf:
             return []
         events: list[StreamEvent] = []
@@ -259,7 +282,10 @@ class Reassembler:
                 append(self._garbage(pos, nxt, exc.reason, exc.code, resynced=True))
                 pos = nxt
                 continue
-            if length is None or pos + length > n:
+            if length is None:
+                break
+            if pos + length > n:
+                self._short = pos + length - n
                 break
             pos += length
             append(pos)
