@@ -7,6 +7,8 @@ not know about NSQ.
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -377,3 +379,49 @@ def test_the_reassembler_takes_any_framing_rule(data):
     assert [e.data for e in events] == wires
     for e in events:
         assert_tiles(e, chunks)
+
+
+# ---------------------------------------------------------- large frames, many chunks
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_a_large_frame_over_many_small_chunks(data):
+    """Chunks of a frame still short of its end may wait unjoined; nothing may change:
+    frames, offsets, provenance, and what ``buffered`` shows whenever it is asked."""
+    big = b"\x00\x00\x13\x8c\x00\x00\x00\x00" + bytes(i % 251 for i in range(5000))  # 5004
+    small = [f[0] for f in data.draw(st.lists(frame_vectors(), max_size=3))]
+    wires = [*small, big, *small]
+    stream = b"".join(wires)
+    size = data.draw(st.integers(1, 1500))
+    chunks = [stream[i : i + size] for i in range(0, len(stream), size)]
+    ask = random.Random(data.draw(st.integers(0, 2**32)))  # when to look at `buffered`
+    r = Reassembler(FrameFraming())
+    events, fed = [], 0
+    for seg, chunk in zip(segment_ids(len(chunks)), chunks, strict=True):
+        events += r.feed(chunk, segment=seg)
+        fed += len(chunk)
+        if ask.random() < 0.1:
+            assert r.buffered == stream[r.offset : fed]
+    assert r.finish() == []
+    assert [e.data for e in events] == wires
+    for e in events:
+        assert_tiles(e, chunks)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_take_remaining_hands_back_exactly_the_unframed_bytes(data):
+    big = b"\x00\x00\x07\xd4\x00\x00\x00\x00" + b"x" * 2000  # 2008 bytes
+    ok = b"\x00\x00\x00\x06\x00\x00\x00\x00OK"
+    stream = ok + big + ok
+    stop = data.draw(st.integers(0, len(stream)))
+    size = data.draw(st.integers(1, 700))
+    r = Reassembler(FrameFraming())
+    emitted = []
+    for i in range(0, stop, size):
+        emitted += r.feed(stream[i : min(i + size, stop)])
+    rest = r.take_remaining()
+    assert b"".join(e.data for e in emitted) + rest == stream[:stop]
+    assert r.offset == stop and r.buffered == b""
+    assert r.finish() == []
