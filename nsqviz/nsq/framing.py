@@ -61,13 +61,17 @@ class FrameFraming:
                 return 4 + size
         elif avail >= 4:
             (size,) = _I32.unpack_from(buf, pos)
-            ftype = 0  # not known yet
+            ftype = None  # not known yet
         else:
             return None
         if size < 4:
             raise FramingError(f"frame size {size} is smaller than the 4-byte frame type")
         if size > self.max_size:
             raise FramingError(f"frame size {size} is beyond the limit {self.max_size}")
+        if ftype is None:
+            # A sane size alone is not a frame yet: the reassembler stops re-measuring
+            # once it has a length, so the type must be checked before one is given.
+            return None
         if not 0 <= ftype <= 2:
             raise FramingError(f"unknown frame type {ftype}")
         return 4 + size

@@ -380,11 +380,11 @@ def test_client_reports_a_message_with_a_bad_id_with_its_offset():
 def test_truncated_stream_at_eof():
     w = subscribed()
     ok = w.server.send(ev.Response(b"OK"))
-    events = w.client.receive(ok[:7])
+    events = w.client.receive(ok[:9])
     assert events == []
     events = w.client.receive(b"")
     assert kinds(events) == ["Truncated", "ConnectionClosed"]
-    assert events[0].data == ok[:7] and events[0].expected == len(ok)
+    assert events[0].data == ok[:9] and events[0].expected == len(ok)
 
 
 def test_a_body_beyond_the_limit_is_refused_before_it_arrives():

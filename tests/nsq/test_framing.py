@@ -18,13 +18,15 @@ OK = b"\x00\x00\x00\x06\x00\x00\x00\x00OK"
 def test_frame_length_is_4_plus_size(wire):
     rule = FrameFraming()
     assert rule.measure(wire, 0) == len(wire)
-    # known as soon as the size is in, without the rest of the frame
-    assert rule.measure(wire[:4], 0) == len(wire)
+    # known as soon as the 8-byte header (size and frame type) is in, without the data;
+    # a size alone is not enough: the type could still make it garbage
+    assert rule.measure(wire[:8], 0) == len(wire)
+    assert rule.measure(wire[:7], 0) is None
     assert rule.measure(b"junk" + wire, 4) == len(wire)
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 3])
-def test_frame_needs_four_bytes_to_say_anything(n):
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 5, 6, 7])
+def test_frame_needs_its_8_byte_header_to_give_a_length(n):
     assert FrameFraming().measure(OK[:n], 0) is None
 
 
@@ -49,7 +51,7 @@ def test_frame_header_refused_with_reason(head, words):
 
 def test_frame_limit_is_configurable():
     rule = FrameFraming(max_size=100)
-    assert rule.measure(be32(100), 0) == 104
+    assert rule.measure(be32(100) + be32(0), 0) == 104
     with pytest.raises(FramingError, match="101"):
         rule.measure(be32(101), 0)
 

@@ -207,8 +207,8 @@ def test_truncated_tail_is_reported_at_finish(data):
     [tail] = r.finish()
     assert isinstance(tail, Truncated)
     assert (tail.offset, tail.data) == (len(head), last[:keep])
-    # once the 4-byte size has arrived, the frame's full length is known
-    assert tail.expected == (len(last) if keep >= 4 else None)
+    # once the 8-byte header (size and type) has arrived, the frame's length is known
+    assert tail.expected == (len(last) if keep >= 8 else None)
     assert_tiles(tail, chunks)
     assert r.finish() == []
 
@@ -329,6 +329,18 @@ def test_http_read_as_a_size_while_resyncing_is_garbage_never_a_truncated_frame(
     assert isinstance(g, Garbage) and not g.resynced
     assert (g.offset, g.data) == (0, HTTP_RESPONSE)
     assert "1213486160" in g.reason
+
+
+@pytest.mark.parametrize("cut", range(1, 8))
+def test_unknown_frame_type_is_refused_once_the_header_is_in_however_chunked(cut):
+    # a plausible size (1 MiB) with a frame type nsqd never sends: refused when the
+    # 8-byte header is complete, not after a megabyte has been waited for
+    header = b"\x00\x10\x00\x00\x00\x00\x00\x07"
+    r = Reassembler(FrameFraming(), resync=False)
+    assert r.feed(header[:cut]) == []
+    [g] = r.feed(header[cut:] + b"junk")
+    assert isinstance(g, Garbage) and "unknown frame type 7" in g.reason
+    assert (g.offset, g.data) == (0, header + b"junk")
 
 
 def test_dead_stream_reports_no_empty_garbage():
