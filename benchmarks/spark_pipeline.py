@@ -139,7 +139,9 @@ def measure(master: str, files: list[str], warmup: str, out: str) -> dict:
     spark = get_session(master, driver_memory="4g")
     run(spark, [warmup], os.path.join(out, "warmup"), count=False)
     sampler.reset()
+    load_before = os.getloadavg()[0]
     result = run(spark, files, os.path.join(out, "run"), count=False)
+    load_after = os.getloadavg()[0]
     frames = spark.read.parquet(os.path.join(out, "run", "frames"))
     n_frames = frames.where("kind in ('command', 'frame')").count()
     errors = frames.where("kind in ('error', 'gap')").count()
@@ -155,6 +157,7 @@ def measure(master: str, files: list[str], warmup: str, out: str) -> dict:
         "jvm_peak_mb": sampler.jvm_peak / 1024,
         "worker_peak_mb": sampler.worker_peak / 1024,
         "workers_sum_peak_mb": sampler.workers_sum_peak / 1024,
+        "load": (load_before, load_after),
     }
 
 
@@ -177,19 +180,29 @@ def _child(master: str, files: list[str], warmup: str, out: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def baseline(files: list[str]) -> float:
-    """Seconds for ``nsqviz decode --json FILES > /dev/null``."""
+def baseline(files: list[str]) -> tuple[float, tuple[float, float]]:
+    """Seconds for ``nsqviz decode --json FILES > /dev/null``, and the load around it."""
     nsqviz = os.path.join(os.path.dirname(sys.executable), "nsqviz")
+    load = os.getloadavg()[0]
     started = time.perf_counter()
     with open(os.devnull, "wb") as devnull:
         subprocess.run([nsqviz, "decode", "--json", *files], stdout=devnull, check=True)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, (load, os.getloadavg()[0])
+
+
+def _best(runs: list[dict]) -> dict:
+    return min(runs, key=lambda r: r["decode_s"])
+
+
+def _load(pair) -> str:
+    return f"{pair[0]:.1f}/{pair[1]:.1f}"
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mb", type=float, default=220, help="size of the generated capture set")
     p.add_argument("--keep", metavar="DIR", help="generate into DIR and keep it")
+    p.add_argument("--repeat", type=int, default=1, help="runs per figure; the best is shown")
     p.add_argument("--child", metavar="MASTER", help=argparse.SUPPRESS)
     p.add_argument("--warmup", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
@@ -205,47 +218,39 @@ def main(argv: list[str] | None = None) -> None:
     os.makedirs(caps, exist_ok=True)
     t = time.perf_counter()
     files, frames = generate(caps, args.mb)
-    size = sum(os.path.getsize(f) for f in files)
-    mb = size / 1e6
-    print(
-        f"capture set: {len(files)} files, {mb:.1f} MB, {frames} frames "
-        f"(generated in {time.perf_counter() - t:.1f} s)"
-    )
+    mb = sum(os.path.getsize(f) for f in files) / 1e6
+    print(f"capture set: {len(files)} files, {mb:.1f} MB, {frames} frames "
+          f"(generated in {time.perf_counter() - t:.1f} s)")
     warm = os.path.join(work, "warmup")
     os.makedirs(warm, exist_ok=True)
     warm_files, _ = generate(warm, 1)
 
-    base_s = baseline(files)
-    print(f"{'run':<28}{'seconds':>9}{'MB/s':>9}{'frames/s':>11}{'vs base':>9}")
-    print(
-        f"{'nsqviz decode --json (1 core)':<28}{base_s:>9.1f}{mb / base_s:>9.1f}"
-        f"{frames / base_s:>11.0f}{1.0:>9.2f}"
-    )
+    base_s, base_load = min(baseline(files) for _ in range(args.repeat))
+    print(f"best of {args.repeat}; 'load' is the 1-minute load average before/after the run on "
+          f"this {os.cpu_count()}-core machine: other work running slows every figure")
+    print(f"{'run':<28}{'seconds':>9}{'MB/s':>9}{'frames/s':>11}{'vs base':>9}{'load':>11}")
+    print(f"{'nsqviz decode --json (1 core)':<28}{base_s:>9.1f}{mb / base_s:>9.1f}"
+          f"{frames / base_s:>11.0f}{1.0:>9.2f}{_load(base_load):>11}")
     results = {}
     try:
         for master in ("local[1]", "local[2]"):
             out = os.path.join(work, master.replace("[", "").replace("]", ""))
-            r = results[master] = _child(master, files, warm_files[0], out)
+            runs = [_child(master, files, warm_files[0], out) for _ in range(args.repeat)]
+            r = results[master] = _best(runs)
             if r["frames"] != frames:
                 print(f"  ! {master} decoded {r['frames']} frames, expected {frames}")
             for label, secs in (("decode", r["decode_s"]), ("decode+analyses", r["total_s"])):
                 name = f"{master} {label}"
-                print(
-                    f"{name:<28}{secs:>9.1f}{mb / secs:>9.1f}{frames / secs:>11.0f}"
-                    f"{base_s / secs:>9.2f}"
-                )
+                print(f"{name:<28}{secs:>9.1f}{mb / secs:>9.1f}{frames / secs:>11.0f}"
+                      f"{base_s / secs:>9.2f}{_load(r['load']):>11}")
         one, two = results["local[1]"], results["local[2]"]
-        print(
-            f"local[2] / local[1] speed-up (decode): {one['decode_s'] / two['decode_s']:.2f}x"
-            f"  (decode+analyses: {one['total_s'] / two['total_s']:.2f}x)"
-        )
+        print(f"local[2] / local[1] speed-up (decode): {one['decode_s'] / two['decode_s']:.2f}x"
+              f"  (decode+analyses: {one['total_s'] / two['total_s']:.2f}x)")
         print(f"per-core Spark / baseline (local[1] decode): {base_s / one['decode_s']:.2f}")
 
         print("peak memory as input grows (local[2]; RSS from /proc):")
-        print(
-            f"{'files':>6}{'MB':>8}{'JVM peak MB':>13}{'1 worker peak MB':>18}"
-            f"{'all workers MB':>16}"
-        )
+        print(f"{'files':>6}{'MB':>8}{'JVM peak MB':>13}{'1 worker peak MB':>18}"
+              f"{'all workers MB':>16}")
         n = len(files)
         for part in sorted({max(1, n // 4), max(1, n // 2), n}):
             sub = files[:part]
@@ -254,10 +259,8 @@ def main(argv: list[str] | None = None) -> None:
             else:
                 r = _child("local[2]", sub, warm_files[0], os.path.join(work, f"mem{part}"))
             sub_mb = sum(os.path.getsize(f) for f in sub) / 1e6
-            print(
-                f"{part:>6}{sub_mb:>8.0f}{r['jvm_peak_mb']:>13.0f}{r['worker_peak_mb']:>18.0f}"
-                f"{r['workers_sum_peak_mb']:>16.0f}"
-            )
+            print(f"{part:>6}{sub_mb:>8.0f}{r['jvm_peak_mb']:>13.0f}{r['worker_peak_mb']:>18.0f}"
+                  f"{r['workers_sum_peak_mb']:>16.0f}")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
