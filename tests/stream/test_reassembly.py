@@ -186,6 +186,48 @@ def test_buffered_and_offset_show_what_is_waiting():
     assert (r.offset, r.buffered) == (17, b"")
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_each_frame_is_emitted_by_the_chunk_that_completes_it(data):
+    """Nothing is held back: a frame comes out of the very feed that brings its last byte."""
+    wires = [f[0] for f in data.draw(frame_lists)]
+    stream = b"".join(wires)
+    chunks = data.draw(chunkings(stream))
+    r = Reassembler(FrameFraming(), provenance=data.draw(st.booleans()))
+    fed = 0
+    for chunk in chunks:
+        got = r.feed(chunk)
+        lo, fed = fed, fed + len(chunk)
+        assert all(lo < e.end <= fed for e in got)
+        ends = [sum(map(len, wires[: i + 1])) for i in range(len(wires))]
+        assert [e.end for e in got] == [end for end in ends if lo < end <= fed]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.data(),
+    st.integers(4, 1 << 20),
+    st.integers(3, 1000) | st.integers(-(2**31), -1),
+)
+def test_a_bad_header_is_refused_by_the_chunk_that_completes_it(data, size, ftype):
+    """A connection that cannot resync learns of garbage at once, however it is chunked:
+    in the feed that brings the 8th byte of a header with a sane size but a bad type."""
+    wires = [f[0] for f in data.draw(st.lists(frame_vectors(), max_size=3))]
+    head = b"".join(wires)
+    stream = head + be32(size) + be32(ftype) + b"junk"
+    chunks = data.draw(chunkings(stream))
+    r = Reassembler(FrameFraming(), resync=False)
+    fed, refused_in = 0, None
+    for chunk in chunks:
+        got = r.feed(chunk)
+        lo, fed = fed, fed + len(chunk)
+        if refused_in is None and any(isinstance(e, Garbage) for e in got):
+            refused_in = (lo, fed)
+    eighth = len(head) + 7  # stream offset of the header's last byte
+    assert refused_in is not None
+    assert refused_in[0] <= eighth < refused_in[1]
+
+
 # ------------------------------------------------------------------ truncated tail
 
 
