@@ -102,9 +102,9 @@ def consumer(address: str, worker: int, seconds: float, start_at: float, out) ->
             continue
         if not data:
             raise RuntimeError("broker closed the consumer's connection")
-        fins = [conn.send(Fin(ev.id)) for ev in conn.receive(data) if type(ev) is Message]
+        fins = [Fin(ev.id) for ev in conn.receive(data) if type(ev) is Message]
         if fins:
-            sock.sendall(b"".join(fins))
+            sock.sendall(conn.send_all(fins))
             got += len(fins)
     sock.close()
     out.put(("out", got))

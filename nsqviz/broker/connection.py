@@ -247,16 +247,13 @@ class BrokerConnection(asyncio.Protocol):
 
     def _not_owned(self, ev: Violation) -> bytes | None:
         """The codec only knows this connection's in-flight ids; nsqd's channel knows all,
-        and says ``client does not own message`` for an id in flight on another client.
-
-        The id is read back from the codec's text, which is nsqd's fixed
-        ``VERB <id> failed ID not in flight`` (the event carries no frame when the codec
-        runs without provenance, as it does here for speed)."""
-        if self.channel is None or not ev.text.endswith(" failed ID not in flight"):
+        and says ``client does not own message`` for an id in flight on another client."""
+        cmd = ev.command
+        if self.channel is None or cmd is None or not ev.code.endswith("_FAILED"):
             return None
-        verb, mid = ev.text.split(" ", 2)[:2]
-        key = mid.encode()
-        if any(key in other.in_flight for other in self.channel.holders if other is not self):
+        if any(cmd.id in other.in_flight for other in self.channel.holders if other is not self):
+            verb = ev.code[2:-7]  # E_FIN_FAILED -> FIN
+            mid = cmd.id.decode("ascii", "replace")
             return f"{ev.code} {verb} {mid} failed client does not own message".encode()
         return None
 

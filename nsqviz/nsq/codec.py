@@ -392,6 +392,18 @@ class ClientConnection(_Connection):
         self._sent(cmd)
         return self._wrap(data)
 
+    def send_all(self, cmds: list[Command], *, check: bool = True) -> bytes:
+        """The bytes for several commands written at once (a consumer's batch of FINs):
+        each is checked and tracked as by :meth:`send`, compressed as one write."""
+        encode = fastpath.encode_command
+        parts = []
+        for cmd in cmds:
+            if check:
+                self._check(cmd)
+            parts.append(encode(cmd))
+            self._sent(cmd)
+        return self._wrap(b"".join(parts))
+
     def _check(self, cmd: Command) -> None:
         kind = type(cmd)
         state = self.state
@@ -658,7 +670,7 @@ class ServerConnection(_Connection):
             else:
                 text = f"FIN {mid.decode('ascii', 'replace')} failed ID not in flight"
                 offset = base + start + 21 * (k - first)  # every FIN of the run is 21 bytes
-                out[k] = Violation("E_FIN_FAILED", text, False, offset)
+                out[k] = Violation("E_FIN_FAILED", text, False, offset, None, out[k])
         return i, pos
 
     def start_compression(self, kind: str, level: int | None = None) -> None:
@@ -690,9 +702,17 @@ class ServerConnection(_Connection):
         self._fail()
 
     def _refuse(
-        self, out, code: str, text: str, offset: int, raw: Frame | None, *, fatal: bool = True
+        self,
+        out,
+        code: str,
+        text: str,
+        offset: int,
+        raw: Frame | None,
+        *,
+        fatal: bool = True,
+        command: Command | None = None,
     ) -> bool:
-        out.append(Violation(code, text, fatal, offset, raw))
+        out.append(Violation(code, text, fatal, offset, raw, command))
         if fatal:
             self._fail()
         return False
@@ -743,7 +763,8 @@ class ServerConnection(_Connection):
             if cmd.id not in self.in_flight:
                 verb = _verb(cmd)
                 text = f"{verb} {cmd.id.decode('ascii', 'replace')} failed ID not in flight"
-                return self._refuse(out, f"E_{verb}_FAILED", text, offset, raw, fatal=False)
+                code = f"E_{verb}_FAILED"
+                return self._refuse(out, code, text, offset, raw, fatal=False, command=cmd)
         elif kind is Rdy:
             if not 0 <= cmd.count <= config.max_rdy_count:
                 text = f"RDY count {cmd.count} out of range 0-{config.max_rdy_count}"

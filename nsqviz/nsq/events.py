@@ -248,7 +248,8 @@ class Violation:
     """The peer broke the protocol (or sent bytes that do not parse).
 
     ``code``/``text`` are what nsqd would answer (``E_INVALID``, ``E_BAD_BODY`` ...);
-    after a ``fatal`` one the connection is finished.
+    after a ``fatal`` one the connection is finished. ``code`` is empty where nsqd
+    answers nothing and just closes (an unreadable line, a broken compressed stream).
     """
 
     code: str
@@ -256,6 +257,8 @@ class Violation:
     fatal: bool
     offset: int | None = None
     raw: Frame | None = _RAW
+    command: Command | None = field(default=None, compare=False)
+    """The refused command, when it decoded (a FIN of an id not in flight, say)."""
 
     @property
     def error(self) -> bytes | None:
