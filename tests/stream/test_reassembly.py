@@ -228,6 +228,29 @@ def test_a_bad_header_is_refused_by_the_chunk_that_completes_it(data, size, ftyp
     assert refused_in[0] <= eighth < refused_in[1]
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.data(),
+    st.sampled_from([b"PUB t\n", b"DPUB t 5\n", b"MPUB t\n", b"IDENTIFY\n", b"AUTH\n"]),
+    st.integers(-(2**31), 0) | st.integers(6 << 20, 2**31 - 1),
+)
+def test_a_bad_body_size_is_refused_by_the_chunk_that_completes_it(data, line, size):
+    verbs = st.sampled_from(VERBS).flatmap(command_vectors)
+    head = b"  V2" + b"".join(c[0] for c in data.draw(st.lists(verbs, max_size=3)))
+    stream = head + line + be32(size) + b"body"
+    chunks = data.draw(chunkings(stream))
+    r = Reassembler(CommandFraming(), resync=False)
+    fed, refused_in = 0, None
+    for chunk in chunks:
+        got = r.feed(chunk)
+        lo, fed = fed, fed + len(chunk)
+        if refused_in is None and any(isinstance(e, Garbage) for e in got):
+            refused_in = (lo, fed)
+    last = len(head) + len(line) + 3  # stream offset of the size's last byte
+    assert refused_in is not None
+    assert refused_in[0] <= last < refused_in[1]
+
+
 # ------------------------------------------------------------------ truncated tail
 
 
