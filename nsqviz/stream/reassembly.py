@@ -309,6 +309,9 @@ class Reassembler:
         if not self.provenance:
             return ()
         starts, segs = self._starts, self._segments
+        last = starts[-1]
+        if start >= last:  # the common case: wholly inside the newest chunk
+            return (Source(segs[-1], start - last, end - last),)
         i = bisect_right(starts, start) - 1
         out = []
         while i < len(starts) and starts[i] < end:
