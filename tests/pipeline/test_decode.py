@@ -56,3 +56,20 @@ def test_silence_longer_than_idle_split_starts_a_new_connection(tmp_path):
 
     assert len(conns(60.0)) == 10
     assert len(conns(1e9)) == 5  # the second session is taken as the first one going on
+
+
+def test_fields_json_is_json_dumps():
+    import json
+
+    from nsqviz.pipeline.decode import _fields_json
+
+    samples = [
+        {},
+        {"id": "30303030", "body": "00ff", "topic": "a.b-c#ephemeral", "timestamp": 17, "n": -3},
+        {"data": "6f6b", "code": "E_INVALID", "text": 'quote " and \\ and \n and é', "fatal": True},
+        {"data": {"client_id": "x", "feature_negotiation": False, "sample_rate": 0}},
+        {"bodies": ["00", "01"], "offset": None, "expected": 1.5},
+    ]
+    for fields in samples:
+        assert json.loads(_fields_json(fields)) == fields
+        assert _fields_json(fields) == json.dumps(fields, separators=(",", ":"))
