@@ -155,3 +155,28 @@ def test_hostile_bytes_never_crash_the_server(chunks, magic_first):
         assert fatal[0].offset is not None and fatal[0].code
     end = s.receive(b"")
     assert end[-1] == ev.ConnectionClosed()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 9), st.integers(0, 15), st.lists(st.integers(0, 3000), max_size=5))
+def test_a_bad_message_inside_a_run_is_refused_alike_with_or_without_provenance(bad, digit, cuts):
+    """The client's bulk path (provenance off) and its frame-by-frame path (on) agree on
+    where a run of messages breaks: the frames before it, then one fatal violation."""
+    s = ServerConnection()
+    frames = [bytearray(s.send(message(i, b"m" * i))) for i in range(10)]
+    frames[bad][18 + digit] = ord("g")  # one id digit that is not hex
+    stream = b"".join(frames)
+    results = []
+    for provenance in (False, True):
+        c = ClientConnection(provenance=provenance)
+        out = []
+        for chunk in split(stream, cuts):
+            if chunk:
+                out += c.receive(chunk)
+        results.append(out)
+        assert out[:bad] == [message(i, b"m" * i) for i in range(bad)]
+        [v] = out[bad:]
+        assert isinstance(v, ev.Violation) and v.fatal
+        assert v.offset == sum(map(len, frames[:bad])) + 18
+        assert c.state is State.CLOSED and set(c.in_flight) == {mid(i) for i in range(bad)}
+    assert results[0] == results[1]
