@@ -29,7 +29,6 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 __all__ = [
-    "ANALYSES",
     "connections",
     "deliveries",
     "flow_control",
@@ -337,6 +336,3 @@ def sticky_packets(frames: DataFrame) -> DataFrame:
         .withColumn("measure", F.lit("frames_per_packet"))
     )
     return per_frame.unionByName(per_packet).select("dir", "measure", "n", "count")
-
-
-ANALYSES = ("frames", "messages", "connections", "flow_control", "heartbeats", "sticky_packets")

@@ -143,7 +143,7 @@ def _cores(master: str) -> int:
     m = re.fullmatch(r"local\[(\d+|\*)(?:,\d+)?\]", master)
     if not m:
         return 2
-    return os.cpu_count() or 2 if m.group(1) == "*" else int(m.group(1))
+    return (os.cpu_count() or 2) if m.group(1) == "*" else int(m.group(1))
 
 
 @contextlib.contextmanager

@@ -97,9 +97,8 @@ def _natural(name: str) -> list:
 
 def _looks_like_capture(name: str) -> bool:
     stem, _, tail = name.rpartition(".")
-    return name.endswith(_CAPTURE_SUFFIXES) or (
-        tail[:4] in ("pcap",) and tail[4:].isdigit() and bool(stem)
-    )
+    rotated = bool(stem) and tail.startswith("pcap") and tail[4:].isdigit()  # tcpdump -C
+    return name.endswith(_CAPTURE_SUFFIXES) or rotated
 
 
 def iter_packet_batches(path: str, file_index: int = 0, batch_rows: int = BATCH_ROWS) -> Iterator:

@@ -99,6 +99,7 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+@pytest.mark.timeout(900)  # two JVMs start, then a third submits; slow on a busy CI box
 def test_spark_submit_on_standalone_cluster(cluster, captures, run_rotated, tmp_path):
     from nsqviz.pipeline.ship import build
 
