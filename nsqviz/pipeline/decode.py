@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
@@ -138,9 +139,9 @@ def _typed(event) -> dict:
 class _Conn:
     __slots__ = ("flow", "conn_id", "seq")
 
-    def __init__(self, flow, ts: float):
+    def __init__(self, flow, ts: float, scope: str):
         self.flow = flow
-        self.conn_id = f"{flow.label}@{ts:.6f}"
+        self.conn_id = f"{flow.label}@{ts:.6f}{scope}"
         self.seq = 0
 
 
@@ -153,8 +154,10 @@ class ConnectionsDecoder:
     follows is decoded as a new (mid-stream) connection.
     """
 
-    def __init__(self, *, idle_split: float = 600.0, server_ports: Iterable[int] = (4150,)):
+    def __init__(self, *, idle_split: float = 600.0, server_ports: Iterable[int] = (4150,),
+                 scope: str = ""):
         self.idle_split = idle_split
+        self.scope = scope  # appended to connection ids: the file, when files are separate
         self.server_ports = frozenset(server_ports)
         self._reset()
 
@@ -193,7 +196,7 @@ class ConnectionsDecoder:
     def _on_tcp(self, ev, out: list[list]) -> None:
         kind = type(ev)
         if kind is FlowStart:
-            c = self.conns[ev.flow.id] = _Conn(ev.flow, ev.ts)
+            c = self.conns[ev.flow.id] = _Conn(ev.flow, ev.ts, self.scope)
             self._row(c, ev.ts, None, "flow", "FlowStart",
                       {"midstream": ev.flow.midstream}, (ev.number,), out)
         # The capture decoder's own handling of this TCP event: the rows `nsqviz decode`
@@ -263,8 +266,12 @@ def decode_sorted_batches(
     idle_split: float = 600.0,
     server_ports: Iterable[int] = (4150,),
     out_rows: int = 8192,
+    per_file: bool = False,
 ) -> Iterator[pa.RecordBatch]:
-    """Frame rows for packet batches sorted by (``_ka``, ``_kb``, ts, file, packet)."""
+    """Frame rows for packet batches sorted by (``_ka``, ``_kb``, ts, file, packet).
+
+    With ``per_file`` the keys include the file, and connection ids end in ``" in FILE"``.
+    """
     decoder: ConnectionsDecoder | None = None
     key = None
     pending: list[list] = []
@@ -274,7 +281,9 @@ def decode_sorted_batches(
             if (ka, kb) != key:
                 if decoder is not None:
                     pending.extend(decoder.finish())
-                decoder = ConnectionsDecoder(idle_split=idle_split, server_ports=server_ports)
+                scope = f" in {os.path.basename(row[0])}" if per_file else ""
+                decoder = ConnectionsDecoder(idle_split=idle_split, server_ports=server_ports,
+                                             scope=scope)
                 key = (ka, kb)
             pending.extend(decoder.feed(*row))
             if len(pending) >= out_rows:

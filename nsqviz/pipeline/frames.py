@@ -39,15 +39,21 @@ def packets_to_frames(
     partitions: int | None = None,
     idle_split: float = 600.0,
     server_ports: tuple[int, ...] = (4150,),
+    per_file: bool = False,
 ) -> DataFrame:
     """The frames table (:data:`FRAME_SCHEMA`) of a packets DataFrame from the pcap source.
 
     ``partitions`` defaults to ``spark.sql.shuffle.partitions``. ``idle_split`` seconds
     of silence on a 4-tuple start a new connection even without a SYN (nsqd's
-    heartbeats mean a live connection is never silent that long).
+    heartbeats mean a live connection is never silent that long). By default all files
+    are one capture set (rotated files of one capture point), so a connection continues
+    from file to file; ``per_file`` decodes each file as a capture of its own -- for
+    unrelated captures, or copies of the same traffic, which must not be merged.
     """
     tcp = packets.where(F.col("warning").isNull())
     ka, kb = _key_columns()
+    if per_file:
+        ka = F.concat_ws("/", F.col("file_index").cast("string"), ka).alias("_ka")
     keyed = tcp.select(ka, kb, *[c for c in tcp.columns if c not in ("warning", "file_index")],
                        "file_index")
     n = partitions or int(
@@ -59,7 +65,8 @@ def packets_to_frames(
     ports = tuple(server_ports)
 
     def run(batches):
-        return decode_sorted_batches(batches, idle_split=idle_split, server_ports=ports)
+        return decode_sorted_batches(batches, idle_split=idle_split, server_ports=ports,
+                                     per_file=per_file)
 
     frames = ordered.mapInArrow(run, FRAME_SCHEMA)
     return frames.unionByName(warning_rows(packets))

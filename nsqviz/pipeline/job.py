@@ -40,8 +40,12 @@ class PipelineResult:
 
 def run(spark, captures, out: str, *, partitions: int | None = None,
         server_ports: tuple[int, ...] = (4150,), idle_split: float = 600.0,
-        count: bool = True) -> PipelineResult:
-    """Decode ``captures`` (files, directories, globs) and write every table under ``out``."""
+        count: bool = True, per_file: bool = False) -> PipelineResult:
+    """Decode ``captures`` (files, directories, globs) and write every table under ``out``.
+
+    All files are one capture set (a connection may continue from file to file) unless
+    ``per_file``: then each file is decoded on its own.
+    """
     from pyspark import StorageLevel
 
     from nsqviz.pipeline import analyses
@@ -53,7 +57,7 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
     uri = _uri(out)
     packets = spark.read.format("pcap").option("paths", _json(files)).load()
     frames = packets_to_frames(packets, partitions=partitions, server_ports=server_ports,
-                               idle_split=idle_split)
+                               idle_split=idle_split, per_file=per_file)
     frames.write.mode("overwrite").parquet(f"{uri}/frames")
     decoded = time.perf_counter()
     # The analyses never look at `fields` (the hex of every body: most of the bytes);
@@ -110,6 +114,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                    help="driver JVM heap for local runs (default 4g)")
     p.add_argument("--partitions", type=int, default=None,
                    help="shuffle partitions for the connection grouping (default 2x cores)")
+    p.add_argument("--each-file", action="store_true",
+                   help="decode every file as a capture of its own (default: the files are "
+                   "one capture set, e.g. tcpdump -C/-G rotations, and connections continue "
+                   "across them)")
     p.add_argument("--port", type=int, action="append", default=None, metavar="PORT",
                    help="NSQ server port(s) for captures that start mid-connection "
                    "(default 4150)")
@@ -138,7 +146,7 @@ def run_args(args) -> int:
         return 2
     try:
         result = run(spark, args.captures, args.out, partitions=args.partitions,
-                     server_ports=tuple(args.port or (4150,)))
+                     server_ports=tuple(args.port or (4150,)), per_file=args.each_file)
     except FileNotFoundError as exc:
         print(f"nsqviz pipeline: {exc}", file=sys.stderr)
         return 2

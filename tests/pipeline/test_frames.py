@@ -107,3 +107,27 @@ def test_gaps_and_damage_become_rows(spark, captures, tmp_path):
 
 def table_counts(captures) -> int:
     return captures["truth"].frames
+
+
+def test_each_file_keeps_copies_of_the_same_traffic_apart(spark, captures, tmp_path):
+    """Two copies of one capture: one capture set merges them, --each-file does not."""
+    import shutil
+
+    from nsqviz.pipeline.frames import packets_to_frames
+
+    src = captures["one"][0]
+    copies = [str(tmp_path / "a.pcap"), str(tmp_path / "b.pcap")]
+    for c in copies:
+        shutil.copyfile(src, c)
+    packets = spark.read.format("pcap").load(copies)
+    separate = packets_to_frames(packets, per_file=True).toPandas()
+    truth = captures["truth"]
+    assert separate.conn_id.nunique() == 2 * len(truth.connections)
+    for name in ("a.pcap", "b.pcap"):
+        mine = separate[separate.conn_id.str.endswith(f" in {name}")]
+        assert set(mine.file) == {str(tmp_path / name)}
+        assert mine.kind.isin(["command", "frame"]).sum() == truth.frames
+    merged = packets_to_frames(packets).toPandas()
+    assert merged.conn_id.nunique() == len(truth.connections)
+    # The second copy's packets are retransmissions of the first's: same frames, once.
+    assert merged.kind.isin(["command", "frame"]).sum() == truth.frames
