@@ -240,6 +240,20 @@ class CaptureDecoder:
             for tcp_event in tracker.finish():
                 yield from self._on_tcp(tcp_event)
 
+    def feed(self, tcp_event: Any) -> list[DecodedRecord]:
+        """The records one TCP event of a :class:`FlowTracker` completes.
+
+        :meth:`decode` reads files itself; this is the seam for callers that order the
+        packets themselves -- the Spark pipeline merges a connection's packets from
+        many rotated files before they reach a tracker."""
+        if type(tcp_event) is Data:
+            return self._on_data(self.flows[tcp_event.flow.id], tcp_event)
+        return list(self._on_tcp(tcp_event))
+
+    def flow_stats(self, flow_id: int) -> FlowStats:
+        """What has been seen of one flow so far."""
+        return self.flows[flow_id].stats
+
     def _warning(self, w: CaptureWarning) -> DecodedRecord:
         self.warnings.append(w)
         fields = {"reason": w.reason}
@@ -250,14 +264,13 @@ class CaptureDecoder:
 
     # -- TCP events -> records ---------------------------------------------------------
 
-    def _on_tcp(self, tcp_event: Any, base: int = 0) -> Iterator[DecodedRecord]:
-        """The records one TCP event completes; ``base`` offsets flow ids (kept for
-        callers that number flows themselves, such as the Spark pipeline)."""
+    def _on_tcp(self, tcp_event: Any) -> Iterator[DecodedRecord]:
+        """The records one TCP event completes."""
         kind = type(tcp_event)
         flow = tcp_event.flow
-        state = self.flows.get(base + flow.id)
+        state = self.flows.get(flow.id)
         if kind is FlowStart:
-            self.flows[base + flow.id] = _FlowState(flow)
+            self.flows[flow.id] = _FlowState(flow)
             return
         if kind is Data:
             yield from self._on_data(state, tcp_event)

@@ -179,8 +179,8 @@ class ConnectionsDecoder:
                       payload, missing or 0)
         decoder = self.decoder
         for ev in self.tracker.feed(seg):
-            if type(ev) is Data:  # the hot path, as in CaptureDecoder.decode
-                for rec in decoder._on_data(decoder.flows[ev.flow.id], ev):
+            if type(ev) is Data:  # the hot path
+                for rec in decoder.feed(ev):
                     self._record(rec, out)
             else:
                 self._on_tcp(ev, out)
@@ -202,11 +202,11 @@ class ConnectionsDecoder:
         # The capture decoder's own handling of this TCP event: the rows `nsqviz decode`
         # prints. (Its per-file loop is the only part not reused: here a 4-tuple's
         # packets arrive from many files, already merged in time order by Spark.)
-        for rec in self.decoder._on_tcp(ev, 0):
+        for rec in self.decoder.feed(ev):
             self._record(rec, out)
         if kind is FlowEnd:
             c = self.conns[ev.flow.id]
-            stats = self.decoder.flows[ev.flow.id].stats
+            stats = self.decoder.flow_stats(ev.flow.id)
             fields = {
                 "how": ev.how, "payload_bytes": stats.payload_bytes[ev.direction],
                 "nsq": stats.nsq, "why": stats.why,
