@@ -92,13 +92,12 @@ def summary(rec: DecodedRecord) -> str:
     if name == "RDY":
         return f"count={f['count']}"
     if name in ("FIN", "TOUCH", "REQ"):
-        mid = bytes.fromhex(f["id"]).decode("ascii", "replace")
-        return f"id={mid}" + (f" timeout={f['timeout']}ms" if name == "REQ" else "")
+        return f"id={f['id']}" + (f" timeout={f['timeout']}ms" if name == "REQ" else "")
     if name == "IDENTIFY":
         return json.dumps(f["data"], separators=(",", ":"))[:120]
     if name == "FrameTypeMessage":
-        mid = bytes.fromhex(f["id"]).decode("ascii", "replace")
-        return f"id={mid} attempts={f['attempts']} body={len(f['body']) // 2}B {_short(f['body'])}"
+        body = f"body={len(f['body']) // 2}B {_short(f['body'])}"
+        return f"id={f['id']} attempts={f['attempts']} {body}"
     if name in ("FrameTypeResponse", "FrameTypeError"):
         text = _short(f["data"], 60)
         if "compression_starts" in f:

@@ -95,17 +95,20 @@ _FRAME_NAMES = {
     ev.Message: "FrameTypeMessage",
 }
 
+# A message id is shown as the 16 hex digits it is on the wire (the grammar admits
+# nothing else), so that it reads as nsqd, nsqadmin and client logs print it; binary
+# bodies and data are hex.
 _FIELD_MAKERS = {
     ev.Pub: lambda e: {"topic": e.topic, "body": e.body.hex()},
     ev.Message: lambda e: {"timestamp": e.timestamp, "attempts": e.attempts,
-                           "id": e.id.hex(), "body": e.body.hex()},
-    ev.Fin: lambda e: {"id": e.id.hex()},
+                           "id": e.id.decode("ascii"), "body": e.body.hex()},
+    ev.Fin: lambda e: {"id": e.id.decode("ascii")},
     ev.Rdy: lambda e: {"count": e.count},
     ev.Response: lambda e: {"data": e.data.hex()},
     ev.Error: lambda e: {"data": e.data.hex(), "code": e.code, "text": e.text},
     ev.Mpub: lambda e: {"topic": e.topic, "bodies": [b.hex() for b in e.bodies]},
-    ev.Req: lambda e: {"id": e.id.hex(), "timeout": e.timeout},
-    ev.Touch: lambda e: {"id": e.id.hex()},
+    ev.Req: lambda e: {"id": e.id.decode("ascii"), "timeout": e.timeout},
+    ev.Touch: lambda e: {"id": e.id.decode("ascii")},
 }
 
 
@@ -118,7 +121,8 @@ def _plain(value: Any) -> Any:
 
 
 def event_fields(event: Any) -> dict[str, Any]:
-    """The parsed fields of a codec event as JSON-ready data: bytes become hex."""
+    """The parsed fields of a codec event as JSON-ready data: bytes become hex (message
+    ids excepted: they are ASCII hex already)."""
     maker = _FIELD_MAKERS.get(type(event))
     if maker is not None:
         return maker(event)
