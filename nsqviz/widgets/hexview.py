@@ -9,19 +9,17 @@ error) are pink, and the byte where the error was noticed is outlined in red.
 
 from __future__ import annotations
 
-from typing import Any
-
 from construct import Construct
 
 from nsqviz.layout import Field, Layout, annotate
-from nsqviz.widgets.style import CSS, SEPARATOR, UNPARSED, colour, esc, short_value
+from nsqviz.widgets.style import CSS, SEPARATOR, UNPARSED, StaticView, colour, esc, short_value
 
 __all__ = ["HexView"]
 
 _PER_ROW = 16
 
 
-class HexView:
+class HexView(StaticView):
     """Render one :class:`~nsqviz.layout.Layout` as coloured hex + field tree.
 
     A plain object: ``html()`` gives the markup, ``text()`` a plain-text version
@@ -79,16 +77,6 @@ class HexView:
             )
         return "\n".join(lines)
 
-    def _repr_html_(self) -> str:
-        return self.html()
-
-    def __repr__(self) -> str:
-        return self.text()
-
-    def widget(self) -> Any:
-        import ipywidgets
-
-        return ipywidgets.HTML(self.html())
 
     # -- parts --------------------------------------------------------------------
 

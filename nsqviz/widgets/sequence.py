@@ -8,9 +8,8 @@ this module only draws them, one row per arrow, in the order given.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from nsqviz.widgets.style import CSS, esc
+from nsqviz.widgets.style import CSS, StaticView, esc
 
 __all__ = ["Arrow", "SequenceDiagram", "ARROW_COLOURS"]
 
@@ -41,7 +40,7 @@ class Arrow:
     unasked: bool = False
 
 
-class SequenceDiagram:
+class SequenceDiagram(StaticView):
     """Lifelines for ``participants`` (left to right) and ``arrows`` (top to bottom)."""
 
     ROW = 38
@@ -134,13 +133,3 @@ class SequenceDiagram:
             lines.append(f"{a.src} {mark} {a.dst}: {a.label}  {a.note}".rstrip() + when)
         return "\n".join(lines)
 
-    def _repr_html_(self) -> str:
-        return self.html()
-
-    def __repr__(self) -> str:
-        return self.text()
-
-    def widget(self) -> Any:
-        import ipywidgets
-
-        return ipywidgets.HTML(self.html())

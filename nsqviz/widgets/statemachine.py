@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from nsqviz.widgets.style import CSS, esc
+from nsqviz.widgets.style import CSS, StaticView, esc
 
 __all__ = ["StateMachineView"]
 
 
-class StateMachineView:
+class StateMachineView(StaticView):
     BOX_W = 118
     GAP = 76
     H = 30
@@ -111,8 +111,3 @@ class StateMachineView:
         facts = "  " + ", ".join(f"{k}={v}" for k, v in self.facts.items()) if self.facts else ""
         return chain + facts
 
-    def _repr_html_(self) -> str:
-        return self.html()
-
-    def __repr__(self) -> str:
-        return self.text()

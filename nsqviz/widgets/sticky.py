@@ -17,14 +17,14 @@ from typing import Any
 
 from nsqviz.session.sticky import StickyRun, loopback, message_frames, reassemble, simulate_segments
 from nsqviz.stream.reassembly import Frame, Garbage
-from nsqviz.widgets.style import CSS, colour, esc
+from nsqviz.widgets.style import CSS, StaticView, colour, esc
 
 __all__ = ["StickyPlayground", "StickyView"]
 
 _MAX_ROW_PX = 640
 
 
-class StickyView:
+class StickyView(StaticView):
     def __init__(self, run: StickyRun, upto: int | None = None):
         self.run = run
         self.upto = len(run.steps) if upto is None else max(0, min(upto, len(run.steps)))
@@ -116,11 +116,6 @@ class StickyView:
             )
         return "\n".join(lines)
 
-    def _repr_html_(self) -> str:
-        return self.html()
-
-    def __repr__(self) -> str:
-        return self.text()
 
 
 _STICKY_CSS = """<style>

@@ -13,7 +13,7 @@ import html
 import json
 from typing import Any
 
-__all__ = ["CSS", "PALETTE", "esc", "colour", "short_value"]
+__all__ = ["CSS", "PALETTE", "StaticView", "esc", "colour", "short_value"]
 
 PALETTE = (
     "#8ecae6", "#ffb703", "#90be6d", "#f4a6c1", "#b8a1e3", "#f9c74f",
@@ -91,3 +91,27 @@ def short_value(value: Any, limit: int = 40) -> str:
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return text
+
+
+class StaticView:
+    """What every view shares: it *is* its HTML (``html()``) and its text (``text()``).
+
+    A notebook shows the HTML (live, saved, or on GitHub), ``repr`` and the tests read
+    the text, and ``widget()`` wraps the same HTML for an ipywidgets layout."""
+
+    def html(self) -> str:  # pragma: no cover - each view defines it
+        raise NotImplementedError
+
+    def text(self) -> str:  # pragma: no cover - each view defines it
+        raise NotImplementedError
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def widget(self) -> Any:
+        import ipywidgets
+
+        return ipywidgets.HTML(self.html())

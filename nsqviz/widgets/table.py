@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from nsqviz.widgets.style import CSS, esc
+from nsqviz.widgets.style import CSS, StaticView, esc
 
 __all__ = ["TableView"]
 
 
-class TableView:
+class TableView(StaticView):
     def __init__(self, columns: list[str], rows: list[dict[str, Any]], title: str = "",
                  empty: str = "(none)"):
         self.columns = list(columns)
@@ -46,8 +46,3 @@ class TableView:
             lines.append("  ".join(f"{c}={r.get(c, '')}" for c in self.columns))
         return "\n".join(lines)
 
-    def _repr_html_(self) -> str:
-        return self.html()
-
-    def __repr__(self) -> str:
-        return self.text()
