@@ -121,7 +121,28 @@ def build_packet(
     raise ValueError(f"cannot build packets for link type {linktype}")
 
 
-class PcapWriter:
+class _CaptureFile:
+    """A capture file being written: a path we open (and close), or a file the caller
+    owns (flushed, left open)."""
+
+    def _open(self, f: BinaryIO | str | os.PathLike[str]) -> None:
+        self._own = not hasattr(f, "write")
+        self.f: BinaryIO = open(f, "wb") if self._own else f  # type: ignore[arg-type]  # noqa: SIM115
+
+    def close(self) -> None:
+        if self._own:
+            self.f.close()
+        else:
+            self.f.flush()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class PcapWriter(_CaptureFile):
     """A classic pcap file (little-endian, or big-endian with ``byteorder="big"``)."""
 
     def __init__(
@@ -133,8 +154,7 @@ class PcapWriter:
         byteorder: str = "little",
         snaplen: int = 262144,
     ):
-        self._own = not hasattr(f, "write")
-        self.f: BinaryIO = open(f, "wb") if self._own else f  # type: ignore[arg-type]  # noqa: SIM115
+        self._open(f)
         self.linktype = linktype
         self.snaplen = snaplen
         e = "<" if byteorder == "little" else ">"
@@ -157,20 +177,8 @@ class PcapWriter:
         self.f.write(data)
         self.count += 1
 
-    def close(self) -> None:
-        if self._own:
-            self.f.close()
-        else:
-            self.f.flush()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-class PcapngWriter:
+class PcapngWriter(_CaptureFile):
     """A pcapng file with one section and any number of interfaces.
 
     ``add_interface`` returns the interface id to pass to :meth:`write`; ``tsresol`` is
@@ -178,8 +186,7 @@ class PcapngWriter:
     """
 
     def __init__(self, f: BinaryIO | str | os.PathLike[str], *, byteorder: str = "little"):
-        self._own = not hasattr(f, "write")
-        self.f: BinaryIO = open(f, "wb") if self._own else f  # type: ignore[arg-type]  # noqa: SIM115
+        self._open(f)
         self.e = "<" if byteorder == "little" else ">"
         self._units: list[int] = []
         self._links: list[int] = []
@@ -214,18 +221,6 @@ class PcapngWriter:
         )
         self._block(EPB_TYPE, fixed + frame)
         self.count += 1
-
-    def close(self) -> None:
-        if self._own:
-            self.f.close()
-        else:
-            self.f.flush()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 class TcpConversation:
