@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
+from nsqviz.capture.cli import fields_json
 from nsqviz.capture.decode import CaptureDecoder, DecodedRecord
 from nsqviz.capture.layers import Segment
 from nsqviz.capture.tcp import Data, FlowEnd, FlowStart, FlowTracker, Gap
@@ -77,25 +78,6 @@ FRAME_SCHEMA = _spark_schema()
 _COLUMNS = [f.name for f in ARROW_FRAME_SCHEMA]
 _INDEX = {name: i for i, name in enumerate(_COLUMNS)}
 _NO_EXTRAS = (None,) * (len(_COLUMNS) - _INDEX["seq"] - 1)  # the columns after `seq`
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
-_PLAIN_STR_KEYS = frozenset({"body", "data", "id", "topic", "channel"})
-"""Fields whose string values never need JSON escaping: hex by construction (body, data,
-id) or names the grammar restricts to ``[.a-zA-Z0-9_#-]`` (topic, channel) -- the same
-observation ``nsqviz decode --json`` formats its lines with."""
-
-
-def _fields_json(fields: dict) -> str:
-    """``json.dumps(fields, separators=(",", ":"))``, without its cost on hex and ints."""
-    parts = []
-    for k, v in fields.items():
-        t = type(v)
-        if t is str and k in _PLAIN_STR_KEYS:
-            parts.append(f'"{k}":"{v}"')
-        elif t is int:
-            parts.append(f"{_dumps(k)}:{v}")
-        else:
-            parts.append(f"{_dumps(k)}:{_dumps(v)}")
-    return "{" + ",".join(parts) + "}"
 
 
 def _sha1(body: bytes) -> str:
@@ -238,7 +220,7 @@ class ConnectionsDecoder:
         where = [origin[p - 1] for p in packets]
         c.seq += 1
         row = [
-            ts, c.flow.label, direction, kind, name, _fields_json(fields),
+            ts, c.flow.label, direction, kind, name, fields_json(fields, compact=True),
             [p for _f, p in where], c.conn_id, where[0][0] if where else None,
             [f for f, _p in where], c.seq,
         ]

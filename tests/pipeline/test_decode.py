@@ -61,7 +61,7 @@ def test_silence_longer_than_idle_split_starts_a_new_connection(tmp_path):
 def test_fields_json_is_json_dumps():
     import json
 
-    from nsqviz.pipeline.decode import _fields_json
+    from nsqviz.capture.cli import fields_json
 
     samples = [
         {},
@@ -71,5 +71,5 @@ def test_fields_json_is_json_dumps():
         {"bodies": ["00", "01"], "offset": None, "expected": 1.5},
     ]
     for fields in samples:
-        assert json.loads(_fields_json(fields)) == fields
-        assert _fields_json(fields) == json.dumps(fields, separators=(",", ":"))
+        assert json.loads(fields_json(fields, compact=True)) == fields
+        assert fields_json(fields, compact=True) == json.dumps(fields, separators=(",", ":"))
