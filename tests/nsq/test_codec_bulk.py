@@ -20,8 +20,15 @@ def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
 
 
 def _strip(events):
-    return [(type(e).__name__, getattr(e, "id", None), getattr(e, "code", None),
-             getattr(e, "offset", None)) for e in events]
+    return [
+        (
+            type(e).__name__,
+            getattr(e, "id", None),
+            getattr(e, "code", None),
+            getattr(e, "offset", None),
+        )
+        for e in events
+    ]
 
 
 commands = st.lists(
@@ -54,8 +61,13 @@ def test_server_fin_runs_equal_frame_by_frame(cmds, cuts, flying):
 
 frames = st.lists(
     st.one_of(
-        st.builds(Message, st.integers(0, 2**62), st.integers(1, 9), st.sampled_from(IDS),
-                  st.binary(max_size=40)),
+        st.builds(
+            Message,
+            st.integers(0, 2**62),
+            st.integers(1, 9),
+            st.sampled_from(IDS),
+            st.binary(max_size=40),
+        ),
         st.sampled_from([Response(b"_heartbeat_"), Response(b"OK")]),
     ),
     max_size=60,
