@@ -3,4 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
-exec .venv/bin/jupyter lab --notebook-dir=notebooks "$@"
+extra=()
+# Machines of this project's kind (and containers, Binder) run everything as root;
+# JupyterLab refuses that unless told.
+[ "$(id -u)" = 0 ] && extra+=(--allow-root)
+exec .venv/bin/jupyter lab --notebook-dir=notebooks "${extra[@]}" "$@"
