@@ -505,15 +505,28 @@ class _FrameSize(Adapter):
         return obj
 
 
-def _data_size(ctx) -> int:
-    data = ctx.data
-    if ctx.frame_type == "FrameTypeMessage":
-        return 8 + 2 + 16 + len(data["body"])
-    return len(data)
+class _FrameSizeOf:
+    """The value of ``size`` when building: 4 (the frame type) + the data's length.
+
+    A callable for construct's interpreter; its ``repr`` is the same computation as an
+    expression over ``this``, which is what construct's compiler pastes into the code
+    it generates -- so ``Frame.compile()`` works too."""
+
+    def __call__(self, ctx) -> int:
+        data = ctx["data"]
+        if ctx["frame_type"] == "FrameTypeMessage":
+            return 4 + 8 + 2 + 16 + len(data["body"])
+        return 4 + len(data)
+
+    def __repr__(self) -> str:
+        return (
+            "(4 + 26 + len(this['data']['body']) if this['frame_type'] == 'FrameTypeMessage'"
+            " else 4 + len(this['data']))"
+        )
 
 
 Frame = Struct(
-    "size" / Rebuild(_Located(_FrameSize(Int32sb)), lambda ctx: 4 + _data_size(ctx)),
+    "size" / Rebuild(_Located(_FrameSize(Int32sb)), _FrameSizeOf()),
     "frame_type" / _Located(_FrameType(Int32sb)),
     "data"
     / FixedSized(
