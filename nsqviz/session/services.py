@@ -71,7 +71,9 @@ class AuthService:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 url = urllib.parse.urlsplit(self.path)
-                query = dict(urllib.parse.parse_qsl(url.query))
+                # keep empty values: nsqd sends common_name= without TLS, and the record
+                # should show what it sent
+                query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
                 service.requests.append({"path": url.path, **query})
                 status, doc = service.answer(query) if url.path == "/auth" else (404, {})
                 body = json.dumps(doc).encode()

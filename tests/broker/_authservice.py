@@ -1,12 +1,12 @@
-"""A real HTTP auth service for the AUTH tests: answers nsqd's ``GET /auth?...`` by secret
-and records every query it got."""
+"""The auth service the AUTH tests talk to: the notebook's real HTTP one
+(:class:`nsqviz.session.services.AuthService`), answering from a fixed table of secrets
+that covers what a single grant cannot say (a 200 with no authorizations, say)."""
 
 from __future__ import annotations
 
-import json
-import threading
-import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from nsqviz.session.services import AuthService as _Service
 
 ALLOW = {"topic": "^allowed", "channels": [".*"], "permissions": ["subscribe", "publish"]}
 ANSWERS = {
@@ -19,32 +19,19 @@ ANSWERS = {
 }
 
 
-class AuthService:
-    def __init__(self):
-        self.queries: list[dict] = []
-        service = self
+class AuthService(_Service):
+    """Started on creation; ``queries`` is every request it got, in order."""
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's naming
-                url = urllib.parse.urlsplit(self.path)
-                query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
-                service.queries.append({"path": url.path, **query})
-                status, body = ANSWERS.get(query.get("secret"), (403, {}))
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+    def __init__(self) -> None:
+        super().__init__()
+        self.start()
 
-            def log_message(self, *args):
-                pass
+    def answer(self, query: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        return ANSWERS.get(query.get("secret"), (403, {}))
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+    @property
+    def queries(self) -> list[dict[str, str]]:
+        return self.requests
 
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    def close(self) -> None:
+        self.stop()
