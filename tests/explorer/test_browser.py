@@ -17,14 +17,12 @@ import json
 import os
 import re
 import secrets
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests._jupyter import free_port, running_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("NSQVIZ_CHROMIUM", "/usr/bin/chromium")
@@ -35,12 +33,6 @@ FLAGS = [
 ]
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _write_settings(settings: Path) -> None:
@@ -74,7 +66,7 @@ def lab(tmp_path):
     nb["metadata"].pop("widgets", None)
     (work / "02-live-session.ipynb").write_text(json.dumps(nb))
     _write_settings(tmp_path / "settings")
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     cmd = [
         sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
         f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
@@ -84,29 +76,9 @@ def lab(tmp_path):
     ]
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
            "JUPYTER_CONFIG_DIR": str(tmp_path / "config")}
-    log = (tmp_path / "lab.log").open("w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        "JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()
-                    ) from None
-                time.sleep(0.5)
+    with running_lab(cmd, env, tmp_path / "lab.log", f"{url}/api/status?token={token}"):
         yield url, token
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def test_notebook_02_runs_and_the_stepper_renders(lab, tmp_path):
