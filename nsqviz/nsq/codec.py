@@ -668,9 +668,9 @@ class ServerConnection(_Connection):
             if mid in in_flight:
                 in_flight.discard(mid)
             else:
-                text = f"FIN {mid.decode('ascii', 'replace')} failed ID not in flight"
+                code, text = _not_in_flight("FIN", mid)
                 offset = base + start + 21 * (k - first)  # every FIN of the run is 21 bytes
-                out[k] = Violation("E_FIN_FAILED", text, False, offset, None, out[k])
+                out[k] = Violation(code, text, False, offset, None, out[k])
         return i, pos
 
     def start_compression(self, kind: str, level: int | None = None) -> None:
@@ -761,9 +761,7 @@ class ServerConnection(_Connection):
             return self._refuse(out, "E_AUTH_FIRST", text, offset, raw)
         if kind is Fin or kind is Req or kind is Touch:
             if cmd.id not in self.in_flight:
-                verb = _verb(cmd)
-                text = f"{verb} {cmd.id.decode('ascii', 'replace')} failed ID not in flight"
-                code = f"E_{verb}_FAILED"
+                code, text = _not_in_flight(_verb(cmd), cmd.id)
                 return self._refuse(out, code, text, offset, raw, fatal=False, command=cmd)
         elif kind is Rdy:
             if not 0 <= cmd.count <= config.max_rdy_count:
@@ -873,6 +871,12 @@ def _verb(cmd: Command) -> str:
     return type(cmd).__name__.upper()
 
 
+def _not_in_flight(verb: str, message_id: bytes) -> tuple[str, str]:
+    """nsqd's non-fatal answer to FIN, REQ or TOUCH of an id this client does not hold."""
+    mid = message_id.decode(errors="replace")  # nsqd echoes the bytes it got
+    return f"E_{verb}_FAILED", f"{verb} {mid} failed ID not in flight"
+
+
 def _json_or_none(data: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(data)
@@ -919,8 +923,7 @@ def _nsqd_code_text(verb: bytes, data: bytes, nl: int, exc: GrammarError) -> tup
         if len(params[0]) != 16:
             return "E_INVALID", "invalid message ID"
         # nsqd only checks the length; 16 bytes that are not hex are simply not in flight.
-        mid = params[0].decode(errors="replace")
-        return f"E_{name}_FAILED", f"{name} {mid} failed ID not in flight"
+        return _not_in_flight(name, params[0])
     if isinstance(exc, BadJSON):
         return "E_BAD_BODY", "IDENTIFY failed to decode JSON body"
     if verb in (b"PUB", b"DPUB"):
