@@ -22,3 +22,35 @@ def broker(tmp_path, broker_options):
     options = {"data_path": str(tmp_path / "nsqd"), **broker_options}
     with EmbeddedBroker(**options) as running:
         yield running
+
+
+def peer(name: str):
+    """The real program ``name`` (nsqd, to_nsq, ...), or skip the test saying how to provide it.
+
+    Found by :func:`nsqviz.peers.find`: ``$NSQD``-style variable, PATH, ``../shared/peers/``.
+    """
+    from nsqviz.peers import PeerNotFound, require
+
+    try:
+        return require(name)
+    except PeerNotFound as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def real_nsqd_options() -> dict:
+    """Flags for the ``real_nsqd`` fixture (nsqd's names, underscores); override per module."""
+    return {}
+
+
+@pytest.fixture
+def real_nsqd(tmp_path, real_nsqd_options):
+    """The real nsqd on free loopback ports (skips when none is found), stopped afterwards.
+
+    ``real_nsqd.tcp_address`` / ``real_nsqd.http_address`` are ``"127.0.0.1:PORT"``.
+    """
+    from nsqviz.peers import RealNsqd
+
+    binary = peer("nsqd")
+    with RealNsqd(binary, data_path=str(tmp_path / "real-nsqd"), **real_nsqd_options) as running:
+        yield running

@@ -1,0 +1,209 @@
+"""The real NSQ programs beside the project: where they are, and a real nsqd to run.
+
+The project does not ship nsqd, nsqlookupd or the NSQ tools; it uses them when they are
+at hand -- the real nsqd is the reference the embedded broker is tested against, the
+tools are real clients and load generators. :func:`find` looks for one in this order:
+
+1. the path given by the caller (a command-line option, a fixture argument);
+2. the environment variable named after the program (``NSQD``, ``NSQLOOKUPD``,
+   ``NSQ_TAIL``, ``TO_NSQ``, ``BENCH_WRITER``, ``BENCH_READER``, ``TUBEMQ_PRODUCER``,
+   ``TUBEMQ_CONSUMER``) -- a path to the executable;
+3. the program's name on ``PATH``;
+4. ``../shared/peers/`` beside the project's root (where this machine keeps them).
+
+:func:`require` returns the path or raises :class:`PeerNotFound` whose text says what was
+tried -- tests use that text as their skip reason. :class:`RealNsqd` starts the real nsqd
+on free loopback ports (it is told port 0 and reads the ports it got from its log).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+__all__ = ["PEERS", "PeerNotFound", "RealNsqd", "env_var", "find", "require"]
+
+PEERS = (
+    "nsqd",
+    "nsqlookupd",
+    "nsq_tail",
+    "to_nsq",
+    "bench_writer",
+    "bench_reader",
+    "tubemq-producer",
+    "tubemq-consumer",
+)
+"""The programs this module knows how to find."""
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SHARED_PEERS = PROJECT_ROOT.parent / "shared" / "peers"
+
+
+class PeerNotFound(LookupError):
+    """A real program is not available; the text says where it was looked for."""
+
+
+def env_var(name: str) -> str:
+    """The environment variable that names a program's path: ``nsq_tail`` -> ``NSQ_TAIL``."""
+    return name.upper().replace("-", "_")
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def find(name: str, explicit: str | os.PathLike | None = None) -> Path | None:
+    """The path of the real program ``name``, or None (see the module doc for the order).
+
+    A path given explicitly or through the environment that is not an executable is an
+    error (:class:`PeerNotFound`), not a reason to look elsewhere: the user asked for it.
+    """
+    if name not in PEERS:
+        raise ValueError(f"unknown program {name!r}: one of {', '.join(PEERS)}")
+    variable = env_var(name)
+    for given, origin in ((explicit, "given path"), (os.environ.get(variable), f"${variable}")):
+        if given:
+            path = Path(given).expanduser()
+            if not _executable(path):
+                raise PeerNotFound(f"{name}: {origin} {str(path)!r} is not an executable file")
+            return path
+    on_path = shutil.which(name)
+    if on_path:
+        return Path(on_path)
+    shared = SHARED_PEERS / name
+    return shared if _executable(shared) else None
+
+
+def require(name: str, explicit: str | os.PathLike | None = None) -> Path:
+    """Like :func:`find`, but a missing program raises :class:`PeerNotFound` saying why."""
+    path = find(name, explicit)
+    if path is None:
+        raise PeerNotFound(
+            f"real {name} not found: set ${env_var(name)} to its path, put it on PATH, "
+            f"or place it in {SHARED_PEERS}"
+        )
+    return path
+
+
+_LISTENING = re.compile(r"(TCP|HTTP|HTTPS): listening on (\S+)")
+
+
+class RealNsqd:
+    """The real nsqd on free loopback ports, in a temporary data path unless given one.
+
+    ``RealNsqd(mem_queue_size=100, msg_timeout="2s")`` passes each keyword as nsqd's
+    flag (underscores become dashes; ``True`` is a bare flag; a list repeats it).
+    ``with RealNsqd() as nsqd: nsqd.tcp_address`` -- ``"127.0.0.1:PORT"``. Leaving the
+    block stops it with SIGTERM (nsqd then writes its queues to disk);
+    :meth:`kill` sends SIGKILL. Its log (stdout and stderr) is kept in :attr:`log`.
+    """
+
+    def __init__(self, binary: str | os.PathLike | None = None, *, data_path: str | None = None,
+                 **flags):
+        self.binary = require("nsqd", binary)
+        self.flags = flags
+        self.data_path = data_path
+        self.process: subprocess.Popen | None = None
+        self.log: list[str] = []
+        self.tcp_address = ""
+        self.http_address = ""
+        self.https_address = ""
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        self._reader: threading.Thread | None = None
+
+    @property
+    def tcp_port(self) -> int:
+        return int(self.tcp_address.rpartition(":")[2])
+
+    @property
+    def http_port(self) -> int:
+        return int(self.http_address.rpartition(":")[2])
+
+    def argv(self) -> list[str]:
+        """The command line nsqd is started with."""
+        flags = {
+            "tcp_address": "127.0.0.1:0",
+            "http_address": "127.0.0.1:0",
+            "https_address": "127.0.0.1:0",
+            "broadcast_address": "127.0.0.1",
+            **self.flags,
+        }
+        argv = [str(self.binary), f"--data-path={self.data_path}"]
+        for key, value in flags.items():
+            flag = "--" + key.replace("_", "-")
+            for one in value if isinstance(value, list | tuple) else [value]:
+                if one is True:
+                    argv.append(flag)
+                elif one is not None and one is not False:
+                    argv.append(f"{flag}={one}")
+        return argv
+
+    def start(self, timeout: float = 15.0) -> RealNsqd:
+        if self.data_path is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="nsqd-")
+            self.data_path = self._tmp.name
+        Path(self.data_path).mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            self.argv(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        ready = threading.Event()
+        wanted = {"TCP", "HTTP"}
+
+        def read() -> None:
+            for line in self.process.stdout:
+                self.log.append(line.rstrip("\n"))
+                match = _LISTENING.search(line)
+                if match:
+                    kind, address = match.groups()
+                    setattr(self, f"{kind.lower()}_address", address.replace("[::]", "127.0.0.1"))
+                    wanted.discard(kind)
+                    if not wanted:
+                        ready.set()
+            ready.set()  # nsqd exited: wake the starter
+
+        self._reader = threading.Thread(target=read, name="nsqd-log", daemon=True)
+        self._reader.start()
+        if not ready.wait(timeout) or wanted:
+            self.stop()
+            tail = "\n".join(self.log[-10:])
+            raise RuntimeError(f"real nsqd did not start ({' '.join(self.argv())}):\n{tail}")
+        return self
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM and wait: nsqd flushes its queues to the data path. Returns its exit code."""
+        code = self._end(signal.SIGTERM, timeout)
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+        return code
+
+    def kill(self) -> int | None:
+        """SIGKILL: nothing is flushed (the data path stays for a restart)."""
+        return self._end(signal.SIGKILL, 10.0)
+
+    def _end(self, sig: int, timeout: float) -> int | None:
+        if self.process is None:
+            return None
+        process, self.process = self.process, None
+        if process.poll() is None:
+            process.send_signal(sig)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._reader is not None:
+            self._reader.join(5)
+        return process.returncode
+
+    def __enter__(self) -> RealNsqd:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
