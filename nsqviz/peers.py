@@ -13,7 +13,8 @@ tools are real clients and load generators. :func:`find` looks for one in this o
 
 :func:`require` returns the path or raises :class:`PeerNotFound` whose text says what was
 tried -- tests use that text as their skip reason. :class:`RealNsqd` starts the real nsqd
-on free loopback ports (it is told port 0 and reads the ports it got from its log).
+on free loopback ports (it is told port 0 and reads the ports it got from its log);
+:meth:`NsqdProcess.nsqviz` runs ``nsqviz broker`` the same way, with the same flags.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["PEERS", "PeerNotFound", "RealNsqd", "env_var", "find", "require"]
+__all__ = ["PEERS", "NsqdProcess", "PeerNotFound", "RealNsqd", "env_var", "find", "require"]
 
 PEERS = (
     "nsqd",
@@ -94,19 +96,20 @@ def require(name: str, explicit: str | os.PathLike | None = None) -> Path:
 _LISTENING = re.compile(r"(TCP|HTTP|HTTPS): listening on (\S+)")
 
 
-class RealNsqd:
-    """The real nsqd on free loopback ports, in a temporary data path unless given one.
+class NsqdProcess:
+    """An nsqd-compatible server run as a process on free loopback ports: the real nsqd
+    (:class:`RealNsqd`) or ``nsqviz broker`` (:meth:`nsqviz`), given the same flags.
 
-    ``RealNsqd(mem_queue_size=100, msg_timeout="2s")`` passes each keyword as nsqd's
-    flag (underscores become dashes; ``True`` is a bare flag; a list repeats it).
-    ``with RealNsqd() as nsqd: nsqd.tcp_address`` -- ``"127.0.0.1:PORT"``. Leaving the
-    block stops it with SIGTERM (nsqd then writes its queues to disk);
-    :meth:`kill` sends SIGKILL. Its log (stdout and stderr) is kept in :attr:`log`.
+    Keywords are nsqd's flags (underscores become dashes; ``True`` is a bare flag; a list
+    repeats it). ``with RealNsqd(mem_queue_size=100) as nsqd: nsqd.tcp_address`` --
+    ``"127.0.0.1:PORT"``: the server is told port 0 and its log says which port it got.
+    The data path is a temporary directory unless given. Leaving the block stops it with
+    SIGTERM (queues are written to disk); :meth:`kill` sends SIGKILL. Its log (stdout and
+    stderr) is kept in :attr:`log`.
     """
 
-    def __init__(self, binary: str | os.PathLike | None = None, *, data_path: str | None = None,
-                 **flags):
-        self.binary = require("nsqd", binary)
+    def __init__(self, command: list[str], *, data_path: str | None = None, **flags):
+        self.command = command
         self.flags = flags
         self.data_path = data_path
         self.process: subprocess.Popen | None = None
@@ -116,6 +119,15 @@ class RealNsqd:
         self.https_address = ""
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._reader: threading.Thread | None = None
+
+    @classmethod
+    def nsqviz(cls, *, data_path: str | None = None, **flags) -> NsqdProcess:
+        """``nsqviz broker`` with nsqd's flags, run by this Python."""
+        return cls([sys.executable, "-m", "nsqviz.cli", "broker"], data_path=data_path, **flags)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
 
     @property
     def tcp_port(self) -> int:
@@ -130,11 +142,10 @@ class RealNsqd:
         flags = {
             "tcp_address": "127.0.0.1:0",
             "http_address": "127.0.0.1:0",
-            "https_address": "127.0.0.1:0",
             "broadcast_address": "127.0.0.1",
             **self.flags,
         }
-        argv = [str(self.binary), f"--data-path={self.data_path}"]
+        argv = [*self.command, f"--data-path={self.data_path}"]
         for key, value in flags.items():
             flag = "--" + key.replace("_", "-")
             for one in value if isinstance(value, list | tuple) else [value]:
@@ -144,7 +155,7 @@ class RealNsqd:
                     argv.append(f"{flag}={one}")
         return argv
 
-    def start(self, timeout: float = 15.0) -> RealNsqd:
+    def start(self, timeout: float = 30.0) -> NsqdProcess:
         if self.data_path is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="nsqd-")
             self.data_path = self._tmp.name
@@ -172,7 +183,8 @@ class RealNsqd:
         if not ready.wait(timeout) or wanted:
             self.stop()
             tail = "\n".join(self.log[-10:])
-            raise RuntimeError(f"real nsqd did not start ({' '.join(self.argv())}):\n{tail}")
+            argv = " ".join(self.argv())
+            raise RuntimeError(f"{self.command[-1]} did not start ({argv}):\n{tail}")
         return self
 
     def stop(self, timeout: float = 30.0) -> int | None:
@@ -202,8 +214,18 @@ class RealNsqd:
             self._reader.join(5)
         return process.returncode
 
-    def __enter__(self) -> RealNsqd:
+    def __enter__(self) -> NsqdProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class RealNsqd(NsqdProcess):
+    """The real nsqd (found by :func:`require`) as an :class:`NsqdProcess`; its HTTPS
+    listener, when TLS is configured, also goes to a free loopback port."""
+
+    def __init__(self, binary: str | os.PathLike | None = None, *, data_path: str | None = None,
+                 **flags):
+        flags = {"https_address": "127.0.0.1:0", **flags}
+        super().__init__([str(require("nsqd", binary))], data_path=data_path, **flags)

@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from nsqviz import peers
-from nsqviz.peers import PeerNotFound, RealNsqd, env_var, find, require
+from nsqviz.peers import NsqdProcess, PeerNotFound, env_var, find, require
 from tests.conftest import peer
 
 
@@ -71,10 +71,8 @@ def test_unknown_name():
 
 
 def test_argv_spells_nsqd_flags():
-    nsqd = RealNsqd.__new__(RealNsqd)
-    nsqd.binary, nsqd.data_path = "nsqd", "/d"
-    nsqd.flags = {"mem_queue_size": 100, "tls_required": True,
-                  "e2e_processing_latency_percentile": [0.5, 0.9]}
+    nsqd = NsqdProcess(["nsqd"], data_path="/d", mem_queue_size=100, tls_required=True,
+                       e2e_processing_latency_percentile=[0.5, 0.9])
     argv = nsqd.argv()
     assert argv[:2] == ["nsqd", "--data-path=/d"]
     assert "--tcp-address=127.0.0.1:0" in argv
@@ -95,3 +93,14 @@ def test_real_nsqd_starts_on_free_ports_and_speaks_v2(real_nsqd):
 def test_the_peers_fixture_finds_the_tools():
     for name in ("nsqd", "nsqlookupd", "to_nsq", "nsq_tail", "bench_writer", "bench_reader"):
         assert peer(name).name == name
+
+
+def test_nsqviz_broker_runs_the_same_way_with_the_same_flags(tmp_path):
+    with NsqdProcess.nsqviz(data_path=str(tmp_path), max_rdy_count=7) as ours:
+        s = socket.create_connection(("127.0.0.1", ours.tcp_port), timeout=5)
+        s.sendall(b"  V2SUB t c\nRDY 8\n")
+        answer = b""
+        while chunk := s.recv(100):  # nsqd closes after a fatal error
+            answer += chunk
+        s.close()
+    assert answer.endswith(b"E_INVALID RDY count 8 out of range 0-7")
