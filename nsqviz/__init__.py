@@ -1,3 +1,27 @@
 """nsqviz: see the NSQ V2 wire protocol, byte by byte, live, in captures and on Spark."""
 
+import sys
+
 __version__ = "0.1.0"
+
+
+def _show_steps_as_html() -> None:
+    """In IPython, display a session's :class:`~nsqviz.session.Step` as the card of
+    :func:`nsqviz.widgets.steps.step_html`. The session knows no HTML and the widgets
+    are imported only when a step is first displayed; registering by name imports
+    neither here."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None:
+        return
+    html = shell.display_formatter.formatters["text/html"]
+    html.for_type_by_name("nsqviz.session.client", "Step", _step_html)
+
+
+def _step_html(step: object) -> str:
+    from nsqviz.widgets.steps import step_html
+
+    return step_html(step)  # type: ignore[arg-type]
+
+
+_show_steps_as_html()

@@ -1,0 +1,100 @@
+"""NSQ protocol V2: events, sans-IO connections, grammar errors -- from one place.
+
+As with h11, a newcomer needs only this package::
+
+    from nsqviz.nsq import ClientConnection, Magic, Sub
+
+    conn = ClientConnection()
+    wire = conn.send(Magic()) + conn.send(Sub("orders", "audit"))
+    for event in conn.receive(bytes_from_nsqd):
+        ...
+
+The modules behind it: :mod:`~nsqviz.nsq.events` (what happens on a connection),
+:mod:`~nsqviz.nsq.codec` (the connection objects and the capture :class:`Observer`),
+:mod:`~nsqviz.nsq.grammar` (the ``construct`` definition of every byte),
+:mod:`~nsqviz.nsq.fastpath` (its struct-based twin for hot loops),
+:mod:`~nsqviz.nsq.framing` (where frames end), :mod:`~nsqviz.nsq.labels` (events as text).
+"""
+
+from nsqviz.nsq.codec import (
+    ClientConnection,
+    LocalProtocolError,
+    Observer,
+    ProtocolError,
+    ServerConfig,
+    ServerConnection,
+    State,
+)
+from nsqviz.nsq.events import (
+    Auth,
+    Cls,
+    Command,
+    CompressionStarted,
+    ConnectionClosed,
+    Dpub,
+    Error,
+    Event,
+    Fin,
+    Identify,
+    Magic,
+    Message,
+    Mpub,
+    Nop,
+    Observation,
+    Pub,
+    Rdy,
+    Req,
+    Response,
+    ServerFrame,
+    Sub,
+    TLSUpgrade,
+    Touch,
+    Truncated,
+    Violation,
+)
+from nsqviz.nsq.grammar import GrammarError
+from nsqviz.nsq.labels import command_label, event_label
+from nsqviz.stream import Direction
+
+__all__ = [
+    # events
+    "Event",
+    "Command",
+    "Magic",
+    "Identify",
+    "Auth",
+    "Sub",
+    "Pub",
+    "Mpub",
+    "Dpub",
+    "Rdy",
+    "Fin",
+    "Req",
+    "Touch",
+    "Cls",
+    "Nop",
+    "ServerFrame",
+    "Response",
+    "Error",
+    "Message",
+    "Observation",
+    "TLSUpgrade",
+    "CompressionStarted",
+    "Violation",
+    "Truncated",
+    "ConnectionClosed",
+    # connections
+    "ClientConnection",
+    "ServerConnection",
+    "ServerConfig",
+    "Observer",
+    "State",
+    "Direction",
+    # errors
+    "ProtocolError",
+    "LocalProtocolError",
+    "GrammarError",
+    # text
+    "command_label",
+    "event_label",
+]

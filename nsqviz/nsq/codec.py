@@ -71,7 +71,8 @@ from nsqviz.nsq.grammar import (
     GrammarError,
     UnknownCommand,
 )
-from nsqviz.stream.reassembly import Frame, FramingError, Garbage, Reassembler
+from nsqviz.stream.direction import Direction
+from nsqviz.stream.reassembly import FramingError, Garbage, RawFrame, Reassembler
 from nsqviz.stream.reassembly import Truncated as StreamTruncated
 
 __all__ = [
@@ -190,7 +191,7 @@ class _Connection:
         raise NotImplementedError
 
     def _on_frame(
-        self, buf: bytes, start: int, end: int, base: int, raw: Frame | None, out: list[Event]
+        self, buf: bytes, start: int, end: int, base: int, raw: RawFrame | None, out: list[Event]
     ) -> bool:  # pragma: no cover - abstract
         """Decode ``buf[start:end]`` (stream offset ``base + start``) into ``out``; return
         True if the stream changes form after it."""
@@ -707,7 +708,7 @@ class ServerConnection(_Connection):
         code: str,
         text: str,
         offset: int,
-        raw: Frame | None,
+        raw: RawFrame | None,
         *,
         fatal: bool = True,
         command: Command | None = None,
@@ -718,7 +719,7 @@ class ServerConnection(_Connection):
         return False
 
     def _on_frame(
-        self, buf: bytes, start: int, end: int, base: int, raw: Frame | None, out: list[Event]
+        self, buf: bytes, start: int, end: int, base: int, raw: RawFrame | None, out: list[Event]
     ) -> bool:
         data = raw.data if raw is not None else buf[start:end]
         offset = base + start
@@ -752,7 +753,7 @@ class ServerConnection(_Connection):
             return self._refuse(out, code, text, offset, raw, fatal=fatal)
         return self._accept(cmd, offset, raw, out)
 
-    def _accept(self, cmd: Command, offset: int, raw: Frame | None, out: list[Event]) -> bool:
+    def _accept(self, cmd: Command, offset: int, raw: RawFrame | None, out: list[Event]) -> bool:
         """nsqd's checks that need the decoded command, then the state it changes."""
         kind = type(cmd)
         config = self.config
@@ -841,14 +842,13 @@ class Observer:
         events = self.server.receive(data, segment=segment)
         client = self.client
         for ev in events:
-            if isinstance(ev, Command.__args__):  # type: ignore[attr-defined]
+            if isinstance(ev, Command):
                 client._sent(ev)
         return events
 
-    def gap(self, direction: str) -> tuple[bytes, int | None]:
-        """Bytes of ``direction`` (``"c2s"`` or ``"s2c"``) are missing here; see
-        :meth:`ClientConnection.gap`."""
-        return (self.server if direction == "c2s" else self.client).gap()
+    def gap(self, direction: Direction) -> tuple[bytes, int | None]:
+        """Bytes of ``direction`` are missing here; see :meth:`ClientConnection.gap`."""
+        return (self.server if direction == Direction.C2S else self.client).gap()
 
     def s2c(self, data: bytes, *, segment: int | None = None) -> list[Event]:
         """Bytes the server sent; returns frames (and what they switched on)."""

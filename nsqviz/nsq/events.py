@@ -1,12 +1,16 @@
 """The things that happen on an NSQ connection, as small frozen dataclasses.
 
+Every event is an :class:`Event`; commands are :class:`Command` (client to server),
+frames :class:`ServerFrame` (server to client), and the codec's own observations
+:class:`Observation`.
+
 Commands (client to server) and frames (server to client) are the same objects whether
 they are sent or received, parsed from a pcap or built in a notebook -- as in h11, where
 a ``Request`` is both what a client sends and what a server receives. The remaining
 events are the codec's own observations: a negotiated feature switched on, the TLS
 switch point, a protocol violation, the end of the stream.
 
-Each event that came off the wire carries the reassembled :class:`~nsqviz.stream.Frame`
+Each event that came off the wire carries the reassembled :class:`~nsqviz.stream.RawFrame`
 it was decoded from in ``raw`` (excluded from equality), which says where its bytes were.
 """
 
@@ -16,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsqviz.stream.reassembly import Frame
+from nsqviz.stream.reassembly import RawFrame
 
 __all__ = [
     "Auth",
@@ -49,130 +53,153 @@ __all__ = [
 
 _RAW = field(default=None, compare=False, repr=False)
 
+
+class Event:
+    """Base of everything the NSQ codec returns or accepts (h11's ``Event``)."""
+
+    __slots__ = ()
+
+
+class Command(Event):
+    """Base of the commands a client sends (the magic included)."""
+
+    __slots__ = ()
+
+
+class ServerFrame(Event):
+    """Base of the frames nsqd sends: :class:`Response`, :class:`Error`, :class:`Message`."""
+
+    __slots__ = ()
+
+
+class Observation(Event):
+    """Base of what the codec itself observes: a switch, a violation, the end."""
+
+    __slots__ = ()
+
+
 # --------------------------------------------------------------------------- commands
 
 
 @dataclass(frozen=True, slots=True)
-class Magic:
+class Magic(Command):
     """The 4 bytes ``"  V2"`` that open a connection and select protocol V2."""
 
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
 
 @dataclass(frozen=True, slots=True)
-class Identify:
+class Identify(Command):
     """IDENTIFY: client metadata and feature requests, as a JSON object."""
 
     data: dict[str, Any]
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
     def __hash__(self) -> int:
         return hash(json.dumps(self.data, sort_keys=True))
 
 
 @dataclass(frozen=True, slots=True)
-class Auth:
+class Auth(Command):
     """AUTH: the secret nsqd passes to its auth service."""
 
     secret: bytes
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
 
 @dataclass(frozen=True, slots=True)
-class Sub:
+class Sub(Command):
     """SUB: subscribe this connection to a topic's channel (once per connection)."""
 
     topic: str
     channel: str
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
 
 @dataclass(frozen=True, slots=True)
-class Pub:
+class Pub(Command):
     """PUB: publish one message."""
 
     topic: str
     body: bytes
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
 
 @dataclass(frozen=True, slots=True)
-class Mpub:
+class Mpub(Command):
     """MPUB: publish several messages atomically."""
 
     topic: str
     bodies: tuple[bytes, ...]
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
 
 @dataclass(frozen=True, slots=True)
-class Dpub:
+class Dpub(Command):
     """DPUB: publish one message, delivered after ``defer_time`` milliseconds."""
 
     topic: str
     defer_time: int
     body: bytes
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
 
 @dataclass(frozen=True, slots=True)
-class Rdy:
+class Rdy(Command):
     """RDY: how many messages the client is ready to have in flight."""
 
     count: int
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
 
 @dataclass(frozen=True, slots=True)
-class Fin:
+class Fin(Command):
     """FIN: the message is done."""
 
     id: bytes
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
 
 @dataclass(frozen=True, slots=True)
-class Req:
+class Req(Command):
     """REQ: requeue the message after ``timeout`` milliseconds (0: at once)."""
 
     id: bytes
     timeout: int
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
 
 @dataclass(frozen=True, slots=True)
-class Touch:
+class Touch(Command):
     """TOUCH: reset the in-flight timeout of a message."""
 
     id: bytes
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
 
 @dataclass(frozen=True, slots=True)
-class Cls:
+class Cls(Command):
     """CLS: start a clean close; nsqd answers CLOSE_WAIT and sends no more messages."""
 
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
 
 @dataclass(frozen=True, slots=True)
-class Nop:
+class Nop(Command):
     """NOP: no operation; the usual answer to a heartbeat."""
 
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
-
-Command = Magic | Identify | Auth | Sub | Pub | Mpub | Dpub | Rdy | Fin | Req | Touch | Cls | Nop
 
 # ----------------------------------------------------------------------------- frames
 
 
 @dataclass(frozen=True, slots=True)
-class Response:
+class Response(ServerFrame):
     """FrameTypeResponse: ``OK``, ``CLOSE_WAIT``, ``_heartbeat_`` or a JSON document."""
 
     data: bytes
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
     @property
     def is_heartbeat(self) -> bool:
@@ -191,11 +218,11 @@ NON_FATAL_ERRORS = frozenset({"E_FIN_FAILED", "E_REQ_FAILED", "E_TOUCH_FAILED"})
 
 
 @dataclass(frozen=True, slots=True)
-class Error:
+class Error(ServerFrame):
     """FrameTypeError: ``E_CODE description``."""
 
     data: bytes
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
     @property
     def code(self) -> str:
@@ -212,23 +239,21 @@ class Error:
 
 
 @dataclass(frozen=True, slots=True)
-class Message:
+class Message(ServerFrame):
     """FrameTypeMessage: a message pushed to a subscribed client."""
 
     timestamp: int  # nanoseconds since the epoch
     attempts: int
     id: bytes  # 16 ASCII hex digits
     body: bytes
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
 
-
-ServerFrame = Response | Error | Message
 
 # ---------------------------------------------------------------------- observations
 
 
 @dataclass(frozen=True, slots=True)
-class TLSUpgrade:
+class TLSUpgrade(Observation):
     """Both sides must now run the TLS handshake on the socket; ``pending`` are bytes that
     arrived after the IDENTIFY response and belong to the handshake."""
 
@@ -236,7 +261,7 @@ class TLSUpgrade:
 
 
 @dataclass(frozen=True, slots=True)
-class CompressionStarted:
+class CompressionStarted(Observation):
     """From here on the stream (both directions) is ``"snappy"`` or ``"deflate"``."""
 
     kind: str
@@ -244,7 +269,7 @@ class CompressionStarted:
 
 
 @dataclass(frozen=True, slots=True)
-class Violation:
+class Violation(Observation):
     """The peer broke the protocol (or sent bytes that do not parse).
 
     ``code``/``text`` are what nsqd would answer (``E_INVALID``, ``E_BAD_BODY`` ...);
@@ -256,7 +281,7 @@ class Violation:
     text: str
     fatal: bool
     offset: int | None = None
-    raw: Frame | None = _RAW
+    raw: RawFrame | None = _RAW
     command: Command | None = field(default=None, compare=False)
     """The refused command, when it decoded (a FIN of an id not in flight, say)."""
 
@@ -269,7 +294,7 @@ class Violation:
 
 
 @dataclass(frozen=True, slots=True)
-class Truncated:
+class Truncated(Observation):
     """The stream ended inside a frame: ``data`` is the part that arrived."""
 
     offset: int
@@ -278,9 +303,6 @@ class Truncated:
 
 
 @dataclass(frozen=True, slots=True)
-class ConnectionClosed:
+class ConnectionClosed(Observation):
     """The peer closed its side of the connection."""
 
-
-Observation = TLSUpgrade | CompressionStarted | Violation | Truncated | ConnectionClosed
-Event = Command | ServerFrame | Observation

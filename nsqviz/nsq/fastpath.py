@@ -49,7 +49,7 @@ from nsqviz.nsq.grammar import (
     UnknownFrameType,
     is_valid_topic_name,
 )
-from nsqviz.stream.reassembly import Frame
+from nsqviz.stream.reassembly import RawFrame
 
 __all__ = [
     "decode_command",
@@ -73,12 +73,12 @@ _ERROR = b"\x00\x00\x00\x01"
 # ----------------------------------------------------------------------------- frames
 
 
-def decode_frame(data: bytes, raw: Frame | None = None) -> ServerFrame:
+def decode_frame(data: bytes, raw: RawFrame | None = None) -> ServerFrame:
     """One frame ``[size][frame type][data]`` -> Response, Error or Message."""
     return decode_frame_at(data, 0, len(data), raw)
 
 
-def decode_frame_at(buf: bytes, start: int, end: int, raw: Frame | None = None) -> ServerFrame:
+def decode_frame_at(buf: bytes, start: int, end: int, raw: RawFrame | None = None) -> ServerFrame:
     """Like :func:`decode_frame` for ``buf[start:end]``, without copying it first.
 
     Error offsets are relative to ``start``, as if the frame had been cut out.
@@ -249,7 +249,7 @@ def _whole(data: bytes, end: int) -> None:
         raise GrammarError(f"{len(data) - end} bytes left over", offset=end)
 
 
-def decode_command(data: bytes, raw: Frame | None = None) -> Command:
+def decode_command(data: bytes, raw: RawFrame | None = None) -> Command:
     """One command (line, plus body where the verb has one) -> its event."""
     nl = data.find(b"\n")
     sp = data.find(b" ", 0, nl if nl >= 0 else len(data))

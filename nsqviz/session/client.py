@@ -34,6 +34,7 @@ from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
 from nsqviz.nsq.codec import ClientConnection, LocalProtocolError
 from nsqviz.nsq.grammar import MAGIC_V2
+from nsqviz.nsq.labels import command_label, event_label
 
 __all__ = [
     "Arrival",
@@ -71,19 +72,12 @@ class Step:
         return [e for e in self.events if isinstance(e, ev.Response | ev.Error | ev.Message)]
 
     def __repr__(self) -> str:  # no times or ports: notebooks store this text
-        from nsqviz.session.views import command_label, event_label
-
         if self.refused:
             label = command_label(self.command)
             return f"<Step {self.connection}: {label} refused: {self.refused}>"
         got = ", ".join(event_label(e)[0] for e in self.events) or "no answer"
         return (f"<Step {self.connection}: {command_label(self.command)} -> {got}; "
                 f"{self.before.get('state')} -> {self.after.get('state')}>")
-
-    def _repr_html_(self) -> str:
-        from nsqviz.session.views import step_html
-
-        return step_html(self)
 
 
 @dataclass
@@ -98,8 +92,6 @@ class Arrival:
     after: dict[str, Any]
 
     def __repr__(self) -> str:
-        from nsqviz.session.views import event_label
-
         got = ", ".join(event_label(e)[0] for e in self.events)
         return f"<Arrival {self.connection}: {got}>"
 

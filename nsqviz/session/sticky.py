@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.grammar import Frame as FrameGrammar
-from nsqviz.stream.reassembly import Frame, Reassembler, StreamEvent
+from nsqviz.stream.reassembly import RawFrame, Reassembler, StreamEvent
 
 __all__ = [
     "ReassemblyStep",
@@ -59,8 +59,8 @@ class StickyRun:
         return f"{n} {self.unit}{'' if n == 1 else 's'}"
 
     @property
-    def reassembled(self) -> list[Frame]:
-        return [e for s in self.steps for e in s.events if isinstance(e, Frame)]
+    def reassembled(self) -> list[RawFrame]:
+        return [e for s in self.steps for e in s.events if isinstance(e, RawFrame)]
 
     @property
     def intact(self) -> bool:

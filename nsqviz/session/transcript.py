@@ -19,6 +19,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from nsqviz.nsq import events as ev
+from nsqviz.stream import Direction
 
 if TYPE_CHECKING:
     from nsqviz.session.client import Session
@@ -102,10 +103,10 @@ def save_pcap(session: Session, path: str | os.PathLike[str]) -> int:
     for e in list(session.entries):
         if isinstance(e, Step):
             if e.wire_out:
-                chunks.append((e.t, e.connection, "c2s", e.wire_out))
-            chunks.extend((t, e.connection, "s2c", d) for t, d in e.received if d)
+                chunks.append((e.t, e.connection, Direction.C2S, e.wire_out))
+            chunks.extend((t, e.connection, Direction.S2C, d) for t, d in e.received if d)
         elif e.received:
-            chunks.append((e.t, e.connection, "s2c", e.received))
+            chunks.append((e.t, e.connection, Direction.S2C, e.received))
     chunks.sort(key=lambda c: c[0])
     base = session.wall_started
     with PcapWriter(path) as writer:

@@ -1,10 +1,11 @@
 """Protocol-independent stream reassembly: chunks in, frames with provenance out."""
 
+from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import (
-    Frame,
     FramingError,
     FramingRule,
     Garbage,
+    RawFrame,
     Reassembler,
     Source,
     StreamEvent,
@@ -12,7 +13,8 @@ from nsqviz.stream.reassembly import (
 )
 
 __all__ = [
-    "Frame",
+    "Direction",
+    "RawFrame",
     "FramingError",
     "FramingRule",
     "Garbage",

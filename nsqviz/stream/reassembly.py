@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = [
-    "Frame",
+    "RawFrame",
     "FramingError",
     "FramingRule",
     "Garbage",
@@ -68,7 +68,7 @@ class Source:
 
 
 @dataclass(frozen=True, slots=True)
-class Frame:
+class RawFrame:
     """One complete frame: its bytes, where it starts in the stream, where it came from."""
 
     data: bytes
@@ -103,7 +103,7 @@ class Truncated:
     sources: tuple[Source, ...] = ()
 
 
-StreamEvent = Frame | Garbage | Truncated
+StreamEvent = RawFrame | Garbage | Truncated
 
 
 class Reassembler:
@@ -162,12 +162,12 @@ class Reassembler:
     def cut(
         self, chunk: bytes, *, segment: int | None = None
     ) -> tuple[bytes, int, list[int | Garbage]]:
-        """Add a chunk and find the frames it completed, without building Frame objects.
+        """Add a chunk and find the frames it completed, without building RawFrame objects.
 
         Returns ``(buf, base, items)``: ``buf`` holds the bytes scanned, starting at
         stream offset ``base``; each item is either the end (in ``buf``) of a frame that
         starts where the previous item ended, or a :class:`Garbage` event. This is the
-        codec's hot path; :meth:`frame` turns an item into a :class:`Frame` on demand.
+        codec's hot path; :meth:`frame` turns an item into a :class:`RawFrame` on demand.
         """
         if segment is None:
             segment = self._next_segment
@@ -195,11 +195,11 @@ class Reassembler:
             self._buf = b"".join([self._buf, *self._parts])
             self._parts = []
 
-    def frame(self, buf: bytes, base: int, start: int, end: int) -> Frame:
-        """The :class:`Frame` for ``buf[start:end]`` of a :meth:`cut`, with provenance."""
+    def frame(self, buf: bytes, base: int, start: int, end: int) -> RawFrame:
+        """The :class:`RawFrame` for ``buf[start:end]`` of a :meth:`cut`, with provenance."""
         off = base + start
         sources = self._sources(off, base + end) if self.provenance else ()
-        return Frame(buf[start:end], off, sources)
+        return RawFrame(buf[start:end], off, sources)
 
     def take_remaining(self) -> bytes:
         """Hand back the unframed bytes, e.g. when the stream switches to compression."""

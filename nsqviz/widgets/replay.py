@@ -21,6 +21,7 @@ from typing import Any
 from nsqviz.capture.decode import DecodedRecord
 from nsqviz.capture.replay import Replay
 from nsqviz.nsq import grammar
+from nsqviz.stream import Direction
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.style import CSS, colour, esc
 
@@ -74,7 +75,7 @@ class ReplayView:
             for p in rp.packets:
                 if p.flow_id != fid:
                     continue
-                top = 6 if p.dir == "c2s" else _LANE // 2 + 2
+                top = 6 if p.dir == Direction.C2S else _LANE // 2 + 2
                 faded = p.number > self.upto
                 ticks.append(
                     f'<div title="packet {p.number}: {p.dir} {p.payload} B {p.note}" '
@@ -134,7 +135,7 @@ class ReplayView:
                 group = slots[(r.dir, first)]
                 width = cell / len(group)
                 left += group.index(r) * width
-            top = 10 if r.dir == "c2s" else _LANE // 2 + 6
+            top = 10 if r.dir == Direction.C2S else _LANE // 2 + 6
             faded = last > self.upto
             span = f"packets {first}..{last}" if last != first else f"packet {first}"
             out.append(

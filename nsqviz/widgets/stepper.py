@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from nsqviz.nsq.labels import event_label
 from nsqviz.session.client import Connection, LocalProtocolError, Session, Step
-from nsqviz.session.views import event_label, inflight_view, sequence, state_view, step_hexviews
+from nsqviz.widgets.steps import inflight_view, sequence, state_view, step_hexviews
 from nsqviz.widgets.style import CSS, esc
 
 __all__ = ["Stepper", "VERBS"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from nsqviz.session.sticky import StickyRun, loopback, message_frames, reassemble, simulate_segments
-from nsqviz.stream.reassembly import Frame, Garbage
+from nsqviz.stream.reassembly import Garbage, RawFrame
 from nsqviz.widgets.style import CSS, StaticView, colour, esc
 
 __all__ = ["StickyPlayground", "StickyView"]
@@ -62,8 +62,8 @@ class StickyView(StaticView):
                     f'segment" style="left:{left:.1f}px;width:{w:.1f}px;background:{colour(k)};'
                     f'{";".join(edge)}">{label}</div>'
                 )
-            done = [e for e in step.events if isinstance(e, Frame)]
-            bad = [e for e in step.events if not isinstance(e, Frame)]
+            done = [e for e in step.events if isinstance(e, RawFrame)]
+            bad = [e for e in step.events if not isinstance(e, RawFrame)]
             done_txt = ", ".join(f"F{index[e.offset]}" for e in done) or "—"
             extra = "".join(
                 f' <span class="nv-err">{esc(type(e).__name__)}</span>' for e in bad
@@ -108,7 +108,7 @@ class StickyView(StaticView):
         lines = [f"{self.run.label}: {len(self.run.frames)} frames in "
                  f"{self.run.count(len(self.run.segments))}"]
         for step in self.run.steps[: self.upto]:
-            done = [f"F{index[e.offset]}" for e in step.events if isinstance(e, Frame)]
+            done = [f"F{index[e.offset]}" for e in step.events if isinstance(e, RawFrame)]
             bad = [type(e).__name__ for e in step.events if isinstance(e, Garbage)]
             lines.append(
                 f"  #{step.segment:<3} {len(step.data):>5} B -> {', '.join(done + bad) or '-':<20}"

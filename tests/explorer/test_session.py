@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -13,6 +14,7 @@ from nsqviz.nsq import grammar as g
 from nsqviz.nsq.codec import LocalProtocolError
 from nsqviz.session import Session
 from nsqviz.session.services import AuthService, Grant, self_signed_certificate
+from nsqviz.widgets.steps import step_html
 
 
 @pytest.fixture
@@ -213,7 +215,7 @@ def test_step_displays_without_times_or_ports_in_text(session):
     c.magic()
     step = c.sub("orders", "audit", check=False)  # SUB before IDENTIFY is fine for nsqd
     assert repr(step) == "<Step consumer: SUB orders audit -> OK; CONNECTED -> SUBSCRIBED>"
-    html = step._repr_html_()
+    html = step_html(step)
     assert "nsqviz-hex" in html and "state: CONNECTED → <b>SUBSCRIBED</b>" in html
     assert html.count('class="nsqviz nsqviz-hex"') == 2  # the command and the OK frame
 
@@ -258,3 +260,29 @@ def test_saved_pcap_replays_to_the_same_events(session, tmp_path):
         seen.extend(e for e in entry.events if isinstance(e, ev.Response | ev.Error | ev.Message))
     assert len(seen) >= 10  # magic, IDENTIFY, JSON, SUB, OK, RDY, 2 MSG, FIN, REQ
     assert replayed == seen  # events compare by value (their raw provenance aside)
+
+
+def test_the_session_imports_no_view():
+    """Views depend on the session, never the other way round (no import cycle)."""
+    code = ("import sys, nsqviz.session; "
+            "print(sorted(m for m in sys.modules if m.startswith('nsqviz.widgets')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_ipython_shows_a_step_as_the_widgets_card(session):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import nsqviz
+
+    shell = InteractiveShell.instance()
+    try:
+        nsqviz._show_steps_as_html()
+        c = session.connect("consumer")
+        step = c.magic()
+        shown, _ = shell.display_formatter.format(step)
+        assert shown["text/html"] == step_html(step)
+        assert shown["text/plain"] == repr(step)
+    finally:
+        InteractiveShell.clear_instance()

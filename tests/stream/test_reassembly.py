@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsqviz.nsq.framing import CommandFraming, FrameFraming
-from nsqviz.stream import Frame, FramingError, Garbage, Reassembler, Source, Truncated
+from nsqviz.stream import FramingError, Garbage, RawFrame, Reassembler, Source, Truncated
 from tests.nsq._vectors import VERBS, be32, command_vectors, frame_vectors
 
 # --------------------------------------------------------------------------- helpers
@@ -56,7 +56,7 @@ def strip(events: list) -> list:
     """The events without provenance, to compare runs over different chunkings."""
     out = []
     for e in events:
-        if isinstance(e, Frame):
+        if isinstance(e, RawFrame):
             out.append(("frame", e.offset, e.data))
         elif isinstance(e, Garbage):
             out.append(("garbage", e.offset, e.data, e.reason, e.resynced))
@@ -113,7 +113,7 @@ def test_any_chunking_of_frames_gives_the_same_frames_with_exact_provenance(data
     chunks = data.draw(chunkings(stream))
     events = run(FrameFraming(), chunks)
 
-    assert all(isinstance(e, Frame) for e in events)
+    assert all(isinstance(e, RawFrame) for e in events)
     assert [e.data for e in events] == wires
     offsets = [sum(map(len, wires[:i])) for i in range(len(wires))]
     assert [e.offset for e in events] == offsets
@@ -138,7 +138,7 @@ def test_any_chunking_of_commands_gives_the_same_commands(data):
     chunks = data.draw(chunkings(stream))
     events = run(CommandFraming(), chunks)
     assert [e.data for e in events] == wires
-    assert all(isinstance(e, Frame) for e in events)
+    assert all(isinstance(e, RawFrame) for e in events)
     for e in events:
         assert_tiles(e, chunks)
 
@@ -268,7 +268,7 @@ def test_truncated_tail_is_reported_at_finish(data):
     events = []
     for seg, c in zip(segment_ids(len(chunks)), chunks, strict=True):
         events += r.feed(c, segment=seg)
-    assert all(isinstance(e, Frame) for e in events)  # nothing reported before the end
+    assert all(isinstance(e, RawFrame) for e in events)  # nothing reported before the end
     [tail] = r.finish()
     assert isinstance(tail, Truncated)
     assert (tail.offset, tail.data) == (len(head), last[:keep])
@@ -303,13 +303,13 @@ def test_garbage_between_frames_is_reported_and_framing_resyncs(data):
     events = run(FrameFraming(), chunks)
 
     kinds = [type(e).__name__ for e in events]
-    assert kinds == ["Frame"] * len(before) + ["Garbage"] + ["Frame"] * len(after)
+    assert kinds == ["RawFrame"] * len(before) + ["Garbage"] + ["RawFrame"] * len(after)
     garbage = events[len(before)]
     assert garbage.offset == sum(map(len, before))
     assert garbage.data == junk
     assert garbage.resynced is True
     assert garbage.reason  # says why: size beyond the limit, negative, ...
-    assert [e.data for e in events if isinstance(e, Frame)] == before + after
+    assert [e.data for e in events if isinstance(e, RawFrame)] == before + after
     for e in events:
         assert_tiles(e, chunks)
     # and the chunking does not change the story
@@ -331,7 +331,7 @@ def test_garbage_between_commands_is_reported_and_framing_resyncs(data):
     events = run(CommandFraming(), chunks)
 
     kinds = [type(e).__name__ for e in events]
-    assert kinds == ["Frame"] * (1 + len(before)) + ["Garbage"] + ["Frame"] * len(after)
+    assert kinds == ["RawFrame"] * (1 + len(before)) + ["Garbage"] + ["RawFrame"] * len(after)
     garbage = events[1 + len(before)]
     assert garbage.offset == 4 + sum(map(len, before))
     assert garbage.data == junk
@@ -358,7 +358,7 @@ def test_a_line_too_long_is_garbage_and_framing_resyncs_at_the_next_command():
     events = run(
         CommandFraming(max_line=64), [b"  V2NOP\n", long_line[:50], long_line[50:] + b"NOP\n"]
     )
-    assert [type(e).__name__ for e in events] == ["Frame", "Frame", "Garbage", "Frame"]
+    assert [type(e).__name__ for e in events] == ["RawFrame", "RawFrame", "Garbage", "RawFrame"]
     assert events[2].offset == 8 and events[2].data == long_line
     assert "64" in events[2].reason
     assert events[3].data == b"NOP\n" and events[3].offset == 8 + 101

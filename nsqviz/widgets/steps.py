@@ -1,9 +1,10 @@
-"""From a session's transcript to the views: labels, arrows, hex views, state, in-flight.
+"""Views of a stepping session (:mod:`nsqviz.session`): arrows, hex views, state, in-flight.
 
-This is where NSQ meets the protocol-free widgets: it knows that a ``Sub`` reads
-``SUB orders audit``, that a frame's bytes are annotated with the grammar's ``Frame``
-and a command's with ``Command``, and which states and transitions a client has. The
-widgets only draw what it hands them.
+This is where a session's steps meet the protocol-free widgets: a frame's bytes are
+annotated with the grammar's ``Frame`` and a command's with ``Command``, the labels
+come from :mod:`nsqviz.nsq.labels`, and which states and transitions a client has
+from the codec. The session itself knows no HTML; in IPython a :class:`Step` is shown
+with :func:`step_html` (registered by :mod:`nsqviz`).
 """
 
 from __future__ import annotations
@@ -13,20 +14,21 @@ from typing import TYPE_CHECKING
 from nsqviz.layout import annotate
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
+from nsqviz.nsq.labels import command_label, event_label, short_repr
+from nsqviz.session.client import Step
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.sequence import Arrow, SequenceDiagram
 from nsqviz.widgets.statemachine import StateMachineView
+from nsqviz.widgets.style import CSS, esc
 from nsqviz.widgets.table import TableView
 
 if TYPE_CHECKING:
-    from nsqviz.session.client import Connection, Session, Step
+    from nsqviz.session.client import Connection, Session
 
 __all__ = [
     "CLIENT_STATES",
     "CLIENT_TRANSITIONS",
     "command_hex",
-    "command_label",
-    "event_label",
     "frame_hex",
     "inflight_view",
     "sequence",
@@ -46,74 +48,8 @@ CLIENT_TRANSITIONS = [
 """The client's states as the codec tracks them (nsqd's stateInit/Subscribed/Closing)."""
 
 
-def _short(data: bytes, limit: int = 24) -> str:
-    text = data.decode("utf-8", "replace")
-    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
-
-
-def command_label(cmd: ev.Command) -> str:
-    """How the command reads on the wire, shortened: ``SUB orders audit``."""
-    match cmd:
-        case ev.Magic():
-            return "magic '  V2'"
-        case ev.Identify(data=data):
-            keys = ",".join(sorted(data)) or "{}"
-            return f"IDENTIFY {{{keys if len(keys) < 36 else keys[:35] + '…'}}}"
-        case ev.Auth():
-            return "AUTH ●●●●"
-        case ev.Sub(topic=t, channel=c):
-            return f"SUB {t} {c}"
-        case ev.Pub(topic=t, body=b):
-            return f"PUB {t} {_short(b)}"
-        case ev.Mpub(topic=t, bodies=bs):
-            return f"MPUB {t} ×{len(bs)}"
-        case ev.Dpub(topic=t, defer_time=d, body=b):
-            return f"DPUB {t} {d} {_short(b)}"
-        case ev.Rdy(count=n):
-            return f"RDY {n}"
-        case ev.Fin(id=i):
-            return f"FIN {i.decode('ascii', 'replace')}"
-        case ev.Req(id=i, timeout=t):
-            return f"REQ {i.decode('ascii', 'replace')} {t}"
-        case ev.Touch(id=i):
-            return f"TOUCH {i.decode('ascii', 'replace')}"
-        case ev.Cls():
-            return "CLS"
-        case ev.Nop():
-            return "NOP"
-    return type(cmd).__name__
-
-
-def event_label(e: ev.Event) -> tuple[str, str]:
-    """(label, arrow kind) for something that came from the server."""
-    match e:
-        case ev.Response() if e.is_heartbeat:
-            return "_heartbeat_", "heartbeat"
-        case ev.Response(data=d) if d.startswith(b"{"):
-            return f"JSON {_short(d, 30)}", "response"
-        case ev.Response(data=d):
-            return d.decode("utf-8", "replace"), "response"
-        case ev.Error(data=d):
-            return d.decode("utf-8", "replace")[:64], "error"
-        case ev.Message(id=i, attempts=a, body=b):
-            return f"MSG {i.decode('ascii', 'replace')} #{a} {_short(b, 16)}", "message"
-        case ev.CompressionStarted(kind=k):
-            return f"⇄ {k} from here on", "note"
-        case ev.TLSUpgrade():
-            return "⇄ TLS handshake", "note"
-        case ev.Violation(code=c, text=t):
-            return f"✗ {c} {t}"[:48], "error"
-        case ev.ConnectionClosed():
-            return "FIN (connection closed)", "error"
-        case ev.Truncated():
-            return "✗ stream ended inside a frame", "error"
-    return type(e).__name__, "note"
-
-
 def sequence(session: Session, *, last: int | None = None, title: str = "") -> SequenceDiagram:
     """The transcript as a sequence diagram: consumer left, broker centre, others right."""
-    from nsqviz.session.client import Step
-
     names = list(session.connections) or ["consumer"]
     participants = [names[0], "nsqd", *names[1:]]
     arrows: list[Arrow] = []
@@ -170,8 +106,6 @@ def step_hexviews(step: Step) -> list[HexView]:
 
 def step_html(step: Step) -> str:
     """One step as a card: what changed in the codec's state, then the bytes both ways."""
-    from nsqviz.widgets.style import CSS, esc
-
     changes = [
         f"{esc(k)}: {esc(_brief(step.before.get(k)))} → <b>{esc(_brief(v))}</b>"
         for k, v in step.after.items()
@@ -229,7 +163,7 @@ def inflight_view(conn: Connection) -> TableView:
         rows.append({
             "id": mid.decode("ascii", "replace"),
             "attempts": msg.attempts,
-            "body": _short(msg.body, 30),
+            "body": short_repr(msg.body, 30),
             "timeout": f"{timeout_ms} ms",
             "expires in": f"{left * 1000:.1f} ms",
         })
