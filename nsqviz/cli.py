@@ -13,6 +13,7 @@ import sys
 _PARTS = (
     "nsqviz.broker.cli",  # nsqviz broker
     "nsqviz.capture.cli",  # nsqviz decode
+    "nsqviz.lookupd.cli",  # nsqviz lookupd
     "nsqviz.pipeline.cli",  # nsqviz pipeline
 )
 

@@ -81,6 +81,7 @@ class Options:
     tls_root_ca_file: str = ""
     tls_required: bool = False
     auth_http_address: list[str] = field(default_factory=list)
+    lookupd_tcp_address: list[str] = field(default_factory=list)
     http_client_connect_timeout: float = 2.0
     http_client_request_timeout: float = 5.0
 
@@ -128,6 +129,7 @@ _FLAGS: dict[str, tuple[object, str]] = {
     "tls_root_ca_file": (str, "CA file to verify client certificates with"),
     "tls_required": (_flag_bool, "require TLS for every command but IDENTIFY (true/false)"),
     "auth_http_address": (str, "<addr>:<port> of an auth service (may be given several times)"),
+    "lookupd_tcp_address": (str, "<addr>:<port> of an nsqlookupd to register with (repeatable)"),
     "http_client_connect_timeout": (parse_duration, "connect timeout for the auth service"),
     "http_client_request_timeout": (parse_duration, "request timeout for the auth service"),
 }
@@ -140,7 +142,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type_, help_ = _FLAGS[f.name]
         flag = "--" + f.name.replace("_", "-")
         default = getattr(defaults, f.name)
-        if f.name == "auth_http_address":
+        if f.name in ("auth_http_address", "lookupd_tcp_address"):
             parser.add_argument(flag, action="append", default=[], help=help_)
         elif type_ is _flag_bool:
             # Go's bool flags: bare --flag means true, --flag=false turns it off

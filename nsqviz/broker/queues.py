@@ -382,7 +382,7 @@ class Topic:
         ch = self.channels.pop(name, None)
         if ch is not None:
             ch.delete()
-            self.broker.metadata_changed()
+            self.broker.channel_deleted(self, ch)
         if self.ephemeral and not self.channels:
             self.broker.delete_topic(self.name)
 

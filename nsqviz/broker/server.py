@@ -47,6 +47,7 @@ class Broker:
         self._tcp_server: asyncio.base_events.Server | None = None
         self._http_server: asyncio.base_events.Server | None = None
         self._scan_task: asyncio.Task | None = None
+        self.lookup = None  # LookupPeers with --lookupd-tcp-address
         self.loading = False
         # while a TCP publish runs, channels wait here to pump until its OK is sent
         self.held_pumps: set[Channel] | None = None
@@ -75,6 +76,11 @@ class Broker:
         self._http_server = await serve_http(self, host, port)
         self.http_port = self._http_server.sockets[0].getsockname()[1]
         self._scan_task = loop.create_task(self._scan_loop())
+        if opts.lookupd_tcp_address:
+            from nsqviz.broker.lookup import LookupPeers
+
+            self.lookup = LookupPeers(self, opts.lookupd_tcp_address)
+            self.lookup.start()
         log.info("nsqviz broker %s: TCP %s, HTTP %s", VERSION, self.tcp_address,
                  self.http_address)
 
@@ -93,6 +99,8 @@ class Broker:
                 server.close()
         if self._scan_task is not None:
             self._scan_task.cancel()
+        if self.lookup is not None:
+            await self.lookup.stop()
         for client in list(self.clients):
             client.abort()
         await asyncio.sleep(0)
@@ -109,6 +117,8 @@ class Broker:
         if topic is None:
             topic = self.topics[name] = Topic(self, name, self.opts)
             self.metadata_changed()
+            if self.lookup is not None:
+                self.lookup.topic_changed(name)
         return topic
 
     def delete_topic(self, name: str) -> bool:
@@ -117,10 +127,19 @@ class Broker:
             return False
         topic.delete()
         self.metadata_changed()
+        if self.lookup is not None:
+            self.lookup.topic_changed(name, deleted=True)
         return True
 
     def channel_created(self, topic: Topic, channel: Channel) -> None:
         self.metadata_changed()
+        if self.lookup is not None:
+            self.lookup.channel_changed(topic.name, channel.name)
+
+    def channel_deleted(self, topic: Topic, channel: Channel) -> None:
+        self.metadata_changed()
+        if self.lookup is not None:
+            self.lookup.channel_changed(topic.name, channel.name, deleted=True)
 
     def metadata_changed(self) -> None:
         if self.loading or not self.opts.data_path or self._meta_dirty:

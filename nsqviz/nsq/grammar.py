@@ -85,7 +85,13 @@ __all__ = [
     "is_valid_channel_name",
     "is_valid_topic_name",
     "parse_command",
+    "parse_exactly",
     "parse_frame",
+    "body",
+    "name_field",
+    "JSONObject",
+    "LF",
+    "SP",
 ]
 
 MAGIC_V2 = b"  V2"
@@ -649,3 +655,9 @@ def parse_frame(data: bytes) -> Any:
 def parse_command(data: bytes) -> Any:
     """Parse exactly one command; raises a :class:`GrammarError` naming offset and reason."""
     return _parse_with_offset(Command, data)
+
+
+# Building blocks the other line protocol of NSQ (nsqlookupd's "  V1") is made of.
+name_field = _Name
+body = _body
+parse_exactly = _parse_with_offset

@@ -1,0 +1,350 @@
+"""Sans-IO connections of the lookup protocol ``"  V1"``, one object per role.
+
+:class:`LookupServerConnection` is nsqlookupd's side: bytes from nsqd go into
+``receive`` and come out as command events; what it answers goes through ``respond`` /
+``refuse``. :class:`LookupClientConnection` is nsqd's side (the broker registering):
+``send(command)`` gives the bytes, ``receive`` pairs each answer with the command that
+asked for it. Neither owns a socket or a clock. Framing uses the shared stream
+:class:`~nsqviz.stream.Reassembler`; every byte is parsed and built by
+:mod:`nsqviz.lookupd.grammar`. States and their transitions are in :data:`TRANSITIONS`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from struct import Struct as _Struct
+from typing import Any
+
+from nsqviz.lookupd import grammar
+from nsqviz.lookupd.grammar import BODY_VERBS, IDENTIFY_REQUIRED, MAGIC_V1, LookupError_
+from nsqviz.stream.reassembly import Frame, FramingError, Garbage, Reassembler
+
+__all__ = [
+    "Answer",
+    "Closed",
+    "Identify",
+    "LookupClientConnection",
+    "LookupEvent",
+    "LookupProtocolError",
+    "LookupServerConnection",
+    "Magic",
+    "Ping",
+    "Refused",
+    "Register",
+    "State",
+    "TRANSITIONS",
+    "Unregister",
+]
+
+_I32 = _Struct(">i")
+DEFAULT_MAX_BODY_SIZE = 5 * 1024 * 1024
+"""nsqd's --max-body-size, the bound nsqd puts on an answer it reads."""
+
+
+class LookupProtocolError(Exception):
+    """We were about to send something the lookup protocol forbids."""
+
+
+# ------------------------------------------------------------------------------ events
+
+
+@dataclass(frozen=True, slots=True)
+class LookupEvent:
+    """Base of everything that happens on a lookup connection."""
+
+
+@dataclass(frozen=True, slots=True)
+class Magic(LookupEvent):
+    """The 4 bytes ``"  V1"``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Identify(LookupEvent):
+    """IDENTIFY: the nsqd's address and ports (``broadcast_address``, ``tcp_port`` ...)."""
+
+    info: dict[str, Any]
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.info)))
+
+
+@dataclass(frozen=True, slots=True)
+class Register(LookupEvent):
+    """REGISTER: this nsqd has ``topic`` (and ``channel`` when given)."""
+
+    topic: str
+    channel: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Unregister(LookupEvent):
+    """UNREGISTER: this nsqd no longer has ``topic`` (or only ``channel`` of it)."""
+
+    topic: str
+    channel: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ping(LookupEvent):
+    """PING: the nsqd's heartbeat (every 15 s); keeps it active in /lookup answers."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer(LookupEvent):
+    """nsqlookupd's answer to ``command``: ``OK`` or, for IDENTIFY, its JSON."""
+
+    command: LookupEvent | None
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Refused(LookupEvent):
+    """A command nsqlookupd refuses (always fatal): ``code`` from the error table."""
+
+    code: str
+    text: str
+    offset: int | None = None
+
+    @property
+    def error(self) -> bytes:
+        return f"{self.code} {self.text}".rstrip().encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Closed(LookupEvent):
+    """The peer closed its side."""
+
+
+Command = Magic | Identify | Register | Unregister | Ping
+
+
+# ------------------------------------------------------------------------------ states
+
+
+class State(enum.Enum):
+    """``INIT`` before the magic, ``CONNECTED`` after it, ``IDENTIFIED`` after IDENTIFY
+    (REGISTER/UNREGISTER allowed), ``CLOSED`` after an error or EOF."""
+
+    INIT = "INIT"
+    CONNECTED = "CONNECTED"
+    IDENTIFIED = "IDENTIFIED"
+    CLOSED = "CLOSED"
+
+
+TRANSITIONS: dict[tuple[State, type], State | str] = {
+    (State.INIT, Magic): State.CONNECTED,
+    (State.CONNECTED, Identify): State.IDENTIFIED,
+    (State.CONNECTED, Ping): State.CONNECTED,
+    (State.CONNECTED, Register): "E_INVALID client must IDENTIFY",
+    (State.CONNECTED, Unregister): "E_INVALID client must IDENTIFY",
+    (State.IDENTIFIED, Identify): "E_INVALID cannot IDENTIFY again",
+    (State.IDENTIFIED, Register): State.IDENTIFIED,
+    (State.IDENTIFIED, Unregister): State.IDENTIFIED,
+    (State.IDENTIFIED, Ping): State.IDENTIFIED,
+}
+"""``(state, command) -> next state``, or the error nsqlookupd answers (then closes)."""
+
+
+# ----------------------------------------------------------------------------- framing
+
+
+class CommandFraming:
+    """nsqd to nsqlookupd: the magic once, then ``VERB params\\n`` lines, IDENTIFY's
+    followed by ``[ 4-byte size ][ body ]``."""
+
+    name = "nsq-lookup-commands"
+
+    def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE, max_line: int = 16384):
+        self.expect_magic = True
+        self.max_body_size = max_body_size
+        self.max_line = max_line
+
+    def measure(self, buf: bytes, pos: int) -> int | None:
+        if self.expect_magic:
+            if len(buf) - pos < 4:
+                return None
+            self.expect_magic = False
+            if buf[pos : pos + 4] != MAGIC_V1:
+                raise FramingError(f"bad protocol magic {buf[pos:pos + 4]!r}",
+                                   code="E_BAD_PROTOCOL")
+            return 4
+        nl = buf.find(b"\n", pos, pos + self.max_line + 1)
+        if nl < 0:
+            if len(buf) - pos > self.max_line:
+                raise FramingError(f"command line longer than {self.max_line} bytes")
+            return None
+        verb = buf[pos:nl].split(b" ", 1)[0].strip()
+        if verb not in BODY_VERBS:
+            return nl + 1 - pos
+        if len(buf) - (nl + 1) < 4:
+            return None
+        (size,) = _I32.unpack_from(buf, nl + 1)
+        if not 0 <= size <= self.max_body_size:
+            raise FramingError(f"IDENTIFY body size {size} out of range", code="E_BAD_BODY")
+        return nl + 1 - pos + 4 + size
+
+    def resync(self, buf: bytes, pos: int) -> int | None:
+        return -1  # nsqlookupd closes on the first error: nothing after it is read
+
+
+class ResponseFraming:
+    """nsqlookupd to nsqd: ``[ 4-byte size ][ data ]``."""
+
+    name = "nsq-lookup-responses"
+
+    def __init__(self, *, max_size: int = DEFAULT_MAX_BODY_SIZE):
+        self.max_size = max_size
+
+    def measure(self, buf: bytes, pos: int) -> int | None:
+        if len(buf) - pos < 4:
+            return None
+        (size,) = _I32.unpack_from(buf, pos)
+        if not 0 <= size <= self.max_size:
+            raise FramingError(f"response body size ({size}) is greater than limit "
+                               f"({self.max_size})")
+        return 4 + size
+
+    def resync(self, buf: bytes, pos: int) -> int | None:
+        return -1
+
+
+# -------------------------------------------------------------------------- conversion
+
+
+def _event(parsed, verb: str) -> Command:
+    if verb == "IDENTIFY":
+        return Identify(dict(parsed.body))
+    if verb == "PING":
+        return Ping()
+    channel = parsed.channel.name if parsed.channel is not None else None
+    return (Register if verb == "REGISTER" else Unregister)(parsed.topic, channel)
+
+
+def encode(cmd: Command) -> bytes:
+    """The bytes of a command, built by the grammar."""
+    kind = type(cmd)
+    if kind is Magic:
+        return MAGIC_V1
+    if kind is Identify:
+        return grammar.IDENTIFY.build({"body": cmd.info})
+    if kind is Ping:
+        return grammar.PING.build({})
+    con = grammar.REGISTER if kind is Register else grammar.UNREGISTER
+    channel = {"name": cmd.channel} if cmd.channel is not None else None
+    return con.build({"topic": cmd.topic, "channel": channel})
+
+
+# ------------------------------------------------------------------------------ server
+
+
+class LookupServerConnection:
+    """nsqlookupd's side of one nsqd connection."""
+
+    def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE):
+        self.state = State.INIT
+        self.info: dict[str, Any] | None = None
+        self._reasm = Reassembler(CommandFraming(max_body_size=max_body_size),
+                                  provenance=False, resync=False)
+
+    def receive(self, data: bytes) -> list[LookupEvent]:
+        """Bytes from nsqd; ``b""`` is EOF. After a :class:`Refused` nothing more is read
+        (send its :meth:`refuse` bytes and close, as nsqlookupd does)."""
+        out: list[LookupEvent] = []
+        if self.state is State.CLOSED:
+            return out
+        if not data:
+            self.state = State.CLOSED
+            return [Closed()]
+        for item in self._reasm.feed(data):
+            ev = self._decode(item)
+            out.append(ev)
+            if isinstance(ev, Refused):
+                self.state = State.CLOSED
+                break
+        return out
+
+    def _decode(self, item: Frame | Garbage) -> LookupEvent:
+        if isinstance(item, Garbage):
+            if item.code == "E_BAD_PROTOCOL":  # nsqlookupd sends the bare code
+                return Refused(item.code, "", item.offset)
+            return Refused(item.code or "E_INVALID", item.reason, item.offset)
+        if self.state is State.INIT:
+            self.state = State.CONNECTED
+            return Magic()
+        verb = item.data.split(b"\n", 1)[0].split(b" ", 1)[0].strip().decode("ascii", "replace")
+        try:
+            ev = _event(grammar.parse_command(item.data), verb)
+        except LookupError_ as exc:
+            off = item.offset + exc.offset if exc.offset is not None else item.offset
+            return Refused(exc.code, exc.text, off)
+        nxt = TRANSITIONS[(self.state, type(ev))]
+        if isinstance(nxt, str):
+            code, text = nxt.split(" ", 1)
+            return Refused(code, text, item.offset)
+        if type(ev) is Identify:
+            info = ev.info
+            if not all(info.get(k) for k in IDENTIFY_REQUIRED):
+                return Refused("E_BAD_BODY", "IDENTIFY missing fields", item.offset)
+            self.info = info
+        self.state = nxt
+        return ev
+
+    def respond(self, data: bytes) -> bytes:
+        """The bytes of an answer (``OK`` or the IDENTIFY JSON)."""
+        return grammar.Response.build(data)
+
+    def refuse(self, refused: Refused) -> bytes:
+        """The bytes of the error answer to a refused command."""
+        return grammar.Response.build(refused.error)
+
+
+# ------------------------------------------------------------------------------ client
+
+
+class LookupClientConnection:
+    """nsqd's side of its connection to one nsqlookupd."""
+
+    def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE):
+        self.state = State.INIT
+        self.pending: list[Command] = []
+        self.peer_info: dict[str, Any] | None = None
+        self._reasm = Reassembler(ResponseFraming(max_size=max_body_size),
+                                  provenance=False, resync=False)
+
+    def send(self, cmd: Command) -> bytes:
+        """The bytes for ``cmd``; raises :class:`LookupProtocolError` on misuse."""
+        if self.state is State.CLOSED:
+            raise LookupProtocolError("the connection is closed")
+        if (self.state is State.INIT) != (type(cmd) is Magic):
+            raise LookupProtocolError("the magic comes first, and only once")
+        nxt = TRANSITIONS.get((self.state, type(cmd)))
+        if not isinstance(nxt, State):
+            raise LookupProtocolError(nxt or f"cannot send {type(cmd).__name__} now")
+        self.state = nxt
+        if type(cmd) is not Magic:
+            self.pending.append(cmd)
+        return encode(cmd)
+
+    def receive(self, data: bytes) -> list[LookupEvent]:
+        """Answers from nsqlookupd, each paired with its command; ``b""`` is EOF."""
+        if not data:
+            self.state = State.CLOSED
+            return [Closed()]
+        out: list[LookupEvent] = []
+        for item in self._reasm.feed(data):
+            if isinstance(item, Garbage):
+                self.state = State.CLOSED
+                out.append(Refused("", item.reason, item.offset))
+                break
+            payload = grammar.parse_response(item.data)
+            asked = self.pending.pop(0) if self.pending else None
+            if payload.startswith(b"E_"):
+                code, _, text = payload.decode("utf-8", "replace").partition(" ")
+                self.state = State.CLOSED
+                out.append(Refused(code, text, item.offset))
+                break
+            if type(asked) is Identify and payload.startswith(b"{"):
+                self.peer_info = grammar.IDENTIFY_ANSWER.parse(payload)
+            out.append(Answer(asked, payload))
+        return out

@@ -1,0 +1,244 @@
+"""An nsqlookupd-compatible discovery service on asyncio: the ``"  V1"`` TCP protocol for
+nsqd and the HTTP API for clients (see :mod:`nsqviz.lookupd.http`).
+
+Each nsqd connection goes through a :class:`~nsqviz.lookupd.codec.LookupServerConnection`;
+the server only applies the commands' effects to the :class:`Registry`, answers, and
+closes after an error, as nsqlookupd does. When an nsqd disconnects it leaves every
+registration (the topics and channels themselves stay until deleted over HTTP).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import socket
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from nsqviz.broker.options import VERSION, parse_duration
+from nsqviz.lookupd.codec import (
+    Closed,
+    Identify,
+    LookupServerConnection,
+    Ping,
+    Refused,
+    Register,
+    Unregister,
+)
+from nsqviz.lookupd.registry import Peer, Registry
+
+__all__ = ["EmbeddedLookupd", "Lookupd", "LookupdOptions"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LookupdOptions:
+    """nsqlookupd's flags (names as ``--flag-name``; durations in seconds)."""
+
+    tcp_address: str = "0.0.0.0:4160"
+    http_address: str = "0.0.0.0:4161"
+    broadcast_address: str = ""
+    inactive_producer_timeout: float = 300.0
+    tombstone_lifetime: float = 45.0
+
+    def host_port(self, which: str) -> tuple[str, int]:
+        host, _, port = getattr(self, f"{which}_address").rpartition(":")
+        return host.strip("[]") or "0.0.0.0", int(port)
+
+
+FLAGS = {
+    "tcp_address": (str, "<addr>:<port> to listen on for nsqd (port 0: a free one)"),
+    "http_address": (str, "<addr>:<port> to listen on for HTTP clients (port 0: a free one)"),
+    "broadcast_address": (str, "address of this lookupd given to nsqd (default: hostname)"),
+    "inactive_producer_timeout": (parse_duration,
+                                  "an nsqd silent this long is left out of /lookup"),
+    "tombstone_lifetime": (parse_duration, "how long a tombstoned producer stays hidden"),
+}
+
+
+class Lookupd:
+    """The service on the running event loop."""
+
+    def __init__(self, opts: LookupdOptions | None = None):
+        self.opts = opts or LookupdOptions()
+        self.registry = Registry(self.opts.inactive_producer_timeout,
+                                 self.opts.tombstone_lifetime)
+        self.tcp_port = 0
+        self.http_port = 0
+        self.connections: set[_PeerConnection] = set()
+        self._servers: list[asyncio.base_events.Server] = []
+
+    async def start(self) -> None:
+        from nsqviz.lookupd.http import serve_http
+
+        loop = asyncio.get_running_loop()
+        host, port = self.opts.host_port("tcp")
+        tcp = await loop.create_server(lambda: _PeerConnection(self), host, port,
+                                       reuse_address=True)
+        self.tcp_port = tcp.sockets[0].getsockname()[1]
+        host, port = self.opts.host_port("http")
+        http = await serve_http(self, host, port)
+        self.http_port = http.sockets[0].getsockname()[1]
+        self._servers = [tcp, http]
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.transport.abort()
+        await asyncio.sleep(0)
+
+    @property
+    def tcp_address(self) -> str:
+        return f"{self.opts.host_port('tcp')[0]}:{self.tcp_port}"
+
+    @property
+    def http_address(self) -> str:
+        return f"{self.opts.host_port('http')[0]}:{self.http_port}"
+
+    def identify_answer(self) -> bytes:
+        """What nsqlookupd answers to IDENTIFY (Go's encoder sorts the keys)."""
+        return json.dumps({
+            "broadcast_address": self.opts.broadcast_address or socket.gethostname(),
+            "hostname": socket.gethostname(),
+            "http_port": self.http_port,
+            "tcp_port": self.tcp_port,
+            "version": VERSION,
+        }, separators=(",", ":"), sort_keys=True).encode()
+
+
+class _PeerConnection(asyncio.Protocol):
+    """One nsqd: codec events in, registry changes and answers out."""
+
+    def __init__(self, lookupd: Lookupd):
+        self.lookupd = lookupd
+        self.conn = LookupServerConnection()
+        self.peer: Peer | None = None
+        self.peer_id = ""
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        host, port = transport.get_extra_info("peername")[:2]
+        self.peer_id = f"{host}:{port}"
+        self.lookupd.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        for ev in self.conn.receive(data):
+            self._on(ev)
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc) -> None:
+        self.lookupd.connections.discard(self)
+        if self.peer is not None:
+            self.lookupd.registry.remove_peer(self.peer_id)
+
+    def _on(self, ev) -> None:
+        reg = self.lookupd.registry
+        now = time.monotonic()
+        kind = type(ev)
+        if kind is Refused:
+            log.info("lookupd: refusing %s: %s %s", self.peer_id, ev.code, ev.text)
+            self.transport.write(self.conn.refuse(ev))
+            self.transport.close()
+            return
+        if kind is Closed:
+            return
+        answer = b"OK"
+        if kind is Identify:
+            info = {**ev.info, "remote_address": self.peer_id}
+            self.peer = Peer(self.peer_id, info, now)
+            reg.add_producer(("client", "", ""), self.peer)
+            answer = self.lookupd.identify_answer()
+        elif kind is Register:
+            if ev.channel is not None:
+                reg.add_producer(("channel", ev.topic, ev.channel), self.peer)
+            reg.add_producer(("topic", ev.topic, ""), self.peer)
+        elif kind is Unregister:
+            self._unregister(ev)
+        elif kind is Ping:
+            if self.peer is not None:
+                self.peer.last_update = now
+        else:  # the magic: no answer
+            return
+        self.transport.write(self.conn.respond(answer))
+
+    def _unregister(self, ev: Unregister) -> None:
+        reg = self.lookupd.registry
+        if ev.channel is not None:
+            key = ("channel", ev.topic, ev.channel)
+            _, left = reg.remove_producer(key, self.peer_id)
+            if left == 0 and ev.channel.endswith("#ephemeral"):
+                reg.remove_registration(key)
+            return
+        # a topic: its channels go too (nsqd normally unregisters those first)
+        for key in reg.find_registrations("channel", ev.topic, "*"):
+            reg.remove_producer(key, self.peer_id)
+        key = ("topic", ev.topic, "")
+        _, left = reg.remove_producer(key, self.peer_id)
+        if left == 0 and ev.topic.endswith("#ephemeral"):
+            reg.remove_registration(key)
+
+
+class EmbeddedLookupd:
+    """A running lookupd on a daemon thread, on free loopback ports by default:
+    ``with EmbeddedLookupd() as lk: ... lk.http_address``."""
+
+    def __init__(self, opts: LookupdOptions | None = None, **overrides):
+        base = opts or LookupdOptions(tcp_address="127.0.0.1:0", http_address="127.0.0.1:0",
+                                      broadcast_address="127.0.0.1")
+        self.opts = dataclasses.replace(base, **overrides)
+        self.lookupd: Lookupd | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def tcp_address(self) -> str:
+        return self.lookupd.tcp_address
+
+    @property
+    def http_address(self) -> str:
+        return self.lookupd.http_address
+
+    def start(self) -> EmbeddedLookupd:
+        started: Future = Future()
+        self.loop = asyncio.new_event_loop()
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            self.lookupd = Lookupd(self.opts)
+            try:
+                self.loop.run_until_complete(self.lookupd.start())
+            except BaseException as exc:
+                started.set_exception(exc)
+                return
+            started.set_result(None)
+            self.loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="nsqviz-lookupd", daemon=True)
+        self._thread.start()
+        started.result(timeout=30)
+        return self
+
+    def stop(self) -> None:
+        if self.loop is None or self._thread is None:
+            return
+        if self.lookupd is not None and self.loop.is_running():
+            asyncio.run_coroutine_threadsafe(self.lookupd.stop(), self.loop).result(timeout=30)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=30)
+        self.loop.close()
+        self.loop = None
+        self._thread = None
+
+    def __enter__(self) -> EmbeddedLookupd:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
