@@ -1,0 +1,79 @@
+"""``nsqviz wireshark``: write the Lua dissectors generated from nsqviz's grammars.
+
+Writes ``nsq.lua`` (and the other protocols' dissectors) into a folder and prints how
+to load them: ``tshark -X lua_script:FILE`` for one run, or ``--install`` to copy them
+into Wireshark's personal Lua plugins folder, where every Wireshark and tshark of this
+user loads them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from nsqviz.wireshark.generate import DISSECTORS, write_dissectors
+
+__all__ = ["personal_plugins_dir", "register", "run"]
+
+
+def personal_plugins_dir() -> Path:
+    """Wireshark's personal Lua plugins folder, as ``tshark -G folders`` names it;
+    without tshark, where Wireshark >= 2.6 looks on Linux and macOS."""
+    tshark = shutil.which("tshark")
+    if tshark:
+        try:
+            proc = subprocess.run([tshark, "-G", "folders"], capture_output=True, text=True,
+                                  timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            proc = None
+        for line in (proc.stdout if proc else "").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "Personal Lua Plugins" and value.strip():
+                return Path(value.strip())
+    return Path(os.path.expanduser("~")) / ".local" / "lib" / "wireshark" / "plugins"
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "wireshark",
+        help="write Wireshark Lua dissectors generated from the grammars",
+        description=__doc__.splitlines()[0],
+    )
+    p.add_argument("-o", "--out", default="wireshark", metavar="DIR",
+                   help="folder to write the dissectors into (default: ./wireshark)")
+    p.add_argument("--install", action="store_true",
+                   help="write them into Wireshark's personal Lua plugins folder instead"
+                        " (tshark -G folders names it)")
+    p.add_argument("--protocol", action="append", choices=sorted(DISSECTORS), default=[],
+                   help="only this protocol (repeatable; default: all)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    folder = personal_plugins_dir() if args.install else Path(args.out)
+    written = write_dissectors(folder, args.protocol or None)
+    for path in written:
+        out.write(f"wrote {path}\n")
+    scripts = " ".join(f"-X lua_script:{p}" for p in written if p.suffix == ".lua")
+    options = " ".join(f"-o {k}:{v}" for k, v in _options(folder).items())
+    if args.install:
+        out.write("installed: Wireshark and tshark load them at start-up\n")
+        out.write(f"try: tshark {options} -r CAPTURE\n")
+    else:
+        out.write(f"try: tshark {scripts} {options} -r CAPTURE\n")
+        out.write(f"  or: wireshark {scripts} {options} CAPTURE\n")
+    return 0
+
+
+def _options(folder: Path) -> dict[str, str]:
+    """The preferences the dissectors want: TCP reassembly on (and, for protobuf
+    payloads, the folder of our ``.proto`` files on the protobuf search path)."""
+    from nsqviz.wireshark.generate import preferences
+
+    return preferences(folder)

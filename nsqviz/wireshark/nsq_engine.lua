@@ -1,0 +1,584 @@
+-- ---------------------------------------------------------------------------------
+-- The NSQ engine: framing, TCP desegmentation, per-connection state. It reads the
+-- generated tables above (COMMANDS, FRAME_TYPES, MESSAGE, LIMITS, ...) and the fields
+-- F; it names no command, parameter or layout itself.
+--
+-- Per connection (tcp.stream) it decides once which side is the client (the magic, a
+-- server port, or -- for a capture that started mid-connection -- the first bytes),
+-- follows each direction as a stream (several PDUs per segment, PDUs split over
+-- segments through pinfo.desegment_offset/desegment_len), pairs nsqd's responses with
+-- the commands that asked for them, and marks what follows an IDENTIFY response that
+-- negotiated snappy, deflate or TLS as such instead of dissecting it as NSQ.
+-- ---------------------------------------------------------------------------------
+
+local ef_violation = ProtoExpert.new("nsq.violation.expert", "NSQ protocol violation",
+                                     expert.group.PROTOCOL, expert.severity.ERROR)
+local ef_nonfatal = ProtoExpert.new("nsq.violation.nonfatal", "NSQ protocol violation (not fatal)",
+                                    expert.group.PROTOCOL, expert.severity.WARN)
+local ef_skipped = ProtoExpert.new("nsq.resync", "Bytes skipped while resynchronising",
+                                   expert.group.SEQUENCE, expert.severity.WARN)
+local ef_cut = ProtoExpert.new("nsq.cut.expert", "PDU cut short by the capture's snaplen",
+                               expert.group.MALFORMED, expert.severity.WARN)
+local ef_switch = ProtoExpert.new("nsq.switch", "The stream changes form here",
+                                  expert.group.SEQUENCE, expert.severity.NOTE)
+nsq.experts = {ef_violation, ef_nonfatal, ef_skipped, ef_cut, ef_switch}
+
+do
+  local list, seen = {}, {}
+  for _, f in pairs(F) do
+    if not seen[f] then seen[f] = true; list[#list + 1] = f end
+  end
+  nsq.fields = list
+end
+
+nsq.prefs.ports = Pref.range("Server ports", table.concat(SERVER_PORTS, ","),
+                             "TCP ports of nsqd (connections opening with the magic are found anywhere)",
+                             65535)
+
+local f_stream = Field.new("tcp.stream")
+local f_completeness = Field.new("tcp.completeness")
+local json_dissector = Dissector.get("json")
+
+local conversations = {}
+
+-- ------------------------------------------------------------------------ helpers
+
+local function is_server_port(port)
+  for _, p in ipairs(SERVER_PORTS) do if p == port then return true end end
+  return false
+end
+
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = v end
+  return c
+end
+
+local function u64(digits)
+  local v = UInt64.new(0)
+  for i = 1, #digits do v = v * 10 + (digits:byte(i) - 48) end
+  return v
+end
+
+local function valid_name(name)
+  local base = name
+  if #NAME_SUFFIX > 0 and name:sub(-#NAME_SUFFIX) == NAME_SUFFIX then
+    base = name:sub(1, -#NAME_SUFFIX - 1)
+  end
+  return #name >= 1 and #name <= LIMITS.name_max and #base >= 1
+         and base:find("^[%.a-zA-Z0-9_%-]+$") ~= nil
+end
+
+local function be32(s, pos)  -- pos is 1-based; signed
+  local a, b, c, d = s:byte(pos, pos + 3)
+  local v = ((a * 256 + b) * 256 + c) * 256 + d
+  if v >= 2147483648 then v = v - 4294967296 end
+  return v
+end
+
+local function printable(s, limit)
+  local t = s:sub(1, limit):gsub("[^%g ]", ".")
+  if #s > limit then t = t .. "..." end
+  return t
+end
+
+-- ------------------------------------------------------------------------ framing
+-- measure(...) -> length | nil (need more) ; or false, code, reason (framing error)
+
+local function measure_command(st, s, off, cap)
+  local avail = cap - off
+  if st.expect_magic then
+    local n = math.min(avail, #MAGIC)
+    if s:sub(off + 1, off + n) ~= MAGIC:sub(1, n) then
+      return false, "E_BAD_PROTOCOL", "expected the magic " .. string.format("%q", MAGIC)
+    end
+    if n < #MAGIC then return nil end
+    return #MAGIC
+  end
+  local limit = math.min(cap, off + LIMITS.max_line + 1)
+  local nl = s:find("\n", off + 1, true)
+  if not nl or nl > limit then
+    if avail > LIMITS.max_line then
+      return false, "", "command line longer than " .. LIMITS.max_line .. " bytes"
+    end
+    return nil
+  end
+  local line = s:sub(off + 1, nl - 1)
+  local sp = line:find(" ", 1, true)
+  local verb = (sp and line:sub(1, sp - 1) or line):gsub("\r$", "")
+  local line_len = nl - off
+  local spec = COMMANDS[verb]
+  if not spec or not spec.body then return line_len end
+  local _, spaces = line:gsub(" ", "")
+  if spaces < #spec.params then return line_len end
+  if cap - nl < 4 then return nil end
+  local size = be32(s, nl + 1)
+  if spec.message then
+    if size <= 0 then return false, "E_BAD_MESSAGE", verb .. " invalid message body size " .. size end
+    if size > LIMITS.max_msg_size then
+      return false, "E_BAD_MESSAGE", verb .. " message too big " .. size .. " > " .. LIMITS.max_msg_size
+    end
+  else
+    if size <= 0 then return false, "E_BAD_BODY", verb .. " invalid body size " .. size end
+    if size > LIMITS.max_body_size then
+      return false, "E_BAD_BODY", verb .. " body too big " .. size .. " > " .. LIMITS.max_body_size
+    end
+  end
+  return line_len + 4 + size
+end
+
+local function measure_frame(st, s, off, cap)
+  local avail = cap - off
+  if avail < 4 then return nil end
+  local size = be32(s, off + 1)
+  if size < 4 then return false, "", "frame size " .. size .. " is smaller than the 4-byte frame type" end
+  if size > LIMITS.max_frame_size then
+    return false, "", "frame size " .. size .. " is beyond the limit " .. LIMITS.max_frame_size
+  end
+  if avail < FRAME_HEADER_SIZE then return nil end
+  local ftype = be32(s, off + 5)
+  if not FRAME_TYPES[ftype] then return false, "", "unknown frame type " .. ftype end
+  return 4 + size
+end
+
+-- where framing can start again after undecodable bytes (nil: not in these bytes)
+local function resync_command(st, s, pos, cap)
+  if st.expect_magic then return cap end  -- without the magic this is not protocol V2
+  while true do
+    local nl = s:find("\n", pos + 1, true)
+    if not nl or nl >= cap then return nil end
+    local c = s:sub(nl + 1, nl + 1)
+    if VERB_STARTS:find(c, 1, true) then return nl end
+    pos = nl
+  end
+end
+
+local function resync_frame(st, s, pos, cap)
+  for p = pos, cap - FRAME_HEADER_SIZE do
+    local size, ftype = be32(s, p + 1), be32(s, p + 5)
+    if size >= 4 and size <= LIMITS.max_frame_size and FRAME_TYPES[ftype] then return p end
+  end
+  return nil
+end
+
+-- ------------------------------------------------------------------------ PDUs
+
+-- one "NSQ" subtree per PDU, saying which way it went
+local function pdu_tree(tree, range, st)
+  local t = tree:add(nsq, range)
+  t:add(F["dir"], st.dir):set_generated()
+  return t
+end
+
+local function violation(item, st, code, text, fatal, summaries)
+  if st.resyncing then
+    item:add(F["skipped.reason"], text)
+    item:add_proto_expert_info(ef_skipped, text)
+  else
+    item:add(F["violation"], code)
+    item:add(F["violation.text"], text)
+    item:add(F["violation.fatal"], fatal)
+    item:add_proto_expert_info(fatal and ef_violation or ef_nonfatal,
+                               (code ~= "" and code .. ": " or "") .. text)
+  end
+  summaries[#summaries + 1] = "[" .. (code ~= "" and code or "undecodable") .. "]"
+end
+
+-- The parameters of a command line: nsqd's checks, in nsqd's order (the grammar's
+-- errors mapped to the error nsqd v1.3.0 answers with).
+local function command_params(t, tvb, s, off, line, verb, spec, st, summaries)
+  local params, starts = {}, {}
+  local pos = #verb + 2
+  while pos <= #line + 1 and line:sub(pos - 1, pos - 1) == " " do
+    local sp = line:find(" ", pos, true) or (#line + 1)
+    params[#params + 1] = line:sub(pos, sp - 1)
+    starts[#starts + 1] = pos - 1
+    pos = sp + 1
+  end
+  local arity = #spec.params
+  if #params < arity then
+    return false, "E_INVALID", verb .. " insufficient number of parameters"
+  end
+  if verb == "AUTH" and #params > 0 then return false, "E_INVALID", "AUTH invalid number of parameters" end
+  if #params > arity then return false, "E_INVALID", verb .. " invalid number of parameters" end
+  local shown = {verb}
+  for i, p in ipairs(spec.params) do
+    local value, range = params[i], tvb(off + starts[i], #params[i])
+    if #value == 0 then range = tvb(off + starts[i] - 1, 1) end
+    if p.kind == "name" then
+      t:add(F["param." .. p.name], range, value)
+      if not valid_name(value) then
+        local code = p.what == "channel" and "E_BAD_CHANNEL" or "E_BAD_TOPIC"
+        return false, code, verb .. " " .. p.what .. " name " .. string.format("%q", value) .. " is not valid"
+      end
+    elseif p.kind == "decimal" then
+      if not value:find("^%d+$") then
+        return false, "E_INVALID", verb .. " could not parse " .. p.what .. " " .. value
+      end
+      t:add(F["param." .. p.name], range, u64(value))
+    elseif p.kind == "message_id" then
+      t:add(F["param." .. p.name], range, value)
+      if #value ~= 16 then return false, "E_INVALID", "invalid message ID" end
+      if not value:find("^%x+$") then
+        return false, "E_" .. verb .. "_FAILED", verb .. " " .. value .. " failed ID not in flight", true
+      end
+    end
+    shown[#shown + 1] = value
+  end
+  summaries[#summaries + 1] = table.concat(shown, " ")
+  return true
+end
+
+local function command_body(t, tvb, s, bstart, size, verb, spec, pinfo)
+  t:add(F["body_size"], tvb(bstart, 4))
+  local data = bstart + 4
+  if spec.body == "bytes" then
+    t:add(F["body"], tvb(data, size))
+  elseif spec.body == "json" then
+    local text = s:sub(data + 1, data + size)
+    if not (text:find("^%s*{") and text:find("}%s*$")) then
+      return false, "E_BAD_BODY", verb .. " failed to decode JSON body"
+    end
+    local b = t:add(F["body"], tvb(data, size))
+    json_dissector:call(tvb(data, size):tvb(), pinfo, b)
+  elseif spec.body == "messages" then
+    if size < 4 then return false, "E_BAD_BODY", verb .. " body too short for the message count" end
+    local count = be32(s, data + 1)
+    t:add(F["mpub.count"], tvb(data, 4))
+    if count < 1 then return false, "E_BAD_BODY", verb .. " invalid message count " .. count end
+    local pos, stop = data + 4, data + size
+    for i = 1, count do
+      if stop - pos < 4 then return false, "E_BAD_BODY", verb .. " body ends inside message " .. i end
+      local n = be32(s, pos + 1)
+      local m = t:add(tvb(pos, math.min(4 + math.max(n, 0), stop - pos)), "Message " .. i)
+      m:add(F["mpub.size"], tvb(pos, 4))
+      if n < 1 then return false, "E_BAD_MESSAGE", verb .. " invalid message body size " .. n end
+      if stop - pos - 4 < n then return false, "E_BAD_BODY", verb .. " body ends inside message " .. i end
+      m:add(F["mpub.body"], tvb(pos + 4, n))
+      pos = pos + 4 + n
+    end
+    if pos < stop then
+      return false, "E_BAD_BODY", verb .. " body has " .. (stop - pos) .. " bytes after its last message"
+    end
+  end
+  return true
+end
+
+local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, summaries)
+  local t = pdu_tree(tree, tvb(off, len), st)
+  if st.expect_magic then
+    st.expect_magic = false
+    t:add(F["magic"], tvb(off, len))
+    t:append_text(", Magic")
+    summaries[#summaries + 1] = "MAGIC"
+    return
+  end
+  local nl = s:find("\n", off + 1, true)
+  local line = s:sub(off + 1, nl - 1)
+  local sp = line:find(" ", 1, true)
+  local verb = sp and line:sub(1, sp - 1) or line
+  t:add(F["command"], tvb(off, math.max(#verb, 1)), verb)
+  t:append_text(", " .. verb)
+  local spec = COMMANDS[verb]
+  local ok, code, text, nonfatal = true, nil, nil, false
+  if not spec then
+    ok, code, text = false, "E_INVALID", "invalid command " .. verb
+  else
+    ok, code, text, nonfatal = command_params(t, tvb, s, off, line, verb, spec, st, summaries)
+    if ok and spec.body then
+      ok, code, text = command_body(t, tvb, s, nl, len - (nl - off) - 4, verb, spec, pinfo)
+      if not ok then summaries[#summaries + 1] = verb end
+    end
+  end
+  if not ok then
+    violation(t, st, code, text, not nonfatal, summaries)
+    return
+  end
+  if st.resyncing then st.resyncing = false end
+  local answer = conv.answered_in[pinfo.number .. ":" .. off]
+  if answer then t:add(F["response_in"], answer):set_generated() end
+  if live and spec.answered then
+    conv.pending[#conv.pending + 1] = {verb = verb, frame = pinfo.number, key = pinfo.number .. ":" .. off}
+  end
+end
+
+-- features an IDENTIFY response switches on, read from nsqd's JSON
+local function negotiated(text)
+  local function on(key) return text:find('"' .. key .. '"%s*:%s*true') ~= nil end
+  if on("tls_v1") then return "tls" end
+  if on("snappy") then return "snappy" end
+  if on("deflate") then
+    return "deflate", tonumber(text:match('"deflate_level"%s*:%s*(%d+)') or "6")
+  end
+  return nil
+end
+
+local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summaries)
+  local t = pdu_tree(tree, tvb(off, len), st)
+  local pos = off
+  for _, f in ipairs(FRAME_HEADER) do
+    t:add(F["frame." .. f.name], tvb(pos, f.size))
+    pos = pos + f.size
+  end
+  local ftype = be32(s, off + 5)
+  local name = FRAME_TYPES[ftype]
+  t:append_text(", " .. name)
+  local dlen = len - FRAME_HEADER_SIZE
+  local data = s:sub(pos + 1, pos + dlen)
+  if name == "FrameTypeMessage" then
+    if dlen < MESSAGE_FIXED then
+      violation(t, st, "", "message frame of " .. dlen .. " bytes is shorter than "
+                .. MESSAGE_FIXED, true, summaries)
+      return
+    end
+    local shown = {}
+    for _, f in ipairs(MESSAGE) do
+      local size = f.size > 0 and f.size or (off + len - pos)
+      local item = t:add(F["msg." .. f.name], tvb(pos, size))
+      if f.type == "hexid" then
+        local id = s:sub(pos + 1, pos + size)
+        shown[#shown + 1] = "id=" .. id
+        if not id:find("^%x+$") then
+          violation(t, st, "", "message id " .. string.format("%q", id) .. " is not 16 hex digits",
+                    true, summaries)
+          return
+        end
+      elseif f.type == "uint16" then
+        shown[#shown + 1] = f.name .. "=" .. tvb(pos, size):uint()
+      end
+      pos = pos + size
+    end
+    summaries[#summaries + 1] = name .. " " .. table.concat(shown, " ")
+  elseif name == "FrameTypeError" then
+    local sp = data:find(" ", 1, true)
+    local code = sp and data:sub(1, sp - 1) or data
+    t:add(F["error.code"], tvb(pos, math.max(#code, 1)), code)
+    if sp then t:add(F["error.text"], tvb(pos + sp, dlen - sp)) end
+    summaries[#summaries + 1] = name .. " " .. code
+    if live and not NON_FATAL[code] and #conv.pending > 0 then table.remove(conv.pending, 1) end
+  else
+    local r = t:add(F["response"], tvb(pos, math.max(dlen, 0)))
+    if dlen > 0 then t:add(F["response.text"], tvb(pos, dlen)) end
+    summaries[#summaries + 1] = name .. " " .. printable(data, 40)
+    if data:sub(1, 1) == "{" then json_dissector:call(tvb(pos, dlen):tvb(), pinfo, r) end
+    local asked = conv.answers[pinfo.number .. ":" .. off]
+    if live and data ~= HEARTBEAT and #conv.pending > 0 then
+      asked = table.remove(conv.pending, 1)
+      conv.answers[pinfo.number .. ":" .. off] = asked
+      conv.answered_in[asked.key] = pinfo.number
+      if asked.verb == "IDENTIFY" then
+        local mode, level = negotiated(data)
+        if mode then
+          conv.c2s.mode = mode
+          st.mode = mode
+          conv.switch[pinfo.number .. ":" .. off] = {mode = mode, level = level}
+        end
+      end
+    end
+    if asked then t:add(F["response_to"], asked.frame):set_generated() end
+    local switch = conv.switch[pinfo.number .. ":" .. off]
+    if switch then
+      local item = t:add(F["switch"], switch.mode):set_generated()
+      if switch.level then t:add(F["switch.level"], switch.level):set_generated() end
+      item:add_proto_expert_info(ef_switch, "IDENTIFY negotiated " .. switch.mode
+                                 .. ": both directions switch to it after this frame")
+    end
+  end
+  if st.resyncing then st.resyncing = false end
+end
+
+-- ------------------------------------------------------------------------ connections
+
+-- Which side is the client, decided once per TCP connection on its first payload:
+-- the magic (or its start), a server port, else the look of the first bytes when the
+-- capture started after the handshake. Returns the connection, or nil: not NSQ.
+local function conversation(tvb, pinfo)
+  local fs = f_stream()
+  if not fs then return nil end
+  local id = fs.value
+  local conv = conversations[id]
+  if conv ~= nil then return conv.nsq and conv or nil end
+  local cap = tvb:len()
+  if cap == 0 then return nil end
+  local s = tvb:raw(0, math.min(cap, 16))
+  local fc = f_completeness()
+  local syn_seen = fc ~= nil and fc.value % 2 == 1
+  local src_is_client
+  local sport, dport = pinfo.src_port, pinfo.dst_port
+  if syn_seen then
+    if MAGIC:sub(1, math.min(#s, #MAGIC)) == s:sub(1, #MAGIC) then
+      src_is_client = true
+    elseif is_server_port(dport) then
+      src_is_client = true
+    end
+  elseif is_server_port(dport) then
+    src_is_client = true
+  elseif is_server_port(sport) then
+    src_is_client = false
+  else
+    local word = s:match("^([A-Z]+)[ \n]")
+    if word and COMMANDS[word] then
+      src_is_client = true
+    elseif cap >= FRAME_HEADER_SIZE then
+      local ok = measure_frame({}, tvb:raw(0, FRAME_HEADER_SIZE), 0, FRAME_HEADER_SIZE)
+      if ok then src_is_client = false end
+    end
+  end
+  if src_is_client == nil then
+    conversations[id] = {nsq = false}
+    return nil
+  end
+  local client_addr = tostring(src_is_client and pinfo.src or pinfo.dst)
+  local client_port = src_is_client and sport or dport
+  conv = {
+    nsq = true,
+    client = client_addr .. ":" .. client_port,
+    c2s = {dir = "c2s", expect_magic = syn_seen, resyncing = not syn_seen, skip = 0},
+    s2c = {dir = "s2c", expect_magic = false, resyncing = not syn_seen, skip = 0},
+    pending = {},
+    answers = {},
+    answered_in = {},
+    switch = {},
+    calls = {},
+  }
+  conversations[id] = conv
+  return conv
+end
+
+function nsq.init()
+  conversations = {}
+end
+
+local function mark_rest(tree, tvb, off, cap, st, summaries)
+  local t = pdu_tree(tree, tvb(off, cap - off), st)
+  if st.mode == "tls" then
+    t:append_text(", TLS")
+    t:add(F["tls"], tvb(off, cap - off))
+    summaries[#summaries + 1] = "[TLS]"
+  else
+    t:append_text(", " .. st.mode .. "-compressed")
+    t:add(F["compressed"], tvb(off, cap - off), st.mode)
+    t:add(F["compressed.data"], tvb(off, cap - off))
+    summaries[#summaries + 1] = "[" .. st.mode .. "-compressed]"
+  end
+end
+
+function nsq.dissector(tvb, pinfo, tree)
+  local conv = conversation(tvb, pinfo)
+  if not conv then return 0 end
+  local src = tostring(pinfo.src) .. ":" .. pinfo.src_port
+  local dir = src == conv.client and "c2s" or "s2c"
+  local cap, rep = tvb:len(), tvb:reported_len()
+  if cap == 0 then return 0 end
+  local live = not pinfo.visited
+  -- The direction's state as this call starts: the live state on the first pass, a
+  -- copy of what it was then when Wireshark dissects the packet again.
+  local key = pinfo.number .. ":" .. rep .. ":" .. dir
+  local st
+  if live then
+    st = conv[dir]
+    conv.calls[key] = copy(st)
+  else
+    st = copy(conv.calls[key] or conv[dir])
+  end
+  pinfo.cols.protocol = "NSQ"
+  local s = tvb:raw(0, cap)
+  local measure = dir == "c2s" and measure_command or measure_frame
+  local resync = dir == "c2s" and resync_command or resync_frame
+  local dissect = dir == "c2s" and dissect_command or dissect_frame
+  local summaries = {}
+  local off = 0
+  while off < rep do
+    if st.mode then
+      if off < cap then mark_rest(tree, tvb, off, cap, st, summaries) end
+      off = rep
+      break
+    end
+    if st.skip > 0 then
+      local n = math.min(st.skip, rep - off)
+      if off < cap then
+        local t = pdu_tree(tree, tvb(off, math.min(n, cap - off)), st)
+        t:add(F["skipped"], tvb(off, math.min(n, cap - off)))
+      end
+      st.skip = st.skip - n
+      off = off + n
+    else
+      if off >= cap then  -- the rest of this segment was not captured (snaplen)
+        st.resyncing = true
+        break
+      end
+      local len, code, reason = measure(st, s, off, cap)
+      if len == false then
+        local nxt = resync(st, s, off + 1, cap)
+        local stop = nxt or cap
+        local t = pdu_tree(tree, tvb(off, stop - off), st)
+        t:append_text(", undecodable")
+        violation(t, st, code, reason, true, summaries)
+        if st.expect_magic then st.dead = true end
+        off = stop
+        if not nxt then break end
+      elseif len == nil or off + len > cap then
+        if cap < rep then
+          -- a PDU cut by the snaplen: lost; its length, when known, proves where the
+          -- next one starts
+          local t = pdu_tree(tree, tvb(off, cap - off), st)
+          t:add(F["cut"], tvb(off, cap - off))
+          t:add_proto_expert_info(ef_cut)
+          summaries[#summaries + 1] = "[cut by snaplen]"
+          if len and off + len >= rep then
+            st.skip = off + len - rep
+          else
+            st.resyncing = true
+          end
+          off = rep
+          break
+        end
+        pinfo.desegment_offset = off
+        pinfo.desegment_len = len and (off + len - cap) or DESEGMENT_ONE_MORE_SEGMENT
+        break
+      else
+        dissect(tvb, s, off, len, tree, pinfo, conv, st, live, summaries)
+        off = off + len
+      end
+    end
+    if st.dead then
+      if off < cap then
+        local t = pdu_tree(tree, tvb(off, cap - off), st)
+        t:append_text(", not protocol V2")
+      end
+      off = rep
+      break
+    end
+  end
+  if #summaries > 0 then
+    local info
+    if #summaries > 6 then
+      local counts, order = {}, {}
+      for _, x in ipairs(summaries) do
+        local head = x:match("^(%S+)")
+        if not counts[head] then counts[head] = 0; order[#order + 1] = head end
+        counts[head] = counts[head] + 1
+      end
+      local parts = {}
+      for _, h in ipairs(order) do parts[#parts + 1] = h .. " \195\151" .. counts[h] end
+      info = #summaries .. " PDUs: " .. table.concat(parts, ", ")
+    else
+      info = table.concat(summaries, ", ")
+    end
+    pinfo.cols.info = (dir == "c2s" and "\226\134\146 " or "\226\134\144 ") .. info
+  end
+  return cap
+end
+
+local function heuristic(tvb, pinfo, tree)
+  if not conversation(tvb, pinfo) then return false end
+  pinfo.conversation = nsq
+  nsq.dissector(tvb, pinfo, tree)
+  return true
+end
+
+nsq:register_heuristic("tcp", heuristic)
+do
+  local ports = DissectorTable.get("tcp.port")
+  for _, p in ipairs(SERVER_PORTS) do ports:add(p, nsq) end
+end

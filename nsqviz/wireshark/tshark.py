@@ -1,0 +1,176 @@
+"""Running tshark with the generated dissectors, and reading what it found.
+
+:func:`tshark_pdus` runs ``tshark -T json`` over a capture with the dissectors of a
+folder written by :func:`~nsqviz.wireshark.generate.write_dissectors` and returns one
+:class:`TsharkPdu` per NSQ PDU Wireshark showed, in packet order, with its packet
+numbers (all the TCP segments of a reassembled PDU) and its ``nsq.*`` fields.
+:func:`as_record` turns a PDU into the shape of an ``nsqviz decode --json`` row, so the
+two can be compared field by field (``tests/wireshark``, notebook 09).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nsqviz.nsq import events
+from nsqviz.wireshark.generate import tshark_args
+from nsqviz.wireshark.nsq_lua import PARAM_ABBREV
+from nsqviz.wireshark.nsq_spec import nsq_spec
+
+__all__ = ["TsharkPdu", "as_record", "find_tshark", "tshark_pdus"]
+
+
+def find_tshark() -> str | None:
+    """The tshark on PATH (``scripts/sysdeps.sh`` installs Debian's), or None."""
+    return shutil.which("tshark")
+
+
+@dataclass
+class TsharkPdu:
+    """One NSQ PDU as tshark showed it."""
+
+    frame: int
+    packets: tuple[int, ...]
+    src: str
+    dst: str
+    fields: dict[str, list[Any]] = field(default_factory=dict)
+
+    def first(self, name: str, default: Any = None) -> Any:
+        values = self.fields.get(name)
+        return values[0] if values else default
+
+
+def _flatten(node: Any, out: dict[str, list[Any]]) -> None:
+    """Collect every ``nsq.*`` field below ``node`` (subtrees included, the JSON
+    dissector's own tree excluded), in tree order."""
+    if isinstance(node, list):
+        for item in node:
+            _flatten(item, out)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key == "json":
+            continue
+        if key.startswith("nsq.") and not key.endswith("_tree"):
+            out.setdefault(key, []).extend(value if isinstance(value, list) else [value])
+        elif isinstance(value, dict | list):
+            _flatten(value, out)
+
+
+def _endpoint(layers: dict, side: str) -> str:
+    ip = layers.get("ip") or layers.get("ipv6") or {}
+    addr = ip.get(f"ip.{side}") or ip.get(f"ipv6.{side}")
+    if "ipv6" in layers:
+        addr = f"[{addr}]"
+    port = layers["tcp"][f"tcp.{side}port"]
+    return f"{addr}:{port}"
+
+
+def tshark_pdus(capture: str | Path, folder: str | Path, *, tshark: str = "tshark",
+                timeout: float = 300) -> list[TsharkPdu]:
+    """The NSQ PDUs tshark finds in ``capture`` with the dissectors in ``folder``."""
+    cmd = [tshark, *tshark_args(folder), "-r", str(capture), "-Y", "nsq",
+           "-T", "json", "--no-duplicate-keys", "-J", "frame ip ipv6 tcp tcp.segments nsq"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode != 0 or "Lua: Error" in proc.stderr:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
+    packets = json.loads(proc.stdout or "[]")
+    out: list[TsharkPdu] = []
+    for packet in packets:
+        layers = packet["_source"]["layers"]
+        number = int(layers["frame"]["frame.number"])
+        segments = layers.get("tcp.segments", {}).get("tcp.segment")
+        if isinstance(segments, str):
+            segments = [segments]
+        trees = layers.get("nsq", [])
+        trees = trees if isinstance(trees, list) else [trees]
+        src, dst = _endpoint(layers, "src"), _endpoint(layers, "dst")
+        for i, tree in enumerate(trees):
+            fields: dict[str, list[Any]] = {}
+            _flatten(tree, fields)
+            # TCP hands a reassembled PDU over first; the rest of the segment follows.
+            spans = tuple(sorted(int(s) for s in segments)) if i == 0 and segments else (number,)
+            out.append(TsharkPdu(number, spans, src, dst, fields))
+    return out
+
+
+def _hex(value: str | None) -> str:
+    return (value or "").replace(":", "")
+
+
+_SPEC = nsq_spec()
+_COMMANDS = {c.verb: c for c in _SPEC.commands}
+_FRAME_NAMES = {v: k for k, v in _SPEC.frame_types.items()}
+
+
+def _command_fields(verb: str, pdu: TsharkPdu) -> dict[str, Any]:
+    spec = _COMMANDS[verb]
+    out: dict[str, Any] = {}
+    for p in spec.params:
+        value = pdu.first(PARAM_ABBREV(p.name, p.kind))
+        out[p.name] = int(value) if p.kind == "decimal" else value
+    if spec.body is None:
+        return out
+    # the event's name for the body (data, secret, body, bodies)
+    event = getattr(events, verb.capitalize())
+    (name,) = [f for f in event.__dataclass_fields__ if f not in out and f != "raw"]
+    if spec.body == "json":
+        out[name] = json.loads(bytes.fromhex(_hex(pdu.first("nsq.body"))))
+    elif spec.body == "messages":
+        out[name] = [_hex(b) for b in pdu.fields.get("nsq.mpub.body", [])]
+    else:
+        out[name] = _hex(pdu.first("nsq.body"))
+    return out
+
+
+def as_record(pdu: TsharkPdu) -> dict[str, Any] | None:
+    """The ``nsqviz decode --json`` row (without ``ts``) this PDU corresponds to, or
+    None for a PDU that is not a frame of its own (compressed or TLS data, a PDU cut by
+    the snaplen, skipped bytes)."""
+    f = pdu.first
+    if f("nsq.compressed") or f("nsq.tls") or f("nsq.cut") or f("nsq.skipped"):
+        return None
+    client = pdu.src if f("nsq.dir") == "c2s" else pdu.dst
+    if f("nsq.magic") is not None:
+        kind, name, fields = "command", "MAGIC", {}
+    elif f("nsq.violation") is not None or f("nsq.skipped.reason") is not None:
+        code = f("nsq.violation") or ""
+        if f("nsq.skipped.reason") is not None:
+            kind, name, fields = "gap", "Skipped", {"text": f("nsq.skipped.reason")}
+        else:
+            kind, name = "error", code or "Undecodable"
+            fields = {"code": code, "text": f("nsq.violation.text"),
+                      "fatal": f("nsq.violation.fatal") in ("1", "True", True)}
+    elif f("nsq.command") is not None:
+        verb = f("nsq.command")
+        kind, name = "command", verb
+        fields = _command_fields(verb, pdu)
+    elif f("nsq.frame_type") is not None:
+        kind = "frame"
+        name = _FRAME_NAMES[int(f("nsq.frame_type"))]
+        if name == "FrameTypeMessage":
+            fields = {"timestamp": int(f("nsq.msg.timestamp")),
+                      "attempts": int(f("nsq.msg.attempts")),
+                      "id": f("nsq.msg.id"), "body": _hex(f("nsq.msg.body"))}
+        elif name == "FrameTypeError":
+            code, text = f("nsq.error.code"), f("nsq.error.text")
+            data = code if text is None else f"{code} {text}"
+            fields = {"data": data.encode().hex(), "code": code, "text": text or ""}
+        else:
+            fields = {"data": _hex(f("nsq.response"))}
+            switch = f("nsq.switch")
+            if switch in ("snappy", "deflate"):
+                level = f("nsq.switch.level")
+                fields["compression_starts"] = {"kind": switch,
+                                                "level": None if level is None else int(level)}
+    else:
+        return None
+    server = pdu.dst if client == pdu.src else pdu.src
+    return {"flow": f"{client}->{server}", "dir": "c2s" if client == pdu.src else "s2c",
+            "kind": kind, "name": name, "fields": fields, "packets": list(pdu.packets)}
