@@ -10,6 +10,18 @@ says. Three ways to run it:
 * in-process: ``with EmbeddedBroker() as b: ... b.tcp_address`` (free loopback ports, a
   background event-loop thread);
 * in tests: the ``broker`` pytest fixture in ``tests/conftest.py``.
+
+Durability is nsqd's, without its weakest moment. With ``--data-path``, a topic or
+channel keeps up to ``--mem-queue-size`` messages in memory and writes the rest to its
+disk queue (:mod:`nsqviz.broker.diskqueue`) *before* the publish's ``OK`` is sent, so
+every acknowledged message past the memory queue survives the broker process being
+killed (SIGKILL, the OOM killer) at any moment; a power cut spares what was fsynced
+(``--sync-every`` messages, ``--sync-timeout``). What is only in memory -- the memory
+queues, in-flight and deferred messages -- is lost on SIGKILL, as it is with nsqd; a
+graceful stop (SIGTERM/SIGINT) writes it all to disk first. ``--mem-queue-size 0`` sends
+every message to disk. nsqd itself, killed right after an ``OK``, can also lose what
+its disk queue had not yet synced and deliver some messages twice after the restart
+(``tests/broker/test_crash.py`` runs both and prints the counts).
 """
 
 from nsqviz.broker.embedded import EmbeddedBroker

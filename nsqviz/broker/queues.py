@@ -97,16 +97,22 @@ class _Backlog:
             self.dropped += 1  # ephemeral: nsqd's dummy backend discards
 
     def put_many(self, msgs: list[BrokerMessage]) -> None:
+        """Memory up to the limit, the rest to disk in one write (done before the
+        publish's OK is sent)."""
         if self.limit is None or len(self.memory) + len(msgs) <= self.limit:
             self.memory.extend(msgs)
+            return
+        room = max(0, self.limit - len(self.memory))
+        self.memory.extend(msgs[:room])
+        if self.disk is not None:
+            self.disk.put_many([encode_record(m) for m in msgs[room:]])
         else:
-            for msg in msgs:
-                self.put(msg)
+            self.dropped += len(msgs) - room  # ephemeral: nsqd's dummy backend discards
 
     def pop(self) -> BrokerMessage | None:
         if self.memory:
             return self.memory.popleft()
-        if self.disk is not None and self.disk.depth:
+        if self.disk is not None:
             data = self.disk.get()
             if data is not None:
                 return decode_record(data)
@@ -115,8 +121,7 @@ class _Backlog:
     def spill(self, msgs) -> None:
         """Write messages to disk regardless of the memory limit (graceful stop)."""
         assert self.disk is not None
-        for msg in msgs:
-            self.disk.put(encode_record(msg))
+        self.disk.put_many(encode_record(m) for m in msgs)
 
     def close(self) -> None:
         if self.disk is not None:
@@ -402,8 +407,7 @@ class Topic:
         self.message_count += len(msgs)
         self.message_bytes += sum(len(m.body) for m in msgs)
         if not self.channels:
-            for msg in msgs:
-                self.backlog.put(msg)
+            self.backlog.put_many(msgs)
             return
         first = True
         for ch in list(self.channels.values()):
