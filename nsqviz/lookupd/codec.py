@@ -18,7 +18,7 @@ from typing import Any
 
 from nsqviz.lookupd import grammar
 from nsqviz.lookupd.grammar import BODY_VERBS, IDENTIFY_REQUIRED, MAGIC_V1, LookupError_
-from nsqviz.stream.reassembly import Frame, FramingError, Garbage, Reassembler
+from nsqviz.stream.reassembly import FramingError, Garbage, RawFrame, Reassembler
 
 __all__ = [
     "Answer",
@@ -264,7 +264,7 @@ class LookupServerConnection:
                 break
         return out
 
-    def _decode(self, item: Frame | Garbage) -> LookupEvent:
+    def _decode(self, item: RawFrame | Garbage) -> LookupEvent:
         if isinstance(item, Garbage):
             if item.code == "E_BAD_PROTOCOL":  # nsqlookupd sends the bare code
                 return Refused(item.code, "", item.offset)
