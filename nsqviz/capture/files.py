@@ -42,7 +42,13 @@ _READ_SIZE = 1 << 20
 
 
 class CaptureFormatError(Exception):
-    """The file is not a capture this module can read (names the offset and reason)."""
+    """The file is not a capture this module can read: ``offset`` is the byte offset in
+    the file where reading failed, ``reason`` says why (the message has both)."""
+
+    def __init__(self, offset: int, reason: str):
+        super().__init__(f"offset {offset}: {reason}")
+        self.offset = offset
+        self.reason = reason
 
 
 class Record(NamedTuple):
@@ -190,6 +196,12 @@ _PB_FIXED = {e: Struct(e + "HHIIII") for e in "<>"}  # if drops ts_hi ts_lo capl
 _OPT_HEAD = {e: Struct(e + "HH") for e in "<>"}  # code length
 _I64 = {e: Struct(e + "q") for e in "<>"}
 
+# the smallest total length of each block type: type, length, fixed fields, length
+_MIN_TOTAL = {SHB_TYPE: 28, IDB_TYPE: 20, EPB_TYPE: 32, PB_TYPE: 32, SPB_TYPE: 16}
+_BLOCK_NAME = {SHB_TYPE: "section header block", IDB_TYPE: "interface description block",
+               EPB_TYPE: "enhanced packet block", PB_TYPE: "packet block",
+               SPB_TYPE: "simple packet block"}
+
 OPT_ENDOFOPT = 0
 IF_TSRESOL = 9
 IF_TSOFFSET = 14
@@ -209,8 +221,8 @@ def _parse_idb(body: bytes, endian: str) -> _Interface:
     while pos + 4 <= len(body):
         code, length = head.unpack_from(body, pos)
         value = body[pos + 4 : pos + 4 + length]
-        if code == OPT_ENDOFOPT:
-            break
+        if code == OPT_ENDOFOPT or len(value) < length:
+            break  # the end, or an option running past its block: none of it is used
         if code == IF_TSRESOL and length >= 1:
             r = value[0]
             units = 2 ** (r & 0x7F) if r & 0x80 else 10**r
@@ -270,8 +282,19 @@ def _read_pcapng(buf: _Buffer) -> Iterator[Record | CaptureWarning]:
             return
         p = buf.pos
         buf.pos = p + total
-        if btype == EPB_TYPE:
+        is_packet = btype in (EPB_TYPE, SPB_TYPE, PB_TYPE)
+        if is_packet:
             number += 1
+        if total < _MIN_TOTAL.get(btype, 12):
+            # its fixed fields do not fit: skip it rather than read the next block's bytes
+            yield CaptureWarning(
+                number if is_packet else number + 1,
+                start,
+                f"{_BLOCK_NAME[btype]} of {total} bytes is shorter than its fixed fields"
+                f" ({_MIN_TOTAL[btype]} bytes): skipped",
+            )
+            continue
+        if btype == EPB_TYPE:
             iface, hi, lo, caplen, orig = _EPB_FIXED[endian].unpack_from(buf.buf, p + 8)
             if caplen > total - 32:
                 yield CaptureWarning(
@@ -285,7 +308,6 @@ def _read_pcapng(buf: _Buffer) -> Iterator[Record | CaptureWarning]:
             ts = ((hi << 32) | lo) / itf.units_per_second + itf.offset
             yield Record(number, ts, itf.linktype, buf.buf[p + 28 : p + 28 + caplen], orig, iface)
         elif btype == SPB_TYPE:
-            number += 1
             if not interfaces:
                 yield CaptureWarning(number, start, "simple packet block before any interface")
                 continue
@@ -298,7 +320,6 @@ def _read_pcapng(buf: _Buffer) -> Iterator[Record | CaptureWarning]:
             data = buf.buf[p + 12 : p + 12 + caplen]
             yield Record(number, float("nan"), itf.linktype, data, orig, 0)
         elif btype == PB_TYPE:
-            number += 1
             iface, _drops, hi, lo, caplen, orig = _PB_FIXED[endian].unpack_from(buf.buf, p + 8)
             if iface >= len(interfaces) or caplen > total - 32:
                 yield CaptureWarning(number, start, "packet block does not fit its interface")
@@ -336,11 +357,11 @@ def read_capture(source: str | os.PathLike[str] | BinaryIO) -> Iterator[Record |
             if magic in (PCAP_MAGIC_USEC, PCAP_MAGIC_NSEC):
                 if len(head) < 24:
                     raise CaptureFormatError(
-                        f"pcap file header is {len(head)} bytes, it needs 24"
+                        0, f"pcap file header is {len(head)} bytes, it needs 24"
                     )
                 yield from _read_pcap(buf, endian, magic == PCAP_MAGIC_NSEC)
                 return
     raise CaptureFormatError(
-        f"offset 0: magic {head[:4].hex() or '(empty file)'} is neither pcap"
+        0, f"magic {head[:4].hex() or '(empty file)'} is neither pcap"
         " (a1b2c3d4 / a1b23c4d, either byte order) nor pcapng (0a0d0d0a)"
     )

@@ -153,6 +153,56 @@ def test_pcapng_torn_block_and_bad_length():
     assert "impossible length 13" in out[-1].reason
 
 
+_SHB = _block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+_IDB = _block(1, struct.pack("<HHI", LINKTYPE_RAW, 0, 0))
+_EPB = _block(6, struct.pack("<IIIII", 0, 0, 1, 3, 3) + b"abc")
+
+
+def _bare(btype: int, body: bytes) -> bytes:
+    """A block whose length says exactly ``body`` (no padding), however short."""
+    total = 12 + len(body)
+    return struct.pack("<II", btype, total) + body + struct.pack("<I", total)
+
+
+@pytest.mark.parametrize(("btype", "name", "fixed"), [
+    (1, "interface description block", 20),
+    (6, "enhanced packet block", 32),
+    (3, "simple packet block", 16),
+    (2, "packet block", 32),
+])
+@pytest.mark.parametrize("where", ["last", "middle"])
+def test_pcapng_block_shorter_than_its_fixed_fields_is_skipped_with_a_warning(
+        btype, name, fixed, where):
+    """Issue 14: a short IDB raised struct.error; a short EPB in the middle read the next
+    block's bytes as its own fields."""
+    short = _bare(btype, b"\x01\x02\x03\x04" if btype != 3 else b"")
+    head = _SHB + _IDB + _EPB
+    raw = head + short + (_EPB if where == "middle" else b"")
+    out = _records(raw)
+    warnings = [w for w in out if isinstance(w, CaptureWarning)]
+    (warning,) = warnings
+    assert warning.offset == len(head)
+    assert f"{name} of {len(short)} bytes is shorter than its fixed fields ({fixed}" in (
+        warning.reason)
+    packets = [r for r in out if isinstance(r, Record)]
+    assert [r.data for r in packets] == [b"abc"] * (2 if where == "middle" else 1)
+    if btype != 1:  # a packet block: it keeps its number, the next packet is 3
+        assert warning.number == 2 and [r.number for r in packets] == [1, 3][:len(packets)]
+
+
+def test_capture_format_error_has_the_offset():
+    with pytest.raises(CaptureFormatError) as info:
+        _records(struct.pack("<I", 0xA1B2C3D4) + b"short")
+    assert info.value.offset == 0 and "pcap file header is 9 bytes" in info.value.reason
+
+
+def test_pcapng_option_running_past_its_block_is_ignored():
+    opts = struct.pack("<HHB3x", 9, 200, 3)  # if_tsresol claiming 200 bytes
+    idb = _block(1, struct.pack("<HHI", LINKTYPE_RAW, 0, 0) + opts)
+    (rec,) = _records(_SHB + idb + _EPB)
+    assert rec.ts == 1e-6  # the default resolution: the broken option is not used
+
+
 class _CountingFile(io.RawIOBase):
     """A file that counts how far it has been read, to prove reading is streamed."""
 
