@@ -49,6 +49,11 @@ class FramingRule(Protocol):
     yet, or -1 if the stream can never be framed again.
     A rule may keep state (e.g. "the magic comes first"); ``measure`` is called exactly
     once per frame that is then emitted, in stream order.
+
+    A rule that can only find a frame's end by walking it (TubeMQ's blocks) may also
+    have ``follow(chunk) -> int``: once ``measure`` has said ``None``, each further chunk
+    is kept unjoined and passed to ``follow``, which continues the walk and returns 0
+    when ``measure`` can answer, so a long frame is joined once, not once per chunk.
     """
 
     name: str
@@ -126,6 +131,8 @@ class Reassembler:
         # them into _buf one by one would copy the frame once per chunk.
         self._parts: list[bytes] = []
         self._short = 0  # bytes still missing from the frame at the head of the buffer
+        self._follow = getattr(rule, "follow", None)
+        self._following = False  # the rule is walking the head frame chunk by chunk
         self._segments: list[int] = []  # segment ids of chunks still (partly) buffered
         self._starts: list[int] = []  # stream offset where each of those chunks starts
         self._fed = 0  # total bytes fed
@@ -177,6 +184,10 @@ class Reassembler:
             self._segments.append(segment)
             self._starts.append(self._fed)
         self._fed += len(chunk)
+        if self._following and self._follow(chunk):
+            self._parts.append(bytes(chunk))
+            return self._buf, self._base, []
+        self._following = False
         if self._short > len(chunk):
             self._parts.append(bytes(chunk))
             self._short -= len(chunk)
@@ -205,6 +216,7 @@ class Reassembler:
         """Hand back the unframed bytes, e.g. when the stream switches to compression."""
         self._join()
         self._short = 0
+        self._following = False
         rest, self._buf = self._buf, b""
         self._base += len(rest)
         self._trim()
@@ -214,6 +226,7 @@ class Reassembler:
         """End of stream: whatever is buffered is reported, never dropped."""
         self._join()
         self._short = 0
+        self._following = False
         if not self._buf:
             return []
         events: list[StreamEvent] = []
@@ -283,6 +296,7 @@ class Reassembler:
                 pos = nxt
                 continue
             if length is None:
+                self._following = self._follow is not None
                 break
             if pos + length > n:
                 self._short = pos + length - n

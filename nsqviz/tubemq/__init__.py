@@ -1,0 +1,124 @@
+"""Apache InLong TubeMQ's RPC protocol: grammar, protobuf messages, tables and codec.
+
+The parts, each defined once:
+
+* :mod:`~nsqviz.tubemq.grammar` -- the frame (MsgToken, serialNo, listSize, blocks) and
+  its content (three varint-delimited protobuf messages), parse and build;
+* :mod:`~nsqviz.tubemq.protos` -- the messages, compiled at import from the ``.proto``
+  sources in ``proto/``;
+* :mod:`~nsqviz.tubemq.tables` -- services, methods, session states and transitions,
+  error codes;
+* :mod:`~nsqviz.tubemq.metadata` -- the string-encoded metadata and message payloads;
+* :mod:`~nsqviz.tubemq.framing` -- the framing rule for the stream reassembler;
+* :mod:`~nsqviz.tubemq.messages` and :mod:`~nsqviz.tubemq.codec` -- events in and out,
+  a sans-IO connection per role and a passive :class:`Observer` for captures.
+
+Typical use::
+
+    client, server = ClientConnection(), ServerConnection()
+    req, data = client.request(3, MESSAGES["CloseRequestP2M"](clientId="p1"), now=0.0)
+    [request] = server.receive(data)
+    _, answer = server.respond(request, MESSAGES["CloseResponseM2P"](
+        success=True, errCode=200, errMsg="OK!"))
+    [response] = client.receive(answer, now=0.004)   # response.latency == 0.004
+"""
+
+from nsqviz.tubemq.codec import (
+    ClientConnection,
+    LocalProtocolError,
+    Observer,
+    ProtocolError,
+    ServerConnection,
+)
+from nsqviz.tubemq.events import (
+    Answer,
+    ConnectionClosed,
+    Event,
+    ExceptionResponse,
+    Observation,
+    Request,
+    Response,
+    Truncated,
+    Violation,
+)
+from nsqviz.tubemq.framing import TubeFraming, split_frame
+from nsqviz.tubemq.grammar import (
+    BEGIN_TOKEN,
+    CPP_READER,
+    DEFAULT_LIMITS,
+    JAVA_READER,
+    RPC_MAX_BUFFER_SIZE,
+    FrameParts,
+    GrammarError,
+    Limits,
+    build_frame,
+    frame_bytes,
+    parse_frame,
+)
+from nsqviz.tubemq.messages import (
+    decode_answer,
+    decode_request,
+    encode,
+    make_exception,
+    make_request,
+    make_response,
+)
+from nsqviz.tubemq.protos import MESSAGES, message_class
+from nsqviz.tubemq.tables import (
+    DEFAULT_BROKER_PORT,
+    DEFAULT_MASTER_PORT,
+    ERRORS,
+    METHODS,
+    METHODS_BY_NAME,
+    SERVICES,
+    TRANSITIONS,
+    Method,
+    State,
+)
+
+__all__ = [
+    "BEGIN_TOKEN",
+    "CPP_READER",
+    "DEFAULT_BROKER_PORT",
+    "DEFAULT_LIMITS",
+    "DEFAULT_MASTER_PORT",
+    "ERRORS",
+    "JAVA_READER",
+    "MESSAGES",
+    "METHODS",
+    "METHODS_BY_NAME",
+    "RPC_MAX_BUFFER_SIZE",
+    "SERVICES",
+    "TRANSITIONS",
+    "Answer",
+    "ClientConnection",
+    "ConnectionClosed",
+    "Event",
+    "ExceptionResponse",
+    "FrameParts",
+    "GrammarError",
+    "Limits",
+    "LocalProtocolError",
+    "Method",
+    "Observation",
+    "Observer",
+    "ProtocolError",
+    "Request",
+    "Response",
+    "ServerConnection",
+    "State",
+    "Truncated",
+    "TubeFraming",
+    "Violation",
+    "build_frame",
+    "decode_answer",
+    "decode_request",
+    "encode",
+    "frame_bytes",
+    "make_exception",
+    "make_request",
+    "make_response",
+    "message_class",
+    "parse_frame",
+    "split_frame",
+]

@@ -1,0 +1,404 @@
+"""Sans-IO TubeMQ connections, one object per role, in the style of h11.
+
+A :class:`ClientConnection` (a producer or consumer talking to a Master or Broker) or a
+:class:`ServerConnection` (the Master or Broker) owns no socket, no thread and no
+clock: ``receive(data, now=...)`` returns the events the bytes completed, and
+``send(event, now=...)`` returns the bytes to write. ``now`` is the caller's time in
+seconds (any clock); it only serves to measure each request/response pair's latency.
+
+In between, the object keeps what the protocol says about the connection:
+
+* requests awaiting an answer, by serialNo: an answer is paired with its request (the
+  :class:`~nsqviz.tubemq.events.Response` carries it and the latency); an answer
+  nobody asked for, or a second request with a serialNo still awaiting its answer, is a
+  :class:`~nsqviz.tubemq.events.Violation`;
+* the session state (:class:`~nsqviz.tubemq.tables.State`), moved by the answers as
+  :data:`~nsqviz.tubemq.tables.TRANSITIONS` says, and the states each method may be
+  called in (:data:`~nsqviz.tubemq.tables.METHODS`).
+
+Bytes go through the stream :class:`~nsqviz.stream.Reassembler` with TubeMQ's framing
+rule, the fast splitter, then the protobuf messages. Misuse by *us* raises
+:class:`LocalProtocolError` from ``send`` (unless ``check=False``, so that a notebook
+can show what a server answers to it). Misbehaviour by the *peer* is data: a
+``Violation`` with the stream offset, the field in the protocol's words and the reason.
+After a framing error an active connection, like the Java decoder, reads nothing more
+(the violation is ``fatal``); a passive one (:class:`Observer`, for captures) resyncs
+on the next MsgToken.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from bisect import bisect_right
+from collections.abc import Callable
+from typing import Any
+
+from google.protobuf.message import Message
+
+from nsqviz.stream.reassembly import Frame, FramingError, Garbage, Reassembler
+from nsqviz.stream.reassembly import Truncated as StreamTruncated
+from nsqviz.tubemq.events import (
+    Answer,
+    ConnectionClosed,
+    Event,
+    ExceptionResponse,
+    Request,
+    Response,
+    Truncated,
+    Violation,
+)
+from nsqviz.tubemq.framing import TubeFraming, split_frame
+from nsqviz.tubemq.grammar import DEFAULT_LIMITS, GrammarError, Limits
+from nsqviz.tubemq.messages import (
+    decode_answer,
+    decode_request,
+    encode,
+    make_exception,
+    make_request,
+    make_response,
+)
+from nsqviz.tubemq.tables import (
+    METHODS,
+    MSG_OPTYPE_UNREGISTER,
+    Outcome,
+    State,
+    accepted,
+    next_state,
+)
+
+__all__ = [
+    "ClientConnection",
+    "LocalProtocolError",
+    "Observer",
+    "ProtocolError",
+    "ServerConnection",
+    "outcome",
+]
+
+MAX_PENDING = 65536
+"""Requests awaiting an answer that a connection remembers; the oldest is forgotten
+beyond this (a Java server never answers a request whose timeout is 0)."""
+
+HB_NO_NODE = 411
+
+
+class ProtocolError(Exception):
+    """Base of the errors this module raises."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We were about to send something the protocol forbids in the current state."""
+
+
+def outcome(request: Request | None, answer: Answer) -> Outcome | None:
+    """What ``answer`` does to the session (the input of the transition table)."""
+    if request is None or type(answer) is not Response or answer.message is None:
+        return None
+    info = request.info
+    if info is None:
+        return None
+    msg = answer.message
+    ok = msg.success if "success" in msg.DESCRIPTOR.fields_by_name else msg.errCode == 200
+    if info.kind == "register" and ok:
+        if request.message is not None and getattr(request.message, "opType", 0) == (
+            MSG_OPTYPE_UNREGISTER
+        ):
+            return None  # unregistering one partition ends no session
+        return Outcome.REGISTERED
+    if info.kind == "close" and ok:
+        return Outcome.CLOSED
+    if info.kind == "heartbeat" and getattr(msg, "errCode", 0) == HB_NO_NODE:
+        return Outcome.NODE_UNKNOWN
+    return None
+
+
+def _where(frame_offset: int, starts: list[int], data_len: int) -> Callable[[int], int]:
+    """Content offset -> stream offset, for a frame whose block data start at ``starts``."""
+
+    def where(content_offset: int) -> int:
+        if not starts:
+            return frame_offset
+        lengths = [b - a - 4 for a, b in zip(starts, starts[1:], strict=False)]
+        content_starts = [0]
+        for n in lengths:
+            content_starts.append(content_starts[-1] + n)
+        i = max(0, bisect_right(content_starts, content_offset) - 1)
+        return frame_offset + starts[i] + content_offset - content_starts[i]
+
+    return where
+
+
+class _Connection:
+    """What both roles share: framing, the pending requests, the session state.
+
+    A ``passive`` connection observes someone else's traffic: it never refuses, and it
+    reads on after bytes that do not frame by resynchronising on the next MsgToken.
+    """
+
+    def __init__(
+        self, *, limits: Limits = DEFAULT_LIMITS, provenance: bool = True, passive: bool = False
+    ) -> None:
+        self.limits = limits
+        self.provenance = provenance
+        self.passive = passive
+        self.state = State.INIT
+        self.pending: dict[int, tuple[Request, float | None]] = {}
+        self.closed = False
+        self._rule = TubeFraming(limits)
+        self._reasm = Reassembler(self._rule, provenance=provenance, resync=passive)
+
+    def receive(
+        self, data: bytes, *, segment: int | None = None, now: float | None = None
+    ) -> list[Event]:
+        """Feed bytes that arrived at time ``now``; ``b""`` means the peer closed its side."""
+        out: list[Event] = []
+        if self.closed:
+            return out
+        if not data:
+            self.closed = True
+            for item in self._reasm.finish():
+                if type(item) is StreamTruncated:
+                    raw = Frame(item.data, item.offset, item.sources)
+                    out.append(Truncated(item.offset, item.data, item.expected, raw))
+                else:
+                    self._on_garbage(item, out)
+            out.append(ConnectionClosed())
+            return out
+        for item in self._reasm.feed(data, segment=segment):
+            if type(item) is Garbage:
+                self._on_garbage(item, out)
+            else:
+                self._on_frame(item, now, out)
+        return out
+
+    def gap(self) -> tuple[bytes, int | None]:
+        """Bytes are missing from the stream here (a capture lost them).
+
+        The frame in progress is dropped and returned, with the length it was to have
+        when all its block lengths had arrived (``None`` otherwise), so that the caller
+        knows whether the next frame boundary is proven or must be searched for.
+        """
+        partial = self._reasm.take_remaining()
+        self._rule = TubeFraming(self.limits)
+        self._reasm = Reassembler(self._rule, provenance=self.provenance, resync=self.passive)
+        try:
+            length = TubeFraming(self.limits).measure(partial, 0) if partial else None
+        except FramingError:
+            length = None
+        return partial, length
+
+    def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:
+        raw = Frame(garbage.data, garbage.offset, garbage.sources)
+        try:
+            split_frame(garbage.data, self.limits)
+            error = None
+        except GrammarError as exc:
+            error = exc if type(exc).__name__ == garbage.code else None
+        field = error.field if error is not None else "MsgToken"
+        offset = garbage.offset + (error.offset if error is not None else 0)
+        reason = error.reason if error is not None else garbage.reason
+        if garbage.resynced:
+            reason += ("; resynchronised (a guess) on the MsgToken at "
+                       f"{garbage.offset + len(garbage.data)}")
+        elif not self.passive:
+            reason += "; nothing after it is read (the Java decoder closes the connection)"
+        out.append(Violation(garbage.code or "BadToken", field, reason, offset, True,
+                             garbage.resynced, raw))
+
+    def _split(self, frame: Frame, out: list[Event]) -> tuple[int, bytes, Callable] | None:
+        try:
+            serial, content, starts = split_frame(frame.data, self.limits)
+        except GrammarError as exc:  # pragma: no cover - the framing rule measured it
+            out.append(Violation(type(exc).__name__, exc.field, exc.reason,
+                                 frame.offset + (exc.offset or 0), True, raw=frame))
+            return None
+        return serial, content, _where(frame.offset, starts, len(frame.data))
+
+    def _remember(self, request: Request, now: float | None) -> None:
+        pending = self.pending
+        if len(pending) >= MAX_PENDING:
+            del pending[next(iter(pending))]
+        pending[request.serialNo] = (request, now)
+
+    def _answered(self, answer: Answer, now: float | None) -> Answer:
+        """Pair ``answer`` with its request (forgetting it), move the state; the answer
+        with its request and latency filled in."""
+        entry = self.pending.pop(answer.serialNo, None)
+        if entry is None:
+            return answer
+        request, sent_at = entry
+        latency = None if now is None or sent_at is None else now - sent_at
+        self.state = next_state(self.state, outcome(request, answer))
+        return dataclasses.replace(answer, request=request, latency=latency)
+
+    def _on_frame(self, frame: Frame, now: float | None, out: list[Event]) -> None:
+        raise NotImplementedError  # pragma: no cover - each role decodes its direction
+
+
+class ClientConnection(_Connection):
+    """The client's side: sends requests, receives their answers."""
+
+    def __init__(self, *, limits: Limits = DEFAULT_LIMITS, provenance: bool = True,
+                 passive: bool = False, first_serial: int = 1) -> None:
+        super().__init__(limits=limits, provenance=provenance, passive=passive)
+        self._next_serial = first_serial  # Java: a per-connection counter from 1
+
+    def next_serial(self) -> int:
+        """A serialNo no pending request uses (Java counts up from 1 per connection)."""
+        serial = self._next_serial
+        while serial in self.pending:
+            serial = (serial + 1) & 0xFFFFFFFF
+        self._next_serial = (serial + 1) & 0xFFFFFFFF
+        return serial
+
+    def request(
+        self, method: int, message: Message | None = None, *, now: float | None = None,
+        check: bool = True, **envelope: Any,
+    ) -> tuple[Request, bytes]:
+        """Build, check and encode a request with the next serialNo; ``envelope`` takes
+        :func:`~nsqviz.tubemq.messages.make_request`'s keywords (service, timeout ...)."""
+        req = make_request(self.next_serial(), method, message, **envelope)
+        return req, self.send(req, now=now, check=check)
+
+    def send(self, request: Request, *, now: float | None = None, check: bool = True) -> bytes:
+        """The bytes of ``request``; refuses (``LocalProtocolError``) a serialNo still
+        awaiting its answer, a method the service does not accept or the state forbids."""
+        if check and not self.passive:
+            self._check(request)
+        self._remember(request, now)
+        return encode(request)
+
+    def _check(self, request: Request) -> None:
+        if self.closed:
+            raise LocalProtocolError("the connection is closed")
+        if request.serialNo in self.pending:
+            raise LocalProtocolError(f"serialNo {request.serialNo} still awaits its answer")
+        info = METHODS.get(request.method)
+        if info is None:
+            raise LocalProtocolError(f"method id {request.method} is not defined")
+        service = request.header.serviceType
+        if not accepted(service, request.method):
+            raise LocalProtocolError(f"{info.name} is not accepted under service {service}")
+        if request.message is not None and not request.message.IsInitialized():
+            missing = ", ".join(request.message.FindInitializationErrors())
+            raise LocalProtocolError(f"{info.request} lacks required field(s) {missing}")
+        if self.state not in info.states:
+            allowed = ", ".join(sorted(s.value for s in info.states))
+            raise LocalProtocolError(f"{info.name} in state {self.state.value} (allowed: "
+                                     f"{allowed})")
+
+    def _on_frame(self, frame: Frame, now: float | None, out: list[Event]) -> None:
+        split = self._split(frame, out)
+        if split is None:
+            return
+        serial, content, where = split
+        entry = self.pending.get(serial)
+        answer, violations = decode_answer(serial, content, frame, where,
+                                           entry[0] if entry else None)
+        if answer is not None:
+            if entry is None:
+                violations.insert(0, Violation(
+                    "ResponseWithoutRequest", "serialNo",
+                    f"no request with serialNo {serial} awaits an answer", frame.offset + 4,
+                    raw=frame, event=answer))
+            answer = self._answered(answer, now)
+            out.append(answer)
+        out.extend(violations)
+
+
+class ServerConnection(_Connection):
+    """The server's side (a Master or Broker): receives requests, sends their answers."""
+
+    def _on_frame(self, frame: Frame, now: float | None, out: list[Event]) -> None:
+        split = self._split(frame, out)
+        if split is None:
+            return
+        serial, content, where = split
+        request, violations = decode_request(serial, content, frame, where)
+        if request is not None:
+            if serial in self.pending:
+                violations.insert(0, Violation(
+                    "DuplicateSerial", "serialNo",
+                    f"serialNo {serial} is already awaiting an answer", frame.offset + 4,
+                    raw=frame, event=request))
+            else:
+                self._remember(request, now)
+            info = request.info
+            if info is not None and self.state not in info.states:
+                violations.append(Violation(
+                    "NotAllowedInState", "RequestBody.method",
+                    f"{info.name} in state {self.state.value} on this connection",
+                    frame.offset, raw=frame, event=request))
+            out.append(request)
+        out.extend(violations)
+
+    def respond(self, request: Request, message: Message, *, now: float | None = None,
+                **envelope: Any) -> tuple[Response, bytes]:
+        """The SUCCESS answer to ``request`` and its bytes."""
+        answer = make_response(request, message, **envelope)
+        return answer, self.send(answer, now=now)
+
+    def fail(self, request: Request, exception_name: str, stack_trace: str | None = None, *,
+             now: float | None = None, **envelope: Any) -> tuple[ExceptionResponse, bytes]:
+        """An ERROR (or, with ``status=2``, FATAL) answer to ``request`` and its bytes."""
+        answer = make_exception(request, exception_name, stack_trace, **envelope)
+        return answer, self.send(answer, now=now)
+
+    def send(self, answer: Answer, *, now: float | None = None, check: bool = True) -> bytes:
+        """The bytes of ``answer``; refuses an answer to a serialNo nobody is waiting on."""
+        if check and not self.passive:
+            if answer.serialNo not in self.pending:
+                raise LocalProtocolError(f"no request with serialNo {answer.serialNo} to answer")
+            message = answer.message if type(answer) is Response else answer.body
+            if message is not None and not message.IsInitialized():
+                missing = ", ".join(message.FindInitializationErrors())
+                raise LocalProtocolError(f"{message.DESCRIPTOR.name} lacks required field(s) "
+                                         f"{missing}")
+        self._answered(answer, now)
+        return encode(answer)
+
+
+class Observer:
+    """Watches both directions of someone else's TubeMQ connection (a capture).
+
+    Requests go through a passive :class:`ServerConnection`, answers through a passive
+    :class:`ClientConnection`; each request seen is handed to the client side so that
+    its answer pairs with it. ``midstream``: the capture started after the connection
+    did, so answers to unseen requests and the session state are not judged.
+    """
+
+    def __init__(self, *, limits: Limits = DEFAULT_LIMITS, provenance: bool = True,
+                 midstream: bool = False) -> None:
+        self.server = ServerConnection(limits=limits, provenance=provenance, passive=True)
+        self.client = ClientConnection(limits=limits, provenance=provenance, passive=True)
+        self.midstream = midstream
+        if midstream:
+            self.server.state = self.client.state = State.REGISTERED
+
+    def c2s(self, data: bytes, *, segment: int | None = None,
+            now: float | None = None) -> list[Event]:
+        """Bytes the client sent; returns requests (and violations)."""
+        events = self.server.receive(data, segment=segment, now=now)
+        for ev in events:
+            if type(ev) is Request:
+                self.client._remember(ev, now)
+        return self._judged(events)
+
+    def s2c(self, data: bytes, *, segment: int | None = None,
+            now: float | None = None) -> list[Event]:
+        """Bytes the server sent; returns answers paired with their requests."""
+        events = self.client.receive(data, segment=segment, now=now)
+        for ev in events:
+            if type(ev) in (Response, ExceptionResponse):
+                self.server._answered(ev, now)
+        return self._judged(events)
+
+    def gap(self, direction: str) -> tuple[bytes, int | None]:
+        """Bytes of ``direction`` (``"c2s"`` or ``"s2c"``) are missing here."""
+        return (self.server if direction == "c2s" else self.client).gap()
+
+    def _judged(self, events: list[Event]) -> list[Event]:
+        if not self.midstream:
+            return events
+        return [e for e in events if type(e) is not Violation
+                or e.code not in ("ResponseWithoutRequest", "NotAllowedInState")]

@@ -1,0 +1,294 @@
+"""Frame content <-> events: the three protobuf messages and the inner request/response.
+
+Building: :func:`make_request`, :func:`make_response` and :func:`make_exception` fill
+the envelope as the Java client and server do (flag, serviceType, protocolVer 3,
+timeout 10000 ms, the method echoed) and :func:`encode` turns an event into the bytes
+of its frame. Decoding: :func:`decode_request` and :func:`decode_answer` turn a frame's
+content into an event plus the :class:`~nsqviz.tubemq.events.Violation` s found on the
+way (a message that does not parse or lacks a required field, an unknown method, a
+CRC that does not match). Which message a method id carries is read from
+:data:`~nsqviz.tubemq.tables.METHODS`; every message class comes from the ``.proto``
+sources (:mod:`nsqviz.tubemq.protos`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from google.protobuf.message import DecodeError, Message
+
+from nsqviz.stream.reassembly import Frame
+from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Violation
+from nsqviz.tubemq.grammar import Content, GrammarError, build_content, frame_bytes, parse_content
+from nsqviz.tubemq.metadata import checksum
+from nsqviz.tubemq.protos import MESSAGES
+from nsqviz.tubemq.tables import (
+    METHODS,
+    RPC_FLAG_MSG_TYPE_REQUEST,
+    RPC_FLAG_MSG_TYPE_RESPONSE,
+    SERVICES,
+    accepted,
+)
+
+__all__ = [
+    "DEFAULT_PROTOCOL_VERSION",
+    "DEFAULT_TIMEOUT_MS",
+    "STATUS_ERROR",
+    "STATUS_FATAL",
+    "STATUS_SUCCESS",
+    "decode_answer",
+    "decode_request",
+    "encode",
+    "make_exception",
+    "make_request",
+    "make_response",
+    "parse_message",
+]
+
+DEFAULT_PROTOCOL_VERSION = 3
+"""What the Java client and server send (org.apache.inlong); Go and C++ send 2."""
+
+DEFAULT_TIMEOUT_MS = 10000
+"""The Java client's rpc.request.timeout default."""
+
+STATUS_SUCCESS, STATUS_ERROR, STATUS_FATAL = 0, 1, 2
+
+RpcConnHeader = MESSAGES["RpcConnHeader"]
+RequestHeader = MESSAGES["RequestHeader"]
+RequestBody = MESSAGES["RequestBody"]
+ResponseHeader = MESSAGES["ResponseHeader"]
+RspResponseBody = MESSAGES["RspResponseBody"]
+RspExceptionBody = MESSAGES["RspExceptionBody"]
+
+# ---------------------------------------------------------------------------- building
+
+
+def make_request(
+    serialNo: int,
+    method: int,
+    message: Message | None = None,
+    *,
+    service: int | None = None,
+    timeout: int | None = DEFAULT_TIMEOUT_MS,
+    protocol_ver: int | None = DEFAULT_PROTOCOL_VERSION,
+    flag: int = RPC_FLAG_MSG_TYPE_REQUEST,
+) -> Request:
+    """A request as the Java client fills it. ``service`` defaults to the last service
+    that accepts the method (3 for sendMessageP2B, as Java; Go uses 2)."""
+    if service is None:
+        info = METHODS.get(method)
+        service = info.services[-1] if info is not None else 1
+    header = RequestHeader(serviceType=service)
+    if protocol_ver is not None:
+        header.protocolVer = protocol_ver
+    body = RequestBody(method=method)
+    if timeout is not None:
+        body.timeout = timeout
+    if message is not None:
+        body.request = message.SerializePartialToString()
+    return Request(serialNo, RpcConnHeader(flag=flag), header, body, message)
+
+
+def make_response(
+    request: Request, message: Message, *, protocol_ver: int = DEFAULT_PROTOCOL_VERSION
+) -> Response:
+    """The SUCCESS answer to ``request`` carrying ``message``, as the Java server writes it."""
+    header = ResponseHeader(status=STATUS_SUCCESS, protocolVer=protocol_ver)
+    body = RspResponseBody(method=request.method, data=message.SerializePartialToString())
+    conn = RpcConnHeader(flag=RPC_FLAG_MSG_TYPE_RESPONSE)
+    return Response(request.serialNo, conn, header, body, message, request=request)
+
+
+def make_exception(
+    request: Request,
+    exception_name: str,
+    stack_trace: str | None = None,
+    *,
+    status: int = STATUS_ERROR,
+    protocol_ver: int | None = DEFAULT_PROTOCOL_VERSION,
+) -> ExceptionResponse:
+    """An ERROR (or FATAL: no protocolVer, as the Java server) answer to ``request``."""
+    header = ResponseHeader(status=status)
+    if protocol_ver is not None and status != STATUS_FATAL:
+        header.protocolVer = protocol_ver
+    body = RspExceptionBody(exceptionName=exception_name)
+    if stack_trace is not None:
+        body.stackTrace = stack_trace
+    conn = RpcConnHeader(flag=RPC_FLAG_MSG_TYPE_RESPONSE)
+    return ExceptionResponse(request.serialNo, conn, header, body, request=request)
+
+
+def encode(event: Request | Response | ExceptionResponse) -> bytes:
+    """The frame that carries ``event``, its content cut into 8192-byte blocks."""
+    content = build_content(Content(
+        event.connHeader.SerializePartialToString(),
+        event.header.SerializePartialToString(),
+        event.body.SerializePartialToString(),
+    ))
+    return frame_bytes(event.serialNo, content)
+
+
+# ---------------------------------------------------------------------------- decoding
+
+
+def parse_message(name: str, data: bytes) -> tuple[Message | None, str]:
+    """``(message, problem)``: the message parsed from ``data``; ``problem`` is empty, or
+    says why it does not parse (message ``None``) or which required fields it lacks."""
+    msg = MESSAGES[name]()
+    try:
+        msg.ParseFromString(data)
+    except DecodeError as exc:
+        return None, f"{name} does not parse: {exc}"
+    if not msg.IsInitialized():
+        missing = ", ".join(msg.FindInitializationErrors())
+        return msg, f"{name} lacks required field(s) {missing}"
+    return msg, ""
+
+
+class _Decoding:
+    """The violations found while decoding one frame, located in the stream."""
+
+    __slots__ = ("raw", "where", "violations")
+
+    def __init__(self, raw: Frame | None, where: Callable[[int], int]):
+        self.raw = raw
+        self.where = where  # content offset -> stream offset
+        self.violations: list[Violation] = []
+
+    def add(self, code: str, field: str, reason: str, content_offset: int | None,
+            *, fatal: bool = False) -> None:
+        offset = None if content_offset is None else self.where(content_offset)
+        self.violations.append(Violation(code, field, reason, offset, fatal, raw=self.raw))
+
+    def message(self, name: str, data: bytes, field: str, at: int) -> Message | None:
+        msg, problem = parse_message(name, data)
+        if problem:
+            self.add("ProtobufError", field, problem, at)
+        return msg
+
+    def content(self, content: bytes) -> tuple[Content | None, list[int]]:
+        """The three serialized messages and where each starts in the content."""
+        try:
+            parts = parse_content(content)
+        except GrammarError as exc:
+            self.add(type(exc).__name__, exc.field or "content", exc.reason, exc.offset,
+                     fatal=True)
+            return None, []
+        starts = []
+        pos = 0
+        for data in (parts.connHeader, parts.header, parts.body):
+            pos += _varint_size(len(data))
+            starts.append(pos)
+            pos += len(data)
+        return parts, starts
+
+
+def _varint_size(n: int) -> int:
+    size = 1
+    while n >= 0x80:
+        n >>= 7
+        size += 1
+    return size
+
+
+def decode_request(
+    serialNo: int, content: bytes, raw: Frame | None, where: Callable[[int], int]
+) -> tuple[Request | None, list[Violation]]:
+    """A request frame's content as a :class:`Request` and the violations it carries.
+    ``where`` maps a content offset to a stream offset (past the block lengths)."""
+    d = _Decoding(raw, where)
+    parts, starts = d.content(content)
+    if parts is None:
+        return None, d.violations
+    conn = d.message("RpcConnHeader", parts.connHeader, "RpcConnHeader", starts[0])
+    header = d.message("RequestHeader", parts.header, "RequestHeader", starts[1])
+    body = d.message("RequestBody", parts.body, "RequestBody", starts[2])
+    if conn is None or header is None or body is None:
+        return None, d.violations
+    message = None
+    service, method = header.serviceType, body.method
+    info = METHODS.get(method)
+    if service not in SERVICES or not 1 <= service <= 3:
+        d.add("UnknownService", "RequestHeader.serviceType",
+              f"service type {service} has no RPC methods", starts[1])
+    elif info is None:
+        d.add("UnknownMethod", "RequestBody.method", f"method id {method} is not defined",
+              starts[2])
+    elif not accepted(service, method):
+        d.add("WrongService", "RequestBody.method",
+              f"{info.name} ({method}) is not accepted under {SERVICES[service]} ({service}): "
+              "the Java server answers ERROR", starts[2])
+    if info is not None:
+        if info.request is None:
+            d.add("NoDecoder", "RequestBody.method",
+                  f"{info.name} ({method}) has no request message: the Java server answers "
+                  "FATAL", starts[2])
+        elif body.HasField("request"):
+            message = d.message(info.request, body.request, f"RequestBody.request ({info.request})",
+                                starts[2])
+        else:
+            d.add("ProtobufError", "RequestBody.request",
+                  f"no {info.request} in the request body", starts[2])
+    event = Request(serialNo, conn, header, body, message, raw)
+    if message is not None and info is not None and info.request == "SendMessageRequestP2B":
+        sent = message.checkSum
+        if sent != -1 and sent != checksum(message.data):
+            d.add("CrcMismatch", "SendMessageRequestP2B.checkSum",
+                  f"checkSum {sent} but CRC-32 of data & 0x7FFFFFFF is {checksum(message.data)}"
+                  " (the broker answers 403)", starts[2])
+    return event, _about(d.violations, event)
+
+
+def decode_answer(
+    serialNo: int,
+    content: bytes,
+    raw: Frame | None,
+    where: Callable[[int], int],
+    request: Request | None,
+) -> tuple[Response | ExceptionResponse | None, list[Violation]]:
+    """A response frame's content as a :class:`Response` or :class:`ExceptionResponse`
+    and the violations it carries; ``request`` is the request of the same serialNo."""
+    d = _Decoding(raw, where)
+    parts, starts = d.content(content)
+    if parts is None:
+        return None, d.violations
+    conn = d.message("RpcConnHeader", parts.connHeader, "RpcConnHeader", starts[0])
+    header = d.message("ResponseHeader", parts.header, "ResponseHeader", starts[1])
+    if conn is None or header is None:
+        return None, d.violations
+    if header.status != STATUS_SUCCESS:
+        body = d.message("RspExceptionBody", parts.body, "RspExceptionBody", starts[2])
+        if body is None:
+            return None, d.violations
+        event = ExceptionResponse(serialNo, conn, header, body, raw, request)
+        return event, _about(d.violations, event)
+    body = d.message("RspResponseBody", parts.body, "RspResponseBody", starts[2])
+    if body is None:
+        return None, d.violations
+    method = body.method
+    if request is not None and request.method != method:
+        d.add("MethodMismatch", "RspResponseBody.method",
+              f"answers method {method}, but request {serialNo} called {request.method}",
+              starts[2])
+    info = METHODS.get(method)
+    message = None
+    if info is None or info.response is None:
+        d.add("UnknownMethod", "RspResponseBody.method",
+              f"method id {method} has no response message", starts[2])
+    else:
+        message = d.message(info.response, body.data, f"RspResponseBody.data ({info.response})",
+                            starts[2])
+    event = Response(serialNo, conn, header, body, message, raw, request)
+    if message is not None and info is not None and info.response == "GetMessageResponseB2C":
+        for i, m in enumerate(message.messages):
+            if m.checkSum != checksum(m.payLoadData):
+                d.add("CrcMismatch", f"GetMessageResponseB2C.messages[{i}].checkSum",
+                      f"checkSum {m.checkSum} but CRC-32 of payLoadData & 0x7FFFFFFF is "
+                      f"{checksum(m.payLoadData)} (the consumer drops the message)", starts[2])
+    return event, _about(d.violations, event)
+
+
+def _about(violations: list[Violation], event) -> list[Violation]:
+    """The violations, each pointing at the event it is about."""
+    return [Violation(v.code, v.field, v.reason, v.offset, v.fatal, v.resynced, v.raw, event)
+            for v in violations]
