@@ -35,7 +35,8 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from nsqviz.stream.reassembly import Frame, FramingError, Garbage, Reassembler
+from nsqviz.stream.direction import Direction
+from nsqviz.stream.reassembly import FramingError, Garbage, RawFrame, Reassembler
 from nsqviz.stream.reassembly import Truncated as StreamTruncated
 from nsqviz.tubemq.events import (
     Answer,
@@ -158,7 +159,7 @@ class _Connection:
             self.closed = True
             for item in self._reasm.finish():
                 if type(item) is StreamTruncated:
-                    raw = Frame(item.data, item.offset, item.sources)
+                    raw = RawFrame(item.data, item.offset, item.sources)
                     out.append(Truncated(item.offset, item.data, item.expected, raw))
                 else:
                     self._on_garbage(item, out)
@@ -188,7 +189,7 @@ class _Connection:
         return partial, length
 
     def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:
-        raw = Frame(garbage.data, garbage.offset, garbage.sources)
+        raw = RawFrame(garbage.data, garbage.offset, garbage.sources)
         try:
             split_frame(garbage.data, self.limits)
             error = None
@@ -205,7 +206,7 @@ class _Connection:
         out.append(Violation(garbage.code or "BadToken", field, reason, offset, True,
                              garbage.resynced, raw))
 
-    def _split(self, frame: Frame, out: list[Event]) -> tuple[int, bytes, Callable] | None:
+    def _split(self, frame: RawFrame, out: list[Event]) -> tuple[int, bytes, Callable] | None:
         try:
             serial, content, starts = split_frame(frame.data, self.limits)
         except GrammarError as exc:  # pragma: no cover - the framing rule measured it
@@ -231,7 +232,7 @@ class _Connection:
         self.state = next_state(self.state, outcome(request, answer))
         return dataclasses.replace(answer, request=request, latency=latency)
 
-    def _on_frame(self, frame: Frame, now: float | None, out: list[Event]) -> None:
+    def _on_frame(self, frame: RawFrame, now: float | None, out: list[Event]) -> None:
         raise NotImplementedError  # pragma: no cover - each role decodes its direction
 
 
@@ -287,7 +288,7 @@ class ClientConnection(_Connection):
             raise LocalProtocolError(f"{info.name} in state {self.state.value} (allowed: "
                                      f"{allowed})")
 
-    def _on_frame(self, frame: Frame, now: float | None, out: list[Event]) -> None:
+    def _on_frame(self, frame: RawFrame, now: float | None, out: list[Event]) -> None:
         split = self._split(frame, out)
         if split is None:
             return
@@ -309,7 +310,7 @@ class ClientConnection(_Connection):
 class ServerConnection(_Connection):
     """The server's side (a Master or Broker): receives requests, sends their answers."""
 
-    def _on_frame(self, frame: Frame, now: float | None, out: list[Event]) -> None:
+    def _on_frame(self, frame: RawFrame, now: float | None, out: list[Event]) -> None:
         split = self._split(frame, out)
         if split is None:
             return
@@ -393,9 +394,9 @@ class Observer:
                 self.server._answered(ev, now)
         return self._judged(events)
 
-    def gap(self, direction: str) -> tuple[bytes, int | None]:
-        """Bytes of ``direction`` (``"c2s"`` or ``"s2c"``) are missing here."""
-        return (self.server if direction == "c2s" else self.client).gap()
+    def gap(self, direction: Direction | str) -> tuple[bytes, int | None]:
+        """Bytes of ``direction`` are missing here; see :meth:`ClientConnection.gap`."""
+        return (self.server if direction == Direction.C2S else self.client).gap()
 
     def _judged(self, events: list[Event]) -> list[Event]:
         if not self.midstream:

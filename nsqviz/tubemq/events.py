@@ -21,7 +21,7 @@ from typing import Any
 from google.protobuf import text_format
 from google.protobuf.message import Message
 
-from nsqviz.stream.reassembly import Frame
+from nsqviz.stream.reassembly import RawFrame
 from nsqviz.tubemq.tables import METHODS, Method
 
 __all__ = [
@@ -75,7 +75,7 @@ class Request(Event):
     header: Message
     body: Message
     message: Message | None
-    raw: Frame | None = _aside()
+    raw: RawFrame | None = _aside()
 
     @property
     def method(self) -> int:
@@ -106,7 +106,7 @@ class Response(Event):
     header: Message
     body: Message
     message: Message | None
-    raw: Frame | None = _aside()
+    raw: RawFrame | None = _aside()
     request: Request | None = _aside()
     latency: float | None = _aside()
 
@@ -135,7 +135,7 @@ class ExceptionResponse(Event):
     connHeader: Message
     header: Message
     body: Message
-    raw: Frame | None = _aside()
+    raw: RawFrame | None = _aside()
     request: Request | None = _aside()
     latency: float | None = _aside()
 
@@ -174,7 +174,7 @@ class Violation(Observation):
     offset: int | None = None
     fatal: bool = False
     resynced: bool | None = None
-    raw: Frame | None = _aside()
+    raw: RawFrame | None = _aside()
     event: Any = _aside()
     """The decoded event the violation is about, when there is one."""
 
@@ -186,7 +186,7 @@ class Truncated(Observation):
     offset: int
     data: bytes
     expected: int | None
-    raw: Frame | None = _aside()
+    raw: RawFrame | None = _aside()
 
 
 @dataclass(frozen=True, slots=True, repr=False)

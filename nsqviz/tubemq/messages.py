@@ -1,4 +1,4 @@
-"""Frame content <-> events: the three protobuf messages and the inner request/response.
+"""RawFrame content <-> events: the three protobuf messages and the inner request/response.
 
 Building: :func:`make_request`, :func:`make_response` and :func:`make_exception` fill
 the envelope as the Java client and server do (flag, serviceType, protocolVer 3,
@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from google.protobuf.message import DecodeError, Message
 
-from nsqviz.stream.reassembly import Frame
+from nsqviz.stream.reassembly import RawFrame
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Violation
 from nsqviz.tubemq.grammar import Content, GrammarError, build_content, frame_bytes, parse_content
 from nsqviz.tubemq.metadata import checksum
@@ -150,7 +150,7 @@ class _Decoding:
 
     __slots__ = ("raw", "where", "violations")
 
-    def __init__(self, raw: Frame | None, where: Callable[[int], int]):
+    def __init__(self, raw: RawFrame | None, where: Callable[[int], int]):
         self.raw = raw
         self.where = where  # content offset -> stream offset
         self.violations: list[Violation] = []
@@ -192,7 +192,7 @@ def _varint_size(n: int) -> int:
 
 
 def decode_request(
-    serialNo: int, content: bytes, raw: Frame | None, where: Callable[[int], int]
+    serialNo: int, content: bytes, raw: RawFrame | None, where: Callable[[int], int]
 ) -> tuple[Request | None, list[Violation]]:
     """A request frame's content as a :class:`Request` and the violations it carries.
     ``where`` maps a content offset to a stream offset (past the block lengths)."""
@@ -242,7 +242,7 @@ def decode_request(
 def decode_answer(
     serialNo: int,
     content: bytes,
-    raw: Frame | None,
+    raw: RawFrame | None,
     where: Callable[[int], int],
     request: Request | None,
 ) -> tuple[Response | ExceptionResponse | None, list[Violation]]:

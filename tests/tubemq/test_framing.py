@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsqviz.stream import Frame, Garbage, Reassembler, Truncated
+from nsqviz.stream import Garbage, RawFrame, Reassembler, Truncated
 from nsqviz.tubemq.framing import TubeFraming
 from nsqviz.tubemq.grammar import BEGIN_TOKEN, CPP_READER, frame_bytes
 from tests.tubemq._vectors import be32
@@ -27,7 +27,7 @@ def cut(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
-def tiles(frame: Frame, chunks: list[bytes]) -> bool:
+def tiles(frame: RawFrame, chunks: list[bytes]) -> bool:
     """The frame's sources are exactly its bytes, chunk by chunk, in order."""
     got = b"".join(chunks[s.segment - 10][s.start : s.end] for s in frame.sources)
     return got == frame.data
@@ -47,7 +47,7 @@ def test_any_chunking_gives_the_same_frames_and_provenance(sizes, data):
     else:
         chunks = cut(stream, data.draw(st.lists(st.integers(0, len(stream)), max_size=20)))
     events = feed_all(chunks)
-    assert [type(e) for e in events] == [Frame] * len(frames)
+    assert [type(e) for e in events] == [RawFrame] * len(frames)
     assert [e.data for e in events] == frames
     offsets = [sum(len(f) for f in frames[:i]) for i in range(len(frames))]
     assert [e.offset for e in events] == offsets
@@ -86,8 +86,8 @@ def test_resync_on_the_next_token_is_reported():
     stream = b"noise" + good + BEGIN_TOKEN + be32(1) + be32(99999) + good
     events = feed_all([stream[i : i + 7] for i in range(0, len(stream), 7)])
     kinds = [(type(e).__name__, getattr(e, "code", "")) for e in events]
-    assert kinds == [("Garbage", "BadToken"), ("Frame", ""), ("Garbage", "BadListSize"),
-                     ("Frame", "")]
+    assert kinds == [("Garbage", "BadToken"), ("RawFrame", ""), ("Garbage", "BadListSize"),
+                     ("RawFrame", "")]
     assert all(e.resynced for e in events if type(e) is Garbage)
     assert [e.offset for e in events] == [0, 5, 5 + len(good), 17 + len(good)]
 
