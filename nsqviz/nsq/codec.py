@@ -486,7 +486,8 @@ class ClientConnection(_Connection):
         return bool(self.pending) and self.pending[0] == _TLS_OK and not self.tls
 
     def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:
-        out.append(Violation(garbage.code, garbage.reason, True, garbage.offset))
+        out.append(Violation(garbage.code, garbage.reason, True, garbage.offset,
+                             _garbage_raw(garbage)))
         self._fail()
 
     def _bulk(self, buf, base, items, i, pos, out):
@@ -699,7 +700,7 @@ class ServerConnection(_Connection):
     def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:
         # nsqd answers a wrong magic with the bare code E_BAD_PROTOCOL.
         text = "" if garbage.code == "E_BAD_PROTOCOL" else garbage.reason
-        out.append(Violation(garbage.code, text, True, garbage.offset))
+        out.append(Violation(garbage.code, text, True, garbage.offset, _garbage_raw(garbage)))
         self._fail()
 
     def _refuse(
@@ -734,8 +735,8 @@ class ServerConnection(_Connection):
             try:
                 cmd = fastpath.decode_command(data, raw)
             except GrammarError as exc:
-                code, text, _ = _nsqd_error(verb, data, nl, exc)
-                return self._refuse(out, code, text, offset, raw)
+                code, text, fatal = _nsqd_error(verb, data, nl, exc)
+                return self._refuse(out, code, text, offset, raw, fatal=fatal)
             self._track(cmd)
             out.append(cmd)
             return False
@@ -865,6 +866,12 @@ class Observer:
             elif kind is TLSUpgrade:
                 self.encrypted = True
         return events
+
+
+def _garbage_raw(garbage: Garbage) -> RawFrame:
+    """Undecodable bytes as a frame of their own, so that a violation says which bytes
+    (and, with provenance, which packets) it is about."""
+    return RawFrame(garbage.data, garbage.offset, garbage.sources)
 
 
 def _verb(cmd: Command) -> str:
