@@ -76,6 +76,31 @@ local function be32(s, pos)  -- pos is 1-based; signed
   return v
 end
 
+-- an error text from the generated ERRORS table, its placeholders filled in
+local function fill(answer, vars)
+  return (answer.text:gsub("{(%w+)}", function(k) return vars and vars[k] or "{" .. k .. "}" end))
+end
+
+-- Go's %q (as nsqd quotes names) for ASCII text
+local function quoted(s)
+  return '"' .. s:gsub('[%c"\\]', function(c)
+    local named = {['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r"}
+    return named[c] or string.format("\\u%04x", c:byte())
+  end) .. '"'
+end
+
+-- Python's repr() of bytes (as the grammar's messages show them)
+local function pyrepr(s)
+  local q = (s:find("'", 1, true) and not s:find('"', 1, true)) and '"' or "'"
+  return "b" .. q .. s:gsub("[%c\\'\"\128-\255]", function(c)
+    if c == "\\" then return "\\\\" end
+    if c == q then return "\\" .. c end
+    if c == "'" or c == '"' then return c end
+    local named = {["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r"}
+    return named[c] or string.format("\\x%02x", c:byte())
+  end) .. q
+end
+
 local function printable(s, limit)
   local t = s:sub(1, limit):gsub("[^%g ]", ".")
   if #s > limit then t = t .. "..." end
@@ -83,24 +108,20 @@ local function printable(s, limit)
 end
 
 -- ------------------------------------------------------------------------ framing
--- measure(...) -> length | nil (need more) ; or false, code, reason (framing error)
+-- measure(...) -> length | nil (need more) | false, answer, vars (cannot be framed)
 
 local function measure_command(st, s, off, cap)
   local avail = cap - off
   if st.expect_magic then
     local n = math.min(avail, #MAGIC)
-    if s:sub(off + 1, off + n) ~= MAGIC:sub(1, n) then
-      return false, "E_BAD_PROTOCOL", "expected the magic " .. string.format("%q", MAGIC)
-    end
+    if s:sub(off + 1, off + n) ~= MAGIC:sub(1, n) then return false, ERRORS.framing.magic end
     if n < #MAGIC then return nil end
     return #MAGIC
   end
   local limit = math.min(cap, off + LIMITS.max_line + 1)
   local nl = s:find("\n", off + 1, true)
   if not nl or nl > limit then
-    if avail > LIMITS.max_line then
-      return false, "", "command line longer than " .. LIMITS.max_line .. " bytes"
-    end
+    if avail > LIMITS.max_line then return false, ERRORS.framing.line end
     return nil
   end
   local line = s:sub(off + 1, nl - 1)
@@ -113,16 +134,13 @@ local function measure_command(st, s, off, cap)
   if spaces < #spec.params then return line_len end
   if cap - nl < 4 then return nil end
   local size = be32(s, nl + 1)
+  local vars = {verb = verb, n = tostring(size)}
   if spec.message then
-    if size <= 0 then return false, "E_BAD_MESSAGE", verb .. " invalid message body size " .. size end
-    if size > LIMITS.max_msg_size then
-      return false, "E_BAD_MESSAGE", verb .. " message too big " .. size .. " > " .. LIMITS.max_msg_size
-    end
+    if size <= 0 then return false, ERRORS.framing.message_size, vars end
+    if size > LIMITS.max_msg_size then return false, ERRORS.framing.message_big, vars end
   else
-    if size <= 0 then return false, "E_BAD_BODY", verb .. " invalid body size " .. size end
-    if size > LIMITS.max_body_size then
-      return false, "E_BAD_BODY", verb .. " body too big " .. size .. " > " .. LIMITS.max_body_size
-    end
+    if size <= 0 then return false, ERRORS.framing.body_size, vars end
+    if size > LIMITS.max_body_size then return false, ERRORS.framing.body_big, vars end
   end
   return line_len + 4 + size
 end
@@ -131,13 +149,11 @@ local function measure_frame(st, s, off, cap)
   local avail = cap - off
   if avail < 4 then return nil end
   local size = be32(s, off + 1)
-  if size < 4 then return false, "", "frame size " .. size .. " is smaller than the 4-byte frame type" end
-  if size > LIMITS.max_frame_size then
-    return false, "", "frame size " .. size .. " is beyond the limit " .. LIMITS.max_frame_size
-  end
+  if size < 4 then return false, ERRORS.frames.size_small, {n = tostring(size)} end
+  if size > LIMITS.max_frame_size then return false, ERRORS.frames.size_big, {n = tostring(size)} end
   if avail < FRAME_HEADER_SIZE then return nil end
   local ftype = be32(s, off + 5)
-  if not FRAME_TYPES[ftype] then return false, "", "unknown frame type " .. ftype end
+  if not FRAME_TYPES[ftype] then return false, ERRORS.frames.frame_type, {n = tostring(ftype)} end
   return 4 + size
 end
 
@@ -170,23 +186,26 @@ local function pdu_tree(tree, range, st)
   return t
 end
 
-local function violation(item, st, code, text, fatal, summaries)
+local function violation(item, st, answer, vars, summaries)
+  local text = fill(answer, vars)
+  local code = answer.code
   if st.resyncing then
     item:add(F["skipped.reason"], text)
     item:add_proto_expert_info(ef_skipped, text)
   else
     item:add(F["violation"], code)
     item:add(F["violation.text"], text)
-    item:add(F["violation.fatal"], fatal)
-    item:add_proto_expert_info(fatal and ef_violation or ef_nonfatal,
+    item:add(F["violation.fatal"], answer.fatal)
+    item:add_proto_expert_info(answer.fatal and ef_violation or ef_nonfatal,
                                (code ~= "" and code .. ": " or "") .. text)
   end
   summaries[#summaries + 1] = "[" .. (code ~= "" and code or "undecodable") .. "]"
 end
 
--- The parameters of a command line: nsqd's checks, in nsqd's order (the grammar's
--- errors mapped to the error nsqd v1.3.0 answers with).
-local function command_params(t, tvb, s, off, line, verb, spec, st, summaries)
+-- The parameters of a command line, checked in the codec's order; a failure returns
+-- the generated answer for that situation and the values for its placeholders.
+local function command_params(t, tvb, s, off, line, verb, spec, summaries)
+  local E = ERRORS.commands[verb]
   local params, starts = {}, {}
   local pos = #verb + 2
   while pos <= #line + 1 and line:sub(pos - 1, pos - 1) == " " do
@@ -195,33 +214,22 @@ local function command_params(t, tvb, s, off, line, verb, spec, st, summaries)
     starts[#starts + 1] = pos - 1
     pos = sp + 1
   end
-  local arity = #spec.params
-  if #params < arity then
-    return false, "E_INVALID", verb .. " insufficient number of parameters"
-  end
-  if verb == "AUTH" and #params > 0 then return false, "E_INVALID", "AUTH invalid number of parameters" end
-  if #params > arity then return false, "E_INVALID", verb .. " invalid number of parameters" end
+  if #params < #spec.params then return false, E.few end
+  if #params > #spec.params then return false, E.many end
   local shown = {verb}
   for i, p in ipairs(spec.params) do
     local value, range = params[i], tvb(off + starts[i], #params[i])
     if #value == 0 then range = tvb(off + starts[i] - 1, 1) end
     if p.kind == "name" then
       t:add(F["param." .. p.name], range, value)
-      if not valid_name(value) then
-        local code = p.what == "channel" and "E_BAD_CHANNEL" or "E_BAD_TOPIC"
-        return false, code, verb .. " " .. p.what .. " name " .. string.format("%q", value) .. " is not valid"
-      end
+      if not valid_name(value) then return false, E["param." .. p.name], {quoted = quoted(value)} end
     elseif p.kind == "decimal" then
-      if not value:find("^%d+$") then
-        return false, "E_INVALID", verb .. " could not parse " .. p.what .. " " .. value
-      end
+      if not value:find("^%d+$") then return false, E["param." .. p.name], {value = value} end
       t:add(F["param." .. p.name], range, u64(value))
     elseif p.kind == "message_id" then
       t:add(F["param." .. p.name], range, value)
-      if #value ~= 16 then return false, "E_INVALID", "invalid message ID" end
-      if not value:find("^%x+$") then
-        return false, "E_" .. verb .. "_FAILED", verb .. " " .. value .. " failed ID not in flight", true
-      end
+      if #value ~= 16 then return false, E.id_length, {value = value} end
+      if not value:find("^%x+$") then return false, E.id_hex, {value = value} end
     end
     shown[#shown + 1] = value
   end
@@ -230,36 +238,35 @@ local function command_params(t, tvb, s, off, line, verb, spec, st, summaries)
 end
 
 local function command_body(t, tvb, s, bstart, size, verb, spec, pinfo)
+  local E = ERRORS.commands[verb]
   t:add(F["body_size"], tvb(bstart, 4))
   local data = bstart + 4
   if spec.body == "bytes" then
     t:add(F["body"], tvb(data, size))
   elseif spec.body == "json" then
+    -- nsqd wants a JSON object; the check here is its outline, the JSON dissector
+    -- shows the members
     local text = s:sub(data + 1, data + size)
-    if not (text:find("^%s*{") and text:find("}%s*$")) then
-      return false, "E_BAD_BODY", verb .. " failed to decode JSON body"
-    end
+    if not (text:find("^%s*{") and text:find("}%s*$")) then return false, E.json end
     local b = t:add(F["body"], tvb(data, size))
     json_dissector:call(tvb(data, size):tvb(), pinfo, b)
   elseif spec.body == "messages" then
-    if size < 4 then return false, "E_BAD_BODY", verb .. " body too short for the message count" end
+    if size < 4 then return false, E.count_cut end
     local count = be32(s, data + 1)
     t:add(F["mpub.count"], tvb(data, 4))
-    if count < 1 then return false, "E_BAD_BODY", verb .. " invalid message count " .. count end
+    if count < 1 then return false, E.count, {n = tostring(count)} end
     local pos, stop = data + 4, data + size
     for i = 1, count do
-      if stop - pos < 4 then return false, "E_BAD_BODY", verb .. " body ends inside message " .. i end
+      if stop - pos < 4 then return false, E.size_cut end
       local n = be32(s, pos + 1)
       local m = t:add(tvb(pos, math.min(4 + math.max(n, 0), stop - pos)), "Message " .. i)
       m:add(F["mpub.size"], tvb(pos, 4))
-      if n < 1 then return false, "E_BAD_MESSAGE", verb .. " invalid message body size " .. n end
-      if stop - pos - 4 < n then return false, "E_BAD_BODY", verb .. " body ends inside message " .. i end
+      if n < 1 then return false, E.size, {n = tostring(n)} end
+      if stop - pos - 4 < n then return false, E.cut end
       m:add(F["mpub.body"], tvb(pos + 4, n))
       pos = pos + 4 + n
     end
-    if pos < stop then
-      return false, "E_BAD_BODY", verb .. " body has " .. (stop - pos) .. " bytes after its last message"
-    end
+    if pos < stop then return false, E.trailing, {n = tostring(stop - pos)} end
   end
   return true
 end
@@ -280,18 +287,18 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
   t:add(F["command"], tvb(off, math.max(#verb, 1)), verb)
   t:append_text(", " .. verb)
   local spec = COMMANDS[verb]
-  local ok, code, text, nonfatal = true, nil, nil, false
+  local ok, answer, vars = true, nil, nil
   if not spec then
-    ok, code, text = false, "E_INVALID", "invalid command " .. verb
+    ok, answer, vars = false, ERRORS.unknown, {value = verb}
   else
-    ok, code, text, nonfatal = command_params(t, tvb, s, off, line, verb, spec, st, summaries)
+    ok, answer, vars = command_params(t, tvb, s, off, line, verb, spec, summaries)
     if ok and spec.body then
-      ok, code, text = command_body(t, tvb, s, nl, len - (nl - off) - 4, verb, spec, pinfo)
+      ok, answer, vars = command_body(t, tvb, s, nl, len - (nl - off) - 4, verb, spec, pinfo)
       if not ok then summaries[#summaries + 1] = verb end
     end
   end
   if not ok then
-    violation(t, st, code, text, not nonfatal, summaries)
+    violation(t, st, answer, vars, summaries)
     return
   end
   if st.resyncing then st.resyncing = false end
@@ -327,8 +334,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
   local data = s:sub(pos + 1, pos + dlen)
   if name == "FrameTypeMessage" then
     if dlen < MESSAGE_FIXED then
-      violation(t, st, "", "message frame of " .. dlen .. " bytes is shorter than "
-                .. MESSAGE_FIXED, true, summaries)
+      violation(t, st, ERRORS.frames.short, nil, summaries)
       return
     end
     local shown = {}
@@ -339,8 +345,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
         local id = s:sub(pos + 1, pos + size)
         shown[#shown + 1] = "id=" .. id
         if not id:find("^%x+$") then
-          violation(t, st, "", "message id " .. string.format("%q", id) .. " is not 16 hex digits",
-                    true, summaries)
+          violation(t, st, ERRORS.frames.id, {pyrepr = pyrepr(id)}, summaries)
           return
         end
       elseif f.type == "uint16" then
@@ -494,7 +499,26 @@ function nsq.dissector(tvb, pinfo, tree)
       off = rep
       break
     end
-    if st.skip > 0 then
+    if st.stalled then
+      local nxt
+      if off == 0 and dir == "c2s" and st.last_nl and VERB_STARTS:find(s:sub(1, 1), 1, true) then
+        nxt = 0
+      else
+        nxt = resync(st, s, off, cap)
+      end
+      local stop = nxt or cap
+      if stop > off then
+        local t = pdu_tree(tree, tvb(off, stop - off), st)
+        t:append_text(", undecodable (continued)")
+        t:add(F["skipped"], tvb(off, stop - off))
+      end
+      off = stop
+      if not nxt then
+        st.last_nl = s:sub(cap, cap) == "\n"
+        break
+      end
+      st.stalled = false
+    elseif st.skip > 0 then
       local n = math.min(st.skip, rep - off)
       if off < cap then
         local t = pdu_tree(tree, tvb(off, math.min(n, cap - off)), st)
@@ -507,16 +531,21 @@ function nsq.dissector(tvb, pinfo, tree)
         st.resyncing = true
         break
       end
-      local len, code, reason = measure(st, s, off, cap)
+      local len, answer, vars = measure(st, s, off, cap)
       if len == false then
         local nxt = resync(st, s, off + 1, cap)
         local stop = nxt or cap
         local t = pdu_tree(tree, tvb(off, stop - off), st)
         t:append_text(", undecodable")
-        violation(t, st, code, reason, true, summaries)
+        violation(t, st, answer, vars, summaries)
         if st.expect_magic then st.dead = true end
         off = stop
-        if not nxt then break end
+        if not nxt then
+          -- no boundary in this segment: undecodable until the framing rule finds one
+          st.stalled = true
+          st.last_nl = s:sub(cap, cap) == "\n"
+          break
+        end
       elseif len == nil or off + len > cap then
         if cap < rep then
           -- a PDU cut by the snaplen: lost; its length, when known, proves where the

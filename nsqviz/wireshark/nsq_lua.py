@@ -8,6 +8,7 @@ one of those comes from the tables written here, which come from the grammar.
 from __future__ import annotations
 
 from nsqviz.wireshark.lua import ProtoFieldDecl, declare_fields, engine, literal
+from nsqviz.wireshark.nsq_errors import error_table
 from nsqviz.wireshark.nsq_spec import NsqSpec, nsq_spec
 
 __all__ = ["PARAM_ABBREV", "field_decls", "render"]
@@ -108,6 +109,7 @@ def _tables(spec: NsqSpec) -> str:
         "NON_FATAL": {code: True for code in spec.non_fatal_errors},
         "SERVER_PORTS": list(spec.server_ports),
         "HEARTBEAT": spec.heartbeat,
+        "ERRORS": error_table(spec),
     }
     return "\n".join(f"local {name} = {literal(value)}" for name, value in tables.items())
 
@@ -123,7 +125,8 @@ def render(spec: NsqSpec | None = None) -> str:
     )
     return "\n\n".join([
         head,
-        "-- Tables (from nsqviz.nsq.grammar / framing / events)\n" + _tables(spec),
+        "-- Tables (from nsqviz.nsq.grammar / framing / events; ERRORS probed from the"
+        " codec)\n" + _tables(spec),
         'local nsq = Proto("nsq", "NSQ protocol V2")\n' + declare_fields(field_decls(spec)),
         engine("nsq_engine.lua"),
     ])

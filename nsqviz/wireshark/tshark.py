@@ -172,5 +172,9 @@ def as_record(pdu: TsharkPdu) -> dict[str, Any] | None:
     else:
         return None
     server = pdu.dst if client == pdu.src else pdu.src
-    return {"flow": f"{client}->{server}", "dir": "c2s" if client == pdu.src else "s2c",
-            "kind": kind, "name": name, "fields": fields, "packets": list(pdu.packets)}
+    record = {"flow": f"{client}->{server}", "dir": "c2s" if client == pdu.src else "s2c",
+              "kind": kind, "name": name, "fields": fields, "packets": list(pdu.packets)}
+    if kind == "error" and f("nsq.command") is None and f("nsq.frame_type") is None \
+            and f("nsq.magic") is None:
+        record["unframed"] = True  # bytes the framing rule could not cut into a PDU
+    return record

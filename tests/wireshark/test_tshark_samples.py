@@ -19,7 +19,10 @@ The differences allowed, and checked to be only these:
   Both must agree on every frame outside the holes, and Wireshark must mark a cut in
   every packet nsqviz names as cut short.
 * **violations**: the code, nsqd's text and fatality are compared; nsqviz's stream
-  ``offset`` and ``data`` hex are not (Wireshark shows the bytes themselves).
+  ``offset`` and ``data`` hex are not (Wireshark shows the bytes themselves). Bytes the
+  framing rule cannot cut into a PDU are reported by Wireshark in the packet where they
+  start, by nsqviz when it finds the next boundary (with every packet they spanned):
+  their first packet is compared, and records are compared in order of first packet.
 * ``ts`` is not compared (tshark's JSON has it per packet, not per PDU).
 """
 
@@ -129,9 +132,7 @@ def assert_tshark_agrees(path: Path, lua_dir: Path) -> list[dict]:
             r = {**r, "fields": {}}
         expected.append(r)
     # TLS: Wireshark says so on the response that negotiated it
-    got = []
-    for r in theirs:
-        got.append(r)
+    got = list(theirs)
     for flow, (packet, kind) in switches.items():
         if kind == "tls":
             i = next(i for i, r in enumerate(got) if r["flow"] == flow
@@ -141,6 +142,16 @@ def assert_tshark_agrees(path: Path, lua_dir: Path) -> list[dict]:
     for r in expected:
         if r["kind"] == "error":
             r["fields"] = {k: r["fields"][k] for k in ("code", "text", "fatal")}
+    # Bytes that cannot be cut into a PDU: Wireshark shows the violation in the packet
+    # where they start (and the rest as continued undecodable bytes); nsqviz reports
+    # them once the framing rule finds the next boundary, naming every packet.
+    for r in got:
+        if r.pop("unframed", False):
+            match = next(e for e in expected if e["kind"] == "error" and e["flow"] == r["flow"]
+                         and e["dir"] == r["dir"] and e["packets"][0] == r["packets"][0])
+            match["packets"] = r["packets"]
+    got.sort(key=lambda r: r["packets"][0])  # stable: stream order within a direction
+    expected.sort(key=lambda r: r["packets"][0])
 
     for i, (a, b) in enumerate(zip(got, expected, strict=False)):
         assert a == b, f"record {i}: tshark\n  {_clip(a)}\nnsqviz decode\n  {_clip(b)}"
@@ -174,3 +185,54 @@ def test_tshark_reassembles_split_and_glued_pdus_like_nsqviz(tmp_path, lua_dir, 
     ours = assert_tshark_agrees(path, lua_dir)
     spans = [len(r["packets"]) for r in ours if r["kind"] == "frame"]
     assert max(spans) > 1
+
+
+def _size(n: int) -> bytes:
+    return n.to_bytes(4, "big", signed=True)
+
+
+# Malformed input, as literal bytes: the grammar refuses to build it.
+BAD_COMMANDS = [
+    b"SUB bad*topic ch\n", b"SUB t bad*ch\n", b"RDY x\n", b"RDY\n", b"RDY 1 2\n",
+    b"FIN 123\n", b"FIN 0123456789abcdeg\n", b"REQ 0123456789abcdef x\n", b"TOUCH\n",
+    b"CLS x\n", b"NOP\n", b"BOGUS\n", b"AUTH x\n" + _size(1) + b"s",
+    b"IDENTIFY\n" + _size(5) + b"nojsn", b"IDENTIFY\n" + _size(2) + b"[]",
+    b"MPUB t\n" + _size(4) + _size(0),
+    b"MPUB t\n" + _size(9) + _size(1) + _size(0) + b"x",
+    b"MPUB t\n" + _size(11) + _size(1) + _size(1) + b"x" + b"zz",
+    b"MPUB t\n" + _size(9) + _size(1) + _size(7) + b"x",
+    b"DPUB t x\n" + _size(1) + b"a", b"PUB bad*t\n" + _size(1) + b"a",
+    b"PUB t\n" + _size(0), b"PUB t\n" + _size(2) + b"ok",
+    b"SUB t c\n",
+]
+BAD_FRAMES = [
+    _size(6) + _size(0) + b"OK",
+    _size(12) + _size(7) + b"whatever",
+    _size(6) + _size(0) + b"OK",
+    _size(4 + 26) + _size(2) + bytes(10) + b"0123456789abcdeZ",
+    _size(4 + 20) + _size(2) + bytes(20),
+    _size(2) + b"xx",
+    _size(6) + _size(0) + b"OK",
+]
+
+
+def test_tshark_reports_the_violations_nsqviz_reports(tmp_path, lua_dir):
+    """Malformed commands and frames: the same nsqd error code, text and fatality, the
+    same resynchronisation after bytes that cannot be framed."""
+    path = tmp_path / "violations.pcap"
+    with PcapWriter(path) as w:
+        conv = TcpConversation(w, ("10.2.0.1", 40200), ("10.2.0.2", 4150))
+        conv.open(200.0)
+        ts = 200.0
+        conv.send("c2s", b"  V2", ts)
+        for data in BAD_COMMANDS:
+            ts += 0.001
+            conv.send("c2s", data, ts)
+        for data in BAD_FRAMES:
+            ts += 0.001
+            conv.send("s2c", data, ts)
+        conv.close(ts + 0.001)
+    ours = assert_tshark_agrees(path, lua_dir)
+    codes = {r["name"] for r in ours if r["kind"] == "error"}
+    assert {"E_BAD_TOPIC", "E_BAD_CHANNEL", "E_INVALID", "E_BAD_BODY", "E_BAD_MESSAGE",
+            "E_FIN_FAILED", "Undecodable"} <= codes
