@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from nsqviz.tubemq.metadata import checksum
 from nsqviz.tubemq.sim.cluster import SimConfig
 from nsqviz.tubemq.sim.events import RebalanceDone, RebalanceQueued, RebalanceSent
 from nsqviz.tubemq.sim.master import CONNECT, DISCONNECT, ONLY_CONNECT, RpcError
 from nsqviz.tubemq.sim.state import Simulation
-from nsqviz.tubemq.sim.store import INDEX_UNIT, crc32_masked
+from nsqviz.tubemq.sim.store import INDEX_UNIT
 from tests.tubemq_sim._calls import call, commit, fetch, register_c2b, send
 
 G = "grp"
@@ -208,7 +209,7 @@ def test_send_fetch_commit_and_redelivery(sim):
     assert register_c2b(b, part, "A", G).currOffset == 0
     got = fetch(b, part, "A", G)
     assert [m.payLoadData for m in got.messages] == [b"m0", b"m1", b"m2"]
-    assert got.messages[0].checkSum == crc32_masked(b"m0") and got.maxOffset == 3 * INDEX_UNIT
+    assert got.messages[0].checkSum == checksum(b"m0") and got.maxOffset == 3 * INDEX_UNIT
     # not committed: the same batch again
     assert [m.messageId for m in fetch(b, part, "A", G).messages] == [1, 2, 3]
     r = commit(b, part, "A", G, consumed=False)  # a rollback

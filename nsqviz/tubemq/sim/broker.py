@@ -14,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from nsqviz.tubemq.metadata import MetadataError, checksum, parse_partition
 from nsqviz.tubemq.sim import _codes as code
 from nsqviz.tubemq.sim.cluster import BrokerNode, SimConfig
 from nsqviz.tubemq.sim.master import fail, has, missing, ok
-from nsqviz.tubemq.sim.store import BrokerStore, crc32_masked
+from nsqviz.tubemq.sim.store import BrokerStore
 from nsqviz.tubemq.tables import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER
 
 __all__ = ["Broker"]
@@ -80,10 +81,10 @@ class Broker:
         if len(data) > self.config.max_msg_size:
             return fail(code.BAD_REQUEST, "data length over max length, allowed max length is "
                         f"{self.config.max_msg_size}, data length is {len(data)}")
-        checksum = crc32_masked(data)
-        if req.checkSum != -1 and req.checkSum != checksum:
+        crc = checksum(data)
+        if req.checkSum != -1 and req.checkSum != crc:
             return fail(code.FORBIDDEN, f"Checksum msg data failure: {req.checkSum} of {topic} "
-                        f"not equal to the data's checksum of {checksum}")
+                        f"not equal to the data's checksum of {crc}")
         msg_type = req.msgType.strip() if has(req, "msgType") else ""
         message, offset = self.store.append(topic, req.partitionId, flag=req.flag,
                                             payload=data, msg_type=msg_type,
@@ -154,10 +155,10 @@ class Broker:
         failures = []
         for info in req.partitionInfo:
             try:
-                topic, pid = info.split("#", 1)[1].rsplit(":", 1)
-                holder = self.holders.get(self._part_str(group, topic, int(pid)))
-            except (IndexError, ValueError):
+                part = parse_partition(info)
+            except MetadataError:  # the broker skips what it cannot read
                 continue
+            holder = self.holders.get(self._part_str(group, part["topic"], part["partitionId"]))
             if holder is None:
                 failures.append(f"{code.HB_NO_NODE}:{info}")
             elif holder.consumer_id != cid:

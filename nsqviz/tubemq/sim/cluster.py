@@ -90,6 +90,7 @@ class SimConfig:
     data_path: Path | None = None
     visit_token: int = 1
     config_id: int = 1
+    broker_checksum: int = 1  # the Broker list's version stamp (it never changes here)
     brokers: list[BrokerNode] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
@@ -114,7 +115,3 @@ class SimConfig:
         parts = ",".join(f"{b.broker_id}:{self.partitions}:1" for b in self.brokers)
         return f"{topic}#{parts}#{self.max_msg_size}"
 
-    @property
-    def broker_checksum(self) -> int:
-        """A stamp of the Broker list: changes when a Broker's address does."""
-        return sum((i + 1) * (b.port + b.broker_id) for i, b in enumerate(self.brokers))

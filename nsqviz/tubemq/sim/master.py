@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from nsqviz.tubemq.metadata import MetadataError, parse_subscribe_info
 from nsqviz.tubemq.sim import _codes as code
 from nsqviz.tubemq.sim.cluster import Part, SimConfig
 from nsqviz.tubemq.sim.events import (
@@ -282,10 +283,8 @@ class Master:
         held = set()
         for info in subscribe_infos:
             try:
-                _, broker, topic_part = info.split("#")
-                topic, pid = topic_part.rsplit(":", 1)
-                key = f"{broker.split(':', 1)[0]}:{topic}:{int(pid)}"
-            except ValueError:
+                key = parse_subscribe_info(info)["partitionKey"]
+            except MetadataError:
                 continue
             if key in by_key:
                 held.add(by_key[key])

@@ -22,9 +22,10 @@ from __future__ import annotations
 import base64
 import json
 import os
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from nsqviz.tubemq.metadata import checksum
 
 __all__ = [
     "INDEX_UNIT",
@@ -32,17 +33,10 @@ __all__ = [
     "GroupOffset",
     "PartitionLog",
     "StoredMessage",
-    "crc32_masked",
 ]
 
 INDEX_UNIT = 28
 """Bytes per index entry on a real Broker; offsets move in these steps."""
-
-
-def crc32_masked(data: bytes) -> int:
-    """CRC-32/IEEE of ``data`` & 0x7FFFFFFF: the checksum a Broker stores and a consumer
-    checks (Java ``CheckSum.crc32``, FACTS.md §7)."""
-    return zlib.crc32(data) & 0x7FFFFFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +157,7 @@ class BrokerStore:
 
     def append(self, topic: str, partition_id: int, *, flag: int, payload: bytes,
                msg_type: str, now_ms: int) -> tuple[StoredMessage, int]:
-        message = StoredMessage(self.next_message_id, flag, payload, crc32_masked(payload),
+        message = StoredMessage(self.next_message_id, flag, payload, checksum(payload),
                                 msg_type, now_ms)
         self.next_message_id += 1
         return message, self.log(topic, partition_id).append(message)
