@@ -15,6 +15,7 @@ _PARTS = (
     "nsqviz.capture.cli",  # nsqviz decode
     "nsqviz.lookupd.cli",  # nsqviz lookupd
     "nsqviz.pipeline.cli",  # nsqviz pipeline
+    "nsqviz.tubemq.sim.cli",  # nsqviz tubemq-sim
     "nsqviz.wireshark.cli",  # nsqviz wireshark
 )
 

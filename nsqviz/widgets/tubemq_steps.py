@@ -46,7 +46,8 @@ def fields_text(msg: Message | None, limit: int = 48) -> list[str]:
 
 def _side(title: str, event: Any, frame) -> str:
     if event is None:
-        return f'<div><div class="nv-title">{esc(title)}</div><div class="nv-muted">none</div></div>'
+        return (f'<div><div class="nv-title">{esc(title)}</div>'
+                '<div class="nv-muted">none</div></div>')
     rows = []
     if frame is not None:
         blocks = ", ".join(str(len(b)) for b in frame.blocks)

@@ -212,3 +212,25 @@ def test_envelope_errors(sim):
     channel.send_raw(b"\x00\x00\x00\x01" + frame_bytes(1, b"\x02\x08\x00")[4:])
     assert channel.sock.recv(10) == b""
     channel.close()
+
+
+def test_command_line_simulator_stops_gracefully_and_keeps_state(tmp_path):
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nsqviz.cli", "tubemq-sim", "--master-port", "0",
+         "--broker-port", "0", "--topic", TOPIC, "--data-path", str(tmp_path / "d"),
+         "--log-level", "warn"], stdout=subprocess.PIPE, text=True)
+    try:
+        master = re.search(r"Master: listening on (\S+)", proc.stdout.readline()).group(1)
+        brokers = [proc.stdout.readline() for _ in range(2)]
+        assert all(b.startswith("Broker ") for b in brokers)
+        asyncio.run(produce(master, [b"kept"]))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["broker-1.json",
+                                                                  "broker-2.json"]
