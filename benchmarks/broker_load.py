@@ -305,11 +305,11 @@ def main(argv: list[str] | None = None) -> None:
     proc, address, http_address = start_broker(args.broker_arg, args.profile)
     try:
         # the channel exists before publishing starts, so phase 1 pays for the fan-out
-        urllib.request.urlopen(
-            urllib.request.Request(
-                f"http://{http_address}/channel/create?topic={TOPIC}&channel=ch", data=b""
+        # (as in nsqd, a channel is created on an existing topic)
+        for path in (f"topic/create?topic={TOPIC}", f"channel/create?topic={TOPIC}&channel=ch"):
+            urllib.request.urlopen(
+                urllib.request.Request(f"http://{http_address}/{path}", data=b"")
             )
-        )
         cpu0 = _cpu_seconds(proc.pid)
         pub = _run_phase(publisher, address, args.publishers, args.seconds)
         cpu1 = _cpu_seconds(proc.pid)

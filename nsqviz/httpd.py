@@ -24,7 +24,7 @@ _MAX_HEADER = 64 * 1024
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
             413: "Request Entity Too Large", 500: "Internal Server Error"}
 
-Reply = tuple[int, bytes, str]
+Reply = tuple[int, bytes, str | None]
 Route = Callable[[str, str, dict, bytes], Reply]
 
 
@@ -37,12 +37,19 @@ class HTTPError(Exception):
         self.message = message
 
 
+JSON = "application/json; charset=utf-8"
+
+
+def _dumps(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()  # as Go's encoding/json
+
+
 def error_body(code: str) -> bytes:
-    return json.dumps({"message": code}).encode()
+    return _dumps({"message": code})
 
 
 def json_reply(obj) -> Reply:
-    return 200, json.dumps(obj).encode(), "application/json; charset=utf-8"
+    return 200, _dumps(obj), JSON
 
 
 def text(data: bytes) -> Reply:
@@ -50,7 +57,8 @@ def text(data: bytes) -> Reply:
 
 
 def empty() -> Reply:
-    return text(b"")
+    """nsqd's answer to a successful admin call: 200, no body and no Content-Type."""
+    return 200, b"", None
 
 
 async def serve(route: Route, host: str, port: int, *, max_body_size: int,
@@ -80,7 +88,7 @@ async def _one_request(route: Route, limit: int, reader, writer) -> bool:
     try:
         method, target, version = lines[0].split(" ", 2)
     except ValueError:
-        _respond(writer, 400, error_body("INVALID_REQUEST"), "application/json", False)
+        _respond(writer, 400, error_body("INVALID_REQUEST"), JSON, False)
         return False
     headers = {}
     for line in lines[1:]:
@@ -89,13 +97,13 @@ async def _one_request(route: Route, limit: int, reader, writer) -> bool:
             headers[k.strip().lower()] = v.strip()
     raw_length = headers.get("content-length", "0") or "0"
     if not raw_length.isdigit():
-        _respond(writer, 400, error_body("INVALID_REQUEST"), "application/json", False)
+        _respond(writer, 400, error_body("INVALID_REQUEST"), JSON, False)
         return False
     length = int(raw_length)
     keep = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
     if length > limit:
         # refuse without reading the body (a hostile size is not allocated)
-        _respond(writer, 413, error_body("BODY_TOO_BIG"), "application/json", False)
+        _respond(writer, 413, error_body("BODY_TOO_BIG"), JSON, False)
         return False
     body = await reader.readexactly(length) if length else b""
     url = urllib.parse.urlsplit(target)
@@ -103,19 +111,20 @@ async def _one_request(route: Route, limit: int, reader, writer) -> bool:
     try:
         status, data, ctype = route(method, url.path, query, body)
     except HTTPError as exc:
-        status, data, ctype = exc.status, error_body(exc.message), "application/json"
+        status, data, ctype = exc.status, error_body(exc.message), JSON
     except Exception:  # a bug must not kill the server; say so like nsqd's 500
         log.exception("HTTP %s %s failed", method, target)
-        status, data, ctype = 500, error_body("INTERNAL_ERROR"), "application/json"
+        status, data, ctype = 500, error_body("INTERNAL_ERROR"), JSON
     _respond(writer, status, data, ctype, keep)
     await writer.drain()
     return keep
 
 
-def _respond(writer, status: int, data: bytes, ctype: str, keep: bool) -> None:
+def _respond(writer, status: int, data: bytes, ctype: str | None, keep: bool) -> None:
+    content_type = f"Content-Type: {ctype}\r\n" if ctype else ""
     head = (
         f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\n"
-        f"Content-Type: {ctype}\r\nContent-Length: {len(data)}\r\n"
+        f"{content_type}Content-Length: {len(data)}\r\n"
         f"X-Nsq-Content-Type: nsq; version=1.0\r\n"
         f"Connection: {'keep-alive' if keep else 'close'}\r\n\r\n"
     )
@@ -144,5 +153,5 @@ def route_table(routes: dict[str, tuple[tuple[str, ...], Callable]], *context) -
     return route
 
 
-GET = ("GET", "HEAD")
-POST = ("POST", "PUT")
+GET = ("GET",)  # nsqd's router answers HEAD and PUT with 405
+POST = ("POST",)

@@ -100,9 +100,10 @@ class NsqdProcess:
     """An nsqd-compatible server run as a process on free loopback ports: the real nsqd
     (:class:`RealNsqd`) or ``nsqviz broker`` (:meth:`nsqviz`), given the same flags.
 
-    Keywords are nsqd's flags (underscores become dashes; ``True`` is a bare flag; a list
-    repeats it). ``with RealNsqd(mem_queue_size=100) as nsqd: nsqd.tcp_address`` --
-    ``"127.0.0.1:PORT"``: the server is told port 0 and its log says which port it got.
+    Keywords are nsqd's flags (underscores become dashes; ``True`` is a bare flag,
+    ``False`` is ``--flag=false``, ``None`` leaves it out; a list repeats it).
+    ``with RealNsqd(mem_queue_size=100) as nsqd: nsqd.tcp_address`` -- ``"127.0.0.1:PORT"``:
+    the server is told port 0 and its log says which port it got.
     The data path is a temporary directory unless given. Leaving the block stops it with
     SIGTERM (queues are written to disk); :meth:`kill` sends SIGKILL. Its log (stdout and
     stderr) is kept in :attr:`log`.
@@ -151,7 +152,9 @@ class NsqdProcess:
             for one in value if isinstance(value, list | tuple) else [value]:
                 if one is True:
                     argv.append(flag)
-                elif one is not None and one is not False:
+                elif one is False:
+                    argv.append(f"{flag}=false")  # Go's bool flags need the = form
+                elif one is not None:
                     argv.append(f"{flag}={one}")
         return argv
 

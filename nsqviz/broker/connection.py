@@ -243,7 +243,7 @@ class BrokerConnection(asyncio.Protocol):
         elif ev.fatal:
             self._fatal(ev.code, ev.text)
         else:
-            self._send_now(Error(self._not_owned(ev) or ev.error.rstrip()))
+            self._send_now(Error(self._not_owned(ev) or ev.error))
 
     def _not_owned(self, ev: Violation) -> bytes | None:
         """The codec only knows this connection's in-flight ids; nsqd's channel knows all,
@@ -592,7 +592,9 @@ class BrokerConnection(asyncio.Protocol):
         if self.closed:
             return
         try:
-            self._out.append(self.codec.send(Error(f"{code} {text}".rstrip().encode())))
+            # nsqd's text as it is: "invalid command " + an empty verb keeps its space
+            data = f"{code} {text}" if text else code
+            self._out.append(self.codec.send(Error(data.encode())))
         except Exception:  # the codec may refuse to build after its own fatal state
             log.exception("could not build error frame %s", code)
         self._flush()

@@ -17,8 +17,8 @@ from nsqviz.broker.options import VERSION
 from nsqviz.broker.stats import stats, stats_text
 from nsqviz.httpd import GET, POST, HTTPError, arg, empty, json_reply, route_table, serve, text
 from nsqviz.nsq import fastpath
+from nsqviz.nsq.codec import _nsqd_error
 from nsqviz.nsq.grammar import (
-    BadSize,
     GrammarError,
     is_valid_channel_name,
     is_valid_topic_name,
@@ -35,12 +35,14 @@ async def serve_http(broker, host: str, port: int) -> asyncio.base_events.Server
                        timeout=broker.opts.client_timeout)
 
 
-def _topic_arg(query) -> str:
+def _topic_arg(query, invalid: str | None = "INVALID_TOPIC") -> str:
+    """The ``topic`` parameter; ``invalid`` is nsqd's code for a bad name (the channel
+    endpoints say ``INVALID_ARG_TOPIC``; /topic/delete does not check the name)."""
     name = arg(query, "topic")
     if name is None:
         raise HTTPError(400, "MISSING_ARG_TOPIC")
-    if not is_valid_topic_name(name):
-        raise HTTPError(400, "INVALID_TOPIC")
+    if invalid and not is_valid_topic_name(name):
+        raise HTTPError(400, invalid)
     return name
 
 
@@ -49,7 +51,7 @@ def _channel_arg(query) -> str:
     if name is None:
         raise HTTPError(400, "MISSING_ARG_CHANNEL")
     if not is_valid_channel_name(name):
-        raise HTTPError(400, "INVALID_CHANNEL")
+        raise HTTPError(400, "INVALID_ARG_CHANNEL")
     return name
 
 
@@ -66,13 +68,19 @@ def _info(broker, query, body):
         "http_port": broker.http_port,
         "tcp_port": broker.tcp_port,
         "start_time": broker.start_time,
+        # durations in nanoseconds, as Go marshals a time.Duration
+        "max_heartbeat_interval": round(o.max_heartbeat_interval * 1e9),
+        "max_output_buffer_size": o.max_output_buffer_size,
+        "max_output_buffer_timeout": round(o.max_output_buffer_timeout * 1e9),
+        "max_deflate_level": o.max_deflate_level,
     })
 
 
 def _stats(broker, query, body):
     topic = arg(query, "topic")
     channel = arg(query, "channel")
-    include_clients = arg(query, "include_clients") not in ("false", "0")
+    include_clients = arg(query, "include_clients") in (None, "1", "t", "T", "true", "TRUE",
+                                                        "True")  # Go's ParseBool
     data = stats(broker, topic=topic, channel=channel, include_clients=include_clients)
     if arg(query, "format") == "json":
         return json_reply(data)
@@ -109,14 +117,14 @@ def _mpub(broker, query, body):
         command = b"MPUB " + name.encode() + b"\n" + _I32.pack(len(body)) + body
         try:
             event = fastpath.decode_command(command)
-        except BadSize:
-            raise HTTPError(400, "BAD_MESSAGE") from None
-        except GrammarError:
-            raise HTTPError(400, "BAD_BODY") from None
+        except GrammarError as exc:
+            # nsqd answers 413 with the code its TCP MPUB would have sent, minus "E_"
+            code = _nsqd_error(b"MPUB", command, command.index(b"\n"), exc)[0]
+            raise HTTPError(413, code[2:]) from None
         if not event.bodies or len(event.bodies) > (opts.max_body_size - 4) // 5:
-            raise HTTPError(400, "BAD_BODY")
+            raise HTTPError(413, "BAD_BODY")
         if any(len(b) > opts.max_msg_size for b in event.bodies):
-            raise HTTPError(413, "MSG_TOO_BIG")
+            raise HTTPError(413, "BAD_MESSAGE")  # readMPUB's E_BAD_MESSAGE "message too big"
         bodies = list(event.bodies)
     else:
         for line in body.split(b"\n"):
@@ -125,9 +133,7 @@ def _mpub(broker, query, body):
             if len(line) > opts.max_msg_size:
                 raise HTTPError(413, "MSG_TOO_BIG")
             bodies.append(line)
-    if not bodies:
-        raise HTTPError(400, "MSG_EMPTY")
-    topic = broker.get_topic(name)
+    topic = broker.get_topic(name)  # nsqd: an MPUB of no lines is a 200 that adds nothing
     topic.put_many([BrokerMessage(broker.new_id(), b) for b in bodies])
     return text(b"OK")
 
@@ -138,20 +144,24 @@ def _topic_create(broker, query, body):
 
 
 def _topic_delete(broker, query, body):
-    name = _topic_arg(query)
+    name = _topic_arg(query, invalid=None)
     if not broker.delete_topic(name):
         raise HTTPError(404, "TOPIC_NOT_FOUND")
     return empty()
 
 
 def _channel_create(broker, query, body):
-    topic = broker.get_topic(_topic_arg(query))
-    topic.get_channel(_channel_arg(query))
+    name = _topic_arg(query, "INVALID_ARG_TOPIC")
+    channel = _channel_arg(query)
+    topic = broker.topics.get(name)
+    if topic is None:  # nsqd creates channels of existing topics only
+        raise HTTPError(404, "TOPIC_NOT_FOUND")
+    topic.get_channel(channel)
     return empty()
 
 
 def _channel_delete(broker, query, body):
-    name = _topic_arg(query)
+    name = _topic_arg(query, "INVALID_ARG_TOPIC")
     channel = _channel_arg(query)
     topic = broker.topics.get(name)
     if topic is None:

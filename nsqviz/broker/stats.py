@@ -20,9 +20,14 @@ def stats(broker, *, topic: str | None = None, channel: str | None = None,
           include_clients: bool = True) -> dict:
     topics = []
     producers = []
+    if topic is not None and topic not in broker.topics:
+        # nsqd returns its empty Stats: Go's nil slices are JSON nulls
+        return _document(broker, None, None)
     for t in sorted(broker.topics.values(), key=lambda t: t.name):
         if topic is not None and t.name != topic:
             continue
+        if channel is not None and channel not in t.channels:
+            continue  # nsqd leaves out a topic without the asked-for channel
         channels = []
         for c in sorted(t.channels.values(), key=lambda c: c.name):
             if channel is not None and c.name != channel:
@@ -54,6 +59,10 @@ def stats(broker, *, topic: str | None = None, channel: str | None = None,
         })
     if include_clients:
         producers = [client_stats(cl) for cl in broker.clients if cl.channel is None]
+    return _document(broker, topics, producers or None)
+
+
+def _document(broker, topics: list | None, producers: list | None) -> dict:
     return {
         "version": VERSION,
         "health": "OK",
@@ -122,7 +131,7 @@ def stats_text(data: dict) -> str:
     lines = [f"nsqd v{data['version']} (nsqviz broker)", f"Health: {data['health']}", ""]
     if not data["topics"]:
         lines.append("NO_TOPICS")
-    for t in data["topics"]:
+    for t in data["topics"] or ():
         lines.append(f"[{t['topic_name']:<25}] depth: {t['depth']:<5} be-depth: "
                      f"{t['backend_depth']:<5} msgs: {t['message_count']:<8}")
         for c in t["channels"]:

@@ -394,10 +394,11 @@ def test_http_api(broker):
     info = json.loads(http(addr, "/info")[1])
     assert info["version"] == "1.3.0" and info["tcp_port"] == broker.tcp_port
     assert list(info) == ["version", "broadcast_address", "hostname", "http_port", "tcp_port",
-                          "start_time"]
+                          "start_time", "max_heartbeat_interval", "max_output_buffer_size",
+                          "max_output_buffer_timeout", "max_deflate_level"]
     assert http(addr, "/pub?topic=h", b"hello") == (200, b"OK")
     assert http(addr, "/mpub?topic=h", b"a\nb\n") == (200, b"OK")
-    assert http(addr, "/pub?topic=h", b"") == (400, b'{"message": "MSG_EMPTY"}')
+    assert http(addr, "/pub?topic=h", b"") == (400, b'{"message":"MSG_EMPTY"}')
     assert http(addr, "/pub", b"x")[0] == 400
     assert json.loads(http(addr, "/pub?topic=bad!", b"x")[1]) == {"message": "INVALID_TOPIC"}
     assert http(addr, "/pub?topic=h", method="GET")[0] == 405
