@@ -156,6 +156,7 @@ def test_our_broker_registers_like_nsqd(real_lookupd, lookupd, monkeypatch):
     with EmbeddedBroker(broadcast_address="127.0.0.1",
                         lookupd_tcp_address=[lookupd.tcp_address,
                                              real_lookupd.tcp_address]) as b:
+        _post(b.http_address, "/topic/create?topic=orders")  # as nsqd: topic first
         _post(b.http_address, "/channel/create?topic=orders&channel=billing")
         _post(b.http_address, "/topic/create?topic=other")
         _post(b.http_address, "/channel/create?topic=other&channel=gone%23ephemeral")
