@@ -234,6 +234,7 @@ local function command_params(t, tvb, s, off, line, verb, spec, summaries)
     shown[#shown + 1] = value
   end
   summaries[#summaries + 1] = table.concat(shown, " ")
+  if #shown > 1 then t:append_text(" " .. table.concat(shown, " ", 2)) end
   return true
 end
 
@@ -341,6 +342,14 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
     for _, f in ipairs(MESSAGE) do
       local size = f.size > 0 and f.size or (off + len - pos)
       local item = t:add(F["msg." .. f.name], tvb(pos, size))
+      if f.type == "int64" then  -- nanoseconds since the epoch: also as a time
+        local ns = tvb(pos, size):int64()
+        local secs = ns / 1000000000
+        local time = NSTime.new(secs:tonumber(), (ns - secs * 1000000000):tonumber())
+        t:add(F["msg.time"], tvb(pos, size), time):set_generated()
+      elseif f.type == "bytes" then
+        shown[#shown + 1] = "(" .. size .. " bytes)"
+      end
       if f.type == "hexid" then
         local id = s:sub(pos + 1, pos + size)
         shown[#shown + 1] = "id=" .. id
@@ -354,17 +363,20 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
       pos = pos + size
     end
     summaries[#summaries + 1] = name .. " " .. table.concat(shown, " ")
+    t:append_text(" " .. table.concat(shown, " "))
   elseif name == "FrameTypeError" then
     local sp = data:find(" ", 1, true)
     local code = sp and data:sub(1, sp - 1) or data
     t:add(F["error.code"], tvb(pos, math.max(#code, 1)), code)
     if sp then t:add(F["error.text"], tvb(pos + sp, dlen - sp)) end
     summaries[#summaries + 1] = name .. " " .. code
+    t:append_text(" " .. code)
     if live and not NON_FATAL[code] and #conv.pending > 0 then table.remove(conv.pending, 1) end
   else
     local r = t:add(F["response"], tvb(pos, math.max(dlen, 0)))
     if dlen > 0 then t:add(F["response.text"], tvb(pos, dlen)) end
     summaries[#summaries + 1] = name .. " " .. printable(data, 40)
+    t:append_text(" " .. printable(data, 40))
     if data:sub(1, 1) == "{" then json_dissector:call(tvb(pos, dlen):tvb(), pinfo, r) end
     local asked = conv.answers[pinfo.number .. ":" .. off]
     if live and data ~= HEARTBEAT and #conv.pending > 0 then

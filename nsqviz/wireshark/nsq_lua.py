@@ -30,7 +30,7 @@ def PARAM_ABBREV(name: str, kind: str) -> str:  # noqa: N802 - a naming rule, us
 def field_decls(spec: NsqSpec) -> list[ProtoFieldDecl]:
     """Every field of the dissector, in tree order."""
     d = [
-        ProtoFieldDecl("dir", "string", "nsq.dir", "Direction (c2s: client to nsqd)"),
+        ProtoFieldDecl("dir", "string", "nsq.dir", "Direction (c2s: client to nsqd, s2c: back)"),
         ProtoFieldDecl("magic", "string", "nsq.magic", "Magic"),
         ProtoFieldDecl("command", "string", "nsq.command", "Command"),
     ]
@@ -61,6 +61,8 @@ def field_decls(spec: NsqSpec) -> list[ProtoFieldDecl]:
         d.append(ProtoFieldDecl(f"msg.{f.name}", _LAYOUT_TYPES[f.type], f"nsq.msg.{f.name}",
                                 f"Message {f.name.replace('_', ' ')}"))
     d += [
+        ProtoFieldDecl("msg.time", "absolute_time", "nsq.msg.time", "Message time",
+                       base="base.UTC"),
         ProtoFieldDecl("response_to", "framenum", "nsq.response_to", "Answers the command in"),
         ProtoFieldDecl("response_in", "framenum", "nsq.response_in", "Answered in"),
         ProtoFieldDecl("violation", "string", "nsq.violation", "Violation (nsqd's error code)"),
