@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # System packages that a pip install cannot bring: a Java runtime for PySpark, tcpdump and
-# tshark for real captures, Chromium for the browser test. Installed with apt-get when we
-# are root and they are missing; otherwise we say what is missing and the tests that need
-# it skip with that reason.
+# tshark for real captures, Chromium for the browser test, a CJK font for 粘包. Installed
+# with apt-get when we are root and they are missing; otherwise we say what is missing and
+# the tests that need it skip with that reason.
 set -euo pipefail
 
 need=()
@@ -14,6 +14,8 @@ command -v chromedriver >/dev/null || need+=(chromium-driver)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
 command -v openssl >/dev/null || need+=(openssl)
+# 粘包 and other CJK text in the notebooks: Chromium draws empty boxes without a CJK font
+[ -e /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || need+=(fonts-noto-cjk)
 java_ok=0
 if command -v java >/dev/null; then
     major=$(java -version 2>&1 | sed -nE 's/.*version "([0-9]+).*/\1/p' | head -n1)
