@@ -39,12 +39,14 @@ def pynsq_python() -> Path:
 
 
 class Tcpdump:
-    """tcpdump writing FILE; started and waited for until it says it is listening."""
+    """tcpdump writing FILE (TCP traffic of one port or several); started and waited for
+    until it says it is listening."""
 
-    def __init__(self, path: Path, port: int, iface: str = "lo"):
+    def __init__(self, path: Path, port: int | list[int], iface: str = "lo"):
+        ports = [port] if isinstance(port, int) else port
         self.proc = subprocess.Popen(
             ["tcpdump", "-i", iface, "-s", "0", "-B", "32768", "--immediate-mode", "-U",
-             "-w", str(path), f"tcp port {port}"],
+             "-w", str(path), " or ".join(f"tcp port {p}" for p in ports)],
             stderr=subprocess.PIPE, text=True,
         )
         seen = []
