@@ -1,0 +1,172 @@
+"""A recording TCP proxy: put it between NSQ clients and an nsqd, and read what each
+client connection said and heard, decoded by the codec's :class:`~nsqviz.nsq.codec.Observer`.
+
+``with WireTap(broker.tcp_address) as tap:`` -- point clients at ``tap.address``; each
+accepted connection becomes a :class:`TappedConnection` whose ``events`` are
+:class:`WireEvent`\\ s (monotonic time, direction, codec event).
+This is how the client tests watch rules on the wire, and the live mode of the
+conformance checker (``nsqviz conformance --live``). :meth:`WireTap.drop` cuts every
+connection (an nsqd going away); :meth:`WireTap.pause` refuses new ones for a while;
+:meth:`WireTap.freeze` stops relaying.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from nsqviz.nsq.codec import Observer
+from nsqviz.nsq.events import Event
+
+__all__ = ["TappedConnection", "WireEvent", "WireTap"]
+
+
+@dataclass(frozen=True, slots=True)
+class WireEvent:
+    """One decoded event on a tapped connection: ``t`` the ``time.monotonic()`` when its
+    bytes passed (one clock for every tap of the process), ``direction`` ``"c2s"``
+    (client to nsqd) or ``"s2c"``, and ``packet`` -- the number of the chunk of bytes
+    (read from the socket) it completed in, counted per tap."""
+
+    t: float
+    direction: str
+    event: Event
+    packet: int
+
+
+@dataclass
+class TappedConnection:
+    """One client connection through the tap."""
+
+    number: int
+    client: str  # the client's address, host:port
+    events: list[WireEvent] = field(default_factory=list)
+    closed: bool = False
+
+    def commands(self) -> list[WireEvent]:
+        return [e for e in self.events if e.direction == "c2s"]
+
+    def frames(self) -> list[WireEvent]:
+        return [e for e in self.events if e.direction == "s2c"]
+
+
+class WireTap:
+    """A proxy on a free loopback port in front of ``upstream`` (``host:port``)."""
+
+    def __init__(self, upstream: str):
+        self.upstream = upstream
+        self.connections: list[TappedConnection] = []
+        self.address = ""
+        self.started = time.monotonic()
+        self._packets = 0
+        self._lock = threading.Lock()
+        self._paused_until = 0.0
+        self._writers: list[asyncio.StreamWriter] = []
+        self.loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.base_events.Server | None = None
+
+    # -- life cycle -------------------------------------------------------------------
+
+    def start(self) -> WireTap:
+        ready: Future = Future()
+
+        async def listen() -> None:
+            self._flowing = asyncio.Event()
+            self._flowing.set()
+            self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+            self.address = f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            try:
+                self.loop.run_until_complete(listen())
+            except BaseException as exc:
+                ready.set_exception(exc)
+                return
+            ready.set_result(None)
+            self.loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="nsqviz-wiretap", daemon=True)
+        self._thread.start()
+        ready.result(10)
+        return self
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        self.drop()
+        self.loop.call_soon_threadsafe(self._server.close)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self._thread = None
+
+    def __enter__(self) -> WireTap:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def drop(self) -> None:
+        """Cut every open connection (both sides), as if the nsqd went away."""
+        def cut() -> None:
+            for w in self._writers:
+                w.transport.abort()
+            self._writers.clear()
+
+        self.loop.call_soon_threadsafe(cut)
+
+    def freeze(self) -> None:
+        """Stop relaying in both directions, connections left open (a hung nsqd or a
+        dead network path: only liveness detection notices)."""
+        self.loop.call_soon_threadsafe(self._flowing.clear)
+
+    def pause(self, seconds: float) -> None:
+        """Refuse new connections for ``seconds`` (an nsqd that is down)."""
+        self._paused_until = time.monotonic() + seconds
+
+    # -- relaying -----------------------------------------------------------------------
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if time.monotonic() < self._paused_until:
+            writer.transport.abort()
+            return
+        host, _, port = self.upstream.rpartition(":")
+        try:
+            up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        except OSError:
+            writer.transport.abort()
+            return
+        peer = writer.get_extra_info("peername")
+        with self._lock:
+            conn = TappedConnection(len(self.connections), f"{peer[0]}:{peer[1]}")
+            self.connections.append(conn)
+        self._writers += [writer, up_writer]
+        observer = Observer()
+        await asyncio.gather(
+            self._pipe(reader, up_writer, conn, "c2s", observer.c2s),
+            self._pipe(up_reader, writer, conn, "s2c", observer.s2c),
+        )
+        conn.closed = True
+
+    async def _pipe(self, reader, writer, conn: TappedConnection, direction: str, decode) -> None:
+        try:
+            while True:
+                data = await reader.read(65536)
+                if not data:
+                    break
+                await self._flowing.wait()
+                t = time.monotonic()
+                with self._lock:
+                    self._packets += 1
+                    packet = self._packets
+                conn.events.extend(WireEvent(t, direction, ev, packet) for ev in decode(data))
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
