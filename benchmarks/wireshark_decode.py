@@ -1,0 +1,115 @@
+"""tshark with the generated NSQ dissector vs ``nsqviz decode --json``, on one capture.
+
+The same >= 100 MB mixed capture as :mod:`benchmarks.capture_decode` (its
+``write_capture``: consumers of small and medium messages, publishers of large ones split
+over many segments, a snappy and a deflate connection, Ethernet and loopback segment
+sizes) is decoded, each run a fresh process on the same file, in the same run:
+
+* ``nsqviz decode --json CAPTURE > /dev/null`` -- one JSON line per command and frame
+  (compressed connections decompressed and decoded);
+* ``tshark -X lua_script:nsq.lua -o tcp.desegment_tcp_streams:TRUE -r CAPTURE -T fields
+  -e frame.number -e nsq.command -e nsq.frame_type -e nsq.topic -e nsq.msg.id -e
+  nsq.msg.attempts ... > /dev/null`` -- Wireshark's reassembly and the Lua dissector,
+  the fields of every PDU (compressed connections only marked, not decoded);
+* ``tshark -X lua_script:nsq.lua ... -r CAPTURE > /dev/null`` -- one summary line per
+  packet (the Info column the dissector writes);
+* the baseline for both tsharks: tshark without the dissector (``-r CAPTURE``, TCP
+  only), which is what Wireshark costs before NSQ is looked at.
+
+Rates are MB of capture file per CPU second of the child (wall time beside). Which to
+use: nsqviz for batch decoding and JSON for other programs; Wireshark for looking at a
+capture with everything else Wireshark knows.
+Run: ``.venv/bin/python -m benchmarks.wireshark_decode [--mb 100] [--keep DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.capture_decode import write_capture
+from nsqviz.wireshark.generate import tshark_args, write_dissectors
+
+FIELDS = ("frame.number", "nsq.command", "nsq.frame_type", "nsq.topic", "nsq.channel",
+          "nsq.msg.id", "nsq.msg.attempts", "nsq.body_size", "nsq.error.code",
+          "nsq.violation", "nsq.compressed")
+
+
+def _timed(cmd: list[str], out: Path) -> tuple[float, float]:
+    """Run ``cmd`` with stdout into ``out``; return the child's CPU and wall seconds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    with open(out, "wb") as f:
+        subprocess.run(cmd, stdout=f, stderr=subprocess.DEVNULL, check=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
+
+
+def _pdus(fields_output: Path) -> int:
+    """NSQ commands and frames in tshark's -T fields output (the 2nd and 3rd columns
+    hold one value per PDU, comma-separated)."""
+    n = 0
+    with open(fields_output, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            cols = line.rstrip("\n").split("\t")
+            n += sum(len(c.split(",")) for c in cols[1:3] if c)
+    return n
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mb", type=int, default=100, help="capture size in MB (default 100)")
+    ap.add_argument("--keep", type=Path, help="write the capture here and keep it")
+    args = ap.parse_args(argv)
+    tshark = shutil.which("tshark")
+    if tshark is None:
+        print("tshark is not installed (scripts/sysdeps.sh installs it): skipped")
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        path = (args.keep or Path(tmp)) / "mixed-nsq.pcap"
+        lua_dir = Path(tmp) / "lua"
+        write_dissectors(lua_dir, ["nsq"])
+        t0 = time.perf_counter()
+        info = write_capture(path, args.mb)
+        mb = info["bytes"] / 1e6
+        print(f"capture: {mb:.1f} MB, {info['packets']} packets, {info['flows']} flows,"
+              f" {info['frames']} NSQ commands+frames (written in"
+              f" {time.perf_counter() - t0:.1f} s)", flush=True)
+        fields = [a for f in FIELDS for a in ("-e", f)]
+        runs = [
+            ("nsqviz decode --json", [sys.executable, "-m", "nsqviz.cli", "decode", "--json",
+                                      str(path)]),
+            ("tshark + nsq.lua, -T fields", [tshark, *tshark_args(lua_dir), "-r", str(path),
+                                             "-T", "fields", *fields]),
+            ("tshark + nsq.lua, summary lines", [tshark, *tshark_args(lua_dir), "-r",
+                                                 str(path)]),
+            ("tshark without the dissector", [tshark, "-o", "tcp.desegment_tcp_streams:TRUE",
+                                              "-r", str(path)]),
+        ]
+        rates = {}
+        out = Path(tmp) / "out"
+        for name, cmd in runs:
+            cpu, wall = _timed(cmd, out)
+            rates[name] = mb / cpu
+            print(f"{name:34} {mb / cpu:7.1f} MB/s (CPU {cpu:6.2f} s; wall {wall:6.2f} s)",
+                  flush=True)
+            if name == "nsqviz decode --json":
+                with open(out, "rb") as f:
+                    print(f"{'':34} {sum(1 for _ in f)} JSON lines")
+            elif "fields" in name:
+                print(f"{'':34} {_pdus(out)} NSQ commands and frames (compressed ones"
+                      " marked, not decoded)")
+        ours, theirs = rates["nsqviz decode --json"], rates["tshark + nsq.lua, -T fields"]
+        print(f"ratio nsqviz decode / tshark + nsq.lua (-T fields): {ours / theirs:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
