@@ -29,8 +29,8 @@ on the next MsgToken.
 from __future__ import annotations
 
 import dataclasses
-from bisect import bisect_right
 from collections.abc import Callable
+from struct import Struct
 from typing import Any
 
 from google.protobuf.message import Message
@@ -49,7 +49,7 @@ from nsqviz.tubemq.events import (
     Violation,
 )
 from nsqviz.tubemq.framing import TubeFraming, split_frame
-from nsqviz.tubemq.grammar import DEFAULT_LIMITS, GrammarError, Limits
+from nsqviz.tubemq.grammar import DEFAULT_LIMITS, HEADER_SIZE, GrammarError, Limits
 from nsqviz.tubemq.messages import (
     decode_answer,
     decode_request,
@@ -113,20 +113,46 @@ def outcome(request: Request | None, answer: Answer) -> Outcome | None:
     return None
 
 
-def _where(frame_offset: int, starts: list[int], data_len: int) -> Callable[[int], int]:
-    """Content offset -> stream offset, for a frame whose block data start at ``starts``."""
+_I32 = Struct(">i")
+_SERIAL_COUNT = Struct(">Ii")
 
-    def where(content_offset: int) -> int:
-        if not starts:
-            return frame_offset
-        lengths = [b - a - 4 for a, b in zip(starts, starts[1:], strict=False)]
-        content_starts = [0]
-        for n in lengths:
-            content_starts.append(content_starts[-1] + n)
-        i = max(0, bisect_right(content_starts, content_offset) - 1)
-        return frame_offset + starts[i] + content_offset - content_starts[i]
 
-    return where
+def _block_starts(buf: bytes, start: int, count: int) -> list[int]:
+    """Where each block's data starts in ``buf``, for a frame at ``start`` the framing
+    rule has measured (so its block lengths are within the limits)."""
+    starts = []
+    p = start + HEADER_SIZE
+    for _ in range(count):
+        starts.append(p + 4)
+        p += 4 + _I32.unpack_from(buf, p)[0]
+    return starts
+
+
+def _content(buf: bytes, start: int, end: int) -> tuple[int, Any, Callable[[int], int]]:
+    """``(serialNo, content, where)`` of the measured frame ``buf[start:end]``; ``where``
+    maps a content offset to an offset in ``buf`` (past the block lengths)."""
+    serial, count = _SERIAL_COUNT.unpack_from(buf, start + 4)
+    if count == 1:
+        content = memoryview(buf)[start + HEADER_SIZE + 4 : end]  # a view: no copy
+    elif count == 0:
+        content = b""
+    else:
+        view = memoryview(buf)
+        starts = _block_starts(buf, start, count)
+        ends = [s - 4 for s in starts[1:]]
+        ends.append(end)
+        content = b"".join([view[s:e] for s, e in zip(starts, ends, strict=True)])
+
+    def where(offset: int) -> int:
+        at = 0
+        for s in _block_starts(buf, start, count):
+            length = _I32.unpack_from(buf, s - 4)[0]
+            if offset < at + length:
+                return s + offset - at
+            at += length
+        return end
+
+    return serial, content, where
 
 
 class _Connection:
@@ -165,11 +191,18 @@ class _Connection:
                     self._on_garbage(item, out)
             out.append(ConnectionClosed())
             return out
-        for item in self._reasm.feed(data, segment=segment):
-            if type(item) is Garbage:
-                self._on_garbage(item, out)
+        reasm = self._reasm
+        buf, base, items = reasm.cut(data, segment=segment)
+        prov = self.provenance
+        pos = 0
+        for item in items:
+            if type(item) is int:
+                raw = reasm.frame(buf, base, pos, item) if prov else None
+                self._on_frame(buf, pos, item, base, raw, now, out)
+                pos = item
             else:
-                self._on_frame(item, now, out)
+                self._on_garbage(item, out)
+                pos = item.offset - base + len(item.data)
         return out
 
     def gap(self) -> tuple[bytes, int | None]:
@@ -206,15 +239,6 @@ class _Connection:
         out.append(Violation(garbage.code or "BadToken", field, reason, offset, True,
                              garbage.resynced, raw))
 
-    def _split(self, frame: RawFrame, out: list[Event]) -> tuple[int, bytes, Callable] | None:
-        try:
-            serial, content, starts = split_frame(frame.data, self.limits)
-        except GrammarError as exc:  # pragma: no cover - the framing rule measured it
-            out.append(Violation(type(exc).__name__, exc.field, exc.reason,
-                                 frame.offset + (exc.offset or 0), True, raw=frame))
-            return None
-        return serial, content, _where(frame.offset, starts, len(frame.data))
-
     def _remember(self, request: Request, now: float | None) -> None:
         pending = self.pending
         if len(pending) >= MAX_PENDING:
@@ -232,7 +256,9 @@ class _Connection:
         self.state = next_state(self.state, outcome(request, answer))
         return dataclasses.replace(answer, request=request, latency=latency)
 
-    def _on_frame(self, frame: RawFrame, now: float | None, out: list[Event]) -> None:
+    def _on_frame(self, buf: bytes, start: int, end: int, base: int, raw: RawFrame | None,
+                  now: float | None, out: list[Event]) -> None:
+        """Decode the measured frame ``buf[start:end]`` (stream offset ``base + start``)."""
         raise NotImplementedError  # pragma: no cover - each role decodes its direction
 
 
@@ -288,20 +314,18 @@ class ClientConnection(_Connection):
             raise LocalProtocolError(f"{info.name} in state {self.state.value} (allowed: "
                                      f"{allowed})")
 
-    def _on_frame(self, frame: RawFrame, now: float | None, out: list[Event]) -> None:
-        split = self._split(frame, out)
-        if split is None:
-            return
-        serial, content, where = split
+    def _on_frame(self, buf: bytes, start: int, end: int, base: int, raw: RawFrame | None,
+                  now: float | None, out: list[Event]) -> None:
+        serial, content, at = _content(buf, start, end)
         entry = self.pending.get(serial)
-        answer, violations = decode_answer(serial, content, frame, where,
+        answer, violations = decode_answer(serial, content, raw, lambda c: base + at(c),
                                            entry[0] if entry else None)
         if answer is not None:
             if entry is None:
                 violations.insert(0, Violation(
                     "ResponseWithoutRequest", "serialNo",
-                    f"no request with serialNo {serial} awaits an answer", frame.offset + 4,
-                    raw=frame, event=answer))
+                    f"no request with serialNo {serial} awaits an answer", base + start + 4,
+                    raw=raw, event=answer))
             answer = self._answered(answer, now)
             out.append(answer)
         out.extend(violations)
@@ -310,26 +334,24 @@ class ClientConnection(_Connection):
 class ServerConnection(_Connection):
     """The server's side (a Master or Broker): receives requests, sends their answers."""
 
-    def _on_frame(self, frame: RawFrame, now: float | None, out: list[Event]) -> None:
-        split = self._split(frame, out)
-        if split is None:
-            return
-        serial, content, where = split
-        request, violations = decode_request(serial, content, frame, where)
+    def _on_frame(self, buf: bytes, start: int, end: int, base: int, raw: RawFrame | None,
+                  now: float | None, out: list[Event]) -> None:
+        serial, content, at = _content(buf, start, end)
+        request, violations = decode_request(serial, content, raw, lambda c: base + at(c))
         if request is not None:
             if serial in self.pending:
                 violations.insert(0, Violation(
                     "DuplicateSerial", "serialNo",
-                    f"serialNo {serial} is already awaiting an answer", frame.offset + 4,
-                    raw=frame, event=request))
+                    f"serialNo {serial} is already awaiting an answer", base + start + 4,
+                    raw=raw, event=request))
             else:
                 self._remember(request, now)
-            info = request.info
+            info = METHODS.get(request.body.method)
             if info is not None and self.state not in info.states:
                 violations.append(Violation(
                     "NotAllowedInState", "RequestBody.method",
                     f"{info.name} in state {self.state.value} on this connection",
-                    frame.offset, raw=frame, event=request))
+                    base + start, raw=raw, event=request))
             out.append(request)
         out.extend(violations)
 

@@ -27,15 +27,17 @@ from nsqviz.tubemq.grammar import (
     DEFAULT_LIMITS,
     HEADER_SIZE,
     BadBlockLength,
+    BadContent,
     BadListSize,
     BadToken,
+    Content,
     GrammarError,
     Incomplete,
     Limits,
     TrailingBytes,
 )
 
-__all__ = ["TubeFraming", "split_frame"]
+__all__ = ["TubeFraming", "split_content", "split_frame"]
 
 _I32 = _Struct(">i")
 _HEADER = _Struct(">4sIi")
@@ -91,6 +93,48 @@ def split_frame(data: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[int, byte
     return serial, b"".join([data[s:e] for s, e in zip(starts, ends, strict=True)]), starts
 
 
+_INT32_MAX = 2**31 - 1
+_SLOTS = ("connHeader", "header", "body")
+
+
+def split_content(content: bytes) -> Content:
+    """The three serialized messages of a frame's content; the same result and the same
+    error (class, offset, field) as :func:`~nsqviz.tubemq.grammar.parse_content`."""
+    n = len(content)
+    pos = 0
+    out = []
+    for slot in _SLOTS:
+        start = pos
+        if pos < n and content[pos] < 0x80:  # the common case: a one-byte length
+            length = content[pos]
+            pos += 1
+        else:
+            length = shift = 0
+            while True:
+                if pos >= n:
+                    raise Incomplete(f"the content ends early ({n} bytes)", offset=n)
+                b = content[pos]
+                pos += 1
+                length |= (b & 0x7F) << shift
+                shift += 7
+                if b < 0x80:
+                    break
+            if pos - start > 1 and length < 1 << (7 * (pos - start - 1)):
+                raise BadContent("length varint is not minimal", offset=start,
+                                 field=f"{slot}.length")
+            if length > _INT32_MAX:
+                raise BadContent(f"length {length} does not fit an int32", offset=start,
+                                 field=f"{slot}.length")
+        end = pos + length
+        if end > n:
+            raise Incomplete(f"the content ends early ({n} bytes)", offset=n)
+        out.append(content[pos:end])
+        pos = end
+    if pos < n:
+        raise TrailingBytes(f"{n - pos} bytes after the content", offset=pos)
+    return Content(*out)
+
+
 class TubeFraming:
     """Where TubeMQ frames end, for :class:`~nsqviz.stream.Reassembler`.
 
@@ -120,52 +164,69 @@ class TubeFraming:
 
     # -- the walk ------------------------------------------------------------------
 
-    def _walk(self, data, start: int) -> None:
-        """Walk ``data[start:]``, the bytes of the head frame after the first ``_seen``."""
-        pos = start
+    def _walk(self, data, pos: int) -> None:
+        """Walk ``data[pos:]``, the bytes of the head frame after the first ``_seen``."""
         n = len(data)
-        limits = self.limits
-        while self._total is None and self._error is None and pos < n:
+        while pos < n:
             if self._skip:
                 step = min(self._skip, n - pos)
                 self._skip -= step
                 pos += step
                 self._seen += step
                 if self._skip:
-                    break
+                    return
                 if self._blocks == 0:
                     self._total = self._seen
+                    return
                 continue
-            want = (HEADER_SIZE if self._blocks < 0 else 4) - len(self._head)
-            piece = bytes(data[pos : pos + want])
-            self._head += piece
-            pos += len(piece)
-            self._seen += len(piece)
-            if self._blocks < 0 and self._head[:4] != BEGIN_TOKEN[: len(self._head)]:
-                got = self._head[:4].hex()
-                self._error = BadToken(f"expected {BEGIN_TOKEN.hex()}, got {got}",
-                                       offset=0, field="MsgToken")
-            if len(piece) < want or self._error is not None:
-                break
-            if self._blocks < 0:
-                count = _I32.unpack_from(self._head, 8)[0]
-                self._error = _limit_error(BadListSize, "listSize", count, 0,
-                                           limits.max_list_size, limits, 8)
-                self._blocks = count
-                if count == 0:
-                    self._total = HEADER_SIZE
-            else:
-                (length,) = _I32.unpack(self._head)
-                self._error = _limit_error(
-                    BadBlockLength, f"block[{self._index}].length", length,
-                    limits.min_block_length, limits.max_block_length, limits, self._seen - 4,
-                )
-                self._index += 1
-                self._blocks -= 1
-                self._skip = length
-                if length == 0 and self._blocks == 0:
-                    self._total = self._seen
-            self._head = b""
+            want = HEADER_SIZE if self._blocks < 0 else 4
+            if not self._head and n - pos >= want:
+                field = data[pos : pos + want]  # whole in this chunk: read it in place
+                pos += want
+                self._seen += want
+            else:  # split between chunks: gather it
+                piece = bytes(data[pos : pos + want - len(self._head)])
+                self._head += piece
+                pos += len(piece)
+                self._seen += len(piece)
+                if self._blocks < 0 and self._head[:4] != BEGIN_TOKEN[: len(self._head)]:
+                    self._error = BadToken(
+                        f"expected {BEGIN_TOKEN.hex()}, got {self._head[:4].hex()}",
+                        offset=0, field="MsgToken")
+                    return
+                if len(self._head) < want:
+                    return
+                field, self._head = self._head, b""
+            if self._head_field(field):
+                return
+
+    def _head_field(self, field) -> bool:
+        """Take the frame header or a block length; True when the walk is over."""
+        limits = self.limits
+        if self._blocks < 0:
+            if field[:4] != BEGIN_TOKEN:
+                got = bytes(field[:4]).hex()
+                self._error = BadToken(f"expected {BEGIN_TOKEN.hex()}, got {got}", offset=0,
+                                       field="MsgToken")
+                return True
+            count = _I32.unpack_from(field, 8)[0]
+            self._error = _limit_error(BadListSize, "listSize", count, 0, limits.max_list_size,
+                                       limits, 8)
+            self._blocks = count
+            if count == 0:
+                self._total = HEADER_SIZE
+            return self._error is not None or count == 0
+        length = _I32.unpack_from(field, 0)[0]
+        self._error = _limit_error(
+            BadBlockLength, f"block[{self._index}].length", length,
+            limits.min_block_length, limits.max_block_length, limits, self._seen - 4,
+        )
+        self._index += 1
+        self._blocks -= 1
+        self._skip = length
+        if length == 0 and self._blocks == 0:
+            self._total = self._seen
+        return self._error is not None or self._total is not None
 
     def measure(self, buf: bytes, pos: int) -> int | None:
         """The length of the frame at ``pos``, ``None`` until its last block length is in."""
@@ -180,6 +241,35 @@ class TubeFraming:
             self._restart()
             return total
         return None
+
+    def scan(self, buf: bytes, pos: int, ends: list) -> int:
+        """Append the ends of the complete, well-formed frames from ``pos`` on; return
+        where it stopped. A bulk :meth:`measure` for the reassembler's hot loop: anything
+        unusual (a frame still arriving, a bad token or limit) is left to ``measure``."""
+        if self._seen:
+            return pos  # measure is walking the head frame: let it finish
+        n = len(buf)
+        unpack = _I32.unpack_from
+        limits = self.limits
+        most, lo, hi = limits.max_list_size, limits.min_block_length, limits.max_block_length
+        append = ends.append
+        while n - pos >= HEADER_SIZE and buf.startswith(BEGIN_TOKEN, pos):
+            count = unpack(buf, pos + 8)[0]
+            if not 0 <= count <= most:
+                break
+            p = pos + HEADER_SIZE
+            for _ in range(count):
+                if n - p < 4:
+                    return pos
+                length = unpack(buf, p)[0]
+                if not lo <= length <= hi:
+                    return pos
+                p += 4 + length
+            if p > n:
+                break
+            append(p)
+            pos = p
+        return pos
 
     def follow(self, chunk: bytes) -> int:
         """Walk a chunk of the head frame held back unjoined; 0 when ``measure`` can say

@@ -70,6 +70,7 @@ __all__ = [
     "cut_blocks",
     "frame_bytes",
     "parse_content",
+    "parse_context",
     "parse_frame",
 ]
 
@@ -336,9 +337,15 @@ def _parse_whole(con: Construct, data: bytes, what: str, **params: Any) -> Any:
     return value
 
 
+def parse_context(limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
+    """The keywords :data:`FrameStruct` needs to parse (``FrameStruct.parse(data,
+    **parse_context(limits))``): the limits it checks."""
+    return {"limits": _WithMinList(limits)}
+
+
 def parse_frame(data: bytes, limits: Limits = DEFAULT_LIMITS) -> FrameParts:
     """Parse exactly one frame; a :class:`GrammarError` names offset, field and reason."""
-    value = _parse_whole(FrameStruct, data, "frame", limits=_WithMinList(limits))
+    value = _parse_whole(FrameStruct, data, "frame", **parse_context(limits))
     return FrameParts(value.serialNo, tuple(b.data for b in value.blocks))
 
 

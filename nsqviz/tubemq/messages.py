@@ -19,10 +19,12 @@ from google.protobuf.message import DecodeError, Message
 
 from nsqviz.stream.reassembly import RawFrame
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Violation
-from nsqviz.tubemq.grammar import Content, GrammarError, build_content, frame_bytes, parse_content
+from nsqviz.tubemq.framing import split_content
+from nsqviz.tubemq.grammar import Content, GrammarError, build_content, frame_bytes
 from nsqviz.tubemq.metadata import checksum
 from nsqviz.tubemq.protos import MESSAGES
 from nsqviz.tubemq.tables import (
+    METHOD_SEND_MESSAGE,
     METHODS,
     RPC_FLAG_MSG_TYPE_REQUEST,
     RPC_FLAG_MSG_TYPE_RESPONSE,
@@ -169,7 +171,7 @@ class _Decoding:
     def content(self, content: bytes) -> tuple[Content | None, list[int]]:
         """The three serialized messages and where each starts in the content."""
         try:
-            parts = parse_content(content)
+            parts = split_content(content)
         except GrammarError as exc:
             self.add(type(exc).__name__, exc.field or "content", exc.reason, exc.offset,
                      fatal=True)
@@ -191,11 +193,69 @@ def _varint_size(n: int) -> int:
     return size
 
 
+def _fast_request(serialNo: int, content: bytes, raw: RawFrame | None) -> Request | None:
+    """The request when nothing in it needs a word (the hot path); ``None`` sends the
+    frame down the detailed path, which finds and words every problem."""
+    try:
+        # The envelope's first two messages are short (one-byte lengths) and the body's
+        # length takes at most 3 bytes: read them in place, else split the long way.
+        a = content[0]
+        b_at = 1 + a
+        b = content[b_at]
+        c_at = b_at + 1 + b
+        c = content[c_at]
+        if c < 0x80:
+            body_at = c_at + 1
+        elif content[c_at + 1] < 0x80 and content[c_at + 1]:
+            c = (c & 0x7F) | content[c_at + 1] << 7
+            body_at = c_at + 2
+        elif content[c_at + 2] < 0x80 and content[c_at + 2] and content[c_at + 1] >= 0x80:
+            c = (c & 0x7F) | (content[c_at + 1] & 0x7F) << 7 | content[c_at + 2] << 14
+            body_at = c_at + 3
+        else:
+            body_at = -1
+        if a < 0x80 and b < 0x80 and body_at + c == len(content) and body_at > 0:
+            view = memoryview(content)  # no copies of a large body
+            conn = RpcConnHeader.FromString(view[1:b_at])
+            header = RequestHeader.FromString(view[b_at + 1 : c_at])
+            body = RequestBody.FromString(view[body_at:])
+        else:
+            parts = split_content(content)
+            conn = RpcConnHeader.FromString(parts.connHeader)
+            header = RequestHeader.FromString(parts.header)
+            body = RequestBody.FromString(parts.body)
+    except (IndexError, GrammarError, DecodeError):
+        return None
+    info = METHODS.get(body.method)
+    if (info is None or info.request is None or header.serviceType not in info.services
+            or not (conn.IsInitialized() and body.IsInitialized()) or not body.request):
+        return None
+    try:
+        message = MESSAGES[info.request].FromString(body.request)
+    except DecodeError:
+        return None
+    if not message.IsInitialized() or (
+        info.id == METHOD_SEND_MESSAGE and message.checkSum != -1
+    ):
+        return None
+    return Request(serialNo, conn, header, body, message, raw)
+
+
 def decode_request(
     serialNo: int, content: bytes, raw: RawFrame | None, where: Callable[[int], int]
 ) -> tuple[Request | None, list[Violation]]:
     """A request frame's content as a :class:`Request` and the violations it carries.
     ``where`` maps a content offset to a stream offset (past the block lengths)."""
+    fast = _fast_request(serialNo, content, raw)
+    if fast is not None:
+        return fast, []
+    return _detailed_request(serialNo, content, raw, where)
+
+
+def _detailed_request(
+    serialNo: int, content: bytes, raw: RawFrame | None, where: Callable[[int], int]
+) -> tuple[Request | None, list[Violation]]:
+    """Every step of :func:`decode_request`, each problem worded."""
     d = _Decoding(raw, where)
     parts, starts = d.content(content)
     if parts is None:

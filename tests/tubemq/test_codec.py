@@ -4,6 +4,8 @@ every error case as a Violation with offset/field/reason, and LocalProtocolError
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nsqviz.tubemq import (
     MESSAGES,
@@ -21,7 +23,7 @@ from nsqviz.tubemq import (
     make_request,
 )
 from nsqviz.tubemq.grammar import BEGIN_TOKEN, Content, build_content, frame_bytes
-from nsqviz.tubemq.messages import encode, make_response
+from nsqviz.tubemq.messages import _detailed_request, _fast_request, encode, make_response
 from nsqviz.tubemq.metadata import checksum
 from tests.tubemq._vectors import (
     CLOSE_REQUEST_HEX,
@@ -295,3 +297,30 @@ def test_observer_pairs_and_measures_latency_and_any_chunking_is_the_same():
 def test_midstream_observer_does_not_judge_what_it_could_not_see():
     assert Observer(midstream=True).s2c(bytes.fromhex(CLOSE_RESPONSE_HEX))[1:] == []
     assert codes(Observer().s2c(bytes.fromhex(CLOSE_RESPONSE_HEX))) == ["ResponseWithoutRequest"]
+
+
+# ------------------------------------------------------- fast path == detailed
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_fast_request_path_agrees_with_the_detailed_one(data):
+    """Whatever the fast path accepts, the detailed path accepts alike with no violation;
+    a content the detailed path has anything to say about is left to it."""
+    size = data.draw(st.sampled_from([0, 5, 200, 20000]))
+    msg = M["SendMessageRequestP2B"](clientId="p", topicName="t", partitionId=0,
+                                     data=bytes(size), flag=0,
+                                     checkSum=data.draw(st.sampled_from([-1, 0])), sentAddr=1)
+    method = data.draw(st.sampled_from([13, 1, 10, 11]))
+    req = make_request(7, method, msg, service=data.draw(st.sampled_from([None, 1, 2, 3, 9])))
+    content = bytearray(build_content(Content(req.connHeader.SerializeToString(),
+                                              req.header.SerializeToString(),
+                                              req.body.SerializeToString())))
+    for _ in range(data.draw(st.integers(0, 2))):
+        i = data.draw(st.integers(0, min(len(content) - 1, 40)))
+        content[i] = data.draw(st.integers(0, 255))
+    content = bytes(content)
+    fast = _fast_request(7, content, None)
+    slow, violations = _detailed_request(7, content, None, lambda c: c)
+    if fast is not None:
+        assert violations == [] and slow == fast

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsqviz.tubemq.framing import split_frame
+from nsqviz.tubemq.framing import split_content, split_frame
 from nsqviz.tubemq.grammar import (
     CPP_READER,
     DEFAULT_LIMITS,
@@ -200,3 +200,20 @@ def test_split_frame_agrees_with_the_grammar_on_any_bytes(data):
     else:
         serial, got, _ = split_frame(frame, limits)
         assert (serial, got) == (parts.serialNo, parts.content)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=40), contents().map(lambda c: c[:60])), st.data())
+def test_split_content_agrees_with_the_grammar_on_any_bytes(content, data):
+    if content and data.draw(st.booleans()):
+        content = bytearray(content)
+        content[data.draw(st.integers(0, len(content) - 1))] = data.draw(st.integers(0, 255))
+        content = bytes(content)
+    try:
+        want = parse_content(content)
+    except GrammarError as exc:
+        with pytest.raises(type(exc)) as fast:
+            split_content(content)
+        assert (fast.value.offset, fast.value.field) == (exc.offset, exc.field)
+    else:
+        assert split_content(content) == want
