@@ -7,11 +7,12 @@ gets its frames back only because each NSQ frame starts with its 4-byte size.
 
 This module produces the data the playground draws, using the project's real parts:
 frames are built by the grammar, cut by the real :class:`~nsqviz.stream.Reassembler`
-with NSQ's :class:`~nsqviz.nsq.framing.FrameFraming`, and :func:`loopback` sends them
-through a real TCP connection on 127.0.0.1. :func:`simulate_segments` is a deliberately
-simple model of a sender (no congestion window, no delayed ACKs): coalescing on means
-"the writes were glued and cut at the MSS", off means "each write leaves at once, cut
-at the MSS if it is larger".
+with NSQ's :class:`~nsqviz.nsq.framing.FrameFraming` (or, for TubeMQ frames from
+:func:`tubemq_frames`, TubeMQ's rule, which must walk a frame's 8192-byte blocks to find
+its end), and :func:`loopback` sends them through a real TCP connection on 127.0.0.1.
+:func:`simulate_segments` is a deliberately simple model of a sender (no congestion
+window, no delayed ACKs): coalescing on means "the writes were glued and cut at the
+MSS", off means "each write leaves at once, cut at the MSS if it is larger".
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from dataclasses import dataclass
 
 from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.grammar import Frame as FrameGrammar
-from nsqviz.stream.reassembly import RawFrame, Reassembler, StreamEvent
+from nsqviz.stream.reassembly import FramingRule, RawFrame, Reassembler, StreamEvent
+from nsqviz.tubemq import MESSAGES as TUBEMQ_MESSAGES
+from nsqviz.tubemq import TubeFraming, encode, make_request, parse_frame
 
 __all__ = [
     "ReassemblyStep",
@@ -32,6 +35,8 @@ __all__ = [
     "message_frames",
     "reassemble",
     "simulate_segments",
+    "tubemq_block_marks",
+    "tubemq_frames",
 ]
 
 
@@ -54,6 +59,8 @@ class StickyRun:
     segments: tuple[bytes, ...]
     steps: tuple[ReassemblyStep, ...]
     unit: str = "segment"  # what one element of ``segments`` is: a TCP segment, a recv() chunk
+    marks: tuple[tuple[int, ...], ...] = ()
+    """Per frame, offsets inside it worth marking (TubeMQ: where each block length starts)."""
 
     def count(self, n: int) -> str:
         return f"{n} {self.unit}{'' if n == 1 else 's'}"
@@ -89,6 +96,27 @@ def message_frames(sizes: list[int], *, first_id: int = 0) -> list[bytes]:
     return out
 
 
+def tubemq_frames(sizes: list[int], *, first_serial: int = 1) -> list[bytes]:
+    """TubeMQ SendMessageRequestP2B frames carrying messages of the given sizes: a size
+    past 8192 gives a frame whose content spans several blocks."""
+    out = []
+    for i, size in enumerate(sizes):
+        msg = TUBEMQ_MESSAGES["SendMessageRequestP2B"](
+            clientId="sticky", topicName="demo", partitionId=0,
+            data=bytes((ord("a") + i % 26,)) * size, flag=0, checkSum=-1, sentAddr=2130706433)
+        out.append(encode(make_request(first_serial + i, 13, msg)))
+    return out
+
+
+def tubemq_block_marks(frame: bytes) -> tuple[int, ...]:
+    """Where each block's length field starts in a TubeMQ frame."""
+    at, marks = 12, []
+    for block in parse_frame(frame).blocks:
+        marks.append(at)
+        at += 4 + len(block)
+    return tuple(marks)
+
+
 def simulate_segments(frames: list[bytes], *, mss: int, coalesce: bool) -> list[bytes]:
     """Cut the sender's writes into segments (see the module docstring for the model)."""
     if mss < 1:
@@ -100,10 +128,12 @@ def simulate_segments(frames: list[bytes], *, mss: int, coalesce: bool) -> list[
 
 
 def reassemble(
-    label: str, frames: list[bytes], segments: list[bytes], *, unit: str = "segment"
+    label: str, frames: list[bytes], segments: list[bytes], *, unit: str = "segment",
+    rule: FramingRule | None = None, marks: tuple[tuple[int, ...], ...] = (),
 ) -> StickyRun:
-    """Feed ``segments`` one by one to a reassembler with NSQ's frame rule."""
-    reasm = Reassembler(FrameFraming())
+    """Feed ``segments`` one by one to a reassembler with ``rule`` (NSQ's frame rule
+    when none is given)."""
+    reasm = Reassembler(rule if rule is not None else FrameFraming())
     steps = []
     for i, seg in enumerate(segments):
         events = tuple(reasm.feed(seg, segment=i))
@@ -112,7 +142,7 @@ def reassemble(
     if tail:  # the stream ended inside a frame: say so on the last step
         last = steps[-1]
         steps[-1] = ReassemblyStep(last.segment, last.data, last.events + tail, b"")
-    return StickyRun(label, tuple(frames), tuple(segments), tuple(steps), unit)
+    return StickyRun(label, tuple(frames), tuple(segments), tuple(steps), unit, marks)
 
 
 def loopback(
@@ -122,6 +152,7 @@ def loopback(
     nodelay: bool = True,
     pause: float = 0.0,
     timeout: float = 5.0,
+    tubemq: bool = False,
 ) -> StickyRun:
     """Send ``frames`` over a real TCP connection on 127.0.0.1 and record recv() chunks.
 
@@ -130,6 +161,7 @@ def loopback(
     are glued together and cut wherever the reader's buffer ends. With ``pause > 0`` the
     sender waits between writes while the receiver is already reading, so each write
     tends to arrive on its own -- "tends to": that is the point, TCP promises nothing.
+    ``tubemq``: the frames are TubeMQ's (reassembled with TubeMQ's rule).
     """
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
@@ -166,4 +198,11 @@ def loopback(
         sender.close()
     how = f"paused {pause * 1000:g} ms between writes" if pause else "read after the last write"
     label = f"real loopback TCP, recv({recv_size}), {how}"
-    return reassemble(label, frames, chunks, unit="recv() chunk")
+    return reassemble(label, frames, chunks, unit="recv() chunk", **_rule_for(frames, tubemq))
+
+
+def _rule_for(frames: list[bytes], tubemq: bool) -> dict:
+    """The framing rule (and marks) for NSQ or TubeMQ frames."""
+    if not tubemq:
+        return {}
+    return {"rule": TubeFraming(), "marks": tuple(tubemq_block_marks(f) for f in frames)}

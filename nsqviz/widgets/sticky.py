@@ -15,8 +15,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from nsqviz.session.sticky import StickyRun, loopback, message_frames, reassemble, simulate_segments
+from nsqviz.session.sticky import (
+    StickyRun,
+    loopback,
+    message_frames,
+    reassemble,
+    simulate_segments,
+    tubemq_block_marks,
+    tubemq_frames,
+)
 from nsqviz.stream.reassembly import Garbage, RawFrame
+from nsqviz.tubemq import TubeFraming
 from nsqviz.widgets.style import CSS, StaticView, colour, esc
 
 __all__ = ["StickyPlayground", "StickyView"]
@@ -45,6 +54,7 @@ class StickyView(StaticView):
             for j, src in enumerate(f.sources):
                 first, last = j == 0, j == len(f.sources) - 1
                 spans.setdefault(src.segment, []).append((src.start, src.end, k, first, last))
+        marks = self._marks()
         rows = []
         for step in run.steps[: self.upto]:
             width = max(len(step.data) * scale, 2)
@@ -62,6 +72,9 @@ class StickyView(StaticView):
                     f'segment" style="left:{left:.1f}px;width:{w:.1f}px;background:{colour(k)};'
                     f'{";".join(edge)}">{label}</div>'
                 )
+            for at, title in marks.get(step.segment, []):
+                cells.append(f'<div class="nv-mark" title="{esc(title)}" '
+                             f'style="left:{at * scale:.1f}px"></div>')
             done = [e for e in step.events if isinstance(e, RawFrame)]
             bad = [e for e in step.events if not isinstance(e, RawFrame)]
             done_txt = ", ".join(f"F{index[e.offset]}" for e in done) or "—"
@@ -82,7 +95,8 @@ class StickyView(StaticView):
             + (" ✓" if run.intact and self.upto == len(run.steps) else "")
         )
         legend = " ".join(
-            f'<span class="nv-chip" style="background:{colour(i)}">F{i} · {len(f)} B</span>'
+            f'<span class="nv-chip" style="background:{colour(i)}">F{i} · {len(f)} B'
+            f"{self._blocks(i)}</span>"
             for i, f in enumerate(run.frames)
         )
         buffer = ""
@@ -103,10 +117,37 @@ class StickyView(StaticView):
             f'<table class="nv-sticky">{"".join(rows)}</table>{buffer}</div>'
         )
 
+    def _blocks(self, i: int) -> str:
+        """`` · 3 blocks`` for a frame with marks (TubeMQ), else nothing."""
+        if i >= len(self.run.marks):
+            return ""
+        n = len(self.run.marks[i])
+        return f" · {n} block{'' if n == 1 else 's'}"
+
+    def _marks(self) -> dict[int, list[tuple[int, str]]]:
+        """segment -> (offset in it, title) of each marked frame offset (block lengths)."""
+        out: dict[int, list[tuple[int, str]]] = {}
+        index = self._frame_index()
+        for f in self.run.reassembled:
+            k = index[f.offset]
+            if k >= len(self.run.marks):
+                continue
+            for j, at in enumerate(self.run.marks[k]):
+                pos = 0
+                for src in f.sources:
+                    if pos <= at < pos + src.end - src.start:
+                        out.setdefault(src.segment, []).append(
+                            (src.start + at - pos, f"F{k} block[{j}].length"))
+                        break
+                    pos += src.end - src.start
+        return out
+
     def text(self) -> str:
         index = self._frame_index()
         lines = [f"{self.run.label}: {len(self.run.frames)} frames in "
                  f"{self.run.count(len(self.run.segments))}"]
+        lines += [f"  F{i}: {len(f)} B{self._blocks(i)}" for i, f in enumerate(self.run.frames)
+                  if self._blocks(i)]
         for step in self.run.steps[: self.upto]:
             done = [f"F{index[e.offset]}" for e in step.events if isinstance(e, RawFrame)]
             bad = [type(e).__name__ for e in step.events if isinstance(e, Garbage)]
@@ -125,6 +166,7 @@ _STICKY_CSS = """<style>
  border-radius:2px}
 .nsqviz .nv-span{position:absolute;top:0;height:20px;font:600 10px/20px monospace;
  text-align:center;overflow:hidden;box-sizing:border-box;color:#1f2937}
+.nsqviz .nv-mark{position:absolute;top:-3px;height:26px;width:2px;background:#111827}
 </style>"""
 
 
@@ -132,29 +174,43 @@ class StickyPlayground:
     """Controls + view. ``run()``/``view()`` are plain; ``widget()`` wires ipywidgets.
 
     ``sizes`` (body bytes per message) overrides ``count`` x ``size`` when given.
+    ``protocol="tubemq"`` draws TubeMQ SendMessageRequestP2B frames instead of NSQ
+    messages, with each 8192-byte block's length marked.
     """
 
     def __init__(self, count: int = 4, size: int = 10, mss: int = 48, coalesce: bool = True,
-                 *, sizes: list[int] | None = None, recv_size: int = 64):
+                 *, sizes: list[int] | None = None, recv_size: int = 64,
+                 protocol: str = "nsq"):
         self.count, self.size, self.mss, self.coalesce = count, size, mss, coalesce
         self.sizes = list(sizes) if sizes else None
         self.recv_size = recv_size
+        if protocol not in ("nsq", "tubemq"):
+            raise ValueError(f"protocol must be 'nsq' or 'tubemq', got {protocol!r}")
+        self.protocol = protocol
 
     def body_sizes(self) -> list[int]:
         return self.sizes or [self.size] * self.count
 
     def frames(self) -> list[bytes]:
+        if self.protocol == "tubemq":
+            return tubemq_frames(self.body_sizes())
         return message_frames(self.body_sizes())
 
     def run(self) -> StickyRun:
         frames = self.frames()
         mode = "coalesced (Nagle on)" if self.coalesce else "one write per frame (Nagle off)"
         segments = simulate_segments(frames, mss=self.mss, coalesce=self.coalesce)
-        return reassemble(f"simulated sender, MSS {self.mss}, {mode}", frames, segments)
+        extra = {}
+        if self.protocol == "tubemq":
+            extra = {"rule": TubeFraming(),
+                     "marks": tuple(tubemq_block_marks(f) for f in frames)}
+        return reassemble(f"simulated sender, MSS {self.mss}, {mode}", frames, segments,
+                          **extra)
 
     def loopback(self, recv_size: int | None = None, pause: float = 0.0) -> StickyRun:
         return loopback(self.frames(), recv_size=recv_size or self.recv_size,
-                        nodelay=not self.coalesce, pause=pause)
+                        nodelay=not self.coalesce, pause=pause,
+                        tubemq=self.protocol == "tubemq")
 
     def view(self, upto: int | None = None) -> StickyView:
         return StickyView(self.run(), upto)
