@@ -120,7 +120,7 @@ class BrokerConnection(asyncio.Protocol):
         self._flush_handle: asyncio.TimerHandle | None = None
         self._heartbeat_handle: asyncio.TimerHandle | None = None
         self._deadline_handle: asyncio.TimerHandle | None = None
-        self._last_read = time.monotonic()
+        self._last_read = self._ticker_start = time.monotonic()
         self._write_paused = False
         self._pump_pending = False  # FIN/REQ/RDY freed room: pump once the batch is read
         self._torn_down = False
@@ -561,7 +561,10 @@ class BrokerConnection(asyncio.Protocol):
             if timeout <= 0:
                 self._flush()
             else:
-                self._flush_handle = self.loop.call_later(timeout, self._flush)
+                # nsqd flushes on a ticker of output_buffer_timeout that runs from the
+                # connection's start: the next tick, not a full timeout from now
+                phase = (time.monotonic() - self._ticker_start) % timeout
+                self._flush_handle = self.loop.call_later(timeout - phase, self._flush)
 
     def timed_out(self, msg: BrokerMessage) -> None:
         if not self.closed:

@@ -16,13 +16,16 @@ messages pushed after RDY, ``_heartbeat_`` -- is recorded *as it arrives*, as an
 its connections (a consumer and a publisher, say) and saves it as JSON or as a pcap.
 
 By default a session talks to an embedded broker started once per process on free
-loopback ports and stopped at exit; ``Session("host:4150")`` talks to any nsqd.
+loopback ports and stopped at exit; ``Session("host:4150")`` talks to any nsqd, and
+``Session(nsqd="real")`` (or ``NSQVIZ_NSQD=real`` in the environment) starts the real
+nsqd when one is found (see :mod:`nsqviz.peers`).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import socket
 import ssl
 import threading
@@ -41,7 +44,10 @@ __all__ = [
     "Connection",
     "Session",
     "Step",
+    "NSQD_CHOICE",
     "default_broker",
+    "nsqd_choice",
+    "start_server",
     "LocalProtocolError",
 ]
 
@@ -100,21 +106,44 @@ Entry = Step | Arrival
 
 # ---------------------------------------------------------------------- the broker
 
-_default_broker = None
+NSQD_CHOICE = "NSQVIZ_NSQD"
+"""The environment variable that picks the server a :class:`Session` talks to when none is
+named: unset (or ``embedded``) for the embedded broker, ``real`` for the real nsqd (found
+by :mod:`nsqviz.peers`: ``$NSQD``, PATH, ``../shared/peers/``), or ``host:port`` of a
+running nsqd. A notebook runs unchanged against each: ``NSQVIZ_NSQD=real make lab``."""
+
+_default_brokers: dict[str, Any] = {}
 _default_lock = threading.Lock()
 
 
-def default_broker():
-    """The process's embedded broker: started on first use, stopped at interpreter exit."""
-    global _default_broker
-    with _default_lock:
-        if _default_broker is None:
-            from nsqviz.broker import EmbeddedBroker
+def nsqd_choice() -> str:
+    """The server :envvar:`NSQVIZ_NSQD` asks for: ``"embedded"``, ``"real"`` or an address."""
+    return os.environ.get(NSQD_CHOICE, "").strip() or "embedded"
 
-            broker = EmbeddedBroker().start()
-            atexit.register(broker.stop)
-            _default_broker = broker
-        return _default_broker
+
+def start_server(kind: str, **options: Any):
+    """A new server of ``kind`` (``"embedded"`` or ``"real"``) on free loopback ports,
+    with nsqd's options (underscored names); stopped at interpreter exit."""
+    if kind == "real":
+        from nsqviz.peers import RealNsqd
+
+        server = RealNsqd(**options).start()
+    elif kind == "embedded":
+        from nsqviz.broker import EmbeddedBroker
+
+        server = EmbeddedBroker(**options).start()
+    else:
+        raise ValueError(f"unknown server kind {kind!r}: 'embedded' or 'real'")
+    atexit.register(server.stop)
+    return server
+
+
+def default_broker(kind: str = "embedded"):
+    """The process's server of ``kind``: started on first use, stopped at interpreter exit."""
+    with _default_lock:
+        if kind not in _default_brokers:
+            _default_brokers[kind] = start_server(kind)
+        return _default_brokers[kind]
 
 
 def _split(address: str) -> tuple[str, int]:
@@ -383,23 +412,34 @@ class Session:
         self,
         address: str | None = None,
         *,
+        nsqd: str | None = None,
         timeout: float = 5.0,
         grace: float = 0.15,
         ssl_context: ssl.SSLContext | None = None,
         **broker_options: Any,
     ):
+        """Talk to ``address`` (``"host:port"`` of any nsqd), or to the server ``nsqd``
+        names: ``"embedded"``, ``"real"`` (the real nsqd, started here) or an address.
+        Neither given: :envvar:`NSQVIZ_NSQD` decides (default: the embedded broker).
+        ``broker_options`` (nsqd's flags, underscored) start a server of its own for this
+        session, stopped by :meth:`close`; otherwise one per process is shared."""
         self.broker = None
-        if address is None:
+        self._own_broker = False
+        choice = address or nsqd or nsqd_choice()
+        if choice in ("embedded", "real"):
             if broker_options:
-                from nsqviz.broker import EmbeddedBroker
-
-                self.broker = EmbeddedBroker(**broker_options).start()
+                self.broker = start_server(choice, **broker_options)
                 self._own_broker = True
-                atexit.register(self.broker.stop)
             else:
-                self.broker = default_broker()
-                self._own_broker = False
+                self.broker = default_broker(choice)
             address = self.broker.tcp_address
+        elif broker_options:
+            raise ValueError(f"options {sorted(broker_options)} start a server, but the "
+                             f"session talks to the running nsqd at {choice}")
+        else:
+            address = choice
+        self.server = "real nsqd" if choice == "real" else (
+            "embedded broker" if choice == "embedded" else f"nsqd at {choice}")
         self.address = _split(address)
         self.timeout = timeout
         self.grace = grace
