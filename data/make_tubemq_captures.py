@@ -1,4 +1,4 @@
-"""Re-makes the TubeMQ sample captures in data/: real tcpdump captures on loopback of the
+"""Re-makes the TubeMQ sample captures in data/tubemq/: real tcpdump captures on loopback of the
 simulated Master and Brokers (``nsqviz.tubemq.sim.EmbeddedSim`` on the default ports
 8715, 8123 and 8124) with the real Go client (Apache InLong ``tubemq-client-go``, the
 ``tubemq-producer``/``tubemq-consumer`` programs, found as ``nsqviz.peers`` finds them)
@@ -154,7 +154,7 @@ SCENARIOS = {
 def main(names: list[str]) -> None:
     for name in names or list(SCENARIOS):
         with EmbeddedSim(topics=("demo",), master_port=MASTER, broker_ports=BROKERS) as sim:
-            dump = Tcpdump(DATA / name, [MASTER, *BROKERS, STANDBY])
+            dump = Tcpdump(DATA / "tubemq" / name, [MASTER, *BROKERS, STANDBY])
             try:
                 report = SCENARIOS[name](sim)
             finally:

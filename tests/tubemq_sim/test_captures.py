@@ -18,7 +18,7 @@ from nsqviz.tubemq.live import Channel
 from nsqviz.tubemq.sim import EmbeddedSim
 from tests.tubemq_sim._pcap import conversations
 
-DATA = Path(__file__).resolve().parents[2] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data" / "tubemq"
 PORTS = {8715, 8123, 8124, 8717}  # what data/make_tubemq_captures.py listens on
 SAMPLES = ["tubemq-producer-go.pcap", "tubemq-consumer-rebalance-go.pcap",
            "tubemq-large-message-go.pcap", "tubemq-glued-requests.pcap", "tubemq-errors.pcap"]
