@@ -1,9 +1,10 @@
 """``nsqviz wireshark``: write the Lua dissectors generated from nsqviz's grammars.
 
-Writes ``nsq.lua`` (and the other protocols' dissectors) into a folder and prints how
-to load them: ``tshark -X lua_script:FILE`` for one run, or ``--install`` to copy them
-into Wireshark's personal Lua plugins folder, where every Wireshark and tshark of this
-user loads them.
+Writes ``nsq.lua`` and ``tubemq.lua`` (with the TubeMQ ``.proto`` sources beside it)
+into a folder and prints how to load them: ``tshark -X lua_script:FILE`` and ``-o``
+preferences for one run, or ``--install`` to write them into Wireshark's personal Lua
+plugins folder (and the ``.proto`` folder onto its protobuf search path), where every
+Wireshark and tshark of this user finds them.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from nsqviz.wireshark import tubemq_lua
 from nsqviz.wireshark.generate import DISSECTORS, write_dissectors
 
 __all__ = ["personal_plugins_dir", "register", "run"]
 
 
-def personal_plugins_dir() -> Path:
-    """Wireshark's personal Lua plugins folder, as ``tshark -G folders`` names it;
-    without tshark, where Wireshark >= 2.6 looks on Linux and macOS."""
+def _folder(name: str, default: Path) -> Path:
+    """A folder as ``tshark -G folders`` names it, or ``default`` without tshark."""
     tshark = shutil.which("tshark")
     if tshark:
         try:
@@ -33,9 +34,30 @@ def personal_plugins_dir() -> Path:
             proc = None
         for line in (proc.stdout if proc else "").splitlines():
             key, _, value = line.partition(":")
-            if key.strip() == "Personal Lua Plugins" and value.strip():
+            if key.strip() == name and value.strip():
                 return Path(value.strip())
-    return Path(os.path.expanduser("~")) / ".local" / "lib" / "wireshark" / "plugins"
+    return default
+
+
+def personal_plugins_dir() -> Path:
+    """Wireshark's personal Lua plugins folder (where Wireshark >= 2.6 looks on Linux
+    and macOS when tshark cannot say)."""
+    home = Path(os.path.expanduser("~"))
+    return _folder("Personal Lua Plugins", home / ".local" / "lib" / "wireshark" / "plugins")
+
+
+def _add_protobuf_search_path(protos: Path) -> Path:
+    """Put ``protos`` on the personal protobuf search path (Wireshark's
+    ``protobuf_search_paths`` table), once."""
+    home = Path(os.path.expanduser("~"))
+    conf = _folder("Personal configuration", home / ".config" / "wireshark")
+    table = conf / "protobuf_search_paths"
+    line = f'"{protos}","TRUE"'
+    lines = table.read_text().splitlines() if table.exists() else []
+    if line not in lines:
+        conf.mkdir(parents=True, exist_ok=True)
+        table.write_text("\n".join([*lines, line]) + "\n")
+    return table
 
 
 def register(subparsers: Any) -> None:
@@ -64,6 +86,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     options = " ".join(f"-o {k}:{v}" for k, v in _options(folder).items())
     if args.install:
         out.write("installed: Wireshark and tshark load them at start-up\n")
+        protos = folder / tubemq_lua.PROTO_DIR
+        if protos.is_dir():
+            table = _add_protobuf_search_path(protos.resolve())
+            out.write(f"{protos} is on the protobuf search path ({table})\n")
         out.write(f"try: tshark {options} -r CAPTURE\n")
     else:
         out.write(f"try: tshark {scripts} {options} -r CAPTURE\n")

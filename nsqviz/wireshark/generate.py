@@ -5,12 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from nsqviz.wireshark import nsq_lua
+from nsqviz.wireshark import nsq_lua, tubemq_lua
 
 __all__ = ["DISSECTORS", "preferences", "tshark_args", "write_dissectors"]
 
+def _tubemq() -> dict[str, str]:
+    files = {"tubemq.lua": tubemq_lua.render()}
+    for name, text in tubemq_lua.proto_sources().items():
+        files[f"{tubemq_lua.PROTO_DIR}/{name}"] = text
+    return files
+
+
 DISSECTORS: dict[str, Callable[[], dict[str, str]]] = {
     "nsq": lambda: {"nsq.lua": nsq_lua.render()},
+    "tubemq": _tubemq,
 }
 """Protocol -> a function returning ``{file name: text}`` of its dissector files."""
 
@@ -31,8 +39,16 @@ def write_dissectors(folder: str | Path, protocols: Iterable[str] | None = None)
 
 
 def preferences(folder: str | Path) -> dict[str, str]:
-    """The Wireshark preferences the generated dissectors rely on."""
-    return {"tcp.desegment_tcp_streams": "TRUE"}
+    """The Wireshark preferences the generated dissectors rely on: TCP reassembly, and
+    for TubeMQ the ``.proto`` folder on the protobuf search path (its messages as
+    ``pbf.*`` filter fields too)."""
+    prefs = {"tcp.desegment_tcp_streams": "TRUE"}
+    protos = Path(folder).resolve() / tubemq_lua.PROTO_DIR
+    if protos.is_dir():
+        prefs["uat:protobuf_search_paths"] = f'"{protos}","TRUE"'
+        prefs["protobuf.pbf_as_hf"] = "TRUE"
+        prefs["protobuf.preload_protos"] = "TRUE"
+    return prefs
 
 
 def tshark_args(folder: str | Path) -> list[str]:

@@ -45,22 +45,22 @@ class TsharkPdu:
         return values[0] if values else default
 
 
-def _flatten(node: Any, out: dict[str, list[Any]]) -> None:
-    """Collect every ``nsq.*`` field below ``node`` (subtrees included, the JSON
-    dissector's own tree excluded), in tree order."""
+def _flatten(node: Any, out: dict[str, list[Any]], prefix: str) -> None:
+    """Collect every ``<prefix>.*`` field below ``node`` (subtrees included, the JSON
+    and protobuf dissectors' own trees excluded), in tree order."""
     if isinstance(node, list):
         for item in node:
-            _flatten(item, out)
+            _flatten(item, out, prefix)
         return
     if not isinstance(node, dict):
         return
     for key, value in node.items():
-        if key == "json":
+        if key in ("json", "protobuf"):
             continue
-        if key.startswith("nsq.") and not key.endswith("_tree"):
+        if key.startswith(prefix + ".") and not key.endswith("_tree"):
             out.setdefault(key, []).extend(value if isinstance(value, list) else [value])
         elif isinstance(value, dict | list):
-            _flatten(value, out)
+            _flatten(value, out, prefix)
 
 
 def _endpoint(layers: dict, side: str) -> str:
@@ -72,11 +72,12 @@ def _endpoint(layers: dict, side: str) -> str:
     return f"{addr}:{port}"
 
 
-def tshark_pdus(capture: str | Path, folder: str | Path, *, tshark: str = "tshark",
-                timeout: float = 300) -> list[TsharkPdu]:
-    """The NSQ PDUs tshark finds in ``capture`` with the dissectors in ``folder``."""
-    cmd = [tshark, *tshark_args(folder), "-r", str(capture), "-Y", "nsq",
-           "-T", "json", "--no-duplicate-keys", "-J", "frame ip ipv6 tcp tcp.segments nsq"]
+def tshark_pdus(capture: str | Path, folder: str | Path, *, protocol: str = "nsq",
+                tshark: str = "tshark", timeout: float = 300) -> list[TsharkPdu]:
+    """The PDUs of ``protocol`` (``nsq`` or ``tubemq``) tshark finds in ``capture`` with
+    the dissectors in ``folder``."""
+    cmd = [tshark, *tshark_args(folder), "-r", str(capture), "-Y", protocol, "-T", "json",
+           "--no-duplicate-keys", "-J", f"frame ip ipv6 tcp tcp.segments {protocol}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0 or "Lua: Error" in proc.stderr:
         raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
@@ -88,14 +89,14 @@ def tshark_pdus(capture: str | Path, folder: str | Path, *, tshark: str = "tshar
         segments = layers.get("tcp.segments", {}).get("tcp.segment")
         if isinstance(segments, str):
             segments = [segments]
-        trees = layers.get("nsq", [])
+        trees = layers.get(protocol, [])
         trees = trees if isinstance(trees, list) else [trees]
         src, dst = _endpoint(layers, "src"), _endpoint(layers, "dst")
         for i, tree in enumerate(trees):
             fields: dict[str, list[Any]] = {}
-            _flatten(tree, fields)
+            _flatten(tree, fields, protocol)
             # TCP hands a reassembled PDU over first; the rest of the segment follows.
-            spans = tuple(sorted(int(s) for s in segments)) if i == 0 and segments else (number,)
+            spans = tuple(sorted({int(s) for s in segments})) if i == 0 and segments else (number,)
             out.append(TsharkPdu(number, spans, src, dst, fields))
     return out
 

@@ -75,4 +75,19 @@ def test_cli_install_puts_it_where_tshark_loads_personal_lua_plugins(tmp_path, m
     assert str(tmp_path) in out.getvalue()
     plugins = subprocess.run(["tshark", "-G", "plugins"], capture_output=True, text=True,
                              timeout=60, check=True).stdout
-    assert "nsq.lua" in plugins
+    assert "nsq.lua" in plugins and "tubemq.lua" in plugins
+    assert "tubemq-proto" in (tmp_path / ".config" / "wireshark" / "protobuf_search_paths"
+                              ).read_text()
+
+
+def test_tubemq_dissector_names_every_method_and_carries_the_proto_sources(tmp_path):
+    from nsqviz.tubemq.tables import METHODS
+    from nsqviz.wireshark import tubemq_lua
+
+    lua = tubemq_lua.render()
+    for m in METHODS.values():
+        assert f'name = "{m.name}"' in lua
+    written = ws_cli.write_dissectors(tmp_path, ["tubemq"])
+    assert {p.name for p in written} == {"tubemq.lua", *tubemq_lua.proto_sources()}
+    for name, text in tubemq_lua.proto_sources().items():
+        assert (tmp_path / tubemq_lua.PROTO_DIR / name).read_text() == text

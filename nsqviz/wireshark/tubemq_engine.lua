@@ -1,0 +1,426 @@
+-- ---------------------------------------------------------------------------------
+-- The TubeMQ engine: framing (MsgToken, serialNo, listSize, blocks), TCP
+-- desegmentation, the content's three varint-delimited protobuf messages handed to
+-- Wireshark's protobuf dissector by name, request/answer pairing by serialNo. It reads
+-- the generated tables above (METHODS, SERVICES, PB, LIMITS, ...) and the fields F.
+-- ---------------------------------------------------------------------------------
+
+local ef_violation = ProtoExpert.new("tubemq.violation.expert", "TubeMQ protocol violation",
+                                     expert.group.PROTOCOL, expert.severity.ERROR)
+local ef_answer = ProtoExpert.new("tubemq.answer", "Answer to an earlier request",
+                                  expert.group.SEQUENCE, expert.severity.CHAT)
+tubemq.experts = {ef_violation, ef_answer}
+
+do
+  local list, seen = {}, {}
+  for _, f in pairs(F) do
+    if not seen[f] then seen[f] = true; list[#list + 1] = f end
+  end
+  tubemq.fields = list
+end
+
+local f_stream = Field.new("tcp.stream")
+local pb_dissector = Dissector.get("protobuf")
+
+local conversations = {}
+
+local function be32(s, pos)  -- pos is 1-based; signed
+  local a, b, c, d = s:byte(pos, pos + 3)
+  local v = ((a * 256 + b) * 256 + c) * 256 + d
+  if v >= 2147483648 then v = v - 4294967296 end
+  return v
+end
+
+local function is_server_port(port)
+  for _, p in ipairs(SERVER_PORTS) do if p == port then return true end end
+  return false
+end
+
+-- ------------------------------------------------------------------------ framing
+
+-- -> length | nil, more (bytes still needed, at least) | false, code, field, reason
+local function measure(s, off, cap)
+  local avail = cap - off
+  local n = math.min(avail, #TOKEN)
+  if s:sub(off + 1, off + n) ~= TOKEN:sub(1, n) then
+    return false, "BadToken", "MsgToken", "expected " .. Struct.tohex(TOKEN, true) .. ", got "
+           .. Struct.tohex(s:sub(off + 1, off + n), true)
+  end
+  if avail < HEADER_SIZE then return nil, HEADER_SIZE - avail end
+  local count = be32(s, off + 9)
+  if count < 0 or count > LIMITS.max_list_size then
+    return false, "BadListSize", "listSize", count .. " is outside 0.." .. LIMITS.max_list_size
+  end
+  local pos = off + HEADER_SIZE
+  for i = 0, count - 1 do
+    if cap - pos < 4 then return nil, pos + 4 - cap end
+    local len = be32(s, pos + 1)
+    if len < LIMITS.min_block_length or len > LIMITS.max_block_length then
+      return false, "BadBlockLength", "block[" .. i .. "].length",
+             len .. " is outside " .. LIMITS.min_block_length .. ".." .. LIMITS.max_block_length
+    end
+    pos = pos + 4 + len
+    if pos > cap then return nil, pos - cap + (i < count - 1 and 4 or 0) end
+  end
+  return pos - off
+end
+
+-- the next MsgToken after a bad one: a guess, as the codec's resynchronisation is
+local function resync(s, pos)
+  local at = s:find(TOKEN, pos + 1, true)
+  return at and at - 1 or nil
+end
+
+-- ------------------------------------------------------------------------ protobuf
+
+local function varint(s, i, j)
+  local v, mul = 0, 1
+  for k = i, math.min(j, i + 9) do
+    local b = s:byte(k)
+    v = v + (b % 128) * mul
+    if b < 128 then return v, k + 1, k + 1 - i end
+    mul = mul * 128
+  end
+  return nil
+end
+
+-- the top-level fields of a serialized message s[i..j]: number -> {value} or {start, len}
+local function pb_scan(s, i, j)
+  local out = {}
+  while i <= j do
+    local key
+    key, i = varint(s, i, j)
+    if not key then return nil end
+    local number, wire = math.floor(key / 8), key % 8
+    if wire == 0 then
+      local v
+      v, i = varint(s, i, j)
+      if not v then return nil end
+      out[number] = {value = v}
+    elseif wire == 2 then
+      local len
+      len, i = varint(s, i, j)
+      if not len or i + len - 1 > j then return nil end
+      out[number] = {start = i, len = len}
+      i = i + len
+    elseif wire == 1 then i = i + 8
+    elseif wire == 5 then i = i + 4
+    else return nil end
+  end
+  if i ~= j + 1 then return nil end
+  return out
+end
+
+local function pb_value(fields, message, name)
+  local f = fields and fields[PB[message][name]]
+  return f and f.value
+end
+
+local function show_message(tree, content, start, len, name, pinfo)
+  pinfo.private["pb_msg_type"] = "message," .. name
+  pb_dissector:call(content(start, len):tvb(), pinfo, tree)
+end
+
+-- ------------------------------------------------------------------------ frames
+
+local function violation(t, problems, code, field, reason)
+  problems[#problems + 1] = code
+  local v = t:add(F["violation"], code)
+  v:add(F["violation.field"], field)
+  v:add(F["violation.reason"], reason)
+  v:add_proto_expert_info(ef_violation, code .. " (" .. field .. "): " .. reason)
+end
+
+local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, dir, live, summaries)
+  local t = tree:add(tubemq, tvb(off, len))
+  t:add(F["dir"], dir):set_generated()
+  local problems = {}
+  local serial = tvb(off + 4, 4):uint()
+  local count = be32(s, off + 9)
+  t:add(F["token"], tvb(off, 4))
+  t:add(F["serial"], tvb(off + 4, 4))
+  t:add(F["list_size"], tvb(off + 8, 4))
+  local content_bytes = ByteArray.new()
+  local pos = off + HEADER_SIZE
+  for i = 0, count - 1 do
+    local n = be32(s, pos + 1)
+    local b = t:add(F["block"], tvb(pos, 4 + n))
+    b:set_text("Block " .. i .. ": " .. n .. " bytes")
+    b:add(F["block.length"], tvb(pos, 4))
+    if n > 0 then content_bytes:append(tvb(pos + 4, n):bytes()) end
+    pos = pos + 4 + n
+  end
+  local key = pinfo.number .. ":" .. off
+  if content_bytes:len() == 0 then
+    violation(t, problems, "Incomplete", "content", "the content ends early (0 bytes)")
+    summaries[#summaries + 1] = "[Incomplete]"
+    return
+  end
+  local content = content_bytes:tvb("TubeMQ content")
+  local c = content:raw()
+  local clen = #c
+  -- the content: three varint-length-delimited messages
+  local parts, i = {}, 1
+  for k = 1, 3 do
+    local mlen, j, width = varint(c, i, clen)
+    if not mlen then
+      violation(t, problems, i > clen and "Incomplete" or "BadContent", "content",
+                "no length varint for message " .. k)
+      summaries[#summaries + 1] = "[BadContent]"
+      return
+    end
+    if width > 1 and mlen < 128 ^ (width - 1) then
+      violation(t, problems, "BadContent", "content", "length varint is not minimal")
+      summaries[#summaries + 1] = "[BadContent]"
+      return
+    end
+    if j + mlen - 1 > clen then
+      violation(t, problems, "Incomplete", "content", "the content ends early (" .. clen .. " bytes)")
+      summaries[#summaries + 1] = "[Incomplete]"
+      return
+    end
+    parts[k] = {start = j, len = mlen}
+    i = j + mlen
+  end
+  if i <= clen then
+    violation(t, problems, "TrailingBytes", "content", (clen - i + 1) .. " bytes after the content")
+    summaries[#summaries + 1] = "[TrailingBytes]"
+    return
+  end
+  local function scan(k, message)
+    local p = parts[k]
+    local fields = pb_scan(c, p.start, p.start + p.len - 1)
+    show_message(t, content, p.start - 1, p.len, message, pinfo)
+    if not fields then
+      violation(t, problems, "ProtobufError", message, message .. " does not parse")
+    end
+    return fields
+  end
+  local conn = scan(1, ENVELOPE.conn)
+  local flag = pb_value(conn, ENVELOPE.conn, "flag")
+  if flag ~= nil then t:add(F["flag"], flag):set_generated() end
+  local label
+  if dir == "c2s" then
+    local header = scan(2, ENVELOPE.request_header)
+    local body = scan(3, ENVELOPE.request_body)
+    if not (conn and header and body) then return end
+    local service = pb_value(header, ENVELOPE.request_header, "serviceType")
+    local ver = pb_value(header, ENVELOPE.request_header, "protocolVer")
+    local method = pb_value(body, ENVELOPE.request_body, "method")
+    local timeout = pb_value(body, ENVELOPE.request_body, "timeout")
+    if service then t:add(F["service"], service):set_generated() end
+    if ver then t:add(F["protocol_ver"], ver):set_generated() end
+    if method then t:add(F["method"], method):set_generated() end
+    if timeout then t:add(F["timeout"], UInt64.new(timeout)):set_generated() end
+    local info = method and METHODS[method]
+    if live and conv.pending[serial] then conv.duplicate[key] = true end
+    if conv.duplicate[key] then
+      violation(t, problems, "DuplicateSerial", "serialNo",
+                "serialNo " .. serial .. " is already awaiting an answer")
+    end
+    if service == nil or not SERVICES[service] or service < 1 or service > 3 then
+      violation(t, problems, "UnknownService", "RequestHeader.serviceType",
+                "service type " .. tostring(service) .. " has no RPC methods")
+    elseif not info then
+      violation(t, problems, "UnknownMethod", "RequestBody.method",
+                "method id " .. tostring(method) .. " is not defined")
+    else
+      local ok = false
+      for _, sv in ipairs(info.services) do if sv == service then ok = true end end
+      if not ok then
+        violation(t, problems, "WrongService", "RequestBody.method",
+                  info.name .. " (" .. method .. ") is not accepted under " .. SERVICES[service])
+      end
+    end
+    if info then
+      local inner = body[PB[ENVELOPE.request_body].request]
+      if info.request == nil then
+        violation(t, problems, "NoDecoder", "RequestBody.method",
+                  info.name .. " (" .. method .. ") has no request message")
+      elseif inner then
+        t:add(F["message"], info.request):set_generated()
+        show_message(t, content, inner.start - 1, inner.len, info.request, pinfo)
+      else
+        violation(t, problems, "ProtobufError", "RequestBody.request",
+                  "no " .. info.request .. " in the request body")
+      end
+    end
+    label = (info and info.name or ("method " .. tostring(method))) .. " request"
+    if live and not conv.pending[serial] then
+      conv.pending[serial] = {frame = pinfo.number, method = method, time = pinfo.abs_ts,
+                              key = key}
+    end
+    local answered = conv.answered_in[key]
+    if answered then t:add(F["response_in"], answered):set_generated() end
+  else
+    local header = scan(2, ENVELOPE.response_header)
+    if not (conn and header) then return end
+    local status = pb_value(header, ENVELOPE.response_header, "status")
+    local ver = pb_value(header, ENVELOPE.response_header, "protocolVer")
+    if status ~= nil then t:add(F["status"], status):set_generated() end
+    if ver then t:add(F["protocol_ver"], ver):set_generated() end
+    local asked = conv.asked[key]
+    if live then
+      asked = conv.pending[serial] or false
+      conv.pending[serial] = nil
+      conv.asked[key] = asked
+      if asked then conv.answered_in[asked.key] = pinfo.number end
+    end
+    if status ~= STATUS_SUCCESS then
+      local body = scan(3, ENVELOPE.exception_body)
+      if not body then return end
+      local name = body[PB[ENVELOPE.exception_body].exceptionName]
+      local exception = name and c:sub(name.start, name.start + name.len - 1) or ""
+      t:add(F["exception"], exception):set_generated()
+      label = (STATUS[status] or tostring(status)) .. " " .. exception
+    else
+      local body = scan(3, ENVELOPE.response_body)
+      if not body then return end
+      local method = pb_value(body, ENVELOPE.response_body, "method")
+      if method then t:add(F["method"], method):set_generated() end
+      if asked and asked.method ~= method then
+        violation(t, problems, "MethodMismatch", "RspResponseBody.method",
+                  "answers method " .. tostring(method) .. ", but request " .. serial
+                  .. " called " .. tostring(asked.method))
+      end
+      local info = method and METHODS[method]
+      local data = body[PB[ENVELOPE.response_body].data]
+      if not info or info.response == nil then
+        violation(t, problems, "UnknownMethod", "RspResponseBody.method",
+                  "method id " .. tostring(method) .. " has no response message")
+      elseif data then
+        t:add(F["message"], info.response):set_generated()
+        show_message(t, content, data.start - 1, data.len, info.response, pinfo)
+      end
+      label = (info and info.name or ("method " .. tostring(method))) .. " response"
+    end
+    if asked then
+      t:add(F["request_in"], asked.frame):set_generated()
+      local d = pinfo.abs_ts - asked.time
+      local secs = math.floor(d)
+      t:add(F["time"], NSTime.new(secs, math.floor((d - secs) * 1e9 + 0.5))):set_generated()
+    elseif asked == false then
+      violation(t, problems, "ResponseWithoutRequest", "serialNo",
+                "no request with serialNo " .. serial .. " awaits an answer")
+    end
+  end
+  t:append_text(", " .. label .. ", serial " .. serial)
+  local mark = #problems > 0 and (" [" .. table.concat(problems, ",") .. "]") or ""
+  summaries[#summaries + 1] = label .. " #" .. serial .. mark
+end
+
+-- ------------------------------------------------------------------------ connections
+
+-- Decided once per TCP connection on its first payload: a server port, else the first
+-- frame's RpcConnHeader.flag (a request comes from the client).
+local function conversation(tvb, pinfo)
+  local fs = f_stream()
+  if not fs then return nil end
+  local id = fs.value
+  local conv = conversations[id]
+  if conv ~= nil then return conv.tubemq and conv or nil end
+  local cap = tvb:len()
+  if cap == 0 then return nil end
+  local s = tvb:raw(0, math.min(cap, 64))
+  local src_is_client
+  if is_server_port(pinfo.dst_port) then
+    src_is_client = true
+  elseif is_server_port(pinfo.src_port) then
+    src_is_client = false
+  elseif s:sub(1, math.min(#s, #TOKEN)) == TOKEN:sub(1, math.min(#s, #TOKEN)) then
+    -- RpcConnHeader is the content's first message: [len][08 flag]
+    local flag_at = HEADER_SIZE + 4 + 3
+    local flag = #s >= flag_at and s:byte(flag_at) or FLAG_REQUEST
+    src_is_client = flag ~= FLAG_RESPONSE
+  end
+  if src_is_client == nil then
+    conversations[id] = {tubemq = false}
+    return nil
+  end
+  conv = {
+    tubemq = true,
+    client = tostring(src_is_client and pinfo.src or pinfo.dst) .. ":"
+             .. (src_is_client and pinfo.src_port or pinfo.dst_port),
+    c2s = {}, s2c = {},
+    pending = {}, asked = {}, answered_in = {}, duplicate = {}, calls = {},
+  }
+  conversations[id] = conv
+  return conv
+end
+
+function tubemq.init()
+  conversations = {}
+end
+
+function tubemq.dissector(tvb, pinfo, tree)
+  local conv = conversation(tvb, pinfo)
+  if not conv then return 0 end
+  local cap = tvb:len()
+  if cap == 0 then return 0 end
+  local dir = (tostring(pinfo.src) .. ":" .. pinfo.src_port) == conv.client and "c2s" or "s2c"
+  local live = not pinfo.visited
+  local key = pinfo.number .. ":" .. tvb:reported_len() .. ":" .. dir
+  local st
+  if live then
+    st = conv[dir]
+    conv.calls[key] = {stalled = st.stalled}
+  else
+    st = {stalled = (conv.calls[key] or conv[dir]).stalled}
+  end
+  pinfo.cols.protocol = "TubeMQ"
+  local s = tvb:raw(0, cap)
+  local summaries = {}
+  local off = 0
+  while off < cap do
+    if st.stalled then
+      local nxt = s:sub(off + 1, off + #TOKEN) == TOKEN and off or resync(s, off)
+      local stop = nxt or cap
+      if stop > off then
+        local t = tree:add(tubemq, tvb(off, stop - off))
+        t:set_text("TubeMQ: undecodable bytes (continued)")
+      end
+      off = stop
+      if not nxt then break end
+      st.stalled = false
+    end
+    local len, code, field, reason = measure(s, off, cap)
+    if len == false then
+      local nxt = resync(s, off)
+      local stop = nxt or cap
+      local t = tree:add(tubemq, tvb(off, stop - off))
+      t:set_text("TubeMQ: undecodable bytes")
+      t:add(F["dir"], dir):set_generated()
+      violation(t, {}, code, field, reason)
+      summaries[#summaries + 1] = "[" .. code .. "]"
+      off = stop
+      if not nxt then st.stalled = true; break end
+    elseif len == nil then
+      pinfo.desegment_offset = off
+      pinfo.desegment_len = code
+      break
+    else
+      dissect_frame(tvb, s, off, len, tree, pinfo, conv, dir, live, summaries)
+      off = off + len
+    end
+  end
+  if #summaries > 0 then
+    local info = #summaries > 6 and (#summaries .. " frames: " .. summaries[1] .. " ... "
+                                     .. summaries[#summaries]) or table.concat(summaries, ", ")
+    pinfo.cols.info = (dir == "c2s" and "\226\134\146 " or "\226\134\144 ") .. info
+  end
+  return cap
+end
+
+local function heuristic(tvb, pinfo, tree)
+  if tvb:len() < 4 or tvb:raw(0, 4) ~= TOKEN then return false end
+  if not conversation(tvb, pinfo) then return false end
+  pinfo.conversation = tubemq
+  tubemq.dissector(tvb, pinfo, tree)
+  return true
+end
+
+tubemq:register_heuristic("tcp", heuristic)
+do
+  local ports = DissectorTable.get("tcp.port")
+  for _, p in ipairs(SERVER_PORTS) do ports:add(p, tubemq) end
+end
