@@ -13,6 +13,7 @@ import sys
 _PARTS = (
     "nsqviz.broker.cli",  # nsqviz broker
     "nsqviz.capture.cli",  # nsqviz decode
+    "nsqviz.conformance.cli",  # nsqviz conformance
     "nsqviz.lookupd.cli",  # nsqviz lookupd
     "nsqviz.pipeline.cli",  # nsqviz pipeline
     "nsqviz.tubemq.sim.cli",  # nsqviz tubemq-sim

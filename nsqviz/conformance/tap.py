@@ -45,6 +45,7 @@ class TappedConnection:
     client: str  # the client's address, host:port
     events: list[WireEvent] = field(default_factory=list)
     closed: bool = False
+    ended_by: str | None = None  # "client", "server" or "tap" (dropped): who closed first
 
     def commands(self) -> list[WireEvent]:
         return [e for e in self.events if e.direction == "c2s"]
@@ -113,6 +114,9 @@ class WireTap:
     def drop(self) -> None:
         """Cut every open connection (both sides), as if the nsqd went away."""
         def cut() -> None:
+            for c in self.connections:
+                if not c.closed and c.ended_by is None:
+                    c.ended_by = "tap"
             for w in self._writers:
                 w.transport.abort()
             self._writers.clear()
@@ -155,8 +159,13 @@ class WireTap:
     async def _pipe(self, reader, writer, conn: TappedConnection, direction: str, decode) -> None:
         try:
             while True:
-                data = await reader.read(65536)
+                try:
+                    data = await reader.read(65536)
+                except (ConnectionError, OSError):
+                    data = b""  # reset by that side: it ended the connection
                 if not data:
+                    if conn.ended_by is None:
+                        conn.ended_by = "client" if direction == "c2s" else "server"
                     break
                 await self._flowing.wait()
                 t = time.monotonic()

@@ -1,0 +1,324 @@
+"""Seed 002's client-guide rules, checked on observed traffic (a capture or a live tap).
+
+The checker reads what the codec's :class:`~nsqviz.nsq.codec.Observer` decoded of each
+client connection -- commands, frames, times and packet numbers -- and gives every rule
+of :data:`RULES` a :class:`Verdict`: ``pass``, ``fail`` or ``not exercised`` (the traffic
+never put the rule to the test), with the packets that show it. Nothing here knows which
+library made the traffic.
+
+Rules across connections (the RDY sum of one consumer, lookupd polling) are checked by
+:func:`check_consumer` and :func:`check_polls`. ``max_in_flight`` is not on the wire: the
+sum rule is judged only when it is given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from nsqviz.nsq.codec import DEFAULT_MAX_RDY_COUNT
+from nsqviz.nsq.events import (
+    Cls,
+    Event,
+    Fin,
+    Identify,
+    Magic,
+    Message,
+    Rdy,
+    Req,
+    Response,
+    Sub,
+    Touch,
+)
+
+__all__ = ["RULES", "Connection", "Seen", "Verdict", "check_connection", "check_consumer",
+           "check_polls"]
+
+PASS, FAIL, NOT_EXERCISED = "pass", "fail", "not exercised"
+
+RULES: dict[str, str] = {
+    "handshake": "magic, then IDENTIFY, then SUB (AUTH between them when required)",
+    "feature-negotiation": "IDENTIFY asks for feature_negotiation",
+    "initial-rdy": "the first RDY after SUB is 1",
+    "max-rdy-count": "no RDY above nsqd's max_rdy_count (2500 without negotiation)",
+    "rdy-update": "a RDY is re-sent only when the count left is 0 or < 25 % of the last sent",
+    "heartbeat": "every _heartbeat_ is answered before the next one",
+    "in-flight": "FIN, REQ and TOUCH only for messages in flight on that connection",
+    "backoff": "after a failure (REQ): RDY 0, then RDY 1 to test the waters, then more",
+    "cls-before-close": "a subscribed connection the client ends sends CLS first and "
+                        "waits for CLOSE_WAIT",
+    "rdy-sum": "the RDY counts of one consumer's connections never add up to more than "
+               "max_in_flight",
+    "lookupd-polling": "every lookupd is polled, periodically, with jitter",
+}
+"""Rule id -> what the guide asks, in one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One decoded event of a connection: when, which way, what, from which packets."""
+
+    t: float
+    direction: str  # "c2s" | "s2c"
+    event: Event
+    packets: tuple[int, ...]
+
+
+@dataclass
+class Connection:
+    """The events of one client connection, in order; ``ended_by`` is ``"client"``,
+    ``"server"`` or ``None`` (still open when the traffic ends)."""
+
+    label: str
+    seen: list[Seen] = field(default_factory=list)
+    ended_by: str | None = None
+
+    @property
+    def subscribed(self) -> Sub | None:
+        return next((s.event for s in self.seen if type(s.event) is Sub), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    rule: str
+    status: str
+    detail: str
+    packets: tuple[int, ...] = ()
+
+    def as_json(self) -> dict:
+        return {"rule": self.rule, "status": self.status, "detail": self.detail,
+                "packets": list(self.packets)}
+
+
+def _v(rule: str, status: str, detail: str, *seen: Seen) -> Verdict:
+    packets = tuple(sorted({p for s in seen if s is not None for p in s.packets}))
+    return Verdict(rule, status, detail, packets[:12])
+
+
+# ------------------------------------------------------------------- one connection
+
+
+def check_connection(conn: Connection) -> list[Verdict]:
+    """Every per-connection rule for ``conn``."""
+    return [check(conn) for check in (
+        _handshake, _feature_negotiation, _initial_rdy, _max_rdy_count, _rdy_update,
+        _heartbeat, _in_flight, _backoff, _cls_before_close)]
+
+
+def _commands(conn: Connection) -> list[Seen]:
+    return [s for s in conn.seen if s.direction == "c2s"]
+
+
+def _handshake(conn: Connection) -> Verdict:
+    order = [s for s in _commands(conn) if type(s.event) in (Magic, Identify, Sub)]
+    kinds = [type(s.event) for s in order]
+    if Sub not in kinds:
+        if Identify in kinds:
+            return _v("handshake", PASS, "IDENTIFY sent (a producer: no SUB)", *order)
+        return _v("handshake", NOT_EXERCISED, "no IDENTIFY or SUB seen", *order)
+    if Identify not in kinds:
+        return _v("handshake", FAIL, "SUB without IDENTIFY first", *order)
+    if kinds.index(Identify) > kinds.index(Sub):
+        return _v("handshake", FAIL, "IDENTIFY after SUB", *order)
+    return _v("handshake", PASS, "IDENTIFY before SUB", *order)
+
+
+def _feature_negotiation(conn: Connection) -> Verdict:
+    ident = next((s for s in _commands(conn) if type(s.event) is Identify), None)
+    if ident is None:
+        return _v("feature-negotiation", NOT_EXERCISED, "no IDENTIFY seen")
+    if ident.event.data.get("feature_negotiation"):
+        return _v("feature-negotiation", PASS, "feature_negotiation: true", ident)
+    return _v("feature-negotiation", FAIL, "IDENTIFY without feature_negotiation", ident)
+
+
+def _rdys(conn: Connection) -> list[Seen]:
+    return [s for s in _commands(conn) if type(s.event) is Rdy]
+
+
+def _initial_rdy(conn: Connection) -> Verdict:
+    rdys = _rdys(conn)
+    if conn.subscribed is None or not rdys:
+        return _v("initial-rdy", NOT_EXERCISED, "no SUB followed by RDY")
+    first = rdys[0]
+    if first.event.count == 1:
+        return _v("initial-rdy", PASS, "first RDY 1", first)
+    return _v("initial-rdy", FAIL, f"first RDY {first.event.count}, the guide says 1", first)
+
+
+def _max_rdy_count(conn: Connection) -> Verdict:
+    limit, source = DEFAULT_MAX_RDY_COUNT, "2500 (no feature negotiation seen)"
+    for s in conn.seen:
+        if s.direction == "s2c" and type(s.event) is Response and s.event.data[:1] == b"{":
+            try:
+                features = json.loads(s.event.data)
+            except ValueError:
+                continue
+            if "max_rdy_count" in features:
+                limit, source = int(features["max_rdy_count"]), "nsqd's max_rdy_count"
+            break
+    rdys = _rdys(conn)
+    if not rdys:
+        return _v("max-rdy-count", NOT_EXERCISED, "no RDY sent")
+    over = [s for s in rdys if s.event.count > limit]
+    if over:
+        return _v("max-rdy-count", FAIL, f"RDY {over[0].event.count} > {limit} ({source})",
+                  *over)
+    top = max(rdys, key=lambda s: s.event.count)
+    return _v("max-rdy-count", PASS, f"highest RDY {top.event.count} <= {limit} ({source})",
+              top)
+
+
+def _rdy_update(conn: Connection) -> Verdict:
+    last, since, resends, bad = None, 0, [], []
+    for s in conn.seen:
+        kind = type(s.event)
+        if kind is Message:
+            since += 1
+        elif kind is Rdy and s.direction == "c2s":
+            count = s.event.count
+            if last is not None and count == last and count > 0:
+                left = last - since
+                (resends if left <= 0 or left < last / 4 else bad).append((s, left))
+            last, since = count, 0
+    if bad:
+        s, left = bad[0]
+        return _v("rdy-update", FAIL, f"RDY {s.event.count} re-sent with {left} of "
+                  f"{s.event.count} left (>= 25 %); {len(bad)} such", *(b[0] for b in bad))
+    if resends:
+        return _v("rdy-update", PASS, f"{len(resends)} re-sends, each at 0 or < 25 % left",
+                  *(r[0] for r in resends))
+    return _v("rdy-update", NOT_EXERCISED, "RDY never re-sent with the same count")
+
+
+def _heartbeat(conn: Connection) -> Verdict:
+    beats = [i for i, s in enumerate(conn.seen)
+             if s.direction == "s2c" and type(s.event) is Response and s.event.is_heartbeat]
+    if not beats:
+        return _v("heartbeat", NOT_EXERCISED, "no heartbeat in the traffic")
+    missed = []
+    for k, i in enumerate(beats):
+        end = beats[k + 1] if k + 1 < len(beats) else len(conn.seen)
+        if not any(s.direction == "c2s" for s in conn.seen[i + 1:end]):
+            if end == len(conn.seen) and conn.ended_by is None:
+                continue  # the traffic ends before an answer could be seen
+            missed.append(conn.seen[i])
+    if missed:
+        return _v("heartbeat", FAIL, f"{len(missed)} of {len(beats)} heartbeats unanswered",
+                  *missed)
+    return _v("heartbeat", PASS, f"{len(beats)} heartbeats answered",
+              *(conn.seen[i] for i in beats[:6]))
+
+
+def _in_flight(conn: Connection) -> Verdict:
+    flying: set[bytes] = set()
+    answers, bad = [], []
+    for s in conn.seen:
+        kind = type(s.event)
+        if kind is Message:
+            flying.add(s.event.id)
+        elif kind in (Fin, Req, Touch) and s.direction == "c2s":
+            answers.append(s)
+            if s.event.id not in flying:
+                bad.append(s)
+            elif kind is not Touch:
+                flying.discard(s.event.id)
+    if not answers:
+        return _v("in-flight", NOT_EXERCISED, "no FIN, REQ or TOUCH")
+    if bad:
+        return _v("in-flight", FAIL, f"{len(bad)} answers for ids not in flight "
+                  f"(first {bad[0].event.id.decode()})", *bad)
+    return _v("in-flight", PASS, f"{len(answers)} answers, each for a message in flight",
+              *answers[:3])
+
+
+def _backoff(conn: Connection) -> Verdict:
+    cmds = _commands(conn)
+    reqs = [i for i, s in enumerate(cmds) if type(s.event) is Req]
+    if not reqs:
+        return _v("backoff", NOT_EXERCISED, "no failure (REQ) in the traffic")
+    rdys = [(i, s) for i, s in enumerate(cmds) if type(s.event) is Rdy and i > reqs[0]]
+    zero = next(((i, s) for i, s in rdys if s.event.count == 0), None)
+    if zero is None:
+        return _v("backoff", NOT_EXERCISED, "REQ never followed by RDY 0: no backoff, or "
+                  "requeues without backoff (the wire cannot tell them apart)", cmds[reqs[0]])
+    after = [s for i, s in rdys if i > zero[0] and s.event.count > 0]
+    if not after:
+        return _v("backoff", NOT_EXERCISED, "RDY 0 after REQ; the traffic ends in backoff "
+                  "(or another connection tested the waters)", cmds[reqs[0]], zero[1])
+    if after[0].event.count != 1:
+        return _v("backoff", FAIL, f"after RDY 0 came RDY {after[0].event.count}, not 1 "
+                  "(test the waters)", cmds[reqs[0]], zero[1], after[0])
+    return _v("backoff", PASS, "REQ, RDY 0, then RDY 1", cmds[reqs[0]], zero[1], after[0])
+
+
+def _cls_before_close(conn: Connection) -> Verdict:
+    if conn.subscribed is None:
+        return _v("cls-before-close", NOT_EXERCISED, "never subscribed")
+    cls = next((s for s in _commands(conn) if type(s.event) is Cls), None)
+    wait = next((s for s in conn.seen if type(s.event) is Response
+                 and s.event.data == b"CLOSE_WAIT"), None)
+    if cls is not None:
+        if wait is None:
+            return _v("cls-before-close", FAIL, "CLS sent, CLOSE_WAIT never seen", cls)
+        return _v("cls-before-close", PASS, "CLS, then CLOSE_WAIT", cls, wait)
+    if conn.ended_by == "client":
+        last = conn.seen[-1] if conn.seen else None
+        return _v("cls-before-close", FAIL, "the client closed a subscribed connection "
+                  "without CLS", last)
+    return _v("cls-before-close", NOT_EXERCISED,
+              "the connection did not end by the client within the traffic")
+
+
+# ------------------------------------------------------------------- across connections
+
+
+def check_consumer(conns: Iterable[Connection], max_in_flight: int | None,
+                   window: float = 0.02) -> Verdict:
+    """The RDY sum over the subscribed connections (RDYs closer than ``window`` seconds
+    count as one burst: a client lowers one and raises another in one go)."""
+    timeline = sorted(((s.t, k, s) for k, c in enumerate(conns) for s in _rdys(c)),
+                      key=lambda x: x[0])
+    if not timeline:
+        return _v("rdy-sum", NOT_EXERCISED, "no RDY sent")
+    if max_in_flight is None:
+        return _v("rdy-sum", NOT_EXERCISED, "max_in_flight is not on the wire: give it")
+    current: dict[int, int] = {}
+    start, burst, worst = None, [], (0, [])
+    for t, k, s in timeline + [(float("inf"), -1, None)]:
+        if start is not None and t - start >= window:
+            total = sum(current.values())
+            if total > worst[0]:
+                worst = (total, burst)
+            start, burst = None, []
+        if s is None:
+            break
+        start = t if start is None else start
+        current[k] = s.event.count
+        burst.append(s)
+    total, burst = worst
+    status = PASS if total <= max_in_flight else FAIL
+    return _v("rdy-sum", status, f"highest sum {total} (max_in_flight {max_in_flight}) over "
+              f"{len({k for _, k, _ in timeline})} connection(s)", *burst)
+
+
+def check_polls(polls: dict[str, list[tuple[float, int]]]) -> Verdict:
+    """``polls``: lookupd address -> [(time, packet)] of its ``GET /lookup`` requests."""
+    if not polls or not any(polls.values()):
+        return Verdict("lookupd-polling", NOT_EXERCISED, "no GET /lookup in the traffic")
+    counts = {a: len(p) for a, p in polls.items()}
+    packets = tuple(p for ps in polls.values() for _, p in ps[:4])
+    if len(set(counts.values())) > 1 and min(counts.values()) < max(counts.values()) - 1:
+        return Verdict("lookupd-polling", FAIL, f"lookupds polled unevenly {counts} (the "
+                       "guide: every lookupd at each poll)", packets)
+    gaps = [b[0] - a[0] for ps in polls.values() for a, b in zip(ps, ps[1:], strict=False)]
+    if len(gaps) < 2:
+        return Verdict("lookupd-polling", NOT_EXERCISED,
+                       f"{sum(counts.values())} polls: too few to see the period", packets)
+    spread = max(gaps) - min(gaps)
+    detail = (f"{len(polls)} lookupd(s), {sum(counts.values())} polls, intervals "
+              f"{min(gaps):.2f}-{max(gaps):.2f} s")
+    if spread < 0.005 * max(gaps):
+        return Verdict("lookupd-polling", FAIL, detail + ": no jitter", packets)
+    return Verdict("lookupd-polling", PASS, detail, packets)
