@@ -69,7 +69,12 @@ def _ok(call: Call) -> Message:
 
 class Producer:
     """Registers with the Master, learns the partitions of its topics from a heartbeat,
-    and sends each message to the next partition (round robin)."""
+    and sends each message to the next partition (round robin). Calls may overlap
+    (``asyncio.gather`` of sends): they share one connection per server, paired by
+    serialNo. ``channel`` is the connection class (a benchmark swaps in an in-process one).
+    """
+
+    channel: type[AsyncChannel] = AsyncChannel
 
     def __init__(self, master: str, topics: list[str], *, heartbeat_interval: float = 10.0,
                  host: str = "127.0.0.1"):
@@ -87,7 +92,7 @@ class Producer:
         self._task: asyncio.Task | None = None
 
     async def start(self) -> Producer:
-        self._master = await AsyncChannel(self.master_address).connect()
+        self._master = await self.channel(self.master_address).connect()
         answer = _ok(await self._master.call("producerRegisterP2M", {
             "clientId": self.client_id, "topicList": self.topics, "brokerCheckSum": -1,
             "hostName": self.host}))
@@ -125,7 +130,7 @@ class Producer:
 
     def _channel(self, address: str) -> AsyncChannel:
         if address not in self._channels:
-            self._channels[address] = AsyncChannel(address)
+            self._channels[address] = self.channel(address)
         return self._channels[address]
 
     async def send(self, topic: str, body: bytes, *, attribute: str | None = None,
@@ -189,6 +194,8 @@ class Batch:
 class Consumer:
     """A consumer of one group: partitions come and go with the Master's events."""
 
+    channel: type[AsyncChannel] = AsyncChannel
+
     def __init__(self, master: str, group: str, topics: list[str], *,
                  heartbeat_interval: float = 10.0, read_status: int = 0,
                  host: str = "127.0.0.1"):
@@ -208,7 +215,7 @@ class Consumer:
         self._next = 0
 
     async def start(self) -> Consumer:
-        self._master = await AsyncChannel(self.master_address).connect()
+        self._master = await self.channel(self.master_address).connect()
         _ok(await self._master.call("consumerRegisterC2M", {
             "clientId": self.client_id, "groupName": self.group, "hostName": self.host,
             "topicList": self.topics, "defFlowCheckId": UNDEFINED,
@@ -276,7 +283,7 @@ class Consumer:
 
     def _channel(self, address: str) -> AsyncChannel:
         if address not in self._channels:
-            self._channels[address] = AsyncChannel(address)
+            self._channels[address] = self.channel(address)
         return self._channels[address]
 
     async def fetch(self) -> Batch | None:

@@ -194,11 +194,17 @@ class AsyncChannel:
         self._writer: asyncio.StreamWriter | None = None
         self._waiting: dict[int, tuple[Call, asyncio.Future]] = {}
         self._task: asyncio.Task | None = None
+        self._connecting: asyncio.Lock | None = None
 
     async def connect(self) -> AsyncChannel:
-        host, port = _split(self.address)
-        self._reader, self._writer = await asyncio.open_connection(host, port)
-        self._task = asyncio.get_running_loop().create_task(self._read())
+        """Open the connection (once, however many calls ask for it at the same time)."""
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
+            if self._writer is None:
+                host, port = _split(self.address)
+                self._reader, self._writer = await asyncio.open_connection(host, port)
+                self._task = asyncio.get_running_loop().create_task(self._read())
         return self
 
     async def call(self, method: str, message: Message | dict[str, Any], *,
