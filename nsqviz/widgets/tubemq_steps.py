@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["fields_text", "history_table", "partition_moves", "sequence", "step_html"]
 
+_ENVELOPES = ("RequestBody", "RspResponseBody")  # their bytes: the inner message, shown apart
+
 
 def fields_text(msg: Message | None, limit: int = 48) -> list[str]:
     """``name: value`` for every field set in ``msg`` (bytes and long values cut)."""
@@ -37,6 +39,8 @@ def fields_text(msg: Message | None, limit: int = 48) -> list[str]:
                      else short_value(v, limit) for v in value]
             shown = items[:6] + ([f"… {len(items) - 6} more"] if len(items) > 6 else [])
             out.append(f"{fd.name}: [{', '.join(shown)}]")
+        elif isinstance(value, bytes) and msg.DESCRIPTOR.name in _ENVELOPES:
+            out.append(f"{fd.name}: {len(value)} bytes (decoded below)")
         elif isinstance(value, bytes):
             out.append(f"{fd.name}: {len(value)} bytes {short_value(value[:24], limit)}")
         else:
