@@ -54,6 +54,20 @@ def test_nothing_lost_including_a_multi_block_message(sim):
     assert sorted(got) == sorted(bodies)  # every message once, the big one intact
 
 
+def test_consume_waits_for_messages_produced_later(sim):
+    async def run():
+        consumer = await Consumer(sim.master_address, "g3", [TOPIC]).start()
+        waiting = asyncio.ensure_future(consumer.consume(5, timeout=10, idle_wait=0.05))
+        await asyncio.sleep(0.2)  # the consumer finds nothing and waits
+        await produce(sim.master_address, [b"late%d" % i for i in range(5)])
+        got = await waiting
+        await consumer.close()
+        return got
+
+    got = asyncio.run(run())
+    assert sorted(m.body for m in got) == [b"late%d" % i for i in range(5)]
+
+
 def test_attributes_come_back(sim):
     async def run():
         producer = await Producer(sim.master_address, [TOPIC]).start()

@@ -79,3 +79,13 @@ def test_consumers_rebalance_and_commit(session):
     assert len(sequence(session).arrows) == 2 * len(session.steps)
     assert [s.summary.split(" #")[0] for s in a.close()] == [
         "CloseRequestC2M", "RegisterRequestC2B", "RegisterRequestC2B"]
+
+
+def test_default_session_starts_the_process_simulator():
+    from nsqviz.tubemq.live.session import default_sim
+
+    session = TubeSession()  # no address: the process's embedded simulator
+    assert session.sim is default_sim() and session.master_address == default_sim().master_address
+    step = session.producer(client="p-default").register()
+    assert step.call.ok
+    session.close()

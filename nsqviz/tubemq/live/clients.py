@@ -322,6 +322,23 @@ class Consumer:
         part.offset = answer.currOffset
         return answer
 
+    async def consume(self, count: int, *, timeout: float = 30.0,
+                      idle_wait: float = 0.4) -> list[Received]:
+        """Fetch and commit, batch after batch, until ``count`` messages came or
+        ``timeout`` seconds passed; when no held partition has data, wait ``idle_wait``
+        (the Go client's 404 back-off) and heartbeat, so rebalance events keep coming."""
+        got: list[Received] = []
+        deadline = asyncio.get_running_loop().time() + timeout
+        while len(got) < count and asyncio.get_running_loop().time() < deadline:
+            batch = await self.fetch()
+            if batch is None:
+                await asyncio.sleep(idle_wait)
+                await self.heartbeat()
+                continue
+            await self.commit(batch)
+            got.extend(batch.messages)
+        return got
+
     async def close(self) -> None:
         """CloseRequestC2M, then unregister every held partition (as the Go client)."""
         if self._task is not None:

@@ -75,10 +75,6 @@ class PartitionLog:
     def max_offset(self) -> int:
         return len(self.messages) * INDEX_UNIT
 
-    @property
-    def data_size(self) -> int:
-        return sum(len(m.payload) for m in self.messages)
-
     def append(self, message: StoredMessage) -> int:
         """Store ``message``; returns the index offset it was appended at."""
         offset = self.max_offset
