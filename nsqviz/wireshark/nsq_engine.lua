@@ -11,15 +11,15 @@
 -- negotiated snappy, deflate or TLS as such instead of dissecting it as NSQ.
 -- ---------------------------------------------------------------------------------
 
-local ef_violation = ProtoExpert.new("nsq.violation.expert", "NSQ protocol violation",
+local ef_violation = ProtoExpert.new("nsq.expert.violation", "NSQ protocol violation",
                                      expert.group.PROTOCOL, expert.severity.ERROR)
-local ef_nonfatal = ProtoExpert.new("nsq.violation.nonfatal", "NSQ protocol violation (not fatal)",
+local ef_nonfatal = ProtoExpert.new("nsq.expert.nonfatal", "NSQ protocol violation (not fatal)",
                                     expert.group.PROTOCOL, expert.severity.WARN)
-local ef_skipped = ProtoExpert.new("nsq.resync", "Bytes skipped while resynchronising",
+local ef_skipped = ProtoExpert.new("nsq.expert.resync", "Bytes skipped while resynchronising",
                                    expert.group.SEQUENCE, expert.severity.WARN)
-local ef_cut = ProtoExpert.new("nsq.cut.expert", "PDU cut short by the capture's snaplen",
+local ef_cut = ProtoExpert.new("nsq.expert.cut", "PDU cut short by the capture's snaplen",
                                expert.group.MALFORMED, expert.severity.WARN)
-local ef_switch = ProtoExpert.new("nsq.switch", "The stream changes form here",
+local ef_switch = ProtoExpert.new("nsq.expert.switch", "The stream changes form here",
                                   expert.group.SEQUENCE, expert.severity.NOTE)
 nsq.experts = {ef_violation, ef_nonfatal, ef_skipped, ef_cut, ef_switch}
 

@@ -5,11 +5,9 @@
 -- the generated tables above (METHODS, SERVICES, PB, LIMITS, ...) and the fields F.
 -- ---------------------------------------------------------------------------------
 
-local ef_violation = ProtoExpert.new("tubemq.violation.expert", "TubeMQ protocol violation",
+local ef_violation = ProtoExpert.new("tubemq.expert.violation", "TubeMQ protocol violation",
                                      expert.group.PROTOCOL, expert.severity.ERROR)
-local ef_answer = ProtoExpert.new("tubemq.answer", "Answer to an earlier request",
-                                  expert.group.SEQUENCE, expert.severity.CHAT)
-tubemq.experts = {ef_violation, ef_answer}
+tubemq.experts = {ef_violation}
 
 do
   local list, seen = {}, {}

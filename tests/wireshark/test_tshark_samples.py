@@ -46,9 +46,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 DATA = Path(__file__).resolve().parents[2] / "data"
-SAMPLES = sorted(p.name for p in DATA.iterdir()
-                 if p.suffix in (".pcap", ".pcapng") and not p.name.startswith("tubemq-"))
-"""The NSQ samples (the TubeMQ ones, tubemq-*, are held to the TubeMQ codec elsewhere)."""
+SAMPLES = sorted(p.name for p in DATA.iterdir() if p.suffix in (".pcap", ".pcapng"))
+"""The NSQ samples (the TubeMQ ones, in data/tubemq/, are held to the TubeMQ codec in
+test_tshark_tubemq.py)."""
 
 
 @pytest.fixture(scope="module")
