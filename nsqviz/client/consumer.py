@@ -25,7 +25,9 @@
   every connection and waits ``backoff_strategy(n)``; then one connection gets RDY 1
   ("test the waters"); its result moves ``n`` down (success) or up (failure), and at
   ``n == 0`` every connection gets its share again. Results during the wait are not
-  counted.
+  counted. A tester that gets no message for ``low_rdy_idle_timeout`` hands its RDY 1
+  to another connection (its nsqd may be empty; a library that keeps it there stays
+  in backoff for good).
 * **Starvation** -- :meth:`is_starved`.
 * **Close** -- :meth:`close` sends CLS on every connection, waits for ``CLOSE_WAIT``
   and for the in-flight messages to be answered (up to ``drain_timeout``), then
@@ -289,10 +291,13 @@ class Consumer:
         """With fewer RDY than connections: take RDY from connections idle longer than
         ``low_rdy_idle_timeout`` and give RDY 1 to connections that have none."""
         conns = list(self.conns.values())
-        if self.backoff_level > 0 or self._closing or self.config.max_in_flight >= len(conns):
-            return
         now = time.monotonic()
         idle = self.config.low_rdy_idle_timeout
+        if self.backoff_level > 0 and not self._closing:
+            self._move_tester(conns, now, idle)
+            return
+        if self._closing or self.config.max_in_flight >= len(conns):
+            return
         for c in conns:
             if c.rdy > 0 and now - max(c.last_message_at, c.rdy_sent_at) > idle:
                 self._send_rdy(c, 0)
@@ -302,6 +307,21 @@ class Consumer:
             if self.total_rdy() >= self.config.max_in_flight:
                 break
             self._send_rdy(c, 1)
+
+    def _move_tester(self, conns: list[NSQConnection], now: float, idle: float) -> None:
+        """In backoff, the RDY 1 that tests the waters moves on when its connection has
+        had no message for ``low_rdy_idle_timeout`` (its nsqd may simply be empty)."""
+        t = self._testing
+        if self._backoff_timer is not None or t is None:
+            return
+        if now - max(t.last_message_at, t.rdy_sent_at) <= idle:
+            return
+        others = [c for c in conns if c is not t and c.is_open]
+        if not others:
+            return
+        self._send_rdy(t, 0)
+        self._testing = self.rng.choice(others)
+        self._send_rdy(self._testing, 1)
 
     def is_starved(self) -> bool:
         """True if a connection has in flight 85 % or more of its last RDY (the guide's
