@@ -22,6 +22,7 @@ delivers synchronously, straight into the client's output buffer.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 import random
@@ -38,6 +39,10 @@ if TYPE_CHECKING:
 __all__ = ["Channel", "Consumer", "Topic", "backend_name"]
 
 _seq = itertools.count()
+
+DRAIN_SLICE = 4096
+"""Messages a topic hands on to its channels per event-loop turn while it drains the
+backlog that waited for its first channel (nsqd's topic pump does this concurrently)."""
 
 
 class Consumer(Protocol):
@@ -108,6 +113,33 @@ class _Backlog:
             self.disk.put_many([encode_record(m) for m in msgs[room:]])
         else:
             self.dropped += len(msgs) - room  # ephemeral: nsqd's dummy backend discards
+
+    def put_records(self, records: list[bytes]) -> None:
+        """Disk records moved here from another backlog: decoded only as far as they fit
+        in memory, the rest written to disk as they are."""
+        room = len(records) if self.limit is None else max(0, self.limit - len(self.memory))
+        self.memory.extend(decode_record(r) for r in records[:room])
+        if room >= len(records):
+            return
+        if self.disk is not None:
+            self.disk.put_many(records[room:])
+        else:
+            self.dropped += len(records) - room
+
+    def take(self, n: int) -> tuple[list[BrokerMessage], list[bytes]]:
+        """Up to ``n`` messages off the front: those in memory, then raw disk records
+        (not decoded: a move to another backlog writes them back as they are)."""
+        memory = self.memory
+        msgs = [memory.popleft() for _ in range(min(n, len(memory)))]
+        records: list[bytes] = []
+        if self.disk is not None:
+            get = self.disk.get
+            while len(msgs) + len(records) < n:
+                data = get()
+                if data is None:
+                    break
+                records.append(data)
+        return msgs, records
 
     def pop(self) -> BrokerMessage | None:
         if self.memory:
@@ -187,6 +219,12 @@ class Channel:
     def put_many(self, msgs: list[BrokerMessage]) -> None:
         self.message_count += len(msgs)
         self.backlog.put_many(msgs)
+        self._pump_after_put()
+
+    def put_records(self, records: list[bytes]) -> None:
+        """Disk records of the topic's backlog (see :meth:`_Backlog.put_records`)."""
+        self.message_count += len(records)
+        self.backlog.put_records(records)
         self._pump_after_put()
 
     def _pump_after_put(self) -> None:
@@ -369,6 +407,7 @@ class Topic:
         self.message_count = 0
         self.message_bytes = 0
         self.paused = False
+        self.draining = False  # the backlog is being handed to the channels
 
     @property
     def depth(self) -> int:
@@ -394,11 +433,11 @@ class Topic:
     def put(self, msg: BrokerMessage, defer: float = 0.0) -> None:
         self.message_count += 1
         self.message_bytes += len(msg.body)
-        if not self.channels:
+        if not self.channels or self.draining:
             if defer > 0:
                 self.pending_deferred.append((msg, defer))
             else:
-                self.backlog.put(msg)
+                self.backlog.put(msg)  # behind what waits already
             return
         self._fan_out(msg, defer)
 
@@ -406,7 +445,7 @@ class Topic:
         """MPUB: all or nothing -- the bodies were validated before we get here."""
         self.message_count += len(msgs)
         self.message_bytes += sum(len(m.body) for m in msgs)
-        if not self.channels:
+        if not self.channels or self.draining:
             self.backlog.put_many(msgs)
             return
         first = True
@@ -425,17 +464,49 @@ class Topic:
                 ch.put(m)
 
     def drain_backlog(self) -> None:
-        """Messages that waited for a first channel go to every channel now."""
+        """Messages that waited for a first channel go to every channel: a slice per
+        event-loop turn, so the SUB that created the channel is answered at once, however
+        long the backlog (without a running loop -- at start-up, in a unit test -- all
+        at once). Until it is done, new messages queue up behind it."""
+        if self.draining or not self.channels:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        self.draining = True
+        if loop is not None:
+            loop.call_soon(self._drain_more, loop)
+            return
+        while self._drain_slice():
+            pass
+
+    def _drain_more(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self.draining and self._drain_slice():
+            loop.call_soon(self._drain_more, loop)
+
+    def _drain_slice(self) -> bool:
+        """Hand on up to :data:`DRAIN_SLICE` messages; True while more are left."""
+        channels = list(self.channels.values())
+        if not channels:  # every channel went while draining: the rest waits here again
+            self.draining = False
+            return False
+        msgs, records = self.backlog.take(DRAIN_SLICE)
+        for i, ch in enumerate(channels):
+            if msgs:
+                ch.put_many(msgs if i == 0 else [m.copy() for m in msgs])
+            if records:
+                ch.put_records(records)
+        if len(msgs) + len(records) == DRAIN_SLICE:
+            return True
+        self.draining = False
         pending, self.pending_deferred = self.pending_deferred, []
-        while True:
-            msg = self.backlog.pop()
-            if msg is None:
-                break
-            self._fan_out(msg, 0.0)
         for msg, defer in pending:
             self._fan_out(msg, defer)
+        return False
 
     def close(self) -> None:
+        self.draining = False  # what is left of the backlog stays in the topic's queue
         if self.backlog.disk is not None:
             self.backlog.spill(m for m, _ in self.pending_deferred)
         self.pending_deferred.clear()
@@ -444,6 +515,7 @@ class Topic:
         self.backlog.close()
 
     def delete(self) -> None:
+        self.draining = False
         for ch in list(self.channels.values()):
             ch.delete()
         self.channels.clear()
