@@ -325,9 +325,10 @@ class ClientConnection(_Connection):
                 violations.insert(0, Violation(
                     "ResponseWithoutRequest", "serialNo",
                     f"no request with serialNo {serial} awaits an answer", base + start + 4,
-                    raw=raw, event=answer))
+                    raw=raw))
             answer = self._answered(answer, now)
             out.append(answer)
+            violations = [dataclasses.replace(v, event=answer) for v in violations]
         out.extend(violations)
 
 

@@ -175,9 +175,6 @@ class TubeFraming:
                 self._seen += step
                 if self._skip:
                     return
-                if self._blocks == 0:
-                    self._total = self._seen
-                    return
                 continue
             want = HEADER_SIZE if self._blocks < 0 else 4
             if not self._head and n - pos >= want:
@@ -224,8 +221,8 @@ class TubeFraming:
         self._index += 1
         self._blocks -= 1
         self._skip = length
-        if length == 0 and self._blocks == 0:
-            self._total = self._seen
+        if self._blocks == 0:  # the last length: the frame's end is known
+            self._total = self._seen + length
         return self._error is not None or self._total is not None
 
     def measure(self, buf: bytes, pos: int) -> int | None:

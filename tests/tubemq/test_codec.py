@@ -105,7 +105,7 @@ def test_eof_inside_a_frame():
     events = client.receive(bytes.fromhex(CLOSE_RESPONSE_HEX)[:20])
     events += client.receive(b"")
     assert [type(e) for e in events] == [Truncated, ConnectionClosed]
-    assert events[0].offset == 0 and events[0].expected is None
+    assert events[0].offset == 0 and events[0].expected == 39  # its one block length is in
 
 
 # --------------------------------------------------------------- peer errors
@@ -324,3 +324,29 @@ def test_fast_request_path_agrees_with_the_detailed_one(data):
     slow, violations = _detailed_request(7, content, None, lambda c: c)
     if fast is not None:
         assert violations == [] and slow == fast
+
+
+def test_violations_point_at_the_answer_as_returned():
+    client = ClientConnection()
+    req, _ = client.request(1, register_p2m())
+    wrong = make_response(make_request(req.serialNo, 4, None), M["RegisterResponseM2C"](
+        success=True, errCode=200, errMsg="OK!"))
+    answer, violation = client.receive(encode(wrong))
+    assert violation.event is answer and answer.request is req
+
+
+def test_gap_gives_the_lost_frames_length_once_its_block_lengths_arrived():
+    frame = encode(make_request(1, 13, M["SendMessageRequestP2B"](
+        clientId="p", topicName="t", partitionId=0, data=bytes(20000), flag=0, checkSum=-1,
+        sentAddr=1)))
+    server = ServerConnection()
+    assert server.receive(frame[:100]) == []
+    partial, length = server.gap()
+    assert partial == frame[:100] and length is None  # block lengths 1 and 2 not seen yet
+    whole_heads = frame[: 12 + 4 + 8192 + 4 + 8192 + 4 + 10]
+    server = ServerConnection()
+    server.receive(whole_heads)
+    partial, length = server.gap()
+    assert length == len(frame)
+    # after the gap the connection reads the next frame afresh
+    assert [type(e) for e in server.receive(frame)] == [Request]
