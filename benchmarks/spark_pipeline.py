@@ -132,7 +132,7 @@ class MemorySampler(threading.Thread):
 def measure(master: str, files: list[str], warmup: str, out: str) -> dict:
     """Runs in a child process: warm up, then one timed pipeline run."""
     from nsqviz.pipeline.job import run
-    from nsqviz.pipeline.session import get_session
+    from nsqviz.pipeline.spark import get_session
 
     sampler = MemorySampler()
     sampler.start()

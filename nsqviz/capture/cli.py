@@ -1,9 +1,12 @@
-"""``nsqviz decode CAPTURE...``: the NSQ conversations in pcap/pcapng files, one line a frame.
+"""``nsqviz decode CAPTURE...``: the conversations in pcap/pcapng files, one line a frame.
 
 Modelled on tshark: a one-line summary per command or frame (packet numbers, time since
 the first packet, endpoints, direction, name, the fields that matter), ``--json`` for
 one JSON object per line, ``--flow`` and ``--filter`` to narrow it down, ``--stats`` for
-per-flow counts in place of the frames (like ``tshark -q -z conv,tcp``).
+per-flow counts in place of the frames (like ``tshark -q -z conv,tcp``). Several files
+are one capture set (rotated files) unless ``--each-file``; ``--idle-split`` is the
+silence that ends a connection. ``nsqviz pipeline`` takes the same two options, with the
+same defaults, and finds the same connections.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ import sys
 from collections import Counter
 from typing import Any, TextIO
 
-from nsqviz.capture.decode import CaptureDecoder, DecodedRecord, FlowStats
+from nsqviz import protocols
+from nsqviz.capture.decode import CaptureDecoder, FlowStats
 from nsqviz.capture.files import CaptureFormatError
-from nsqviz.capture.tcp import DEFAULT_SERVER_PORTS
+from nsqviz.capture.options import add_capture_set_options, capture_set_options
+from nsqviz.records import DecodedRecord, json_line, summary
 
 __all__ = ["register", "run"]
 
@@ -25,7 +30,7 @@ __all__ = ["register", "run"]
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "decode",
-        help="decode the NSQ traffic in pcap/pcapng captures",
+        help="decode the NSQ (and every other known protocol's) traffic in captures",
         description=__doc__.splitlines()[0],
     )
     p.add_argument("captures", nargs="+", metavar="CAPTURE",
@@ -44,10 +49,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--stats", action="store_true",
                    help="per-flow counts (frames, frames per packet, packets per frame)"
                         " instead of the frames")
-    p.add_argument(
-        "--port", action="append", type=int, default=[], metavar="P",
-        help=f"also treat P as an NSQ server port (default: {sorted(DEFAULT_SERVER_PORTS)})",
-    )
+    add_capture_set_options(p)
     p.set_defaults(run=run)
 
 
@@ -66,48 +68,6 @@ def _flow_matcher(specs: list[str]):
     return match
 
 
-def _short(data_hex: str, limit: int = 24) -> str:
-    raw = bytes.fromhex(data_hex)
-    text = raw[:limit].decode("ascii", "replace")
-    text = "".join(c if c.isprintable() else "." for c in text)
-    return repr(text + ("..." if len(raw) > limit else ""))
-
-
-def _clip(value: Any, limit: int = 80) -> str:
-    text = str(value)
-    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
-
-
-def summary(rec: DecodedRecord) -> str:
-    """The Info column: the fields that identify this record at a glance."""
-    f = rec.fields
-    name = rec.name
-    if name in ("PUB", "DPUB"):
-        extra = f" defer={f['defer_time']}ms" if name == "DPUB" else ""
-        return f"topic={f['topic']}{extra} body={len(f['body']) // 2}B {_short(f['body'])}"
-    if name == "MPUB":
-        return f"topic={f['topic']} messages={len(f['bodies'])}"
-    if name == "SUB":
-        return f"topic={f['topic']} channel={f['channel']}"
-    if name == "RDY":
-        return f"count={f['count']}"
-    if name in ("FIN", "TOUCH", "REQ"):
-        return f"id={f['id']}" + (f" timeout={f['timeout']}ms" if name == "REQ" else "")
-    if name == "IDENTIFY":
-        return json.dumps(f["data"], separators=(",", ":"))[:120]
-    if name == "FrameTypeMessage":
-        body = f"body={len(f['body']) // 2}B {_short(f['body'])}"
-        return f"id={f['id']} attempts={f['attempts']} {body}"
-    if name in ("FrameTypeResponse", "FrameTypeError"):
-        text = _short(f["data"], 60)
-        if "compression_starts" in f:
-            text += f"  [stream switches to {f['compression_starts']['kind']}]"
-        return text
-    if rec.kind in ("gap", "error", "tls"):
-        return "  ".join(f"{k}={_clip(v)}" for k, v in f.items() if k not in ("data", "pending"))
-    return ""
-
-
 def _text_line(rec: DecodedRecord, t0: float) -> str:
     packets = ",".join(map(str, rec.packets))
     if len(packets) > 14:
@@ -119,46 +79,6 @@ def _text_line(rec: DecodedRecord, t0: float) -> str:
         client, server = rec.flow.split("->")
         where = f"{server} -> {client}" if rec.dir == "s2c" else f"{client} -> {server}"
     return f"{packets:>14} {ts:11.6f} {where:<44} {rec.kind:<7} {rec.name:<18} {summary(rec)}"
-
-
-_PLAIN_STR_KEYS = frozenset({"body", "data", "id", "topic", "channel"})
-"""Fields whose string values never need JSON escaping: hex by construction (body,
-data), ASCII hex digits (id) or names the grammar restricts to ``[.a-zA-Z0-9_#-]``
-(topic, channel) -- see ``decode.event_fields``."""
-
-_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
-
-
-def fields_json(fields: dict, *, compact: bool = False) -> str:
-    """Exactly ``json.dumps(fields)`` (``compact``: with ``separators=(",", ":")``),
-    written faster: most values are ints, hex strings and names that need no escaping,
-    so they are formatted directly; anything else goes through the encoder."""
-    dumps, sep, kv = (_COMPACT, ",", ":") if compact else (json.dumps, ", ", ": ")
-    parts = []
-    for k, v in fields.items():
-        t = type(v)
-        if t is str and k in _PLAIN_STR_KEYS:
-            parts.append(f'"{k}"{kv}"{v}"')
-        elif t is int:
-            parts.append(f"{dumps(k)}{kv}{v}")
-        else:
-            parts.append(f"{dumps(k)}{kv}{dumps(v)}")
-    return "{" + sep.join(parts) + "}"
-
-
-def json_line(rec: DecodedRecord) -> str:
-    """Exactly ``json.dumps(rec.as_json())``, written faster.
-
-    This is ``nsqviz decode --json``'s hot loop; a test holds the two equal on every
-    record of every sample capture.
-    """
-    ts = repr(rec.ts) if rec.ts == rec.ts else "NaN"  # json.dumps writes floats by repr
-    flow = "null" if rec.flow is None else f'"{rec.flow}"'  # ip:port->ip:port: no escapes
-    direction = "null" if rec.dir is None else f'"{rec.dir}"'
-    name = f'"{rec.name}"' if rec.name.isidentifier() else json.dumps(rec.name)
-    packets = ", ".join(map(str, rec.packets))
-    return (f'{{"ts": {ts}, "flow": {flow}, "dir": {direction}, "kind": "{rec.kind}", '
-            f'"name": {name}, "fields": {fields_json(rec.fields)}, "packets": [{packets}]}}')
 
 
 def _mean_max(histogram: Counter) -> tuple[float, int]:
@@ -174,7 +94,7 @@ def _stats_dict(s: FlowStats) -> dict[str, Any]:
     return {
         "flow": s.flow.label,
         "flow_id": s.flow.id,
-        "nsq": s.nsq,
+        "protocol": s.protocol or None,
         "detected_by": s.why,
         "handshake_seen": s.flow.syn_seen,
         "packets_with_payload": s.packets,
@@ -201,7 +121,8 @@ def _print_stats(decoder: CaptureDecoder, out: TextIO, as_json: bool, match) -> 
               f" {len(decoder.warnings)} capture warnings, {len(decoder.stats)} TCP flows\n")
     for s in rows:
         d = _stats_dict(s)
-        verdict = ("NSQ" if s.nsq else "not NSQ" if s.nsq is False else "no payload")
+        verdict = (protocols.by_name(s.protocol).title if s.protocol
+                   else "no known protocol" if s.protocol == "" else "no payload")
         out.write(f"\nflow {d['flow_id']}  {d['flow']}  {verdict}"
                   f"{' (' + s.why + ')' if s.why else ''}"
                   f"{'' if s.flow.syn_seen else '  [capture started mid-connection]'}\n")
@@ -221,7 +142,7 @@ def _print_stats(decoder: CaptureDecoder, out: TextIO, as_json: bool, match) -> 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    decoder = CaptureDecoder(server_ports=DEFAULT_SERVER_PORTS | set(args.port))
+    decoder = CaptureDecoder(**capture_set_options(args))
     match = _flow_matcher(args.flow)
     names = {n.lower() for n in args.filter}
     write = out.write
@@ -243,10 +164,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 write(_text_line(rec, t0 or 0.0) + "\n")
         if args.stats:
             _print_stats(decoder, out, args.json, match)
-        elif not any(s.nsq for s in decoder.stats):
-            print(f"nsqviz decode: no NSQ traffic found in {len(decoder.stats)} TCP flows"
-                  " (a server on another port than 4150, and no handshake captured? try"
-                  " --port P; --stats lists the flows)", file=sys.stderr)
+        elif not any(s.protocol for s in decoder.stats):
+            ports = ", ".join(f"{n} {sorted(p)}" for n, p in decoder.ports.items())
+            print(f"nsqviz decode: no known protocol in {len(decoder.stats)} TCP flows"
+                  f" (a server on another port than {ports}, and no handshake captured?"
+                  " try --port P; --stats lists the flows)", file=sys.stderr)
     except CaptureFormatError as exc:
         print(f"nsqviz decode: {exc}", file=sys.stderr)
         return 2

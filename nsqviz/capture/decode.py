@@ -1,136 +1,47 @@
-"""Decoding the NSQ conversations in a capture, through the same codec as live traffic.
+"""Decoding the conversations in a capture, through the same codecs as live traffic.
 
-Pipeline: :func:`~nsqviz.capture.files.read_capture` -> :func:`~nsqviz.capture.layers.
-decode_record` -> :class:`~nsqviz.capture.tcp.FlowTracker` -> one
-:class:`~nsqviz.nsq.codec.Observer` per NSQ flow, fed both directions in capture order
-with ``segment=`` the packet number, so every decoded event knows its packets.
+Pipeline: the :class:`~nsqviz.capture.driver.CaptureDriver` (files -> packets -> TCP
+flow events) -> per flow, the protocol that claims it (:mod:`nsqviz.protocols`) and its
+connection observer, fed both directions in capture order with the packet of every
+chunk, so every decoded unit knows its packets.
 
-What this module adds is the capture's honesty layer around the codec:
+What this module adds is the capture's honesty layer around the protocols' observers:
 
-* **detection** -- a flow is NSQ when the client's first bytes are the magic ``"  V2"``,
-  or (a capture that started mid-connection) when the server port is a known NSQ port
-  or the first bytes look like an NSQ command or frame; other flows are counted, not
-  decoded as garbage;
+* **detection** -- a flow belongs to the protocol whose client hello it starts with, or
+  (a capture that started mid-connection) whose server port it uses or whose bytes it
+  looks like; other flows are counted, not decoded as garbage;
 * **gaps** -- bytes missing from the capture are a ``gap`` record with offset and size.
-  The frame they cut is reported lost, and decoding resumes at the next frame boundary:
-  *proven* when the cut frame's size prefix arrived before the gap and the gap ends
-  inside that frame (the boundary is then exact), *heuristic* otherwise (the framing
+  The unit they cut is reported lost, and decoding resumes at the next unit boundary:
+  *proven* when the cut unit's size prefix arrived before the gap and the gap ends
+  inside that unit (the boundary is then exact), *heuristic* otherwise (the framing
   rule's resynchronisation), and the record says which;
-* **TLS and compression** -- after the TLS switch a flow is shown as encrypted (a
-  ``tls`` record and a byte count), after a snappy/deflate switch it is decompressed by
-  the codec; a gap in a compressed stream ends decoding of that direction, said so.
+* **TLS and compression** -- after a TLS switch a flow is shown as encrypted (a ``tls``
+  record and a byte count); a gap that a protocol cannot decode past (a compressed
+  stream) ends decoding of that direction, said so.
 
-Output is a stream of :class:`DecodedRecord`, the rows ``nsqviz decode`` prints.
+Output is a stream of :class:`~nsqviz.records.DecodedRecord`, the rows ``nsqviz
+decode`` prints; with ``flow_records`` also a ``flow`` record where each flow starts and
+where each direction ends (what the pipeline's connections table is built from).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO
 
-from nsqviz.capture.files import CaptureWarning, read_capture
-from nsqviz.capture.layers import decode_record
-from nsqviz.capture.tcp import (
-    DEFAULT_SERVER_PORTS,
-    Data,
-    Flow,
-    FlowEnd,
-    FlowStart,
-    FlowTracker,
-    Gap,
-    Retransmission,
-)
-from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import Observer
-from nsqviz.nsq.framing import FrameFraming
-from nsqviz.nsq.grammar import COMMANDS, MAGIC_V2
-from nsqviz.stream.reassembly import FramingError
+from nsqviz import protocols
+from nsqviz.capture.driver import IDLE_SPLIT, CaptureDriver, Step, split_packet_id
+from nsqviz.capture.files import CaptureWarning
+from nsqviz.capture.tcp import Data, Flow, FlowEnd, FlowStart, Gap, Retransmission
+from nsqviz.protocols import ConnectionObserver, Item, Protocol
+from nsqviz.records import DecodedRecord
 
-__all__ = ["CaptureDecoder", "DecodedRecord", "FlowStats", "decode_capture", "event_fields"]
+__all__ = ["CaptureDecoder", "FlowStats", "decode_capture"]
 
-
-class DecodedRecord(NamedTuple):
-    """One row of ``nsqviz decode``: a command, a frame, an error, a gap or a TLS note.
-
-    ``flow`` is the connection's ``client->server`` label; ``packets`` the 1-based packet
-    numbers that carried the bytes; ``event`` the codec event (or the TCP gap) it shows,
-    for views that want the raw bytes and their provenance.
-    """
-
-    ts: float
-    flow: str | None
-    dir: str | None
-    kind: str  # "command" | "frame" | "error" | "gap" | "tls"
-    name: str
-    fields: dict[str, Any]
-    packets: tuple[int, ...]
-    flow_id: int | None = None
-    event: Any = None
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "ts": self.ts,
-            "flow": self.flow,
-            "dir": self.dir,
-            "kind": self.kind,
-            "name": self.name,
-            "fields": self.fields,
-            "packets": list(self.packets),
-        }
-
-
-# ----------------------------------------------------------------------- event fields
-
-_COMMAND_NAMES = {
-    ev.Magic: "MAGIC", ev.Identify: "IDENTIFY", ev.Auth: "AUTH", ev.Sub: "SUB",
-    ev.Pub: "PUB", ev.Mpub: "MPUB", ev.Dpub: "DPUB", ev.Rdy: "RDY", ev.Fin: "FIN",
-    ev.Req: "REQ", ev.Touch: "TOUCH", ev.Cls: "CLS", ev.Nop: "NOP",
-}
-_FRAME_NAMES = {
-    ev.Response: "FrameTypeResponse", ev.Error: "FrameTypeError",
-    ev.Message: "FrameTypeMessage",
-}
-
-# A message id is shown as the 16 hex digits it is on the wire (the grammar admits
-# nothing else), so that it reads as nsqd, nsqadmin and client logs print it; binary
-# bodies and data are hex.
-_FIELD_MAKERS = {
-    ev.Pub: lambda e: {"topic": e.topic, "body": e.body.hex()},
-    ev.Message: lambda e: {"timestamp": e.timestamp, "attempts": e.attempts,
-                           "id": e.id.decode("ascii"), "body": e.body.hex()},
-    ev.Fin: lambda e: {"id": e.id.decode("ascii")},
-    ev.Rdy: lambda e: {"count": e.count},
-    ev.Response: lambda e: {"data": e.data.hex()},
-    ev.Error: lambda e: {"data": e.data.hex(), "code": e.code, "text": e.text},
-    ev.Mpub: lambda e: {"topic": e.topic, "bodies": [b.hex() for b in e.bodies]},
-    ev.Req: lambda e: {"id": e.id.decode("ascii"), "timeout": e.timeout},
-    ev.Touch: lambda e: {"id": e.id.decode("ascii")},
-}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, bytes | bytearray):
-        return bytes(value).hex()
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    return value
-
-
-def event_fields(event: Any) -> dict[str, Any]:
-    """The parsed fields of a codec event as JSON-ready data: bytes become hex (message
-    ids excepted: they are ASCII hex already)."""
-    maker = _FIELD_MAKERS.get(type(event))
-    if maker is not None:
-        return maker(event)
-    return {
-        f.name: _plain(getattr(event, f.name))
-        for f in dataclasses.fields(event)
-        if f.name != "raw"
-    }
+_FILE0 = 1 << 40  # packet ids below this are in the first file
 
 
 # ---------------------------------------------------------------------------- stats
@@ -138,17 +49,19 @@ def event_fields(event: Any) -> dict[str, Any]:
 
 @dataclass(slots=True)
 class FlowStats:
-    """Per-flow counts, as ``nsqviz decode --stats`` prints them."""
+    """Per-flow counts, as ``nsqviz decode --stats`` prints them. ``protocol`` is the
+    name of the protocol that claimed the flow, ``None`` before any payload, ``""``
+    when none did (``why`` says why)."""
 
     flow: Flow
-    nsq: bool | None = None  # None: no payload seen, so no verdict
+    protocol: str | None = None
     why: str = ""
     packets: int = 0
     payload_bytes: dict[str, int] = field(default_factory=lambda: {"c2s": 0, "s2c": 0})
     records: dict[str, int] = field(default_factory=dict)  # kind -> count
     # Histograms (value -> how often), so memory stays flat however long the capture:
-    frames_per_packet: Counter = field(default_factory=Counter)
-    packets_per_frame: Counter = field(default_factory=Counter)
+    frames_per_packet: Counter[int] = field(default_factory=Counter)
+    packets_per_frame: Counter[int] = field(default_factory=Counter)
     retransmitted_bytes: int = 0
     gap_bytes: int = 0
     encrypted_bytes: int = 0
@@ -158,51 +71,58 @@ class FlowStats:
 # -------------------------------------------------------------------------- decoding
 
 
-def _looks_like_nsq(direction: str, data: bytes) -> bool:
-    """Mid-stream detection: does this chunk start like an NSQ command or frame?"""
-    if direction == "c2s":
-        head = data[:16].split(b"\n", 1)[0].split(b" ", 1)[0]
-        return data.startswith(MAGIC_V2) or head.decode("ascii", "replace") in COMMANDS
-    try:
-        return len(data) >= 8 and FrameFraming().measure(data, 0) is not None
-    except FramingError:
-        return False
-
-
 class _Side:
     """Decoding state of one direction of one flow."""
 
     __slots__ = ("epoch", "skip", "resyncing", "dead", "packet", "frames")
 
     def __init__(self) -> None:
-        self.epoch = 0  # stream offset where the codec's current reassembler starts
-        self.skip = 0  # bytes of a lost frame still to discard after a proven resync
-        self.resyncing = False  # after a gap with no provable boundary, until a good frame
+        self.epoch = 0  # stream offset where the observer's current stream starts
+        self.skip = 0  # bytes of a lost unit still to discard after a proven resync
+        self.resyncing = False  # after a gap with no provable boundary, until a good unit
         self.dead = ""  # why this direction can no longer be decoded
-        self.packet = -1  # the packet whose frames are being counted, and how many so far
+        self.packet = -1  # the packet whose units are being counted, and how many so far
         self.frames = 0
 
 
 class _FlowState:
-    __slots__ = ("flow", "stats", "observer", "sides")
+    __slots__ = ("flow", "stats", "protocol", "observer", "sides")
 
     def __init__(self, flow: Flow) -> None:
         self.flow = flow
         self.stats = FlowStats(flow)
-        self.observer: Observer | None = None
+        self.protocol: Protocol | None = None
+        self.observer: ConnectionObserver | None = None
         self.sides = {"c2s": _Side(), "s2c": _Side()}
 
 
 class CaptureDecoder:
-    """Decodes captures into :class:`DecodedRecord` rows; keeps per-flow statistics.
+    """Decodes captures into :class:`~nsqviz.records.DecodedRecord` rows; keeps per-flow
+    statistics.
 
-    ``server_ports`` are the ports taken as NSQ servers when a flow has no handshake or
-    magic to go by. Records come out in capture order (a frame when its last packet
-    arrives, as Wireshark shows a reassembled PDU).
+    ``protocols`` are offered every flow (default: all registered); ``ports`` adds
+    server ports per protocol name to each protocol's own. ``continuation`` and
+    ``idle_split`` are the :class:`~nsqviz.capture.driver.CaptureDriver`'s options.
+    Records come out in capture order (a unit when its last packet arrives, as
+    Wireshark shows a reassembled PDU).
     """
 
-    def __init__(self, *, server_ports: Iterable[int] = DEFAULT_SERVER_PORTS):
-        self.server_ports = frozenset(server_ports)
+    def __init__(self, *, protocols: Iterable[Protocol] | None = None,
+                 ports: Mapping[str, Iterable[int]] | None = None,
+                 continuation: bool = True, idle_split: float | None = IDLE_SPLIT,
+                 flow_records: bool = False):
+        self.protocols = tuple(protocols) if protocols is not None else _registered()
+        extra = ports or {}
+        self.ports = {p.name: p.server_ports | frozenset(extra.get(p.name, ()))
+                      for p in self.protocols}
+        self.server_ports = frozenset().union(*self.ports.values())
+        self.flow_records = flow_records
+        hellos = [p.client_hello for p in self.protocols]
+        self.driver = CaptureDriver(
+            server_ports=self.server_ports,
+            client_hello=lambda data: any(h(data) for h in hellos),
+            continuation=continuation, idle_split=idle_split,
+        )
         self.flows: dict[int, _FlowState] = {}
         self.warnings: list[CaptureWarning] = []
         self.packets = 0
@@ -213,43 +133,36 @@ class CaptureDecoder:
     def stats(self) -> list[FlowStats]:
         return [s.stats for s in self.flows.values()]
 
-    def decode(
-        self, paths: Iterable[str | os.PathLike[str] | BinaryIO]
-    ) -> Iterator[DecodedRecord]:
-        """All records of the given capture files. Each file gets its own flow tracker
-        (a connection is not followed across files); flow ids continue across files."""
-        for path in paths:
-            tracker = FlowTracker(server_ports=self.server_ports, first_id=len(self.flows))
-            for item in read_capture(path):
-                if type(item) is CaptureWarning:
-                    yield self._warning(item)
-                    continue
-                self.packets += 1
-                if self.first_ts is None:
-                    self.first_ts = item.ts
-                seg = decode_record(item)
-                if seg is None:
-                    self.not_tcp += 1
-                    continue
-                if type(seg) is CaptureWarning:
-                    yield self._warning(seg)
-                    continue
-                for tcp_event in tracker.feed(seg):
-                    if type(tcp_event) is Data:  # the hot path, without generator layers
-                        records = self._on_data(self.flows[tcp_event.flow.id], tcp_event)
-                        if records:
-                            yield from records
-                    else:
-                        yield from self._on_tcp(tcp_event)
-            for tcp_event in tracker.finish():
-                yield from self._on_tcp(tcp_event)
+    def decode(self, paths: Iterable[str | os.PathLike[str] | BinaryIO]) -> Iterator[DecodedRecord]:
+        """All records of the given capture files (one capture set unless the decoder
+        was made with ``continuation=False``); flow ids continue across files."""
+        for step in self.driver.run(paths):
+            yield from self.step(step)
+
+    def step(self, step: Step) -> list[DecodedRecord]:
+        """The records one :class:`~nsqviz.capture.driver.Step` of the driver completes."""
+        if step.warning is not None:
+            return [self._warning(step.warning, step.file_index)]
+        if step.record is not None:
+            self.packets += 1
+            if self.first_ts is None:
+                self.first_ts = step.record.ts
+            if step.segment is None:
+                self.not_tcp += 1
+                return []
+        out: list[DecodedRecord] = []
+        for tcp_event in step.events:
+            if type(tcp_event) is Data:  # the hot path
+                records = self._on_data(self.flows[tcp_event.flow.id], tcp_event)
+                if records:
+                    out.extend(records)
+            else:
+                out.extend(self._on_tcp(tcp_event))
+        return out
 
     def feed(self, tcp_event: Any) -> list[DecodedRecord]:
-        """The records one TCP event of a :class:`FlowTracker` completes.
-
-        :meth:`decode` reads files itself; this is the seam for callers that order the
-        packets themselves -- the Spark pipeline merges a connection's packets from
-        many rotated files before they reach a tracker."""
+        """The records one TCP event completes -- for callers that drive the
+        :class:`~nsqviz.capture.driver.CaptureDriver` themselves."""
         if type(tcp_event) is Data:
             return self._on_data(self.flows[tcp_event.flow.id], tcp_event)
         return list(self._on_tcp(tcp_event))
@@ -258,13 +171,13 @@ class CaptureDecoder:
         """What has been seen of one flow so far."""
         return self.flows[flow_id].stats
 
-    def _warning(self, w: CaptureWarning) -> DecodedRecord:
+    def _warning(self, w: CaptureWarning, file_index: int) -> DecodedRecord:
         self.warnings.append(w)
-        fields = {"reason": w.reason}
+        fields: dict[str, Any] = {"reason": w.reason}
         if w.offset >= 0:
             fields["file_offset"] = w.offset
         return DecodedRecord(float("nan"), None, None, "error", "CaptureWarning", fields,
-                             (w.number,))
+                             (w.number,), files=(file_index,))
 
     # -- TCP events -> records ---------------------------------------------------------
 
@@ -272,10 +185,14 @@ class CaptureDecoder:
         """The records one TCP event completes."""
         kind = type(tcp_event)
         flow = tcp_event.flow
-        state = self.flows.get(flow.id)
         if kind is FlowStart:
             self.flows[flow.id] = _FlowState(flow)
+            if self.flow_records:
+                yield self._record(flow, None, "flow", "FlowStart",
+                                   {"midstream": flow.midstream}, tcp_event.ts,
+                                   (tcp_event.number,), None)
             return
+        state = self.flows[flow.id]
         if kind is Data:
             yield from self._on_data(state, tcp_event)
         elif kind is Gap:
@@ -285,35 +202,42 @@ class CaptureDecoder:
         elif kind is FlowEnd:
             yield from self._on_end(state, tcp_event)
 
+    def _record(self, flow: Flow, direction: str | None, kind: str, name: str,
+                fields: dict[str, Any], ts: float, ids: tuple[int, ...], event: Any,
+                protocol: str | None = None, offset: int | None = None,
+                size: int | None = None) -> DecodedRecord:
+        if ids and ids[-1] >= _FILE0:
+            pairs = [split_packet_id(i) for i in ids]
+            files, packets = tuple(f for f, _ in pairs), tuple(n for _, n in pairs)
+        else:
+            files, packets = (0,) * len(ids), ids
+        return DecodedRecord(ts, flow.label, direction, kind, name, fields, packets, flow.id,
+                             event, protocol, files, offset, size)
+
     def _detect(self, state: _FlowState, data: Data) -> None:
         flow, stats = state.flow, state.stats
-        server_port = flow.server[1] in self.server_ports
-        if data.direction == "c2s" and data.offset == 0 and flow.syn_seen:
-            if MAGIC_V2.startswith(data.data[:4]):  # also when the magic came split
-                stats.nsq, stats.why = True, "magic"
-            elif server_port:
-                stats.nsq, stats.why = True, "server port (no magic: nsqd will refuse it)"
-            else:
-                stats.nsq, stats.why = False, "client did not send the NSQ magic"
-        elif server_port:
-            stats.nsq, stats.why = True, "server port"
-        elif _looks_like_nsq(data.direction, data.data):
-            stats.nsq, stats.why = True, "looks like NSQ"
-        else:
-            stats.nsq, stats.why = False, "no magic, port not an NSQ port, not NSQ-like"
-        if stats.nsq:
-            # With the handshake captured both streams are seen from their first byte.
-            midstream = not flow.syn_seen
-            state.observer = Observer(provenance=True, midstream=midstream)
-            for side in state.sides.values():
-                side.resyncing = midstream
+        from_start = data.direction == "c2s" and data.offset == 0 and flow.syn_seen
+        proto, why = protocols.detect(self.protocols, data.direction, data.data,
+                                      from_start=from_start, ports=self.ports,
+                                      server_port=flow.server[1])
+        stats.why = why
+        if proto is None:
+            stats.protocol = ""
+            return
+        stats.protocol = proto.name
+        state.protocol = proto
+        # With the handshake captured both streams are seen from their first byte.
+        midstream = not flow.syn_seen
+        state.observer = proto.observer(midstream=midstream)
+        for side in state.sides.values():
+            side.resyncing = midstream
 
     def _on_data(self, state: _FlowState, data: Data) -> list[DecodedRecord]:
         stats = state.stats
         direction = data.direction
         stats.packets += 1
         stats.payload_bytes[direction] += len(data.data)
-        if stats.nsq is None:
+        if stats.protocol is None:
             self._detect(state, data)
         observer = state.observer
         if observer is None:
@@ -334,39 +258,35 @@ class CaptureDecoder:
             chunk = chunk[n:]
             if not chunk:
                 return []
-        feed = observer.c2s if direction == "c2s" else observer.s2c
-        events = feed(chunk, segment=data.number)
-        return self._records(state, side, direction, events, data) if events else []
+        items = observer.feed(direction, chunk, data.number)
+        return self._records(state, side, direction, items, data.number, data.ts) if items else []
 
-    def _records(self, state: _FlowState, side: _Side, direction: str, events: list,
-                 data: Data) -> list[DecodedRecord]:
+    def _records(self, state: _FlowState, side: _Side, direction: str, items: list[Item],
+                 number: int, ts: float) -> list[DecodedRecord]:
         flow = state.flow
+        proto = state.protocol.name if state.protocol is not None else None
         counts = state.stats.records
         fpp = state.stats.frames_per_packet
         ppf = state.stats.packets_per_frame
-        label, fid, ts = flow.label, flow.id, data.ts
         out: list[DecodedRecord] = []
-        for e in events:
-            t = type(e)
-            name = _COMMAND_NAMES.get(t)
-            kind = "command"
-            if name is None:
-                name = _FRAME_NAMES.get(t)
-                kind = "frame"
-            if name is not None:
-                packets = _packets(e.raw, data.number)
+        epoch = side.epoch
+        for item in items:
+            kind = item.kind
+            offset = None if item.offset is None else epoch + item.offset
+            raw = item.raw
+            size = None if raw is None else len(raw.data)
+            if kind == "command" or kind == "frame":
+                packets = _packets(raw, number)
                 if side.resyncing:
                     side.resyncing = False
                     counts["gap"] = counts.get("gap", 0) + 1
-                    offset = side.epoch + (e.raw.offset if e.raw is not None else 0)
-                    out.append(DecodedRecord(
-                        ts, label, direction, "gap", "Resync",
-                        {"method": "heuristic", "offset": offset,
+                    out.append(self._record(
+                        flow, direction, "gap", "Resync",
+                        {"method": "heuristic", "offset": epoch if offset is None else offset,
                          "reason": "the first frame the framing rule accepts after the gap"},
-                        packets[:1], fid,
-                    ))
-                # Frames come out in stream order, so a packet's count is complete once a
-                # frame starts in a later packet.
+                        ts, packets[:1], None, proto))
+                # Units come out in stream order, so a packet's count is complete once a
+                # unit starts in a later packet.
                 for p in packets:
                     if p == side.packet:
                         side.frames += 1
@@ -376,45 +296,36 @@ class CaptureDecoder:
                         side.packet, side.frames = p, 1
                 ppf[len(packets)] += 1
                 counts[kind] = counts.get(kind, 0) + 1
-                out.append(DecodedRecord(ts, label, direction, kind, name, event_fields(e),
-                                         packets, fid, e))
-            elif t is ev.CompressionStarted:
-                # Not a frame of its own: the stream switches right after the frame that
-                # negotiated it (the IDENTIFY response), so that record says so.
+                out.append(self._record(flow, direction, kind, item.name, item.fields, ts,
+                                        packets, item.event, proto, offset, size))
+            elif kind == "annotation":
+                # Not a unit of its own: it says something about the one just before it.
                 if out and out[-1].dir == direction:
-                    out[-1].fields["compression_starts"] = {"kind": e.kind, "level": e.level}
-            elif t is ev.TLSUpgrade:
+                    out[-1].fields.update(item.fields)
+            elif kind == "tls":
                 counts["tls"] = counts.get("tls", 0) + 1
-                out.append(DecodedRecord(
-                    ts, label, direction, "tls", "TLSUpgrade",
-                    {"pending": e.pending.hex(),
-                     "note": "the connection switches to TLS here; what follows is encrypted"},
-                    (data.number,), fid, e,
-                ))
-            elif t is ev.Violation:
-                packets = _packets(e.raw, data.number)
-                fields = {"code": e.code, "text": e.text, "fatal": e.fatal,
-                          "offset": None if e.offset is None else side.epoch + e.offset}
-                if e.raw is not None:
-                    fields["data"] = e.raw.data.hex()
+                out.append(self._record(flow, direction, "tls", item.name, item.fields, ts,
+                                        (number,), item.event, proto))
+            elif kind == "error":
+                packets = _packets(raw, number)
+                fields = item.fields
+                if "offset" in fields:
+                    fields["offset"] = offset
                 if side.resyncing:
                     fields["note"] = "undecodable bytes after a gap, skipped while resynchronising"
                     counts["gap"] = counts.get("gap", 0) + 1
-                    out.append(DecodedRecord(ts, label, direction, "gap", "Skipped", fields,
-                                             packets, fid, e))
+                    out.append(self._record(flow, direction, "gap", "Skipped", fields, ts,
+                                            packets, item.event, proto, offset, size))
                 else:
                     counts["error"] = counts.get("error", 0) + 1
-                    out.append(DecodedRecord(ts, label, direction, "error",
-                                             e.code or "Undecodable", fields, packets, fid, e))
-            elif t is ev.Truncated:
+                    out.append(self._record(flow, direction, "error", item.name, fields, ts,
+                                            packets, item.event, proto, offset, size))
+            elif kind == "truncated":
                 counts["error"] = counts.get("error", 0) + 1
-                out.append(DecodedRecord(
-                    ts, label, direction, "error", "Truncated",
-                    {"offset": side.epoch + e.offset, "expected": e.expected,
-                     "data": e.data.hex(), "reason": "the stream ended inside this frame"},
-                    (data.number,), fid, e,
-                ))
-            # ConnectionClosed is a TCP matter: the flow's end is in the statistics.
+                fields = item.fields
+                fields["offset"] = offset
+                out.append(self._record(flow, direction, "error", item.name, fields, ts,
+                                        (number,), item.event, proto, offset))
         return out
 
     def _on_gap(self, state: _FlowState, gap: Gap) -> Iterator[DecodedRecord]:
@@ -428,17 +339,16 @@ class CaptureDecoder:
         side = state.sides[direction]
         resync = None
         if observer is not None and not side.dead and not observer.encrypted:
-            conn = observer.server if direction == "c2s" else observer.client
-            if conn.compression:
-                side.dead = (f"a gap in a {conn.compression}-compressed stream: the rest of"
-                             " this direction cannot be decompressed")
+            lost = observer.gap(direction)
+            if lost.dead:
+                side.dead = lost.dead
                 fields["consequence"] = side.dead
             else:
-                partial, length = observer.gap(direction)
-                if partial:
-                    fields["lost_partial_frame"] = partial.hex()
+                if lost.partial:
+                    fields["lost_partial_frame"] = lost.partial.hex()
                 side.epoch = gap.offset + gap.size
-                remainder = None if length is None else length - len(partial)
+                length = lost.length
+                remainder = None if length is None else length - len(lost.partial)
                 if remainder is not None and remainder >= gap.size:
                     side.skip = remainder - gap.size
                     side.epoch += side.skip
@@ -450,11 +360,12 @@ class CaptureDecoder:
                 else:
                     side.resyncing = True
                     side.skip = 0
-        yield DecodedRecord(gap.ts, flow.label, direction, "gap", "Gap", fields, (gap.number,),
-                            flow.id, gap)
+        proto = state.protocol.name if state.protocol is not None else None
+        yield self._record(flow, direction, "gap", "Gap", fields, gap.ts, (gap.number,), gap,
+                           proto, gap.offset, gap.size)
         if resync is not None:
-            yield DecodedRecord(gap.ts, flow.label, direction, "gap", "Resync", resync,
-                                (gap.number,), flow.id, gap)
+            yield self._record(flow, direction, "gap", "Resync", resync, gap.ts,
+                               (gap.number,), gap, proto)
 
     def _on_end(self, state: _FlowState, end: FlowEnd) -> Iterator[DecodedRecord]:
         yield from self._end_side(state, end)
@@ -463,6 +374,17 @@ class CaptureDecoder:
             state.stats.frames_per_packet[side.frames] += 1
             side.frames = 0
         side.dead = side.dead or "ended"
+        if self.flow_records:
+            stats = state.stats
+            fields = {
+                "how": end.how, "payload_bytes": stats.payload_bytes[end.direction],
+                "protocol": stats.protocol, "why": stats.why,
+                "retransmitted_bytes": stats.retransmitted_bytes,
+                "gap_bytes": stats.gap_bytes,
+            }
+            yield self._record(state.flow, end.direction, "flow", "FlowEnd", fields, end.ts,
+                               (end.number,), None, stats.protocol or None, None,
+                               stats.payload_bytes[end.direction])
         if all(s.dead for s in state.sides.values()):
             state.observer = None  # a finished flow keeps its statistics, not its buffers
 
@@ -475,21 +397,23 @@ class CaptureDecoder:
         if observer.encrypted:
             if state.stats.encrypted_bytes and direction == "s2c":
                 state.stats.records["tls"] = state.stats.records.get("tls", 0) + 1
-                yield DecodedRecord(
-                    end.ts, state.flow.label, None, "tls", "Encrypted",
+                proto = state.protocol.name if state.protocol is not None else None
+                yield self._record(
+                    state.flow, None, "tls", "Encrypted",
                     {"bytes": state.stats.encrypted_bytes,
                      "note": "TLS records are not decoded"},
-                    (end.number,), state.flow.id,
-                )
+                    end.ts, (end.number,), None, proto)
             return
-        feed = observer.c2s if direction == "c2s" else observer.s2c
-        events = feed(b"", segment=end.number)
-        fake = Data(state.flow, direction, 0, b"", end.number, end.ts)
-        yield from self._records(state, side, direction, events, fake)
+        items = observer.end(direction, end.number)
+        yield from self._records(state, side, direction, items, end.number, end.ts)
+
+
+def _registered() -> tuple[Protocol, ...]:
+    return protocols.registered()
 
 
 def _packets(raw: Any, current: int) -> tuple[int, ...]:
-    """The packet numbers a frame's bytes came from (its provenance), in order."""
+    """The packets a unit's bytes came from (its provenance), in order."""
     if raw is None or not raw.sources:
         return (current,)
     sources = raw.sources
@@ -500,10 +424,10 @@ def _packets(raw: Any, current: int) -> tuple[int, ...]:
 
 def decode_capture(
     paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
-    *,
-    server_ports: Iterable[int] = DEFAULT_SERVER_PORTS,
+    **options: Any,
 ) -> Iterator[DecodedRecord]:
-    """Every record of the given captures (a convenience around :class:`CaptureDecoder`)."""
+    """Every record of the given captures (a convenience around :class:`CaptureDecoder`,
+    which takes the ``options``)."""
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
-    return CaptureDecoder(server_ports=server_ports).decode(paths)
+    return CaptureDecoder(**options).decode(paths)

@@ -1,30 +1,22 @@
 """What the replay view draws: a capture's packets, flows and decoded records, in order.
 
-The view (:mod:`nsqviz.widgets.replay`) only renders; this module reads the capture.
-Two passes over the file, both streamed: one through the TCP flow tracker for the packet
-timeline (which flow and direction each packet belongs to, how many payload bytes it
-carried, which were retransmissions and where bytes went missing), one through
-:class:`~nsqviz.capture.decode.CaptureDecoder` for the records. Flow ids agree between
-the two because both number flows in order of first appearance.
+The view (:mod:`nsqviz.widgets.replay`) only renders; this module reads the capture, in
+one pass of the :class:`~nsqviz.capture.driver.CaptureDriver` through a
+:class:`~nsqviz.capture.decode.CaptureDecoder`: each packet becomes a mark on the
+timeline (which flow and direction it belongs to, how many payload bytes it carried,
+whether it was a retransmission or proved bytes missing) and the records it completes.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from nsqviz.capture.decode import CaptureDecoder, DecodedRecord, FlowStats
-from nsqviz.capture.files import CaptureWarning, read_capture
-from nsqviz.capture.layers import Segment, decode_record
-from nsqviz.capture.tcp import (
-    DEFAULT_SERVER_PORTS,
-    Data,
-    Flow,
-    FlowTracker,
-    Gap,
-    Retransmission,
-)
+from nsqviz.capture.decode import CaptureDecoder, FlowStats
+from nsqviz.capture.layers import Segment
+from nsqviz.capture.tcp import Data, Flow, FlowTracker, Gap, Retransmission
+from nsqviz.records import DecodedRecord
 
 __all__ = ["PacketMark", "Replay"]
 
@@ -53,23 +45,25 @@ class Replay:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *,
-             server_ports: Iterable[int] = DEFAULT_SERVER_PORTS) -> Replay:
-        ports = frozenset(server_ports)
+             ports: Mapping[str, Iterable[int]] | None = None) -> Replay:
+        """Read one capture file (``ports``: extra server ports per protocol name)."""
+        decoder = CaptureDecoder(ports=ports)
+        tracker = decoder.driver.tracker
         marks: dict[int, PacketMark] = {}
-        tracker = FlowTracker(server_ports=ports)
-        for item in read_capture(path):
-            if isinstance(item, CaptureWarning):
-                marks[item.number] = PacketMark(item.number, float("nan"), None, None, 0,
-                                                "warning")
+        records: list[DecodedRecord] = []
+        for step in decoder.driver.run([path]):
+            records.extend(decoder.step(step))
+            seg, item = step.segment, step.record
+            if seg is None:
+                if step.warning is not None:
+                    w = step.warning
+                    ts = item.ts if item is not None else float("nan")
+                    marks[w.number] = PacketMark(w.number, ts, None, None, 0, "warning")
+                elif item is not None:
+                    marks[item.number] = PacketMark(item.number, item.ts, None, None, 0)
                 continue
-            seg = decode_record(item)
-            if seg is None or isinstance(seg, CaptureWarning):
-                note = "warning" if seg is not None else ""
-                marks[item.number] = PacketMark(item.number, item.ts, None, None, 0, note)
-                continue
-            events = tracker.feed(seg)
             flow_id, direction, note = None, None, ""
-            for e in events:
+            for e in step.events:
                 if isinstance(e, Data | Retransmission | Gap):
                     flow_id, direction = e.flow.id, e.direction
                 if isinstance(e, Retransmission) and e.number == seg.number:
@@ -83,10 +77,9 @@ class Replay:
                     direction = "c2s" if (seg.src, seg.sport) == flow.client else "s2c"
             marks[seg.number] = PacketMark(seg.number, seg.ts, flow_id, direction,
                                            len(seg.payload), note)
-        decoder = CaptureDecoder(server_ports=ports)
-        records = tuple(decoder.decode([path]))
         packets = tuple(marks[n] for n in sorted(marks))
-        return cls(os.path.basename(os.fspath(path)), packets, records, tuple(decoder.stats))
+        return cls(os.path.basename(os.fspath(path)), packets, tuple(records),
+                   tuple(decoder.stats))
 
 
 def _flow_of(tracker: FlowTracker, seg: Segment) -> Flow | None:

@@ -10,7 +10,6 @@ write a large capture quickly.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass, field
 
@@ -31,6 +30,7 @@ from nsqviz.nsq.events import (
     Sub,
     Touch,
 )
+from nsqviz.records import compact_json
 
 __all__ = ["NsqTalk", "Written", "pubsub_session"]
 
@@ -122,7 +122,7 @@ def pubsub_session(
                 "deflate_level": 6, "max_deflate_level": 6, "snappy": compression == "snappy",
                 "sample_rate": 0, "auth_required": False, "output_buffer_size": 16384,
                 "output_buffer_timeout": 250}
-    response = Response(json.dumps(features, separators=(",", ":")).encode())
+    response = Response(compact_json(features).encode())
     if compression:
         talk.answer(response, compress_after=(compression, 6 if compression == "deflate"
                                               else None))

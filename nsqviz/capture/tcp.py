@@ -20,22 +20,26 @@ Sequence numbers are 32-bit and wrap; offsets here are unwrapped 64-bit position
 counted from the first payload byte (after the SYN when it was seen, else from the first
 segment captured -- a *mid-stream* start, which :class:`Flow` records).
 
-Which side is the client: the one that sent the SYN; without a SYN, the one that sent
-the NSQ magic ``"  V2"``; else the one whose port is not a known server port; else the
-one with the higher port (ephemeral ports are high).
+Which side is the client: the one that sent the SYN; without a SYN, the one whose first
+bytes are a protocol's client hello (``client_hello``, e.g. NSQ's magic); else the one
+whose port is not a known server port; else the one with the higher port (ephemeral
+ports are high).
+
+``idle_split``: a flow silent for longer than this many seconds ends there
+(``FlowEnd.how == "idle"``) and its next packet starts a new, mid-stream flow -- the
+same 4-tuple reused much later without a captured handshake.
 """
 
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from nsqviz.capture.layers import ACK, FIN, RST, SYN, Segment
 
 __all__ = [
-    "DEFAULT_SERVER_PORTS",
     "Data",
     "Flow",
     "FlowEnd",
@@ -46,10 +50,6 @@ __all__ = [
     "TcpEvent",
 ]
 
-DEFAULT_SERVER_PORTS = frozenset({4150})
-"""nsqd's TCP port; ``nsqviz decode --port`` adds more."""
-
-_MAGIC = b"  V2"
 _MASK = 0xFFFFFFFF
 _HALF = 1 << 31
 
@@ -128,7 +128,8 @@ class FlowStart:
 
 @dataclass(frozen=True, slots=True)
 class FlowEnd:
-    """One direction ended: ``how`` is ``"fin"``, ``"rst"`` or ``"capture"`` (file ended)."""
+    """One direction ended: ``how`` is ``"fin"``, ``"rst"``, ``"idle"`` (silent longer than
+    the tracker's ``idle_split``) or ``"capture"`` (the capture ended)."""
 
     flow: Flow
     direction: str
@@ -176,9 +177,13 @@ class _Half:
 class FlowTracker:
     """Feed it segments in capture order; it returns the flow events each one completes."""
 
-    def __init__(self, *, server_ports: Iterable[int] = DEFAULT_SERVER_PORTS, first_id: int = 0):
+    def __init__(self, *, server_ports: Iterable[int] = (), first_id: int = 0,
+                 client_hello: Callable[[bytes], bool] | None = None,
+                 idle_split: float | None = None):
         self.server_ports = frozenset(server_ports)
         self.first_id = first_id  # flow ids continue from here (several files, one numbering)
+        self.client_hello = client_hello
+        self.idle_split = idle_split
         self._flows: dict[tuple, tuple[Flow, dict[str, _Half]]] = {}
         self.flows: list[Flow] = []
 
@@ -188,7 +193,7 @@ class FlowTracker:
         flags = seg.flags
         if flags & SYN:
             return not flags & ACK
-        if seg.payload.startswith(_MAGIC):
+        if self.client_hello is not None and seg.payload and self.client_hello(seg.payload):
             return True
         s_srv, d_srv = seg.sport in self.server_ports, seg.dport in self.server_ports
         if s_srv != d_srv:
@@ -202,9 +207,16 @@ class FlowTracker:
         if entry is not None:
             flow, halves = entry
             direction = "c2s" if a == flow.client else "s2c"
+            idle = self.idle_split
+            if idle is not None:
+                last = max(halves["c2s"].last_ts, halves["s2c"].last_ts)
+                if seg.ts - last > idle:
+                    for d, h in halves.items():
+                        self._end(flow, d, h, "idle", h.last_number, h.last_ts, out)
+                    entry = None
             # A new SYN on a finished 4-tuple is a new connection that reuses the ports.
-            if not (seg.flags & SYN and not seg.flags & ACK
-                    and halves["c2s"].ended and halves["s2c"].ended):
+            if entry is not None and not (seg.flags & SYN and not seg.flags & ACK
+                                          and halves["c2s"].ended and halves["s2c"].ended):
                 return flow, halves, direction
         client_src = self._client_is_src(seg)
         flow = Flow(
@@ -215,6 +227,8 @@ class FlowTracker:
             seg.number,
         )
         halves = {"c2s": _Half(), "s2c": _Half()}
+        for h in halves.values():  # silence is counted from the flow's first packet
+            h.last_ts = seg.ts
         self._flows[key] = (flow, halves)
         self.flows.append(flow)
         out.append(FlowStart(flow, seg.number, seg.ts))

@@ -1,9 +1,9 @@
-"""NSQ captures on Spark: pcap files -> TCP packets -> connections -> frames -> analyses.
+"""Captures on Spark: pcap files -> TCP packets -> connections -> frames -> analyses.
 
 ``nsqviz pipeline CAPTURES... --out DIR`` or :func:`nsqviz.pipeline.job.run`; the pieces
 are :mod:`.source` (``spark.read.format("pcap")``), :mod:`.frames` (grouping by
 connection across files, decoding with the capture package and the codec),
 :mod:`.analyses` (messages, connections, flow control, heartbeats, sticky packets) and
-:mod:`.session` (the SparkSession and the Java check). PySpark is imported lazily: the
+:mod:`.spark` (the SparkSession and the Java check). PySpark is imported lazily: the
 rest of nsqviz works without the ``spark`` extra.
 """

@@ -2,10 +2,10 @@
 
 The packets of one TCP connection can sit in several rotated files and in several input
 partitions, so they are first brought together: ``repartition`` by the connection's
-unordered 4-tuple, then ``sortWithinPartitions`` by (4-tuple, time, file, packet). A
-``mapInArrow`` function then walks each partition's Arrow batches in that order and
-runs, per 4-tuple, the project's own TCP reassembly and NSQ decoding
-(:mod:`nsqviz.pipeline.decode`) -- the same code ``nsqviz decode`` runs on one file.
+unordered 4-tuple, then ``sortWithinPartitions`` by (4-tuple, file, packet) -- capture
+order, as ``nsqviz decode`` reads the files. A ``mapInArrow`` function then walks each
+partition's Arrow batches in that order and runs, per 4-tuple, the capture driver and
+decoder (:mod:`nsqviz.pipeline.decode`) -- the same code ``nsqviz decode`` runs.
 
 Why a sorted ``mapInArrow`` rather than ``groupBy(...).applyInPandas``: a grouped map
 materialises a whole group as one pandas DataFrame, so a connection that streamed for
@@ -13,17 +13,21 @@ hours must fit in a Python worker's memory. Here the JVM sorts (spilling to disk
 must) and Python holds only the reassembly state of the connection it is in, so
 executor memory stays flat however large connections or inputs grow. Port reuse (a new
 SYN on a finished 4-tuple) and long silences split a 4-tuple into several connections
-inside the decoder, not in Spark.
+inside the capture driver, not in Spark.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from nsqviz.pipeline.decode import FRAME_SCHEMA, decode_sorted_batches
+from nsqviz.capture.driver import IDLE_SPLIT
+from nsqviz.pipeline.decode import decode_sorted_batches
+from nsqviz.pipeline.schemas import FRAME_SCHEMA
 
-__all__ = ["FRAME_SCHEMA", "packets_to_frames", "warning_rows"]
+__all__ = ["packets_to_frames", "warning_rows"]
 
 
 def _key_columns():
@@ -37,35 +41,33 @@ def packets_to_frames(
     packets: DataFrame,
     *,
     partitions: int | None = None,
-    idle_split: float = 600.0,
-    server_ports: tuple[int, ...] = (4150,),
+    idle_split: float | None = IDLE_SPLIT,
+    ports: Mapping[str, Iterable[int]] | None = None,
     per_file: bool = False,
 ) -> DataFrame:
     """The frames table (:data:`FRAME_SCHEMA`) of a packets DataFrame from the pcap source.
 
-    ``partitions`` defaults to ``spark.sql.shuffle.partitions``. ``idle_split`` seconds
-    of silence on a 4-tuple start a new connection even without a SYN (nsqd's
-    heartbeats mean a live connection is never silent that long). By default all files
-    are one capture set (rotated files of one capture point), so a connection continues
-    from file to file; ``per_file`` decodes each file as a capture of its own -- for
-    unrelated captures, or copies of the same traffic, which must not be merged.
+    ``partitions`` defaults to ``spark.sql.shuffle.partitions``. ``idle_split``,
+    ``ports`` and ``per_file`` (not ``continuation``) are the capture driver's options:
+    by default all files are one capture set (rotated files of one capture point), so a
+    connection continues from file to file; ``per_file`` decodes each file as a capture
+    of its own -- for unrelated captures, or copies of the same traffic.
     """
     tcp = packets.where(F.col("warning").isNull())
     ka, kb = _key_columns()
     if per_file:
         ka = F.concat_ws("/", F.col("file_index").cast("string"), ka).alias("_ka")
-    keyed = tcp.select(ka, kb, *[c for c in tcp.columns if c not in ("warning", "file_index")],
-                       "file_index")
+    keyed = tcp.select(ka, kb, *[c for c in tcp.columns if c != "warning"])
     n = partitions or int(
         packets.sparkSession.conf.get("spark.sql.shuffle.partitions", "8")  # type: ignore[arg-type]
     )
     ordered = keyed.repartition(n, "_ka", "_kb").sortWithinPartitions(
-        "_ka", "_kb", "ts", "file_index", "packet"
+        "_ka", "_kb", "file_index", "packet"
     )
-    ports = tuple(server_ports)
+    port_lists = {k: list(v) for k, v in (ports or {}).items()}
 
     def run(batches):
-        return decode_sorted_batches(batches, idle_split=idle_split, server_ports=ports,
+        return decode_sorted_batches(batches, idle_split=idle_split, ports=port_lists,
                                      per_file=per_file)
 
     frames = ordered.mapInArrow(run, FRAME_SCHEMA)

@@ -18,7 +18,11 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+from nsqviz.capture.driver import IDLE_SPLIT
+from nsqviz.capture.options import add_capture_set_options, capture_set_options
 
 __all__ = ["PipelineResult", "main", "run"]
 
@@ -39,12 +43,15 @@ class PipelineResult:
 
 
 def run(spark, captures, out: str, *, partitions: int | None = None,
-        server_ports: tuple[int, ...] = (4150,), idle_split: float = 600.0,
-        count: bool = True, per_file: bool = False) -> PipelineResult:
+        ports: Mapping[str, Iterable[int]] | None = None,
+        idle_split: float | None = IDLE_SPLIT, count: bool = True,
+        per_file: bool = False) -> PipelineResult:
     """Decode ``captures`` (files, directories, globs) and write every table under ``out``.
 
     All files are one capture set (a connection may continue from file to file) unless
-    ``per_file``: then each file is decoded on its own.
+    ``per_file``: then each file is decoded on its own. ``ports`` (extra server ports
+    per protocol name) and ``idle_split`` are the capture driver's options, as in
+    ``nsqviz decode``.
     """
     from pyspark import StorageLevel
 
@@ -56,7 +63,7 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
     files = expand_paths(captures)
     uri = _uri(out)
     packets = spark.read.format("pcap").option("paths", _json(files)).load()
-    frames = packets_to_frames(packets, partitions=partitions, server_ports=server_ports,
+    frames = packets_to_frames(packets, partitions=partitions, ports=ports,
                                idle_split=idle_split, per_file=per_file)
     frames.write.mode("overwrite").parquet(f"{uri}/frames")
     decoded = time.perf_counter()
@@ -102,7 +109,7 @@ def _json(files: list[str]) -> str:
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = parser or argparse.ArgumentParser(
-        prog="nsqviz pipeline", description="Decode NSQ captures on Spark into Parquet tables."
+        prog="nsqviz pipeline", description="Decode captures on Spark into Parquet tables."
     )
     p.add_argument("captures", nargs="+", metavar="CAPTURE",
                    help="pcap/pcapng files, directories of them, or globs (rotated files "
@@ -114,13 +121,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                    help="driver JVM heap for local runs (default 4g)")
     p.add_argument("--partitions", type=int, default=None,
                    help="shuffle partitions for the connection grouping (default 2x cores)")
-    p.add_argument("--each-file", action="store_true",
-                   help="decode every file as a capture of its own (default: the files are "
-                   "one capture set, e.g. tcpdump -C/-G rotations, and connections continue "
-                   "across them)")
-    p.add_argument("--port", type=int, action="append", default=None, metavar="PORT",
-                   help="NSQ server port(s) for captures that start mid-connection "
-                   "(default 4150)")
+    add_capture_set_options(p)
     return p
 
 
@@ -131,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_args(args) -> int:
-    from nsqviz.pipeline.session import DEFAULT_DRIVER_MEMORY, JavaMissing, get_session
     from nsqviz.pipeline.source import expand_paths
+    from nsqviz.pipeline.spark import DEFAULT_DRIVER_MEMORY, JavaMissing, get_session
 
     try:
         expand_paths(args.captures)  # before paying for a JVM
@@ -145,8 +146,10 @@ def run_args(args) -> int:
         print(f"nsqviz pipeline: {exc}", file=sys.stderr)
         return 2
     try:
+        options = capture_set_options(args)
         result = run(spark, args.captures, args.out, partitions=args.partitions,
-                     server_ports=tuple(args.port or (4150,)), per_file=args.each_file)
+                     ports=options["ports"], idle_split=options["idle_split"],
+                     per_file=not options["continuation"])
     except FileNotFoundError as exc:
         print(f"nsqviz pipeline: {exc}", file=sys.stderr)
         return 2

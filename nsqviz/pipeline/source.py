@@ -11,7 +11,7 @@ only be read from its start, and rotated captures (``tcpdump -C``/``-G``) alread
 as many files of bounded size.
 
 One row per TCP packet. Packets that are not TCP are skipped (they are not part of any
-NSQ conversation); every damaged record becomes a row whose ``warning`` says what was
+conversation); every damaged record becomes a row whose ``warning`` says what was
 wrong and where, so nothing disappears silently.
 
 Options: ``path`` (or ``load([...])`` paths), each a file, a directory (its ``*.pcap``,
@@ -29,36 +29,11 @@ import re
 from collections.abc import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.types import (
-    BinaryType,
-    DoubleType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
 
-__all__ = ["PACKET_SCHEMA", "PcapDataSource", "expand_paths", "iter_packet_batches"]
+from nsqviz.pipeline.schemas import PACKET_SCHEMA
+from nsqviz.records import packet_schema
 
-PACKET_SCHEMA = StructType(
-    [
-        StructField("file", StringType(), True),
-        StructField("file_index", IntegerType(), True),  # rank in rotation order
-        StructField("packet", LongType(), True),  # 1-based, Wireshark's frame number
-        StructField("ts", DoubleType(), True),
-        StructField("src", StringType(), True),
-        StructField("sport", IntegerType(), True),
-        StructField("dst", StringType(), True),
-        StructField("dport", IntegerType(), True),
-        StructField("seq", LongType(), True),
-        StructField("ack", LongType(), True),
-        StructField("flags", IntegerType(), True),
-        StructField("payload", BinaryType(), True),
-        StructField("missing", IntegerType(), True),  # payload bytes cut by the snaplen
-        StructField("warning", StringType(), True),  # set on rows for damaged records
-    ]
-)
+__all__ = ["PcapDataSource", "expand_paths", "iter_packet_batches"]
 
 BATCH_ROWS = 8192
 _CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
@@ -102,30 +77,13 @@ def _looks_like_capture(name: str) -> bool:
 
 
 def iter_packet_batches(path: str, file_index: int = 0, batch_rows: int = BATCH_ROWS) -> Iterator:
-    """Stream one capture file as Arrow record batches of :data:`PACKET_SCHEMA` rows."""
+    """Stream one capture file as Arrow record batches of packets-table rows."""
     import pyarrow as pa
 
     from nsqviz.capture.files import CaptureFormatError, CaptureWarning, read_capture
     from nsqviz.capture.layers import decode_record
 
-    arrow_schema = pa.schema(
-        [
-            ("file", pa.string()),
-            ("file_index", pa.int32()),
-            ("packet", pa.int64()),
-            ("ts", pa.float64()),
-            ("src", pa.string()),
-            ("sport", pa.int32()),
-            ("dst", pa.string()),
-            ("dport", pa.int32()),
-            ("seq", pa.int64()),
-            ("ack", pa.int64()),
-            ("flags", pa.int32()),
-            ("payload", pa.binary()),
-            ("missing", pa.int32()),
-            ("warning", pa.string()),
-        ]
-    )
+    arrow_schema = packet_schema()
     cols: tuple[list, ...] = tuple([] for _ in range(12))
     (number, ts, src, sport, dst, dport, seq, ack, flags, payload, missing, warning) = cols
 

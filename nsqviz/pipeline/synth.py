@@ -43,6 +43,7 @@ from nsqviz.nsq.events import (
     Touch,
 )
 from nsqviz.nsq.fastpath import encode_command, encode_frame
+from nsqviz.records import compact_json
 
 __all__ = [
     "ConnTruth",
@@ -328,9 +329,7 @@ class _Sim:
 
 
 def _json(obj: dict) -> bytes:
-    import json
-
-    return json.dumps(obj, separators=(",", ":")).encode()
+    return compact_json(obj).encode()
 
 
 def simulate(

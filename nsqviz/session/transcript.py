@@ -1,7 +1,9 @@
 """Saving a session: a JSON transcript, and a pcap Wireshark and the replay views read.
 
-The JSON keeps, per entry, the bytes both ways (hex), the decoded events, the codec's
-state before and after, and times in seconds since the session started. The pcap
+The JSON keeps, per entry, the bytes both ways (hex), the decoded events (as
+:func:`nsqviz.records.event_json` writes them: fields as ``nsqviz decode`` shows them,
+plus the frame's bytes and segments), the codec's state before and after, and times in
+seconds since the session started. The pcap
 writes each connection as a synthetic TCP conversation (handshake, data segments with
 correct sequence numbers, FIN) with the captures engineer's
 :class:`~nsqviz.capture.writer.TcpConversation`, timestamped at the moment each chunk
@@ -13,46 +15,17 @@ bytes *inside* TLS (the session never sees the ciphertext) -- said in each entry
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from nsqviz.nsq import events as ev
+from nsqviz.records import event_json
 from nsqviz.stream import Direction
 
 if TYPE_CHECKING:
     from nsqviz.session.client import Session
 
-__all__ = ["event_json", "save_json", "save_pcap", "transcript_json"]
-
-
-def event_json(e: ev.Event) -> dict[str, Any]:
-    """An event as plain JSON: its type and fields, bytes as text where printable."""
-    out: dict[str, Any] = {"type": type(e).__name__}
-    for f in dataclasses.fields(e):
-        if f.name == "raw":
-            continue
-        out[f.name] = _plain(getattr(e, f.name))
-    raw = getattr(e, "raw", None)
-    if raw is not None:
-        out["frame"] = {"offset": raw.offset, "hex": raw.data.hex(),
-                        "sources": [[s.segment, s.start, s.end] for s in raw.sources]}
-    return out
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, bytes):
-        try:
-            text = v.decode("utf-8")
-        except UnicodeDecodeError:
-            return {"hex": v.hex()}
-        return text if text.isprintable() else {"hex": v.hex()}
-    if isinstance(v, tuple | list):
-        return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    return v
+__all__ = ["save_json", "save_pcap", "transcript_json"]
 
 
 def transcript_json(session: Session) -> dict[str, Any]:
@@ -81,7 +54,7 @@ def transcript_json(session: Session) -> dict[str, Any]:
                 "after": e.after,
             })
     return {
-        "format": "nsqviz-session/1",
+        "format": "nsqviz-session/2",
         "server": f"{session.address[0]}:{session.address[1]}",
         "wall_started": session.wall_started,
         "connections": conns,

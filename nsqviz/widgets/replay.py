@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nsqviz.capture.decode import DecodedRecord
+from nsqviz import protocols
 from nsqviz.capture.replay import Replay
-from nsqviz.nsq import grammar
+from nsqviz.records import DecodedRecord
 from nsqviz.stream import Direction
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.style import CSS, colour, esc
@@ -40,8 +40,8 @@ class ReplayView:
         self.replay = replay
         last = replay.packets[-1].number if replay.packets else 0
         self.upto = last if upto is None else upto
-        nsq = [s.flow.id for s in replay.flows if s.nsq]
-        self.flows = flows if flows is not None else nsq
+        decoded = [s.flow.id for s in replay.flows if s.protocol]
+        self.flows = flows if flows is not None else decoded
         self._x = {p.number: i for i, p in enumerate(replay.packets)}
         self._names = sorted({r.name for r in replay.records if r.kind in ("command", "frame")})
 
@@ -176,9 +176,11 @@ class ReplayView:
     def hexview(self, rec: DecodedRecord) -> HexView | None:
         """The bytes of a command or frame, coloured by grammar field."""
         raw = getattr(rec.event, "raw", None)
-        if raw is None or rec.kind not in ("command", "frame") or rec.name == "MAGIC":
+        if raw is None or rec.protocol is None or rec.kind not in ("command", "frame"):
             return None
-        con = grammar.Command if rec.kind == "command" else grammar.Frame
+        con = protocols.by_name(rec.protocol).layout(rec.kind, rec.name)
+        if con is None:
+            return None
         return HexView.of(con, raw.data, f"{rec.name} · {rec.dir} · packets "
                                          f"{','.join(map(str, rec.packets))}")
 

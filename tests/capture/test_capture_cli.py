@@ -78,7 +78,7 @@ def test_stats_text_and_json(capture, capsys):
     stats = _json_lines(capsys, "--stats", str(capture))
     assert [s["flow_id"] for s in stats] == [0, 1]
     s0 = stats[0]
-    assert s0["nsq"] is True and s0["records"]["frame"] == 4 + 6
+    assert s0["protocol"] == "nsq" and s0["records"]["frame"] == 4 + 6
     assert s0["packets_per_frame"]["max"] >= 3 and s0["gap_bytes"] == 0
 
 
@@ -97,8 +97,8 @@ def test_console_script_runs(capture):
 
 
 def test_fast_json_lines_equal_json_dumps(capture):
-    from nsqviz.capture.cli import json_line
     from nsqviz.capture.decode import CaptureDecoder
+    from nsqviz.records import json_line
 
     records = list(CaptureDecoder().decode([capture]))
     assert records
@@ -110,23 +110,23 @@ def test_fast_json_lines_equal_json_dumps(capture):
 def test_fast_json_lines_equal_json_dumps_on_every_sample():
     from pathlib import Path
 
-    from nsqviz.capture.cli import json_line
     from nsqviz.capture.decode import CaptureDecoder
+    from nsqviz.records import json_line
 
     data = Path(__file__).resolve().parents[2] / "data"
     seen = set()
     for path in sorted(data.glob("*.pcap*")):
-        for rec in CaptureDecoder(server_ports={4150, 45425}).decode([path]):
+        for rec in CaptureDecoder(ports={"nsq": {45425}}).decode([path]):
             assert json_line(rec) == json.dumps(rec.as_json()), rec
             seen.add(rec.kind)
     assert seen == {"command", "frame", "error", "gap", "tls"}
 
 
 def test_several_files_number_flows_on(capture, capsys):
-    rows = _json_lines(capsys, "--stats", str(capture), str(capture))
+    rows = _json_lines(capsys, "--each-file", "--stats", str(capture), str(capture))
     assert [s["flow_id"] for s in rows] == [0, 1, 2, 3]
-    msgs = _json_lines(capsys, "--flow", "3", "--filter", "FrameTypeMessage", str(capture),
-                       str(capture))
+    msgs = _json_lines(capsys, "--each-file", "--flow", "3", "--filter", "FrameTypeMessage",
+                       str(capture), str(capture))
     assert len(msgs) == 7
 
 
@@ -141,4 +141,4 @@ def test_reads_standard_input_and_says_when_nothing_is_nsq(capture, tmp_path):
         conv.send("c2s", b"GET / HTTP/1.1\r\n\r\n", 1.1)
     out = subprocess.run([sys.executable, "-m", "nsqviz.cli", "decode", str(other)],
                          capture_output=True, text=True, check=True)
-    assert out.stdout == "" and "no NSQ traffic found in 1 TCP flows" in out.stderr
+    assert out.stdout == "" and "no known protocol in 1 TCP flows" in out.stderr

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from nsqviz.capture.decode import CaptureDecoder, DecodedRecord
+from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.layers import (
     ACK,
     LINKTYPE_ETHERNET,
@@ -19,8 +19,10 @@ from nsqviz.capture.layers import (
 from nsqviz.capture.synth import NsqTalk, pubsub_session
 from nsqviz.capture.writer import PcapngWriter, PcapWriter, TcpConversation
 from nsqviz.nsq.events import Identify, Magic, Message, Pub, Response
+from nsqviz.records import DecodedRecord
 
 CLIENT, SERVER = ("10.0.0.1", 50000), ("10.0.0.2", 4150)
+OPENED = 1_700_000_000.0 - 0.5  # just before NsqTalk's first write
 
 
 def decode(raw: bytes, **kw) -> tuple[list[DecodedRecord], CaptureDecoder]:
@@ -37,7 +39,7 @@ def write_session(mss=1000, compression=None, linktype=LINKTYPE_ETHERNET, client
     f = io.BytesIO()
     w = PcapWriter(f, linktype=linktype)
     conv = TcpConversation(w, client, server, mss=mss, vlan=vlan)
-    conv.open(1.0)
+    conv.open(OPENED)
     talk = NsqTalk(conv)
     pubsub_session(talk, compression=compression, **session)
     conv.close(talk.ts + 0.001)
@@ -56,7 +58,7 @@ def test_clean_session_decodes_to_exactly_what_was_sent(compression):
         (switch,) = [r for r in recs if "compression_starts" in r.fields]
         assert switch.fields["compression_starts"]["kind"] == compression
     (stats,) = d.stats
-    assert stats.nsq and stats.why == "magic"
+    assert stats.protocol == "nsq" and stats.why == "magic"
     assert sum(stats.records.values()) == len(truth.commands) + len(truth.frames)
 
 
@@ -101,8 +103,8 @@ def test_pcapng_two_interfaces_two_flows():
     cooked = w.add_interface(LINKTYPE_LINUX_SLL2, tsresol=9)
     a = TcpConversation(w, CLIENT, SERVER, interface=eth, mss=200)
     b = TcpConversation(w, ("10.0.0.3", 51000), SERVER, interface=cooked, mss=200)
-    a.open(1.0)
-    b.open(1.0)
+    a.open(OPENED)
+    b.open(OPENED)
     ta, tb = NsqTalk(a), NsqTalk(b)
     ta.say(Magic(), Identify({"client_id": "a"}))
     tb.say(Magic(), Pub("t", b"from b" * 50))
@@ -256,7 +258,7 @@ def test_tls_upgrade_is_shown_as_encrypted_not_garbage():
     f = io.BytesIO()
     w = PcapWriter(f)
     conv = TcpConversation(w, CLIENT, SERVER, mss=500)
-    conv.open(1.0)
+    conv.open(OPENED)
     talk = NsqTalk(conv)
     talk.say(Magic(), Identify({"tls_v1": True, "feature_negotiation": True}))
     talk.answer(Response(json.dumps({"tls_v1": True, "max_rdy_count": 2500}).encode()))
@@ -305,7 +307,7 @@ def test_a_flow_that_is_not_nsq_is_counted_not_decoded():
     conv.packet("c2s", 1.3, 1, 2, ACK)
     recs, d = decode(f.getvalue())
     assert recs == []
-    assert d.stats[0].nsq is False and d.stats[0].undecoded_bytes > 0
+    assert d.stats[0].protocol == "" and d.stats[0].undecoded_bytes > 0
 
 
 def test_message_event_keeps_packet_provenance():
@@ -355,8 +357,8 @@ def test_mutated_captures_never_crash_the_decoder():
     import random
     from pathlib import Path
 
-    from nsqviz.capture.cli import json_line
     from nsqviz.capture.files import CaptureFormatError
+    from nsqviz.records import json_line
 
     data_dir = Path(__file__).resolve().parents[2] / "data"
     originals = [(data_dir / n).read_bytes() for n in
@@ -378,3 +380,30 @@ def test_mutated_captures_never_crash_the_decoder():
         except CaptureFormatError:
             kinds.add("format error")
     assert {"command", "frame", "error"} <= kinds
+
+
+def test_idle_split_and_continuation_are_explicit_options():
+    """One session in two files, then the same 4-tuple again an hour later without a
+    handshake: one capture set continues the first connection into the second file and
+    splits at the silence; per file, every file starts its own connections."""
+    talk = NsqTalk(None)
+    pubsub_session(talk, messages=6, body_sizes=(30,))
+    truth = talk.written
+    halves = []
+    for t0 in (OPENED, OPENED + 3600):
+        f = io.BytesIO()
+        conv = TcpConversation(PcapWriter(f), CLIENT, SERVER, mss=300)
+        if t0 == OPENED:
+            conv.open(t0)
+        for direction, start, data in truth.writes:
+            conv.segment(direction, start, data, t0 + 1)
+        halves.append(f.getvalue())
+    one = CaptureDecoder()
+    recs = list(one.decode([io.BytesIO(h) for h in halves]))
+    assert [s.flow.syn_seen for s in one.stats] == [True, False]
+    assert {r.flow_id for r in recs if r.kind == "command"} == {0, 1}
+    never = CaptureDecoder(idle_split=None)
+    assert {r.flow_id for r in never.decode([io.BytesIO(h) for h in halves])} == {0}
+    each = CaptureDecoder(continuation=False, idle_split=None)
+    list(each.decode([io.BytesIO(h) for h in halves]))
+    assert [s.flow.id for s in each.stats] == [0, 1]

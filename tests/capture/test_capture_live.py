@@ -83,7 +83,7 @@ def test_fresh_any_interface_capture_decodes_to_what_was_said(tmp_path):
             dump.communicate(timeout=10)
 
     assert {r.linktype for r in read_capture(path)} == {LINKTYPE_LINUX_SLL2}
-    decoder = CaptureDecoder(server_ports={broker.tcp_port})
+    decoder = CaptureDecoder(ports={"nsq": {broker.tcp_port}})
     records = list(decoder.decode([path]))
     assert not [r for r in records if r.kind in ("error", "gap")]
     flows = {}

@@ -30,7 +30,7 @@ def test_the_samples_are_there_and_small():
 def test_sample_decodes_with_no_unexplained_errors(name):
     records, decoder = _decode(name)
     assert not decoder.warnings
-    nsq = [s for s in decoder.stats if s.nsq]
+    nsq = [s for s in decoder.stats if s.protocol == "nsq"]
     assert nsq and all(s.records.get("command") and s.records.get("frame") for s in nsq)
     # An error we report on the client's side is explained when nsqd said the same.
     answered = Counter((r.flow, r.fields["code"]) for r in records
@@ -86,9 +86,9 @@ def test_errors_sample_and_the_http_flow():
     records, decoder = _decode("errors.pcap")
     codes = [r.fields["code"] for r in records if r.name == "FrameTypeError"]
     assert codes == ["E_BAD_TOPIC", "E_FIN_FAILED", "E_REQ_FAILED", "E_INVALID"]
-    assert [s.nsq for s in decoder.stats] == [True, True, True, False]
+    assert [s.protocol for s in decoder.stats] == ["nsq", "nsq", "nsq", ""]
     port = decoder.stats[0].flow.server[1]
-    records, decoder = _decode("errors.pcap", server_ports={port})
+    records, decoder = _decode("errors.pcap", ports={"nsq": {port}})
     http = [r for r in records if r.flow_id == 3]
     assert [r.name for r in http] == ["E_BAD_PROTOCOL", "FrameTypeError"]
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from nsqviz.capture.layers import ACK, FIN, PSH, RST, SYN, Segment
 from nsqviz.capture.tcp import Data, FlowEnd, FlowStart, FlowTracker, Gap, Retransmission
+from nsqviz.nsq.protocol import NSQ
 
 C, S = ("10.0.0.1", 50123), ("10.0.0.2", 4150)
 STREAM = bytes(range(256)) * 40  # 10,240 bytes, every offset recognisable
@@ -41,7 +42,7 @@ class Wire:
 
 
 def run(segments):
-    t = FlowTracker()
+    t = FlowTracker(server_ports=NSQ.server_ports)
     events = []
     for s in segments:
         events += t.feed(s)
@@ -141,7 +142,7 @@ def test_snaplen_cut_packet_gap_is_immediate_and_named():
         w.seg("c2s", 0, STREAM[:100], missing=400),
         w.seg("c2s", 500, STREAM[500:600]),
     ]
-    t = FlowTracker()
+    t = FlowTracker(server_ports=NSQ.server_ports)
     seen = []
     for s in segs:
         seen.append(t.feed(s))
@@ -172,7 +173,7 @@ def test_mid_stream_start_without_syn():
 
 def test_direction_from_magic_when_ports_do_not_tell():
     seg = Segment(1, 0.0, "10.0.0.9", 7000, "10.0.0.8", 40000, 1, 0, ACK, b"  V2")
-    (start, data) = FlowTracker(server_ports=()).feed(seg)
+    (start, data) = FlowTracker(client_hello=NSQ.client_hello).feed(seg)
     assert start.flow.client == ("10.0.0.9", 7000) and data.direction == "c2s"
 
 

@@ -121,12 +121,13 @@ def test_transcript_json(session, tmp_path):
     path = tmp_path / "t.json"
     session.save_json(path)
     doc = json.loads(path.read_text())
-    assert doc["format"] == "nsqviz-session/1"
+    assert doc["format"] == "nsqviz-session/2"
     kinds = [e["command"]["type"] for e in doc["entries"] if e["kind"] == "step"]
     assert kinds == ["Magic", "Identify", "Sub", "Rdy"]
     sub = doc["entries"][2]
     assert bytes.fromhex(sub["sent"]) == b"SUB orders audit\n"
-    assert sub["events"][0]["type"] == "Response" and sub["events"][0]["data"] == "OK"
+    answer = sub["events"][0]
+    assert answer["type"] == "Response" and bytes.fromhex(answer["data"]) == b"OK"
     assert sub["before"]["state"] == "CONNECTED" and sub["after"]["state"] == "SUBSCRIBED"
 
 
@@ -249,7 +250,7 @@ def test_saved_pcap_replays_to_the_same_events(session, tmp_path):
     session.save_pcap(path)
 
     port = str(c.local[1])
-    replayed = [r.event for r in decode_capture(path, server_ports=[session.address[1]])
+    replayed = [r.event for r in decode_capture(path, ports={"nsq": [session.address[1]]})
                 if r.flow and port in r.flow.split("->")[0] and r.kind in ("command", "frame")]
     seen = []
     for entry in session.entries:

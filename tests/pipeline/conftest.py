@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsqviz.pipeline.session import JavaMissing, check_java
+from nsqviz.pipeline.spark import JavaMissing, check_java
 
 SEED = 7
 
@@ -20,7 +20,7 @@ def spark():
         check_java()
     except JavaMissing as exc:
         pytest.skip(str(exc))
-    from nsqviz.pipeline.session import get_session
+    from nsqviz.pipeline.spark import get_session
 
     session = get_session("local[2]", driver_memory="2g", shuffle_partitions=4)
     yield session

@@ -61,7 +61,7 @@ def test_silence_longer_than_idle_split_starts_a_new_connection(tmp_path):
 def test_fields_json_is_json_dumps():
     import json
 
-    from nsqviz.capture.cli import fields_json
+    from nsqviz.records import fields_json
 
     samples = [
         {},

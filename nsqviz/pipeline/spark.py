@@ -2,7 +2,7 @@
 
 Defaults are for the machine the project is taught on (2 cores, 24 GB): ``local[*]``, a
 4 GB driver (in local mode the executors live inside the driver JVM; the real work --
-TCP reassembly and NSQ decoding -- happens in Python workers, outside the JVM heap), few
+TCP reassembly and protocol decoding -- happens in Python workers, outside the JVM heap), few
 shuffle partitions (the default 200 would mean 200 tiny Python tasks per stage), and
 Arrow for every pandas hand-over. Under ``spark-submit`` the session already exists and
 its master/memory come from the command line: :func:`get_session` then only adds the

@@ -1,0 +1,259 @@
+"""What nsqviz needs from a protocol, and the registry of the protocols it knows.
+
+The capture decoder, the replay, the Spark pipeline, ``nsqviz decode`` and the records
+module never name a protocol: they ask this module. A protocol is one
+:class:`Protocol` instance that says
+
+* how to **detect** it on a TCP connection: the bytes only its client sends first
+  (:meth:`Protocol.client_hello`), its server ports, and a guess for captures that start
+  mid-connection (:meth:`Protocol.detect`);
+* how to **decode** a connection it owns: :meth:`Protocol.observer` returns a
+  :class:`ConnectionObserver` fed both directions in capture order, which turns the
+  protocol's own events into protocol-free :class:`Item` s (a command, a frame, an
+  error, the TLS switch ...) and says what a gap in the capture costs it;
+* how its events read as **records**: fields as JSON-ready data, the one-line summary
+  ``nsqviz decode`` prints, a label for diagrams, the grammar a hex view colours the
+  bytes with, and the typed columns its Spark analyses aggregate on.
+
+How a protocol plugs in:
+
+1. write ``nsqviz/<name>/protocol.py`` with a subclass of :class:`Protocol` and one
+   instance of it (NSQ's is :mod:`nsqviz.nsq.protocol`);
+2. add ``"nsqviz.<name>.protocol:INSTANCE"`` to :data:`BUILTIN` (or call
+   :func:`register` with the instance, for a protocol that lives outside nsqviz).
+
+Nothing else is copied or edited: a capture's flows are offered to every registered
+protocol (:func:`detect`), records find their protocol from the event's class
+(:func:`of_event`), and the pipeline's frames table gets the typed columns of every
+protocol (:func:`typed_columns`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+from typing import Protocol as TypingProtocol
+
+__all__ = [
+    "BUILTIN",
+    "ConnectionObserver",
+    "Detection",
+    "Item",
+    "Lost",
+    "Protocol",
+    "by_name",
+    "detect",
+    "of_event",
+    "register",
+    "registered",
+    "typed_columns",
+]
+
+BUILTIN = ("nsqviz.nsq.protocol:NSQ",)
+"""The protocols nsqviz ships, in detection order (``module:attribute``)."""
+
+
+class Item(NamedTuple):
+    """One thing a connection observer saw, in words every output understands.
+
+    ``kind`` is one of
+
+    * ``"command"`` (client to server) or ``"frame"`` (server to client): a decoded
+      unit; ``fields`` may hold a ``"violation"`` (what the server refuses in it);
+    * ``"error"``: bytes that could not be decoded as a unit (``name`` the server's
+      error code, or ``"Undecodable"``); ``"truncated"``: the stream ended inside a unit;
+    * ``"tls"``: the connection switches to TLS here (nothing after it is readable);
+    * ``"annotation"``: ``fields`` to add to the previous record of the same direction
+      (a compression switch that takes effect right after a response, say).
+
+    ``offset`` is the stream offset of the unit relative to where the observer's
+    current stream starts (the capture layer adds what came before a gap); ``raw`` is the
+    reassembled frame (``raw.sources`` name its packets) or ``None``.
+    """
+
+    kind: str
+    name: str
+    fields: dict[str, Any]
+    event: Any
+    offset: int | None = None
+    raw: Any = None
+
+
+class Lost(NamedTuple):
+    """What a gap in one direction cost the observer.
+
+    ``partial`` is the start of the unit the gap cut, ``length`` that unit's full size
+    when its size prefix arrived before the gap (then the next boundary is proven);
+    a non-empty ``dead`` says why nothing more of this direction can be decoded.
+    """
+
+    partial: bytes = b""
+    length: int | None = None
+    dead: str = ""
+
+
+class Detection(NamedTuple):
+    """How sure a protocol is that a flow is its own: ``score`` 3 the client's hello was
+    seen, 2 the server port is one of its ports, 1 the bytes look like it, 0 not it
+    (``why`` says which)."""
+
+    score: int
+    why: str
+
+
+class ConnectionObserver(TypingProtocol):
+    """A passive decoder of one connection, both directions (a capture's view)."""
+
+    encrypted: bool
+    """True once the connection switched to TLS: nothing more is decodable."""
+
+    def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
+        """Bytes of ``direction`` (``"c2s"``/``"s2c"``) carried by packet ``segment``."""
+        ...
+
+    def gap(self, direction: str) -> Lost:
+        """Bytes of ``direction`` are missing from the capture here."""
+        ...
+
+    def end(self, direction: str, segment: int) -> list[Item]:
+        """``direction`` ended (FIN, RST, end of capture): what is left in it."""
+        ...
+
+
+class Protocol(ABC):
+    """One protocol, as the protocol-free parts of nsqviz see it. See the module doc."""
+
+    name: str
+    """Short name: ``"nsq"``, ``"tubemq"``; the ``protocol`` of its records."""
+    title: str
+    """How people write it: ``"NSQ"``."""
+    package: str
+    """The package its events are defined in (``"nsqviz.nsq"``): records find their
+    protocol by the module of the event's class."""
+    server_ports: frozenset[int]
+    """Ports its servers listen on by default."""
+
+    # -- detection ---------------------------------------------------------------
+
+    @abstractmethod
+    def client_hello(self, data: bytes) -> bool:
+        """Do these first bytes of a stream prove their sender is this protocol's client?
+        (The capture layer uses it to orient a flow whose SYN was not captured.)"""
+
+    @abstractmethod
+    def detect(self, direction: str, data: bytes, *, from_start: bool,
+               server_port: bool) -> Detection:
+        """Is a flow this protocol's? ``data`` is the first payload seen, in
+        ``direction``; ``from_start``: it is the client's first bytes after a captured
+        handshake; ``server_port``: the server's port is one of this protocol's."""
+
+    # -- decoding -----------------------------------------------------------------
+
+    @abstractmethod
+    def observer(self, *, midstream: bool) -> ConnectionObserver:
+        """A fresh observer for one connection (``midstream``: its start was not seen)."""
+
+    # -- records ------------------------------------------------------------------
+
+    @abstractmethod
+    def fields(self, event: Any) -> dict[str, Any]:
+        """The event's fields as JSON-ready data (bytes as hex)."""
+
+    @abstractmethod
+    def summary(self, kind: str, name: str, fields: Mapping[str, Any]) -> str:
+        """The Info column of ``nsqviz decode`` for a command or frame record."""
+
+    @abstractmethod
+    def label(self, event: Any) -> tuple[str, str]:
+        """``(label, style)`` for diagrams: ``("SUB orders audit", "command")``."""
+
+    def layout(self, kind: str, name: str) -> Any:
+        """The grammar (a ``construct``) a hex view colours a unit's bytes with, or
+        ``None`` when there is none."""
+        return None
+
+    typed_schema: tuple[tuple[str, str], ...] = ()
+    """Typed columns of the frames table, as ``(name, arrow type name)``: what this
+    protocol's analyses join and aggregate on."""
+
+    def typed(self, event: Any) -> dict[str, Any]:
+        """Values of :attr:`typed_schema` columns for one command or frame."""
+        return {}
+
+
+_BUILTINS: list[Protocol] = []
+_EXTRA: dict[str, Protocol] = {}
+_BY_MODULE: dict[str, Protocol | None] = {}
+
+
+def register(protocol: Protocol) -> Protocol:
+    """Add a protocol from outside nsqviz after the built-in ones. Returns it."""
+    _EXTRA[protocol.name] = protocol
+    _BY_MODULE.clear()
+    return protocol
+
+
+def registered() -> tuple[Protocol, ...]:
+    """Every known protocol: the built-in ones (imported on first use), then the others."""
+    if not _BUILTINS:
+        for spec in BUILTIN:
+            module, _, attr = spec.partition(":")
+            _BUILTINS.append(getattr(importlib.import_module(module), attr))
+    return (*_BUILTINS, *(p for p in _EXTRA.values() if p not in _BUILTINS))
+
+
+def by_name(name: str) -> Protocol:
+    """The protocol called ``name``; ``KeyError`` naming the known ones otherwise."""
+    for proto in registered():
+        if proto.name == name:
+            return proto
+    known = ", ".join(p.name for p in registered())
+    raise KeyError(f"unknown protocol {name!r} (known: {known})")
+
+
+def of_event(event: Any) -> Protocol | None:
+    """The protocol whose package defines the event's class."""
+    module = type(event).__module__
+    try:
+        return _BY_MODULE[module]
+    except KeyError:
+        pass
+    found = None
+    for proto in registered():
+        if module == proto.package or module.startswith(proto.package + "."):
+            found = proto
+            break
+    _BY_MODULE[module] = found
+    return found
+
+
+def detect(protocols: Iterable[Protocol], direction: str, data: bytes, *, from_start: bool,
+           ports: Mapping[str, frozenset[int]], server_port: int) -> tuple[Protocol | None, str]:
+    """The protocol most sure a flow is its own (ties: the first), and why; ``None`` and
+    the reasons when none claims it. ``ports`` are each protocol's server ports."""
+    best: tuple[int, Protocol | None, str] = (0, None, "")
+    reasons = []
+    for proto in protocols:
+        verdict = proto.detect(direction, data, from_start=from_start,
+                               server_port=server_port in ports.get(proto.name, ()))
+        if verdict.score > best[0]:
+            best = (verdict.score, proto, verdict.why)
+        elif verdict.score == 0:
+            reasons.append(f"{proto.title}: {verdict.why}")
+    if best[1] is None:
+        return None, "; ".join(reasons)
+    return best[1], best[2]
+
+
+def typed_columns() -> list[tuple[str, str]]:
+    """The typed columns of every protocol, each name once (first declaration wins;
+    two protocols declaring one name with different types is an error)."""
+    out: dict[str, str] = {}
+    for proto in registered():
+        for name, kind in proto.typed_schema:
+            if out.setdefault(name, kind) != kind:
+                raise TypeError(f"typed column {name!r} is {out[name]} in one protocol and "
+                                f"{kind} in {proto.name}")
+    return list(out.items())
