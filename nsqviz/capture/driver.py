@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, NamedTuple
 
 from nsqviz.capture.files import CaptureWarning, Record, read_capture
-from nsqviz.capture.layers import Segment, decode_record
+from nsqviz.capture.layers import Segment, decode_record, packet_id, split_packet_id
 from nsqviz.capture.tcp import FlowTracker, TcpEvent
 
 __all__ = ["IDLE_SPLIT", "CaptureDriver", "Step", "packet_id", "split_packet_id"]
@@ -33,20 +33,9 @@ __all__ = ["IDLE_SPLIT", "CaptureDriver", "Step", "packet_id", "split_packet_id"
 IDLE_SPLIT = 600.0
 """Seconds of silence after which a 4-tuple's next packet starts a new connection."""
 
-_FILE_SHIFT = 40
-_NUMBER_MASK = (1 << _FILE_SHIFT) - 1
+_FILE_SHIFT = 40  # as layers.packet_id
 
 Source = str | os.PathLike[str] | BinaryIO
-
-
-def packet_id(file_index: int, number: int) -> int:
-    """One integer for packet ``number`` of file ``file_index`` (ordered like the pair)."""
-    return (file_index << _FILE_SHIFT) | number
-
-
-def split_packet_id(pid: int) -> tuple[int, int]:
-    """``(file_index, number)`` of a :func:`packet_id`."""
-    return pid >> _FILE_SHIFT, pid & _NUMBER_MASK
 
 
 class Step(NamedTuple):

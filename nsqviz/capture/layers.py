@@ -72,8 +72,30 @@ _IPV6 = Struct(">IHBB16s16s")  # ver_tc_flow payload_len next_header hop_limit s
 _TCP = Struct(">HHIIBB")  # sport dport seq ack data_offset flags
 
 
+_FILE_SHIFT = 40
+_NUMBER_MASK = (1 << _FILE_SHIFT) - 1
+
+
+def packet_id(file_index: int, number: int) -> int:
+    """One integer for packet ``number`` of file ``file_index`` of a capture set, ordered
+    like the pair; in the first file it is the packet number itself."""
+    return (file_index << _FILE_SHIFT) | number
+
+
+def split_packet_id(pid: int) -> tuple[int, int]:
+    """``(file_index, number)`` of a :func:`packet_id`."""
+    return pid >> _FILE_SHIFT, pid & _NUMBER_MASK
+
+
+def packet_name(pid: int) -> str:
+    """``"packet 6"``, or ``"packet 6 of file 2"`` past the first file (0-based index)."""
+    file_index, number = split_packet_id(pid)
+    return f"packet {number} of file {file_index}" if file_index else f"packet {number}"
+
+
 class Segment(NamedTuple):
-    """One TCP segment and the packet that carried it.
+    """One TCP segment and the packet that carried it (``number``: its :func:`packet_id`
+    when it belongs to a capture set of several files).
 
     ``missing`` counts payload bytes the IP header promises but the capture did not keep
     (snaplen); they sit right after ``payload`` in sequence space.

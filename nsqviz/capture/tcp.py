@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from nsqviz.capture.layers import ACK, FIN, RST, SYN, Segment
+from nsqviz.capture.layers import ACK, FIN, RST, SYN, Segment, packet_name
 
 __all__ = [
     "Data",
@@ -351,7 +351,7 @@ class FlowTracker:
     def _cut_reason(half: _Half, start: int, end: int) -> str:
         for lo, hi, number in half.lost:
             if lo < end and hi > start:
-                return f"packet {number} was cut short by the capture's snaplen"
+                return f"{packet_name(number)} was cut short by the capture's snaplen"
         return ""
 
     def _end(self, flow: Flow, direction: str, half: _Half, how: str, number: int, ts: float,

@@ -20,6 +20,7 @@ from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
 from nsqviz.nsq.codec import Observer
 from nsqviz.nsq.framing import FrameFraming
+from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.protocols import Detection, Item, Lost, Protocol
 from nsqviz.stream.reassembly import FramingError
 
@@ -214,8 +215,6 @@ class NsqProtocol(Protocol):
         return ""
 
     def label(self, event: Any) -> tuple[str, str]:
-        from nsqviz.session.views import command_label, event_label
-
         if type(event) in _COMMAND_NAMES:
             return command_label(event), "command"
         return event_label(event)

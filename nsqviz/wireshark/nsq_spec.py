@@ -27,9 +27,9 @@ from construct import (
     Subconstruct,
 )
 
-from nsqviz.capture.tcp import DEFAULT_SERVER_PORTS
 from nsqviz.nsq import codec, framing, grammar
 from nsqviz.nsq.events import NON_FATAL_ERRORS, Response
+from nsqviz.nsq.protocol import NSQ
 
 __all__ = [
     "CommandSpec",
@@ -210,6 +210,6 @@ def nsq_spec() -> NsqSpec:
         name_max=name_max,
         name_suffix=suffix,
         non_fatal_errors=tuple(sorted(NON_FATAL_ERRORS)),
-        server_ports=tuple(sorted(DEFAULT_SERVER_PORTS)),
+        server_ports=tuple(sorted(NSQ.server_ports)),
         heartbeat=heartbeat,
     )

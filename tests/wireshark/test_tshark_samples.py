@@ -36,6 +36,7 @@ from types import SimpleNamespace
 import pytest
 
 from nsqviz.capture import cli as decode_cli
+from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.capture.synth import NsqTalk, pubsub_session
 from nsqviz.capture.writer import PcapWriter, TcpConversation
 from nsqviz.cli import main as nsqviz_main
@@ -63,7 +64,7 @@ def _decode_json(path: Path) -> list[dict]:
 
     out = StringIO()
     args = SimpleNamespace(captures=[str(path)], json=True, flow=[], filter=[], stats=False,
-                           port=[])
+                           port=[], each_file=False, idle_split=IDLE_SPLIT)
     assert decode_cli.run(args, out) == 0
     rows = [json.loads(line) for line in out.getvalue().splitlines()]
     for row in rows:
