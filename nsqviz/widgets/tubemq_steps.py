@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
+from nsqviz.tubemq.layout import frame_layout
+from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.sequence import Arrow, SequenceDiagram
 from nsqviz.widgets.style import CSS, esc, short_value
 from nsqviz.widgets.table import TableView
@@ -20,7 +22,8 @@ from nsqviz.widgets.table import TableView
 if TYPE_CHECKING:
     from nsqviz.tubemq.live.session import Step, TubeSession
 
-__all__ = ["fields_text", "history_table", "partition_moves", "sequence", "step_html"]
+__all__ = ["fields_text", "history_table", "partition_moves", "sequence", "step_hex",
+           "step_html"]
 
 _ENVELOPES = ("RequestBody", "RspResponseBody")  # their bytes: the inner message, shown apart
 
@@ -84,6 +87,17 @@ def step_html(step: Step) -> str:
              + _side("answer", step.answer, step.answer_frame))
     return (f'{CSS}<div class="nsqviz nv-card"><div class="nv-title">{head}</div>{problems}'
             f'<div class="nv-grid">{sides}</div>{state}</div>')
+
+
+def step_hex(step: Step) -> str:
+    """The step's request and answer frames as hex views, every byte by its field
+    (token, serialNo, listSize, block lengths, and each protobuf field inside)."""
+    views = [HexView(frame_layout(step.call.sent, response=False),
+                     f"→ {step.request.name} #{step.serial}").html(with_css=False)]
+    if step.call.received:
+        views.append(HexView(frame_layout(step.call.received, response=True),
+                             f"← {step.answer.name} #{step.serial}").html(with_css=False))
+    return f'{CSS}<div class="nsqviz nv-grid">{"".join(views)}</div>'
 
 
 def sequence(session: TubeSession, *, last: int | None = None, title: str = "") -> SequenceDiagram:

@@ -30,7 +30,8 @@ def _frames() -> list[bytes]:
     fetch = MESSAGES["GetMessageRequestC2B"](clientId="c", partitionId=0, groupName="g",
                                             topicName="demo")
     reg = MESSAGES["RegisterRequestP2M"](clientId="p", brokerCheckSum=-1, hostName="h")
-    return [codec.request(13, send)[1], codec.request(17, fetch, check=False)[1], codec.request(1, reg)[1]]
+    return [codec.request(13, send)[1], codec.request(17, fetch, check=False)[1],
+            codec.request(1, reg)[1]]
 
 
 def _blast(address: str, data: bytes) -> None:

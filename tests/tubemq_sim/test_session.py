@@ -8,7 +8,13 @@ import pytest
 from nsqviz.tubemq.grammar import RPC_MAX_BUFFER_SIZE
 from nsqviz.tubemq.live.session import TubeSession
 from nsqviz.tubemq.sim import EmbeddedSim
-from nsqviz.widgets.tubemq_steps import history_table, partition_moves, sequence
+from nsqviz.widgets.tubemq_steps import (
+    history_table,
+    partition_moves,
+    sequence,
+    step_hex,
+    step_html,
+)
 
 PARTS = ["1:demo:0", "1:demo:1", "2:demo:0", "2:demo:1"]
 
@@ -37,9 +43,12 @@ def test_producer_steps(session):
     assert len(big.request_frame.blocks) == 3 and big.call.ok
     bad = p.send("bad", check_sum=5)
     assert bad.call.err_code == 403
-    assert p.close().call.ok
-    html = big._repr_html_()
+    html = step_html(big)
     assert "listSize 3" in html and "block lengths [8192, 8192," in html
+    closing = p.close()
+    assert closing.call.ok
+    hexes = step_hex(closing)
+    assert "CloseRequestP2M" in hexes and "CloseResponseM2P" in hexes
 
 
 def test_consumers_rebalance_and_commit(session):

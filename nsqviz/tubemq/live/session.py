@@ -105,13 +105,8 @@ class Step:
                 else answer.name
         return f"{self.call.request.name} #{self.serial} → {got}"
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # no times or ports: notebooks store this text
         return f"<Step {self.index} {self.client}→{self.server}: {self.summary}>"
-
-    def _repr_html_(self) -> str:
-        from nsqviz.widgets.tubemq_steps import step_html
-
-        return step_html(self)
 
 
 class TubeSession:
