@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         tap.stop()
         traffic = from_tap(tap)
     elif args.captures:
-        kw = {"server_ports": args.port} if args.port else {}
+        kw = {"ports": {"nsq": args.port}} if args.port else {}
         traffic = from_capture(args.captures, **kw)
     else:
         raise SystemExit("give capture files or --live NSQD")

@@ -1,8 +1,7 @@
 """Where the checker's connections come from: capture files or a live :class:`WireTap`.
 
-Captures go through the project's one capture path (:func:`~nsqviz.capture.files.
-read_capture`, :func:`~nsqviz.capture.layers.decode_record`, :class:`~nsqviz.capture.tcp.
-FlowTracker`, :meth:`~nsqviz.capture.decode.CaptureDecoder.feed`), so packet numbers are
+Captures go through the project's one capture path (the :class:`~nsqviz.capture.driver.
+CaptureDriver` and :class:`~nsqviz.capture.decode.CaptureDecoder`), so packet numbers are
 those Wireshark shows. The same pass notes who ended each connection first (TCP FIN or
 RST) and the ``GET /lookup`` requests of HTTP flows (discovery polling).
 """
@@ -10,12 +9,10 @@ RST) and the ``GET /lookup`` requests of HTTP flows (discovery polling).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from nsqviz.capture.decode import CaptureDecoder
-from nsqviz.capture.files import CaptureWarning, read_capture
-from nsqviz.capture.layers import decode_record
-from nsqviz.capture.tcp import DEFAULT_SERVER_PORTS, Data, FlowEnd, FlowTracker
+from nsqviz.capture.tcp import Data, FlowEnd
 from nsqviz.conformance.rules import Connection, Seen
 from nsqviz.conformance.tap import WireTap
 
@@ -31,27 +28,20 @@ class Traffic:
 
 
 def from_capture(paths: Iterable[str | os.PathLike], *,
-                 server_ports: Iterable[int] = DEFAULT_SERVER_PORTS) -> Traffic:
+                 ports: Mapping[str, Iterable[int]] | None = None) -> Traffic:
+    """The client connections in capture files (one capture set, as ``nsqviz decode``
+    reads them); ``ports``: extra server ports per protocol name."""
     traffic = Traffic()
-    decoder = CaptureDecoder(server_ports=server_ports)
-    for path in paths:
-        tracker = FlowTracker(server_ports=decoder.server_ports, first_id=len(decoder.flows))
-        ended: set[int] = set()
-        for item in read_capture(path):
-            if type(item) is CaptureWarning:
+    decoder = CaptureDecoder(ports=ports)
+    ended: set[int] = set()
+    for step in decoder.driver.run(paths):
+        for tcp_event in step.events:
+            _note(traffic, tcp_event, ended)
+        for rec in decoder.step(step):
+            if rec.event is None or rec.kind not in ("command", "frame"):
                 continue
-            seg = decode_record(item)
-            if seg is None or type(seg) is CaptureWarning:
-                continue
-            for tcp_event in tracker.feed(seg):
-                _note(traffic, tcp_event, ended)
-                for rec in decoder.feed(tcp_event):
-                    if rec.event is None or rec.kind not in ("command", "frame"):
-                        continue
-                    conn = traffic.connections.setdefault(rec.flow, Connection(rec.flow))
-                    conn.seen.append(Seen(rec.ts, rec.dir, rec.event, rec.packets))
-        for tcp_event in tracker.finish():
-            decoder.feed(tcp_event)
+            conn = traffic.connections.setdefault(rec.flow, Connection(rec.flow))
+            conn.seen.append(Seen(rec.ts, rec.dir, rec.event, rec.packets))
     return traffic
 
 
