@@ -51,7 +51,7 @@ __all__ = [
     "typed_columns",
 ]
 
-BUILTIN = ("nsqviz.nsq.protocol:NSQ",)
+BUILTIN = ("nsqviz.nsq.protocol:NSQ", "nsqviz.tubemq.protocol:TUBEMQ")
 """The protocols nsqviz ships, in detection order (``module:attribute``)."""
 
 
@@ -170,8 +170,10 @@ class Protocol(ABC):
         """``(label, style)`` for diagrams: ``("SUB orders audit", "command")``."""
 
     def layout(self, kind: str, name: str) -> Any:
-        """The grammar (a ``construct``) a hex view colours a unit's bytes with, or
-        ``None`` when there is none."""
+        """The grammar (a ``construct``) a hex view colours a unit's bytes with, or a
+        function from the bytes to a :class:`nsqviz.layout.Layout` (a protocol whose
+        fields a construct cannot trace, such as TubeMQ's protobuf fields inside blocks),
+        or ``None`` when there is none."""
         return None
 
     typed_schema: tuple[tuple[str, str], ...] = ()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from nsqviz import tubemq
 from nsqviz.capture.writer import TcpConversation
 from nsqviz.nsq.codec import ClientConnection, ServerConnection
 from nsqviz.nsq.events import (
@@ -32,7 +33,7 @@ from nsqviz.nsq.events import (
 )
 from nsqviz.records import compact_json
 
-__all__ = ["NsqTalk", "Written", "pubsub_session"]
+__all__ = ["NsqTalk", "Written", "pubsub_session", "tubemq_producer"]
 
 
 @dataclass
@@ -160,3 +161,52 @@ def pubsub_session(
         acks.append(Rdy(batch))
         talk.say(*acks)
         sent += n
+
+
+def tubemq_producer(master: TcpConversation | None, broker: TcpConversation | None, *,
+                    ts: float = 1_700_000_000.0, step: float = 0.001, messages: int = 5,
+                    large: int = 20_000) -> list:
+    """A Java-style TubeMQ producer, both ends the TubeMQ codec: register and heartbeat
+    with the Master on ``master``, then ``messages`` SendMessageRequestP2B to the Broker
+    on ``broker`` (the last one ``large`` bytes: a frame of several 8192-byte blocks, so
+    several segments), then close with the Master. Returns the events sent, in order."""
+    M = tubemq.MESSAGES
+    sent: list = []
+    clock = [ts]
+
+    def call(conv, client, server, method, message, answer) -> None:
+        clock[0] += step
+        req, data = client.request(method, message)
+        [got] = [e for e in server.receive(data) if isinstance(e, tubemq.Request)]
+        if conv is not None:
+            conv.send("c2s", data, clock[0])
+        clock[0] += step
+        rsp, back = server.respond(got, answer)
+        client.receive(back)
+        if conv is not None:
+            conv.send("s2c", back, clock[0])
+        sent.extend([req, rsp])
+
+    cid = "10.0.0.1-4242-1700000000000-1-nsqviz"
+    mc, ms = tubemq.ClientConnection(), tubemq.ServerConnection()
+    call(master, mc, ms, 1, M["RegisterRequestP2M"](
+        clientId=cid, topicList=["demo"], brokerCheckSum=-1, hostName="10.0.0.1"),
+        M["RegisterResponseM2P"](success=True, errCode=200, errMsg="OK!", brokerCheckSum=1,
+                                 brokerInfos=["1:10.0.0.2: "]))
+    call(master, mc, ms, 2, M["HeartRequestP2M"](
+        clientId=cid, brokerCheckSum=1, hostName="10.0.0.1", topicList=["demo"]),
+        M["HeartResponseM2P"](success=True, errCode=200, errMsg="OK!", brokerCheckSum=1,
+                              topicInfos=["demo#1:2:1#1048576"]))
+    bc, bs = tubemq.ClientConnection(), tubemq.ServerConnection()
+    for i in range(messages):
+        body = (b"tubemq-%04d-" % i) * ((large if i == messages - 1 else 64) // 12 + 1)
+        body = body[: large if i == messages - 1 else 64]
+        call(broker, bc, bs, 13, M["SendMessageRequestP2B"](
+            clientId=cid, topicName="demo", partitionId=i % 2, data=body, flag=0,
+            checkSum=-1, sentAddr=167772161),
+            M["SendMessageResponseB2P"](success=True, errCode=200, errMsg=str(i + 1),
+                                        messageId=i + 1, appendTime=1_700_000_000_000,
+                                        appendOffset=i * 28))
+    call(master, mc, ms, 3, M["CloseRequestP2M"](clientId=cid),
+         M["CloseResponseM2P"](success=True, errCode=200, errMsg="OK!"))
+    return sent

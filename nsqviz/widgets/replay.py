@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from construct import Construct
+
 from nsqviz import protocols
 from nsqviz.capture.replay import Replay
 from nsqviz.records import DecodedRecord
@@ -181,8 +183,10 @@ class ReplayView:
         con = protocols.by_name(rec.protocol).layout(rec.kind, rec.name)
         if con is None:
             return None
-        return HexView.of(con, raw.data, f"{rec.name} · {rec.dir} · packets "
-                                         f"{','.join(map(str, rec.packets))}")
+        title = f"{rec.name} · {rec.dir} · packets {','.join(map(str, rec.packets))}"
+        if not isinstance(con, Construct):  # a function of the bytes (see Protocol.layout)
+            return HexView(con(raw.data), title)
+        return HexView.of(con, raw.data, title)
 
     def widget(self) -> Any:
         import ipywidgets as w

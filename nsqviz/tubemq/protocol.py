@@ -1,0 +1,294 @@
+"""TubeMQ as the protocol-free parts of nsqviz see it (:class:`nsqviz.protocols.Protocol`).
+
+Detection is the begin token ``FF 7F F4 FE`` that starts every frame in both
+directions, and the Master's and Broker's default ports (8715, 8123) for captures that
+start mid-connection. A flow's client is the side whose first frame is a request
+(``RpcConnHeader.flag`` is not 1). Decoding is the codec's
+:class:`~nsqviz.tubemq.codec.Observer`; requests become ``command`` items, answers
+``frame`` items, and a violation about a request or answer rides on that item as its
+``violation``.
+
+Record fields are the decoded protobuf messages: ``serialNo``, the method, the envelope
+(``RpcConnHeader``, ``RequestHeader``/``ResponseHeader``, the body without its
+serialized inner message) and ``message``, the inner request or response, with the
+string-encoded metadata and message payloads decoded into named fields beside the
+original text (:mod:`nsqviz.tubemq.metadata`). Bytes are hex.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from nsqviz.protocols import Detection, Item, Lost, Protocol
+from nsqviz.tubemq.codec import Observer
+from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
+from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE
+from nsqviz.tubemq.layout import frame_layout
+from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
+from nsqviz.tubemq.tables import (
+    DEFAULT_BROKER_PORT,
+    DEFAULT_MASTER_PORT,
+    ERRORS,
+    METHODS,
+    RPC_FLAG_MSG_TYPE_RESPONSE,
+)
+
+__all__ = ["TUBEMQ", "TubeMQProtocol", "message_fields"]
+
+_PAYLOADS = {"SendMessageRequestP2B": "data", "TransferedMessage": "payLoadData"}
+"""Messages whose bytes field is a message payload (flag bit 0: attribute prefix)."""
+
+
+def _value(field: FieldDescriptor, value: Any) -> Any:
+    if field.message_type is not None:
+        return message_fields(value)
+    if field.enum_type is not None:
+        v = field.enum_type.values_by_number.get(value)
+        return v.name if v is not None else value
+    if isinstance(value, bytes):
+        return value.hex()
+    parse = STRING_FIELDS.get(field.name) if isinstance(value, str) else None
+    if parse is not None:
+        try:
+            return {"text": value, **parse(value)}
+        except MetadataError as exc:
+            return {"text": value, "error": str(exc)}
+    return value
+
+
+def message_fields(msg: Message) -> dict[str, Any]:
+    """A protobuf message as JSON-ready data: every field that is set, in number order;
+    metadata strings and message payloads decoded (see the module docstring)."""
+    out: dict[str, Any] = {}
+    for field, value in msg.ListFields():
+        if field.is_repeated:
+            out[field.name] = [_value(field, v) for v in value]
+        else:
+            out[field.name] = _value(field, value)
+    payload = _PAYLOADS.get(msg.DESCRIPTOR.name)
+    if payload is not None and msg.HasField(payload):
+        data = getattr(msg, payload)
+        try:
+            decoded = decode_payload(data, msg.flag if msg.HasField("flag") else 0)
+        except MetadataError as exc:
+            out[f"{payload}Decoded"] = {"error": str(exc)}
+        else:
+            decoded["body"] = decoded["body"].hex()
+            out[f"{payload}Decoded"] = decoded
+    return out
+
+
+def _envelope(event: Request | Response | ExceptionResponse) -> dict[str, Any]:
+    body = message_fields(event.body)
+    body.pop("request", None)  # shown decoded, as "message"
+    body.pop("data", None)
+    return {"RpcConnHeader": message_fields(event.connHeader),
+            type(event.header).DESCRIPTOR.name: message_fields(event.header),
+            type(event.body).DESCRIPTOR.name: body}
+
+
+def _fields(event: Any) -> dict[str, Any]:
+    kind = type(event)
+    if kind is Request or kind is Response:
+        info = METHODS.get(event.body.method)
+        out = {"serialNo": event.serialNo, "method": info.name if info else event.body.method,
+               **_envelope(event)}
+        if event.message is not None:
+            out["message"] = message_fields(event.message)
+        if kind is Response and event.latency is not None:
+            out["latency"] = event.latency
+        return out
+    if kind is ExceptionResponse:
+        out = {"serialNo": event.serialNo, **_envelope(event)}
+        if event.request is not None:
+            info = event.request.info
+            out["method"] = info.name if info else event.request.method
+        return out
+    if kind is Violation:
+        return {"code": event.code, "field": event.field, "text": event.reason,
+                "fatal": event.fatal, "offset": event.offset}
+    if kind is Truncated:
+        return {"offset": event.offset, "expected": event.expected, "data": event.data.hex()}
+    return {}
+
+
+def _problem(v: Violation) -> dict[str, Any]:
+    return {"code": v.code, "field": v.field, "text": v.reason, "fatal": v.fatal,
+            "offset": v.offset}
+
+
+class _Observer:
+    """The codec's :class:`Observer` behind the :class:`~nsqviz.protocols.
+    ConnectionObserver` interface."""
+
+    __slots__ = ("codec",)
+    encrypted = False  # TubeMQ's TLS ports are other ports: nothing switches mid-stream
+
+    def __init__(self, midstream: bool) -> None:
+        self.codec = Observer(provenance=True, midstream=midstream)
+
+    def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
+        codec = self.codec
+        events = (codec.c2s if direction == "c2s" else codec.s2c)(data, segment=segment)
+        return _items(events) if events else []
+
+    def end(self, direction: str, segment: int) -> list[Item]:
+        return self.feed(direction, b"", segment)
+
+    def gap(self, direction: str) -> Lost:
+        partial, length = self.codec.gap(direction)
+        return Lost(partial, length)
+
+
+def _items(events: list) -> list[Item]:
+    out: list[Item] = []
+    last: dict[int, Item] = {}  # id(raw frame) -> the item decoded from it
+    for e in events:
+        t = type(e)
+        if t is Request or t is Response or t is ExceptionResponse:
+            raw = e.raw
+            item = Item("command" if t is Request else "frame", e.name, _fields(e), e,
+                        None if raw is None else raw.offset, raw)
+            if raw is not None:
+                last[id(raw)] = item
+            out.append(item)
+        elif t is Violation:
+            about = last.get(id(e.raw)) if e.event is not None else None
+            if about is not None:
+                problems = about.fields.setdefault("violations", [])
+                problems.append(_problem(e))
+                about.fields.setdefault("violation", problems[0])
+            else:
+                fields = _fields(e)
+                if e.raw is not None:
+                    fields["data"] = e.raw.data.hex()
+                out.append(Item("error", e.code, fields, e, e.offset, e.raw))
+        elif t is Truncated:
+            out.append(Item("truncated", "Truncated", {
+                **_fields(e), "reason": "the stream ended inside this frame"}, e, e.offset,
+                e.raw))
+        # ConnectionClosed is a TCP matter: the capture layer reports the flow's end.
+    return out
+
+
+def _is_request_frame(data: bytes) -> bool:
+    """Does ``data`` start with a frame whose RpcConnHeader says request (flag != 1)?
+    The first block's content starts at byte 16: the header's length, then ``08 flag``."""
+    if not data.startswith(BEGIN_TOKEN) or len(data) < HEADER_SIZE + 4 + 3:
+        return False
+    at = HEADER_SIZE + 4
+    return data[at] > 0 and data[at + 1] == 0x08 and data[at + 2] != RPC_FLAG_MSG_TYPE_RESPONSE
+
+
+class TubeMQProtocol(Protocol):
+    """Apache InLong TubeMQ's RPC protocol: clients with the Master and the Brokers."""
+
+    name = "tubemq"
+    title = "TubeMQ"
+    package = "nsqviz.tubemq"
+    server_ports = frozenset({DEFAULT_MASTER_PORT, DEFAULT_BROKER_PORT})
+
+    def client_hello(self, data: bytes) -> bool:
+        return _is_request_frame(data)
+
+    def detect(self, direction: str, data: bytes, *, from_start: bool,
+               server_port: bool) -> Detection:
+        token = data[:4] == BEGIN_TOKEN[: len(data[:4])] and bool(data)
+        if from_start:
+            if token:
+                return Detection(3, "begin token FF7FF4FE")
+            if server_port:
+                return Detection(2, "server port (no begin token: the server will close)")
+            return Detection(0, "client's first bytes are not the begin token FF7FF4FE")
+        if server_port:
+            return Detection(2, "server port")
+        if len(data) >= 4 and token:
+            return Detection(1, "starts with the begin token FF7FF4FE")
+        return Detection(0, "no begin token, port not a TubeMQ port")
+
+    def observer(self, *, midstream: bool) -> _Observer:
+        return _Observer(midstream)
+
+    def fields(self, event: Any) -> dict[str, Any]:
+        return _fields(event)
+
+    def summary(self, kind: str, name: str, fields: Mapping[str, Any]) -> str:
+        parts = [f"#{fields.get('serialNo')}", str(fields.get("method", ""))]
+        message = fields.get("message") or {}
+        for key in ("clientId", "groupName", "topicName", "partitionId"):
+            if key in message:
+                parts.append(f"{key}={message[key]}")
+        if "errCode" in message:
+            code = message["errCode"]
+            err = ERRORS.get(code)
+            parts.append(f"{code} {err.name if err else ''} {message.get('errMsg', '')!r}")
+        exc = fields.get("RspExceptionBody")
+        if exc:
+            parts.append(f"{fields.get('ResponseHeader', {}).get('status')} "
+                         f"{exc.get('exceptionName', '')}")
+        if "latency" in fields:
+            parts.append(f"latency={fields['latency'] * 1000:.3f}ms")
+        return " ".join(p for p in parts if p)
+
+    def label(self, event: Any) -> tuple[str, str]:
+        t = type(event)
+        if t is Request:
+            return f"{event.name} #{event.serialNo}", "command"
+        if t is Response:
+            code = getattr(event.message, "errCode", None)
+            return f"{event.name} {'' if code is None else code} #{event.serialNo}", "frame"
+        if t is ExceptionResponse:
+            return f"{event.body.exceptionName.rsplit('.', 1)[-1]} #{event.serialNo}", "error"
+        if t is Violation:
+            return f"{event.code}: {event.field}", "error"
+        return type(event).__name__, "note"
+
+    def layout(self, kind: str, name: str) -> Any:
+        """:func:`~nsqviz.tubemq.layout.frame_layout`: the frame's fields from the grammar
+        and, inside the blocks, every protobuf field (a function of the bytes)."""
+        if kind not in ("command", "frame"):
+            return None
+        return lambda data: frame_layout(data, response=kind == "frame")
+
+    typed_schema = (
+        ("rpc_serial", "int64"),
+        ("rpc_method", "string"),
+        ("rpc_service", "int32"),
+        ("rpc_status", "string"),  # SUCCESS / ERROR / FATAL of an answer
+        ("err_code", "int32"),
+        ("topic", "string"),
+    )
+
+    def typed(self, event: Any) -> dict[str, Any]:
+        t = type(event)
+        if t not in (Request, Response, ExceptionResponse):
+            return {}
+        out: dict[str, Any] = {"rpc_serial": event.serialNo}
+        request = event if t is Request else event.request
+        method = event.body.method if t is not ExceptionResponse else (
+            None if request is None else request.method)
+        info = METHODS.get(method) if method is not None else None
+        if info is not None:
+            out["rpc_method"] = info.name
+        if t is Request:
+            out["rpc_service"] = event.header.serviceType
+        else:
+            status = event.header.status
+            out["rpc_status"] = ("SUCCESS", "ERROR", "FATAL")[status] if 0 <= status <= 2 \
+                else str(status)
+        message = event.message if t is not ExceptionResponse else None
+        if message is not None:
+            if "errCode" in message.DESCRIPTOR.fields_by_name and message.HasField("errCode"):
+                out["err_code"] = message.errCode
+            if "topicName" in message.DESCRIPTOR.fields_by_name and message.HasField(
+                    "topicName"):
+                out["topic"] = message.topicName
+        return out
+
+
+TUBEMQ = TubeMQProtocol()
+"""The TubeMQ protocol, as registered in :data:`nsqviz.protocols.BUILTIN`."""
