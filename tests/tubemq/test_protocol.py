@@ -21,7 +21,7 @@ from nsqviz.tubemq import METHODS, Request, Response, encode
 from nsqviz.tubemq.protocol import TUBEMQ
 from nsqviz.widgets.replay import ReplayView
 
-DATA = Path(__file__).resolve().parents[2] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data" / "tubemq"
 T0 = 1_700_000_000.0
 
 
