@@ -124,7 +124,7 @@ def test_rebalance_between_two_consumers(sim):
     assert len(held_a) == len(held_b) == 2 and not set(held_a) & set(held_b)
     assert sorted(held_a + held_b) == ["1:demo:0", "1:demo:1", "2:demo:0", "2:demo:1"]
     assert alone == sorted(held_a + held_b)
-    assert ops_a == [10, 2] and ops_b == [1, 10]
+    assert ops_a == [10, 20] and ops_b == [10, 10]
     assignment = sim.call(lambda: sim.simulation.master.assignment())
     assert assignment == {}  # both closed: the group is gone
 

@@ -8,7 +8,7 @@ import pytest
 from nsqviz.tubemq.metadata import checksum
 from nsqviz.tubemq.sim.cluster import SimConfig
 from nsqviz.tubemq.sim.events import RebalanceDone, RebalanceQueued, RebalanceSent
-from nsqviz.tubemq.sim.master import CONNECT, DISCONNECT, ONLY_CONNECT, RpcError
+from nsqviz.tubemq.sim.master import CONNECT, ONLY_CONNECT, ONLY_DISCONNECT, RpcError
 from nsqviz.tubemq.sim.state import Simulation
 from nsqviz.tubemq.sim.store import INDEX_UNIT
 from tests.tubemq_sim._calls import call, commit, fetch, register_c2b, send
@@ -140,14 +140,17 @@ def test_second_consumer_joins_then_leaves(sim):
     act(sim, "A", first)
     heartbeat(sim, "A", event=first)
     register_c2m(sim, "B", now=1)
-    assert not heartbeat(sim, "B", 1).HasField("event")  # nothing free to hand out yet
+    # one round: A loses two partitions, B gains them (one rebalanceId), but no connect
+    # event goes out while a disconnect event of the group is unreported
+    assert not heartbeat(sim, "B", 1).HasField("event")
     lose = heartbeat(sim, "A", 2).event
-    assert lose.opType == DISCONNECT and [s.split("#", 1)[1] for s in lose.subscribeInfo] == [
+    assert lose.opType == ONLY_DISCONNECT
+    assert [s.split("#", 1)[1] for s in lose.subscribeInfo] == [
         "1:127.0.0.1:8123#demo:1", "2:127.0.0.1:9000#demo:1"]
     assert act(sim, "A", lose, 2) == [200, 200]
     heartbeat(sim, "A", 3, event=lose)
     gain = heartbeat(sim, "B", 3).event
-    assert gain.opType == CONNECT and gain.rebalanceId == lose.rebalanceId + 1
+    assert gain.opType == ONLY_CONNECT and gain.rebalanceId == lose.rebalanceId
     assert act(sim, "B", gain, 3) == [200, 200]
     heartbeat(sim, "B", 4, event=gain)
     # every partition held by exactly one consumer, two each
@@ -157,8 +160,8 @@ def test_second_consumer_joins_then_leaves(sim):
                                            "B": ["1:demo:1", "2:demo:1"]}}
     kinds = [type(e).__name__ for e in sim.master.history]
     assert kinds == ["ConsumerJoined", "RebalanceQueued", "RebalanceSent", "RebalanceDone",
-                     "ConsumerJoined", "RebalanceQueued", "RebalanceSent", "RebalanceDone",
-                     "RebalanceQueued", "RebalanceSent", "RebalanceDone"]
+                     "ConsumerJoined", "RebalanceQueued", "RebalanceQueued", "RebalanceSent",
+                     "RebalanceDone", "RebalanceSent", "RebalanceDone"]
     # A closes: its partitions go to B as ONLY_CONNECT once the Brokers let them go
     for info in sorted(held(sim, "A")):
         part = next(p for p in sim.config.topic_parts("demo") if info.endswith("#" + p.full))
@@ -170,19 +173,42 @@ def test_second_consumer_joins_then_leaves(sim):
     assert set(owners(sim).values()) == {"B"} and len(owners(sim)) == 4
 
 
+def test_a_member_losing_and_gaining_gets_disconnect_then_connect(sim):
+    register_c2m(sim, "A", topics=("demo", "other"))
+    register_c2m(sim, "B", topics=("demo", "other"))
+    group = sim.master.groups[G]
+    every = [p for t in ("demo", "other") for p in sim.config.topic_parts(t)]
+    for c in group.members.values():  # forget the first round: set what each holds so
+        c.disconnects.clear()  # that the next round moves partitions both ways
+        c.connects.clear()
+    group.members["A"].held = set(every[1::2])  # each holds the other's target
+    group.members["B"].held = set(every[0::2])
+    sim.master._balance(group, 1.0)
+    queued = [(e.consumer_id, e.op_name) for e in sim.master.history
+              if isinstance(e, RebalanceQueued) and e.t == 1.0]
+    assert queued == [("A", "DISCONNECT"), ("A", "CONNECT"), ("B", "DISCONNECT"),
+                      ("B", "CONNECT")]
+
+
 def test_silent_consumer_expires_and_broker_frees_its_partitions(sim):
     register_c2m(sim, "A")
     ev = heartbeat(sim, "A").event
     act(sim, "A", ev)
     heartbeat(sim, "A", event=ev)
     register_c2m(sim, "B", now=10)
-    sim.expire(31.0)  # A silent for 31 s > client_timeout
+    sim.expire(31.0)  # A silent for 31 s > client_timeout: its events go with it
     assert list(sim.master.groups[G].members) == ["B"]
-    take = heartbeat(sim, "B", 31).event
-    assert take.opType == ONLY_CONNECT and len(take.subscribeInfo) == 4
-    # the Brokers still think A holds them: the first try is told 410 and drops A
-    assert act(sim, "B", take, 31) == [410] * 4
-    assert act(sim, "B", take, 31) == [200] * 4
+    codes, event, now = [], heartbeat(sim, "B", 31).event, 31
+    assert event.opType == ONLY_CONNECT  # queued when B joined
+    while True:  # the Brokers still think A holds them: each is told 410 once, then free
+        codes += act(sim, "B", event, now)
+        now += 1
+        answer = heartbeat(sim, "B", now, event=event)
+        if not answer.HasField("event"):
+            break
+        event = answer.event
+    assert 410 in codes and codes.count(200) == 4
+    assert set(owners(sim).values()) == {"B"} and len(owners(sim)) == 4
 
 
 def test_consumer_register_errors(sim):

@@ -70,10 +70,10 @@ def test_consumers_rebalance_and_commit(session):
     b = session.consumer("B", client="B1")
     b.register()
     assert not b.heartbeat().answer.message.HasField("event")
-    assert a.heartbeat().answer.message.event.opType == 2  # DISCONNECT
+    assert a.heartbeat().answer.message.event.opType == 20  # ONLY_DISCONNECT
     a.act()
     a.heartbeat()
-    assert b.heartbeat().answer.message.event.opType == 1  # CONNECT
+    assert b.heartbeat().answer.message.event.opType == 10  # ONLY_CONNECT
     b.act()
     b.heartbeat()
     assert session.assignment() == {"group1": {"A1": ["1:demo:0", "2:demo:0"],

@@ -9,11 +9,15 @@ server turns it into the response message the method table names. The checks, co
 and texts follow the real handlers (FACTS.md §5, §8).
 
 Balancing is the real server-side balance, faster: instead of a round every 60 s the
-Master balances a group as soon as a member joins, leaves or reports an event. A round
-takes partitions away first (DISCONNECT to the member losing them) and hands them to
-their new owner (CONNECT) only once the loser has reported the release done, so that a
-Broker never sees two members of a group on one partition. A group's very first
-assignment, or partitions left free by a member that went away, go out as ONLY_CONNECT.
+Master balances a group as soon as a member joins or leaves (or, a round having
+finished, when what the members report differs from the target). As in ``TMaster``, a
+round queues for each member a disconnect event for the partitions it loses and a
+connect event for those it gains, under one rebalanceId: DISCONNECT and CONNECT for a
+member that both loses and gains, ONLY_DISCONNECT or ONLY_CONNECT for one that only
+loses or only gains. And as in ``ConsumerEventManager``, disconnect events go first: no
+member of the group is sent a connect event while any member still has a disconnect
+event to report, so a Broker never sees two members of a group on one partition. A
+group with events still unreported is not balanced again until they are reported.
 """
 
 from __future__ import annotations
@@ -85,7 +89,8 @@ class _Consumer:
     topics: frozenset[str]
     last_seen: float
     held: set[Part] = field(default_factory=set)  # as last reported by the consumer
-    events: deque[_Event] = field(default_factory=deque)
+    disconnects: deque[_Event] = field(default_factory=deque)
+    connects: deque[_Event] = field(default_factory=deque)
 
 
 @dataclass
@@ -93,7 +98,16 @@ class _Group:
     topics: frozenset[str]
     members: dict[str, _Consumer] = field(default_factory=dict)  # join order
     not_allocated: bool = True
-    moving: bool = False  # a round took partitions away; their new owners get CONNECT
+
+    def unreported(self) -> bool:
+        return any(c.disconnects or c.connects for c in self.members.values())
+
+    def queue_of(self, consumer: _Consumer) -> deque[_Event]:
+        """The queue the consumer's next event comes from: disconnects while any member
+        of the group has one, connects after."""
+        if any(c.disconnects for c in self.members.values()):
+            return consumer.disconnects
+        return consumer.connects
 
 
 class Master:
@@ -237,15 +251,17 @@ class Master:
         rebalance_id = req.event.rebalanceId if has(req, "event") else UNDEFINED
         if rebalance_id > 0:
             group.not_allocated = False
-            if consumer.events and consumer.events[0].sent:
-                consumer.events.popleft()
+            queue = group.queue_of(consumer)
+            if queue and queue[0].sent:
+                queue.popleft()
             self.history.append(RebalanceDone(
                 now, consumer.group, consumer.consumer_id, rebalance_id, req.event.status,
                 tuple(sorted(p.key for p in consumer.held))))
             self._balance(group, now)
         fields: dict[str, Any] = {}
-        if consumer.events and not consumer.events[0].sent:
-            event = consumer.events[0]
+        queue = group.queue_of(consumer)
+        if queue and not queue[0].sent:
+            event = queue[0]
             event.sent = True
             fields["event"] = {
                 "rebalanceId": event.rebalance_id, "opType": event.op_type,
@@ -295,7 +311,6 @@ class Master:
         del group.members[consumer.consumer_id]
         self.history.append(ConsumerLeft(now, consumer.group, consumer.consumer_id, reason))
         if group.members:
-            group.moving = False  # what the member held is free: ONLY_CONNECT for it
             self._balance(group, now)
         else:
             del self.groups[consumer.group]
@@ -312,29 +327,28 @@ class Master:
         return target
 
     def _balance(self, group: _Group, now: float) -> None:
-        target = self._target(group)
-        members = group.members.values()
-        pending_out = {p for c in members for e in c.events
-                       if e.op_type in (DISCONNECT, ONLY_DISCONNECT) for p in e.parts}
-        pending_in = {p for c in members for e in c.events
-                      if e.op_type in (CONNECT, ONLY_CONNECT) for p in e.parts}
-        queued: list[tuple[_Consumer, int, tuple[Part, ...]]] = []
-        for c in members:
-            lose = tuple(sorted(c.held - target[c.consumer_id] - pending_out))
-            if lose:
-                queued.append((c, DISCONNECT, lose))
-                group.moving = True
-        held_anywhere = {p for c in members for p in c.held}
-        for c in members:
-            gain = tuple(sorted(target[c.consumer_id] - held_anywhere - pending_in))
-            if gain:
-                queued.append((c, CONNECT if group.moving else ONLY_CONNECT, gain))
-        if not queued:
-            if not pending_out and not pending_in:
-                group.moving = False
+        """One balance round (none while the group has events unreported)."""
+        if group.unreported():
             return
-        self._rebalance_id += 1
-        for c, op_type, parts in queued:
-            c.events.append(_Event(self._rebalance_id, op_type, parts))
-            self.history.append(RebalanceQueued(now, c.group, c.consumer_id, self._rebalance_id,
-                                                op_type, tuple(p.key for p in parts)))
+        target = self._target(group)
+        rebalance_id = None
+        for c in group.members.values():
+            lose = tuple(sorted(c.held - target[c.consumer_id]))
+            gain = tuple(sorted(target[c.consumer_id] - c.held))
+            if not lose and not gain:
+                continue
+            if rebalance_id is None:
+                self._rebalance_id += 1
+                rebalance_id = self._rebalance_id
+            if lose:
+                self._queue(c, c.disconnects, rebalance_id,
+                            DISCONNECT if gain else ONLY_DISCONNECT, lose, now)
+            if gain:
+                self._queue(c, c.connects, rebalance_id,
+                            CONNECT if lose else ONLY_CONNECT, gain, now)
+
+    def _queue(self, c: _Consumer, queue: deque[_Event], rebalance_id: int, op_type: int,
+               parts: tuple[Part, ...], now: float) -> None:
+        queue.append(_Event(rebalance_id, op_type, parts))
+        self.history.append(RebalanceQueued(now, c.group, c.consumer_id, rebalance_id, op_type,
+                                            tuple(p.key for p in parts)))
