@@ -4,6 +4,7 @@ answers the client sent and got."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -39,6 +40,20 @@ def test_sample_capture_decodes(name):
     assert len(answers) == len(requests)
     codes = Counter(v.code for c in convs for v in c.violations)
     assert codes == EXPECTED.get(name, Counter())
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_nsqviz_decode_reads_the_sample(name, capsys):
+    from nsqviz.cli import main
+
+    assert main(["decode", "--json", str(DATA / name)]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    units = [r for r in records if r["kind"] in ("command", "frame")]
+    assert units and not [r for r in records if r["kind"] == "gap"]
+    assert {r["name"] for r in units} >= ({"RegisterRequestP2M"} if "producer" in name else set())
+    problems = Counter(v["code"] for r in records for v in r["fields"].get("violations", []))
+    problems.update(r["name"] for r in records if r["kind"] == "error")
+    assert problems == EXPECTED.get(name, Counter())
 
 
 def test_large_message_spans_blocks_and_segments():
