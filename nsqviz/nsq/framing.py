@@ -49,6 +49,7 @@ class FrameFraming:
     """Frames sent by nsqd: ``[size:int32][frame type:int32][data]``."""
 
     name = "nsq-frames"
+    resync_lookahead = 8  # resync judges a position by the 8 bytes from it
 
     def __init__(self, *, max_size: int = DEFAULT_MAX_FRAME_SIZE):
         self.max_size = max_size
@@ -108,6 +109,7 @@ class CommandFraming:
     """Commands sent by a client: the magic once, then ``VERB params\\n[size][body]``."""
 
     name = "nsq-commands"
+    resync_lookahead = 2  # resync judges a position by the newline before it
 
     def __init__(
         self,

@@ -18,6 +18,10 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Protocol
 
+STALL_LIMIT = 1 << 20
+"""Garbage waiting for a resync point is handed on once it exceeds this many bytes
+(rules with ``resync_lookahead``), so a stream that never frames holds bounded memory."""
+
 __all__ = [
     "RawFrame",
     "FramingError",
@@ -49,6 +53,12 @@ class FramingRule(Protocol):
     yet, or -1 if the stream can never be framed again.
     A rule may keep state (e.g. "the magic comes first"); ``measure`` is called exactly
     once per frame that is then emitted, in stream order.
+
+    A rule may also say ``resync_lookahead = k``: once ``resync(buf, pos)`` has found
+    nothing, ``resync(longer, len(buf) - k + 1)`` on the buffer grown by more bytes finds
+    what ``resync(longer, pos)`` would. The reassembler then resumes the search there,
+    instead of scanning the whole stalled stretch again for every chunk (quadratic), and
+    hands garbage on as it grows past :data:`STALL_LIMIT`.
 
     A rule that can only find a frame's end by walking it (TubeMQ's blocks) may also
     have ``follow(chunk) -> int``: once ``measure`` has said ``None``, each further chunk
@@ -138,6 +148,8 @@ class Reassembler:
         self._fed = 0  # total bytes fed
         self._next_segment = 0
         self._stalled = False  # garbage seen, waiting for a resync point
+        self._lookahead: int | None = getattr(rule, "resync_lookahead", None)
+        self._resync_from = 0  # while stalled: stream offset where the search resumes
         self._stall_reason = ""
         self._stall_code = ""
 
@@ -150,7 +162,7 @@ class Reassembler:
     def buffered(self) -> bytes:
         """Bytes received but not yet part of an emitted event (what a widget shows)."""
         self._join()
-        return self._buf
+        return bytes(self._buf)
 
     def feed(self, chunk: bytes, *, segment: int | None = None) -> list[StreamEvent]:
         """Add a chunk; return the frames (and garbage) it completed."""
@@ -196,10 +208,18 @@ class Reassembler:
             self._parts.append(bytes(chunk))
             self._join()
         else:
-            self._buf = self._buf + chunk if self._buf else bytes(chunk)
+            if self._stalled:
+                # garbage grows in place while no resync point shows: copying the whole
+                # stretch for every chunk would be quadratic
+                if type(self._buf) is not bytearray:
+                    self._buf = bytearray(self._buf)
+                self._buf += chunk
+            else:
+                self._buf = self._buf + chunk if self._buf else bytes(chunk)
         self._short = 0
-        buf, base = self._buf, self._base
-        return buf, base, self._scan()
+        base = self._base
+        buf, items = self._scan()
+        return buf, base, items
 
     def _join(self) -> None:
         if self._parts:
@@ -217,7 +237,7 @@ class Reassembler:
         self._join()
         self._short = 0
         self._following = False
-        rest, self._buf = self._buf, b""
+        rest, self._buf = bytes(self._buf), b""
         self._base += len(rest)
         self._trim()
         return rest
@@ -250,7 +270,8 @@ class Reassembler:
 
     # -- internals ---------------------------------------------------------------
 
-    def _scan(self) -> list[int | Garbage]:
+    def _scan(self) -> tuple[bytes, list[int | Garbage]]:
+        """The buffer scanned (bytes, once any stall has ended) and the items found."""
         buf = self._buf
         pos = 0
         n = len(buf)
@@ -261,7 +282,7 @@ class Reassembler:
                     self._garbage(0, n, self._stall_reason, self._stall_code, resynced=False)
                 )
                 self._consume(n)
-            return items
+            return buf, items
         measure = self.rule.measure
         scan = getattr(self.rule, "scan", None)
         append = items.append
@@ -271,11 +292,14 @@ class Reassembler:
                 if pos >= n:
                     break
             if self._stalled:
-                nxt = self.rule.resync(buf, pos + 1)
+                nxt = self.rule.resync(buf, max(pos + 1, self._resync_from - self._base))
                 if nxt is None:
+                    pos = self._searched(pos, n, items)
                     break
                 append(self._garbage(pos, nxt, self._stall_reason, self._stall_code, resynced=True))
                 self._stalled = False
+                if type(buf) is bytearray:
+                    self._buf = buf = bytes(buf)  # frames are cut from bytes
                 pos = nxt
                 continue
             try:
@@ -291,6 +315,7 @@ class Reassembler:
                 if nxt is None:
                     self._stalled = True
                     self._stall_reason, self._stall_code = exc.reason, exc.code
+                    pos = self._searched(pos, n, items)
                     break
                 append(self._garbage(pos, nxt, exc.reason, exc.code, resynced=True))
                 pos = nxt
@@ -305,7 +330,22 @@ class Reassembler:
             append(pos)
         if pos:
             self._consume(pos)
-        return items
+        return buf, items
+
+    def _searched(self, pos: int, n: int, items: list[int | Garbage]) -> int:
+        """``resync`` found no start in ``buf[pos:n]``: note where the next search
+        resumes; hand on a long stretch of garbage but the bytes the search still needs.
+        Returns the new scan position."""
+        k = self._lookahead
+        if k is None:
+            return pos
+        self._resync_from = self._base + max(pos + 1, n - k + 1)
+        keep_from = n - k
+        if keep_from - pos > STALL_LIMIT:
+            items.append(self._garbage(pos, keep_from, self._stall_reason, self._stall_code,
+                                       resynced=False))
+            return keep_from
+        return pos
 
     def _consume(self, count: int) -> None:
         # Chunk bookkeeping is trimmed lazily (next cut), so that frames of this cut can
@@ -316,7 +356,7 @@ class Reassembler:
     def _garbage(self, start: int, end: int, reason: str, code: str, *, resynced: bool) -> Garbage:
         # Called while scanning, before the scanned bytes are consumed.
         off = self._base + start
-        data = self._buf[start:end]
+        data = bytes(self._buf[start:end])
         return Garbage(off, data, reason, resynced, self._sources(off, off + len(data)), code)
 
     def _sources(self, start: int, end: int) -> tuple[Source, ...]:
