@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from nsqviz.nsq.codec import Observer
@@ -54,6 +53,22 @@ class TappedConnection:
         return [e for e in self.events if e.direction == "s2c"]
 
 
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def _tap_loop() -> asyncio.AbstractEventLoop:
+    """The one event loop every tap of the process runs on, so that events on different
+    taps (a consumer's connections to several nsqd) are timed and ordered by one reader."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None:
+            _LOOP = asyncio.new_event_loop()
+            threading.Thread(target=_LOOP.run_forever, name="nsqviz-wiretap",
+                             daemon=True).start()
+        return _LOOP
+
+
 class WireTap:
     """A proxy on a free loopback port in front of ``upstream`` (``host:port``)."""
 
@@ -66,44 +81,33 @@ class WireTap:
         self._lock = threading.Lock()
         self._paused_until = 0.0
         self._writers: list[asyncio.StreamWriter] = []
-        self.loop = asyncio.new_event_loop()
-        self._thread: threading.Thread | None = None
+        self.loop = _tap_loop()
         self._server: asyncio.base_events.Server | None = None
+        self._flowing: asyncio.Event | None = None
 
     # -- life cycle -------------------------------------------------------------------
 
     def start(self) -> WireTap:
-        ready: Future = Future()
-
         async def listen() -> None:
             self._flowing = asyncio.Event()
             self._flowing.set()
             self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
             self.address = f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
 
-        def run() -> None:
-            asyncio.set_event_loop(self.loop)
-            try:
-                self.loop.run_until_complete(listen())
-            except BaseException as exc:
-                ready.set_exception(exc)
-                return
-            ready.set_result(None)
-            self.loop.run_forever()
-
-        self._thread = threading.Thread(target=run, name="nsqviz-wiretap", daemon=True)
-        self._thread.start()
-        ready.result(10)
+        asyncio.run_coroutine_threadsafe(listen(), self.loop).result(10)
         return self
 
     def stop(self) -> None:
-        if self._thread is None:
+        if self._server is None:
             return
-        self.drop()
-        self.loop.call_soon_threadsafe(self._server.close)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        self._thread = None
+
+        async def close() -> None:
+            self._cut()
+            self._server.close()
+            await asyncio.sleep(0)
+
+        asyncio.run_coroutine_threadsafe(close(), self.loop).result(10)
+        self._server = None
 
     def __enter__(self) -> WireTap:
         return self.start()
@@ -113,15 +117,15 @@ class WireTap:
 
     def drop(self) -> None:
         """Cut every open connection (both sides), as if the nsqd went away."""
-        def cut() -> None:
-            for c in self.connections:
-                if not c.closed and c.ended_by is None:
-                    c.ended_by = "tap"
-            for w in self._writers:
-                w.transport.abort()
-            self._writers.clear()
+        self.loop.call_soon_threadsafe(self._cut)
 
-        self.loop.call_soon_threadsafe(cut)
+    def _cut(self) -> None:
+        for c in self.connections:
+            if not c.closed and c.ended_by is None:
+                c.ended_by = "tap"
+        for w in self._writers:
+            w.transport.abort()
+        self._writers.clear()
 
     def freeze(self) -> None:
         """Stop relaying in both directions, connections left open (a hung nsqd or a

@@ -20,6 +20,7 @@ from nsqviz.client import (
 from nsqviz.nsq.codec import ServerConnection
 from nsqviz.nsq.events import (
     Auth,
+    Cls,
     CompressionStarted,
     Dpub,
     Identify,
@@ -185,6 +186,8 @@ def test_rdy_assumes_2500_without_feature_negotiation():
             for ev in codec.receive(data):
                 if type(ev) in (Identify, Sub):
                     writer.write(codec.send(Response(b"OK")))
+                elif type(ev) is Cls:
+                    writer.write(codec.send(Response(b"CLOSE_WAIT")))
                 elif type(ev) is Rdy:
                     seen.append(ev.count)
                     if ev.count == 1:  # one message, so that the share is sent
