@@ -14,7 +14,9 @@ Java decoder does not resynchronise at all: on a wrong token it closes the conne
 
 :func:`split_frame` is the codec's hot path for a frame the rule has measured: plain
 ``struct`` reads giving the same result, error class and offset as
-:func:`nsqviz.tubemq.grammar.parse_frame` (differentially tested).
+:func:`nsqviz.tubemq.grammar.parse_frame` (differentially tested). :func:`join_content`
+and :func:`join_frame` are the way back, for every frame the codec sends: the same bytes
+as the grammar's ``build_content`` and ``frame_bytes`` (differentially tested).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from nsqviz.tubemq.grammar import (
     BEGIN_TOKEN,
     DEFAULT_LIMITS,
     HEADER_SIZE,
+    RPC_MAX_BUFFER_SIZE,
     BadBlockLength,
     BadContent,
     BadListSize,
@@ -37,7 +40,7 @@ from nsqviz.tubemq.grammar import (
     TrailingBytes,
 )
 
-__all__ = ["TubeFraming", "split_content", "split_frame"]
+__all__ = ["TubeFraming", "join_content", "join_frame", "split_content", "split_frame"]
 
 _I32 = _Struct(">i")
 _HEADER = _Struct(">4sIi")
@@ -133,6 +136,34 @@ def split_content(content: bytes) -> Content:
     if pos < n:
         raise TrailingBytes(f"{n - pos} bytes after the content", offset=pos)
     return Content(*out)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def join_content(parts: Content) -> bytes:
+    """The content for three serialized messages: each after its base-128 varint length.
+    The same bytes as :func:`~nsqviz.tubemq.grammar.build_content` (differentially
+    tested), without construct: the codec's hot path for every frame it sends."""
+    return b"".join(_varint(len(m)) + m
+                    for m in (parts.connHeader, parts.header, parts.body))
+
+
+def join_frame(serialNo: int, content: bytes) -> bytes:
+    """The frame a sender writes for ``content`` -- MsgToken, serialNo, listSize, then
+    8192-byte blocks and a shorter last one, each after its length. The same bytes as
+    :func:`~nsqviz.tubemq.grammar.frame_bytes` (differentially tested)."""
+    size = RPC_MAX_BUFFER_SIZE
+    blocks = [content[i : i + size] for i in range(0, len(content), size)]
+    pack = _I32.pack
+    return b"".join([_HEADER.pack(BEGIN_TOKEN, serialNo, len(blocks)),
+                     *(pack(len(b)) + b for b in blocks)])
 
 
 class TubeFraming:

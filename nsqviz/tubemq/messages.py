@@ -19,8 +19,8 @@ from google.protobuf.message import DecodeError, Message
 
 from nsqviz.stream.reassembly import RawFrame
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Violation
-from nsqviz.tubemq.framing import split_content
-from nsqviz.tubemq.grammar import Content, GrammarError, build_content, frame_bytes
+from nsqviz.tubemq.framing import join_content, join_frame, split_content
+from nsqviz.tubemq.grammar import Content, GrammarError
 from nsqviz.tubemq.metadata import checksum
 from nsqviz.tubemq.protos import MESSAGES
 from nsqviz.tubemq.tables import (
@@ -122,12 +122,12 @@ def make_exception(
 
 def encode(event: Request | Response | ExceptionResponse) -> bytes:
     """The frame that carries ``event``, its content cut into 8192-byte blocks."""
-    content = build_content(Content(
+    content = join_content(Content(
         event.connHeader.SerializePartialToString(),
         event.header.SerializePartialToString(),
         event.body.SerializePartialToString(),
     ))
-    return frame_bytes(event.serialNo, content)
+    return join_frame(event.serialNo, content)
 
 
 # ---------------------------------------------------------------------------- decoding
