@@ -1,5 +1,5 @@
 """gnsq 1.0.2, unchanged, as a consumer that discovers nsqd through lookupd (the client
-guide scenario). Usage: python guide_gnsq.py LOOKUPD_HTTP[,LOOKUPD_HTTP...] TOPIC N
+guide scenario). Usage: python guide_gnsq.py LOOKUPD_HTTP[,LOOKUPD_HTTP...] TOPIC N [STAY]
 
 As guide_pynsq.py: bodies starting with "fail" fail once (the handler raises: gnsq
 requeues with backoff); heartbeats and lookupd polls every second; then a graceful close.
@@ -14,6 +14,7 @@ import gnsq
 
 logging.basicConfig(level=logging.CRITICAL, stream=sys.stderr)  # the failures are on purpose
 lookupds, topic, n = sys.argv[1].split(","), sys.argv[2], int(sys.argv[3])
+stay = float(sys.argv[4]) if len(sys.argv) > 4 else 1.5
 done, seen = set(), []
 
 
@@ -33,7 +34,7 @@ consumer.start(block=False)
 with gevent.Timeout(30, False):
     while len(done) < n:
         gevent.sleep(0.05)
-gevent.sleep(1.5)
+gevent.sleep(stay)
 consumer.close()
 consumer.join(5)
 print(json.dumps({"done": len(done),

@@ -1,10 +1,11 @@
 // nsqjs 0.13.0, unchanged, as a consumer that discovers nsqd through lookupd (the client
-// guide scenario). Usage: node guide_nsqjs.js LOOKUPD_HTTP[,LOOKUPD_HTTP...] TOPIC N
+// guide scenario). Usage: node guide_nsqjs.js LOOKUPD_HTTP[,LOOKUPD_HTTP...] TOPIC N [STAY]
 // Bodies starting with "fail" fail once (requeue with backoff); heartbeats and lookupd
-// polls every second; then it stays 1.5 s, closes and prints a JSON report.
+// polls every second; then it stays STAY s (1.5), closes and prints a JSON report.
 const nsq = require('nsqjs')
 
 const [lookupds, topic, n] = [process.argv[2].split(','), process.argv[3], +process.argv[4]]
+const stay = process.argv[5] ? +process.argv[5] : 1.5
 const done = new Set()
 let failedFirst = 0
 const reader = new nsq.Reader(topic, 'c', {
@@ -26,7 +27,7 @@ reader.on('message', (msg) => {
       console.log(JSON.stringify({ done: done.size, failed_first: failedFirst }))
       reader.close()
       setTimeout(() => process.exit(0), 500)
-    }, 1500)
+    }, stay * 1000)
   }
 })
 setTimeout(() => { console.log(JSON.stringify({ done: done.size, timeout: true })); process.exit(1) }, 30000)

@@ -1,5 +1,5 @@
 """nsqviz.client as a consumer that discovers nsqd through lookupd (the client guide
-scenario). Usage: python guide_nsqviz.py LOOKUPD_HTTP[,LOOKUPD_HTTP...] TOPIC N
+scenario). Usage: python guide_nsqviz.py LOOKUPD_HTTP[,LOOKUPD_HTTP...] TOPIC N [STAY]
 
 As guide_pynsq.py: bodies starting with "fail" fail once (return False: REQ and backoff);
 heartbeats and lookupd polls every second; then a graceful close (CLS, CLOSE_WAIT).
@@ -12,6 +12,7 @@ import sys
 from nsqviz.client import Consumer, ExponentialBackoff
 
 lookupds, topic, n = sys.argv[1].split(","), sys.argv[2], int(sys.argv[3])
+stay = float(sys.argv[4]) if len(sys.argv) > 4 else 1.5
 done, seen = set(), []
 
 
@@ -33,7 +34,7 @@ async def main():
             if len(done) == n:
                 break
             await asyncio.sleep(0.05)
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(stay)
         nsqds = sorted(c.conns)
     print(json.dumps({"done": len(done), "nsqds": nsqds,
                       "failed_first": sum(1 for b, a in seen if b.startswith("fail") and a == 1)}))

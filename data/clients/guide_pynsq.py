@@ -1,9 +1,9 @@
 """pynsq 0.9.1, unchanged, as a consumer that discovers nsqd through lookupd (the client
-guide scenario). Usage: python guide_pynsq.py LOOKUPD_HTTP[,LOOKUPD_HTTP...] TOPIC N
+guide scenario). Usage: python guide_pynsq.py LOOKUPD_HTTP[,LOOKUPD_HTTP...] TOPIC N [STAY]
 
 Consumes until N distinct bodies are finished; bodies starting with "fail" fail on their
 first attempt (the handler returns False: requeue with backoff). Heartbeats every second,
-lookupd polled every second. Then it stays 1.5 s, closes and prints a JSON report.
+lookupd polled every second. Then it stays STAY s (1.5), closes and prints a JSON report.
 """
 
 import json
@@ -13,6 +13,7 @@ import nsq
 import tornado.ioloop
 
 lookupds, topic, n = sys.argv[1].split(","), sys.argv[2], int(sys.argv[3])
+stay = float(sys.argv[4]) if len(sys.argv) > 4 else 1.5
 done, seen = set(), []
 loop = tornado.ioloop.IOLoop.current()
 
@@ -24,7 +25,7 @@ def handler(message):
         return False
     done.add(body)
     if len(done) == n:
-        loop.call_later(1.5, stop)
+        loop.call_later(stay, stop)
     return True
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from nsqviz.conformance.rules import (
     RULES,
     Verdict,
+    check_backoff,
     check_connection,
     check_consumer,
     check_polls,
@@ -58,5 +59,6 @@ def check(traffic: Traffic, *, max_in_flight: int | None = None) -> Report:
     for label, conn in traffic.connections.items():
         report.connections[label] = check_connection(conn)
     consumers = [c for c in traffic.connections.values() if c.subscribed is not None]
-    report.overall = [check_consumer(consumers, max_in_flight), check_polls(traffic.polls)]
+    report.overall = [check_consumer(consumers, max_in_flight), check_backoff(consumers),
+                      check_polls(traffic.polls)]
     return report

@@ -6,9 +6,9 @@ of :data:`RULES` a :class:`Verdict`: ``pass``, ``fail`` or ``not exercised`` (th
 never put the rule to the test), with the packets that show it. Nothing here knows which
 library made the traffic.
 
-Rules across connections (the RDY sum of one consumer, lookupd polling) are checked by
-:func:`check_consumer` and :func:`check_polls`. ``max_in_flight`` is not on the wire: the
-sum rule is judged only when it is given.
+Rules across connections (the RDY sum and the backoff of one consumer, lookupd polling)
+are checked by :func:`check_consumer`, :func:`check_backoff` and :func:`check_polls`.
+``max_in_flight`` is not on the wire: the sum rule is judged only when it is given.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from nsqviz.nsq.events import (
     Touch,
 )
 
-__all__ = ["RULES", "Connection", "Seen", "Verdict", "check_connection", "check_consumer",
-           "check_polls"]
+__all__ = ["RULES", "Connection", "Seen", "Verdict", "check_backoff", "check_connection",
+           "check_consumer", "check_polls"]
 
 PASS, FAIL, NOT_EXERCISED = "pass", "fail", "not exercised"
 
@@ -103,7 +103,7 @@ def check_connection(conn: Connection) -> list[Verdict]:
     """Every per-connection rule for ``conn``."""
     return [check(conn) for check in (
         _handshake, _feature_negotiation, _initial_rdy, _max_rdy_count, _rdy_update,
-        _heartbeat, _in_flight, _backoff, _cls_before_close)]
+        _heartbeat, _in_flight, _cls_before_close)]
 
 
 def _commands(conn: Connection) -> list[Seen]:
@@ -233,26 +233,6 @@ def _in_flight(conn: Connection) -> Verdict:
               *answers[:3])
 
 
-def _backoff(conn: Connection) -> Verdict:
-    cmds = _commands(conn)
-    reqs = [i for i, s in enumerate(cmds) if type(s.event) is Req]
-    if not reqs:
-        return _v("backoff", NOT_EXERCISED, "no failure (REQ) in the traffic")
-    rdys = [(i, s) for i, s in enumerate(cmds) if type(s.event) is Rdy and i > reqs[0]]
-    zero = next(((i, s) for i, s in rdys if s.event.count == 0), None)
-    if zero is None:
-        return _v("backoff", NOT_EXERCISED, "REQ never followed by RDY 0: no backoff, or "
-                  "requeues without backoff (the wire cannot tell them apart)", cmds[reqs[0]])
-    after = [s for i, s in rdys if i > zero[0] and s.event.count > 0]
-    if not after:
-        return _v("backoff", NOT_EXERCISED, "RDY 0 after REQ; the traffic ends in backoff "
-                  "(or another connection tested the waters)", cmds[reqs[0]], zero[1])
-    if after[0].event.count != 1:
-        return _v("backoff", FAIL, f"after RDY 0 came RDY {after[0].event.count}, not 1 "
-                  "(test the waters)", cmds[reqs[0]], zero[1], after[0])
-    return _v("backoff", PASS, "REQ, RDY 0, then RDY 1", cmds[reqs[0]], zero[1], after[0])
-
-
 def _cls_before_close(conn: Connection) -> Verdict:
     if conn.subscribed is None:
         return _v("cls-before-close", NOT_EXERCISED, "never subscribed")
@@ -277,9 +257,11 @@ def _cls_before_close(conn: Connection) -> Verdict:
 def check_consumer(conns: Iterable[Connection], max_in_flight: int | None,
                    window: float = 0.02) -> Verdict:
     """The RDY sum over the subscribed connections (RDYs closer than ``window`` seconds
-    count as one burst: a client lowers one and raises another in one go)."""
-    timeline = sorted(((s.t, k, s) for k, c in enumerate(conns) for s in _rdys(c)),
-                      key=lambda x: x[0])
+    count as one burst: a client lowers one and raises another in one go; a CLS ends
+    its connection's share)."""
+    # CLS ends a connection's share (nsqd sends no more messages on it)
+    timeline = sorted(((s.t, k, s) for k, c in enumerate(conns) for s in _commands(c)
+                       if type(s.event) in (Rdy, Cls)), key=lambda x: x[0])
     if not timeline:
         return _v("rdy-sum", NOT_EXERCISED, "no RDY sent")
     if max_in_flight is None:
@@ -295,7 +277,7 @@ def check_consumer(conns: Iterable[Connection], max_in_flight: int | None,
         if s is None:
             break
         start = t if start is None else start
-        current[k] = s.event.count
+        current[k] = s.event.count if type(s.event) is Rdy else 0
         burst.append(s)
     total, burst = worst
     status = PASS if total <= max_in_flight else FAIL
@@ -303,21 +285,57 @@ def check_consumer(conns: Iterable[Connection], max_in_flight: int | None,
               f"{len({k for _, k, _ in timeline})} connection(s)", *burst)
 
 
+def check_backoff(conns: Iterable[Connection]) -> Verdict:
+    """Backoff is one state for the whole consumer: after a failure (REQ) every
+    connection goes to RDY 0, and the first RDY above 0 afterwards, on any connection,
+    is 1 -- the test of the waters -- before the others get their share back."""
+    cmds = sorted(((s.t, k, s) for k, c in enumerate(conns) for s in _commands(c)
+                   if type(s.event) in (Req, Rdy)), key=lambda x: x[0])
+    reqs = [s for _, _, s in cmds if type(s.event) is Req]
+    if not reqs:
+        return _v("backoff", NOT_EXERCISED, "no failure (REQ) in the traffic")
+    first_req = next(i for i, (_, _, s) in enumerate(cmds) if type(s.event) is Req)
+    zero = next((i for i in range(first_req, len(cmds))
+                 if type(cmds[i][2].event) is Rdy and cmds[i][2].event.count == 0), None)
+    if zero is None:
+        return _v("backoff", NOT_EXERCISED, "REQ never followed by RDY 0: no backoff, or "
+                  "requeues without backoff (the wire cannot tell them apart)", reqs[0])
+    up = next((s for _, _, s in cmds[zero:] if type(s.event) is Rdy and s.event.count > 0),
+              None)
+    if up is None:
+        return _v("backoff", NOT_EXERCISED, "RDY 0 after REQ; the traffic ends in backoff",
+                  reqs[0], cmds[zero][2])
+    if up.event.count != 1:
+        return _v("backoff", FAIL, f"after RDY 0 the first RDY was {up.event.count}, not 1 "
+                  "(test the waters)", reqs[0], cmds[zero][2], up)
+    return _v("backoff", PASS, "REQ, RDY 0, then RDY 1 on one connection", reqs[0],
+              cmds[zero][2], up)
+
+
 def check_polls(polls: dict[str, list[tuple[float, int]]]) -> Verdict:
     """``polls``: lookupd address -> [(time, packet)] of its ``GET /lookup`` requests."""
     if not polls or not any(polls.values()):
         return Verdict("lookupd-polling", NOT_EXERCISED, "no GET /lookup in the traffic")
-    counts = {a: len(p) for a, p in polls.items()}
-    packets = tuple(p for ps in polls.values() for _, p in ps[:4])
-    if len(set(counts.values())) > 1 and min(counts.values()) < max(counts.values()) - 1:
-        return Verdict("lookupd-polling", FAIL, f"lookupds polled unevenly {counts} (the "
-                       "guide: every lookupd at each poll)", packets)
-    gaps = [b[0] - a[0] for ps in polls.values() for a, b in zip(ps, ps[1:], strict=False)]
+    # a poll round asks the lookupds at about the same time
+    asks = sorted((t, a, p) for a, ps in polls.items() for t, p in ps)
+    rounds: list[list[tuple[float, str, int]]] = []
+    for ask in asks:
+        if rounds and ask[0] - rounds[-1][0][0] < 0.25:
+            rounds[-1].append(ask)
+        else:
+            rounds.append([ask])
+    packets = tuple(p for r in rounds[:4] for _, _, p in r)
+    partial = [r for r in rounds if {a for _, a, _ in r} != set(polls)]
+    if len(polls) > 1 and partial:
+        return Verdict("lookupd-polling", FAIL, f"{len(partial)} of {len(rounds)} poll rounds "
+                       f"asked only some of the {len(polls)} lookupds (the guide: all, and "
+                       "take the union)", tuple(p for r in partial[:4] for _, _, p in r))
+    gaps = [b[0][0] - a[0][0] for a, b in zip(rounds, rounds[1:], strict=False)]
     if len(gaps) < 2:
         return Verdict("lookupd-polling", NOT_EXERCISED,
-                       f"{sum(counts.values())} polls: too few to see the period", packets)
+                       f"{len(rounds)} poll rounds: too few to see the period", packets)
     spread = max(gaps) - min(gaps)
-    detail = (f"{len(polls)} lookupd(s), {sum(counts.values())} polls, intervals "
+    detail = (f"{len(polls)} lookupd(s), {len(rounds)} rounds, intervals "
               f"{min(gaps):.2f}-{max(gaps):.2f} s")
     if spread < 0.005 * max(gaps):
         return Verdict("lookupd-polling", FAIL, detail + ": no jitter", packets)
