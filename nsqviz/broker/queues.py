@@ -40,7 +40,12 @@ __all__ = ["Channel", "Consumer", "Topic", "backend_name"]
 
 _seq = itertools.count()
 
-DRAIN_SLICE = 4096
+PUMP_SLICE = 128
+"""Messages one pump hands out before it lets the event loop run (the rest follow on the
+next turn): a consumer refilling RDY 2500 from disk must not stall publishers, which
+nsqd runs on other goroutines (and cores)."""
+
+DRAIN_SLICE = 512
 """Messages a topic hands on to its channels per event-loop turn while it drains the
 backlog that waited for its first channel (nsqd's topic pump does this concurrently)."""
 
@@ -185,6 +190,7 @@ class Channel:
         self.timeout_count = 0
         self.paused = False
         self._next = 0  # round robin: the client to try first
+        self._pump_scheduled = False
 
     # -- stats ------------------------------------------------------------------
 
@@ -260,14 +266,21 @@ class Channel:
                 rooms.append([client, room, []])
         if not rooms:
             return
-        pop = self.backlog.pop
+        try:
+            loop = asyncio.get_running_loop()
+            budget = PUMP_SLICE
+        except RuntimeError:  # no loop to come back on (a unit test): no limit
+            loop, budget = None, -1
+        pop = self.backlog.pop if self.topic.sole_reader is not self else self._pop_shared
         if len(rooms) == 1:
             # the usual case under load: the client whose FINs freed room gets refilled
             client, room, batch = rooms[0]
             rate = client.sample_rate
-            while room:
+            while room and budget:
+                budget -= 1
                 msg = pop()
                 if msg is None:
+                    budget = -1
                     break
                 if rate and random.randrange(100) > rate:
                     continue  # nsqd drops a message a sampling client skips
@@ -275,11 +288,14 @@ class Channel:
                 room -= 1
         else:
             active = rooms
-            while active:
+            while active and budget:
                 for entry in active:
+                    if not budget:
+                        break
+                    budget -= 1
                     msg = pop()
                     if msg is None:
-                        active = []
+                        active, budget = [], -1
                         break
                     rate = entry[0].sample_rate
                     if rate and random.randrange(100) > rate:
@@ -291,6 +307,23 @@ class Channel:
         for client, _, batch in rooms:
             if batch:
                 self._hand_out(client, batch)
+        if budget == 0 and loop is not None and not self._pump_scheduled:
+            self._pump_scheduled = True  # more room, maybe more messages: next turn
+            loop.call_soon(self._pump_again)
+
+    def _pump_again(self) -> None:
+        self._pump_scheduled = False
+        self.pump()
+
+    def _pop_shared(self) -> BrokerMessage | None:
+        """As the topic's only channel while it drains: our own queue (requeued and
+        timed-out messages), then straight from the topic's backlog -- nothing copied."""
+        msg = self.backlog.pop()
+        if msg is None:
+            msg = self.topic.lend()
+            if msg is not None:
+                self.message_count += 1
+        return msg
 
     def _hand_out(self, client: Consumer, batch: list[BrokerMessage]) -> None:
         deadline = time.monotonic() + client.msg_timeout
@@ -408,6 +441,7 @@ class Topic:
         self.message_bytes = 0
         self.paused = False
         self.draining = False  # the backlog is being handed to the channels
+        self.sole_reader: Channel | None = None  # the one channel reading it in place
 
     @property
     def depth(self) -> int:
@@ -424,6 +458,9 @@ class Topic:
 
     def delete_channel(self, name: str) -> None:
         ch = self.channels.pop(name, None)
+        if ch is not None and ch is self.sole_reader:
+            self.sole_reader = None
+            self.draining = False  # no channel left: the backlog waits here again
         if ch is not None:
             ch.delete()
             self.broker.channel_deleted(self, ch)
@@ -438,6 +475,8 @@ class Topic:
                 self.pending_deferred.append((msg, defer))
             else:
                 self.backlog.put(msg)  # behind what waits already
+                if self.sole_reader is not None:
+                    self.sole_reader._pump_after_put()
             return
         self._fan_out(msg, defer)
 
@@ -447,6 +486,8 @@ class Topic:
         self.message_bytes += sum(len(m.body) for m in msgs)
         if not self.channels or self.draining:
             self.backlog.put_many(msgs)
+            if self.sole_reader is not None:
+                self.sole_reader._pump_after_put()
             return
         first = True
         for ch in list(self.channels.values()):
@@ -464,22 +505,49 @@ class Topic:
                 ch.put(m)
 
     def drain_backlog(self) -> None:
-        """Messages that waited for a first channel go to every channel: a slice per
-        event-loop turn, so the SUB that created the channel is answered at once, however
-        long the backlog (without a running loop -- at start-up, in a unit test -- all
-        at once). Until it is done, new messages queue up behind it."""
-        if self.draining or not self.channels:
+        """Messages that waited for a first channel go to the channels, without holding
+        up the SUB that created one, however long the backlog. A single channel reads
+        the backlog in place (:meth:`lend`; nothing is copied); with more channels it is
+        copied to each, a slice per event-loop turn (without a running loop -- at
+        start-up, in a unit test -- all at once). Until it is done, new messages queue
+        up behind it."""
+        if not self.channels:
             return
+        if not self.draining and not len(self.backlog):
+            self._drained()  # only deferred messages waited: their timers start now
+            return
+        if self.draining and (self.sole_reader is None or len(self.channels) == 1):
+            return  # already on its way
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
         self.draining = True
+        if len(self.channels) == 1 and loop is not None:
+            (self.sole_reader,) = self.channels.values()
+            self.sole_reader.pump()
+            return
+        self.sole_reader = None  # a second channel: from here on each gets a copy
         if loop is not None:
             loop.call_soon(self._drain_more, loop)
             return
         while self._drain_slice():
             pass
+
+    def lend(self) -> BrokerMessage | None:
+        """The next waiting message, for the topic's only channel (see
+        :meth:`drain_backlog`); None, and the drain is over, once none is left."""
+        msg = self.backlog.pop()
+        if msg is None:
+            self.sole_reader = None
+            self._drained()
+        return msg
+
+    def _drained(self) -> None:
+        self.draining = False
+        pending, self.pending_deferred = self.pending_deferred, []
+        for msg, defer in pending:
+            self._fan_out(msg, defer)
 
     def _drain_more(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.draining and self._drain_slice():
@@ -499,14 +567,12 @@ class Topic:
                 ch.put_records(records)
         if len(msgs) + len(records) == DRAIN_SLICE:
             return True
-        self.draining = False
-        pending, self.pending_deferred = self.pending_deferred, []
-        for msg, defer in pending:
-            self._fan_out(msg, defer)
+        self._drained()
         return False
 
     def close(self) -> None:
         self.draining = False  # what is left of the backlog stays in the topic's queue
+        self.sole_reader = None
         if self.backlog.disk is not None:
             self.backlog.spill(m for m, _ in self.pending_deferred)
         self.pending_deferred.clear()
@@ -516,6 +582,7 @@ class Topic:
 
     def delete(self) -> None:
         self.draining = False
+        self.sole_reader = None
         for ch in list(self.channels.values()):
             ch.delete()
         self.channels.clear()

@@ -119,8 +119,10 @@ def drain(address: str, topic: str, channel: str, *, limit: int | None = None,
         while c.events and isinstance(c.events[0], Message):
             msgs.append(c.events.pop(0))
         got.extend(m.body for m in msgs)
-        if limit is not None and len(got) >= limit:
-            c.send(Rdy(0))
+        if limit is not None:
+            # RDY counts what is in flight: with RDY = what is still wanted, set before
+            # the FINs, the server never sends past the limit, however it batches
+            c.send(Rdy(min(max(limit - len(got), 0), 2500)))
         c.send(*(Fin(m.id) for m in msgs))
     c.quiet(0.3)  # read what is left, so the close is a FIN and not a reset
     c.close()
