@@ -14,6 +14,8 @@ import logging
 import urllib.parse
 from collections.abc import Callable
 
+from nsqviz.listen import listen_backlog
+
 __all__ = [
     "GET", "POST", "HTTPError", "Route", "arg", "empty", "error_body", "json_reply",
     "route_table", "serve", "text",
@@ -79,7 +81,8 @@ async def serve(route: Route, host: str, port: int, *, max_body_size: int,
         finally:
             writer.close()
 
-    return await asyncio.start_server(handle, host, port, reuse_address=True, limit=_MAX_HEADER)
+    return await asyncio.start_server(handle, host, port, reuse_address=True, limit=_MAX_HEADER,
+                                      backlog=listen_backlog())
 
 
 async def _one_request(route: Route, limit: int, reader, writer) -> bool:

@@ -23,6 +23,7 @@ import time
 from nsqviz.broker.message import IDGenerator
 from nsqviz.broker.options import VERSION, Options
 from nsqviz.broker.queues import Channel, Topic
+from nsqviz.listen import listen_backlog
 from nsqviz.nsq.grammar import is_valid_channel_name, is_valid_topic_name
 
 __all__ = ["Broker"]
@@ -69,7 +70,8 @@ class Broker:
         loop = asyncio.get_running_loop()
         host, port = opts.tcp_host_port()
         self._tcp_server = await loop.create_server(
-            lambda: BrokerConnection(self), host, port, reuse_address=True
+            lambda: BrokerConnection(self), host, port, reuse_address=True,
+            backlog=listen_backlog(),
         )
         self.tcp_port = self._tcp_server.sockets[0].getsockname()[1]
         host, port = opts.http_host_port()

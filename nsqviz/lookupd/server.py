@@ -20,6 +20,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from nsqviz.broker.options import VERSION, parse_duration
+from nsqviz.listen import listen_backlog
 from nsqviz.lookupd.codec import (
     Closed,
     Identify,
@@ -79,7 +80,7 @@ class Lookupd:
         loop = asyncio.get_running_loop()
         host, port = self.opts.host_port("tcp")
         tcp = await loop.create_server(lambda: _PeerConnection(self), host, port,
-                                       reuse_address=True)
+                                       reuse_address=True, backlog=listen_backlog())
         self.tcp_port = tcp.sockets[0].getsockname()[1]
         host, port = self.opts.host_port("http")
         http = await serve_http(self, host, port)

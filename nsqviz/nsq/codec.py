@@ -27,6 +27,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+import cramjam
 import snappy
 
 from nsqviz.nsq import fastpath
@@ -115,20 +116,63 @@ class State(enum.Enum):
 # -------------------------------------------------------------------------- compression
 
 
+SNAPPY_STREAM_IDENTIFIER = b"\xff\x06\x00\x00sNaPpY"
+
+SNAPPY_MAX_CHUNK = 76490 + 4
+"""The longest chunk Go's snappy reader (nsqd's, go-nsq's) accepts: the worst-case
+encoding of a 64 KiB block plus its 4-byte checksum. A longer one is refused at its
+header (``ErrUnsupported``), so a connection holds at most one such chunk."""
+
+
 class _Snappy:
-    """Snappy's framed stream format, as Go's ``snappy.NewBufferedWriter``/``NewReader``."""
+    """Snappy's framed stream format, as Go's ``snappy.NewBufferedWriter``/``NewReader``.
+
+    Reading checks every chunk header as soon as its bytes arrive, as Go's reader does:
+    the stream identifier first, no reserved chunk type, no chunk longer than
+    :data:`SNAPPY_MAX_CHUNK`. Complete chunks are decompressed (checksums checked) by
+    cramjam; an incomplete one waits, bounded by that limit.
+    """
 
     name = "snappy"
 
     def __init__(self) -> None:
         self._out = snappy.StreamCompressor()
-        self._in = snappy.StreamDecompressor()
+        self._held = bytearray()  # the start of a chunk not yet complete
+        self._started = False  # the stream identifier was seen
 
     def compress(self, data: bytes) -> bytes:
         return self._out.compress(data)
 
     def decompress(self, data: bytes) -> bytes:
-        return self._in.decompress(data)
+        buf = self._held
+        buf += data
+        pos, n = 0, len(buf)
+        while pos < n:
+            kind = buf[pos]
+            if not self._started and kind != 0xFF:
+                raise ValueError(f"chunk type 0x{kind:02x} where the stream identifier "
+                                 "(0xff) must come first")
+            if 0x02 <= kind <= 0x7F:
+                raise ValueError(f"reserved unskippable chunk type 0x{kind:02x}")
+            if n - pos < 4:
+                break
+            length = buf[pos + 1] | buf[pos + 2] << 8 | buf[pos + 3] << 16
+            if length > SNAPPY_MAX_CHUNK:
+                raise ValueError(f"chunk of {length} bytes is longer than the "
+                                 f"{SNAPPY_MAX_CHUNK} a snappy chunk may have")
+            if kind == 0xFF and length != 6 or kind <= 0x01 and length < 4:
+                raise ValueError(f"chunk type 0x{kind:02x} cannot be {length} bytes long")
+            self._started = True
+            if n - pos < 4 + length:
+                break
+            pos += 4 + length
+        if not pos:
+            return b""
+        complete = bytes(buf[:pos])
+        del buf[:pos]
+        if complete[0] != 0xFF:
+            complete = SNAPPY_STREAM_IDENTIFIER + complete
+        return bytes(cramjam.snappy.decompress(complete))
 
 
 class _Deflate:
