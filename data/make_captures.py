@@ -3,6 +3,7 @@ embedded broker on loopback. Needs root (tcpdump), tcpdump, editcap, and a venv 
 pynsq 0.9.1 + tornado 6.0.4 (created under .venv-pynsq/ if missing).
 
     sudo .venv/bin/python data/make_captures.py [NAME ...]
+    sudo .venv/bin/python data/make_captures.py --nsqd [NAME ...]   # against the real nsqd
 
 Each capture is described in data/README.md. Captures are real, so timings, ports and
 message ids differ from run to run; what each file contains does not.
@@ -81,7 +82,7 @@ def _talk(port: int, *commands, raw: bytes = b"", raw_after: bytes = b"",
         try:
             while chunk := sock.recv(65536):
                 got += chunk
-        except TimeoutError:
+        except (TimeoutError, ConnectionResetError):  # nsqd closes with unread bytes: RST
             pass
     return got
 
@@ -184,7 +185,34 @@ def derived() -> None:
                     str(DATA / "pubsub-pynsq.pcapng")], check=True)
 
 
+REAL_NSQD = ("pubsub-pynsq.pcap", "small-messages-pynsq.pcap", "snappy-pynsq.pcap",
+             "deflate-pynsq.pcap", "errors.pcap")
+"""The scenarios also recorded against the real nsqd, into data/nsqd/."""
+
+
+def real_nsqd_captures(names: list[str]) -> None:
+    """The same scenarios against the real nsqd (found by nsqviz.peers: $NSQD, PATH,
+    ../shared/peers/), started with the same --msg-timeout, written to data/nsqd/."""
+    from nsqviz.peers import RealNsqd
+
+    out = DATA / "nsqd"
+    out.mkdir(exist_ok=True)
+    with RealNsqd(msg_timeout="2s") as nsqd:
+        for name in names or REAL_NSQD:
+            iface, traffic = SCENARIOS[name]
+            dump = Tcpdump(out / name, nsqd.tcp_port, iface)
+            try:
+                report = traffic(nsqd)
+            finally:
+                summary = dump.stop()
+            print(f"nsqd/{name}: {summary.splitlines()[-2] if summary else ''} {report}",
+                  flush=True)
+
+
 def main(names: list[str]) -> None:
+    if names[:1] == ["--nsqd"]:
+        real_nsqd_captures(names[1:])
+        return
     wanted = names or list(SCENARIOS)
     with EmbeddedBroker(msg_timeout=2.0) as broker:
         for name in wanted:
