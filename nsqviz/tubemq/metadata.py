@@ -18,8 +18,9 @@ separators of ``TokenConstants`` (``#`` segment, ``,`` array, ``:`` attribute,
   body; attribute ``k=v[,k=v...]``; checkSum = CRC-32/IEEE of the whole data & 0x7FFFFFFF.
 
 Each ``parse_*`` returns a dict of named fields, or raises :class:`MetadataError`
-naming the part that does not fit. :data:`STRING_FIELDS` says which protobuf field
-holds which format.
+naming the part that does not fit; each ``format_*`` writes the string as the servers
+and clients do (what a ``parse_*`` reads back). :data:`STRING_FIELDS` says which
+protobuf field holds which format.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ __all__ = [
     "checksum",
     "decode_payload",
     "encode_payload",
+    "format_broker_info",
+    "format_partition",
+    "format_subscribe_info",
+    "format_topic_info",
     "parse_attribute",
     "parse_broker_info",
     "parse_failure_info",
@@ -177,6 +182,32 @@ def parse_attribute(text: str) -> dict[str, str]:
             raise MetadataError(f"attribute pair {pair!r} has no '='")
         out[key] = value
     return out
+
+
+def format_broker_info(broker_id: int, host: str, port: int) -> str:
+    """``brokerId:host:port`` as the Master writes brokerInfos: a single space for the
+    default port (``BrokerConfEntity.getSimpleBrokerInfo``)."""
+    return f"{broker_id}:{host}:{' ' if port == DEFAULT_BROKER_PORT else port}"
+
+
+def format_topic_info(topic: str, brokers: list[tuple[int, int, int]],
+                      max_msg_size: int | None) -> str:
+    """``topic#brokerId:partitionNum:storeNum[,...]#maxMsgSizeInBytes`` from
+    ``(brokerId, partitionNum, storeNum)`` entries (``BrokerTopicInfoView``)."""
+    entries = ",".join(f"{b}:{p}:{s}" for b, p, s in brokers)
+    return f"{topic}#{entries}#{'' if max_msg_size is None else max_msg_size}"
+
+
+def format_partition(broker_id: int, host: str, port: int, topic: str,
+                     partition_id: int) -> str:
+    """A partition's full string ``brokerId:host:port#topic:partitionId``
+    (``Partition.toString``: the port always written)."""
+    return f"{broker_id}:{host}:{port}#{topic}:{partition_id}"
+
+
+def format_subscribe_info(consumer_id: str, group: str, partition: str) -> str:
+    """``consumerId@group#`` + a partition's full string."""
+    return f"{consumer_id}@{group}#{partition}"
 
 
 def checksum(data: bytes) -> int:

@@ -19,6 +19,9 @@ __all__ = [
     "SERVICES",
     "TRANSITIONS",
     "ErrorCode",
+    "EventStatus",
+    "EventType",
+    "META_VALUE_UNDEFINED",
     "Method",
     "Outcome",
     "State",
@@ -181,6 +184,45 @@ every answer). A pair not listed leaves the state as it is."""
 METHOD_SEND_MESSAGE = 13
 MSG_OPTYPE_REGISTER = 31
 MSG_OPTYPE_UNREGISTER = 32
+
+META_VALUE_UNDEFINED = -2
+"""The undefined marker (Go ``util.InvalidValue``): flow-control ids, qryPriorityId,
+ssdStoreId, offsets not known yet."""
+
+
+class EventType(enum.IntEnum):
+    """``EventProto.opType``: what a rebalance event tells a consumer to do
+    (``corebase.balance.EventType``). CONNECT/DISCONNECT go to a member that both gains
+    and loses partitions in a balance round, the ONLY_ forms to one that only gains or
+    only loses."""
+
+    CONNECT = 1
+    DISCONNECT = 2
+    REPORT = 3
+    REFRESH = 4
+    STOPREBALANCE = 5
+    ONLY_CONNECT = 10
+    ONLY_DISCONNECT = 20
+    UNKNOWN = -1
+
+    @property
+    def connects(self) -> bool:
+        return self in (EventType.CONNECT, EventType.ONLY_CONNECT)
+
+    @property
+    def disconnects(self) -> bool:
+        return self in (EventType.DISCONNECT, EventType.ONLY_DISCONNECT)
+
+
+class EventStatus(enum.IntEnum):
+    """``EventProto.status`` (``corebase.balance.EventStatus``): the Master marks an event
+    PROCESSING internally (never on the wire); the consumer reports it DONE."""
+
+    TODO = 0
+    PROCESSING = 1
+    DONE = 2
+    UNKNOWN = -1
+    FAILED = -2
 
 
 def accepted(service: int, method: int) -> bool:

@@ -127,9 +127,7 @@ def history_table(history: list, names: dict[str, str] | None = None) -> TableVi
         if hasattr(e, "rebalance_id"):
             row["rebalanceId"] = e.rebalance_id
         if hasattr(e, "op_type"):
-            from nsqviz.tubemq.sim.events import EVENT_TYPES
-
-            row["opType"] = f"{e.op_type} {EVENT_TYPES.get(e.op_type, '')}"
+            row["opType"] = f"{e.op_type} {e.op_name}"
         if hasattr(e, "partitions"):
             row["partitions"] = ", ".join(e.partitions)
         if hasattr(e, "held"):

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nsqviz.tubemq.metadata import (
     MetadataError,
     checksum,
     decode_payload,
     encode_payload,
+    format_broker_info,
+    format_partition,
+    format_subscribe_info,
+    format_topic_info,
     parse_broker_info,
     parse_failure_info,
+    parse_partition,
     parse_partition_key,
     parse_required_partition,
     parse_subscribe_info,
@@ -70,3 +77,20 @@ def test_subscribe_partition_failure_and_others():
                                                  "partitionId": 0}
     assert parse_topic_condition("orders#typeA,typeB")["filters"] == ["typeA", "typeB"]
     assert parse_required_partition("1:orders:0=100")["partitions"][0]["offset"] == 100
+
+
+@given(st.integers(1, 10**6), st.sampled_from(["10.0.0.1", "127.0.0.1", "broker-a"]),
+       st.sampled_from([8123, 8124, 9000]), st.text("abc_xyz019", min_size=1, max_size=12),
+       st.integers(0, 40_000), st.text("abcdefgh0123-._", min_size=1, max_size=20))
+def test_formats_read_back(broker_id, host, port, topic, pid, consumer):
+    info = parse_broker_info(format_broker_info(broker_id, host, port))
+    assert (info["brokerId"], info["host"], info["port"]) == (broker_id, host, port)
+    assert info["defaultPort"] == (port == 8123)
+    part = format_partition(broker_id, host, port, topic, pid)
+    assert parse_partition(part)["partitionKey"] == f"{broker_id}:{topic}:{pid}"
+    sub = parse_subscribe_info(format_subscribe_info(consumer, "group1", part))
+    assert (sub["consumerId"], sub["group"], sub["port"]) == (consumer, "group1", port)
+    ti = parse_topic_info(format_topic_info(topic, [(broker_id, 2, 1), (broker_id + 1, 3, 2)],
+                                            1048576))
+    assert [b["partitionIds"] for b in ti["brokers"]] == [[0, 1], [0, 1, 2, 10000, 10001, 10002]]
+    assert ti["maxMsgSizeInBytes"] == 1048576

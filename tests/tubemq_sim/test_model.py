@@ -8,9 +8,10 @@ import pytest
 from nsqviz.tubemq.metadata import checksum
 from nsqviz.tubemq.sim.cluster import SimConfig
 from nsqviz.tubemq.sim.events import RebalanceDone, RebalanceQueued, RebalanceSent
-from nsqviz.tubemq.sim.master import CONNECT, ONLY_CONNECT, ONLY_DISCONNECT, RpcError
+from nsqviz.tubemq.sim.master import RpcError
 from nsqviz.tubemq.sim.state import Simulation
 from nsqviz.tubemq.sim.store import INDEX_UNIT
+from nsqviz.tubemq.tables import EventType
 from tests.tubemq_sim._calls import call, commit, fetch, register_c2b, send
 
 G = "grp"
@@ -95,7 +96,7 @@ def act(sim, cid, event, now=0.0):
         part = next(p for t in sim.config.topics for p in sim.config.topic_parts(t)
                     if info.endswith("#" + p.full))
         broker = broker_of(sim, part)
-        if event.opType in (CONNECT, ONLY_CONNECT):
+        if event.opType in (EventType.CONNECT, EventType.ONLY_CONNECT):
             r = register_c2b(broker, part, cid, G, now)
             if r.success:
                 held(sim, cid).add(info)
@@ -123,7 +124,7 @@ def test_first_consumer_gets_every_partition_as_only_connect(sim):
     assert (r.success, r.notAllocated, r.defFlowCheckId, r.defFlowControlInfo) == \
         (True, True, -2, " ")
     h = heartbeat(sim, "A")
-    assert h.event.opType == ONLY_CONNECT and not h.event.HasField("status")
+    assert h.event.opType == EventType.ONLY_CONNECT and not h.event.HasField("status")
     assert list(h.event.subscribeInfo) == [
         "A@grp#1:127.0.0.1:8123#demo:0", "A@grp#1:127.0.0.1:8123#demo:1",
         "A@grp#2:127.0.0.1:9000#demo:0", "A@grp#2:127.0.0.1:9000#demo:1"]
@@ -144,13 +145,13 @@ def test_second_consumer_joins_then_leaves(sim):
     # event goes out while a disconnect event of the group is unreported
     assert not heartbeat(sim, "B", 1).HasField("event")
     lose = heartbeat(sim, "A", 2).event
-    assert lose.opType == ONLY_DISCONNECT
+    assert lose.opType == EventType.ONLY_DISCONNECT
     assert [s.split("#", 1)[1] for s in lose.subscribeInfo] == [
         "1:127.0.0.1:8123#demo:1", "2:127.0.0.1:9000#demo:1"]
     assert act(sim, "A", lose, 2) == [200, 200]
     heartbeat(sim, "A", 3, event=lose)
     gain = heartbeat(sim, "B", 3).event
-    assert gain.opType == ONLY_CONNECT and gain.rebalanceId == lose.rebalanceId
+    assert gain.opType == EventType.ONLY_CONNECT and gain.rebalanceId == lose.rebalanceId
     assert act(sim, "B", gain, 3) == [200, 200]
     heartbeat(sim, "B", 4, event=gain)
     # every partition held by exactly one consumer, two each
@@ -168,7 +169,7 @@ def test_second_consumer_joins_then_leaves(sim):
         register_c2b(broker_of(sim, part), part, "A", G, 5, op=32, read_status=1)
     assert call(sim.master, "consumerCloseClientC2M", 5, clientId="A", groupName=G).success
     take = heartbeat(sim, "B", 6).event
-    assert take.opType == ONLY_CONNECT and len(take.subscribeInfo) == 2
+    assert take.opType == EventType.ONLY_CONNECT and len(take.subscribeInfo) == 2
     act(sim, "B", take, 6)
     assert set(owners(sim).values()) == {"B"} and len(owners(sim)) == 4
 
@@ -199,7 +200,7 @@ def test_silent_consumer_expires_and_broker_frees_its_partitions(sim):
     sim.expire(31.0)  # A silent for 31 s > client_timeout: its events go with it
     assert list(sim.master.groups[G].members) == ["B"]
     codes, event, now = [], heartbeat(sim, "B", 31).event, 31
-    assert event.opType == ONLY_CONNECT  # queued when B joined
+    assert event.opType == EventType.ONLY_CONNECT  # queued when B joined
     while True:  # the Brokers still think A holds them: each is told 410 once, then free
         codes += act(sim, "B", event, now)
         now += 1

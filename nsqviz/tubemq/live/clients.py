@@ -29,18 +29,23 @@ from nsqviz.tubemq.metadata import (
     checksum,
     decode_payload,
     encode_payload,
+    format_partition,
+    format_subscribe_info,
     parse_broker_info,
     parse_subscribe_info,
     parse_topic_info,
 )
-from nsqviz.tubemq.tables import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER
+from nsqviz.tubemq.tables import (
+    META_VALUE_UNDEFINED,
+    MSG_OPTYPE_REGISTER,
+    MSG_OPTYPE_UNREGISTER,
+    EventStatus,
+    EventType,
+)
 
 __all__ = ["Batch", "ClientError", "Consumer", "Producer", "Received"]
 
-UNDEFINED = -2
-CONNECT_TYPES = (1, 10)  # CONNECT, ONLY_CONNECT
-DISCONNECT_TYPES = (2, 20)  # DISCONNECT, ONLY_DISCONNECT
-EVENT_DONE = 2
+UNDEFINED = META_VALUE_UNDEFINED
 
 _ids = itertools.count(1)
 
@@ -163,7 +168,8 @@ class Producer:
 class _Held:
     """A partition the consumer holds."""
 
-    subscribe_info: str
+    subscribe_info: str  # consumerId@group#partition
+    partition: str  # brokerId:host:port#topic:partitionId
     broker: str  # host:port
     topic: str
     partition_id: int
@@ -242,23 +248,30 @@ class Consumer:
             self.events.append(event)
             await self._act(event)
             self._report = {"rebalanceId": event.rebalanceId, "opType": event.opType,
-                            "status": EVENT_DONE, "subscribeInfo": list(event.subscribeInfo)}
+                            "status": EventStatus.DONE, "subscribeInfo": list(event.subscribeInfo)}
             return await self.heartbeat()
         return answer
 
     async def _act(self, event: Message) -> None:
+        try:
+            kind = EventType(event.opType)
+        except ValueError:
+            kind = EventType.UNKNOWN
         for text in event.subscribeInfo:
             info = parse_subscribe_info(text)
             broker = f"{info['host']}:{info['port']}"
             key = info["partitionKey"]
-            if event.opType in CONNECT_TYPES and key not in self.held:
+            if kind.connects and key not in self.held:
                 answer = (await self._broker_register(broker, info, MSG_OPTYPE_REGISTER,
                                                       self.read_status)).message
                 if answer is not None and answer.errCode == 200:
-                    mine = f"{self.client_id}@{self.group}#{text.split('#', 1)[1]}"
-                    self.held[key] = _Held(mine, broker, info["topic"], info["partitionId"],
-                                           key, answer.currOffset)
-            elif event.opType in DISCONNECT_TYPES and key in self.held:
+                    partition = format_partition(info["brokerId"], info["host"], info["port"],
+                                                 info["topic"], info["partitionId"])
+                    self.held[key] = _Held(
+                        format_subscribe_info(self.client_id, self.group, partition),
+                        partition, broker, info["topic"], info["partitionId"], key,
+                        answer.currOffset)
+            elif kind.disconnects and key in self.held:
                 del self.held[key]
                 await self._broker_register(broker, info, MSG_OPTYPE_UNREGISTER, 1)
 
@@ -276,8 +289,8 @@ class Consumer:
                 for broker in {h.broker for h in self.held.values()}:
                     await self._channel(broker).call("consumerHeartbeatC2B", {
                         "clientId": self.client_id, "groupName": self.group, "readStatus": 0,
-                        "partitionInfo": [h.subscribe_info.split("#", 1)[1]
-                                          for h in self.held.values() if h.broker == broker]})
+                        "partitionInfo": [h.partition for h in self.held.values()
+                                          if h.broker == broker]})
             except (ClientError, ConnectionError):
                 continue
 

@@ -27,16 +27,23 @@ from nsqviz.tubemq.live.rpc import Call, Channel
 from nsqviz.tubemq.metadata import (
     checksum,
     encode_payload,
+    format_partition,
+    format_subscribe_info,
     parse_broker_info,
     parse_subscribe_info,
     parse_topic_info,
 )
-from nsqviz.tubemq.tables import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER
+from nsqviz.tubemq.tables import (
+    META_VALUE_UNDEFINED,
+    MSG_OPTYPE_REGISTER,
+    MSG_OPTYPE_UNREGISTER,
+    EventStatus,
+    EventType,
+)
 
 __all__ = ["ConsumerSteps", "ProducerSteps", "Step", "TubeSession", "default_sim"]
 
-UNDEFINED = -2
-EVENT_DONE = 2
+UNDEFINED = META_VALUE_UNDEFINED
 
 _default_sim = None
 _default_lock = threading.Lock()
@@ -323,7 +330,7 @@ class ConsumerSteps(_Client):
         event, steps = self.event, []
         if event is None:
             return steps
-        connect = event.opType in (1, 10)
+        connect = event.opType in (EventType.CONNECT, EventType.ONLY_CONNECT)
         for text in event.subscribeInfo:
             info = parse_subscribe_info(text)
             self.brokers.setdefault(info["brokerId"], f"{info['host']}:{info['port']}")
@@ -331,14 +338,16 @@ class ConsumerSteps(_Client):
                                   else MSG_OPTYPE_UNREGISTER)
             key = info["partitionKey"]
             if connect and step.call.ok:
-                self.held[key] = {**info, "text": f"{self.client_id}@{self.group}#"
-                                  + text.split("#", 1)[1]}
+                partition = format_partition(info["brokerId"], info["host"], info["port"],
+                                             info["topic"], info["partitionId"])
+                self.held[key] = {**info, "partition": partition, "text":
+                                  format_subscribe_info(self.client_id, self.group, partition)}
             elif not connect:
                 self.held.pop(key, None)
             step.after = self.state()
             steps.append(step)
         self.report = {"rebalanceId": event.rebalanceId, "opType": event.opType,
-                       "status": EVENT_DONE, "subscribeInfo": list(event.subscribeInfo)}
+                       "status": EventStatus.DONE, "subscribeInfo": list(event.subscribeInfo)}
         self.event = None
         return steps
 
@@ -373,7 +382,7 @@ class ConsumerSteps(_Client):
     def broker_heartbeat(self, broker_id: int) -> Step:
         return self.step(self.brokers[broker_id], "consumerHeartbeatC2B", {
             "clientId": self.client_id, "groupName": self.group, "readStatus": 0,
-            "partitionInfo": [i["text"].split("#", 1)[1] for i in self.held.values()
+            "partitionInfo": [i["partition"] for i in self.held.values()
                               if i["brokerId"] == broker_id]})
 
     def close(self) -> list[Step]:

@@ -11,6 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nsqviz.tubemq.metadata import (
+    format_broker_info,
+    format_partition,
+    format_subscribe_info,
+    format_topic_info,
+)
 from nsqviz.tubemq.tables import DEFAULT_BROKER_PORT, DEFAULT_MASTER_PORT
 
 __all__ = [
@@ -34,13 +40,7 @@ class BrokerNode:
     def info(self) -> str:
         """``brokerId:host:port`` -- with a single space for the default port, as the
         Master writes brokerInfos (``BrokerConfEntity.getSimpleBrokerInfo``)."""
-        port = " " if self.port == DEFAULT_BROKER_PORT else str(self.port)
-        return f"{self.broker_id}:{self.host}:{port}"
-
-    @property
-    def address(self) -> str:
-        """``brokerId:host:port`` with the port always written (partition strings)."""
-        return f"{self.broker_id}:{self.host}:{self.port}"
+        return format_broker_info(self.broker_id, self.host, self.port)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -59,11 +59,12 @@ class Part:
     @property
     def full(self) -> str:
         """``brokerId:host:port#topic:partitionId`` (``Partition.toString``)."""
-        return f"{self.broker.address}#{self.topic}:{self.partition_id}"
+        b = self.broker
+        return format_partition(b.broker_id, b.host, b.port, self.topic, self.partition_id)
 
     def subscribe_info(self, consumer_id: str, group: str) -> str:
         """``consumerId@group#brokerId:host:port#topic:partitionId``."""
-        return f"{consumer_id}@{group}#{self.full}"
+        return format_subscribe_info(consumer_id, group, self.full)
 
 
 @dataclass
@@ -112,6 +113,6 @@ class SimConfig:
 
     def topic_info(self, topic: str) -> str:
         """``topic#brokerId:partNum:storeNum,...#maxMsgSize`` (HeartResponseM2P.topicInfos)."""
-        parts = ",".join(f"{b.broker_id}:{self.partitions}:1" for b in self.brokers)
-        return f"{topic}#{parts}#{self.max_msg_size}"
+        return format_topic_info(topic, [(b.broker_id, self.partitions, 1)
+                                         for b in self.brokers], self.max_msg_size)
 

@@ -10,19 +10,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nsqviz.tubemq.tables import EventType
+
 __all__ = [
-    "EVENT_TYPES",
     "ConsumerJoined",
     "ConsumerLeft",
     "MasterEvent",
     "RebalanceDone",
     "RebalanceQueued",
     "RebalanceSent",
+    "op_name",
 ]
 
-EVENT_TYPES = {1: "CONNECT", 2: "DISCONNECT", 3: "REPORT", 4: "REFRESH",
-               5: "STOPREBALANCE", 10: "ONLY_CONNECT", 20: "ONLY_DISCONNECT", -1: "UNKNOWN"}
-"""EventType values (``corebase.balance.EventType``), by number."""
+
+def op_name(op_type: int) -> str:
+    """The EventType name of an opType (the number itself when it is none)."""
+    try:
+        return EventType(op_type).name
+    except ValueError:
+        return str(op_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +62,7 @@ class RebalanceQueued(MasterEvent):
 
     @property
     def op_name(self) -> str:
-        return EVENT_TYPES.get(self.op_type, str(self.op_type))
+        return op_name(self.op_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +71,10 @@ class RebalanceSent(MasterEvent):
 
     rebalance_id: int
     op_type: int
+
+    @property
+    def op_name(self) -> str:
+        return op_name(self.op_type)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,11 +37,11 @@ from nsqviz.tubemq.sim.events import (
     RebalanceQueued,
     RebalanceSent,
 )
+from nsqviz.tubemq.tables import META_VALUE_UNDEFINED, EventType
 
-__all__ = ["CONNECT", "DISCONNECT", "ONLY_CONNECT", "ONLY_DISCONNECT", "Master", "RpcError"]
+__all__ = ["Master", "RpcError"]
 
-CONNECT, DISCONNECT, ONLY_CONNECT, ONLY_DISCONNECT = 1, 2, 10, 20
-UNDEFINED = -2  # META_VALUE_UNDEFINED
+UNDEFINED = META_VALUE_UNDEFINED
 STANDBY_EXCEPTION = "org.apache.inlong.tubemq.corerpc.exception.StandbyException"
 
 
@@ -342,10 +342,12 @@ class Master:
                 rebalance_id = self._rebalance_id
             if lose:
                 self._queue(c, c.disconnects, rebalance_id,
-                            DISCONNECT if gain else ONLY_DISCONNECT, lose, now)
+                            EventType.DISCONNECT if gain else EventType.ONLY_DISCONNECT,
+                            lose, now)
             if gain:
                 self._queue(c, c.connects, rebalance_id,
-                            CONNECT if lose else ONLY_CONNECT, gain, now)
+                            EventType.CONNECT if lose else EventType.ONLY_CONNECT,
+                            gain, now)
 
     def _queue(self, c: _Consumer, queue: deque[_Event], rebalance_id: int, op_type: int,
                parts: tuple[Part, ...], now: float) -> None:
