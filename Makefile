@@ -1,5 +1,5 @@
 # The two commands of the README are `make lab` and `make test`; everything else is a helper.
-.PHONY: lab test bench lint venv sysdeps clean
+.PHONY: lab test bench fuzz lint venv sysdeps clean
 
 lab: venv
 	scripts/lab.sh
@@ -9,6 +9,9 @@ test: venv
 
 bench: venv
 	.venv/bin/python -m benchmarks
+
+fuzz: venv
+	scripts/fuzz.sh
 
 lint: venv
 	.venv/bin/ruff check nsqviz tests benchmarks

@@ -1,0 +1,106 @@
+"""The fuzz targets under hypothesis, with the small budget ``make test`` allows
+(``make fuzz`` runs them for long under atheris; without atheris it runs this file with
+``NSQVIZ_FUZZ_EXAMPLES`` raised): random bytes, and real or valid
+inputs mutated -- flipped, cut, spliced, grown. Every input that once failed a target
+(``regressions/``) is replayed first."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nsqviz.nsq import events as ev
+from nsqviz.nsq.codec import ClientConnection, ServerConnection
+from nsqviz.tubemq import grammar as tube_grammar
+from tests.fuzz.targets import TARGETS, capture_seeds, regressions
+
+
+def _nsq_seeds() -> list[bytes]:
+    """Valid NSQ bytes of both directions, built by the codec."""
+    c, s = ClientConnection(), ServerConnection()
+    cmds = [ev.Magic(), ev.Identify({"client_id": "f", "heartbeat_interval": 1000}),
+            ev.Sub("topic", "channel"), ev.Rdy(10), ev.Pub("t", b"body"),
+            ev.Mpub("t", (b"a", b"bb")), ev.Dpub("t", 100, b"x"),
+            ev.Fin(b"0123456789abcdef"), ev.Req(b"0123456789abcdef", 10),
+            ev.Touch(b"0123456789abcdef"), ev.Nop(), ev.Cls(), ev.Auth(b"secret")]
+    out = [c.send(cmd, check=False) for cmd in cmds]
+    frames = [ev.Response(b"OK"), ev.Error(b"E_INVALID bad"),
+              ev.Message(1_700_000_000_000_000_000, 1, b"0123456789abcdef", b"hello")]
+    out += [s.send(f) for f in frames]
+    return out
+
+
+def _tubemq_seeds() -> list[bytes]:
+    return [tube_grammar.frame_bytes(7, bytes(range(40))),
+            tube_grammar.frame_bytes(1, b"\x08\x01\x10\x02" * 3)]
+
+
+def _mutate(args) -> bytes:
+    data, edits = args
+    data = bytearray(data)
+    for pos, op, blob in edits:
+        p = pos % (len(data) + 1)
+        if op == 0 and data:  # flip bits
+            data[p % len(data)] ^= blob[0] if blob else 0xFF
+        elif op == 1:  # cut a run
+            del data[p : p + 1 + (blob[0] if blob else 7) % 64]
+        elif op == 2:  # insert bytes
+            data[p:p] = blob
+        elif op == 3:  # end early
+            del data[p:]
+        else:  # a copy of a part elsewhere (sticky / repeated frames)
+            data[p:p] = data[: len(blob) * 8]
+    return bytes(data)
+
+
+_NO_PREFIX = st.just(b"")
+
+
+def mutated(seeds: list[bytes], prefix: st.SearchStrategy[bytes] = _NO_PREFIX):
+    edits = st.lists(st.tuples(st.integers(0, 2**20), st.integers(0, 4),
+                               st.binary(max_size=8)), max_size=8)
+    return st.tuples(prefix, st.tuples(st.sampled_from(seeds), edits).map(_mutate)).map(
+        lambda t: t[0] + t[1])
+
+
+def _joined(seeds: list[bytes]):
+    return st.lists(st.sampled_from(seeds), min_size=1, max_size=12).map(b"".join)
+
+
+BUDGET = settings(max_examples=int(os.environ.get("NSQVIZ_FUZZ_EXAMPLES", "600")),
+                  deadline=None,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+_role_prefix = st.binary(min_size=2, max_size=2)
+
+STRATEGIES = {
+    "nsq_grammar": st.one_of(st.binary(max_size=300), mutated(_nsq_seeds())),
+    "nsq_codec": st.one_of(st.binary(max_size=600),
+                           mutated(_nsq_seeds(), _role_prefix),
+                           st.tuples(_role_prefix, _joined(_nsq_seeds())).map(
+                               lambda t: t[0] + t[1])),
+    "tubemq_grammar": st.one_of(st.binary(max_size=300), mutated(_tubemq_seeds())),
+    "tubemq_codec": st.one_of(st.binary(max_size=600), mutated(_tubemq_seeds(), _role_prefix)),
+    "capture": mutated(capture_seeds()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_regressions_stay_fixed(name):
+    for data in regressions(name):
+        TARGETS[name](data)
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_fuzz_target(name):
+    target = TARGETS[name]
+
+    @BUDGET
+    @given(data=STRATEGIES[name])
+    def run(data):
+        target(data)
+
+    run()
