@@ -18,8 +18,9 @@ stop on time is a bug); each server's CPU seconds per million messages and peak 
 and, after the writer phase, the server's memory per queued message (RSS growth over
 the backlog). The baseline is the real nsqd, measured in the same run.
 
-Run: ``.venv/bin/python -m benchmarks.broker_load [--runfor 10s] [--repeat 3]``
-(medians over the repetitions); ``--profile FILE`` runs our broker under cProfile.
+Run: ``.venv/bin/python -m benchmarks.broker_load [--runfor 10] [--repeat 3]``
+(medians over the repetitions); ``--profile FILE`` runs our broker under cProfile,
+``--uvloop`` on uvloop's event loop (when installed).
 Needs ``nsqd``, ``bench_writer`` and ``bench_reader`` (see :mod:`nsqviz.peers`).
 """
 
@@ -43,6 +44,10 @@ TOPIC = "sub_bench"  # the tools' default topic and channel
 CHANNEL = "ch"
 QUEUES = (10_000, 10_000_000)
 PHASES = ("writer", "reader", "both")
+
+
+_ON_UVLOOP = "import sys, uvloop; uvloop.install(); from nsqviz.cli import main; sys.exit(main())"
+"""``nsqviz broker`` with uvloop's event loop policy installed first."""
 
 
 def _proc_status(pid: int, key: str) -> float:
@@ -180,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queues", type=int, nargs="*", default=list(QUEUES),
                     help="--mem-queue-size values to run")
     ap.add_argument("--profile", help="run our broker under cProfile, stats to this file")
+    ap.add_argument("--uvloop", action="store_true",
+                    help="run our broker on uvloop's event loop (pip install uvloop)")
     args = ap.parse_args(
         argv if argv is not None else sys.argv[1:] if __name__ == "__main__" else []
     )
@@ -188,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     except PeerNotFound as exc:
         print(f"skipped: {exc}")
         return 0
-    print(f"cores: {os.cpu_count()}; 200-byte messages, MPUB of 200, RDY 2500, "
+    print(f"ours on {'uvloop' if args.uvloop else 'asyncio'}; "
+          f"cores: {os.cpu_count()}; 200-byte messages, MPUB of 200, RDY 2500, "
           f"--runfor {args.runfor:g}s, {args.repeat} repetition(s); "
           f"load average {os.getloadavg()[0]:.1f}")
     for queue in args.queues:
@@ -204,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
                             [sys.executable, "-m", "cProfile", "-o",
                              f"{args.profile}.{queue}", "-m", "nsqviz.cli", "broker"],
                             data_path=data, log_level="warn", **flags)
+                    elif args.uvloop:
+                        server = NsqdProcess([sys.executable, "-c", _ON_UVLOOP, "broker"],
+                                             data_path=data, log_level="warn", **flags)
                     else:
                         server = NsqdProcess.nsqviz(data_path=data, log_level="warn", **flags)
                     with server:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 
@@ -28,9 +29,19 @@ def register(subparsers) -> None:
     parser.set_defaults(run=run)
 
 
+GC_THRESHOLDS = (100_000, 100, 1000)
+"""The broker process's cyclic-GC thresholds. Every queued message is an object the
+collector would walk again and again: with Python's defaults (700, 10, 10) collections
+took about half the CPU of an in-memory MPUB load (2.85 against 1.50 us per message with
+the collector off, measured in-process); with these, 1.7 us. Cycles are still collected,
+just in larger steps."""
+
+
 def run(args: argparse.Namespace) -> int:
     level = {"warn": "WARNING"}.get(args.log_level, args.log_level.upper())
     logging.basicConfig(level=level, format="[nsqviz broker] %(asctime)s %(levelname)s %(message)s")
+    gc.set_threshold(*GC_THRESHOLDS)
+    gc.freeze()  # what importing made stays out of every later collection
     return asyncio.run(serve(options_from_args(args)))
 
 
