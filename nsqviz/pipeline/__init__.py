@@ -3,7 +3,8 @@
 ``nsqviz pipeline CAPTURES... --out DIR`` or :func:`nsqviz.pipeline.job.run`; the pieces
 are :mod:`.source` (``spark.read.format("pcap")``), :mod:`.frames` (grouping by
 connection across files, decoding with the capture package and the codec),
-:mod:`.analyses` (messages, connections, flow control, heartbeats, sticky packets) and
+:mod:`.analyses` (messages, connections, flow control, heartbeats, sticky packets, RPC
+request/answer pairs and per-method latency) and
 :mod:`.spark` (the SparkSession and the Java check). PySpark is imported lazily: the
 rest of nsqviz works without the ``spark`` extra.
 """

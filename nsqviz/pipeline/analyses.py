@@ -1,4 +1,4 @@
-"""The five analyses, each a DataFrame computed from the frames table alone.
+"""The analyses, each a DataFrame computed from the frames table alone.
 
 They are plain Spark SQL over :data:`~nsqviz.pipeline.decode.FRAME_SCHEMA` -- no Python
 UDFs -- because by the time frames exist every protocol question has been answered by
@@ -17,6 +17,9 @@ operator must trust:
   commands, since a FIN for an id not in flight (``E_FIN_FAILED``) frees nothing; the
   starvation test is the client-library guide's ``in_flight > 0 and in_flight >= 0.85 *
   last_rdy``;
+* an RPC answer (TubeMQ) is paired with the request of the same ``rpc_serial`` on the
+  same connection that it follows most closely -- the codec pairs them the same way;
+  a request with no answer before the capture ends is counted ``unanswered``;
 * a heartbeat is answered by the first command the client sends after it and before the
   next one (nsqd resets its read deadline on any command); a connection is *closed for
   missed heartbeats* when its last two heartbeats went unanswered and it then ended
@@ -34,6 +37,8 @@ __all__ = [
     "flow_control",
     "heartbeats",
     "messages",
+    "rpc_latency",
+    "rpc_pairs",
     "sticky_packets",
 ]
 
@@ -336,3 +341,48 @@ def sticky_packets(frames: DataFrame) -> DataFrame:
         .withColumn("measure", F.lit("frames_per_packet"))
     )
     return per_frame.unionByName(per_packet).select("dir", "measure", "n", "count")
+
+
+def rpc_pairs(frames: DataFrame) -> DataFrame:
+    """One row per RPC request (protocols with ``rpc_serial``: TubeMQ): its method, the
+    answer's status and errCode, and the latency in milliseconds (null: unanswered)."""
+    rpc = frames.where(F.col("rpc_serial").isNotNull() & F.col("kind").isin(*_FRAMES))
+    req = rpc.where(F.col("kind") == "command").select(
+        "protocol", "conn_id", "rpc_serial", F.col("rpc_method").alias("method"),
+        F.col("rpc_service").alias("service"), F.col("ts").alias("request_ts"),
+        F.col("seq").alias("request_seq"),
+    )
+    ans = rpc.where(F.col("kind") == "frame").select(
+        "conn_id", "rpc_serial", F.col("ts").alias("answer_ts"),
+        F.col("seq").alias("answer_seq"), F.col("rpc_status").alias("status"), "err_code",
+    )
+    joined = req.join(ans, ["conn_id", "rpc_serial"], "left").where(
+        F.col("answer_seq").isNull() | (F.col("answer_seq") > F.col("request_seq"))
+    )
+    first = Window.partitionBy("conn_id", "rpc_serial", "request_seq").orderBy(
+        F.col("answer_seq").asc_nulls_last())
+    return joined.withColumn("_n", F.row_number().over(first)).where(F.col("_n") == 1).select(
+        "protocol", "conn_id", "rpc_serial", "method", "service", "request_ts", "answer_ts",
+        "status", "err_code",
+        ((F.col("answer_ts") - F.col("request_ts")) * 1000).alias("latency_ms"),
+    )
+
+
+def rpc_latency(frames: DataFrame, pairs: DataFrame | None = None) -> DataFrame:
+    """Per protocol and method: requests, answers, unanswered, errors (an answer that is
+    not SUCCESS or whose errCode is not 200), and latency in ms (min, median, p95, max,
+    mean) over the answered requests."""
+    pairs = rpc_pairs(frames) if pairs is None else pairs
+    lat = F.col("latency_ms")
+    failed = (F.col("status") != "SUCCESS") | (F.coalesce(F.col("err_code"), F.lit(200)) != 200)
+    return pairs.groupBy("protocol", "method").agg(
+        F.count("*").alias("requests"),
+        F.count("answer_ts").alias("answers"),
+        F.sum(F.col("answer_ts").isNull().cast("int")).alias("unanswered"),
+        F.sum(failed.cast("int")).alias("errors"),
+        F.min(lat).alias("min_ms"),
+        F.percentile_approx(lat, 0.5).alias("p50_ms"),
+        F.percentile_approx(lat, 0.95).alias("p95_ms"),
+        F.max(lat).alias("max_ms"),
+        F.avg(lat).alias("mean_ms"),
+    ).orderBy("protocol", "method")

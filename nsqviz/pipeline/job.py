@@ -1,4 +1,4 @@
-"""The pipeline as one job: capture files -> frames -> five analyses, all as Parquet.
+"""The pipeline as one job: capture files -> frames -> the analyses, all as Parquet.
 
 ``run(spark, captures, out)`` is what ``nsqviz pipeline`` and the notebook call; this
 module is also the program ``spark-submit`` runs on a cluster::
@@ -8,7 +8,7 @@ module is also the program ``spark-submit`` runs on a cluster::
         dist/nsqviz_pipeline_main.py CAPTURES... --out DIR
 
 The frames table is written first and read back for the analyses: decoding is the
-expensive step, and Parquet is a cheaper cache than recomputing it for each of the five
+expensive step, and Parquet is a cheaper cache than recomputing it for each of the
 tables (or than holding it in executor memory).
 """
 
@@ -27,7 +27,7 @@ from nsqviz.capture.options import add_capture_set_options, capture_set_options
 __all__ = ["PipelineResult", "main", "run"]
 
 TABLES = ("frames", "messages", "deliveries", "connections", "flow_control", "heartbeats",
-          "sticky_packets")
+          "sticky_packets", "rpc_pairs", "rpc_latency")
 
 
 @dataclass
@@ -75,6 +75,7 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
 
     delivered = analyses.deliveries(frames).cache()
     beats = analyses.heartbeats(frames).cache()
+    pairs = analyses.rpc_pairs(frames).cache()
     tables = {
         "deliveries": delivered,
         "messages": analyses.messages(frames, delivered),
@@ -82,6 +83,8 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
         "flow_control": analyses.flow_control(frames, delivered),
         "heartbeats": beats,
         "sticky_packets": analyses.sticky_packets(frames),
+        "rpc_pairs": pairs,
+        "rpc_latency": analyses.rpc_latency(frames, pairs),
     }
     result = PipelineResult(os.path.abspath(out) if "://" not in out else out, files)
     for name, df in tables.items():
@@ -91,6 +94,7 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
             result.counts[name] = spark.read.parquet(f"{uri}/{name}").count()
     delivered.unpersist()
     beats.unpersist()
+    pairs.unpersist()
     frames.unpersist()
     result.seconds = time.perf_counter() - started
     result.frames_seconds = decoded - started
