@@ -178,11 +178,11 @@ class TubeFraming:
     """
 
     name = "tubemq-frames"
+    resync_lookahead = 4  # a MsgToken is 4 bytes: one may start in the last 3 searched
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS):
         self.limits = limits
         self._restart()
-        self._resync_at = (-1, 0)  # (pos, searched up to) of a resync still waiting
 
     def _restart(self) -> None:
         self._seen = 0  # bytes of the head frame walked so far
@@ -313,11 +313,5 @@ class TubeFraming:
     def resync(self, buf: bytes, pos: int) -> int | None:
         """The next MsgToken at or after ``pos`` (a guess: see the module docstring)."""
         self._restart()
-        last_pos, searched = self._resync_at
-        start = max(pos, searched - 3) if last_pos == pos else pos
-        found = buf.find(BEGIN_TOKEN, start)
-        if found < 0:
-            self._resync_at = (pos, len(buf))
-            return None
-        self._resync_at = (-1, 0)
-        return found
+        found = buf.find(BEGIN_TOKEN, pos)
+        return None if found < 0 else found

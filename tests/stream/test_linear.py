@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from nsqviz.nsq.codec import Observer
 from nsqviz.nsq.framing import CommandFraming, FrameFraming
 from nsqviz.stream.reassembly import STALL_LIMIT, Garbage, RawFrame, Reassembler, Truncated
+from nsqviz.tubemq.framing import TubeFraming
 
 
 class Counting:
@@ -44,7 +45,8 @@ class Counting:
 
 def _rules():
     return {"frames": lambda: FrameFraming(),
-            "commands": lambda: CommandFraming(expect_magic=False)}
+            "commands": lambda: CommandFraming(expect_magic=False),
+            "tubemq": lambda: TubeFraming()}
 
 
 def _work(kind: str, stream: bytes, chunk: int) -> tuple[int, int]:
@@ -65,6 +67,8 @@ patterns = st.one_of(
     st.just(b"x"),  # a command line that never ends
     st.just(b"\x00\x00\x00\x04\x00\x00\x00\x07"),  # a sane size, an unknown frame type
     st.just(b"\n\x01"),  # newlines never followed by a verb
+    st.just(b"\xff\x7f\xf4"),  # TubeMQ's MsgToken, one byte short, over and over
+    st.just(b"\xff\x7f\xf4\xfe\x00\x00\x00\x01\x7f\xff\xff\xff"),  # tokens, bad listSize
 )
 
 
