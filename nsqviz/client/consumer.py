@@ -41,7 +41,7 @@ import inspect
 import logging
 import random
 import time
-from collections import OrderedDict
+import types
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -54,6 +54,25 @@ from nsqviz.nsq.codec import LocalProtocolError
 from nsqviz.nsq.events import Error, Fin, Rdy, Req
 
 __all__ = ["Consumer"]
+
+
+@types.coroutine
+def _resume(coro, waiting_on):
+    """Continue a coroutine that was started by hand and is waiting on ``waiting_on``:
+    what a task runs for the part of an eagerly started handler after its first wait."""
+    try:
+        while True:
+            try:
+                sent = yield waiting_on
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                waiting_on = coro.throw(exc)
+            else:
+                waiting_on = coro.send(sent)
+    except StopIteration as done:
+        return done.value
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +127,8 @@ class Consumer:
         self._is_async = inspect.iscoroutinefunction(handler)
         self._executor = None if self._is_async else ThreadPoolExecutor(concurrency)
         self._unanswered: set[Message] = set()
-        self._recent: OrderedDict[bytes, Message] = OrderedDict()  # to tie E_FIN_FAILED
+        self._recent: dict[bytes, Message] = {}  # answered, to tie a late E_FIN_FAILED
+        self._older: dict[bytes, Message] = {}
         self._connecting: set[str] = set()
         self._closing = False
         self._tasks: set[asyncio.Task] = set()
@@ -379,19 +399,38 @@ class Consumer:
             return
         self._unanswered.add(msg)
         if self._is_async:
-            task = self._loop.create_task(self.handler(msg))
-            task.add_done_callback(lambda t, m=msg: self._handled(m, t))
+            self._run_async(msg)
         else:
             fut = self._loop.run_in_executor(self._executor, self.handler, msg)
-            fut.add_done_callback(lambda f, m=msg: self._handled(m, f))
+            fut.add_done_callback(lambda f, m=msg: self._settle(m, f.exception(),
+                                                                 None if f.exception() else
+                                                                 f.result()))
 
-    def _handled(self, msg: Message, fut: asyncio.Future) -> None:
-        if msg.responded or (msg.async_ and not fut.exception()):
+    def _run_async(self, msg: Message) -> None:
+        """Run an ``async def`` handler eagerly: up to its first real wait it runs right
+        here (most handlers finish without waiting, and need no task); if it waits, the
+        rest of it continues as a task."""
+        coro = self.handler(msg)
+        try:
+            waiting_on = coro.send(None)
+        except StopIteration as done:
+            self._settle(msg, None, done.value)
             return
-        exc = fut.exception()
+        except Exception as exc:  # the handler failed: requeue (with backoff)
+            self._settle(msg, exc, None)
+            return
+        task = self._loop.create_task(_resume(coro, waiting_on))
+        task.add_done_callback(lambda t, m=msg: self._settle(
+            m, t.exception() if not t.cancelled() else None,
+            None if t.cancelled() or t.exception() else t.result()))
+
+    def _settle(self, msg: Message, exc: BaseException | None, result: Any) -> None:
+        """The handler returned ``result`` (or raised ``exc``): FIN, or REQ with backoff."""
+        if msg.responded or (msg.async_ and exc is None):
+            return
         if exc is not None:
             log.warning("handler failed for %r: %r", msg, exc)
-        if exc is None and fut.result() is not False:
+        if exc is None and result is not False:
             msg.finish()
         else:
             msg.requeue()
@@ -400,8 +439,8 @@ class Consumer:
         """A FIN or REQ for ``msg``: send it on its connection, then RDY and backoff."""
         self._unanswered.discard(msg)
         self._recent[msg.id] = msg
-        if len(self._recent) > _RECENT:
-            self._recent.popitem(last=False)
+        if len(self._recent) > _RECENT:  # two generations: O(1), the last _RECENT at least
+            self._older, self._recent = self._recent, {}
         conn = msg.conn
         if type(cmd) is Fin:
             self.stats["finished"] += 1
@@ -418,7 +457,7 @@ class Consumer:
     def _on_refused(self, conn: NSQConnection, error: Error, message_id: bytes | None) -> None:
         """nsqd refused a FIN/REQ/TOUCH (the message timed out first): tell the message."""
         self.stats["refused"] += 1
-        msg = self._recent.get(message_id)
+        msg = self._recent.get(message_id) or self._older.get(message_id)
         if msg is None:
             msg = next((m for m in self._unanswered if m.id == message_id), None)
         if msg is not None:

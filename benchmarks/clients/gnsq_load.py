@@ -1,0 +1,41 @@
+"""gnsq 1.0.2 under load. Usage: python gnsq_load.py pub|sub ADDRESS TOPIC N
+pub: a Producer, N 200-byte messages in multipublish batches of 200 (each blocks until
+answered); sub: a Consumer with max_in_flight 2500 and a no-op handler. Prints JSON."""
+
+import json
+import sys
+import time
+
+import gevent
+import gnsq
+
+mode, address, topic, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+BODY = b"x" * 200
+
+if mode == "pub":
+    producer = gnsq.Producer([address])
+    producer.start()
+    start = time.perf_counter()
+    for _ in range(n // 200):
+        producer.multipublish(topic, [BODY] * 200)
+    seconds = time.perf_counter() - start
+    producer.close()
+else:
+    state = {"count": 0, "first": None, "last": None}
+
+    def handler(consumer, message):
+        if state["first"] is None:
+            state["first"] = time.perf_counter()
+        state["count"] += 1
+        if state["count"] == n:
+            state["last"] = time.perf_counter()
+
+    consumer = gnsq.Consumer(topic, "c", nsqd_tcp_addresses=[address], max_in_flight=2500,
+                             message_handler=handler)
+    consumer.start(block=False)
+    while state["last"] is None:
+        gevent.sleep(0.01)
+    seconds = state["last"] - state["first"]
+    consumer.close()
+
+print(json.dumps({"messages": n, "seconds": seconds, "msgs_per_s": n / seconds}))
