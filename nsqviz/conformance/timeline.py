@@ -1,0 +1,70 @@
+"""Pictures of a consumer's flow control, drawn from observed traffic (a capture or a tap).
+
+:func:`rdy_series` turns the RDY commands of each connection into step series;
+:func:`plot_rdy` draws them (one line per connection, their sum dashed, max_in_flight as
+a ceiling) with the messages and failures as ticks underneath -- the RDY distribution
+over time, the redistribution when ``max_in_flight < num_conns``, a backoff. Time is
+seconds from the first event shown. Only what was on the wire is drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from nsqviz.conformance.rules import Connection
+from nsqviz.nsq.events import Cls, Message, Rdy, Req
+
+__all__ = ["plot_rdy", "rdy_series"]
+
+
+def _short(label: str) -> str:
+    """``client->server`` -> the server's port, which is what tells the nsqd apart."""
+    return "nsqd :" + label.rpartition(":")[2]
+
+
+def rdy_series(conns: Iterable[Connection]) -> dict[str, list[tuple[float, int]]]:
+    """Per connection, ``[(t, rdy), ...]`` with a step at every RDY (a CLS sets 0)."""
+    out: dict[str, list[tuple[float, int]]] = {}
+    for c in conns:
+        steps = [(s.t, s.event.count if type(s.event) is Rdy else 0) for s in c.seen
+                 if s.direction == "c2s" and type(s.event) in (Rdy, Cls)]
+        if steps:
+            out[c.label] = steps
+    return out
+
+
+def plot_rdy(conns: Iterable[Connection], ax, *, max_in_flight: int | None = None,
+             title: str = "") -> None:
+    """Draw each connection's RDY over time on ``ax`` (a matplotlib Axes)."""
+    conns = [c for c in conns if c.subscribed is not None]
+    series = rdy_series(conns)
+    if not series:
+        ax.set_title(title or "no RDY sent")
+        return
+    t0 = min(s.t for c in conns for s in c.seen)
+    end = max(s.t for c in conns for s in c.seen) - t0
+    changes = sorted({t for steps in series.values() for t, _ in steps})
+    for label, steps in series.items():
+        xs = [t - t0 for t, _ in steps] + [end]
+        ys = [v for _, v in steps] + [steps[-1][1]]
+        ax.step(xs, ys, where="post", label=_short(label), linewidth=1.8)
+    totals = []
+    for t in changes:
+        totals.append(sum(next((v for tt, v in reversed(steps) if tt <= t), 0)
+                          for steps in series.values()))
+    ax.step([t - t0 for t in changes] + [end], totals + totals[-1:], where="post",
+            color="black", linestyle="--", linewidth=1, label="sum")
+    if max_in_flight is not None:
+        ax.axhline(max_in_flight, color="grey", linestyle=":", label="max_in_flight")
+    top = max(max(totals), max_in_flight or 0, 1)
+    for k, c in enumerate(conns):
+        msgs = [s.t - t0 for s in c.seen if type(s.event) is Message]
+        reqs = [s.t - t0 for s in c.seen if type(s.event) is Req]
+        y = -top * (0.08 + 0.06 * k)
+        ax.plot(msgs, [y] * len(msgs), "|", color=f"C{k}", markersize=6)
+        ax.plot(reqs, [y] * len(reqs), "x", color="red", markersize=7)
+    ax.set_ylim(-top * (0.1 + 0.06 * len(conns)), top * 1.15)
+    ax.set_xlabel("seconds (ticks below: messages; x: REQ)")
+    ax.set_ylabel("RDY")
+    ax.set_title(title)
+    ax.legend(loc="upper right", fontsize="small")
