@@ -478,3 +478,58 @@ def test_discovery_through_the_embedded_lookupd(tapped):
         for s in socks:
             s.close()
     assert all(len(t.connections) == 1 for _, t in pairs)
+
+
+def test_in_backoff_the_tester_moves_off_an_empty_nsqd(tapped):
+    """The RDY 1 that tests the waters first goes to an nsqd with nothing to send; after
+    low_rdy_idle_timeout it moves to the other, whose message ends the backoff."""
+    (b1, t1), (b2, t2) = tapped(2)
+
+    class EmptyFirst:  # the tester is chosen among connections: pick the empty nsqd's
+        def choice(self, conns):
+            return next((c for c in conns if c.address == t2.address), conns[0])
+
+        def shuffle(self, items):
+            pass
+
+    async def main():
+        def handler(m):
+            return m.body != b"m0" or m.attempts > 1  # the first message fails once
+
+        async with Consumer("t", "c", handler, nsqd_tcp_addresses=[t1.address, t2.address],
+                            max_in_flight=4, requeue_delay=0, backoff_strategy=lambda n: 0.1,
+                            rng=EmptyFirst(), low_rdy_idle_timeout=0.3,
+                            rdy_redistribute_interval=0.1) as c:
+            await until(lambda: len(c.conns) == 2)
+            await publish(b1.tcp_address, "t", 1)
+            await until(lambda: c.stats["requeued"] == 1)  # failed: RDY 0 everywhere
+            await publish(b1.tcp_address, "t", 1, prefix="later")
+            await until(lambda: c.stats["finished"] == 2 and c.backoff_level == 0, timeout=10)
+
+    run(main())
+    (c1,), (c2,) = t1.connections, t2.connections
+    req = next(e.t for e in c1.commands() if type(e.event) is Req)
+    on2 = [(e.t, e.event.count) for e in c2.commands() if type(e.event) is Rdy and e.t > req]
+    on1 = [(e.t, e.event.count) for e in c1.commands() if type(e.event) is Rdy and e.t > req]
+    test2 = next(t for t, n in on2 if n == 1)  # first tester: the empty nsqd
+    moved = next(t for t, n in on2 if n == 0 and t > test2)
+    test1 = next(t for t, n in on1 if n == 1)
+    assert test2 < moved <= test1 and moved - test2 >= 0.3 - 0.05
+    later = next(e for e in c1.frames() if type(e.event) is Message
+                 and e.event.body == b"later0")
+    assert later.t > test1  # delivered to the moved tester
+
+
+def test_backoff_strategies():
+    import random
+
+    from nsqviz.client import LinearBackoff
+
+    full = ExponentialBackoff(multiplier=1.0, max_duration=60, rng=random.Random(7))
+    draws = [full(5) for _ in range(200)]
+    assert all(0 <= d <= 16 for d in draws) and max(draws) - min(draws) > 8  # full jitter
+    assert ExponentialBackoff(jitter=False)(1) == 1.0
+    assert ExponentialBackoff(jitter=False)(4) == 8.0
+    assert ExponentialBackoff(jitter=False, max_duration=60)(30) == 60
+    assert ExponentialBackoff()(0) == 0.0
+    assert LinearBackoff(step=2.0)(3) == 6.0
