@@ -131,3 +131,24 @@ def test_guide_captures_of_each_library():
             assert summary[rule] == status, (lib, rule, summary)
     assert "fail" not in check(from_capture([DATA / "guide-nsqviz.pcap"]),
                                max_in_flight=4).summary().values()
+
+
+def test_cli_live_mode_reports_on_a_client_it_proxied(broker):
+    proc = subprocess.Popen([sys.executable, "-m", "nsqviz.cli", "conformance", "--live",
+                             broker.tcp_address, "--duration", "4", "--max-in-flight", "5"],
+                            stdout=subprocess.PIPE, text=True)
+    proxy = proc.stdout.readline().split()[3]
+
+    async def main():
+        async with Producer(broker.tcp_address) as p:
+            await p.mpub("live", [b"a", b"b", b"c"])
+        got = []
+        async with Consumer("live", "c", lambda m: got.append(m), nsqd_tcp_addresses=proxy,
+                            max_in_flight=5):
+            while len(got) < 3:
+                await asyncio.sleep(0.02)
+
+    asyncio.run(main())
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert "pass           initial-rdy" in out and "pass           cls-before-close" in out
