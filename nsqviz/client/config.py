@@ -40,9 +40,10 @@ class Config:
     * ``max_attempts`` -- a message delivered more often is given up (0: never);
     * ``requeue_delay`` / ``max_requeue_delay`` -- REQ delay after a failure:
       ``requeue_delay * attempts``, at most ``max_requeue_delay``;
-    * ``backoff_strategy`` -- failures -> seconds of RDY 0 (default exponential with
-      full jitter, ``backoff_multiplier * 2**(n-1)`` capped at ``max_backoff_duration``);
-      ``backoff_disabled`` turns backoff off;
+    * ``backoff_strategy`` -- failures -> seconds of RDY 0; by default exponential with
+      full jitter: a uniform draw up to ``backoff_multiplier * 2**(n-1)`` capped at
+      ``max_backoff_duration`` (go-nsq's and pynsq's names); ``backoff_disabled`` turns
+      backoff off;
     * ``lookupd_poll_interval`` / ``lookupd_poll_jitter`` -- discovery period and the
       random fraction of it added to every poll;
     * ``low_rdy_idle_timeout`` / ``rdy_redistribute_interval`` -- with fewer RDY than
@@ -74,7 +75,9 @@ class Config:
     max_attempts: int = 5
     requeue_delay: float = 90.0
     max_requeue_delay: float = 15 * 60.0
-    backoff_strategy: BackoffStrategy = field(default_factory=ExponentialBackoff)
+    backoff_multiplier: float = 1.0
+    max_backoff_duration: float = 120.0
+    backoff_strategy: BackoffStrategy | None = None
     backoff_disabled: bool = False
     lookupd_poll_interval: float = 60.0
     lookupd_poll_jitter: float = 0.3
@@ -92,6 +95,9 @@ class Config:
             raise ValueError("sample_rate must be 0-99")
         if not 0 <= self.lookupd_poll_jitter <= 1:
             raise ValueError("lookupd_poll_jitter must be between 0 and 1")
+        if self.backoff_strategy is None:
+            self.backoff_strategy = ExponentialBackoff(self.backoff_multiplier,
+                                                       self.max_backoff_duration)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> Config:

@@ -533,3 +533,12 @@ def test_backoff_strategies():
     assert ExponentialBackoff(jitter=False, max_duration=60)(30) == 60
     assert ExponentialBackoff()(0) == 0.0
     assert LinearBackoff(step=2.0)(3) == 6.0
+
+
+def test_go_nsq_backoff_option_names_shape_the_default():
+    from nsqviz.client import Config
+
+    strategy = Config(backoff_multiplier=0.5, max_backoff_duration=3).backoff_strategy
+    assert isinstance(strategy, ExponentialBackoff) and strategy.jitter
+    assert (strategy.multiplier, strategy.max_duration) == (0.5, 3)
+    assert all(0 <= strategy(10) <= 3 for _ in range(50))
