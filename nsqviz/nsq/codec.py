@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import json
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,7 +144,8 @@ class _Snappy:
     def compress(self, data: bytes) -> bytes:
         return self._out.compress(data)
 
-    def decompress(self, data: bytes) -> bytes:
+    def decompress(self, data: bytes) -> Iterator[bytes]:
+        """The data of the chunks ``data`` completes (checked as they arrive)."""
         buf = self._held
         buf += data
         pos, n = 0, len(buf)
@@ -167,12 +169,16 @@ class _Snappy:
                 break
             pos += 4 + length
         if not pos:
-            return b""
+            return
         complete = bytes(buf[:pos])
         del buf[:pos]
         if complete[0] != 0xFF:
             complete = SNAPPY_STREAM_IDENTIFIER + complete
-        return bytes(cramjam.snappy.decompress(complete))
+        yield bytes(cramjam.snappy.decompress(complete))
+
+
+INFLATE_PIECE = 256 * 1024
+"""The most a deflate stream is inflated at a time before the framing reads it."""
 
 
 class _Deflate:
@@ -187,8 +193,14 @@ class _Deflate:
     def compress(self, data: bytes) -> bytes:
         return self._out.compress(data) + self._out.flush(zlib.Z_SYNC_FLUSH)
 
-    def decompress(self, data: bytes) -> bytes:
-        return self._in.decompress(data)
+    def decompress(self, data: bytes) -> Iterator[bytes]:
+        """The inflated bytes in pieces of at most :data:`INFLATE_PIECE`: a few bytes
+        that inflate to gigabytes are framed (and refused) piece by piece, never held."""
+        inflate = self._in
+        piece = inflate.decompress(data, INFLATE_PIECE)
+        while piece:
+            yield piece
+            piece = inflate.decompress(inflate.unconsumed_tail, INFLATE_PIECE)
 
 
 def _compressor(kind: str, level: int | None) -> _Snappy | _Deflate:
@@ -263,11 +275,13 @@ class _Connection:
             return out
         if self._held:
             data, self._held = self._held + data, b""
-        if self._codec is not None:
-            data = self._decompress(data, out)
-            if not data:
-                return out
-        self._pump(data, out, segment)
+        if self._codec is None:
+            self._pump(data, out, segment)
+            return out
+        for piece in self._decompress(data, out):
+            self._pump(piece, out, segment)
+            if self.state is State.CLOSED:
+                break
         return out
 
     def _pump(self, data: bytes, out: list[Event], segment: int | None) -> None:
@@ -317,10 +331,14 @@ class _Connection:
         if self._tls_pending():
             out[-1] = TLSUpgrade(rest)  # handshake bytes: the caller's TLS layer reads them
             return
-        if self._codec is not None:
-            rest = self._decompress(rest, out)
-        if rest and self.state is not State.CLOSED:
-            self._pump(rest, out, segment)
+        if self._codec is None:
+            if self.state is not State.CLOSED:
+                self._pump(rest, out, segment)
+            return
+        for piece in self._decompress(rest, out):
+            if self.state is State.CLOSED:
+                break
+            self._pump(piece, out, segment)
 
     def _tls_pending(self) -> bool:
         return False
@@ -342,15 +360,21 @@ class _Connection:
             length = None
         return partial, length
 
-    def _decompress(self, data: bytes, out: list[Event]) -> bytes:
-        try:
-            return self._codec.decompress(data)
-        except Exception as exc:  # snappy and zlib raise their own types
-            out.append(
-                Violation("", f"bad {self.compression} stream: {exc}", True, self._reasm.offset)
-            )
-            self.state = State.CLOSED  # nothing after a broken compressed stream is readable
-            return b""
+    def _decompress(self, data: bytes, out: list[Event]) -> Iterator[bytes]:
+        """The decompressed pieces of ``data``; a broken stream ends them with a fatal
+        violation."""
+        pieces = self._codec.decompress(data)
+        while True:
+            try:
+                piece = next(pieces)
+            except StopIteration:
+                return
+            except Exception as exc:  # snappy and zlib raise their own types
+                out.append(Violation("", f"bad {self.compression} stream: {exc}", True,
+                                     self._reasm.offset))
+                self.state = State.CLOSED  # nothing after a broken stream is readable
+                return
+            yield piece
 
     def _start_compression(self, kind: str, level: int | None) -> None:
         self._codec = _compressor(kind, level)

@@ -85,3 +85,29 @@ def test_any_chunking_of_a_good_stream_decodes_the_same(cmds, cuts):
     got += s.receive(stream[pos:]) if pos < len(stream) else []
     assert not [e for e in got if isinstance(e, ev.Violation)]
     assert len(got) == len(cmds)
+
+
+def test_a_deflate_bomb_is_refused_without_being_inflated_whole():
+    """About 1 MiB that inflates to 1 GiB: framed piece by piece, refused at the first
+    piece (a command line longer than nsqd can read), never held whole."""
+    import tracemalloc
+    import zlib
+
+    from nsqviz.nsq.codec import INFLATE_PIECE
+
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, -15)
+    zeros = bytes(1 << 20)
+    first, more = (squeeze.compress(zeros) + squeeze.flush(zlib.Z_SYNC_FLUSH) for _ in "ab")
+    bomb = first + more * 1023  # each further MiB of zeros compresses to the same bytes
+    assert len(bomb) < 2 << 20
+    c, s = ClientConnection(), ServerConnection()
+    s.receive(c.send(ev.Magic()) + c.send(ev.Identify({"deflate": True})))
+    s.start_compression("deflate", 6)
+    tracemalloc.start()
+    try:
+        events = s.receive(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert _violation(events).fatal
+    assert peak < 8 * INFLATE_PIECE + len(bomb), peak
