@@ -960,9 +960,31 @@ def _json_or_none(data: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
+               "\t": "\\t", "\v": "\\v", '"': '\\"', "\\": "\\\\"}
+
+
 def _go_quote(token: bytes) -> str:
-    """Go's ``%q`` of a string, which nsqd uses to quote bad names."""
-    return json.dumps(token.decode("utf-8", "replace"))
+    """Go's ``%q`` of a string (``strconv.Quote``), which nsqd uses to quote bad names:
+    printable characters as they are (Unicode too), the C escapes, ``\\xNN`` for other
+    ASCII and for each byte that is not UTF-8, ``\\uNNNN``/``\\UNNNNNNNN`` for the rest."""
+    out = ['"']
+    for ch in token.decode("utf-8", "surrogateescape"):
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif code < 0x80:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
 
 
 def _nsqd_error(verb: bytes, data: bytes, nl: int, exc: GrammarError) -> tuple[str, str, bool]:

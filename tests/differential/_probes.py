@@ -170,6 +170,10 @@ BAD_NAMES = {
     "hash-not-ephemeral": b"a#b",
     "ephemeral": b"eph#ephemeral",
     "unicode": "主题".encode(),
+    "control": b"a\x01b\x7f",
+    "not-utf8": b"\xff\xfe",
+    "quote-backslash": b'a"b\\c',
+    "nbsp": "a\u00a0b".encode(),
     "dot": b".",
 }
 BAD_NUMBERS = {

@@ -32,8 +32,6 @@ _MPUB = ("MPUB: nsqd checks the body size against --max-body-size and then reads
          "nsqd's stream. The codec frames MPUB by its declared size (as the spec and every "
          "client do), so it refuses the command instead; nsqd also numbers the message in "
          "'invalid message(N) body size' and checks 'message too big' before reading it")
-_QUOTE = ("Go's %q keeps printable Unicode in a quoted bad name; the codec's quoting "
-          "escapes it as \\uXXXX")
 _NO_NEWLINE = ("a line without its \\n: nsqd validates the topic of the whole line (up to the "
                "next \\n, across the body) before it reads a body size; the codec reads the "
                "size first")
@@ -42,9 +40,8 @@ KNOWN: dict[str, str] = {
     r"crlf/.*|line/crlf-only": _LINE,
     r"(extra-param|trailing-space)/(IDENTIFY|SUB|PUB|MPUB|DPUB|RDY|NOP)": _LINE,
     r"double-space/.*|verb-only/RDY": _LINE,
-    r"number/.*/(empty|huge|space-inside)": _NUMBER,
+    r"number/.*/(empty|space-inside)|number/(RDY|DPUB)/huge": _NUMBER,
     r"size/MPUB/one-short|mpub/(count-too-.*|message-size-.*)": _MPUB,
-    r"name/.*/unicode": _QUOTE,
     r"no-newline/(PUB|MPUB|DPUB)": _NO_NEWLINE,
 }
 
