@@ -8,7 +8,7 @@ place that turns events and records into text and data:
 * :func:`summary` -- the Info column of ``nsqviz decode``;
 * :func:`label` -- the short label diagrams and transcripts show;
 * :func:`compact_json`, :func:`fields_json`, :func:`json_line` -- the JSON encoders;
-* :func:`packet_schema`, :func:`frame_schema` and :func:`frame_row` -- the Arrow
+* :func:`packet_schema`, :func:`frame_schema` and :class:`FrameColumns` -- the Arrow
   layout of the pipeline's packets and frames tables.
 
 Protocol knowledge comes from :mod:`nsqviz.protocols`; nothing here names a protocol.
@@ -26,11 +26,12 @@ __all__ = [
     "DecodedRecord",
     "FRAME_COLUMNS",
     "PACKET_COLUMNS",
+    "PacketColumns",
     "compact_json",
     "event_fields",
     "event_json",
     "fields_json",
-    "frame_row",
+    "FrameColumns",
     "frame_schema",
     "json_line",
     "label",
@@ -235,36 +236,117 @@ def frame_schema() -> Any:
     return pa.schema([(n, _arrow_type(t)) for n, t in columns])
 
 
-def frame_row(rec: DecodedRecord, conn_id: str, seq: int, files: list[str]) -> list[Any]:
-    """One record as a frames-table row (:func:`frame_schema` column order); ``files``
-    are the capture files by index."""
-    schema = frame_schema()
-    names = schema.names
-    where = [files[i] for i in rec.files] if rec.files else [files[0]] * len(rec.packets)
-    row: list[Any] = [
-        rec.ts, rec.flow, rec.dir, rec.kind, rec.name,
-        fields_json(rec.fields, compact=True), list(rec.packets), rec.protocol, conn_id,
-        where[0] if where else None, where, seq, rec.offset, rec.size, None, None,
-    ]
-    row.extend([None] * (len(names) - len(row)))
-    fields = rec.fields
-    if rec.kind in ("command", "frame"):
-        problem = fields.get("violation")
-        if problem:
-            row[14] = problem["code"] or "closes"
-        proto = protocols.by_name(rec.protocol) if rec.protocol else None
-        if proto is not None and rec.event is not None:
-            index = _typed_index()
-            for key, value in proto.typed(rec.event).items():
-                row[index[key]] = value
-    elif rec.kind == "flow":
-        row[15] = fields.get("how")
-    else:
-        reason = fields.get("reason") or fields.get("text") or fields.get("note")
-        row[15] = f"{rec.name}: {reason}" if reason else rec.name
-    return row
+class PacketColumns:
+    """Packets-table rows of one capture file, column by column (see :class:`FrameColumns`)."""
+
+    def __init__(self, path: str, file_index: int):
+        self.path = path
+        self.file_index = file_index
+        self.columns: list[list[Any]] = [[] for _ in range(len(PACKET_COLUMNS) - 2)]
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
+
+    def add(self, number: int, seg: Any) -> None:
+        """One TCP segment (a :class:`~nsqviz.capture.layers.Segment`), packet ``number``."""
+        (n, ts, src, sport, dst, dport, seq, ack, flags, payload, missing,
+         warning) = self.columns
+        n.append(number)
+        ts.append(seg.ts)
+        src.append(seg.src)
+        sport.append(seg.sport)
+        dst.append(seg.dst)
+        dport.append(seg.dport)
+        seq.append(seg.seq)
+        ack.append(seg.ack)
+        flags.append(seg.flags)
+        payload.append(seg.payload)
+        missing.append(seg.missing)
+        warning.append(None)
+
+    def add_warning(self, number: int | None, reason: str) -> None:
+        """A record that could not be read: a row whose ``warning`` says why."""
+        for c in self.columns[:-1]:
+            c.append(None)
+        self.columns[0][-1] = number
+        self.columns[-1].append(reason)
+
+    def batch(self) -> Any:
+        import pyarrow as pa
+
+        schema = packet_schema()
+        n = len(self)
+        arrays = [pa.array([self.path] * n, pa.string()),
+                  pa.array([self.file_index] * n, pa.int32())]
+        arrays += [pa.array(c, t) for c, t in zip(self.columns, schema.types[2:], strict=True)]
+        for c in self.columns:
+            c.clear()
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-@cache
-def _typed_index() -> dict[str, int]:
-    return {n: i for i, n in enumerate(frame_schema().names)}
+class FrameColumns:
+    """Frames-table rows built column by column, flushed as Arrow record batches.
+
+    ``files`` are the capture files by index (a record's ``files`` name its packets').
+    """
+
+    def __init__(self, files: list[str]):
+        self.files = files
+        self.names = frame_schema().names
+        self.columns: list[list[Any]] = [[] for _ in self.names]
+        self._typed = {n: self.columns[i] for i, n in enumerate(self.names)
+                       if i >= len(FRAME_COLUMNS)}
+        (self.ts, self.flow, self.dir, self.kind, self.name, self.fields, self.packets,
+         self.protocol, self.conn_id, self.file, self.packet_files, self.seq, self.offset,
+         self.size, self.violation, self.reason) = self.columns[:len(FRAME_COLUMNS)]
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def add(self, rec: DecodedRecord, conn_id: str | None, seq: int | None) -> None:
+        """Append one record as a row of connection ``conn_id``, ``seq``-th in it."""
+        files = self.files
+        where = [files[i] for i in rec.files]
+        fields = rec.fields
+        self.ts.append(rec.ts)
+        self.flow.append(rec.flow)
+        self.dir.append(rec.dir)
+        self.kind.append(rec.kind)
+        self.name.append(rec.name)
+        self.fields.append(fields_json(fields, compact=True))
+        self.packets.append(rec.packets)
+        self.protocol.append(rec.protocol)
+        self.conn_id.append(conn_id)
+        self.file.append(where[0] if where else None)
+        self.packet_files.append(where)
+        self.seq.append(seq)
+        self.offset.append(rec.offset)
+        self.size.append(rec.size)
+        violation = reason = None
+        typed: dict[str, Any] = {}
+        kind = rec.kind
+        if kind == "command" or kind == "frame":
+            problem = fields.get("violation")
+            if problem:
+                violation = problem["code"] or "closes"
+            if rec.protocol is not None and rec.event is not None:
+                typed = protocols.by_name(rec.protocol).typed(rec.event)
+        elif kind == "flow":
+            reason = fields.get("how")
+        else:
+            text = fields.get("reason") or fields.get("text") or fields.get("note")
+            reason = f"{rec.name}: {text}" if text else rec.name
+        self.violation.append(violation)
+        self.reason.append(reason)
+        for name, column in self._typed.items():
+            column.append(typed.get(name))
+
+    def batch(self) -> Any:
+        """The rows so far as one Arrow record batch; the builder starts empty again."""
+        import pyarrow as pa
+
+        schema = frame_schema()
+        arrays = [pa.array(c, type=f.type) for c, f in zip(self.columns, schema, strict=True)]
+        for c in self.columns:
+            c.clear()
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)

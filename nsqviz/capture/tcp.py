@@ -73,6 +73,8 @@ class Flow:
     syn_seen: bool
     first_packet: int
     label: str = field(init=False)
+    last_packet: int = field(init=False, default=0)
+    """The latest packet of the flow (either direction, payload or not)."""
 
     def __post_init__(self) -> None:
         self.label = f"{endpoint(*self.client)}->{endpoint(*self.server)}"
@@ -241,6 +243,7 @@ class FlowTracker:
         flow, halves, direction = self._lookup(seg, out)
         half = halves[direction]
         peer = halves["s2c" if direction == "c2s" else "c2s"]
+        flow.last_packet = seg.number
         flags = seg.flags
         half.last_number, half.last_ts = seg.number, seg.ts
         seq = seg.seq
@@ -375,6 +378,11 @@ class FlowTracker:
             half.delivered = tail_to
         half.ended = True
         out.append(FlowEnd(flow, direction, how, number, ts))
+
+    def open_flows(self) -> list[Flow]:
+        """The flows with a direction not yet ended (what :meth:`finish` would close)."""
+        return [flow for flow, halves in self._flows.values()
+                if not (halves["c2s"].ended and halves["s2c"].ended)]
 
     def finish(self) -> list[TcpEvent]:
         """End of capture: report what is still waiting, close every open direction."""

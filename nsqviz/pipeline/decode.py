@@ -1,19 +1,31 @@
-"""The Python side of the frames stage: packet batches in, frame rows out.
+"""The Python side of the pipeline: capture files in, frames-table batches out.
 
-Runs inside Spark's Python workers, but is plain Python over Arrow batches, so the tests
-and the benchmark can call it directly too. It runs exactly what ``nsqviz decode`` runs:
-the :class:`~nsqviz.capture.driver.CaptureDriver`'s flow tracking and the
-:class:`~nsqviz.capture.decode.CaptureDecoder` (protocol detection, each protocol's
-observer both ways, gap resynchronisation, TLS), with ``flow_records`` on; records
-become rows through :func:`nsqviz.records.frame_row`. No protocol byte is parsed here.
+Runs inside Spark's Python workers, but is plain Python over files and Arrow batches, so
+the tests and the benchmark can call it directly too. Every function runs what ``nsqviz
+decode`` runs -- the :class:`~nsqviz.capture.driver.CaptureDriver` and the
+:class:`~nsqviz.capture.decode.CaptureDecoder` with ``flow_records`` -- and writes
+records column-wise through :class:`nsqviz.records.FrameColumns`. No protocol byte is
+parsed here.
 
-A packet is fed with :func:`~nsqviz.capture.driver.packet_id` of its file and number,
-as the driver numbers them, so each row's packets map back to ``(file, packet)``.
+Decoding happens where the bytes are, in two stages:
 
-Besides the kinds ``nsqviz decode --json`` prints (command, frame, error, gap, tls) the
-table has ``kind = "flow"`` rows -- ``FlowStart``, and ``FlowEnd`` per direction with
-how it ended and the decoder's byte counts -- which the connections analysis needs and
-which cost three rows per connection.
+1. :func:`decode_file` -- one task per capture file decodes it whole. In a capture set
+   (rotated files, ``continuation``), a connection may have begun in an earlier file or
+   go on in a later one; such a *crossing* connection is one that starts mid-stream in a
+   file after the first, or is still open at the end of a file before the last. Its
+   rows are not final here: a mid-stream start's rows are left out, an open
+   connection's rows so far are kept (they are exactly what a single pass gives) and
+   its end is left to stage 2.
+2. :func:`crossing_packets` -- a light pass over each file (flow tracking only) that
+   emits the packets of its crossing connections; Spark brings them together by 4-tuple
+   in capture order and :func:`decode_sorted_batches` decodes them as one stream,
+   dropping the rows stage 1 already wrote (those made by packets of the file where a
+   kept connection began).
+
+So only crossing connections are shuffled; with one file, ``continuation`` off, or
+nothing open at file ends, stage 2 has nothing to do. Besides the kinds ``nsqviz decode
+--json`` prints, the table has ``kind = "flow"`` rows (``FlowStart``; ``FlowEnd`` per
+direction, with how it ended and the decoder's byte counts) for the connections table.
 """
 
 from __future__ import annotations
@@ -22,102 +34,178 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-import pyarrow as pa
-
 from nsqviz.capture.decode import CaptureDecoder
-from nsqviz.capture.driver import IDLE_SPLIT, packet_id
-from nsqviz.capture.layers import Segment
-from nsqviz.records import DecodedRecord, frame_row, frame_schema
+from nsqviz.capture.driver import IDLE_SPLIT, CaptureDriver
+from nsqviz.capture.files import CaptureFormatError, CaptureWarning, read_capture
+from nsqviz.capture.layers import Segment, decode_record, packet_id, split_packet_id
+from nsqviz.records import DecodedRecord, FrameColumns, PacketColumns
 
-__all__ = ["RowWriter", "decode_sorted_batches", "to_batch"]
+__all__ = ["ConnectionRows", "crossing_packets", "decode_file", "decode_sorted_batches"]
+
+BATCH_ROWS = 8192
 
 
-class RowWriter:
-    """Turns one decoder's records into frames-table rows: connection ids (the flow's
-    label and start time, plus ``scope``), per-connection order, files by index."""
+class ConnectionRows:
+    """Frames-table rows of one decoder's records: each record's connection id (the flow's
+    label and start time, plus ``scope``) and its order in the connection."""
 
     def __init__(self, files: list[str], scope: str = ""):
-        self.files = files
+        self.columns = FrameColumns(files)
         self.scope = scope
-        self.conns: dict[int, list[Any]] = {}  # flow id -> [conn_id, seq]
+        self.conns: dict[int, list[Any]] = {}  # flow id -> [conn_id, rows so far]
 
-    def rows(self, records: Iterable[DecodedRecord], out: list[list[Any]]) -> None:
-        conns = self.conns
-        for rec in records:
-            fid = rec.flow_id
-            if fid is None:  # a capture warning: not part of any connection
-                out.append(frame_row(rec, None, None, self.files))
+    def add(self, rec: DecodedRecord, *, write: bool = True) -> None:
+        """Number ``rec`` in its connection; append it unless ``write`` is false (a row
+        another stage wrote: it still takes its place in the order)."""
+        fid = rec.flow_id
+        if fid is None:  # a capture warning: part of no connection
+            self.columns.add(rec, None, None)
+            return
+        c = self.conns.get(fid)
+        if c is None:
+            c = self.conns[fid] = [f"{rec.flow}@{rec.ts:.6f}{self.scope}", 0]
+        c[1] += 1
+        if write:
+            self.columns.add(rec, c[0], c[1])
+
+
+def _decoder(ports: Mapping[str, Iterable[int]] | None, idle_split: float | None,
+             continuation: bool = True) -> CaptureDecoder:
+    return CaptureDecoder(ports=ports, idle_split=idle_split, continuation=continuation,
+                          flow_records=True)
+
+
+def decode_file(path: str, file_index: int, files: list[str], *, continuation: bool = True,
+                idle_split: float | None = IDLE_SPLIT,
+                ports: Mapping[str, Iterable[int]] | None = None,
+                batch_rows: int = BATCH_ROWS) -> Iterator[Any]:
+    """Stage 1: the final rows of one file of ``files`` (see the module docstring)."""
+    if not continuation:  # a capture of its own: numbered on its own, as nsqviz decode does
+        files, file_index = [path], 0
+    decoder = _decoder(ports, idle_split, continuation)
+    scope = "" if continuation else f" in {os.path.basename(path)}"
+    rows = ConnectionRows(files, scope)
+    first, last = file_index == 0, file_index == len(files) - 1
+    kept: dict[int, bool] = {}  # flow id -> are its rows final here?
+    try:
+        for step in decoder.driver.read(path, file_index):
+            for rec in decoder.step(step):
+                fid = rec.flow_id
+                if fid is None or first or not continuation:
+                    rows.add(rec)
+                    continue
+                keep = kept.get(fid)
+                if keep is None:
+                    keep = kept[fid] = decoder.flows[fid].flow.syn_seen
+                if keep:
+                    rows.add(rec)
+            if len(rows.columns) >= batch_rows:
+                yield rows.columns.batch()
+        if last or not continuation:
+            for rec in decoder.step(decoder.driver.finish(file_index)):
+                if rec.flow_id is None or first or kept.get(rec.flow_id, True):
+                    rows.add(rec)
+    except (CaptureFormatError, OSError) as exc:
+        rows.columns.add(DecodedRecord(float("nan"), None, None, "error", "CaptureWarning",
+                                       {"reason": f"{path}: {exc}"}, (), files=()), None, None)
+    if len(rows.columns):
+        yield rows.columns.batch()
+
+
+def crossing_packets(path: str, file_index: int, n_files: int, *,
+                     idle_split: float | None = IDLE_SPLIT,
+                     ports: Mapping[str, Iterable[int]] | None = None,
+                     batch_rows: int = BATCH_ROWS) -> Iterator[Any]:
+    """Stage 2's input from one file: the packets of its crossing connections."""
+    decoder = _decoder(ports, idle_split)
+    driver = CaptureDriver(server_ports=decoder.server_ports,
+                           client_hello=decoder.driver.client_hello, idle_split=idle_split)
+    spans: dict[tuple[Any, ...], list[tuple[int, float]]] = {}  # 4-tuple -> (first, last)
+    try:
+        for _ in driver.read(path, file_index):
+            pass
+    except (CaptureFormatError, OSError):
+        pass  # stage 1 reports it
+    tracker = driver.tracker
+    open_at_end = set(map(id, tracker.open_flows())) if file_index < n_files - 1 else set()
+    shift = packet_id(file_index, 0)
+    for flow in tracker.flows:
+        if id(flow) in open_at_end:
+            end: float = float("inf")
+        elif file_index and not flow.syn_seen:
+            end = flow.last_packet
+        else:
+            continue
+        key = tuple(sorted((flow.client, flow.server)))
+        spans.setdefault(key, []).append((flow.first_packet - shift, end - shift))
+    if not spans:
+        return
+    cols = PacketColumns(path, file_index)
+    try:
+        for item in read_capture(path):
+            if type(item) is CaptureWarning:
                 continue
-            c = conns.get(fid)
-            if c is None:
-                c = conns[fid] = [f"{rec.flow}@{rec.ts:.6f}{self.scope}", 0]
-            c[1] += 1
-            out.append(frame_row(rec, c[0], c[1], self.files))
+            seg = decode_record(item)
+            if seg is None or type(seg) is CaptureWarning:
+                continue
+            a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
+            ranges = spans.get((a, b) if a <= b else (b, a))
+            if ranges and any(lo <= seg.number <= hi for lo, hi in ranges):
+                cols.add(seg.number, seg)
+                if len(cols) >= batch_rows:
+                    yield cols.batch()
+    except (CaptureFormatError, OSError):
+        pass
+    if len(cols):
+        yield cols.batch()
 
 
-def to_batch(rows: list[list[Any]]) -> pa.RecordBatch:
-    schema = frame_schema()
-    arrays = [
-        pa.array(column, type=field.type)
-        for column, field in zip(zip(*rows, strict=True), schema, strict=True)
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-_IN_COLUMNS = ("file", "file_index", "packet", "ts", "src", "sport", "dst", "dport", "seq",
-               "ack", "flags", "payload", "missing")
+_IN_COLUMNS = ("file_index", "packet", "ts", "src", "sport", "dst", "dport", "seq", "ack",
+               "flags", "payload", "missing")
 
 
 def decode_sorted_batches(
-    batches: Iterable[pa.RecordBatch],
+    batches: Iterable[Any],
+    files: list[str],
     *,
     idle_split: float | None = IDLE_SPLIT,
     ports: Mapping[str, Iterable[int]] | None = None,
-    out_rows: int = 8192,
-    per_file: bool = False,
-) -> Iterator[pa.RecordBatch]:
-    """Frame rows for packet batches sorted by (``_ka``, ``_kb``, file_index, packet):
-    each unordered 4-tuple's packets in capture order.
-
-    With ``per_file`` the keys include the file, and connection ids end in ``" in FILE"``.
-    """
+    batch_rows: int = BATCH_ROWS,
+    after_stage_1: bool = True,
+) -> Iterator[Any]:
+    """Stage 2: rows for crossing packets sorted by (``_ka``, ``_kb``, file_index,
+    packet) -- each unordered 4-tuple's packets in capture order -- leaving out the rows
+    stage 1 wrote. Without ``after_stage_1`` every row is written (the packets are all
+    there is)."""
     decoder: CaptureDecoder | None = None
-    writer: RowWriter | None = None
-    files: dict[int, str] = {}
-    file_list: list[str] = []
+    rows = ConnectionRows(files)
     key = None
-    pending: list[list[Any]] = []
 
-    def finish() -> None:
-        if decoder is not None and writer is not None:
-            writer.rows(decoder.step(decoder.driver.finish()), pending)
+    def add(records: list[DecodedRecord], file_index: int | None) -> None:
+        assert decoder is not None
+        for rec in records:
+            flow = decoder.flows[rec.flow_id].flow  # type: ignore[index]
+            start_file = split_packet_id(flow.first_packet)[0]
+            written = (after_stage_1 and file_index == start_file
+                       and (flow.syn_seen or start_file == 0))
+            rows.add(rec, write=not written)
 
     for batch in batches:
         cols = [batch.column(name).to_pylist() for name in ("_ka", "_kb", *_IN_COLUMNS)]
-        for ka, kb, file, index, packet, *seg in zip(*cols, strict=True):
-            if index not in files:
-                files[index] = file
-                file_list.extend([""] * (index + 1 - len(file_list)))
-                file_list[index] = file
+        for ka, kb, index, packet, *seg in zip(*cols, strict=True):
             if (ka, kb) != key:
-                finish()
-                scope = f" in {os.path.basename(file)}" if per_file else ""
-                decoder = CaptureDecoder(ports=ports, idle_split=idle_split,
-                                         flow_records=True)
-                writer = RowWriter(file_list, scope)
+                if decoder is not None:
+                    add(decoder.step(decoder.driver.finish()), None)
+                decoder = _decoder(ports, idle_split)
+                rows.conns.clear()
                 key = (ka, kb)
-            assert decoder is not None and writer is not None
+            assert decoder is not None
             segment = Segment(packet_id(index, packet), *seg[:-1], seg[-1] or 0)
-            for event_records in _feed(decoder, segment):
-                writer.rows(event_records, pending)
-            if len(pending) >= out_rows:
-                yield to_batch(pending)
-                pending = []
-    finish()
-    if pending:
-        yield to_batch(pending)
-
-
-def _feed(decoder: CaptureDecoder, segment: Segment) -> Iterator[list[DecodedRecord]]:
-    for event in decoder.driver.feed(segment):
-        yield decoder.feed(event)
+            for event in decoder.driver.feed(segment):
+                add(decoder.feed(event), index)
+            if len(rows.columns) >= batch_rows:
+                yield rows.columns.batch()
+    if decoder is not None:
+        add(decoder.step(decoder.driver.finish()), None)
+    if len(rows.columns):
+        yield rows.columns.batch()

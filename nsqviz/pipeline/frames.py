@@ -1,33 +1,36 @@
-"""Packets -> frames on Spark: group by connection, order, reassemble, decode.
+"""Capture files -> the frames table, decoded inside the pcap data source.
 
-The packets of one TCP connection can sit in several rotated files and in several input
-partitions, so they are first brought together: ``repartition`` by the connection's
-unordered 4-tuple, then ``sortWithinPartitions`` by (4-tuple, file, packet) -- capture
-order, as ``nsqviz decode`` reads the files. A ``mapInArrow`` function then walks each
-partition's Arrow batches in that order and runs, per 4-tuple, the capture driver and
-decoder (:mod:`nsqviz.pipeline.decode`) -- the same code ``nsqviz decode`` runs.
+Stage 1 reads each file in its own task and decodes it there
+(``spark.read.format("pcap").option("output", "frames")``): the frames of every
+connection that begins and ends in that file are final as they come out, with no
+shuffle. Stage 2 handles the connections that cross a file boundary in a capture set:
+the source's ``"crossing"`` output gives their packets, Spark brings each 4-tuple's
+together (``repartition`` by the unordered 4-tuple, ``sortWithinPartitions`` by file
+and packet -- capture order, as ``nsqviz decode`` reads the files) and a ``mapInArrow``
+function decodes them (:func:`nsqviz.pipeline.decode.decode_sorted_batches`). The union
+is, row for row, what ``nsqviz decode`` prints for the same files, plus ``flow`` rows.
 
-Why a sorted ``mapInArrow`` rather than ``groupBy(...).applyInPandas``: a grouped map
-materialises a whole group as one pandas DataFrame, so a connection that streamed for
-hours must fit in a Python worker's memory. Here the JVM sorts (spilling to disk when it
-must) and Python holds only the reassembly state of the connection it is in, so
-executor memory stays flat however large connections or inputs grow. Port reuse (a new
-SYN on a finished 4-tuple) and long silences split a 4-tuple into several connections
-inside the capture driver, not in Spark.
+Why a sorted ``mapInArrow`` rather than ``groupBy(...).applyInPandas`` for stage 2: a
+grouped map materialises a whole group as one pandas DataFrame, so a connection that
+streamed for hours must fit in a Python worker's memory. Here the JVM sorts (spilling
+to disk when it must) and Python holds only the reassembly state of the connection it
+is in. When nothing can cross (one file, or ``per_file``) stage 2 is not run at all.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.pipeline.decode import decode_sorted_batches
 from nsqviz.pipeline.schemas import FRAME_SCHEMA
+from nsqviz.pipeline.source import reader_options
 
-__all__ = ["packets_to_frames", "warning_rows"]
+__all__ = ["capture_frames"]
 
 
 def _key_columns():
@@ -37,68 +40,40 @@ def _key_columns():
     return F.least(a, b).alias("_ka"), F.greatest(a, b).alias("_kb")
 
 
-def packets_to_frames(
-    packets: DataFrame,
+def capture_frames(
+    spark: SparkSession,
+    files: list[str],
     *,
     partitions: int | None = None,
     idle_split: float | None = IDLE_SPLIT,
     ports: Mapping[str, Iterable[int]] | None = None,
     per_file: bool = False,
 ) -> DataFrame:
-    """The frames table (:data:`FRAME_SCHEMA`) of a packets DataFrame from the pcap source.
+    """The frames table (:data:`FRAME_SCHEMA`) of capture ``files`` (absolute paths in
+    capture-set order, as :func:`~nsqviz.pipeline.source.expand_paths` gives them).
 
-    ``partitions`` defaults to ``spark.sql.shuffle.partitions``. ``idle_split``,
-    ``ports`` and ``per_file`` (not ``continuation``) are the capture driver's options:
-    by default all files are one capture set (rotated files of one capture point), so a
-    connection continues from file to file; ``per_file`` decodes each file as a capture
-    of its own -- for unrelated captures, or copies of the same traffic.
+    ``idle_split``, ``ports`` and ``per_file`` (the driver's ``continuation`` turned
+    off) are the capture driver's options, as in ``nsqviz decode``: by default all files
+    are one capture set, and a connection continues from file to file. ``partitions``
+    (stage 2's shuffle) defaults to ``spark.sql.shuffle.partitions``.
     """
-    tcp = packets.where(F.col("warning").isNull())
+    options = reader_options(continuation=not per_file, idle_split=idle_split, ports=ports)
+
+    def read(output: str) -> DataFrame:
+        return (spark.read.format("pcap").option("paths", json.dumps(files))
+                .options(**options).option("output", output).load())
+
+    frames = read("frames")
+    if per_file or len(files) < 2:
+        return frames
+    crossing = read("crossing")
     ka, kb = _key_columns()
-    if per_file:
-        ka = F.concat_ws("/", F.col("file_index").cast("string"), ka).alias("_ka")
-    keyed = tcp.select(ka, kb, *[c for c in tcp.columns if c != "warning"])
-    n = partitions or int(
-        packets.sparkSession.conf.get("spark.sql.shuffle.partitions", "8")  # type: ignore[arg-type]
-    )
-    ordered = keyed.repartition(n, "_ka", "_kb").sortWithinPartitions(
-        "_ka", "_kb", "file_index", "packet"
-    )
+    n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions", "8"))  # type: ignore[arg-type]
+    ordered = crossing.select(ka, kb, *crossing.columns).repartition(n, "_ka", "_kb") \
+        .sortWithinPartitions("_ka", "_kb", "file_index", "packet")
     port_lists = {k: list(v) for k, v in (ports or {}).items()}
 
     def run(batches):
-        return decode_sorted_batches(batches, idle_split=idle_split, ports=port_lists,
-                                     per_file=per_file)
+        return decode_sorted_batches(batches, files, idle_split=idle_split, ports=port_lists)
 
-    frames = ordered.mapInArrow(run, FRAME_SCHEMA)
-    return frames.unionByName(warning_rows(packets))
-
-
-def warning_rows(packets: DataFrame) -> DataFrame:
-    """Damaged capture records as ``kind = "error"`` rows of the frames table."""
-    w = packets.where(F.col("warning").isNotNull())
-    cols = []
-    for field in FRAME_SCHEMA:
-        name = field.name
-        if name == "file":
-            value = F.col("file")
-        elif name == "kind":
-            value = F.lit("error")
-        elif name == "name":
-            value = F.lit("CaptureWarning")
-        elif name == "reason":
-            value = F.col("warning")
-        elif name == "fields":
-            value = F.to_json(F.struct(F.col("warning").alias("reason")))
-        elif name == "packets":
-            value = F.when(F.col("packet").isNotNull(), F.array(F.col("packet"))).otherwise(
-                F.array().cast("array<bigint>")
-            )
-        elif name == "packet_files":
-            value = F.when(F.col("packet").isNotNull(), F.array(F.col("file"))).otherwise(
-                F.array().cast("array<string>")
-            )
-        else:
-            value = F.lit(None)
-        cols.append(value.cast(field.dataType).alias(name))
-    return w.select(*cols)
+    return frames.unionByName(ordered.mapInArrow(run, FRAME_SCHEMA))

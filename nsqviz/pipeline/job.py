@@ -15,14 +15,17 @@ tables (or than holding it in executor memory).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
+from nsqviz.pipeline.progress import Progress, console
 
 __all__ = ["PipelineResult", "main", "run"]
 
@@ -45,34 +48,50 @@ class PipelineResult:
 def run(spark, captures, out: str, *, partitions: int | None = None,
         ports: Mapping[str, Iterable[int]] | None = None,
         idle_split: float | None = IDLE_SPLIT, count: bool = True,
-        per_file: bool = False) -> PipelineResult:
+        per_file: bool = False, progress: Callable[[Any], None] | None = None
+        ) -> PipelineResult:
     """Decode ``captures`` (files, directories, globs) and write every table under ``out``.
 
     All files are one capture set (a connection may continue from file to file) unless
     ``per_file``: then each file is decoded on its own. ``ports`` (extra server ports
     per protocol name) and ``idle_split`` are the capture driver's options, as in
-    ``nsqviz decode``.
+    ``nsqviz decode``. ``progress`` receives a :class:`~nsqviz.pipeline.progress.Snapshot`
+    twice a second (:func:`~nsqviz.pipeline.progress.console`,
+    :class:`~nsqviz.pipeline.progress.NotebookBar`).
     """
-    from pyspark import StorageLevel
 
-    from nsqviz.pipeline import analyses
-    from nsqviz.pipeline.frames import packets_to_frames
     from nsqviz.pipeline.source import expand_paths
 
     started = time.perf_counter()
     files = expand_paths(captures)
-    uri = _uri(out)
-    packets = spark.read.format("pcap").option("paths", _json(files)).load()
-    frames = packets_to_frames(packets, partitions=partitions, ports=ports,
-                               idle_split=idle_split, per_file=per_file)
-    frames.write.mode("overwrite").parquet(f"{uri}/frames")
-    decoded = time.perf_counter()
+    sizes = [os.path.getsize(f) for f in files]
+    tracker = Progress(spark, sizes, progress) if progress else contextlib.nullcontext()
+    result = PipelineResult(os.path.abspath(out) if "://" not in out else out, files)
+    with tracker:
+        _run(spark, files, _uri(out), result, tracker, partitions=partitions, ports=ports,
+             idle_split=idle_split, per_file=per_file, count=count)
+    result.seconds = time.perf_counter() - started
+    result.frames_seconds -= started
+    return result
+
+
+def _run(spark, files, uri, result, tracker, *, count, **options) -> None:
+    from pyspark import StorageLevel
+
+    from nsqviz.pipeline import analyses
+    from nsqviz.pipeline.frames import capture_frames
+
+    capture_frames(spark, files, **options).write.mode("overwrite").parquet(f"{uri}/frames")
+    result.frames_seconds = time.perf_counter()
+    if isinstance(tracker, Progress):
+        written = spark.read.parquet(f"{uri}/frames")
+        tracker.next_phase("analyses", frames=written.where(
+            "kind in ('command', 'frame')").count())
     # The analyses never look at `fields` (the hex of every body: most of the bytes);
     # what they need is in the typed columns, small enough to keep in memory.
     frames = spark.read.parquet(f"{uri}/frames").drop("fields").persist(
         StorageLevel.MEMORY_AND_DISK
     )
-
     delivered = analyses.deliveries(frames).cache()
     beats = analyses.heartbeats(frames).cache()
     pairs = analyses.rpc_pairs(frames).cache()
@@ -86,7 +105,6 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
         "rpc_pairs": pairs,
         "rpc_latency": analyses.rpc_latency(frames, pairs),
     }
-    result = PipelineResult(os.path.abspath(out) if "://" not in out else out, files)
     for name, df in tables.items():
         df.write.mode("overwrite").parquet(f"{uri}/{name}")
     if count:
@@ -96,19 +114,10 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
     beats.unpersist()
     pairs.unpersist()
     frames.unpersist()
-    result.seconds = time.perf_counter() - started
-    result.frames_seconds = decoded - started
-    return result
 
 
 def _uri(out: str) -> str:
     return out if "://" in out else "file://" + os.path.abspath(out)
-
-
-def _json(files: list[str]) -> str:
-    import json
-
-    return json.dumps(files)
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -122,9 +131,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--master", default=None,
                    help="Spark master (default: the spark-submit one, else local[*])")
     p.add_argument("--driver-memory", default=None,
-                   help="driver JVM heap for local runs (default 4g)")
+                   help="driver JVM heap for local runs (default: 512m for inputs under 256"
+                   " MB, else 1g)")
     p.add_argument("--partitions", type=int, default=None,
                    help="shuffle partitions for the connection grouping (default 2x cores)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress line on standard error")
     add_capture_set_options(p)
     return p
 
@@ -137,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_args(args) -> int:
     from nsqviz.pipeline.source import expand_paths
-    from nsqviz.pipeline.spark import DEFAULT_DRIVER_MEMORY, JavaMissing, get_session
+    from nsqviz.pipeline.spark import JavaMissing, get_session, input_bytes
 
     try:
         expand_paths(args.captures)  # before paying for a JVM
@@ -145,7 +157,8 @@ def run_args(args) -> int:
         print(f"nsqviz pipeline: {exc}", file=sys.stderr)
         return 2
     try:
-        spark = get_session(args.master, driver_memory=args.driver_memory or DEFAULT_DRIVER_MEMORY)
+        spark = get_session(args.master, driver_memory=args.driver_memory,
+                            input_bytes=input_bytes(args.captures))
     except JavaMissing as exc:
         print(f"nsqviz pipeline: {exc}", file=sys.stderr)
         return 2
@@ -153,7 +166,8 @@ def run_args(args) -> int:
         options = capture_set_options(args)
         result = run(spark, args.captures, args.out, partitions=args.partitions,
                      ports=options["ports"], idle_split=options["idle_split"],
-                     per_file=not options["continuation"])
+                     per_file=not options["continuation"],
+                     progress=None if args.quiet else console)
     except FileNotFoundError as exc:
         print(f"nsqviz pipeline: {exc}", file=sys.stderr)
         return 2

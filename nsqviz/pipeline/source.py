@@ -18,6 +18,13 @@ Options: ``path`` (or ``load([...])`` paths), each a file, a directory (its ``*.
 ``*.pcapng``, ``*.cap`` and rotated ``*.pcap[0-9]*`` files) or a glob. Paths are
 resolved on the driver; executors open them by the same path, so on a cluster they must
 be on a shared file system.
+
+``output`` chooses what a file becomes: ``"packets"`` (the default, above), or the two
+stages of decoding inside the source (:mod:`nsqviz.pipeline.decode`): ``"frames"``,
+the frames table's rows each file decodes to on its own, and ``"crossing"``, the packets
+of connections that cross a file boundary. These take the capture driver's options
+``continuation`` (``"true"``/``"false"``), ``idle_split`` (seconds, empty: never) and
+``ports`` (JSON: protocol name -> extra server ports); :func:`reader_options` writes them.
 """
 
 from __future__ import annotations
@@ -26,14 +33,18 @@ import glob
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from nsqviz.pipeline.schemas import PACKET_SCHEMA
-from nsqviz.records import packet_schema
+from nsqviz.capture.driver import IDLE_SPLIT
+from nsqviz.pipeline.schemas import FRAME_SCHEMA, PACKET_SCHEMA
+from nsqviz.records import PacketColumns
 
-__all__ = ["PcapDataSource", "expand_paths", "iter_packet_batches"]
+__all__ = ["OUTPUTS", "PcapDataSource", "expand_paths", "iter_packet_batches", "reader_options"]
+
+OUTPUTS = ("packets", "frames", "crossing")
 
 BATCH_ROWS = 8192
 _CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
@@ -78,63 +89,29 @@ def _looks_like_capture(name: str) -> bool:
 
 def iter_packet_batches(path: str, file_index: int = 0, batch_rows: int = BATCH_ROWS) -> Iterator:
     """Stream one capture file as Arrow record batches of packets-table rows."""
-    import pyarrow as pa
-
     from nsqviz.capture.files import CaptureFormatError, CaptureWarning, read_capture
     from nsqviz.capture.layers import decode_record
 
-    arrow_schema = packet_schema()
-    cols: tuple[list, ...] = tuple([] for _ in range(12))
-    (number, ts, src, sport, dst, dport, seq, ack, flags, payload, missing, warning) = cols
-
-    def flush():
-        n = len(number)
-        batch = pa.RecordBatch.from_arrays(
-            [pa.array([path] * n, pa.string()), pa.array([file_index] * n, pa.int32())]
-            + [pa.array(c, t) for c, t in zip(cols, arrow_schema.types[2:], strict=True)],
-            schema=arrow_schema,
-        )
-        for c in cols:
-            c.clear()
-        return batch
-
-    def add_warning(num, reason):
-        number.append(num)
-        warning.append(reason)
-        for c in (ts, src, sport, dst, dport, seq, ack, flags, payload, missing):
-            c.append(None)
-
+    cols = PacketColumns(path, file_index)
     try:
-        records = read_capture(path)
-        for rec in records:
+        for rec in read_capture(path):
             if isinstance(rec, CaptureWarning):
                 where = f" (file offset {rec.offset})" if rec.offset >= 0 else ""
-                add_warning(rec.number, f"packet {rec.number}{where}: {rec.reason}")
+                cols.add_warning(rec.number, f"packet {rec.number}{where}: {rec.reason}")
             else:
                 seg = decode_record(rec)
                 if seg is None:
                     continue
                 if isinstance(seg, CaptureWarning):
-                    add_warning(seg.number, f"packet {seg.number}: {seg.reason}")
+                    cols.add_warning(seg.number, f"packet {seg.number}: {seg.reason}")
                 else:
-                    number.append(seg.number)
-                    ts.append(seg.ts)
-                    src.append(seg.src)
-                    sport.append(seg.sport)
-                    dst.append(seg.dst)
-                    dport.append(seg.dport)
-                    seq.append(seg.seq)
-                    ack.append(seg.ack)
-                    flags.append(seg.flags)
-                    payload.append(seg.payload)
-                    missing.append(seg.missing)
-                    warning.append(None)
-            if len(number) >= batch_rows:
-                yield flush()
+                    cols.add(seg.number, seg)
+            if len(cols) >= batch_rows:
+                yield cols.batch()
     except (CaptureFormatError, OSError) as exc:
-        add_warning(None, f"{path}: {exc}")
-    if number:
-        yield flush()
+        cols.add_warning(None, f"{path}: {exc}")
+    if len(cols):
+        yield cols.batch()
 
 
 class _FilePartition(InputPartition):
@@ -145,14 +122,25 @@ class _FilePartition(InputPartition):
 
 
 class PcapReader(DataSourceReader):
-    def __init__(self, paths: list[str]):
+    def __init__(self, paths: list[str], output: str, options: dict[str, Any]):
         self.paths = paths
+        self.output = output
+        self.options = options
 
     def partitions(self):
         return [_FilePartition(p, i) for i, p in enumerate(self.paths)]
 
     def read(self, partition):
-        yield from iter_packet_batches(partition.path, partition.index)
+        from nsqviz.pipeline import decode
+
+        path, index, opts = partition.path, partition.index, self.options
+        if self.output == "frames":
+            yield from decode.decode_file(path, index, self.paths, **opts)
+        elif self.output == "crossing":
+            opts = {k: v for k, v in opts.items() if k != "continuation"}
+            yield from decode.crossing_packets(path, index, len(self.paths), **opts)
+        else:
+            yield from iter_packet_batches(path, index)
 
 
 class PcapDataSource(DataSource):
@@ -162,11 +150,23 @@ class PcapDataSource(DataSource):
     def name(cls) -> str:
         return "pcap"
 
+    def _output(self) -> str:
+        output = self.options.get("output", "packets")
+        if output not in OUTPUTS:
+            raise ValueError(f"pcap source: output {output!r} is not one of {OUTPUTS}")
+        return output
+
     def schema(self):
-        return PACKET_SCHEMA
+        return FRAME_SCHEMA if self._output() == "frames" else PACKET_SCHEMA
 
     def reader(self, schema):
-        return PcapReader(expand_paths(_paths_option(self.options)))
+        opts = self.options
+        decoding = {
+            "continuation": opts.get("continuation", "true") == "true",
+            "idle_split": float(opts["idle_split"]) if opts.get("idle_split") else None,
+            "ports": json.loads(opts.get("ports", "{}")),
+        }
+        return PcapReader(expand_paths(_paths_option(opts)), self._output(), decoding)
 
 
 def _paths_option(options) -> list[str]:
@@ -178,3 +178,13 @@ def _paths_option(options) -> list[str]:
     else:
         raise ValueError('the pcap source needs a path: spark.read.format("pcap").load(PATH)')
     return paths
+
+
+def reader_options(*, continuation: bool = True, idle_split: float | None = IDLE_SPLIT,
+                   ports: Mapping[str, Iterable[int]] | None = None) -> dict[str, str]:
+    """The source's decoding options, as Spark wants them (strings)."""
+    return {
+        "continuation": "true" if continuation else "false",
+        "idle_split": "" if idle_split is None else repr(float(idle_split)),
+        "ports": json.dumps({k: sorted(v) for k, v in (ports or {}).items()}),
+    }

@@ -1,4 +1,5 @@
-"""The Python side of the frames stage, without Spark: 4-tuple reuse, surrogate packets."""
+"""The Python side of the frames stages, without Spark: 4-tuple reuse, idle split, and the
+two stages together giving what ``nsqviz decode`` gives."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def _sorted_rows(paths):
     for r in rows:
         a, b = f"{r['src']}|{r['sport']}", f"{r['dst']}|{r['dport']}"
         r["_ka"], r["_kb"] = min(a, b), max(a, b)
-    rows.sort(key=lambda r: (r["_ka"], r["_kb"], r["ts"], r["file_index"], r["packet"]))
+    rows.sort(key=lambda r: (r["_ka"], r["_kb"], r["file_index"], r["packet"]))
     return pa.RecordBatch.from_pylist(rows)
 
 
@@ -28,7 +29,9 @@ def test_reused_four_tuples_are_separate_connections(tmp_path):
         first = simulate(w, seed=1, n_messages=20, t0=1_700_000_000.0)
         second = simulate(w, seed=2, n_messages=20, t0=1_700_003_600.0)
     assert set(first.connections) == set(second.connections)
-    rows = [r for b in decode_sorted_batches([_sorted_rows(w.paths)]) for r in b.to_pylist()]
+    rows = [r for b in decode_sorted_batches([_sorted_rows(w.paths)], w.paths,
+                                                   after_stage_1=False)
+            for r in b.to_pylist()]
     conns = {r["conn_id"] for r in rows}
     assert len(conns) == 2 * len(first.connections)
     starts = [r for r in rows if r["name"] == "FlowStart"]
@@ -51,7 +54,8 @@ def test_silence_longer_than_idle_split_starts_a_new_connection(tmp_path):
     assert no_syn.num_rows < batch.num_rows
 
     def conns(idle_split):
-        out = decode_sorted_batches([no_syn], idle_split=idle_split)
+        out = decode_sorted_batches([no_syn], w.paths, idle_split=idle_split,
+                                    after_stage_1=False)
         return {r["conn_id"] for b in out for r in b.to_pylist()}
 
     assert len(conns(60.0)) == 10
@@ -73,3 +77,46 @@ def test_fields_json_is_json_dumps():
     for fields in samples:
         assert json.loads(fields_json(fields, compact=True)) == fields
         assert fields_json(fields, compact=True) == json.dumps(fields, separators=(",", ":"))
+
+
+def test_two_stages_give_nsqviz_decode_row_for_row(tmp_path):
+    """Stage 1 per file, stage 2 on the crossing connections' packets: together, the
+    rows of `nsqviz decode` on the same rotated files, each connection numbered 1..n."""
+    import json
+    from collections import Counter
+
+    from nsqviz.capture.decode import decode_capture
+    from nsqviz.pipeline.decode import crossing_packets, decode_file
+    with RotatingPcapWriter(tmp_path / "cap.pcap", 28_000) as w:
+        for k in range(5):  # deployments one after the other: some connections cross
+            simulate(w, seed=k, n_messages=12, t0=1_700_000_000.0 + 100 * k,
+                     port_base=41000 + 10 * k)
+    files = w.paths
+    assert len(files) >= 3
+    rows = [r for i, f in enumerate(files) for b in decode_file(f, i, files)
+            for r in b.to_pylist()]
+    crossing = [b for i, f in enumerate(files) for b in crossing_packets(f, i, len(files))]
+    assert crossing and sum(b.num_rows for b in crossing) < sum(
+        b.num_rows for f in files for b in iter_packet_batches(f))
+    rows += [r for b in decode_sorted_batches([_keyed(crossing)], files)
+             for r in b.to_pylist()]
+
+    def as_json(r):
+        return json.dumps({k: r[k] for k in ("ts", "flow", "dir", "kind", "name", "packets")}
+                          | {"fields": json.loads(r["fields"])}, sort_keys=True)
+
+    want = Counter(json.dumps(rec.as_json(), sort_keys=True) for rec in decode_capture(files))
+    assert Counter(as_json(r) for r in rows if r["kind"] != "flow") == want
+    seqs: dict[str, list[int]] = {}
+    for r in rows:
+        seqs.setdefault(r["conn_id"], []).append(r["seq"])
+    assert all(sorted(v) == list(range(1, len(v) + 1)) for v in seqs.values())
+
+
+def _keyed(batches):
+    rows = [r for b in batches for r in b.to_pylist()]
+    for r in rows:
+        a, b = f"{r['src']}|{r['sport']}", f"{r['dst']}|{r['dport']}"
+        r["_ka"], r["_kb"] = min(a, b), max(a, b)
+    rows.sort(key=lambda r: (r["_ka"], r["_kb"], r["file_index"], r["packet"]))
+    return pa.RecordBatch.from_pylist(rows)

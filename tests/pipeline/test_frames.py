@@ -88,7 +88,7 @@ def test_gaps_and_damage_become_rows(spark, captures, tmp_path):
     from nsqviz.capture.files import Record, read_capture
     from nsqviz.capture.layers import decode_record
     from nsqviz.capture.writer import PcapWriter
-    from nsqviz.pipeline.frames import packets_to_frames
+    from nsqviz.pipeline.frames import capture_frames
 
     src = captures["one"][0]
     records = [r for r in read_capture(src) if isinstance(r, Record)]
@@ -103,8 +103,7 @@ def test_gaps_and_damage_become_rows(spark, captures, tmp_path):
     torn = tmp_path / "torn.pcap"
     torn.write_bytes(data[:-7])
 
-    packets = spark.read.format("pcap").load(str(torn))
-    frames = packets_to_frames(packets).toPandas()
+    frames = capture_frames(spark, [str(torn)]).toPandas()
     gaps = frames[frames.name == "Gap"]
     assert len(gaps) == 1
     assert json.loads(gaps.iloc[0].fields)["size"] == 1460
@@ -124,14 +123,13 @@ def test_each_file_keeps_copies_of_the_same_traffic_apart(spark, captures, tmp_p
     """Two copies of one capture: --each-file keeps them apart, by file."""
     import shutil
 
-    from nsqviz.pipeline.frames import packets_to_frames
+    from nsqviz.pipeline.frames import capture_frames
 
     src = captures["one"][0]
     copies = [str(tmp_path / "a.pcap"), str(tmp_path / "b.pcap")]
     for c in copies:
         shutil.copyfile(src, c)
-    packets = spark.read.format("pcap").load(copies)
-    separate = packets_to_frames(packets, per_file=True).toPandas()
+    separate = capture_frames(spark, copies, per_file=True).toPandas()
     truth = captures["truth"]
     assert separate.conn_id.nunique() == 2 * len(truth.connections)
     for name in ("a.pcap", "b.pcap"):
@@ -140,6 +138,6 @@ def test_each_file_keeps_copies_of_the_same_traffic_apart(spark, captures, tmp_p
         assert mine.kind.isin(["command", "frame"]).sum() == truth.frames
     # As one capture set the copies are read in file order, as `nsqviz decode` reads
     # them: the second copy's handshakes reuse finished 4-tuples -- new connections.
-    merged = packets_to_frames(packets).toPandas()
+    merged = capture_frames(spark, copies).toPandas()
     decoded = [r for r in decode_capture(copies) if r.kind in ("command", "frame")]
     assert merged.kind.isin(["command", "frame"]).sum() == len(decoded) == 2 * truth.frames

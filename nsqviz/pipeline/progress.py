@@ -1,0 +1,134 @@
+"""Progress of a pipeline run, from Spark's status tracker: on the console or as a bar.
+
+A thread polls ``SparkContext.statusTracker()`` while a run goes on. Decoding reads one
+file per task, so tasks done in the decoding phase are files done, and their bytes are
+known; each phase's end adds the frames it produced and frames/s. The sink is
+:func:`console` (one line on stderr, rewritten in place) or a :class:`NotebookBar` (an
+ipywidgets progress bar that leaves a static HTML summary behind when the run ends, so a
+saved notebook shows what happened without a widget).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+__all__ = ["NotebookBar", "Progress", "Snapshot", "console"]
+
+
+class Snapshot(NamedTuple):
+    """Where a run is: ``phase`` (``"decoding"``, ``"analyses"``, ``"done"``), its tasks
+    done of those known, files done (decoding), bytes of them, frames decoded so far (known
+    at the end of decoding), seconds since the start."""
+
+    phase: str
+    tasks_done: int
+    tasks: int
+    files_done: int
+    files: int
+    bytes_done: int
+    frames: int | None
+    elapsed: float
+
+    def text(self) -> str:
+        mb = self.bytes_done / 1e6
+        rate = f", {mb / self.elapsed:.1f} MB/s" if self.elapsed > 0 and mb else ""
+        frames = ""
+        if self.frames is not None:
+            frames = f", {self.frames} frames ({self.frames / max(self.elapsed, 1e-9):.0f}/s)"
+        return (f"{self.phase}: files {self.files_done}/{self.files}, {mb:.1f} MB{rate}, "
+                f"tasks {self.tasks_done}/{self.tasks}{frames}, {self.elapsed:.0f} s")
+
+
+def console(snap: Snapshot) -> None:
+    """One line on stderr, rewritten in place; a newline when the run is done."""
+    end = "\n" if snap.phase == "done" else ""
+    print(f"\r{snap.text():<100}", end=end, file=sys.stderr, flush=True)
+
+
+class NotebookBar:
+    """An ipywidgets bar over files and bytes; at the end, a static summary in its place."""
+
+    def __init__(self) -> None:
+        import ipywidgets as w
+        from IPython.display import display
+
+        self.bar = w.IntProgress(min=0, max=1, description="decoding")
+        self.label = w.Label()
+        self.handle = display(w.HBox([self.bar, self.label]), display_id=True)
+
+    def __call__(self, snap: Snapshot) -> None:
+        if snap.phase == "done":
+            from IPython.display import HTML
+
+            frames = "" if snap.frames is None else f", {snap.frames} frames"
+            self.handle.update(HTML(f"<div class='nv-muted'>decoded {snap.files} capture "
+                                    f"file(s), {snap.bytes_done / 1e6:.1f} MB{frames}</div>"))
+            return
+        self.bar.description = snap.phase
+        self.bar.max = max(1, snap.files if snap.phase == "decoding" else snap.tasks)
+        self.bar.value = snap.files_done if snap.phase == "decoding" else snap.tasks_done
+        self.label.value = snap.text()
+
+
+class Progress:
+    """Reports a run's :class:`Snapshot` to ``sink`` every ``interval`` seconds."""
+
+    def __init__(self, spark: Any, sizes: list[int], sink: Callable[[Snapshot], None], *,
+                 interval: float = 0.5):
+        self.tracker = spark.sparkContext.statusTracker()
+        self.sizes = sizes
+        self.sink = sink
+        self.interval = interval
+        self.phase = "decoding"
+        self.frames: int | None = None
+        self.started = time.perf_counter()
+        self._stages: dict[int, tuple[int, int]] = {}  # stage -> (done, tasks), this phase
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> Progress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        if exc[0] is None:
+            self.phase = "done"
+            self.sink(self.snapshot())
+
+    def next_phase(self, phase: str, *, frames: int | None = None) -> None:
+        """The run moved on (``frames``: what decoding produced)."""
+        self._sample()
+        if frames is not None:
+            self.frames = frames
+        self.phase = phase
+        self._stages.clear()
+
+    def _sample(self) -> None:
+        for stage in self.tracker.getActiveStageIds():
+            info = self.tracker.getStageInfo(stage)
+            if info is not None:
+                self._stages[stage] = (info.numCompletedTasks, info.numTasks)
+
+    def snapshot(self) -> Snapshot:
+        done = sum(d for d, _ in self._stages.values())
+        tasks = sum(t for _, t in self._stages.values())
+        n = len(self.sizes)
+        if self.phase == "decoding":
+            # the scan stages have one task per file; the first of them reads them all
+            files = max((d for d, t in self._stages.values() if t == n), default=0)
+        else:
+            files = n
+        share = files / n if n else 0.0
+        return Snapshot(self.phase, done, tasks, files, n, int(sum(self.sizes) * share),
+                        self.frames, time.perf_counter() - self.started)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+            self.sink(self.snapshot())
