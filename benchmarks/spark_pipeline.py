@@ -39,8 +39,6 @@ import time
 FILE_BYTES = 40_000_000
 DEPLOYMENT_MESSAGES = 800  # ~4 MB of capture per simulated deployment
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TABLE_NAMES = ("frames", "messages", "deliveries", "connections", "flow_control",
-               "heartbeats", "sticky_packets")
 
 
 def generate(directory: str, target_mb: float) -> tuple[list[str], int]:
@@ -141,8 +139,10 @@ def digest(out: str) -> dict[str, list]:
     import pandas as pd
     import pyarrow.parquet as pq
 
+    from nsqviz.pipeline.job import TABLES
+
     result = {}
-    for name in TABLE_NAMES:
+    for name in TABLES:
         path = os.path.join(out, name)
         table = pq.read_table(path)
         df = table.to_pandas()
@@ -248,7 +248,7 @@ def baseline(files: list[str]) -> float:
 
 def _same(runs: list[dict]) -> str:
     first = runs[0]["digest"]
-    diff = [f"{r['master']}: {name}" for r in runs[1:] for name in TABLE_NAMES
+    diff = [f"{r['master']}: {name}" for r in runs[1:] for name in first
             if r["digest"][name] != first[name]]
     return "same tables in every run" if not diff else "DIFFERENT: " + ", ".join(diff)
 
