@@ -103,9 +103,11 @@ _FLAGS: dict[str, tuple[object, str]] = {
     "http_address": (str, "<addr>:<port> to listen on for HTTP clients (port 0: a free one)"),
     "broadcast_address": (str, "address reported in /info (default: the hostname)"),
     "data_path": (str, "directory for disk queues and metadata (empty: memory only)"),
-    "mem_queue_size": (int, "messages kept in memory per topic/channel before going to disk"),
+    "mem_queue_size": (int, "messages kept in memory per topic/channel before going to disk "
+                            "(lost if the process is killed, as with nsqd)"),
     "max_bytes_per_file": (int, "bytes per disk queue file before rolling over"),
-    "sync_every": (int, "messages written to a disk queue between fsyncs"),
+    "sync_every": (int, "messages written or read between fsyncs of a disk queue (a "
+                        "power cut loses what was not fsynced; a killed process does not)"),
     "sync_timeout": (parse_duration, "time between fsyncs of a disk queue"),
     "queue_scan_interval": (parse_duration, "how often in-flight/deferred queues are scanned"),
     "msg_timeout": (parse_duration, "default time a message may be in flight before requeue"),
