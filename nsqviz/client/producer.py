@@ -42,6 +42,10 @@ def split_mpub(bodies: list[bytes], *, max_msg_size: int = DEFAULT_MAX_MSG_SIZE,
     """
     if not bodies:
         raise ValueError("MPUB needs at least one message")
+    sizes = list(map(len, bodies))
+    if min(sizes) and max(sizes) <= max_msg_size and 4 + 4 * len(sizes) + sum(sizes) <= (
+            max_body_size):
+        return [list(bodies)]  # the usual case, checked without a loop per message
     batches: list[list[bytes]] = [[]]
     size = 4
     for i, body in enumerate(bodies):
