@@ -271,6 +271,10 @@ def main(argv: list[str] | None = None) -> None:
     work = args.keep or tempfile.mkdtemp(prefix="nsqviz-bench-")
     caps = os.path.join(work, "captures")
     os.makedirs(caps, exist_ok=True)
+    if args.notebook:
+        peak, secs = notebook_rss(work)
+        print(f"notebook 06 end to end: peak total RSS {peak:.0f} MB (kernel + JVM + "
+              f"Python workers + nbconvert), {secs:.0f} s; target < 1536 MB", flush=True)
     t = time.perf_counter()
     files = sorted((os.path.join(caps, n) for n in os.listdir(caps)), key=_natural)
     if files:
@@ -316,10 +320,6 @@ def main(argv: list[str] | None = None) -> None:
                   f"{c['peaks']['executor_jvm']:>17.0f}{c['peaks']['worker']:>13.0f}"
                   f"{c['load']:>6.1f}  (spark-submit wall time, JVM start included)")
         print(_same(runs))
-        if args.notebook:
-            peak, secs = notebook_rss(work)
-            print(f"notebook 06 end to end: peak total RSS {peak:.0f} MB (kernel + JVM + "
-                  f"Python workers + nbconvert), {secs:.0f} s; target < 1536 MB")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
