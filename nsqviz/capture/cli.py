@@ -16,6 +16,7 @@ import json
 import math
 import sys
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from nsqviz import protocols
@@ -53,7 +54,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(run=run)
 
 
-def _flow_matcher(specs: list[str]):
+def _flow_matcher(specs: list[str]) -> Callable[[DecodedRecord], bool] | None:
     if not specs:
         return None
     ids = {int(s) for s in specs if s.isdigit()}
@@ -81,7 +82,7 @@ def _text_line(rec: DecodedRecord, t0: float) -> str:
     return f"{packets:>14} {ts:11.6f} {where:<44} {rec.kind:<7} {rec.name:<18} {summary(rec)}"
 
 
-def _mean_max(histogram: Counter) -> tuple[float, int]:
+def _mean_max(histogram: Counter[int]) -> tuple[float, int]:
     n = sum(histogram.values())
     if not n:
         return 0.0, 0
@@ -109,7 +110,8 @@ def _stats_dict(s: FlowStats) -> dict[str, Any]:
     }
 
 
-def _print_stats(decoder: CaptureDecoder, out: TextIO, as_json: bool, match) -> None:
+def _print_stats(decoder: CaptureDecoder, out: TextIO, as_json: bool,
+                 match: Callable[[DecodedRecord], bool] | None) -> None:
     rows = [s for s in decoder.stats
             if match is None or match(DecodedRecord(0, s.flow.label, None, "", "", {}, (),
                                                     s.flow.id))]

@@ -90,13 +90,13 @@ class CaptureDriver:
         feed = self.tracker.feed
         shift = file_index << _FILE_SHIFT
         for item in read_capture(source):
-            if type(item) is CaptureWarning:
+            if isinstance(item, CaptureWarning):
                 yield Step(file_index, None, None, item, [])
                 continue
             seg = decode_record(item)
             if seg is None:
                 yield Step(file_index, item, None, None, [])
-            elif type(seg) is CaptureWarning:
+            elif isinstance(seg, CaptureWarning):
                 yield Step(file_index, item, None, seg, [])
             else:
                 if shift:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from nsqviz import tubemq
 from nsqviz.capture.writer import TcpConversation
@@ -165,16 +166,17 @@ def pubsub_session(
 
 def tubemq_producer(master: TcpConversation | None, broker: TcpConversation | None, *,
                     ts: float = 1_700_000_000.0, step: float = 0.001, messages: int = 5,
-                    large: int = 20_000) -> list:
+                    large: int = 20_000) -> list[Any]:
     """A Java-style TubeMQ producer, both ends the TubeMQ codec: register and heartbeat
     with the Master on ``master``, then ``messages`` SendMessageRequestP2B to the Broker
     on ``broker`` (the last one ``large`` bytes: a frame of several 8192-byte blocks, so
     several segments), then close with the Master. Returns the events sent, in order."""
     M = tubemq.MESSAGES
-    sent: list = []
+    sent: list[Any] = []
     clock = [ts]
 
-    def call(conv, client, server, method, message, answer) -> None:
+    def call(conv: TcpConversation | None, client: Any, server: Any, method: int,
+             message: Any, answer: Any) -> None:
         clock[0] += step
         req, data = client.request(method, message)
         [got] = [e for e in server.receive(data) if isinstance(e, tubemq.Request)]

@@ -58,6 +58,9 @@ MAX_PENDING_BYTES = 16 * 1024 * 1024
 MAX_PENDING_SEGMENTS = 1024
 
 
+Endpoint = tuple[str, int]
+
+
 def endpoint(ip: str, port: int) -> str:
     """``ip:port``, with IPv6 addresses in brackets as in URLs."""
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
@@ -186,7 +189,7 @@ class FlowTracker:
         self.first_id = first_id  # flow ids continue from here (several files, one numbering)
         self.client_hello = client_hello
         self.idle_split = idle_split
-        self._flows: dict[tuple, tuple[Flow, dict[str, _Half]]] = {}
+        self._flows: dict[tuple[Endpoint, Endpoint], tuple[Flow, dict[str, _Half]]] = {}
         self.flows: list[Flow] = []
 
     # -- flow lookup ---------------------------------------------------------------
@@ -202,7 +205,7 @@ class FlowTracker:
             return d_srv
         return seg.sport > seg.dport
 
-    def _lookup(self, seg: Segment, out: list) -> tuple[Flow, dict[str, _Half], str]:
+    def _lookup(self, seg: Segment, out: list[TcpEvent]) -> tuple[Flow, dict[str, _Half], str]:
         a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
         key = (a, b) if a <= b else (b, a)
         entry = self._flows.get(key)
@@ -289,7 +292,7 @@ class FlowTracker:
         return out
 
     def _insert(self, flow: Flow, direction: str, half: _Half, off: int, payload: bytes,
-                seg: Segment, out: list) -> None:
+                seg: Segment, out: list[TcpEvent]) -> None:
         end = off + len(payload)
         delivered = half.delivered
         if off == delivered and not half.pending:  # the common case: next in order
@@ -311,7 +314,7 @@ class FlowTracker:
         out.append(Data(flow, direction, off, payload, seg.number, seg.ts))
         self._drain(flow, direction, half, out)
 
-    def _drain(self, flow: Flow, direction: str, half: _Half, out: list) -> None:
+    def _drain(self, flow: Flow, direction: str, half: _Half, out: list[TcpEvent]) -> None:
         """Deliver pending segments that now continue the stream."""
         pending = half.pending
         while pending and pending[0].offset <= half.delivered:
@@ -330,7 +333,7 @@ class FlowTracker:
             half.delivered = end
 
     def _declare_hole(self, flow: Flow, direction: str, half: _Half, number: int, ts: float,
-                      out: list, reason: str) -> None:
+                      out: list[TcpEvent], reason: str) -> None:
         """The bytes before the first pending segment are lost: report them, move on."""
         nxt = half.pending[0].offset
         size = nxt - half.delivered
@@ -358,7 +361,7 @@ class FlowTracker:
         return ""
 
     def _end(self, flow: Flow, direction: str, half: _Half, how: str, number: int, ts: float,
-             out: list) -> None:
+             out: list[TcpEvent]) -> None:
         if half.ended:
             return
         while half.pending:

@@ -16,7 +16,7 @@ import ipaddress
 import os
 from array import array
 from struct import Struct
-from typing import BinaryIO
+from typing import BinaryIO, Self
 
 from nsqviz.capture.files import (
     BYTE_ORDER_MAGIC,
@@ -126,8 +126,12 @@ class _CaptureFile:
     owns (flushed, left open)."""
 
     def _open(self, f: BinaryIO | str | os.PathLike[str]) -> None:
-        self._own = not hasattr(f, "write")
-        self.f: BinaryIO = open(f, "wb") if self._own else f  # type: ignore[arg-type]  # noqa: SIM115
+        if isinstance(f, str | os.PathLike):
+            self._own = True
+            self.f: BinaryIO = open(f, "wb")  # noqa: SIM115 - closed in close()
+        else:
+            self._own = False
+            self.f = f
 
     def close(self) -> None:
         if self._own:
@@ -135,10 +139,10 @@ class _CaptureFile:
         else:
             self.f.flush()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -1,0 +1,17 @@
+"""``mypy --strict`` over the modules listed in pyproject.toml's ``[tool.mypy]`` (the
+capture package, the protocol interface and the records module)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_mypy_strict_is_clean():
+    out = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "Success: no issues found" in out.stdout
