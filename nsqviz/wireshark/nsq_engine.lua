@@ -35,11 +35,22 @@ nsq.prefs.ports = Pref.range("Server ports", table.concat(SERVER_PORTS, ","),
                              "TCP ports of nsqd (connections opening with the magic are found anywhere)",
                              65535)
 
-local f_stream = Field.new("tcp.stream")
-local f_completeness = Field.new("tcp.completeness")
 local json_dissector = Dissector.get("json")
 
+-- Wireshark's JSON dissector under ``tree``; JSON it finds malformed is marked by it,
+-- and does not stop the PDUs after it
+local function show_json(range, pinfo, tree)
+  if not pcall(Dissector.call, json_dissector, range:tvb(), pinfo, tree) then
+    tree:add(range, "JSON: malformed (JSON dissector)")
+  end
+end
+
 local conversations = {}
+local info_frame = nil  -- the packet whose Info column this dissector wrote last
+-- Wireshark calls init() when a file is opened and again between tshark -2's passes;
+-- the state is dropped only when packets are dissected afresh (not yet visited), so
+-- that a second pass still finds what the first recorded.
+local fresh = true
 
 -- ------------------------------------------------------------------------ helpers
 
@@ -250,7 +261,7 @@ local function command_body(t, tvb, s, bstart, size, verb, spec, pinfo)
     local text = s:sub(data + 1, data + size)
     if not (text:find("^%s*{") and text:find("}%s*$")) then return false, E.json end
     local b = t:add(F["body"], tvb(data, size))
-    json_dissector:call(tvb(data, size):tvb(), pinfo, b)
+    show_json(tvb(data, size), pinfo, b)
   elseif spec.body == "messages" then
     if size < 4 then return false, E.count_cut end
     local count = be32(s, data + 1)
@@ -377,7 +388,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
     if dlen > 0 then t:add(F["response.text"], tvb(pos, dlen)) end
     summaries[#summaries + 1] = name .. " " .. printable(data, 40)
     t:append_text(" " .. printable(data, 40))
-    if data:sub(1, 1) == "{" then json_dissector:call(tvb(pos, dlen):tvb(), pinfo, r) end
+    if data:sub(1, 1) == "{" then show_json(tvb(pos, dlen), pinfo, r) end
     local asked = conv.answers[pinfo.number .. ":" .. off]
     if live and data ~= HEARTBEAT and #conv.pending > 0 then
       asked = table.remove(conv.pending, 1)
@@ -410,25 +421,25 @@ end
 -- the magic (or its start), a server port, else the look of the first bytes when the
 -- capture started after the handshake. Returns the connection, or nil: not NSQ.
 local function conversation(tvb, pinfo)
-  local fs = f_stream()
-  if not fs then return nil end
-  local id = fs.value
+  if fresh and not pinfo.visited then
+    conversations = {}
+    fresh = false
+  end
+  -- one connection = one pair of endpoints (field extractors such as tcp.stream are
+  -- empty in a first pass without a tree, as tshark -2 and the GUI run it)
+  local a = tostring(pinfo.src) .. ":" .. pinfo.src_port
+  local b = tostring(pinfo.dst) .. ":" .. pinfo.dst_port
+  local id = a < b and (a .. " " .. b) or (b .. " " .. a)
   local conv = conversations[id]
   if conv ~= nil then return conv.nsq and conv or nil end
   local cap = tvb:len()
   if cap == 0 then return nil end
   local s = tvb:raw(0, math.min(cap, 16))
-  local fc = f_completeness()
-  local syn_seen = fc ~= nil and fc.value % 2 == 1
+  -- the magic (or its start) opens a connection seen from its first byte
+  local from_start = MAGIC:sub(1, math.min(#s, #MAGIC)) == s:sub(1, #MAGIC)
   local src_is_client
   local sport, dport = pinfo.src_port, pinfo.dst_port
-  if syn_seen then
-    if MAGIC:sub(1, math.min(#s, #MAGIC)) == s:sub(1, #MAGIC) then
-      src_is_client = true
-    elseif is_server_port(dport) then
-      src_is_client = true
-    end
-  elseif is_server_port(dport) then
+  if from_start or is_server_port(dport) then
     src_is_client = true
   elseif is_server_port(sport) then
     src_is_client = false
@@ -450,8 +461,8 @@ local function conversation(tvb, pinfo)
   conv = {
     nsq = true,
     client = client_addr .. ":" .. client_port,
-    c2s = {dir = "c2s", expect_magic = syn_seen, resyncing = not syn_seen, skip = 0},
-    s2c = {dir = "s2c", expect_magic = false, resyncing = not syn_seen, skip = 0},
+    c2s = {dir = "c2s", expect_magic = from_start, resyncing = not from_start, skip = 0},
+    s2c = {dir = "s2c", expect_magic = false, resyncing = not from_start, skip = 0},
     pending = {},
     answers = {},
     answered_in = {},
@@ -463,7 +474,7 @@ local function conversation(tvb, pinfo)
 end
 
 function nsq.init()
-  conversations = {}
+  fresh = true
 end
 
 local function mark_rest(tree, tvb, off, cap, st, summaries)
@@ -606,7 +617,12 @@ function nsq.dissector(tvb, pinfo, tree)
     else
       info = table.concat(summaries, ", ")
     end
-    pinfo.cols.info = (dir == "c2s" and "\226\134\146 " or "\226\134\144 ") .. info
+    -- TCP may hand one packet over twice (a reassembled PDU, then the rest): the
+    -- second call's text follows the first's
+    local text = (dir == "c2s" and "\226\134\146 " or "\226\134\144 ") .. info
+    if info_frame == pinfo.number then text = " | " .. text end
+    info_frame = pinfo.number
+    pinfo.cols.info = text
   end
   return cap
 end

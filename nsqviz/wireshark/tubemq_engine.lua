@@ -17,10 +17,14 @@ do
   tubemq.fields = list
 end
 
-local f_stream = Field.new("tcp.stream")
 local pb_dissector = Dissector.get("protobuf")
 
 local conversations = {}
+local info_frame = nil  -- the packet whose Info column this dissector wrote last
+-- Wireshark calls init() when a file is opened and again between tshark -2's passes;
+-- the state is dropped only when packets are dissected afresh (not yet visited), so
+-- that a second pass still finds what the first recorded.
+local fresh = true
 
 local function be32(s, pos)  -- pos is 1-based; signed
   local a, b, c, d = s:byte(pos, pos + 3)
@@ -114,9 +118,18 @@ local function pb_value(fields, message, name)
   return f and f.value
 end
 
+-- a length-delimited field ({start, len}), nil when absent or of another wire type
+local function pb_bytes(fields, message, name)
+  local f = fields and fields[PB[message][name]]
+  return f and f.start and f or nil
+end
+
+-- Wireshark's protobuf dissector, told the message's name; a message it finds
+-- malformed is marked by it, and does not stop the frames after it
 local function show_message(tree, content, start, len, name, pinfo)
   pinfo.private["pb_msg_type"] = "message," .. name
-  pb_dissector:call(content(start, len):tvb(), pinfo, tree)
+  local ok = pcall(Dissector.call, pb_dissector, content(start, len):tvb(), pinfo, tree)
+  if not ok then tree:add(content(start, len), name .. ": malformed (protobuf dissector)") end
 end
 
 -- ------------------------------------------------------------------------ frames
@@ -231,7 +244,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, dir, live, sum
       end
     end
     if info then
-      local inner = body[PB[ENVELOPE.request_body].request]
+      local inner = pb_bytes(body, ENVELOPE.request_body, "request")
       if info.request == nil then
         violation(t, problems, "NoDecoder", "RequestBody.method",
                   info.name .. " (" .. method .. ") has no request message")
@@ -267,7 +280,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, dir, live, sum
     if status ~= STATUS_SUCCESS then
       local body = scan(3, ENVELOPE.exception_body)
       if not body then return end
-      local name = body[PB[ENVELOPE.exception_body].exceptionName]
+      local name = pb_bytes(body, ENVELOPE.exception_body, "exceptionName")
       local exception = name and c:sub(name.start, name.start + name.len - 1) or ""
       t:add(F["exception"], exception):set_generated()
       label = (STATUS[status] or tostring(status)) .. " " .. exception
@@ -282,7 +295,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, dir, live, sum
                   .. " called " .. tostring(asked.method))
       end
       local info = method and METHODS[method]
-      local data = body[PB[ENVELOPE.response_body].data]
+      local data = pb_bytes(body, ENVELOPE.response_body, "data")
       if not info or info.response == nil then
         violation(t, problems, "UnknownMethod", "RspResponseBody.method",
                   "method id " .. tostring(method) .. " has no response message")
@@ -312,9 +325,15 @@ end
 -- Decided once per TCP connection on its first payload: a server port, else the first
 -- frame's RpcConnHeader.flag (a request comes from the client).
 local function conversation(tvb, pinfo)
-  local fs = f_stream()
-  if not fs then return nil end
-  local id = fs.value
+  if fresh and not pinfo.visited then
+    conversations = {}
+    fresh = false
+  end
+  -- one connection = one pair of endpoints (field extractors such as tcp.stream are
+  -- empty in a first pass without a tree, as tshark -2 and the GUI run it)
+  local a = tostring(pinfo.src) .. ":" .. pinfo.src_port
+  local b = tostring(pinfo.dst) .. ":" .. pinfo.dst_port
+  local id = a < b and (a .. " " .. b) or (b .. " " .. a)
   local conv = conversations[id]
   if conv ~= nil then return conv.tubemq and conv or nil end
   local cap = tvb:len()
@@ -347,7 +366,7 @@ local function conversation(tvb, pinfo)
 end
 
 function tubemq.init()
-  conversations = {}
+  fresh = true
 end
 
 function tubemq.dissector(tvb, pinfo, tree)
@@ -383,7 +402,7 @@ function tubemq.dissector(tvb, pinfo, tree)
     end
     local len, code, field, reason = measure(s, off, cap)
     if len == false then
-      local nxt = resync(s, off)
+      local nxt = resync(s, off + 1)
       local stop = nxt or cap
       local t = tree:add(tubemq, tvb(off, stop - off))
       t:set_text("TubeMQ: undecodable bytes")
@@ -404,7 +423,12 @@ function tubemq.dissector(tvb, pinfo, tree)
   if #summaries > 0 then
     local info = #summaries > 6 and (#summaries .. " frames: " .. summaries[1] .. " ... "
                                      .. summaries[#summaries]) or table.concat(summaries, ", ")
-    pinfo.cols.info = (dir == "c2s" and "\226\134\146 " or "\226\134\144 ") .. info
+    -- TCP may hand one packet over twice (a reassembled PDU, then the rest): the
+    -- second call's text follows the first's
+    local text = (dir == "c2s" and "\226\134\146 " or "\226\134\144 ") .. info
+    if info_frame == pinfo.number then text = " | " .. text end
+    info_frame = pinfo.number
+    pinfo.cols.info = text
   end
   return cap
 end
