@@ -92,11 +92,14 @@ local function fill(answer, vars)
   return (answer.text:gsub("{(%w+)}", function(k) return vars and vars[k] or "{" .. k .. "}" end))
 end
 
--- Go's %q (as nsqd quotes names) for ASCII text
+-- Go's %q (strconv.Quote, as nsqd quotes names): C escapes, \xNN for other control
+-- bytes; bytes from 0x80 on are kept (printable UTF-8 is, in Go)
 local function quoted(s)
+  local named = {['"'] = '\\"', ["\\"] = "\\\\", ["\a"] = "\\a", ["\b"] = "\\b",
+                 ["\f"] = "\\f", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t",
+                 ["\v"] = "\\v"}
   return '"' .. s:gsub('[%c"\\]', function(c)
-    local named = {['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r"}
-    return named[c] or string.format("\\u%04x", c:byte())
+    return named[c] or string.format("\\x%02x", c:byte())
   end) .. '"'
 end
 

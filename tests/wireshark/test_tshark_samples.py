@@ -196,7 +196,8 @@ def _size(n: int) -> bytes:
 
 # Malformed input, as literal bytes: the grammar refuses to build it.
 BAD_COMMANDS = [
-    b"SUB bad*topic ch\n", b"SUB t bad*ch\n", b"RDY x\n", b"RDY\n", b"RDY 1 2\n",
+    b"SUB bad*topic ch\n", b"SUB t bad*ch\n", b"SUB t\x01\tq\"\\ ch\n", b"RDY x\n", b"RDY\n",
+    b"RDY 1 2\n",
     b"FIN 123\n", b"FIN 0123456789abcdeg\n", b"REQ 0123456789abcdef x\n", b"TOUCH\n",
     b"CLS x\n", b"NOP\n", b"BOGUS\n", b"AUTH x\n" + _size(1) + b"s",
     b"IDENTIFY\n" + _size(5) + b"nojsn", b"IDENTIFY\n" + _size(2) + b"[]",
