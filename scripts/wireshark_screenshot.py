@@ -8,7 +8,10 @@ window is captured: packet list, packet details and packet bytes panes. The same
 segment's ``tshark -V`` text is written next to it.
 
     .venv/bin/python scripts/wireshark_screenshot.py [--capture data/pubsub-pynsq.pcap]
-        [--packet 50] [--out docs/]
+        [--packet 50] [--out docs/] [--name wireshark]
+
+    .venv/bin/python scripts/wireshark_screenshot.py --name wireshark-tubemq \
+        --capture data/tubemq/tubemq-glued-requests.pcap --packet 13
 
 Needs ``wireshark``, ``Xvfb``, ``xwd`` and ``xdotool`` (Debian: wireshark-qt xvfb
 x11-apps xdotool; installed here when missing and running as root) and Pillow.
@@ -27,6 +30,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from nsqviz.wireshark.generate import tshark_args  # noqa: E402
 PACKAGES = {"wireshark": "wireshark-qt", "Xvfb": "xvfb", "xwd": "x11-apps",
             "xdotool": "xdotool"}
 WIDTH, HEIGHT = 1500, 960
@@ -78,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--packet", type=int, default=50,
                         help="the segment to select (default 50: seven MESSAGE frames)")
     parser.add_argument("--out", default=str(ROOT / "docs"))
+    parser.add_argument("--name", default="wireshark",
+                        help="file names: NAME.png and NAME-sticky-segment.txt")
+    parser.add_argument("--filter", default="nsq || tubemq", help="the display filter")
     parser.add_argument("--display", default=":97")
     args = parser.parse_args(argv)
     ensure_tools()
@@ -89,14 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         lua_dir = tmp / "lua"
         subprocess.run([sys.executable, "-m", "nsqviz.cli", "wireshark", "--out", str(lua_dir)],
                        check=True, capture_output=True)
-        lua = lua_dir / "nsq.lua"
-        opts = ["-X", f"lua_script:{lua}", "-o", "tcp.desegment_tcp_streams:TRUE"]
+        opts = tshark_args(lua_dir)
 
         # the tshark -V text of the segment
-        text = subprocess.run(["tshark", *opts, "-r", args.capture, "-V", "-O", "nsq",
+        text = subprocess.run(["tshark", *opts, "-r", args.capture, "-V", "-O", "nsq,tubemq",
                                "-Y", f"frame.number == {args.packet}"],
                               check=True, capture_output=True, text=True).stdout
-        (out / "wireshark-sticky-segment.txt").write_text(text)
+        (out / f"{args.name}-sticky-segment.txt").write_text(text)
 
         # the GUI: a fresh profile with the window where we want it
         home = tmp / "home"
@@ -117,10 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         gui = None
         try:
             time.sleep(1.0)
-            gui = subprocess.Popen(["wireshark", *opts, "-r", args.capture, "-Y", "nsq",
+            gui = subprocess.Popen(["wireshark", *opts, "-r", args.capture, "-Y", args.filter,
                                     "-g", str(args.packet)], env=env,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            window = wait_for_window(args.display, "pubsub|Wireshark|\\.pcap")
+            window = wait_for_window(args.display, "Wireshark|\\.pcap")
             time.sleep(4.0)  # the capture loads and the packet is selected
             xdo(args.display, "windowmove", window, "0", "0")
             xdo(args.display, "windowsize", window, str(WIDTH), str(HEIGHT))
@@ -133,14 +140,14 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(1.5)
             dump = subprocess.run(["xwd", "-root", "-silent", "-display", args.display],
                                   check=True, capture_output=True).stdout
-            xwd_to_png(dump, out / "wireshark.png", (0, 0, WIDTH, HEIGHT))
+            xwd_to_png(dump, out / f"{args.name}.png", (0, 0, WIDTH, HEIGHT))
         finally:
             if gui is not None:
                 gui.terminate()
                 gui.wait(timeout=30)
             xvfb.terminate()
             xvfb.wait(timeout=30)
-    print(f"wrote {out / 'wireshark.png'} and {out / 'wireshark-sticky-segment.txt'}")
+    print(f"wrote {out / (args.name + '.png')} and {out / (args.name + '-sticky-segment.txt')}")
     return 0
 
 
