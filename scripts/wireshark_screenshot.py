@@ -29,9 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from nsqviz.wireshark.generate import tshark_args
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from nsqviz.wireshark.generate import tshark_args  # noqa: E402
 PACKAGES = {"wireshark": "wireshark-qt", "Xvfb": "xvfb", "xwd": "x11-apps",
             "xdotool": "xdotool"}
 WIDTH, HEIGHT = 1500, 960
