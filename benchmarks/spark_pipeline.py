@@ -82,48 +82,54 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _rss_kb(pid: int) -> tuple[str, int]:
-    """(command line, VmRSS kB) of a process, or ("", 0) if it is gone."""
+def _memory_kb(pid: int) -> tuple[str, int, int]:
+    """(command line, RSS kB, PSS kB) of a process, or ("", 0, 0) if it is gone. PSS
+    shares each page among the processes mapping it, so PSS sums to real memory where
+    RSS counts a forked Python worker's pages once per process."""
+    rss = pss = 0
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
-        with open(f"/proc/{pid}/status") as f:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return cmd, int(line.split()[1])
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1])
     except OSError:
-        pass
-    return "", 0
+        return "", 0, 0
+    return cmd, rss, pss
 
 
 class MemorySampler(threading.Thread):
-    """Peak RSS (MB) of the processes under ``root``, by role, sampled from /proc:
-    ``executor_jvm`` (the JVM running tasks: the driver in local mode, each executor on a
-    cluster), ``worker`` (the largest Python worker), ``total`` (everything summed)."""
+    """Peak memory (MB) of the processes under ``root`` (and ``root``), sampled from /proc:
+    ``executor_jvm`` (RSS of the JVM running tasks: the driver in local mode, each
+    executor on a cluster), ``worker`` (RSS of the largest Python worker), ``total_rss``
+    and ``total_pss`` (all of them summed)."""
 
     def __init__(self, root: int | None = None, interval: float = 0.1):
         super().__init__(daemon=True)
         self.root = root or os.getpid()
         self.interval = interval
         self.stop_flag = threading.Event()
-        self.peaks = {"executor_jvm": 0.0, "worker": 0.0, "total": 0.0}
+        self.peaks = {"executor_jvm": 0.0, "worker": 0.0, "total_rss": 0.0, "total_pss": 0.0}
 
     def run(self) -> None:
         while not self.stop_flag.wait(self.interval):
-            total = 0
-            for pid in _descendants(self.root):
-                cmd, kb = _rss_kb(pid)
-                total += kb
-                mb = kb / 1024
+            total_rss = total_pss = 0
+            for pid in [self.root, *_descendants(self.root)]:
+                cmd, rss, pss = _memory_kb(pid)
+                total_rss += rss
+                total_pss += pss
+                mb = rss / 1024
                 if "java" in cmd.split(" ", 1)[0]:
                     local = "SparkSubmit" in cmd and "spark.master=local" in cmd
                     if local or "CoarseGrainedExecutorBackend" in cmd:
                         self.peaks["executor_jvm"] = max(self.peaks["executor_jvm"], mb)
                 elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
                     self.peaks["worker"] = max(self.peaks["worker"], mb)
-            if self.root != os.getpid():
-                total += _rss_kb(self.root)[1]
-            self.peaks["total"] = max(self.peaks["total"], total / 1024)
+            self.peaks["total_rss"] = max(self.peaks["total_rss"], total_rss / 1024)
+            self.peaks["total_pss"] = max(self.peaks["total_pss"], total_pss / 1024)
 
     def stop(self) -> dict[str, float]:
         self.stop_flag.set()
@@ -217,8 +223,9 @@ def cluster_run(files: list[str], work: str) -> dict:
             "digest": digest(out), "load": os.getloadavg()[0]}
 
 
-def notebook_rss(work: str) -> tuple[float, float]:
-    """(peak MB of kernel + JVM + Python workers summed, seconds) for notebook 06."""
+def notebook_memory(work: str) -> tuple[dict[str, float], float]:
+    """(peaks as :class:`MemorySampler` gives them, seconds) for notebook 06 run by
+    nbconvert: its kernel, the JVM and the Python workers (and nbconvert itself)."""
     nb = os.path.join(ROOT, "notebooks", "06-spark-pipeline.ipynb")
     out = os.path.join(work, "06-executed.ipynb")
     jupyter = os.path.join(os.path.dirname(sys.executable), "jupyter")
@@ -233,8 +240,7 @@ def notebook_rss(work: str) -> tuple[float, float]:
     peaks = sampler.stop()
     if proc.returncode != 0:
         raise RuntimeError(f"notebook 06 failed:\n{err.decode()[-2000:]}")
-    # The total includes nbconvert itself, as a Jupyter server would be there too.
-    return peaks["total"], time.perf_counter() - started
+    return peaks, time.perf_counter() - started
 
 
 def baseline(files: list[str]) -> float:
@@ -272,9 +278,12 @@ def main(argv: list[str] | None = None) -> None:
     caps = os.path.join(work, "captures")
     os.makedirs(caps, exist_ok=True)
     if args.notebook:
-        peak, secs = notebook_rss(work)
-        print(f"notebook 06 end to end: peak total RSS {peak:.0f} MB (kernel + JVM + "
-              f"Python workers + nbconvert), {secs:.0f} s; target < 1536 MB", flush=True)
+        peaks, secs = notebook_memory(work)
+        print(f"notebook 06 end to end ({secs:.0f} s), kernel + JVM + Python workers + "
+              f"nbconvert summed: peak PSS {peaks['total_pss']:.0f} MB, peak RSS "
+              f"{peaks['total_rss']:.0f} MB (RSS counts forked workers' shared pages once "
+              f"each); JVM {peaks['executor_jvm']:.0f} MB, largest worker "
+              f"{peaks['worker']:.0f} MB; target < 1536 MB", flush=True)
     t = time.perf_counter()
     files = sorted((os.path.join(caps, n) for n in os.listdir(caps)), key=_natural)
     if files:
