@@ -70,7 +70,7 @@ def test_mutated_conversations_dissect_without_lua_errors(tmp_path, lua_dir, pro
     rng = random.Random(17)
     path = tmp_path / f"mutated-{protocol}.pcap"
     with PcapWriter(path) as w:
-        for k in range(8):
+        for k in range(6):
             conv = TcpConversation(w, ("10.4.0.1", 43000 + k), ("10.4.0.2", port),
                                    mss=rng.choice([100, 700, 1448]))
             conv.open(10.0 + k)
