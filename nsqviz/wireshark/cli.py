@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -82,8 +83,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     written = write_dissectors(folder, args.protocol or None)
     for path in written:
         out.write(f"wrote {path}\n")
-    scripts = " ".join(f"-X lua_script:{p}" for p in written if p.suffix == ".lua")
-    options = " ".join(f"-o {k}:{v}" for k, v in _options(folder).items())
+    scripts = " ".join(shlex.quote(f"-Xlua_script:{p}") for p in written if p.suffix == ".lua")
+    options = " ".join(f"-o {shlex.quote(f'{k}:{v}')}" for k, v in _options(folder).items())
     if args.install:
         out.write("installed: Wireshark and tshark load them at start-up\n")
         protos = folder / tubemq_lua.PROTO_DIR

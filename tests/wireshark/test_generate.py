@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 from io import StringIO
 from types import SimpleNamespace
@@ -60,8 +61,11 @@ def test_cli_writes_the_dissector_and_says_how_to_load_it(tmp_path):
     assert ws_cli.run(args, out) == 0
     lua = tmp_path / "ws" / "nsq.lua"
     assert lua.read_text() == nsq_lua.render()
-    assert f"-X lua_script:{lua}" in out.getvalue()
-    assert "tcp.desegment_tcp_streams:TRUE" in out.getvalue()
+    line = next(x for x in out.getvalue().splitlines() if x.startswith("try: tshark"))
+    args = shlex.split(line.removeprefix("try: "))
+    assert f"-Xlua_script:{lua}" in args and "tcp.desegment_tcp_streams:TRUE" in args
+    protos = (tmp_path / "ws" / "tubemq-proto").resolve()
+    assert f'uat:protobuf_search_paths:"{protos}","TRUE"' in args  # survives the shell
 
 
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
