@@ -23,14 +23,16 @@ def _show_steps_as_html() -> None:
 
 def _step_html(step: object) -> str:
     from nsqviz.widgets.steps import step_html
+    from nsqviz.widgets.style import once
 
-    return step_html(step)  # type: ignore[arg-type]
+    return once(step_html(step))  # type: ignore[arg-type]
 
 
 def _tubemq_step_html(step: object) -> str:
+    from nsqviz.widgets.style import once
     from nsqviz.widgets.tubemq_steps import step_html
 
-    return step_html(step)  # type: ignore[arg-type]
+    return once(step_html(step))  # type: ignore[arg-type]
 
 
 _show_steps_as_html()

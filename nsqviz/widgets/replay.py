@@ -25,7 +25,7 @@ from nsqviz.capture.replay import Replay
 from nsqviz.records import DecodedRecord
 from nsqviz.stream import Direction
 from nsqviz.widgets.hexview import HexView
-from nsqviz.widgets.style import CSS, colour, esc
+from nsqviz.widgets.style import CSS, Live, colour, esc, once
 
 __all__ = ["ReplayView"]
 
@@ -66,6 +66,12 @@ class ReplayView:
     def records_at(self, number: int) -> list[DecodedRecord]:
         """The records completed by packet ``number`` (the last packet that carried them)."""
         return [r for r in self.replay.records if r.packets and r.packets[-1] == number]
+
+    def records_upto(self, number: int) -> list[DecodedRecord]:
+        """Every record of the shown flows completed by packet ``number`` or earlier (what
+        the picker lists: the whole conversation so far, not just the last packet)."""
+        return [r for r in self.replay.records
+                if r.packets and r.packets[-1] <= number and r.flow_id in self.flows]
 
     def html(self, *, with_css: bool = True) -> str:
         rp = self.replay
@@ -167,7 +173,7 @@ class ReplayView:
         )
 
     def _repr_html_(self) -> str:
-        return self.html()
+        return once(self.html())
 
     def __repr__(self) -> str:
         return (f"ReplayView({self.replay.name!r}, upto={self.upto}, "
@@ -188,6 +194,25 @@ class ReplayView:
             return HexView(con(raw.data), title)
         return HexView.of(con, raw.data, title)
 
+    def live(self) -> Live:
+        """:meth:`widget` for a notebook cell: the live controls where widgets run, and a
+        saved picture of the same state (lanes, the record picker's list, the first
+        record's bytes) everywhere else."""
+        recs = self.records_upto(self.upto)
+        detail = ""
+        if recs:
+            view = self.hexview(recs[-1])
+            detail = view.html(with_css=False) if view is not None else ""
+        items = "".join(f"<option>{esc(_pick_label(r))}</option>" for r in recs)
+        picker = (f"<div class='nv-title'>picker: {len(recs)} records up to packet {self.upto}"
+                  f" <span class='nv-muted'>· a kernel makes it and the packet slider live"
+                  f"</span></div><select size='6' class='nv-mono'>{items}</select>"
+                  if recs else "")
+        markup = self.html() + f'<div class="nsqviz">{picker}{detail}</div>'
+        text = f"{self!r}\n{len(recs)} records up to packet {self.upto}" + (
+            f", the last: {_pick_label(recs[-1])}" if recs else "")
+        return Live(self.widget(), markup, text)
+
     def widget(self) -> Any:
         import ipywidgets as w
 
@@ -203,14 +228,13 @@ class ReplayView:
         def on_packet(change: Any = None) -> None:
             self.upto = slider.value
             lanes.value = self.html()
-            recs = self.records_at(self.upto)
-            picker.options = [(f"{r.dir} {r.name} (packets {','.join(map(str, r.packets))})", i)
-                              for i, r in enumerate(recs)]
-            picker.value = 0 if recs else None
+            recs = self.records_upto(self.upto)
+            picker.options = [(_pick_label(r), i) for i, r in enumerate(recs)]
+            picker.value = len(recs) - 1 if recs else None
             on_pick()
 
         def on_pick(change: Any = None) -> None:
-            recs = self.records_at(self.upto)
+            recs = self.records_upto(self.upto)
             if picker.value is None or picker.value >= len(recs):
                 detail.value = ""
                 return
@@ -222,6 +246,10 @@ class ReplayView:
         picker.observe(on_pick, names="value")
         on_packet()
         return w.VBox([w.HBox([play, slider]), lanes, picker, detail])
+
+
+def _pick_label(rec: DecodedRecord) -> str:
+    return f"{rec.dir} {rec.name} (packets {','.join(map(str, rec.packets))})"
 
 
 def _brief(rec: DecodedRecord) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from nsqviz.nsq.labels import event_label
 from nsqviz.session.client import Connection, LocalProtocolError, Session, Step
 from nsqviz.widgets.steps import inflight_view, sequence, state_view, step_hexviews
-from nsqviz.widgets.style import CSS, esc
+from nsqviz.widgets.style import CSS, esc, once
 
 __all__ = ["Stepper", "VERBS"]
 
@@ -126,9 +126,33 @@ class Stepper:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         bundle = dict(self.widget()._repr_mimebundle_() or {})
-        bundle["text/html"] = self.html()
-        bundle["text/plain"] = "<nsqviz session stepper>"
+        bundle["text/html"] = once(self.static_html())
+        bundle["text/plain"] = self.static_text()
         return bundle
+
+    def static_html(self) -> str:
+        """What a saved notebook shows without a kernel: the controls as they stand
+        (greyed: they need a kernel) above everything :meth:`html` shows."""
+        chips = "".join(f'<span class="nv-chip nv-mono">{esc(v)}</span>' for v in VERBS)
+        p = self.params
+        form = (f"connection {self.selected} · topic {p['topic']!r} · channel "
+                f"{p['channel']!r} · body {p['body']!r} · RDY {p['rdy']} · "
+                f"heartbeat_interval {p['identify']['heartbeat_interval']} ms")
+        controls = (
+            '<div class="nv-card"><div class="nv-title">session stepper '
+            '<span class="nv-muted">· buttons work with a running kernel</span></div>'
+            f'<div class="nv-legend">{chips}</div><div class="nv-mono nv-muted">'
+            f"{esc(form)}</div></div>"
+        )
+        return (CSS + '<div class="nsqviz nsqviz-stepper">' + controls + self._views_html()
+                + "</div>")
+
+    def static_text(self) -> str:
+        """The text form of :meth:`static_html`."""
+        steps = len(self.session.steps())
+        head = (f"session stepper ({', '.join(VERBS)}; buttons need a running kernel), "
+                f"connection {self.selected}, {steps} step{'s' * (steps != 1)} so far")
+        return head + ("\n" + self.text() if steps else "")
 
     # -- the ipywidgets UI -----------------------------------------------------------
 

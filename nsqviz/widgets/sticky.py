@@ -26,7 +26,7 @@ from nsqviz.session.sticky import (
 )
 from nsqviz.stream.reassembly import Garbage, RawFrame
 from nsqviz.tubemq import TubeFraming
-from nsqviz.widgets.style import CSS, StaticView, colour, esc
+from nsqviz.widgets.style import CSS, StaticView, colour, esc, once
 
 __all__ = ["StickyPlayground", "StickyView"]
 
@@ -221,7 +221,7 @@ class StickyPlayground:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         """The live controls where widgets run; the static view everywhere else."""
         bundle = dict(self.widget()._repr_mimebundle_() or {})
-        bundle["text/html"] = self.view().html()
+        bundle["text/html"] = once(self.view().html())
         bundle["text/plain"] = self.view().text()
         return bundle
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from typing import Any
 
-__all__ = ["CSS", "PALETTE", "StaticView", "esc", "colour", "short_value"]
+__all__ = ["CSS", "PALETTE", "Live", "Static", "StaticView", "colour", "esc", "once",
+           "short_value"]
 
 PALETTE = (
     "#8ecae6", "#ffb703", "#90be6d", "#f4a6c1", "#b8a1e3", "#f9c74f",
@@ -65,6 +67,59 @@ CSS = """
 """
 
 
+_STYLE = re.compile(r"<style>.*?</style>", re.S)
+_shown: set[str] = set()
+
+
+def once(markup: str) -> str:
+    """``markup`` without the ``<style>`` blocks this process has already displayed.
+
+    A notebook's outputs share one page, so each view's CSS is needed once: the first
+    output that uses it carries it and later outputs do not (a saved notebook holds each
+    block once instead of in every output). Every display path (``_repr_html_``,
+    :class:`Static`, :class:`Live`) goes through here; ``html()`` itself stays
+    self-contained for widgets and files."""
+
+    def keep_first(match: re.Match[str]) -> str:
+        block = match.group(0)
+        if block in _shown:
+            return ""
+        _shown.add(block)
+        return block
+
+    return _STYLE.sub(keep_first, markup)
+
+
+class Static:
+    """An HTML picture with a text form, displayed with :func:`once`'s shared CSS."""
+
+    def __init__(self, markup: str, text: str = ""):
+        self.markup, self.text = markup, text or _STYLE.sub("", markup)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {"text/html": once(self.markup), "text/plain": self.text}
+
+
+class Live:
+    """A live ipywidget that also stores a complete static picture and a text form.
+
+    Where widgets run (JupyterLab, Notebook 7, VS Code) the front end shows the widget;
+    a saved notebook read without a kernel (GitHub, nbviewer, nbconvert, a text export)
+    shows ``markup`` and ``text`` instead of ipywidgets' bare ``VBox(children=...)``."""
+
+    def __init__(self, widget: Any, markup: str, text: str):
+        self.widget, self.markup, self.text = widget, markup, text
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        bundle = dict(self.widget._repr_mimebundle_() or {})
+        bundle["text/html"] = once(self.markup)
+        bundle["text/plain"] = self.text
+        return bundle
+
+    def __repr__(self) -> str:
+        return self.text
+
+
 def esc(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
@@ -106,7 +161,7 @@ class StaticView:
         raise NotImplementedError
 
     def _repr_html_(self) -> str:
-        return self.html()
+        return once(self.html())
 
     def __repr__(self) -> str:
         return self.text()
