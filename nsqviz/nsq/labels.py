@@ -68,7 +68,7 @@ def event_label(e: ev.Event) -> tuple[str, str]:
         case ev.Violation(code=c, text=t):
             return f"✗ {c} {t}"[:48], "error"
         case ev.ConnectionClosed():
-            return "FIN (connection closed)", "error"
+            return "TCP close (end of stream)", "error"
         case ev.Truncated():
             return "✗ stream ended inside a frame", "error"
     return type(e).__name__, "note"

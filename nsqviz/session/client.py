@@ -71,6 +71,7 @@ class Step:
     t: float = 0.0  # seconds since the session started, when the bytes were written
     elapsed: float = 0.0  # seconds until the step was complete
     refused: str | None = None  # LocalProtocolError text when the codec refused to send
+    note: str = ""  # why the session sent it on its own ("answers _heartbeat_")
 
     @property
     def frames(self) -> list[ev.Event]:
@@ -82,7 +83,8 @@ class Step:
             label = command_label(self.command)
             return f"<Step {self.connection}: {label} refused: {self.refused}>"
         got = ", ".join(event_label(e)[0] for e in self.events) or "no answer"
-        return (f"<Step {self.connection}: {command_label(self.command)} -> {got}; "
+        note = f" ({self.note})" if self.note else ""
+        return (f"<Step {self.connection}: {command_label(self.command)}{note} -> {got}; "
                 f"{self.before.get('state')} -> {self.after.get('state')}>")
 
 
@@ -176,6 +178,10 @@ class Connection:
         self._lock = threading.Condition()
         self._waiting: Step | None = None
         self._taken: set[int] = set()  # ids of arrived events wait() already handed out
+        self._stepping = threading.Lock()  # one step at a time (learner or heartbeat)
+        self.answer_heartbeats = session.answer_heartbeats
+        """Send NOP for every ``_heartbeat_`` (a learner's pause must not cost the
+        connection); ``False`` to see nsqd close a silent client."""
         self._reader = threading.Thread(target=self._read, name=f"nsqviz-{name}", daemon=True)
         self._reader.start()
 
@@ -231,8 +237,12 @@ class Connection:
 
     # -- stepping -------------------------------------------------------------------
 
-    def step(self, command: ev.Command, *, check: bool = True) -> Step:
+    def step(self, command: ev.Command, *, check: bool = True, note: str = "") -> Step:
         """Send one command and wait for its answer (or the grace period)."""
+        with self._stepping:
+            return self._step(command, check=check, note=note)
+
+    def _step(self, command: ev.Command, *, check: bool, note: str) -> Step:
         s = self.session
         with self._lock:
             before = self.codec.snapshot()
@@ -244,7 +254,8 @@ class Connection:
                 s._record(step)
                 raise
             plain = MAGIC_V2 if isinstance(command, ev.Magic) else fastpath.encode_command(command)
-            step = Step(s._next(), self.name, command, plain, wire, before=before, t=s.now())
+            step = Step(s._next(), self.name, command, plain, wire, before=before, t=s.now(),
+                        note=note)
             self._waiting = step
             s._record(step)
             started = time.monotonic()
@@ -336,6 +347,17 @@ class Connection:
             s._changed()
             if not data:
                 return
+            if self.answer_heartbeats and any(
+                isinstance(e, ev.Response) and e.is_heartbeat for e in events
+            ):
+                threading.Thread(target=self._answer_heartbeat, daemon=True,
+                                 name=f"nsqviz-{self.name}-nop").start()
+
+    def _answer_heartbeat(self) -> None:
+        """NOP, as a client library answers nsqd's ``_heartbeat_``, recorded as a step."""
+        with contextlib.suppress(OSError, LocalProtocolError):
+            if not self.closed:
+                self.step(ev.Nop(), note="answers _heartbeat_")
 
     def _file(self, t: float, data: bytes, events: list[ev.Event]) -> None:
         """Attach what arrived to the waiting step, or record it as an arrival."""
@@ -416,13 +438,16 @@ class Session:
         timeout: float = 5.0,
         grace: float = 0.15,
         ssl_context: ssl.SSLContext | None = None,
+        answer_heartbeats: bool = True,
         **broker_options: Any,
     ):
         """Talk to ``address`` (``"host:port"`` of any nsqd), or to the server ``nsqd``
         names: ``"embedded"``, ``"real"`` (the real nsqd, started here) or an address.
         Neither given: :envvar:`NSQVIZ_NSQD` decides (default: the embedded broker).
         ``broker_options`` (nsqd's flags, underscored) start a server of its own for this
-        session, stopped by :meth:`close`; otherwise one per process is shared."""
+        session, stopped by :meth:`close`; otherwise one per process is shared.
+        ``answer_heartbeats`` (default on): each connection answers nsqd's ``_heartbeat_``
+        with a NOP, recorded as a step, so a connection survives a learner's pause."""
         self.broker = None
         self._own_broker = False
         choice = address or nsqd or nsqd_choice()
@@ -444,6 +469,7 @@ class Session:
         self.timeout = timeout
         self.grace = grace
         self.ssl_context = ssl_context
+        self.answer_heartbeats = answer_heartbeats
         self.connections: dict[str, Connection] = {}
         self.entries: list[Entry] = []
         self.started = time.monotonic()

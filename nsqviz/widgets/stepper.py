@@ -38,6 +38,7 @@ class Stepper:
         }
         self.selected = connection
         self.status = ""
+        self.reopened = ""  # said loudly once: a closed connection was replaced
         self._ui: dict[str, Any] | None = None
         self.session.on_change(lambda _s: self._refresh())
 
@@ -47,7 +48,12 @@ class Stepper:
         name = name or self.selected
         conn = self.session.connections.get(name)
         if conn is None or conn.closed:
+            why = _why_closed(self.session, name) if conn is not None else ""
             conn = self.session.connect(name)
+            if why:
+                self.reopened = (f"⚠ connection {name!r} had been closed ({why}); a new one "
+                                 f"was opened and sent the magic")
+                conn.magic()
         return conn
 
     def do(self, verb: str, **params: Any) -> Step | None:
@@ -77,6 +83,7 @@ class Stepper:
         try:
             step = calls[verb]()
         except LocalProtocolError as exc:
+            self.reopened = ""
             self.status = f"not sent — the codec refuses: {exc} (untick “check” to send anyway)"
             self._refresh()
             return None
@@ -84,8 +91,10 @@ class Stepper:
             self.status = f"socket error: {exc}"
             self._refresh()
             return None
-        said = [label for label, kind in map(event_label, step.events) if kind == "error"]
-        self.status = f"sent {verb}" + (f" — nsqd answered {said[0]}" if said else "")
+        said = [label for label, _ in map(event_label, step.events)]
+        answer = ", ".join(said) if said else "no answer (none expected unless it fails)"
+        self.status = f"{self.reopened + ' · ' if self.reopened else ''}{verb} → {answer}"
+        self.reopened = ""
         self._refresh()
         return step
 
@@ -93,7 +102,14 @@ class Stepper:
         """Everything the stepper shows, as one static HTML block."""
         return CSS + '<div class="nsqviz nsqviz-stepper">' + self._views_html() + "</div>"
 
-    def _views_html(self) -> str:
+    def _status_html(self) -> str:
+        if not self.status:
+            return ""
+        loud = self.status.startswith(("⚠", "not sent", "socket")) or " E_" in self.status
+        return (f'<div class="nv-mono {"nv-err" if loud else ""}" style="margin:4px 0">'
+                f"{esc(self.status)}</div>")
+
+    def _views_html(self, with_status: bool = True) -> str:
         seq = sequence(self.session, last=40, title="session").html(with_css=False)
         side = ""
         for name, conn in self.session.connections.items():
@@ -108,7 +124,7 @@ class Stepper:
                 for h in step_hexviews(sent[-1])
             )
             hexes = f'<div class="nv-title">last step, byte by byte</div>{hexes}'
-        status = f'<div class="nv-mono nv-muted">{esc(self.status)}</div>' if self.status else ""
+        status = self._status_html() if with_status else ""
         return (
             f'{status}<div class="nv-grid"><div class="nv-card">{seq}</div>'
             f'<div class="nv-card">{side}</div></div>{hexes}'
@@ -194,9 +210,11 @@ class Stepper:
             b.on_click(lambda _b, v=verb: self._clicked(v))
             buttons.append(b)
         ui["views"] = w.HTML()
+        ui["status"] = w.HTML()
         ui["root"] = w.VBox([
             w.HBox([ui["conn"], ui["check"]]),
             w.HBox(buttons, layout=w.Layout(flex_flow="row wrap")),
+            ui["status"],
             w.HBox([ui["topic"], ui["channel"], ui["body"], ui["count"], ui["defer_ms"]],
                    layout=w.Layout(flex_flow="row wrap")),
             w.HBox([ui["rdy"], ui["id"], ui["req_timeout"], ui["secret"]],
@@ -237,8 +255,24 @@ class Stepper:
         ui = self._ui
         if ui is None:
             return
-        ui["views"].value = self.html()
+        ui["views"].value = (CSS + '<div class="nsqviz nsqviz-stepper">'
+                             + self._views_html(with_status=False) + "</div>")
+        ui["status"].value = f'<div class="nsqviz">{self._status_html()}</div>'
         conn = self.session.connections.get(self.selected)
         ids = [m.decode() for m in conn.in_flight] if conn is not None else []
         if list(ui["id"].options) != ids:
+            chosen = ui["id"].value
             ui["id"].options = ids
+            ui["id"].value = chosen if chosen in ids else (ids[0] if ids else None)
+
+
+def _why_closed(session: Session, name: str) -> str:
+    """What the transcript says ended connection ``name``: nsqd's error, or EOF."""
+    for entry in reversed(session.entries):
+        if entry.connection != name:
+            continue
+        for e in reversed(entry.events):
+            label, kind = event_label(e)
+            if kind == "error" and type(e).__name__ != "ConnectionClosed":
+                return f"nsqd answered {label}"
+    return "nsqd closed it: no heartbeat answered within two intervals, or the server went away"

@@ -53,8 +53,10 @@ def sequence(session: Session, *, last: int | None = None, title: str = "") -> S
     names = list(session.connections) or ["consumer"]
     participants = [names[0], "nsqd", *names[1:]]
     arrows: list[Arrow] = []
-    for entry in list(session.entries):
-        t = f"{entry.t * 1000:.1f} ms"
+    entries = list(session.entries)
+    t0 = entries[0].t if entries else 0.0  # times count from the first command
+    for entry in entries:
+        t = f"{(entry.t - t0) * 1000:.1f} ms"
         if isinstance(entry, Step):
             note = f"{len(entry.sent)} B"
             if entry.refused:
@@ -63,8 +65,10 @@ def sequence(session: Session, *, last: int | None = None, title: str = "") -> S
                 continue
             if entry.wire_out != entry.sent:
                 note += f" ({len(entry.wire_out)} B on the wire)"
-            arrows.append(Arrow(entry.connection, "nsqd", command_label(entry.command),
-                                "command", note=note, t=t))
+            label = command_label(entry.command)
+            if entry.note:
+                label += f" ({entry.note})"
+            arrows.append(Arrow(entry.connection, "nsqd", label, "command", note=note, t=t))
             for e in entry.events:
                 label, kind = event_label(e)
                 size = len(e.raw.data) if getattr(e, "raw", None) is not None else 0

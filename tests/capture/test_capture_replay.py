@@ -30,7 +30,7 @@ def test_view_is_deterministic_and_fades_the_future():
     assert "packet 40 of 86" in a
     assert a.count("opacity:0.15") == sum(1 for r in rp.records if r.packets[-1] > 40)
     done = ReplayView(rp).html()
-    assert "opacity:0.15" not in done and done.endswith(ReplayView(rp)._repr_html_())
+    assert "opacity:0.15" not in done and done.endswith(ReplayView(rp)._repr_html_().strip())
 
 
 def test_sticky_packets_share_one_slot():

@@ -1,0 +1,46 @@
+"""The session and the stepper at a learner's pace: heartbeats answered, closes said aloud."""
+
+from __future__ import annotations
+
+import time
+
+from nsqviz.session.client import Session
+from nsqviz.widgets.stepper import Stepper
+from nsqviz.widgets.steps import sequence
+
+
+def test_session_answers_heartbeats_and_survives_a_pause():
+    with Session() as s:
+        c = s.connect("consumer")
+        c.magic()
+        c.identify(heartbeat_interval=1000)
+        time.sleep(2.6)  # past nsqd's read deadline of two intervals
+        assert not c.closed and c.state == "CONNECTED"
+        answers = [st for st in s.steps("consumer") if st.note == "answers _heartbeat_"]
+        assert answers and all(type(st.command).__name__ == "Nop" for st in answers)
+        assert "NOP (answers _heartbeat_)" in sequence(s).text()
+        assert c.nop().events == []
+
+
+def test_sequence_times_count_from_the_first_command():
+    with Session() as s:
+        time.sleep(0.3)
+        s.connect("consumer").magic()
+        assert sequence(s).arrows[0].t == "0.0 ms"
+
+
+def test_stepper_says_loudly_that_it_reopened_a_closed_connection():
+    with Session() as s:
+        st = Stepper(s)
+        st.do("magic")
+        st.do("RDY", rdy=1, check=False)  # RDY before SUB: E_INVALID, fatal
+        deadline = time.monotonic() + 5
+        while not s.connections["consumer"].closed and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert s.connections["consumer"].closed
+        st.do("NOP")
+        assert st.status.startswith("⚠ connection 'consumer' had been closed (nsqd answered E_")
+        assert "sent the magic" in st.status and "NOP → no answer" in st.status
+        assert s.connections["consumer"].state == "CONNECTED"
+        st.do("NOP")
+        assert not st.status.startswith("⚠")
