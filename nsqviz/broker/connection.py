@@ -29,6 +29,8 @@ from nsqviz.broker.auth import AuthError, AuthState, query_auth
 from nsqviz.broker.identify import IdentifyRefused, Negotiated, negotiate
 from nsqviz.broker.message import BrokerMessage
 from nsqviz.nsq.codec import ServerConfig, ServerConnection, State
+from nsqviz.nsq.commands import name_of
+from nsqviz.nsq.errors import ErrorCode, go_quote
 from nsqviz.nsq.events import (
     Auth,
     Cls,
@@ -48,6 +50,7 @@ from nsqviz.nsq.events import (
     Touch,
     Violation,
 )
+from nsqviz.nsq.grammar import compact_json
 
 __all__ = ["BrokerConnection"]
 
@@ -100,9 +103,7 @@ class BrokerConnection(asyncio.Protocol):
             sample_rate=0, msg_timeout=opts.msg_timeout, feature_negotiation=False,
         )
         self.channel = None
-        self.rdy = 0
-        self.closing = False
-        self.in_flight: dict[bytes, BrokerMessage] = {}
+        self.in_flight: dict[bytes, BrokerMessage] = {}  # the codec counts them against RDY
         self.auth_state: AuthState | None = None
         self._secret = ""  # kept to ask the auth service again when the answer expires
         self.compression = ""
@@ -123,6 +124,7 @@ class BrokerConnection(asyncio.Protocol):
         self._last_read = self._ticker_start = time.monotonic()
         self._write_paused = False
         self._pump_pending = False  # FIN/REQ/RDY freed room: pump once the batch is read
+        self._dispatching = False  # handling a batch of commands: deliveries wait for its end
         self._torn_down = False
 
     # -- attributes read by channels and /stats -------------------------------------
@@ -149,17 +151,25 @@ class BrokerConnection(asyncio.Protocol):
 
     @property
     def stats_state(self) -> int:
-        if self.closing:
-            return 4
         return _STATS_STATE.get(self.codec.state, 0)
 
+    @property
+    def rdy(self) -> int:
+        """The client's RDY count, as the codec tracks it."""
+        return self.codec.rdy
+
     def ready(self) -> bool:
-        return not self.closing and not self.closed and len(self.in_flight) < self.rdy
+        return not self.closed and self.codec.room > 0
 
     def room(self) -> int:
-        if self.closing or self.closed or self._write_paused:
+        """How many messages may go out now: the codec's flow control, unless the
+        connection is closed or its writes are paused."""
+        if self.closed or self._write_paused:
             return 0
-        return self.rdy - len(self.in_flight)
+        if self._dispatching:
+            self._pump_pending = True  # asked mid-batch: pump again once it is handled
+            return 0
+        return self.codec.room
 
     # -- asyncio.Protocol -----------------------------------------------------------
 
@@ -183,7 +193,7 @@ class BrokerConnection(asyncio.Protocol):
             events = self.codec.receive(data)
         except Exception as exc:  # the codec must not crash us; a bug is a fatal error
             log.exception("codec failed on %d bytes from %s", len(data), self.remote_address)
-            self._fatal("E_INVALID", f"internal error {type(exc).__name__}")
+            self._fatal(ErrorCode.INVALID, f"internal error {type(exc).__name__}")
             return
         if events:
             # like nsqd's read deadline, only a *complete* command counts as a sign of
@@ -217,16 +227,23 @@ class BrokerConnection(asyncio.Protocol):
         """Handle queued events until none are left or one needs to wait (AUTH, TLS)."""
         events = self._events
         handlers = self._handlers
-        while events and not self._busy and not self.closed:
-            ev = events.popleft()
-            handler = handlers.get(type(ev))
-            if handler is None:
-                continue
-            try:
-                handler(self, ev)
-            except _Fatal as exc:
-                self._fatal(exc.code, exc.text)
-                return
+        # The codec has already read the whole batch (its RDY and in-flight are those
+        # after the last command): no message goes out until every command before it
+        # has been handled, as nsqd handles them one after the other.
+        self._dispatching = True
+        try:
+            while events and not self._busy and not self.closed:
+                ev = events.popleft()
+                handler = handlers.get(type(ev))
+                if handler is None:
+                    continue
+                try:
+                    handler(self, ev)
+                except _Fatal as exc:
+                    self._fatal(exc.code, exc.text)
+                    return
+        finally:
+            self._dispatching = False
         if self._pump_pending and self.channel is not None and not self.closed:
             # one pump for a whole batch of FINs: the freed slots are refilled with one
             # write instead of one write per message
@@ -235,6 +252,8 @@ class BrokerConnection(asyncio.Protocol):
         self._flush_if_idle()
 
     def _on_violation(self, ev: Violation) -> None:
+        if ev.accepted:
+            return  # nsqd runs it all the same: the command's own event follows
         if not ev.code:
             # not a command nsqd could answer (a broken compressed stream): nsqd's read
             # fails and it closes without a word
@@ -249,12 +268,10 @@ class BrokerConnection(asyncio.Protocol):
         """The codec only knows this connection's in-flight ids; nsqd's channel knows all,
         and says ``client does not own message`` for an id in flight on another client."""
         cmd = ev.command
-        if self.channel is None or cmd is None or not ev.code.endswith("_FAILED"):
+        if self.channel is None or cmd is None or ev.code != ErrorCode.failed(name_of(type(cmd))):
             return None
         if any(cmd.id in other.in_flight for other in self.channel.holders if other is not self):
-            verb = ev.code[2:-7]  # E_FIN_FAILED -> FIN
-            mid = cmd.id.decode("ascii", "replace")
-            return f"{ev.code} {verb} {mid} failed client does not own message".encode()
+            return _failed(cmd, "client does not own message")
         return None
 
     def _on_magic(self, ev: Magic) -> None:
@@ -278,7 +295,7 @@ class BrokerConnection(asyncio.Protocol):
         if response is None:
             self._send_now(OK)
             return
-        self._send_now(Response(_json(response)))
+        self._send_now(Response(compact_json(response)))
         if settings.tls_v1:
             self._busy = True
             self.transport.pause_reading()
@@ -304,7 +321,7 @@ class BrokerConnection(asyncio.Protocol):
             )
         except (TimeoutError, OSError, ConnectionError) as exc:
             log.info("TLS handshake with %s failed: %s", self.remote_address, exc)
-            self._fatal("E_IDENTIFY_FAILED", f"IDENTIFY failed {exc}")
+            self._fatal(ErrorCode.IDENTIFY_FAILED, f"IDENTIFY failed {exc}")
             return
         if transport is None:
             self._teardown()
@@ -330,10 +347,7 @@ class BrokerConnection(asyncio.Protocol):
         self._run()
 
     def _on_auth(self, ev: Auth) -> None:
-        if self.auth_state is not None and self.auth_state.authorizations:
-            raise _Fatal("E_INVALID", "AUTH already set")
-        if not self.opts.auth_http_address:
-            raise _Fatal("E_AUTH_DISABLED", "AUTH disabled")
+        # the codec has refused a second AUTH and AUTH without an auth service
         self._busy = True
         self.transport.pause_reading()
         self.loop.create_task(self._authenticate(ev.secret.decode("utf-8", "replace")))
@@ -343,15 +357,15 @@ class BrokerConnection(asyncio.Protocol):
             state = await self._query_auth(secret)
         except AuthError as exc:
             log.warning("AUTH for %s failed: %s", self.remote_address, exc)
-            self._fatal("E_AUTH_FAILED", "AUTH failed")
+            self._fatal(ErrorCode.AUTH_FAILED, "AUTH failed")
             return
         self.auth_state = state
         self._secret = secret
         if not state.authorizations:
-            self._fatal("E_UNAUTHORIZED", "AUTH no authorizations found")
+            self._fatal(ErrorCode.UNAUTHORIZED, "AUTH no authorizations found")
             return
         self.codec.authorized()
-        self._send_now(Response(_json({
+        self._send_now(Response(compact_json({
             "identity": state.identity,
             "identity_url": state.identity_url,
             "permission_count": len(state.authorizations),
@@ -386,17 +400,15 @@ class BrokerConnection(asyncio.Protocol):
         """Returns True when ``then`` must wait for a re-query (it is then run later)."""
         if not self.opts.auth_http_address:
             return False
-        state = self.auth_state
-        if state is None or not state.authorizations:
-            raise _Fatal("E_AUTH_FIRST", f"AUTH required before {cmd}")
+        state = self.auth_state  # the codec refused SUB and publishing before AUTH
         if state.is_expired():
             self._busy = True
             self.transport.pause_reading()
             self.loop.create_task(self._recheck_auth(cmd, topic, channel, then))
             return True
         if not state.is_allowed(topic, channel):
-            raise _Fatal("E_UNAUTHORIZED",
-                         f"AUTH failed for {cmd} on {_goq(topic)} {_goq(channel)}")
+            raise _Fatal(ErrorCode.UNAUTHORIZED,
+                         f"AUTH failed for {cmd} on {go_quote(topic)} {go_quote(channel)}")
         return False
 
     async def _recheck_auth(self, cmd, topic, channel, then) -> None:
@@ -404,14 +416,14 @@ class BrokerConnection(asyncio.Protocol):
             self.auth_state = await self._query_auth(self._secret)
         except AuthError as exc:
             log.warning("AUTH re-check for %s failed: %s", self.remote_address, exc)
-            self._fatal("E_AUTH_FAILED", "AUTH failed")
+            self._fatal(ErrorCode.AUTH_FAILED, "AUTH failed")
             return
         if self.closed:
             return
         try:
             if not self.auth_state.is_allowed(topic, channel):
-                raise _Fatal("E_UNAUTHORIZED",
-                             f"AUTH failed for {cmd} on {_goq(topic)} {_goq(channel)}")
+                raise _Fatal(ErrorCode.UNAUTHORIZED,
+                             f"AUTH failed for {cmd} on {go_quote(topic)} {go_quote(channel)}")
             then()
         except _Fatal as exc:
             self._fatal(exc.code, exc.text)
@@ -427,33 +439,24 @@ class BrokerConnection(asyncio.Protocol):
         limit = self.opts.max_channel_consumers
         if limit and len(channel.clients) >= limit:
             # nsqd >= 1.2.1 (so 1.3.0): the channel's error wrapped in E_SUB_FAILED
-            raise _Fatal("E_SUB_FAILED", f"SUB failed consumers for {ev.topic}:{ev.channel} "
+            raise _Fatal(ErrorCode.SUB_FAILED, f"SUB failed consumers for {ev.topic}:{ev.channel} "
                                          f"exceeds limit of {limit}")
         channel.add_client(self)
         self.channel = channel
         self._send_now(OK)
 
     def _on_pub(self, ev: Pub) -> None:
-        self._check_size("PUB", len(ev.body))
         self._when_authorized("PUB", ev.topic, "",
                               lambda: self._publish("PUB", ev.topic, [ev.body]))
 
     def _on_mpub(self, ev: Mpub) -> None:
-        for body in ev.bodies:
-            self._check_size("MPUB", len(body))
         self._when_authorized("MPUB", ev.topic, "",
                               lambda: self._publish("MPUB", ev.topic, ev.bodies))
 
     def _on_dpub(self, ev: Dpub) -> None:
-        self._check_size("DPUB", len(ev.body))
         delay = ev.defer_time / 1000
         self._when_authorized("DPUB", ev.topic, "",
                               lambda: self._publish("DPUB", ev.topic, [ev.body], delay))
-
-    def _check_size(self, cmd: str, size: int) -> None:
-        limit = self.opts.max_msg_size
-        if size > limit:
-            raise _Fatal("E_BAD_MESSAGE", f"{cmd} message too big {size} > {limit}")
 
     def _publish(self, verb: str, topic_name: str, bodies, delay: float = 0.0) -> None:
         broker = self.broker
@@ -474,7 +477,7 @@ class BrokerConnection(asyncio.Protocol):
             # nsqd: E_PUB_FAILED / E_MPUB_FAILED / E_DPUB_FAILED when the put fails (a
             # disk queue that cannot be written)
             log.error("%s to %s failed: %s", verb, topic_name, exc)
-            raise _Fatal(f"E_{verb}_FAILED", f"{verb} failed {exc}") from None
+            raise _Fatal(ErrorCode.failed(verb), f"{verb} failed {exc}") from None
         finally:
             broker.held_pumps = None
         self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + len(bodies)
@@ -483,49 +486,35 @@ class BrokerConnection(asyncio.Protocol):
             channel.pump()
 
     def _on_rdy(self, ev: Rdy) -> None:
-        if self.closing:
-            return  # nsqd ignores RDY after CLS
-        self.rdy = ev.count
-        self._pump_pending = True
+        self._pump_pending = True  # the codec holds the count (and ignores it after CLS)
 
     def _on_fin(self, ev: Fin) -> None:
-        if self.channel is None:
-            raise _Fatal("E_INVALID", "cannot FIN in current state")
         try:
             self.channel.finish(self, ev.id)
         except KeyError as exc:
-            self._send_now(Error(f"E_FIN_FAILED FIN {ev.id.decode()} failed {exc.args[0]}"
-                                 .encode()))
+            self._send_now(Error(_failed(ev, exc.args[0])))
             return
         self.finish_count += 1
         self._pump_pending = True
 
     def _on_req(self, ev: Req) -> None:
-        if self.channel is None:
-            raise _Fatal("E_INVALID", "cannot REQ in current state")
         delay = min(ev.timeout / 1000, self.opts.max_req_timeout)
         try:
             self.channel.requeue(self, ev.id, delay)
         except KeyError as exc:
-            self._send_now(Error(f"E_REQ_FAILED REQ {ev.id.decode()} failed {exc.args[0]}"
-                                 .encode()))
+            self._send_now(Error(_failed(ev, exc.args[0])))
             return
         self.requeue_count += 1
         self._pump_pending = True
 
     def _on_touch(self, ev: Touch) -> None:
-        if self.channel is None:
-            raise _Fatal("E_INVALID", "cannot TOUCH in current state")
         try:
             self.channel.touch(self, ev.id)
         except KeyError as exc:
-            self._send_now(Error(f"E_TOUCH_FAILED TOUCH {ev.id.decode()} failed "
-                                 f"{exc.args[0]}".encode()))
+            self._send_now(Error(_failed(ev, exc.args[0])))
 
     def _on_cls(self, ev: Cls) -> None:
-        self.closing = True
-        self.rdy = 0
-        self._send_now(CLOSE_WAIT)
+        self._send_now(CLOSE_WAIT)  # the codec is CLOSING now, with RDY 0
 
     _handlers = {
         Violation: _on_violation,
@@ -674,13 +663,8 @@ class BrokerConnection(asyncio.Protocol):
             self.channel.pump()
 
 
-def _json(obj) -> bytes:
-    import json
-
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def _goq(s: str) -> str:
-    """Go's %q for the printable ASCII names NSQ allows."""
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
+def _failed(cmd: Fin | Req | Touch, reason: str) -> bytes:
+    """nsqd's non-fatal ``E_<VERB>_FAILED <VERB> <id> failed <reason>``."""
+    verb = name_of(type(cmd))
+    mid = cmd.id.decode("ascii", "replace")
+    return ErrorCode.failed(verb).frame(f"{verb} {mid} failed {reason}")

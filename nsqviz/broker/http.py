@@ -17,12 +17,12 @@ from nsqviz.broker.options import VERSION
 from nsqviz.broker.stats import stats, stats_text
 from nsqviz.httpd import GET, POST, HTTPError, arg, empty, json_reply, route_table, serve, text
 from nsqviz.nsq import fastpath
-from nsqviz.nsq.codec import _nsqd_error
 from nsqviz.nsq.grammar import (
     GrammarError,
     is_valid_channel_name,
     is_valid_topic_name,
 )
+from nsqviz.nsq.refusals import nsqd_answer
 
 __all__ = ["serve_http"]
 
@@ -119,8 +119,8 @@ def _mpub(broker, query, body):
             event = fastpath.decode_command(command)
         except GrammarError as exc:
             # nsqd answers 413 with the code its TCP MPUB would have sent, minus "E_"
-            code = _nsqd_error(b"MPUB", command, command.index(b"\n"), exc)[0]
-            raise HTTPError(413, code[2:]) from None
+            code, _ = nsqd_answer(command, command.index(b"\n"), exc)
+            raise HTTPError(413, str(code)[2:]) from None
         if not event.bodies or len(event.bodies) > (opts.max_body_size - 4) // 5:
             raise HTTPError(413, "BAD_BODY")
         if any(len(b) > opts.max_msg_size for b in event.bodies):

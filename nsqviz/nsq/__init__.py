@@ -13,18 +13,14 @@ The modules behind it: :mod:`~nsqviz.nsq.events` (what happens on a connection),
 :mod:`~nsqviz.nsq.codec` (the connection objects and the capture :class:`Observer`),
 :mod:`~nsqviz.nsq.grammar` (the ``construct`` definition of every byte),
 :mod:`~nsqviz.nsq.fastpath` (its struct-based twin for hot loops),
-:mod:`~nsqviz.nsq.framing` (where frames end), :mod:`~nsqviz.nsq.labels` (events as text).
+:mod:`~nsqviz.nsq.framing` (where frames end), :mod:`~nsqviz.nsq.labels` (events as text),
+and the tables every one of them reads: :mod:`~nsqviz.nsq.commands` (one entry per verb),
+:mod:`~nsqviz.nsq.states` (the transition table), :mod:`~nsqviz.nsq.errors` (nsqd's codes).
 """
 
-from nsqviz.nsq.codec import (
-    ClientConnection,
-    LocalProtocolError,
-    Observer,
-    ProtocolError,
-    ServerConfig,
-    ServerConnection,
-    State,
-)
+from nsqviz.nsq.codec import ClientConnection, Observer, ServerConfig, ServerConnection
+from nsqviz.nsq.commands import COMMANDS, CommandSpec
+from nsqviz.nsq.errors import ErrorCode, LocalProtocolError, ProtocolError
 from nsqviz.nsq.events import (
     Auth,
     Cls,
@@ -54,6 +50,7 @@ from nsqviz.nsq.events import (
 )
 from nsqviz.nsq.grammar import GrammarError
 from nsqviz.nsq.labels import command_label, event_label
+from nsqviz.nsq.states import TRANSITIONS, Role, State
 from nsqviz.stream import Direction
 
 __all__ = [
@@ -88,8 +85,14 @@ __all__ = [
     "ServerConnection",
     "ServerConfig",
     "Observer",
-    "State",
     "Direction",
+    # tables
+    "COMMANDS",
+    "CommandSpec",
+    "TRANSITIONS",
+    "Role",
+    "State",
+    "ErrorCode",
     # errors
     "ProtocolError",
     "LocalProtocolError",

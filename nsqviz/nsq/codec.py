@@ -21,7 +21,6 @@ v1.3.0 would answer with, and after a fatal one the connection is ``CLOSED``.
 
 from __future__ import annotations
 
-import enum
 import json
 import zlib
 from collections.abc import Iterator
@@ -32,6 +31,8 @@ import cramjam
 import snappy
 
 from nsqviz.nsq import fastpath
+from nsqviz.nsq.commands import BY_EVENT, BY_VERB, name_of
+from nsqviz.nsq.errors import ErrorCode, LocalProtocolError, ProtocolError, not_in_flight
 from nsqviz.nsq.events import (
     Auth,
     Cls,
@@ -46,7 +47,6 @@ from nsqviz.nsq.events import (
     Magic,
     Message,
     Mpub,
-    Pub,
     Rdy,
     Req,
     Response,
@@ -64,15 +64,10 @@ from nsqviz.nsq.framing import (
     CommandFraming,
     FrameFraming,
 )
-from nsqviz.nsq.grammar import (
-    MAGIC_V2,
-    BadJSON,
-    BadMessageID,
-    BadName,
-    BadNumber,
-    GrammarError,
-    UnknownCommand,
-)
+from nsqviz.nsq.grammar import GrammarError
+from nsqviz.nsq.lexer import verb_of
+from nsqviz.nsq.refusals import nsqd_answer
+from nsqviz.nsq.states import TRANSITIONS, Role, State, refusal
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError, Garbage, RawFrame, Reassembler
 from nsqviz.stream.reassembly import Truncated as StreamTruncated
@@ -89,29 +84,6 @@ __all__ = [
 
 DEFAULT_MAX_RDY_COUNT = 2500
 """nsqd's --max-rdy-count default; clients must assume it without feature negotiation."""
-
-
-class ProtocolError(Exception):
-    """Base of the errors this module raises."""
-
-
-class LocalProtocolError(ProtocolError):
-    """We were about to send something the protocol forbids in the current state."""
-
-
-class State(enum.Enum):
-    """Where a connection is, in nsqd's terms.
-
-    ``INIT`` is before the magic; ``CONNECTED`` is nsqd's ``stateInit`` (IDENTIFY, AUTH,
-    SUB and publishing allowed); ``SUBSCRIBED`` and ``CLOSING`` are nsqd's
-    ``stateSubscribed`` and ``stateClosing``; ``CLOSED`` follows a fatal error or EOF.
-    """
-
-    INIT = "INIT"
-    CONNECTED = "CONNECTED"
-    SUBSCRIBED = "SUBSCRIBED"
-    CLOSING = "CLOSING"
-    CLOSED = "CLOSED"
 
 
 # -------------------------------------------------------------------------- compression
@@ -222,6 +194,8 @@ class _Connection:
     after undecodable bytes by resynchronising, and is never closed by a violation.
     """
 
+    role: Role  # whose row of the transition table this connection follows
+
     def __init__(self, *, provenance: bool, passive: bool = False) -> None:
         self.provenance = provenance
         self.passive = passive
@@ -237,10 +211,14 @@ class _Connection:
         rule = self._rule(expect_magic=expect_magic)
         return Reassembler(rule, provenance=self.provenance, resync=self.passive)
 
+    def _advance(self, event: type[Event]) -> None:
+        """Take the transition ``event`` leads to from the current state, if any."""
+        self.state = TRANSITIONS[self.role][self.state].get(event, self.state)
+
     def _fail(self) -> None:
         """A fatal violation: a peer closes; an observer reads on."""
         if not self.passive:
-            self.state = State.CLOSED
+            self._advance(Error)
 
     # subclasses provide
     def _rule(self, *, expect_magic: bool):  # pragma: no cover - abstract
@@ -269,7 +247,7 @@ class _Connection:
                 else:
                     self._on_garbage(ev, out)
             out.append(ConnectionClosed())
-            self.state = State.CLOSED
+            self._advance(ConnectionClosed)
             return out
         if self.state is State.CLOSED:
             return out
@@ -372,7 +350,7 @@ class _Connection:
             except Exception as exc:  # snappy and zlib raise their own types
                 out.append(Violation("", f"bad {self.compression} stream: {exc}", True,
                                      self._reasm.offset))
-                self.state = State.CLOSED  # nothing after a broken stream is readable
+                self._advance(Error)  # nothing after a broken stream is readable
                 return
             yield piece
 
@@ -390,8 +368,6 @@ _IDENTIFY_OK = "IDENTIFY"
 _TLS_OK = "TLS OK"
 _COMPRESSED_OK = "compressed OK"
 
-_ANSWERED = (Identify, Auth, Sub, Pub, Mpub, Dpub, Cls)
-"""Commands nsqd answers with a response frame (the others are only ever refused)."""
 
 
 class ClientConnection(_Connection):
@@ -404,6 +380,8 @@ class ClientConnection(_Connection):
     that negotiates snappy or deflate it switches both directions right after that frame
     and expects the extra compressed ``OK``, as the spec describes.
     """
+
+    role = Role.CLIENT
 
     def __init__(
         self,
@@ -448,7 +426,7 @@ class ClientConnection(_Connection):
             "in_flight": [m.decode() for m in self.in_flight],
             "compression": self.compression,
             "tls": self.tls,
-            "pending": [p if isinstance(p, str) else _verb(p) for p in self.pending],
+            "pending": [p if isinstance(p, str) else name_of(type(p)) for p in self.pending],
         }
 
     # -- sending -------------------------------------------------------------------
@@ -476,18 +454,12 @@ class ClientConnection(_Connection):
     def _check(self, cmd: Command) -> None:
         kind = type(cmd)
         state = self.state
-        if state is State.CLOSED:
-            raise LocalProtocolError("the connection is closed")
+        if kind not in TRANSITIONS[Role.CLIENT][state]:
+            raise LocalProtocolError(refusal(Role.CLIENT, name_of(kind), state))
         if kind is Magic:
-            if state is not State.INIT:
-                raise LocalProtocolError("the magic was already sent")
             return
-        if state is State.INIT:
-            raise LocalProtocolError(f"send the magic {MAGIC_V2!r} before {_verb(cmd)}")
         if self._after_tls is not None or _TLS_OK in self.pending:
             raise LocalProtocolError("finish the TLS handshake first")
-        if kind in (Identify, Auth, Sub) and state is not State.CONNECTED:
-            raise LocalProtocolError(f"cannot {_verb(cmd)} in state {state.value}")
         if kind is Identify:
             if self.identify is not None:
                 raise LocalProtocolError("IDENTIFY was already sent")
@@ -499,39 +471,27 @@ class ClientConnection(_Connection):
             if self.features is not None and not self.auth_required:
                 raise LocalProtocolError("the server did not ask for AUTH: a client must not")
         elif kind is Sub:
-            if self.subscription is not None:
-                raise LocalProtocolError("a connection can SUB only once")
             if self.identify and self.identify.get("heartbeat_interval") == -1:
                 raise LocalProtocolError("cannot SUB with heartbeats disabled")
         elif kind is Rdy:
-            if self.subscription is None:
-                raise LocalProtocolError("RDY before SUB")
-            if state is State.CLOSING:
-                raise LocalProtocolError("RDY after CLS (nsqd ignores it)")
             if not 0 <= cmd.count <= self.max_rdy_count:
                 raise LocalProtocolError(f"RDY {cmd.count} out of range 0-{self.max_rdy_count}")
-        elif kind in (Fin, Req, Touch):
-            if self.subscription is None:
-                raise LocalProtocolError(f"cannot {_verb(cmd)} before SUB")
-        elif kind is Cls:
-            if self.subscription is None or state is State.CLOSING:
-                raise LocalProtocolError("cannot CLS in current state")
         elif kind is Mpub and not cmd.bodies:
             raise LocalProtocolError("MPUB needs at least one message")
         if (
-            kind in (Sub, Pub, Mpub, Dpub)
+            BY_EVENT[kind].auth
             and self.auth_required
             and not self.authenticated
             and not any(isinstance(p, Auth) for p in self.pending)
         ):
-            raise LocalProtocolError(f"AUTH required before {_verb(cmd)}")
+            raise LocalProtocolError(f"AUTH required before {name_of(kind)}")
 
     def _sent(self, cmd: Command) -> None:
         kind = type(cmd)
+        self._advance(kind)
         if kind is Magic:
-            self.state = State.CONNECTED
             return
-        if kind in _ANSWERED:
+        if BY_EVENT[kind].answered:
             self.pending.append(cmd)
         if kind is Identify:
             self.identify = dict(cmd.data)
@@ -541,8 +501,6 @@ class ClientConnection(_Connection):
             self.rdy = cmd.count
         elif kind is Fin or kind is Req:
             self.in_flight.discard(cmd.id)
-        elif kind is Cls:
-            self.state = State.CLOSING
 
     def tls_established(self) -> None:
         """The caller finished the TLS handshake: the next frame is the ``OK`` inside TLS."""
@@ -600,8 +558,6 @@ class ClientConnection(_Connection):
         if isinstance(asked, Auth):
             self.authenticated = True
             self.auth_info = _json_or_none(ev.data)
-        elif isinstance(asked, Sub) and self.state is State.CONNECTED:
-            self.state = State.SUBSCRIBED
         return False
 
     def _identified(self, ev: Response, out: list[Event]) -> bool:
@@ -648,30 +604,18 @@ class ServerConfig:
     tls_required: bool = False
 
 
-_NEEDS_STATE = {
-    b"IDENTIFY": (State.CONNECTED,),
-    b"AUTH": (State.CONNECTED,),
-    b"SUB": (State.CONNECTED,),
-    b"RDY": (State.SUBSCRIBED, State.CLOSING),
-    b"FIN": (State.SUBSCRIBED, State.CLOSING),
-    b"REQ": (State.SUBSCRIBED, State.CLOSING),
-    b"TOUCH": (State.SUBSCRIBED, State.CLOSING),
-    b"CLS": (State.SUBSCRIBED,),
-}
-_ARITY = {b"SUB": 2, b"PUB": 1, b"MPUB": 1, b"DPUB": 2, b"FIN": 1, b"REQ": 2, b"TOUCH": 1}
-_PARAMS_WORD = {b"FIN": "params", b"REQ": "params", b"TOUCH": "params"}
-_AUTH_CHECKED = (Sub, Pub, Mpub, Dpub)
-_FIN_STATES = (State.SUBSCRIBED, State.CLOSING)
-
-
 class ServerConnection(_Connection):
     """nsqd's side of a connection: commands in, frames out, nsqd's rules in between.
 
     The broker decides what commands *do* (queues, auth service, features); this object
-    decides whether they are allowed, with the error code and text nsqd v1.3.0 gives.
-    It tracks the ids it delivered (``send(Message)``) so that FIN, REQ and TOUCH of an id
-    not in flight become the non-fatal E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED.
+    decides whether they are allowed, with the error code and text nsqd v1.3.0 gives,
+    and owns the flow control: the client's RDY and the ids in flight. ``send`` refuses
+    a message nsqd would not send (before SUB, after CLS, beyond RDY); FIN, REQ and
+    TOUCH of an id not in flight become the non-fatal E_FIN_FAILED, E_REQ_FAILED,
+    E_TOUCH_FAILED.
     """
+
+    role = Role.SERVER
 
     def __init__(
         self,
@@ -685,7 +629,7 @@ class ServerConnection(_Connection):
         self.midstream = midstream
         super().__init__(provenance=provenance, passive=passive)
         if midstream:  # a capture that starts after the magic
-            self.state = State.CONNECTED
+            self._advance(Magic)
         self.identify: dict[str, Any] | None = None
         self.authenticated = False
         self.subscription: tuple[str, str] | None = None
@@ -711,22 +655,45 @@ class ServerConnection(_Connection):
             "tls": self.tls,
         }
 
+    @property
+    def room(self) -> int:
+        """How many more messages the client's RDY allows in flight now."""
+        if self.state is not State.SUBSCRIBED:
+            return 0
+        return max(0, self.rdy - len(self.in_flight))
+
     # -- sending -------------------------------------------------------------------
 
-    def send(self, frame: ServerFrame) -> bytes:
+    def send(self, frame: ServerFrame, *, check: bool = True) -> bytes:
+        """The bytes for ``frame``; a message is refused (:class:`LocalProtocolError`)
+        where nsqd would not send it, unless ``check=False`` (to show what a client
+        does with a server that misbehaves)."""
         if type(frame) is Message:
+            if check:
+                self._check_delivery(1)
             self.in_flight.add(frame.id)
         return self._wrap(fastpath.encode_frame(frame))
 
-    def send_messages(self, messages: list[Message]) -> bytes:
+    def send_messages(self, messages: list[Message], *, check: bool = True) -> bytes:
         """Several message frames at once: the broker's hot path to a consumer."""
+        if check:
+            self._check_delivery(len(messages))
         encode = fastpath.encode_frame
         self.in_flight.update(m.id for m in messages)
         return self._wrap(b"".join([encode(m) for m in messages]))
 
+    def _check_delivery(self, count: int) -> None:
+        """nsqd sends messages only to a subscribed client, and no more than its RDY."""
+        if self.state is not State.SUBSCRIBED:
+            raise LocalProtocolError(f"cannot send a message in state {self.state.value} "
+                                     "(only SUBSCRIBED)")
+        if count > self.room:
+            raise LocalProtocolError(f"{count} message(s) would exceed RDY {self.rdy} "
+                                     f"with {len(self.in_flight)} in flight")
+
     def _bulk(self, buf, base, items, i, pos, out):
         # FINs in bulk only where nothing but the in-flight check can refuse them.
-        if self.passive or self.state not in _FIN_STATES or (
+        if self.passive or Fin not in TRANSITIONS[Role.SERVER][self.state] or (
             self.config.tls_required and not self.tls
         ):
             return i, pos
@@ -738,9 +705,10 @@ class ServerConnection(_Connection):
             if mid in in_flight:
                 in_flight.discard(mid)
             else:
-                code, text = _not_in_flight("FIN", mid)
+                code, text = not_in_flight("FIN", mid)
                 offset = base + start + 21 * (k - first)  # every FIN of the run is 21 bytes
-                out[k] = Violation(code, text, False, offset, None, out[k])
+                out[k] = Violation(code, text, False, offset, None, out[k], "id",
+                                   "not in flight", offset + 4)
         return i, pos
 
     def start_compression(self, kind: str, level: int | None = None) -> None:
@@ -767,115 +735,135 @@ class ServerConnection(_Connection):
 
     def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:
         # nsqd answers a wrong magic with the bare code E_BAD_PROTOCOL.
-        text = "" if garbage.code == "E_BAD_PROTOCOL" else garbage.reason
-        out.append(Violation(garbage.code, text, True, garbage.offset, _garbage_raw(garbage)))
+        text = "" if garbage.code == ErrorCode.BAD_PROTOCOL else garbage.reason
+        out.append(Violation(garbage.code, text, True, garbage.offset, _garbage_raw(garbage),
+                             reason=garbage.reason))
         self._fail()
 
-    def _refuse(
-        self,
-        out,
-        code: str,
-        text: str,
-        offset: int,
-        raw: RawFrame | None,
-        *,
-        fatal: bool = True,
-        command: Command | None = None,
-    ) -> bool:
-        out.append(Violation(code, text, fatal, offset, raw, command))
+    def _refuse(self, out: list[Event], code: str, text: str, offset: int,
+                raw: RawFrame | None, **detail: Any) -> bool:
+        """Report what nsqd refuses; fatal unless nsqd's code says otherwise."""
+        fatal = ErrorCode(code).fatal
+        out.append(Violation(code, text, fatal, offset, raw, **detail))
         if fatal:
             self._fail()
         return False
 
     def _on_frame(
-        self, buf: bytes, start: int, end: int, base: int, raw: RawFrame | None, out: list[Event]
+        self, buf: bytes, start: int, end: int, base: int, raw: RawFrame | None,
+        out: list[Event],
     ) -> bool:
         data = raw.data if raw is not None else buf[start:end]
         offset = base + start
         if self.state is State.INIT:
-            self.state = State.CONNECTED
+            self._advance(Magic)
             out.append(Magic(raw))
             return False
         nl = data.find(b"\n")
-        sp = data.find(b" ", 0, nl)
-        verb = data[: sp if sp >= 0 else nl]
-        if self.passive:
-            try:
-                cmd = fastpath.decode_command(data, raw)
-            except GrammarError as exc:
-                code, text, fatal = _nsqd_error(verb, data, nl, exc)
-                return self._refuse(out, code, text, offset, raw, fatal=fatal)
+        verb = verb_of(data, 0, nl)
+        if not self.passive:
+            name = verb.decode("ascii", "replace")
+            if self.config.tls_required and not self.tls and verb != b"IDENTIFY":
+                text = f"{refusal(Role.SERVER, name, self.state)} (TLS required)"
+                return self._refuse(out, ErrorCode.INVALID, text, offset, raw)
+            spec = BY_VERB.get(verb)
+            if spec is not None and spec.event not in TRANSITIONS[Role.SERVER][self.state]:
+                text = refusal(Role.SERVER, name, self.state)
+                return self._refuse(out, ErrorCode.INVALID, text, offset, raw)
+        try:
+            cmd, exc = fastpath.decode_command_lenient(data, raw)
+        except GrammarError as exc:
+            return self._refused(out, data, nl, exc, offset, raw, None)
+        if exc is not None:
+            return self._refused(out, data, nl, exc, offset, raw, cmd)
+        if self.passive:  # an observer decodes without judging
             self._track(cmd)
             out.append(cmd)
             return False
-        if self.config.tls_required and not self.tls and verb != b"IDENTIFY":
-            text = f"cannot {verb.decode('ascii', 'replace')} in current state (TLS required)"
-            return self._refuse(out, "E_INVALID", text, offset, raw)
-        allowed = _NEEDS_STATE.get(verb)
-        if allowed is not None and self.state not in allowed:
-            text = f"cannot {verb.decode()} in current state"
-            return self._refuse(out, "E_INVALID", text, offset, raw)
-        try:
-            cmd = fastpath.decode_command(data, raw)
-        except GrammarError as exc:
-            code, text, fatal = _nsqd_error(verb, data, nl, exc)
-            return self._refuse(out, code, text, offset, raw, fatal=fatal)
         return self._accept(cmd, offset, raw, out)
+
+    def _refused(self, out: list[Event], data: bytes, nl: int, exc: GrammarError,
+                 offset: int, raw: RawFrame | None, cmd: Command | None) -> bool:
+        """A command the grammar refused: nsqd's answer, with the command (as sent) and
+        the field attached; a command nsqd accepts all the same is then run."""
+        code, text = nsqd_answer(data, nl, exc)
+        at = None if exc.offset is None else offset + exc.offset
+        detail = {"command": cmd, "field": exc.field, "reason": exc.reason, "field_offset": at}
+        if code is None:
+            out.append(Violation("", text, False, offset, raw, **detail))
+            if not self.passive:
+                # nsqd runs it: the broker gets the command's own event next
+                return self._accept(cmd, offset, raw, out)
+            self._track(cmd)
+            return False
+        if self.passive:
+            out.append(Violation(code, text, code.fatal, offset, raw, **detail))
+            if cmd is not None and not code.fatal:
+                self._track(cmd)
+            return False
+        return self._refuse(out, code, text, offset, raw, **detail)
 
     def _accept(self, cmd: Command, offset: int, raw: RawFrame | None, out: list[Event]) -> bool:
         """nsqd's checks that need the decoded command, then the state it changes."""
         kind = type(cmd)
         config = self.config
-        if kind in _AUTH_CHECKED and config.auth_enabled and not self.authenticated:
-            text = f"AUTH required before {_verb(cmd)}"
-            return self._refuse(out, "E_AUTH_FIRST", text, offset, raw)
+        refuse = self._refuse
+        if BY_EVENT[kind].auth and config.auth_enabled and not self.authenticated:
+            text = f"AUTH required before {name_of(kind)}"
+            return refuse(out, ErrorCode.AUTH_FIRST, text, offset, raw, command=cmd)
         if kind is Fin or kind is Req or kind is Touch:
             if cmd.id not in self.in_flight:
-                code, text = _not_in_flight(_verb(cmd), cmd.id)
-                return self._refuse(out, code, text, offset, raw, fatal=False, command=cmd)
+                code, text = not_in_flight(name_of(kind), cmd.id)
+                return refuse(out, code, text, offset, raw, command=cmd, field="id")
         elif kind is Rdy:
             if not 0 <= cmd.count <= config.max_rdy_count:
                 text = f"RDY count {cmd.count} out of range 0-{config.max_rdy_count}"
-                return self._refuse(out, "E_INVALID", text, offset, raw)
+                return refuse(out, ErrorCode.INVALID, text, offset, raw, command=cmd,
+                              field="count")
         elif kind is Auth:
             if self.authenticated:
-                return self._refuse(out, "E_INVALID", "AUTH already set", offset, raw)
+                return refuse(out, ErrorCode.INVALID, "AUTH already set", offset, raw,
+                              command=cmd)
             if not config.auth_enabled:
-                return self._refuse(out, "E_AUTH_DISABLED", "AUTH disabled", offset, raw)
+                return refuse(out, ErrorCode.AUTH_DISABLED, "AUTH disabled", offset, raw,
+                              command=cmd)
         elif kind is Sub:
             if self.identify and self.identify.get("heartbeat_interval") == -1:
                 text = "cannot SUB with heartbeats disabled"
-                return self._refuse(out, "E_INVALID", text, offset, raw)
+                return refuse(out, ErrorCode.INVALID, text, offset, raw, command=cmd)
         elif kind is Dpub:
             if cmd.defer_time > config.max_req_timeout:
                 text = f"DPUB timeout {cmd.defer_time} out of range 0-{config.max_req_timeout}"
-                return self._refuse(out, "E_INVALID", text, offset, raw)
+                return refuse(out, ErrorCode.INVALID, text, offset, raw, command=cmd,
+                              field="defer_time")
         elif kind is Mpub:
             if len(cmd.bodies) > (config.max_body_size - 4) // 5:
                 text = f"MPUB invalid message count {len(cmd.bodies)}"
-                return self._refuse(out, "E_BAD_BODY", text, offset, raw)
+                return refuse(out, ErrorCode.BAD_BODY, text, offset, raw, command=cmd,
+                              field="num messages")
             for body in cmd.bodies:
                 if len(body) > config.max_msg_size:
                     text = f"MPUB message too big {len(body)} > {config.max_msg_size}"
-                    return self._refuse(out, "E_BAD_MESSAGE", text, offset, raw)
+                    return refuse(out, ErrorCode.BAD_MESSAGE, text, offset, raw, command=cmd,
+                                  field="message size")
         self._track(cmd)
         out.append(cmd)
         return False
 
     def _track(self, cmd: Command) -> None:
         kind = type(cmd)
+        before = self.state
+        self._advance(kind)
         if kind is Fin or kind is Req:
             self.in_flight.discard(cmd.id)
         elif kind is Rdy:
-            if self.state is State.SUBSCRIBED:  # nsqd ignores RDY after CLS
+            if before is State.SUBSCRIBED:  # nsqd ignores RDY after CLS
                 self.rdy = cmd.count
         elif kind is Identify:
             self.identify = cmd.data
         elif kind is Sub:
             self.subscription = (cmd.topic, cmd.channel)
-            self.state = State.SUBSCRIBED
         elif kind is Cls:
-            self.state = State.CLOSING
             self.rdy = 0
 
 
@@ -901,7 +889,7 @@ class Observer:
         )
         self.client = ClientConnection(provenance=provenance, passive=True)
         if midstream:
-            self.client.state = State.CONNECTED
+            self.client._advance(Magic)
         self.encrypted = False
 
     def c2s(self, data: bytes, *, segment: int | None = None) -> list[Event]:
@@ -913,6 +901,8 @@ class Observer:
         for ev in events:
             if isinstance(ev, Command):
                 client._sent(ev)
+            elif type(ev) is Violation and ev.command is not None:
+                client._sent(ev.command)  # sent all the same: its answer comes back
         return events
 
     def gap(self, direction: Direction) -> tuple[bytes, int | None]:
@@ -942,92 +932,9 @@ def _garbage_raw(garbage: Garbage) -> RawFrame:
     return RawFrame(garbage.data, garbage.offset, garbage.sources)
 
 
-def _verb(cmd: Command) -> str:
-    return type(cmd).__name__.upper()
-
-
-def _not_in_flight(verb: str, message_id: bytes) -> tuple[str, str]:
-    """nsqd's non-fatal answer to FIN, REQ or TOUCH of an id this client does not hold."""
-    mid = message_id.decode(errors="replace")  # nsqd echoes the bytes it got
-    return f"E_{verb}_FAILED", f"{verb} {mid} failed ID not in flight"
-
-
 def _json_or_none(data: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
     return value if isinstance(value, dict) else None
-
-
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
-               "\t": "\\t", "\v": "\\v", '"': '\\"', "\\": "\\\\"}
-
-
-def _go_quote(token: bytes) -> str:
-    """Go's ``%q`` of a string (``strconv.Quote``), which nsqd uses to quote bad names:
-    printable characters as they are (Unicode too), the C escapes, ``\\xNN`` for other
-    ASCII and for each byte that is not UTF-8, ``\\uNNNN``/``\\UNNNNNNNN`` for the rest."""
-    out = ['"']
-    for ch in token.decode("utf-8", "surrogateescape"):
-        code = ord(ch)
-        if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif ch in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[ch])
-        elif ch.isprintable():
-            out.append(ch)
-        elif code < 0x80:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
-
-
-def _nsqd_error(verb: bytes, data: bytes, nl: int, exc: GrammarError) -> tuple[str, str, bool]:
-    """The code, text and fatality of nsqd v1.3.0's answer to a command the grammar refused."""
-    code, text = _nsqd_code_text(verb, data, nl, exc)
-    return code, text, code not in ("E_FIN_FAILED", "E_REQ_FAILED", "E_TOUCH_FAILED")
-
-
-def _nsqd_code_text(verb: bytes, data: bytes, nl: int, exc: GrammarError) -> tuple[str, str]:
-    name = verb.decode("ascii", "replace")
-    params = data[:nl].split(b" ")[1:]
-    if isinstance(exc, UnknownCommand):
-        return "E_INVALID", f"invalid command {name}"
-    arity = _ARITY.get(verb)
-    if arity is not None and len(params) < arity:
-        word = _PARAMS_WORD.get(verb, "parameters")
-        return "E_INVALID", f"{name} insufficient number of {word}"
-    if verb == b"AUTH" and params:
-        return "E_INVALID", "AUTH invalid number of parameters"
-    if arity is not None and len(params) > arity or verb in (b"CLS", b"NOP") and params:
-        return "E_INVALID", f"{name} invalid number of parameters"
-    if isinstance(exc, BadName):
-        if verb == b"SUB" and "channel" in exc.reason:
-            return "E_BAD_CHANNEL", f"SUB channel name {_go_quote(params[1])} is not valid"
-        text = f"{name} topic name {_go_quote(params[0])} is not valid"
-        # nsqd v1.3.0's MPUB repeats the code inside its text.
-        return "E_BAD_TOPIC", f"E_BAD_TOPIC {text}" if verb == b"MPUB" else text
-    if isinstance(exc, BadNumber):
-        if verb == b"RDY":
-            return "E_INVALID", f"RDY could not parse count {params[0].decode(errors='replace')}"
-        return "E_INVALID", f"{name} could not parse timeout {params[-1].decode(errors='replace')}"
-    if isinstance(exc, BadMessageID):
-        if len(params[0]) != 16:
-            return "E_INVALID", "invalid message ID"
-        # nsqd only checks the length; 16 bytes that are not hex are simply not in flight.
-        return _not_in_flight(name, params[0])
-    if isinstance(exc, BadJSON):
-        return "E_BAD_BODY", "IDENTIFY failed to decode JSON body"
-    if verb in (b"PUB", b"DPUB"):
-        return "E_BAD_MESSAGE", f"{name} failed to read message body"
-    if verb == b"MPUB":
-        reason = exc.reason if exc.reason.startswith("MPUB") else f"MPUB {exc.reason}"
-        # nsqd's readMPUB: faults of one message's size or bytes are E_BAD_MESSAGE; of the
-        # count or the body as a whole, E_BAD_BODY.
-        return ("E_BAD_MESSAGE" if "message body" in exc.reason else "E_BAD_BODY"), reason
-    return "E_BAD_BODY", f"{name} {exc.reason}"

@@ -17,9 +17,11 @@ it was decoded from in ``raw`` (excluded from equality), which says where its by
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as _field
 from typing import Any
 
+from nsqviz.nsq.errors import ErrorCode
 from nsqviz.stream.reassembly import RawFrame
 
 __all__ = [
@@ -51,7 +53,7 @@ __all__ = [
     "Observation",
 ]
 
-_RAW = field(default=None, compare=False, repr=False)
+_RAW = _field(default=None, compare=False, repr=False)
 
 
 class Event:
@@ -213,7 +215,7 @@ class Response(ServerFrame):
         return json.loads(self.data)
 
 
-NON_FATAL_ERRORS = frozenset({"E_FIN_FAILED", "E_REQ_FAILED", "E_TOUCH_FAILED"})
+NON_FATAL_ERRORS = frozenset(code for code in ErrorCode if not code.fatal)
 """The only errors after which nsqd keeps the connection open."""
 
 
@@ -272,9 +274,16 @@ class CompressionStarted(Observation):
 class Violation(Observation):
     """The peer broke the protocol (or sent bytes that do not parse).
 
-    ``code``/``text`` are what nsqd would answer (``E_INVALID``, ``E_BAD_BODY`` ...);
-    after a ``fatal`` one the connection is finished. ``code`` is empty where nsqd
-    answers nothing and just closes (an unreadable line, a broken compressed stream).
+    ``code``/``text`` are what nsqd answers (``E_INVALID``, ``E_BAD_BODY`` ...); after a
+    ``fatal`` one the connection is finished. ``code`` is empty where nsqd answers
+    nothing: it just closes (``fatal``: an unreadable line, a broken compressed stream)
+    or accepts the command as it is (not ``fatal``: parameters it never reads).
+
+    A command whose bytes are well framed but whose values break the protocol is kept:
+    ``command`` is the command as sent (``PUB bad*topic`` is a :class:`Pub`), ``field``
+    names the field that failed in the protocol's words, ``field_offset`` is where that
+    field starts in the stream and ``reason`` says what is wrong with it. ``offset`` is
+    where the command (or the undecodable bytes) start.
     """
 
     code: str
@@ -282,15 +291,22 @@ class Violation(Observation):
     fatal: bool
     offset: int | None = None
     raw: RawFrame | None = _RAW
-    command: Command | None = field(default=None, compare=False)
-    """The refused command, when it decoded (a FIN of an id not in flight, say)."""
+    command: Command | None = _field(default=None, compare=False)
+    field: str | None = _field(default=None, compare=False)
+    reason: str = _field(default="", compare=False)
+    field_offset: int | None = _field(default=None, compare=False)
 
     @property
     def error(self) -> bytes | None:
-        """The data of the FrameTypeError nsqd sends for it (``None``: nsqd just closes)."""
+        """The data of the FrameTypeError nsqd sends for it (``None``: nsqd sends none)."""
         if not self.code:
             return None
         return f"{self.code} {self.text}".encode() if self.text else self.code.encode()
+
+    @property
+    def accepted(self) -> bool:
+        """nsqd runs the command all the same (it never reads what is wrong with it)."""
+        return not self.code and not self.fatal and self.command is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,10 +3,12 @@
 construct parses a message frame in tens of microseconds; a broker pushing 100,000
 messages a second, or a pcap decoder chewing through gigabytes, cannot spend that. This
 module does the same work with :mod:`struct` and byte slicing. It is not a second
-grammar: each function mirrors one definition of ``grammar.py`` -- same fields, same
+grammar: frames mirror the definitions of ``grammar.py``, and commands are decoded and
+encoded by the same command table the grammar is built from
+(:mod:`nsqviz.nsq.commands`), with lines read by the shared lexer -- same fields, same
 checks in the same order, same :class:`~nsqviz.nsq.grammar.GrammarError` subclasses with
-the same offsets -- and ``tests/nsq/test_fastpath.py`` checks them against each other
-on generated valid and invalid input.
+the same offsets and fields -- and ``tests/nsq/test_fastpath.py`` checks them against
+each other on generated valid and invalid input.
 
 Input to the decoders is exactly one frame or command, as cut by
 :mod:`nsqviz.nsq.framing`.
@@ -17,25 +19,23 @@ from __future__ import annotations
 import json
 from struct import Struct
 
+from nsqviz.nsq.commands import (
+    BY_EVENT,
+    BY_VERB,
+    MESSAGE_ID,
+    BodyKind,
+    CommandSpec,
+    Param,
+    ParamKind,
+)
 from nsqviz.nsq.events import (
-    Auth,
-    Cls,
     Command,
-    Dpub,
     Error,
     Fin,
-    Identify,
     Magic,
     Message,
-    Mpub,
-    Nop,
-    Pub,
-    Rdy,
-    Req,
     Response,
     ServerFrame,
-    Sub,
-    Touch,
 )
 from nsqviz.nsq.grammar import (
     MAGIC_V2,
@@ -47,12 +47,15 @@ from nsqviz.nsq.grammar import (
     GrammarError,
     UnknownCommand,
     UnknownFrameType,
+    compact_json,
     is_valid_topic_name,
 )
+from nsqviz.nsq.lexer import line_end, verb_of
 from nsqviz.stream.reassembly import RawFrame
 
 __all__ = [
     "decode_command",
+    "decode_command_lenient",
     "decode_frame",
     "decode_fins",
     "decode_frame_at",
@@ -184,272 +187,225 @@ def encode_frame(frame: ServerFrame) -> bytes:
 # --------------------------------------------------------------------------- commands
 
 
-def _name(token: bytes, offset: int, kind: str) -> str:
+def _name(token: bytes, offset: int, p: Param) -> str:
     name = token.decode("ascii", "replace")
     if not is_valid_topic_name(name):
-        raise BadName(f"{kind} name {name!r} is not valid", offset=offset)
+        raise BadName(f"{p.words} name {name!r} is not valid", offset=offset, field=p.field)
     return name
 
 
-def _decimal(token: bytes, offset: int, what: str) -> int:
+def _decimal(token: bytes, offset: int, p: Param) -> int:
     if not token.isdigit():
-        raise BadNumber(f"{what} {token!r} is not a decimal integer", offset=offset)
+        raise BadNumber(f"{_OWNER[p]} {p.words} {token!r} is not a decimal integer",
+                        offset=offset, field=p.field)
     return int(token)
 
 
-def _id(token: bytes, offset: int) -> bytes:
+def _id(token: bytes, offset: int, p: Param = MESSAGE_ID) -> bytes:
     if len(token) != 16 or token.translate(None, _HEXDIGITS):
-        raise BadMessageID(f"message id {token!r} is not 16 hex digits", offset=offset)
+        raise BadMessageID(f"message id {token!r} is not 16 hex digits", offset=offset,
+                           field=p.field)
     return token
 
 
-class _Line:
-    """Reads a command line's parameters left to right, as the grammar's Struct does:
-    each separator, then each token, is checked before the next is looked at, so both
-    report the same error at the same offset."""
+_OWNER = {p: spec.verb for spec in BY_VERB.values() for p in spec.params}
+"""The verb of each parameter, which a number's error names (``RDY count``)."""
 
-    __slots__ = ("data", "nl", "pos", "verb")
-
-    def __init__(self, data: bytes, nl: int, verb: bytes):
-        self.data, self.nl, self.pos, self.verb = data, nl, len(verb), verb
-
-    def param(self) -> tuple[bytes, int]:
-        data, pos = self.data, self.pos
-        if pos >= self.nl or data[pos] != 0x20:
-            raise GrammarError(f"{self.verb.decode()}: expected a space", offset=pos)
-        start = pos + 1
-        end = data.find(b" ", start, self.nl)
-        self.pos = end = self.nl if end < 0 else end
-        return data[start:end], start
-
-    def end(self) -> None:
-        if self.pos != self.nl:
-            verb = self.verb.decode()
-            raise GrammarError(f"{verb}: expected the end of the line", offset=self.pos)
+_CHECK = {ParamKind.NAME: _name, ParamKind.DECIMAL: _decimal, ParamKind.ID: _id}
+_LENIENT = {ParamKind.NAME: lambda t: t.decode("ascii", "replace"), ParamKind.ID: bytes}
+"""The value a parameter nsqd refuses still has, where the event can hold it."""
 
 
-def _sized(data: bytes, pos: int, what: str, base: int = 0) -> tuple[bytes, int]:
+def _sized(data: bytes, pos: int, what: str, field: str, base: int = 0) -> tuple[bytes, int]:
     """``[4-byte size][N bytes]`` at ``pos``; returns the bytes and the position after.
 
     ``base`` is where ``data`` itself starts in the command, for error offsets.
     """
     if len(data) - pos < 4:
-        raise GrammarError(f"{what} size is cut short", offset=base + len(data))
+        raise GrammarError(f"{field} is cut short", offset=base + len(data), field=field)
     (size,) = _I32.unpack_from(data, pos)
     if size < 1:
-        raise BadSize(f"invalid {what} size {size}", offset=base + pos)
+        raise BadSize(f"invalid {what} size {size}", offset=base + pos, field=field)
     end = pos + 4 + size
     if end > len(data):
-        raise GrammarError(f"{what} is cut short", offset=base + len(data))
+        raise GrammarError(f"{what} is cut short", offset=base + len(data), field=field)
     return data[pos + 4 : end], end
 
 
-def _whole(data: bytes, end: int) -> None:
-    if end != len(data):
-        raise GrammarError(f"{len(data) - end} bytes left over", offset=end)
+def _json_body(data: bytes, nl: int) -> tuple[dict, int]:
+    body, end = _sized(data, nl + 1, "IDENTIFY body", "body size")
+    try:
+        value = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadJSON(f"not JSON: {exc}", offset=nl + 5, field="body") from None
+    if not isinstance(value, dict):
+        raise BadJSON(f"expected a JSON object, got {type(value).__name__}", offset=nl + 5,
+                      field="body")
+    return value, end
+
+
+def _secret_body(data: bytes, nl: int) -> tuple[bytes, int]:
+    return _sized(data, nl + 1, "AUTH body", "body size")
+
+
+def _message_body(data: bytes, nl: int) -> tuple[bytes, int]:
+    return _sized(data, nl + 1, "message body", "message size")
+
+
+def _messages_body(data: bytes, nl: int) -> tuple[tuple[bytes, ...], int]:
+    body, end = _sized(data, nl + 1, "MPUB body", "body size")
+    base = nl + 5
+    if len(body) < 4:
+        raise GrammarError("num messages is cut short", offset=base + len(body),
+                           field="num messages")
+    (count,) = _I32.unpack_from(body)
+    if count < 1:
+        raise BadSize(f"MPUB invalid message count {count}", offset=base, field="num messages")
+    pos = 4
+    bodies = []
+    for _ in range(count):
+        msg, pos = _sized(body, pos, "message body", "message size", base)
+        bodies.append(msg)
+    if pos != len(body):
+        rest = len(body) - pos
+        raise BadSize(f"MPUB body has {rest} bytes after its last message", offset=base + pos,
+                      field="body")
+    return tuple(bodies), end
+
+
+_BODY = {
+    BodyKind.JSON: _json_body,
+    BodyKind.SECRET: _secret_body,
+    BodyKind.MESSAGE: _message_body,
+    BodyKind.MESSAGES: _messages_body,
+}
 
 
 def decode_command(data: bytes, raw: RawFrame | None = None) -> Command:
     """One command (line, plus body where the verb has one) -> its event."""
+    return _decode(data, raw, None)
+
+
+def decode_command_lenient(
+    data: bytes, raw: RawFrame | None = None
+) -> tuple[Command, GrammarError | None]:
+    """Like :func:`decode_command`, but a well-framed command whose *values* the grammar
+    refuses (a bad name, a bad message id, parameters past the last) still decodes, to
+    the event holding what was sent, with the first refusal beside it. What cannot be
+    put in the event (no verb, a missing parameter, a number that is not one, a bad
+    body) raises as :func:`decode_command` does."""
+    found: list[GrammarError] = []
+    cmd = _decode(data, raw, found)
+    return cmd, found[0] if found else None
+
+
+def _decode(data: bytes, raw: RawFrame | None, lenient: list[GrammarError] | None) -> Command:
     nl = data.find(b"\n")
-    sp = data.find(b" ", 0, nl if nl >= 0 else len(data))
-    verb_end = sp if sp >= 0 else nl
-    verb = data[:verb_end] if verb_end >= 0 else data
-    decode = _DECODERS.get(verb)
-    if decode is None:
-        raise UnknownCommand(f"invalid command {verb.decode('ascii', 'replace')!r}", offset=0)
+    verb = verb_of(data, 0, nl if nl >= 0 else len(data))
+    spec = BY_VERB.get(verb)
+    if spec is None:
+        raise UnknownCommand(f"invalid command {verb.decode('ascii', 'replace')!r}", offset=0,
+                             field="verb")
     if nl < 0:
         raise GrammarError("command line has no newline", offset=len(data))
-    return decode(data, nl, raw)
+    end = line_end(data, 0, nl)
+    pos = len(spec.wire)
+    values: list = []
+    for p in spec.params:
+        # each separator, then each token, is checked before the next is looked at, as
+        # the grammar's Struct does, so both report the same error at the same offset
+        if pos >= end or data[pos] != 0x20:
+            exc = GrammarError(f"{spec.verb}: expected a space before {p.field}", offset=pos,
+                               field=p.field)
+            if lenient is None or p.default is None or pos < end:
+                raise exc
+            lenient.append(exc)  # nsqd reads a missing RDY count as 1
+            values.append(p.default)
+            continue
+        start = pos + 1
+        pos = data.find(b" ", start, end)
+        if pos < 0:
+            pos = end
+        token = data[start:pos]
+        try:
+            values.append(_CHECK[p.kind](token, start, p))
+        except GrammarError as exc:
+            keep = _LENIENT.get(p.kind)
+            if lenient is None or keep is None:
+                raise
+            lenient.append(exc)
+            values.append(keep(token))
+    if pos != end:
+        exc = GrammarError(f"{spec.verb}: expected the end of the line", offset=pos,
+                           field="line")
+        if lenient is None:
+            raise exc
+        lenient.append(exc)
+    if spec.body is BodyKind.NONE:
+        if nl + 1 != len(data):
+            raise GrammarError(f"{len(data) - nl - 1} bytes left over", offset=nl + 1)
+        return spec.event(*values, raw)
+    body, body_end = _BODY[spec.body](data, nl)
+    if body_end != len(data):
+        raise GrammarError(f"{len(data) - body_end} bytes left over", offset=body_end)
+    return spec.event(*values, body, raw)
 
 
-def _identify(data, nl, raw):
-    _Line(data, nl, b"IDENTIFY").end()
-    body, end = _sized(data, nl + 1, "IDENTIFY body")
-    _whole(data, end)
-    try:
-        value = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadJSON(f"not JSON: {exc}", offset=nl + 5) from None
-    if not isinstance(value, dict):
-        raise BadJSON(f"expected a JSON object, got {type(value).__name__}", offset=nl + 5)
-    return Identify(value, raw)
-
-
-def _auth(data, nl, raw):
-    _Line(data, nl, b"AUTH").end()
-    secret, end = _sized(data, nl + 1, "AUTH body")
-    _whole(data, end)
-    return Auth(secret, raw)
-
-
-def _sub(data, nl, raw):
-    line = _Line(data, nl, b"SUB")
-    topic = _name(*line.param(), "topic")
-    channel = _name(*line.param(), "channel")
-    line.end()
-    _whole(data, nl + 1)
-    return Sub(topic, channel, raw)
-
-
-def _pub(data, nl, raw):
-    line = _Line(data, nl, b"PUB")
-    topic = _name(*line.param(), "topic")
-    line.end()
-    body, end = _sized(data, nl + 1, "message body")
-    _whole(data, end)
-    return Pub(topic, body, raw)
-
-
-def _mpub(data, nl, raw):
-    line = _Line(data, nl, b"MPUB")
-    topic = _name(*line.param(), "topic")
-    line.end()
-    body, end = _sized(data, nl + 1, "MPUB body")
-    _whole(data, end)
-    base = nl + 5
-    if len(body) < 4:
-        raise GrammarError("MPUB message count is cut short", offset=base + len(body))
-    (count,) = _I32.unpack_from(body)
-    if count < 1:
-        raise BadSize(f"MPUB invalid message count {count}", offset=base)
-    pos = 4
-    bodies = []
-    for _ in range(count):
-        msg, pos = _sized(body, pos, "message body", base)
-        bodies.append(msg)
-    if pos != len(body):
-        rest = len(body) - pos
-        raise BadSize(f"MPUB body has {rest} bytes after its last message", offset=base + pos)
-    return Mpub(topic, tuple(bodies), raw)
-
-
-def _dpub(data, nl, raw):
-    line = _Line(data, nl, b"DPUB")
-    topic = _name(*line.param(), "topic")
-    defer = _decimal(*line.param(), "defer time")
-    line.end()
-    body, end = _sized(data, nl + 1, "message body")
-    _whole(data, end)
-    return Dpub(topic, defer, body, raw)
-
-
-def _rdy(data, nl, raw):
-    line = _Line(data, nl, b"RDY")
-    count = _decimal(*line.param(), "RDY count")
-    line.end()
-    _whole(data, nl + 1)
-    return Rdy(count, raw)
-
-
-def _fin(data, nl, raw):
-    line = _Line(data, nl, b"FIN")
-    mid = _id(*line.param())
-    line.end()
-    _whole(data, nl + 1)
-    return Fin(mid, raw)
-
-
-def _req(data, nl, raw):
-    line = _Line(data, nl, b"REQ")
-    mid = _id(*line.param())
-    timeout = _decimal(*line.param(), "timeout")
-    line.end()
-    _whole(data, nl + 1)
-    return Req(mid, timeout, raw)
-
-
-def _touch(data, nl, raw):
-    line = _Line(data, nl, b"TOUCH")
-    mid = _id(*line.param())
-    line.end()
-    _whole(data, nl + 1)
-    return Touch(mid, raw)
-
-
-def _cls(data, nl, raw):
-    _Line(data, nl, b"CLS").end()
-    _whole(data, nl + 1)
-    return Cls(raw)
-
-
-def _nop(data, nl, raw):
-    _Line(data, nl, b"NOP").end()
-    _whole(data, nl + 1)
-    return Nop(raw)
-
-
-_DECODERS = {
-    b"IDENTIFY": _identify,
-    b"AUTH": _auth,
-    b"SUB": _sub,
-    b"PUB": _pub,
-    b"MPUB": _mpub,
-    b"DPUB": _dpub,
-    b"RDY": _rdy,
-    b"FIN": _fin,
-    b"REQ": _req,
-    b"TOUCH": _touch,
-    b"CLS": _cls,
-    b"NOP": _nop,
-}
-
-
-def _check_name(name: str, kind: str) -> bytes:
+def _check_name(name: str, p: Param) -> bytes:
     if not is_valid_topic_name(name):
-        raise BadName(f"{kind} name {name!r} is not valid")
+        raise BadName(f"{p.words} name {name!r} is not valid", field=p.field)
     return name.encode("ascii")
 
 
-def _check_decimal(value: int, what: str) -> bytes:
+def _check_decimal(value: int, p: Param) -> bytes:
     if not isinstance(value, int) or value < 0:
-        raise BadNumber(f"{what} must be a non-negative int, got {value!r}")
+        raise BadNumber(f"{_OWNER[p]} {p.words} must be a non-negative int, got {value!r}",
+                        field=p.field)
     return b"%d" % value
 
 
-def _check_id(mid: bytes) -> bytes:
-    return _id(mid, 0)
+def _check_id(mid: bytes, p: Param) -> bytes:
+    return _id(mid, 0, p)
 
 
-def _size(data: bytes) -> bytes:
+_ENCODE = {ParamKind.NAME: _check_name, ParamKind.DECIMAL: _check_decimal,
+           ParamKind.ID: _check_id}
+
+
+def _size(data: bytes, what: str, field: str) -> bytes:
     if not data:
-        raise BadSize("invalid body size 0")
+        raise BadSize(f"invalid {what} size 0", field=field)
     return _I32.pack(len(data)) + data
+
+
+def _encode_body(spec: CommandSpec, value) -> bytes:
+    kind = spec.body
+    if kind is BodyKind.JSON:
+        return _size(compact_json(value), "IDENTIFY body", "body size")
+    if kind is BodyKind.SECRET:
+        return _size(value, "AUTH body", "body size")
+    if kind is BodyKind.MESSAGE:
+        return _size(value, "message body", "message size")
+    if not value:
+        raise BadSize("MPUB invalid message count 0", field="num messages")
+    parts = [_U32.pack(len(value))]
+    parts.extend(_size(b, "message body", "message size") for b in value)
+    return _size(b"".join(parts), "MPUB body", "body size")
 
 
 def encode_command(cmd: Command) -> bytes:
     """A command event -> its bytes on the wire, refusing what the grammar would refuse."""
     kind = type(cmd)
-    if kind is Fin:
-        return b"FIN " + _check_id(cmd.id) + b"\n"
-    if kind is Rdy:
-        return b"RDY " + _check_decimal(cmd.count, "RDY count") + b"\n"
-    if kind is Pub:
-        return b"PUB " + _check_name(cmd.topic, "topic") + b"\n" + _size(cmd.body)
-    if kind is Mpub:
-        parts = [_U32.pack(len(cmd.bodies))]
-        parts.extend(_size(b) for b in cmd.bodies)
-        return b"MPUB " + _check_name(cmd.topic, "topic") + b"\n" + _size(b"".join(parts))
-    if kind is Req:
-        timeout = _check_decimal(cmd.timeout, "timeout")
-        return b"REQ " + _check_id(cmd.id) + b" " + timeout + b"\n"
-    if kind is Touch:
-        return b"TOUCH " + _check_id(cmd.id) + b"\n"
-    if kind is Nop:
-        return b"NOP\n"
-    if kind is Sub:
-        topic = _check_name(cmd.topic, "topic")
-        return b"SUB " + topic + b" " + _check_name(cmd.channel, "channel") + b"\n"
-    if kind is Dpub:
-        topic = _check_name(cmd.topic, "topic")
-        defer = _check_decimal(cmd.defer_time, "defer time")
-        return b"DPUB " + topic + b" " + defer + b"\n" + _size(cmd.body)
-    if kind is Identify:
-        return b"IDENTIFY\n" + _size(json.dumps(cmd.data, separators=(",", ":")).encode())
-    if kind is Auth:
-        return b"AUTH\n" + _size(cmd.secret)
-    if kind is Cls:
-        return b"CLS\n"
+    if kind is Fin:  # a consumer's most frequent command
+        return b"FIN " + _id(cmd.id, 0) + b"\n"
     if kind is Magic:
         return MAGIC_V2
-    raise TypeError(f"not a command: {cmd!r}")
+    spec = BY_EVENT.get(kind)
+    if spec is None:
+        raise TypeError(f"not a command: {cmd!r}")
+    line = [spec.wire]
+    line.extend(_ENCODE[p.kind](getattr(cmd, p.field), p) for p in spec.params)
+    out = b" ".join(line) + b"\n"
+    if spec.body is BodyKind.NONE:
+        return out
+    return out + _encode_body(spec, getattr(cmd, spec.event_body))

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from struct import Struct as _Struct
 
-from nsqviz.nsq.grammar import BODY_VERBS, MAGIC_V2
+from nsqviz.nsq.commands import BODY_VERBS, BY_VERB, BodyKind
+from nsqviz.nsq.errors import ErrorCode
+from nsqviz.nsq.grammar import MAGIC_V2
+from nsqviz.nsq.lexer import line_end, verb_of
 from nsqviz.stream.reassembly import FramingError
 
 __all__ = [
@@ -40,9 +43,7 @@ DEFAULT_MAX_MSG_SIZE = 1024 * 1024
 DEFAULT_MAX_LINE = 16 * 1024
 """nsqd reads a command line with a 16 KiB buffered reader; longer lines cannot be read."""
 
-_VERB_STARTS = frozenset(b"ACDFIMNPRST")
-_MESSAGE_VERBS = frozenset({b"PUB", b"DPUB"})
-_BODY_PARAMS = {b"PUB": 1, b"MPUB": 1, b"DPUB": 2}
+_VERB_STARTS = frozenset(verb[0] for verb in BY_VERB)
 
 
 class FrameFraming:
@@ -130,13 +131,13 @@ class CommandFraming:
                 if not MAGIC_V2.startswith(buf[pos:]):
                     raise FramingError(
                         f"expected the magic {MAGIC_V2!r}, got {buf[pos:]!r}",
-                        code="E_BAD_PROTOCOL",
+                        code=ErrorCode.BAD_PROTOCOL,
                     )
                 return None
             got = buf[pos : pos + 4]
             if got != MAGIC_V2:
                 raise FramingError(
-                    f"expected the magic {MAGIC_V2!r}, got {got!r}", code="E_BAD_PROTOCOL"
+                    f"expected the magic {MAGIC_V2!r}, got {got!r}", code=ErrorCode.BAD_PROTOCOL
                 )
             self.expect_magic = False
             return 4
@@ -146,36 +147,38 @@ class CommandFraming:
                 # nsqd cannot read such a line and drops the connection without a word.
                 raise FramingError(f"command line longer than {self.max_line} bytes")
             return None
-        sp = buf.find(b" ", pos, nl)
-        verb = buf[pos : sp if sp >= 0 else nl].rstrip(b"\r")
+        verb = verb_of(buf, pos, nl)
         line_len = nl + 1 - pos
-        if verb not in BODY_VERBS:
+        spec = BY_VERB.get(verb)
+        if spec is None or spec.body is BodyKind.NONE:
             return line_len
         # nsqd checks the parameters before it reads a body: a body command whose line
         # lacks them is answered (and the connection closed) with no body read.
-        if buf.count(b" ", pos, nl) < _BODY_PARAMS.get(verb, 0):
+        if buf.count(b" ", pos, line_end(buf, pos, nl)) < spec.arity:
             return line_len
         if len(buf) - (nl + 1) < 4:
             return None
         (size,) = _I32.unpack_from(buf, nl + 1)
         # nsqd checks a body size as soon as it has read it, before reading the body;
         # the reasons below are the texts nsqd v1.3.0 answers with.
-        name = verb.decode()
-        if verb in _MESSAGE_VERBS:
+        name = spec.verb
+        if spec.body is BodyKind.MESSAGE:
             if size <= 0:
                 raise FramingError(
-                    f"{name} invalid message body size {size}", code="E_BAD_MESSAGE"
+                    f"{name} invalid message body size {size}", code=ErrorCode.BAD_MESSAGE
                 )
             if size > self.max_msg_size:
                 raise FramingError(
-                    f"{name} message too big {size} > {self.max_msg_size}", code="E_BAD_MESSAGE"
+                    f"{name} message too big {size} > {self.max_msg_size}",
+                    code=ErrorCode.BAD_MESSAGE,
                 )
         else:
             if size <= 0:
-                raise FramingError(f"{name} invalid body size {size}", code="E_BAD_BODY")
+                raise FramingError(f"{name} invalid body size {size}", code=ErrorCode.BAD_BODY)
             if size > self.max_body_size:
                 raise FramingError(
-                    f"{name} body too big {size} > {self.max_body_size}", code="E_BAD_BODY"
+                    f"{name} body too big {size} > {self.max_body_size}",
+                    code=ErrorCode.BAD_BODY,
                 )
         return line_len + 4 + size
 
@@ -192,8 +195,7 @@ class CommandFraming:
             nl = find(b"\n", pos, pos + limit + 1)
             if nl < 0:
                 return pos
-            sp = find(b" ", pos, nl)
-            if buf[pos : sp if sp >= 0 else nl] in BODY_VERBS:
+            if verb_of(buf, pos, nl) in BODY_VERBS:
                 return pos
             pos = nl + 1
             append(pos)

@@ -16,7 +16,10 @@ The layouts follow the protocol spec (``shared/seeds``):
   [id:16 ASCII hex][body]``.
 
 Every definition parses and builds, and ``build(parse(x)) == x`` for every valid ``x``
-(JSON bodies keep their original bytes through :class:`construct.RawCopy`).
+(JSON bodies keep their original bytes through :class:`construct.RawCopy`) -- except
+that a line ended by ``\\r\\n``, which nsqd accepts by trimming the ``\\r``, is built
+with ``\\n``. The commands are built from the command table
+(:mod:`nsqviz.nsq.commands`): one entry per verb says its parameters and body.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ from construct import (
     this,
 )
 from construct.core import stream_read, stream_tell, stream_write
+
+from nsqviz.nsq.commands import BODY_VERBS, FRAMES, BodyKind, CommandSpec, Param, ParamKind
+from nsqviz.nsq.commands import COMMANDS as TABLE
 
 __all__ = [
     "AUTH_RESPONSE_FIELDS",
@@ -84,6 +90,7 @@ __all__ = [
     "UnknownFrameType",
     "is_valid_channel_name",
     "is_valid_topic_name",
+    "compact_json",
     "parse_command",
     "parse_exactly",
     "parse_frame",
@@ -100,12 +107,25 @@ MAGIC_V2 = b"  V2"
 
 
 class GrammarError(ConstructError):
-    """Bytes that do not fit the grammar. ``offset`` is where in the input it was noticed."""
+    """Bytes that do not fit the grammar.
 
-    def __init__(self, message: str, *, offset: int | None = None, path: str | None = None):
+    ``offset`` is where in the input it was noticed, ``field`` the name of the field that
+    failed (``"topic"``, ``"body size"`` ...; ``None`` for the line's own structure) and
+    ``reason`` says why, in the protocol's words.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        offset: int | None = None,
+        path: str | None = None,
+        field: str | None = None,
+    ):
         super().__init__(message, path)
         self.offset = offset
         self.reason = message
+        self.field = field
 
     def __str__(self) -> str:
         where = f" at offset {self.offset}" if self.offset is not None else ""
@@ -144,7 +164,12 @@ class BadJSON(GrammarError):
 
 
 class _Located(Subconstruct):
-    """Stamps a GrammarError raised inside with the offset where the field *starts*."""
+    """Stamps a GrammarError raised inside with the offset where the field *starts* and
+    the field's name."""
+
+    def __init__(self, subcon: Construct, field: str):
+        super().__init__(subcon)
+        self.field = field
 
     def _parse(self, stream, context, path):
         start = stream_tell(stream, path)
@@ -153,6 +178,16 @@ class _Located(Subconstruct):
         except GrammarError as exc:
             if exc.offset is None:
                 exc.offset = start
+            if exc.field is None:
+                exc.field = self.field
+            raise
+
+    def _build(self, obj, stream, context, path):
+        try:
+            return self.subcon._build(obj, stream, context, path)
+        except GrammarError as exc:
+            if exc.field is None:
+                exc.field = self.field
             raise
 
 class _Separator(Const):
@@ -167,8 +202,28 @@ class _Separator(Const):
         return got
 
 
+class _LineEnd(_Separator):
+    """The ``\n`` that ends a command line; nsqd trims one ``\r`` before it, so
+    ``\r\n`` ends a line too (it is built as ``\n``)."""
+
+    def __init__(self) -> None:
+        super().__init__(b"\n")
+
+    def _parse(self, stream, context, path):
+        start = stream_tell(stream, path)
+        got = stream_read(stream, 1, path)
+        if got == b"\r":
+            got = stream_read(stream, 1, path)
+            if got == b"\n":
+                return b"\r\n"
+        if got != b"\n":
+            raise GrammarError(f"expected the end of the line, got {got!r}", offset=start,
+                               path=path)
+        return got
+
+
 SP = _Separator(b" ")
-LF = _Separator(b"\n")
+LF = _LineEnd()
 
 _NAME_RE = re.compile(r"^[.a-zA-Z0-9_-]+(#ephemeral)?$")
 
@@ -195,6 +250,12 @@ class Token(Construct):
             if b in (b" ", b"\n"):
                 stream.seek(-1, 1)
                 return bytes(out)
+            if b == b"\r":  # nsqd trims a \r before the \n: it belongs to the line end
+                after = stream.read(1)
+                stream.seek(-len(after), 1)
+                if after == b"\n":
+                    stream.seek(-1, 1)
+                    return bytes(out)
             out += b
 
     def _build(self, obj, stream, context, path):
@@ -276,15 +337,15 @@ class _HexIDAdapter(Adapter):
 
 
 def _Name(kind: str) -> Construct:
-    return _Located(_NameAdapter(kind))
+    return _Located(_NameAdapter(kind), kind)
 
 
-def _Decimal(what: str) -> Construct:
-    return _Located(_DecimalAdapter(what))
+def _Decimal(what: str, field: str) -> Construct:
+    return _Located(_DecimalAdapter(what), field)
 
 
 def _HexID(subcon: Construct) -> Construct:
-    return _Located(_HexIDAdapter(subcon))
+    return _Located(_HexIDAdapter(subcon), "id")
 
 
 MessageID = _HexID(Bytes(16))
@@ -307,25 +368,32 @@ class _JSONObject(Adapter):
         return value
 
     def _encode(self, obj, context, path):
-        return json.dumps(obj, separators=(",", ":")).encode()
+        return compact_json(obj)
 
 
-JSONObject = _Located(_JSONObject(GreedyBytes))
+def compact_json(value: Any) -> bytes:
+    """``value`` as JSON without spaces, as Go's ``encoding/json`` writes it: how
+    clients send IDENTIFY bodies and how nsqd answers IDENTIFY and AUTH."""
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
-def _body(subcon, *, minimum: int = 1, what: str = "body"):
-    """``[ 4-byte size ][ N-byte data ]``; nsqd refuses sizes below ``minimum``."""
+JSONObject = _Located(_JSONObject(GreedyBytes), "body")
+
+
+def _body(subcon, *, what: str, size_field: str = "body size"):
+    """``[ 4-byte size ][ N-byte data ]``; nsqd refuses a size below 1, and so does
+    building (an empty body is not a body)."""
 
     class _CheckedSize(Adapter):
         def _decode(self, obj, context, path):
-            if obj < minimum:
+            if obj < 1:
                 raise BadSize(f"invalid {what} size {obj}", path=path)
             return obj
 
         def _encode(self, obj, context, path):
-            return obj
+            return self._decode(obj, context, path)
 
-    return Prefixed(_Located(_CheckedSize(Int32sb)), subcon)
+    return Prefixed(_Located(_CheckedSize(Int32sb), size_field), subcon)
 
 
 class _MessageCountAdapter(Adapter):
@@ -340,7 +408,7 @@ class _MessageCountAdapter(Adapter):
         return self._decode(obj, context, path)
 
 
-_MessageCount = _Located(_MessageCountAdapter(Int32sb))
+_MessageCount = _Located(_MessageCountAdapter(Int32sb), "num messages")
 
 
 class _NothingLeft(Construct):
@@ -356,7 +424,8 @@ class _NothingLeft(Construct):
         rest = stream.read()
         if rest:
             raise BadSize(
-                f"{self.what} has {len(rest)} bytes after its last message", offset=start, path=path
+                f"{self.what} has {len(rest)} bytes after its last message",
+                offset=start, path=path, field="body",
             )
         return None
 
@@ -371,81 +440,49 @@ class _NothingLeft(Construct):
 
 Magic = Const(MAGIC_V2)
 
-IDENTIFY = Struct(
-    "verb" / Const(b"IDENTIFY"),
-    LF,
-    "body" / _body(RawCopy(JSONObject), what="IDENTIFY body"),
-)
-AUTH = Struct(
-    "verb" / Const(b"AUTH"),
-    LF,
-    "secret" / _body(GreedyBytes, what="AUTH body"),
-)
-SUB = Struct(
-    "verb" / Const(b"SUB"),
-    SP,
-    "topic" / _Name("topic"),
-    SP,
-    "channel" / _Name("channel"),
-    LF,
-)
-PUB = Struct(
-    "verb" / Const(b"PUB"),
-    SP,
-    "topic" / _Name("topic"),
-    LF,
-    "body" / _body(GreedyBytes, what="message body"),
-)
-MPUB = Struct(
-    "verb" / Const(b"MPUB"),
-    SP,
-    "topic" / _Name("topic"),
-    LF,
-    "body"
-    / _body(
+_BODIES = {
+    BodyKind.JSON: lambda: _body(RawCopy(JSONObject), what="IDENTIFY body",
+                                 size_field="body size"),
+    BodyKind.SECRET: lambda: _body(GreedyBytes, what="AUTH body", size_field="body size"),
+    BodyKind.MESSAGE: lambda: _body(GreedyBytes, what="message body",
+                                    size_field="message size"),
+    BodyKind.MESSAGES: lambda: _body(
         Struct(
-            "messages" / PrefixedArray(_MessageCount, _body(GreedyBytes, what="message body")),
+            "messages" / PrefixedArray(
+                _MessageCount,
+                _body(GreedyBytes, what="message body", size_field="message size"),
+            ),
             _NothingLeft("MPUB body"),
         ),
         what="MPUB body",
+        size_field="body size",
     ),
-)
-DPUB = Struct(
-    "verb" / Const(b"DPUB"),
-    SP,
-    "topic" / _Name("topic"),
-    SP,
-    "defer_time" / _Decimal("defer time"),
-    LF,
-    "body" / _body(GreedyBytes, what="message body"),
-)
-RDY = Struct("verb" / Const(b"RDY"), SP, "count" / _Decimal("RDY count"), LF)
-FIN = Struct("verb" / Const(b"FIN"), SP, "id" / MessageIDParam, LF)
-REQ = Struct(
-    "verb" / Const(b"REQ"), SP, "id" / MessageIDParam, SP, "timeout" / _Decimal("timeout"), LF
-)
-TOUCH = Struct("verb" / Const(b"TOUCH"), SP, "id" / MessageIDParam, LF)
-CLS = Struct("verb" / Const(b"CLS"), LF)
-NOP = Struct("verb" / Const(b"NOP"), LF)
-
-COMMANDS: dict[str, Struct] = {
-    "IDENTIFY": IDENTIFY,
-    "AUTH": AUTH,
-    "SUB": SUB,
-    "PUB": PUB,
-    "MPUB": MPUB,
-    "DPUB": DPUB,
-    "RDY": RDY,
-    "FIN": FIN,
-    "REQ": REQ,
-    "TOUCH": TOUCH,
-    "CLS": CLS,
-    "NOP": NOP,
 }
-"""Every command of protocol V2, by verb."""
 
-BODY_VERBS = frozenset({b"IDENTIFY", b"AUTH", b"PUB", b"MPUB", b"DPUB"})
-"""Verbs whose line is followed by a size-prefixed body."""
+
+def _param(spec: CommandSpec, p: Param) -> Construct:
+    if p.kind is ParamKind.NAME:
+        return _Name(p.words)
+    if p.kind is ParamKind.DECIMAL:
+        return _Decimal(f"{spec.verb} {p.words}", p.field)
+    return MessageIDParam
+
+
+def _command(spec: CommandSpec) -> Struct:
+    """``VERB[ param]...\\n[ body]`` for one entry of the command table."""
+    fields: list[Construct] = ["verb" / Const(spec.wire)]
+    for p in spec.params:
+        fields += [SP, p.field / _param(spec, p)]
+    fields.append(LF)
+    if spec.body is not BodyKind.NONE:
+        fields.append(spec.grammar_body / _BODIES[spec.body]())
+    return Struct(*fields)
+
+
+COMMANDS: dict[str, Struct] = {verb: _command(spec) for verb, spec in TABLE.items()}
+"""Every command of protocol V2, by verb, built from :data:`nsqviz.nsq.commands.COMMANDS`."""
+
+IDENTIFY, AUTH, SUB, PUB, MPUB, DPUB, RDY, FIN, REQ, TOUCH, NOP, CLS = COMMANDS.values()
 
 
 class _PeekVerb(Construct):
@@ -477,7 +514,8 @@ Command = Struct(
 
 # --------------------------------------------------------------------------- frames
 
-FRAME_TYPES = {"FrameTypeResponse": 0, "FrameTypeError": 1, "FrameTypeMessage": 2}
+FRAME_TYPES = dict(FRAMES.values())
+"""The spec's frame type names and their numbers on the wire."""
 
 Message = Struct(
     "timestamp" / Int64sb,  # nanoseconds since the epoch, when nsqd created the message
@@ -532,8 +570,8 @@ class _FrameSizeOf:
 
 
 Frame = Struct(
-    "size" / Rebuild(_Located(_FrameSize(Int32sb)), _FrameSizeOf()),
-    "frame_type" / _Located(_FrameType(Int32sb)),
+    "size" / Rebuild(_Located(_FrameSize(Int32sb), "size"), _FrameSizeOf()),
+    "frame_type" / _Located(_FrameType(Int32sb), "frame_type"),
     "data"
     / FixedSized(
         this.size - 4,

@@ -5,7 +5,11 @@ Plain text for transcripts, reprs and every view; the views add their own markup
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from nsqviz.nsq import events as ev
+from nsqviz.nsq.commands import BY_EVENT, MAGIC_NAME, BodyKind, ParamKind
 
 __all__ = ["command_label", "event_label", "short_repr"]
 
@@ -17,35 +21,35 @@ def short_repr(data: bytes, limit: int = 24) -> str:
 
 def command_label(cmd: ev.Command) -> str:
     """How the command reads on the wire, shortened: ``SUB orders audit``."""
-    match cmd:
-        case ev.Magic():
-            return "magic '  V2'"
-        case ev.Identify(data=data):
-            keys = ",".join(sorted(data)) or "{}"
-            return f"IDENTIFY {{{keys if len(keys) < 36 else keys[:35] + '…'}}}"
-        case ev.Auth():
-            return "AUTH ●●●●"
-        case ev.Sub(topic=t, channel=c):
-            return f"SUB {t} {c}"
-        case ev.Pub(topic=t, body=b):
-            return f"PUB {t} {short_repr(b)}"
-        case ev.Mpub(topic=t, bodies=bs):
-            return f"MPUB {t} ×{len(bs)}"
-        case ev.Dpub(topic=t, defer_time=d, body=b):
-            return f"DPUB {t} {d} {short_repr(b)}"
-        case ev.Rdy(count=n):
-            return f"RDY {n}"
-        case ev.Fin(id=i):
-            return f"FIN {i.decode('ascii', 'replace')}"
-        case ev.Req(id=i, timeout=t):
-            return f"REQ {i.decode('ascii', 'replace')} {t}"
-        case ev.Touch(id=i):
-            return f"TOUCH {i.decode('ascii', 'replace')}"
-        case ev.Cls():
-            return "CLS"
-        case ev.Nop():
-            return "NOP"
-    return type(cmd).__name__
+    kind = type(cmd)
+    if kind is ev.Magic:
+        return f"{MAGIC_NAME} '  V2'"
+    spec = BY_EVENT.get(kind)
+    if spec is None:
+        return kind.__name__
+    parts = [spec.verb]
+    parts += [_PARAM_TEXT[p.kind](getattr(cmd, p.field)) for p in spec.params]
+    if spec.event_body is not None:
+        parts.append(_BODY_TEXT[spec.body](getattr(cmd, spec.event_body)))
+    return " ".join(parts)
+
+
+def _keys(data: dict) -> str:
+    keys = ",".join(sorted(data)) or "{}"
+    return f"{{{keys if len(keys) < 36 else keys[:35] + '…'}}}"
+
+
+_PARAM_TEXT: dict[ParamKind, Callable[[Any], str]] = {
+    ParamKind.NAME: str,
+    ParamKind.DECIMAL: str,
+    ParamKind.ID: lambda mid: mid.decode("ascii", "replace"),
+}
+_BODY_TEXT: dict[BodyKind, Callable[[Any], str]] = {
+    BodyKind.JSON: _keys,
+    BodyKind.SECRET: lambda secret: "●●●●",
+    BodyKind.MESSAGE: short_repr,
+    BodyKind.MESSAGES: lambda bodies: f"×{len(bodies)}",
+}
 
 
 def event_label(e: ev.Event) -> tuple[str, str]:
@@ -65,6 +69,9 @@ def event_label(e: ev.Event) -> tuple[str, str]:
             return f"⇄ {k} from here on", "note"
         case ev.TLSUpgrade():
             return "⇄ TLS handshake", "note"
+        case ev.Violation(command=cmd, code=c, text=t) if cmd is not None:
+            answer = f"{c} {t}" if c else f"accepted: {t}"
+            return f"✗ {command_label(cmd)} — {answer}"[:64], "error"
         case ev.Violation(code=c, text=t):
             return f"✗ {c} {t}"[:48], "error"
         case ev.ConnectionClosed():

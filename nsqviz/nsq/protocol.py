@@ -19,22 +19,13 @@ from typing import Any
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
 from nsqviz.nsq.codec import Observer
+from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
 from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.protocols import Detection, Item, Lost, Protocol
 from nsqviz.stream.reassembly import FramingError
 
 __all__ = ["NSQ", "NsqProtocol"]
-
-_COMMAND_NAMES = {
-    ev.Magic: "MAGIC", ev.Identify: "IDENTIFY", ev.Auth: "AUTH", ev.Sub: "SUB",
-    ev.Pub: "PUB", ev.Mpub: "MPUB", ev.Dpub: "DPUB", ev.Rdy: "RDY", ev.Fin: "FIN",
-    ev.Req: "REQ", ev.Touch: "TOUCH", ev.Cls: "CLS", ev.Nop: "NOP",
-}
-_FRAME_NAMES = {
-    ev.Response: "FrameTypeResponse", ev.Error: "FrameTypeError",
-    ev.Message: "FrameTypeMessage",
-}
 
 _FIELD_MAKERS = {
     ev.Pub: lambda e: {"topic": e.topic, "body": e.body.hex()},
@@ -103,11 +94,11 @@ def _items(events: list) -> list[Item]:
     out: list[Item] = []
     for e in events:
         t = type(e)
-        name = _COMMAND_NAMES.get(t)
+        name = COMMAND_NAMES.get(t)
         if name is not None:
             out.append(Item("command", name, _fields(e), e, _offset(e.raw), e.raw))
             continue
-        name = _FRAME_NAMES.get(t)
+        name = FRAME_NAMES.get(t)
         if name is not None:
             out.append(Item("frame", name, _fields(e), e, _offset(e.raw), e.raw))
         elif t is ev.Violation:
@@ -136,7 +127,7 @@ def _violation(e: ev.Violation) -> Item:
         fields = _fields(cmd)
         fields["violation"] = problem
         raw = cmd.raw if getattr(cmd, "raw", None) is not None else e.raw
-        return Item("command", _COMMAND_NAMES[type(cmd)], fields, e, _offset(raw), raw)
+        return Item("command", COMMAND_NAMES[type(cmd)], fields, e, _offset(raw), raw)
     fields = {**problem, "offset": e.offset}
     if e.raw is not None:
         fields["data"] = e.raw.data.hex()
@@ -215,7 +206,7 @@ class NsqProtocol(Protocol):
         return ""
 
     def label(self, event: Any) -> tuple[str, str]:
-        if type(event) in _COMMAND_NAMES:
+        if type(event) in COMMAND_NAMES:
             return command_label(event), "command"
         return event_label(event)
 

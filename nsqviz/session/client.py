@@ -213,13 +213,13 @@ class Connection:
         return self.step(ev.Rdy(count), **kw)
 
     def fin(self, message_id: bytes | str | None = None, **kw: Any) -> Step:
-        return self.step(ev.Fin(self._id(message_id)), **kw)
+        return self.step(ev.Fin(self.message_id(message_id)), **kw)
 
     def req(self, message_id: bytes | str | None = None, timeout_ms: int = 0, **kw: Any) -> Step:
-        return self.step(ev.Req(self._id(message_id), timeout_ms), **kw)
+        return self.step(ev.Req(self.message_id(message_id), timeout_ms), **kw)
 
     def touch(self, message_id: bytes | str | None = None, **kw: Any) -> Step:
-        return self.step(ev.Touch(self._id(message_id)), **kw)
+        return self.step(ev.Touch(self.message_id(message_id)), **kw)
 
     def nop(self, **kw: Any) -> Step:
         return self.step(ev.Nop(), **kw)
@@ -227,7 +227,8 @@ class Connection:
     def cls(self, **kw: Any) -> Step:
         return self.step(ev.Cls(), **kw)
 
-    def _id(self, message_id: bytes | str | None) -> bytes:
+    def message_id(self, message_id: bytes | str | None) -> bytes:
+        """``message_id`` as bytes; ``None``: the oldest message in flight."""
         if message_id is None:
             flying = self.in_flight
             if not flying:

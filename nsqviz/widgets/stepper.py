@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nsqviz.nsq import events as ev
+from nsqviz.nsq.commands import COMMANDS, MAGIC_NAME, BodyKind, ParamKind
 from nsqviz.nsq.labels import event_label
 from nsqviz.session.client import Connection, LocalProtocolError, Session, Step
 from nsqviz.widgets.steps import inflight_view, sequence, state_view, step_hexviews
@@ -20,8 +22,12 @@ from nsqviz.widgets.style import CSS, esc, once
 
 __all__ = ["Stepper", "VERBS"]
 
-VERBS = ("magic", "IDENTIFY", "AUTH", "SUB", "PUB", "MPUB", "DPUB", "RDY", "FIN", "REQ",
-         "TOUCH", "NOP", "CLS")
+VERBS = (MAGIC_NAME, *COMMANDS)
+"""A button per command of the table, the magic first."""
+
+_FORM = {"topic": "topic", "channel": "channel", "count": "rdy", "timeout": "req_timeout",
+         "defer_time": "defer_ms"}
+"""The form's field for each parameter of the command table."""
 
 
 class Stepper:
@@ -61,27 +67,10 @@ class Stepper:
         p = {**self.params, **params}
         conn = self.connection()
         check = p["check"]
-        calls = {
-            "magic": lambda: conn.magic(check=check),
-            "IDENTIFY": lambda: conn.identify(check=check, **p["identify"]),
-            "AUTH": lambda: conn.auth(p["secret"], check=check),
-            "SUB": lambda: conn.sub(p["topic"], p["channel"], check=check),
-            "PUB": lambda: conn.pub(p["topic"], p["body"], check=check),
-            "MPUB": lambda: conn.mpub(
-                p["topic"], [f"{p['body']} {i}" for i in range(1, p["count"] + 1)], check=check
-            ),
-            "DPUB": lambda: conn.dpub(p["topic"], p["defer_ms"], p["body"], check=check),
-            "RDY": lambda: conn.rdy(p["rdy"], check=check),
-            "FIN": lambda: conn.fin(p["id"], check=check),
-            "REQ": lambda: conn.req(p["id"], p["req_timeout"], check=check),
-            "TOUCH": lambda: conn.touch(p["id"], check=check),
-            "NOP": lambda: conn.nop(check=check),
-            "CLS": lambda: conn.cls(check=check),
-        }
-        if verb not in calls:
+        if verb != MAGIC_NAME and verb not in COMMANDS:
             raise ValueError(f"unknown command {verb!r}; one of {', '.join(VERBS)}")
         try:
-            step = calls[verb]()
+            step = conn.step(self._command(conn, verb, p), check=check)
         except LocalProtocolError as exc:
             self.reopened = ""
             self.status = f"not sent — the codec refuses: {exc} (untick “check” to send anyway)"
@@ -97,6 +86,25 @@ class Stepper:
         self.reopened = ""
         self._refresh()
         return step
+
+    def _command(self, conn: Connection, verb: str, p: dict[str, Any]) -> ev.Command:
+        """The command ``verb`` with the form's values, built from the command table."""
+        if verb == MAGIC_NAME:
+            return ev.Magic()
+        spec = COMMANDS[verb]
+        values = [
+            conn.message_id(p["id"]) if param.kind is ParamKind.ID else p[_FORM[param.field]]
+            for param in spec.params
+        ]
+        if spec.body is BodyKind.JSON:
+            values.append(dict(p["identify"]))
+        elif spec.body is BodyKind.SECRET:
+            values.append(p["secret"].encode())
+        elif spec.body is BodyKind.MESSAGE:
+            values.append(p["body"].encode())
+        elif spec.body is BodyKind.MESSAGES:
+            values.append(tuple(f"{p['body']} {i}".encode() for i in range(1, p["count"] + 1)))
+        return spec.event(*values)
 
     def html(self) -> str:
         """Everything the stepper shows, as one static HTML block."""

@@ -15,6 +15,7 @@ from nsqviz.layout import annotate
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
 from nsqviz.nsq.labels import command_label, event_label, short_repr
+from nsqviz.nsq.states import Role, diagram
 from nsqviz.session.client import Step
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.sequence import Arrow, SequenceDiagram
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
     from nsqviz.session.client import Connection, Session
 
 __all__ = [
-    "CLIENT_STATES",
-    "CLIENT_TRANSITIONS",
     "command_hex",
     "frame_hex",
     "inflight_view",
@@ -36,17 +35,6 @@ __all__ = [
     "step_hexviews",
     "step_html",
 ]
-
-CLIENT_STATES = ["INIT", "CONNECTED", "SUBSCRIBED", "CLOSING", "CLOSED"]
-CLIENT_TRANSITIONS = [
-    ("INIT", "CONNECTED", "magic"),
-    ("CONNECTED", "SUBSCRIBED", "SUB → OK"),
-    ("SUBSCRIBED", "CLOSING", "CLS"),
-    ("CLOSING", "CLOSED", "EOF"),
-    ("CONNECTED", "CLOSED", "fatal E_*"),
-]
-"""The client's states as the codec tracks them (nsqd's stateInit/Subscribed/Closing)."""
-
 
 def sequence(session: Session, *, last: int | None = None, title: str = "") -> SequenceDiagram:
     """The transcript as a sequence diagram: consumer left, broker centre, others right."""
@@ -149,8 +137,9 @@ def state_view(conn: Connection) -> StateMachineView:
         facts["tls"] = True
     if snap["auth_required"]:
         facts["authenticated"] = snap["authenticated"]
-    return StateMachineView(CLIENT_STATES, CLIENT_TRANSITIONS, snap["state"],
-                            title=f"{conn.name}: state", facts=facts)
+    states, transitions = diagram(Role.CLIENT)
+    return StateMachineView(states, transitions, snap["state"], title=f"{conn.name}: state",
+                            facts=facts)
 
 
 def inflight_view(conn: Connection) -> TableView:

@@ -1,10 +1,10 @@
 """What the NSQ Lua dissector needs to know, read off the grammar and the framing rule.
 
-The dissector is generated from this description; the description is computed from
-:mod:`nsqviz.nsq.grammar` (the ``construct`` definitions of every command and frame),
-:mod:`nsqviz.nsq.framing` (limits, which bodies are messages) and
-:mod:`nsqviz.nsq.events` (which errors are not fatal) -- nothing here re-types a
-command, a parameter or a layout. A grammar shape this module does not understand
+The dissector is generated from this description; the description is read from
+:mod:`nsqviz.nsq.commands` (the command table: verbs, parameters, bodies, answers),
+:mod:`nsqviz.nsq.grammar` (frame and message layouts), :mod:`nsqviz.nsq.framing`
+(limits) and :mod:`nsqviz.nsq.events` (which errors are not fatal) -- nothing here
+re-types a command, a parameter or a layout. A grammar shape this module does not understand
 raises :class:`SpecError`, so a grammar change cannot silently leave the dissector
 behind.
 """
@@ -16,18 +16,17 @@ from dataclasses import dataclass
 from construct import (
     Adapter,
     Bytes,
-    Const,
     FormatField,
     GreedyBytes,
-    Prefixed,
-    RawCopy,
     Rebuild,
     Renamed,
-    Struct,
     Subconstruct,
 )
 
-from nsqviz.nsq import codec, framing, grammar
+from nsqviz.nsq import framing, grammar
+from nsqviz.nsq.commands import COMMANDS, BodyKind, ParamKind
+from nsqviz.nsq.commands import CommandSpec as TableEntry
+from nsqviz.nsq.commands import Param as TableParam
 from nsqviz.nsq.events import NON_FATAL_ERRORS, Response
 from nsqviz.nsq.protocol import NSQ
 
@@ -125,53 +124,29 @@ def _layout_field(name: str, con) -> LayoutField:
     raise SpecError(f"{name}: {con!r} is not a fixed-layout field")
 
 
-def _param(name: str, con) -> Param:
-    inner = _unwrap(con)
-    kind = type(inner).__name__
-    if kind == "_NameAdapter":
-        return Param(name, "name", inner.kind)
-    if kind == "_DecimalAdapter":
-        return Param(name, "decimal", inner.what)
-    if kind == "_HexIDAdapter":
-        return Param(name, "message_id", "message ID")
-    raise SpecError(f"parameter {name}: {inner!r} not rendered")
+_KINDS = {ParamKind.NAME: "name", ParamKind.DECIMAL: "decimal", ParamKind.ID: "message_id"}
+_BODIES = {BodyKind.NONE: None, BodyKind.JSON: "json", BodyKind.SECRET: "bytes",
+           BodyKind.MESSAGE: "bytes", BodyKind.MESSAGES: "messages"}
 
 
-def _body(verb: str, con: Prefixed) -> str:
-    inner = con.subcon
-    if inner is GreedyBytes:
-        return "bytes"
-    if isinstance(inner, RawCopy) and _unwrap(inner.subcon) is _unwrap(grammar.JSONObject):
-        return "json"
-    if isinstance(inner, Struct):
-        names = [s.name for s in inner.subcons if s.name]
-        if names == ["messages"]:  # construct's PrefixedArray: a count, then the items
-            return "messages"
-    raise SpecError(f"{verb} body: {inner!r} not rendered")
+def _param(spec: TableEntry, p: TableParam) -> Param:
+    what = f"{spec.verb} {p.words}" if p.kind is ParamKind.DECIMAL else p.words
+    return Param(p.field, _KINDS[p.kind], what)
 
 
-def _command(verb: str, struct: Struct) -> CommandSpec:
-    params: list[Param] = []
-    body = None
-    for sub in struct.subcons:
-        inner = _unwrap(sub)
-        if sub.name == "verb":
-            if not isinstance(inner, Const) or inner.value != verb.encode():
-                raise SpecError(f"{verb}: the verb is not the constant {verb!r}")
-            continue
-        if sub.name is None:  # separators
-            if not isinstance(inner, Const) or inner.value not in (b" ", b"\n"):
-                raise SpecError(f"{verb}: unnamed {inner!r}")
-            continue
-        if isinstance(inner, Prefixed):
-            body = _body(verb, inner)
-        else:
-            params.append(_param(sub.name, sub))
-    if (body is not None) != (verb.encode() in grammar.BODY_VERBS):
-        raise SpecError(f"{verb}: body and BODY_VERBS disagree")
-    message = verb.encode() in framing._MESSAGE_VERBS
-    answered = any(cls.__name__.upper() == verb for cls in codec._ANSWERED)
-    return CommandSpec(verb, tuple(params), body, message, answered)
+def _command(spec: TableEntry) -> CommandSpec:
+    """One entry of the command table, checked against the grammar built from it."""
+    names = [sub.name for sub in grammar.COMMANDS[spec.verb].subcons if sub.name]
+    if names[1:] != [p.field for p in spec.params] + ([spec.grammar_body]
+                                                       if spec.event_body else []):
+        raise SpecError(f"{spec.verb}: the grammar and the command table disagree")
+    return CommandSpec(
+        spec.verb,
+        tuple(_param(spec, p) for p in spec.params),
+        _BODIES[spec.body],
+        spec.body is BodyKind.MESSAGE,
+        spec.answered,
+    )
 
 
 def _name_rule() -> tuple[int, str]:
@@ -188,7 +163,7 @@ def _name_rule() -> tuple[int, str]:
 
 def nsq_spec() -> NsqSpec:
     """The description of NSQ V2 that the Lua generator renders."""
-    commands = tuple(_command(verb, struct) for verb, struct in grammar.COMMANDS.items())
+    commands = tuple(_command(spec) for spec in COMMANDS.values())
     header = tuple(
         _layout_field(s.name, s) for s in grammar.Frame.subcons if s.name in ("size", "frame_type")
     )

@@ -12,6 +12,7 @@ import pytest
 from construct import Const, Int8ub, Struct
 
 from nsqviz.nsq import grammar
+from nsqviz.nsq.commands import COMMANDS
 from nsqviz.wireshark import cli as ws_cli
 from nsqviz.wireshark import nsq_lua
 from nsqviz.wireshark.lua import literal
@@ -43,10 +44,11 @@ def test_generated_lua_declares_a_filter_field_for_every_parameter_and_layout_fi
     assert "do not edit" in lua.splitlines()[1]
 
 
-def test_a_grammar_shape_the_generator_does_not_know_is_refused():
-    odd = Struct("verb" / Const(b"ODD"), grammar.SP, "flags" / Int8ub, grammar.LF)
-    with pytest.raises(SpecError, match="flags"):
-        _command("ODD", odd)
+def test_a_grammar_that_disagrees_with_the_command_table_is_refused(monkeypatch):
+    odd = Struct("verb" / Const(b"RDY"), grammar.SP, "flags" / Int8ub, grammar.LF)
+    monkeypatch.setitem(grammar.COMMANDS, "RDY", odd)
+    with pytest.raises(SpecError, match="RDY: the grammar and the command table disagree"):
+        _command(COMMANDS["RDY"])
 
 
 def test_lua_literals():
