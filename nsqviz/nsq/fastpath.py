@@ -331,8 +331,10 @@ def _decode(data: bytes, raw: RawFrame | None, lenient: list[GrammarError] | Non
             values.append(_CHECK[p.kind](token, start, p))
         except GrammarError as exc:
             keep = _LENIENT.get(p.kind)
-            if lenient is None or keep is None:
+            if lenient is None:
                 raise
+            if keep is None:  # no event can hold it; nsqd answers the first fault
+                raise lenient[0] if lenient else exc from None
             lenient.append(exc)
             values.append(keep(token))
     if pos != end:
@@ -345,7 +347,13 @@ def _decode(data: bytes, raw: RawFrame | None, lenient: list[GrammarError] | Non
         if nl + 1 != len(data):
             raise GrammarError(f"{len(data) - nl - 1} bytes left over", offset=nl + 1)
         return spec.event(*values, raw)
-    body, body_end = _BODY[spec.body](data, nl)
+    try:
+        body, body_end = _BODY[spec.body](data, nl)
+    except GrammarError:
+        refused = [e for e in lenient or () if e.field != "line"]
+        if refused:  # nsqd refuses the line before it reads the body
+            raise refused[0] from None
+        raise
     if body_end != len(data):
         raise GrammarError(f"{len(data) - body_end} bytes left over", offset=body_end)
     return spec.event(*values, body, raw)

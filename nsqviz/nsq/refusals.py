@@ -49,8 +49,12 @@ def nsqd_answer(data: bytes, nl: int, exc: GrammarError) -> tuple[ErrorCode | No
             return ErrorCode.INVALID, "invalid message ID"
         # nsqd only checks the length; 16 bytes that are not hex are simply not in flight.
         return not_in_flight(name, params[0])
-    if field in ("line", "count") and len(params) != len(spec.params):
-        return None, f"{name} takes {spec.arity} parameters, got {len(params)}; nsqd ignores that"
+    if len(params) < spec.arity:  # only parameters nsqd has a default for are missing
+        p = spec.params[len(params)]
+        return None, f"{name} without its {p.words}: nsqd reads it as {p.default}"
+    if field == "line":
+        extra = len(params) - spec.arity
+        return None, f"{name} takes {spec.arity} parameters, got {extra} more: nsqd ignores them"
     if isinstance(exc, BadJSON):
         return ErrorCode.BAD_BODY, "IDENTIFY failed to decode JSON body"
     if spec.body is BodyKind.MESSAGE:

@@ -139,6 +139,7 @@ local function measure_command(st, s, off, cap)
     return nil
   end
   local line = s:sub(off + 1, nl - 1)
+  if line:sub(-1) == "\r" then line = line:sub(1, -2) end  -- nsqd trims a \r before \n
   local sp = line:find(" ", 1, true)
   local verb = (sp and line:sub(1, sp - 1) or line):gsub("\r$", "")
   local line_len = nl - off
@@ -228,27 +229,45 @@ local function command_params(t, tvb, s, off, line, verb, spec, summaries)
     starts[#starts + 1] = pos - 1
     pos = sp + 1
   end
-  if #params < #spec.params then return false, E.few end
-  if #params > #spec.params then return false, E.many end
+  if #params < #spec.params then
+    local missing = spec.params[#params + 1]
+    if #params + 1 ~= #spec.params or missing.default == nil then return false, E.few end
+    -- nsqd reads the missing parameter as its default (RDY: 1): the command stands
+    t:add(F["param." .. missing.name], tvb(off, #line), u64(tostring(missing.default))):set_generated()
+    return false, E.few, nil, true
+  end
+  -- as the codec: a bad name or id keeps the command (its fields are shown) with the
+  -- first violation attached; a number that is not one ends it there
+  local first, fvars = nil, nil
   local shown = {verb}
   for i, p in ipairs(spec.params) do
     local value, range = params[i], tvb(off + starts[i], #params[i])
     if #value == 0 then range = tvb(off + starts[i] - 1, 1) end
     if p.kind == "name" then
       t:add(F["param." .. p.name], range, value)
-      if not valid_name(value) then return false, E["param." .. p.name], {quoted = quoted(value)} end
+      if not valid_name(value) and not first then
+        first, fvars = E["param." .. p.name], {quoted = quoted(value)}
+      end
     elseif p.kind == "decimal" then
-      if not value:find("^%d+$") then return false, E["param." .. p.name], {value = value} end
+      if not value:find("^%d+$") then
+        if first then return false, first, fvars end
+        return false, E["param." .. p.name], {value = value}
+      end
       t:add(F["param." .. p.name], range, u64(value))
     elseif p.kind == "message_id" then
       t:add(F["param." .. p.name], range, value)
-      if #value ~= 16 then return false, E.id_length, {value = value} end
-      if not value:find("^%x+$") then return false, E.id_hex, {value = value} end
+      if not first and #value ~= 16 then
+        first, fvars = E.id_length, {value = value}
+      elseif not first and not value:find("^%x+$") then
+        first, fvars = E.id_hex, {value = value}
+      end
     end
     shown[#shown + 1] = value
   end
   summaries[#summaries + 1] = table.concat(shown, " ")
   if #shown > 1 then t:append_text(" " .. table.concat(shown, " ", 2)) end
+  if first then return false, first, fvars, true end
+  if #params > #spec.params then return false, E.many, nil, true end  -- nsqd ignores them
   return true
 end
 
@@ -297,6 +316,7 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
   end
   local nl = s:find("\n", off + 1, true)
   local line = s:sub(off + 1, nl - 1)
+  if line:sub(-1) == "\r" then line = line:sub(1, -2) end  -- nsqd trims a \r before \n
   local sp = line:find(" ", 1, true)
   local verb = sp and line:sub(1, sp - 1) or line
   t:add(F["command"], tvb(off, math.max(#verb, 1)), verb)
@@ -306,11 +326,19 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
   if not spec then
     ok, answer, vars = false, ERRORS.unknown, {value = verb}
   else
-    ok, answer, vars = command_params(t, tvb, s, off, line, verb, spec, summaries)
-    if ok and spec.body then
-      ok, answer, vars = command_body(t, tvb, s, nl, len - (nl - off) - 4, verb, spec, pinfo)
-      if not ok then summaries[#summaries + 1] = verb end
+    local kept
+    ok, answer, vars, kept = command_params(t, tvb, s, off, line, verb, spec, summaries)
+    if (ok or kept) and spec.body then
+      local bok, banswer, bvars = command_body(t, tvb, s, nl, len - (nl - off) - 4, verb, spec,
+                                               pinfo)
+      if not bok then
+        -- the body is bad too: nsqd answers the line's refusal first, unless it ignored it
+        if ok or answer.code == "" then ok, answer, vars = false, banswer, bvars end
+        kept = false
+        summaries[#summaries + 1] = verb
+      end
     end
+    if kept then t:add(F["violation.kept"], true):set_generated() end
   end
   if not ok then
     violation(t, st, answer, vars, summaries)

@@ -68,6 +68,8 @@ def field_decls(spec: NsqSpec) -> list[ProtoFieldDecl]:
         ProtoFieldDecl("violation", "string", "nsq.violation", "Violation (nsqd's error code)"),
         ProtoFieldDecl("violation.text", "string", "nsq.violation.text", "Violation"),
         ProtoFieldDecl("violation.fatal", "bool", "nsq.violation.fatal", "Fatal"),
+        ProtoFieldDecl("violation.kept", "bool", "nsq.violation.kept",
+                       "Command kept (well framed; the violation is in its values)"),
         ProtoFieldDecl("skipped", "bytes", "nsq.skipped", "Skipped while resynchronising"),
         ProtoFieldDecl("skipped.reason", "string", "nsq.skipped.reason",
                        "Undecodable while resynchronising"),
@@ -85,7 +87,8 @@ def field_decls(spec: NsqSpec) -> list[ProtoFieldDecl]:
 def _tables(spec: NsqSpec) -> str:
     commands = {
         c.verb: {
-            "params": [{"name": p.name, "kind": p.kind, "what": p.what} for p in c.params],
+            "params": [{"name": p.name, "kind": p.kind, "what": p.what, "default": p.default}
+                       for p in c.params],
             "body": c.body,
             "message": c.message,
             "answered": c.answered,

@@ -52,6 +52,7 @@ class Param:
     name: str
     kind: str
     what: str  # the grammar's word for it, used in the nsqd error texts
+    default: int | None = None  # what nsqd reads a missing one as (RDY's count: 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +132,7 @@ _BODIES = {BodyKind.NONE: None, BodyKind.JSON: "json", BodyKind.SECRET: "bytes",
 
 def _param(spec: TableEntry, p: TableParam) -> Param:
     what = f"{spec.verb} {p.words}" if p.kind is ParamKind.DECIMAL else p.words
-    return Param(p.field, _KINDS[p.kind], what)
+    return Param(p.field, _KINDS[p.kind], what, p.default)
 
 
 def _command(spec: TableEntry) -> CommandSpec:

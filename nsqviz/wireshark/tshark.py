@@ -145,9 +145,17 @@ def as_record(pdu: TsharkPdu) -> dict[str, Any] | None:
         if f("nsq.skipped.reason") is not None:
             kind, name, fields = "gap", "Skipped", {"text": f("nsq.skipped.reason")}
         else:
-            kind, name = "error", code or "Undecodable"
-            fields = {"code": code, "text": f("nsq.violation.text"),
-                      "fatal": f("nsq.violation.fatal") in ("1", "True", True)}
+            problem = {"code": code, "text": f("nsq.violation.text"),
+                       "fatal": f("nsq.violation.fatal") in ("1", "True", True)}
+            verb = f("nsq.command")
+            spec = _COMMANDS.get(verb)
+            if spec is not None and f("nsq.violation.kept") in ("1", "True", True):
+                # a well-framed command whose line nsqd refuses or reads leniently: the
+                # command, its violation attached (a body fault leaves no command)
+                kind, name = "command", verb
+                fields = {**_command_fields(verb, pdu), "violation": problem}
+            else:
+                kind, name, fields = "error", code or "Undecodable", problem
     elif f("nsq.command") is not None:
         verb = f("nsq.command")
         kind, name = "command", verb
