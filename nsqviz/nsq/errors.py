@@ -71,7 +71,8 @@ class ErrorCode(enum.StrEnum):
     @classmethod
     def failed(cls, verb: str) -> ErrorCode:
         """``E_<verb>_FAILED``: what nsqd answers when a verb's action fails."""
-        return cls(f"E_{verb}_FAILED")
+        code = f"E_{verb}_FAILED"
+        return next(member for member in cls if member.value == code)
 
     def frame(self, text: str = "") -> bytes:
         """The data of the FrameTypeError nsqd sends: ``E_CODE text``."""

@@ -56,6 +56,8 @@ class FrameFraming:
         self.max_size = max_size
 
     def measure(self, buf: bytes, pos: int) -> int | None:
+        size: int
+        ftype: int | None
         avail = len(buf) - pos
         if avail >= 8:
             size, ftype = _HEADER.unpack_from(buf, pos)
@@ -78,7 +80,7 @@ class FrameFraming:
             raise FramingError(f"unknown frame type {ftype}")
         return 4 + size
 
-    def scan(self, buf: bytes, pos: int, ends: list) -> int:
+    def scan(self, buf: bytes, pos: int, ends: list[int]) -> int:
         """Append the ends of the complete, well-formed frames from ``pos`` on; return
         where it stopped. A bulk :meth:`measure` for the reassembler's hot loop: anything
         unusual (a partial or malformed header) is left for ``measure`` to explain."""
@@ -158,7 +160,7 @@ class CommandFraming:
             return line_len
         if len(buf) - (nl + 1) < 4:
             return None
-        (size,) = _I32.unpack_from(buf, nl + 1)
+        size: int = _I32.unpack_from(buf, nl + 1)[0]
         # nsqd checks a body size as soon as it has read it, before reading the body;
         # the reasons below are the texts nsqd v1.3.0 answers with.
         name = spec.verb
@@ -182,7 +184,7 @@ class CommandFraming:
                 )
         return line_len + 4 + size
 
-    def scan(self, buf: bytes, pos: int, ends: list) -> int:
+    def scan(self, buf: bytes, pos: int, ends: list[int]) -> int:
         """Append the ends of complete body-less commands (FIN, RDY, REQ, TOUCH, NOP ...)
         from ``pos`` on; stop at anything else for :meth:`measure`. A consumer's stream
         is mostly FINs, and this saves a call per command."""

@@ -34,7 +34,7 @@ def command_label(cmd: ev.Command) -> str:
     return " ".join(parts)
 
 
-def _keys(data: dict) -> str:
+def _keys(data: dict[str, Any]) -> str:
     keys = ",".join(sorted(data)) or "{}"
     return f"{{{keys if len(keys) < 36 else keys[:35] + '…'}}}"
 

@@ -34,7 +34,7 @@ def nsqd_answer(data: bytes, nl: int, exc: GrammarError) -> tuple[ErrorCode | No
         return ErrorCode.INVALID, "AUTH invalid number of parameters"
     field = exc.field
     if isinstance(exc, BadName):
-        token = params[[p.field for p in spec.params].index(field)]
+        token = params[[p.field for p in spec.params].index(field or "")]
         if field == "channel":
             return ErrorCode.BAD_CHANNEL, f"{name} channel name {go_quote(token)} is not valid"
         text = f"{name} topic name {go_quote(token)} is not valid"
@@ -42,8 +42,8 @@ def nsqd_answer(data: bytes, nl: int, exc: GrammarError) -> tuple[ErrorCode | No
         return ErrorCode.BAD_TOPIC, f"E_BAD_TOPIC {text}" if spec.body is MESSAGES else text
     if isinstance(exc, BadNumber):
         param = next(p for p in spec.params if p.field == field)
-        token = params[spec.params.index(param)].decode(errors="replace")
-        return ErrorCode.INVALID, f"{name} could not parse {param.words} {token}"
+        spelled = params[spec.params.index(param)].decode(errors="replace")
+        return ErrorCode.INVALID, f"{name} could not parse {param.words} {spelled}"
     if isinstance(exc, BadMessageID):
         if len(params[0]) != 16:
             return ErrorCode.INVALID, "invalid message ID"
