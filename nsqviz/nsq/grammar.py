@@ -43,6 +43,7 @@ from construct import (
     PrefixedArray,
     RawCopy,
     Rebuild,
+    StreamError,
     Struct,
     Subconstruct,
     Switch,
@@ -678,11 +679,24 @@ def _parse_with_offset(con: Construct, data: bytes) -> Any:
             exc.offset = stream_tell(stream, None)
         raise
     except ConstructError as exc:
-        raise GrammarError(str(exc).strip(), offset=stream_tell(stream, None)) from None
+        # construct's own text ("Error in path (parsing) -> ...") is not for a reader:
+        # say which field ran short or did not fit, in the grammar's names
+        field = _field_of(exc.path)
+        what = field or "the input"
+        reason = (f"{what} is cut short" if isinstance(exc, StreamError)
+                  else f"{what} does not fit the grammar")
+        raise GrammarError(reason, offset=stream_tell(stream, None), field=field) from None
     rest = len(data) - stream_tell(stream, None)
     if rest:
         raise GrammarError(f"{rest} bytes left over", offset=len(data) - rest)
     return value
+
+
+def _field_of(path: str | None) -> str | None:
+    """The innermost named field of a construct error path (``(parsing) -> data -> id``)."""
+    names = [p.strip() for p in (path or "").split("->")]
+    names = [n for n in names if n and not n.startswith("(") and not n.isdigit()]
+    return names[-1] if names else None
 
 
 def parse_frame(data: bytes) -> Any:

@@ -264,3 +264,20 @@ def test_encoding_a_message_with_a_bad_id_is_refused():
                 "data": {"timestamp": 0, "attempts": 1, "id": b"0123456789abcdeZ", "body": b"x"},
             }
         )
+
+
+def _reason(fn, data: bytes) -> str:
+    try:
+        fn(data)
+    except g.GrammarError as exc:
+        return exc.reason
+    return ""
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(any_command.flatmap(mutated), any_frame.flatmap(mutated)))
+def test_no_construct_internal_text_reaches_a_reader(wire):
+    """Every refusal names its field in the protocol's words, never construct's path."""
+    for fn in (g.parse_command, g.parse_frame, fp.decode_command, fp.decode_frame):
+        reason = _reason(fn, wire)
+        assert "(parsing)" not in reason and "Error in path" not in reason, reason
