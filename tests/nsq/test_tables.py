@@ -9,6 +9,8 @@ with the violation attached) follow from the same tables.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath as fp
@@ -209,3 +211,56 @@ def test_the_server_refuses_to_send_a_message_before_sub_or_beyond_rdy():
     s.receive(b"CLS\n")
     with pytest.raises(LocalProtocolError, match="CLOSING"):
         s.send(msg)
+
+
+# ------------------------------------------- both encoders refuse what the grammar does
+
+
+def _grammar_value(cmd: ev.Command) -> dict:
+    """The grammar's build value for a command event, read off the command table."""
+    spec = BY_EVENT[type(cmd)]
+    value: dict = {p.field: getattr(cmd, p.field) for p in spec.params}
+    if spec.event_body is not None:
+        body = getattr(cmd, spec.event_body)
+        value[spec.grammar_body] = {
+            "JSON object": lambda: {"value": body},
+            "messages": lambda: {"messages": list(body)},
+        }.get(spec.body.value, lambda: body)()
+    return {"verb": spec.verb, "command": value}
+
+
+_bad_name = st.sampled_from(["", "bad*topic", "has space", "x" * 65, "a#ephemeral#ephemeral",
+                             "new\nline", "é"])
+_bad_id = st.one_of(st.binary(max_size=15), st.binary(min_size=17, max_size=20),
+                    st.just(b"0123456789abcdeZ"))
+_bad_number = st.integers(max_value=-1)
+_ok_id = st.just(ID)
+
+invalid_events = st.one_of(
+    st.builds(ev.Sub, _bad_name, st.just("c")),
+    st.builds(ev.Sub, st.just("t"), _bad_name),
+    st.builds(ev.Pub, _bad_name, st.just(b"x")),
+    st.builds(ev.Pub, st.just("t"), st.just(b"")),
+    st.builds(ev.Mpub, st.just("t"), st.just(())),
+    st.builds(ev.Mpub, st.just("t"), st.tuples(st.just(b"a"), st.just(b""))),
+    st.builds(ev.Mpub, _bad_name, st.just((b"a",))),
+    st.builds(ev.Dpub, st.just("t"), _bad_number, st.just(b"x")),
+    st.builds(ev.Dpub, _bad_name, st.just(1), st.just(b"x")),
+    st.builds(ev.Rdy, _bad_number),
+    st.builds(ev.Fin, _bad_id),
+    st.builds(ev.Req, _bad_id, st.just(0)),
+    st.builds(ev.Req, _ok_id, _bad_number),
+    st.builds(ev.Touch, _bad_id),
+    st.builds(ev.Auth, st.just(b"")),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(invalid_events)
+def test_both_encoders_refuse_every_event_the_grammar_refuses(event):
+    with pytest.raises(g.GrammarError):
+        g.Command.build(_grammar_value(event))
+    with pytest.raises(g.GrammarError):
+        fp.encode_command(event)
+    with pytest.raises(g.GrammarError):
+        ClientConnection().send(event, check=False)
