@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nsqviz.widgets.style import CSS, StaticView, esc
+from nsqviz.widgets.style import CSS, StaticView, esc, unique_ids
 
 __all__ = ["Arrow", "SequenceDiagram", "ARROW_COLOURS"]
 
@@ -71,7 +71,7 @@ class SequenceDiagram(StaticView):
         ]
         for kind, col in ARROW_COLOURS.items():
             out.append(
-                f'<marker id="nv-ah-{kind}" viewBox="0 0 10 10" refX="9" refY="5" '
+                f'<marker id="nv-ah-@ID@-{kind}" viewBox="0 0 10 10" refX="9" refY="5" '
                 f'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
                 f'<path d="M0,0 L10,5 L0,10 z" fill="{col}"/></marker>'
             )
@@ -98,7 +98,7 @@ class SequenceDiagram(StaticView):
             dash = ' stroke-dasharray="5,3"' if a.unasked else ""
             out.append(
                 f'<line class="nv-arrow nv-{esc(a.kind)}" x1="{x1}" y1="{y}" x2="{x2}" y2="{y}" '
-                f'stroke="{col}" stroke-width="1.6"{dash} marker-end="url(#nv-ah-{a.kind})"/>'
+                f'stroke="{col}" stroke-width="1.6"{dash} marker-end="url(#nv-ah-@ID@-{a.kind})"/>'
             )
             mid = (x1 + x2) / 2
             label = a.label if len(a.label) <= fits else a.label[: fits - 1] + "…"
@@ -112,7 +112,7 @@ class SequenceDiagram(StaticView):
                     f'font-size="10">{esc(a.note)}</text>'
                 )
         out.append("</svg>")
-        return "".join(out)
+        return unique_ids("".join(out))
 
     def html(self, *, with_css: bool = True) -> str:
         legend = " ".join(

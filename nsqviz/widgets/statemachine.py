@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nsqviz.widgets.style import CSS, StaticView, esc
+from nsqviz.widgets.style import CSS, StaticView, esc, unique_ids
 
 __all__ = ["StateMachineView"]
 
@@ -43,8 +43,8 @@ class StateMachineView(StaticView):
         out = [
             f'<svg class="nv-fsm" xmlns="http://www.w3.org/2000/svg" width="{width}" '
             f'height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" '
-            'font-size="11"><defs><marker id="nv-fsm-ah" viewBox="0 0 10 10" refX="9" refY="5" '
-            'markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" '
+            'font-size="11"><defs><marker id="nv-fsm-ah-@ID@" viewBox="0 0 10 10" refX="9" '
+            'refY="5" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" '
             'fill="#6b7280"/></marker></defs>'
         ]
         cy = top + self.H / 2
@@ -58,7 +58,7 @@ class StateMachineView(StaticView):
                     x1, x2 = xs[src], xs[dst] + self.BOX_W
                 out.append(
                     f'<line x1="{x1}" y1="{cy}" x2="{x2}" y2="{cy}" stroke="#6b7280" '
-                    f'marker-end="url(#nv-fsm-ah)"/><text x="{(x1 + x2) / 2}" y="{cy - 5}" '
+                    f'marker-end="url(#nv-fsm-ah-@ID@)"/><text x="{(x1 + x2) / 2}" y="{cy - 5}" '
                     f'text-anchor="middle" fill="#374151">{esc(label)}</text>'
                 )
         for i, (src, dst, label) in enumerate(arcs[:4]):
@@ -69,7 +69,7 @@ class StateMachineView(StaticView):
             lift = top - 10 - 16 * i
             out.append(
                 f'<path d="M{x1},{top} C{x1},{lift} {x2},{lift} {x2},{top}" fill="none" '
-                f'stroke="#9ca3af" marker-end="url(#nv-fsm-ah)"/>'
+                f'stroke="#9ca3af" marker-end="url(#nv-fsm-ah-@ID@)"/>'
                 f'<text x="{(x1 + x2) / 2}" y="{lift + 2}" text-anchor="middle" '
                 f'fill="#6b7280" font-size="10">{esc(label)}</text>'
             )
@@ -86,7 +86,7 @@ class StateMachineView(StaticView):
                 f'font-weight="{weight}">{esc(s)}</text></g>'
             )
         out.append("</svg>")
-        return "".join(out)
+        return unique_ids("".join(out))
 
     def _adjacent(self, t: tuple[str, str, str]) -> bool:
         src, dst, _ = t

@@ -9,13 +9,14 @@ it may be random: no generated ids, no timestamps the caller did not pass in.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import re
 from typing import Any
 
 __all__ = ["CSS", "PALETTE", "Live", "Static", "StaticView", "colour", "esc", "once",
-           "short_value"]
+           "short_value", "unique_ids"]
 
 PALETTE = (
     "#8ecae6", "#ffb703", "#90be6d", "#f4a6c1", "#b8a1e3", "#f9c74f",
@@ -118,6 +119,17 @@ class Live:
 
     def __repr__(self) -> str:
         return self.text
+
+
+def unique_ids(svg: str) -> str:
+    """``svg`` with its ``@ID@`` placeholders replaced by a hash of its content.
+
+    SVG ids are global in an HTML page: two diagrams in one notebook (or two notebooks
+    open in one JupyterLab) sharing ``marker`` ids take each other's arrowheads, and a
+    hidden one makes them vanish. A content hash is unique per picture and the same on
+    every run (nbval compares it; nothing random)."""
+    digest = hashlib.sha1(svg.encode()).hexdigest()[:10]
+    return svg.replace("@ID@", digest)
 
 
 def esc(text: Any) -> str:

@@ -77,3 +77,21 @@ def test_once_strips_only_blocks_already_shown(monkeypatch):
 class _Widget:
     def _repr_mimebundle_(self):
         return {WIDGET: {"model_id": "m"}, "text/plain": "VBox(children=())"}
+
+
+MARKER = re.compile(r'<marker id="([^"]+)"')
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_svg_marker_ids_are_per_picture(path: Path):
+    """Arrowheads keep working with two diagrams or two notebooks on one page."""
+    for index, data in _outputs(path):
+        for marker in MARKER.findall(_text(data.get("text/html", ""))):
+            assert re.fullmatch(r"nv-(ah|fsm-ah)-[0-9a-f]{10}(-\w+)?", marker), (
+                f"cell {index}: marker id {marker!r} is not unique to its picture")
+
+
+def test_unique_ids_follow_the_content():
+    a, b = '<svg><marker id="x-@ID@"/>1</svg>', '<svg><marker id="x-@ID@"/>2</svg>'
+    assert style.unique_ids(a) == style.unique_ids(a) != style.unique_ids(b)
+    assert "@ID@" not in style.unique_ids(a)
