@@ -1,0 +1,301 @@
+"""End-of-notebook questions, each with an answer key that the code itself checks.
+
+Every :class:`Question` carries the answer a learner reveals (``answer``, the key) and a
+``check`` that computes the same value from nsqviz's grammar, tables, captures or
+simulators. ``tests/notebooks/test_exercises.py`` asserts ``check() == answer`` for every
+question (a wrong key fails the build) and that each notebook's last cell is exactly
+:func:`markdown` of its questions (``python -m nsqviz.exercises`` rewrites those cells).
+The answers sit in collapsed ``<details>`` blocks: they render closed in JupyterLab,
+Notebook 7, VS Code, GitHub and nbviewer, and open with one click, no kernel needed.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["EXERCISES", "Question", "markdown", "write"]
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question: what to ask, the key, why, and the code that computes the key."""
+
+    ask: str
+    answer: object
+    why: str
+    check: Callable[[], object]
+
+
+# ------------------------------------------------------------------ checks (from code)
+
+
+def _message_frame(body: bytes) -> bytes:
+    from nsqviz.nsq import grammar
+
+    return grammar.Frame.build({"frame_type": "FrameTypeMessage", "data": {
+        "timestamp": 0, "attempts": 1, "id": b"0" * 16, "body": body}})
+
+
+def _frame_size(body: bytes) -> int:
+    return int.from_bytes(_message_frame(body)[:4], "big")
+
+
+def _pub_body_size(body: bytes) -> int:
+    from nsqviz.nsq import grammar
+
+    data = grammar.Command.build({"verb": "PUB", "command": {"topic": "orders", "body": body}})
+    return int.from_bytes(data[len(b"PUB orders\n"):][:4], "big")
+
+
+def _id_offset() -> int:
+    frame = _message_frame(b"x")
+    return frame.index(b"0" * 16)
+
+
+def _frame_type(name: str) -> int:
+    from nsqviz.nsq import grammar
+
+    return grammar.FRAME_TYPES[name]
+
+
+def _name_limit() -> int:
+    from nsqviz.reference import name_limit
+
+    return name_limit()
+
+
+def _answer_of(verb: str) -> str:
+    from nsqviz.nsq.commands import COMMANDS
+
+    return COMMANDS[verb].answer
+
+
+def _silent_verbs() -> str:
+    from nsqviz.nsq.commands import COMMANDS
+
+    return ", ".join(v for v, spec in COMMANDS.items() if not spec.answered)
+
+
+def _non_fatal() -> str:
+    from nsqviz.nsq.errors import ErrorCode
+
+    return ", ".join(c.value for c in ErrorCode if not c.fatal)
+
+
+def _after(verb: str) -> str:
+    from nsqviz.nsq.commands import COMMANDS
+    from nsqviz.nsq.states import TRANSITIONS, Role, State
+
+    return TRANSITIONS[Role.SERVER][State.CONNECTED][COMMANDS[verb].event].value
+
+
+def _max_rdy() -> int:
+    from nsqviz.broker.options import Options
+
+    return Options().max_rdy_count
+
+
+def _segments(coalesce: bool, mss: int = 48, sizes: tuple[int, ...] = (10, 10, 10, 10)) -> int:
+    from nsqviz.session.sticky import message_frames, simulate_segments
+
+    return len(simulate_segments(message_frames(list(sizes)), mss=mss, coalesce=coalesce))
+
+
+def _identify(field: str, what: str) -> object:
+    from nsqviz.nsq import grammar
+
+    return getattr(grammar.IDENTIFY_FIELDS[field], what)
+
+
+def _both_compressions() -> str:
+    from nsqviz.nsq.errors import ErrorCode
+
+    code = ErrorCode.IDENTIFY_FAILED
+    return f"{code.value}, {'fatal' if code.fatal else 'non-fatal'}"
+
+
+def _replay(name: str):
+    from nsqviz.capture.replay import Replay
+
+    return Replay.load(DATA / name)
+
+
+def _completed_by(name: str, number: int) -> str:
+    from nsqviz.widgets.replay import ReplayView
+
+    return ", ".join(r.name for r in ReplayView(_replay(name)).records_at(number))
+
+
+def _fatal(code: str) -> bool:
+    from nsqviz.nsq.errors import ErrorCode
+
+    return ErrorCode(code).fatal
+
+
+def _max_frame() -> int:
+    from nsqviz.nsq.framing import DEFAULT_MAX_FRAME_SIZE
+
+    return DEFAULT_MAX_FRAME_SIZE
+
+
+def _tube(attr: str) -> object:
+    from nsqviz.tubemq import grammar
+
+    return getattr(grammar, attr)
+
+
+# ------------------------------------------------------------------ the questions
+
+EXERCISES: dict[str, list[Question]] = {
+    "01-wire-format": [
+        Question("A FrameTypeMessage carries the 5-byte body `hello`. What is its `size` "
+                 "field?", 35,
+                 "size counts everything after itself: 4 (frame type) + 8 (timestamp) + 2 "
+                 "(attempts) + 16 (id) + 5 (body).", lambda: _frame_size(b"hello")),
+        Question("`PUB orders` with the body `hello`: what is the 4-byte size that follows "
+                 "the line?", 5, "a command body's size counts the data only; a frame's size "
+                 "also counts its 4 frame-type bytes.", lambda: _pub_body_size(b"hello")),
+        Question("At which byte offset of a message frame does the message id start?", 18,
+                 "4 (size) + 4 (frame type) + 8 (timestamp) + 2 (attempts).", _id_offset),
+        Question("What are the 4 frame-type bytes of a FrameTypeError, as a number?", 1,
+                 "FrameTypeResponse is 0, FrameTypeError 1, FrameTypeMessage 2.",
+                 lambda: _frame_type("FrameTypeError")),
+        Question("How long may a topic name be at most?", 64,
+                 "`[.a-zA-Z0-9_-]`, 1 to 64 characters, `#ephemeral` included.", _name_limit),
+    ],
+    "02-live-session": [
+        Question("Which command does nsqd answer with `CLOSE_WAIT`?", "CLS",
+                 "CLS asks nsqd to stop sending; the answer confirms, in-flight messages may "
+                 "still be finished.", lambda: next(v for v in ("SUB", "CLS", "FIN")
+                                                    if _answer_of(v) == "CLOSE_WAIT")),
+        Question("Which commands get no frame back when they succeed?",
+                 "RDY, FIN, REQ, TOUCH, NOP",
+                 "so a client must not wait for an answer to them; only a failure is "
+                 "answered.", _silent_verbs),
+        Question("In which state is a connection after a successful SUB?", "SUBSCRIBED",
+                 "only then may RDY, FIN, REQ, TOUCH and CLS be sent.", lambda: _after("SUB")),
+        Question("Which three errors leave the connection open?",
+                 "E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED",
+                 "they mean the id is not in flight any more, usually because its "
+                 "msg_timeout ran out first: timing, not a broken client.", _non_fatal),
+        Question("What is the largest RDY count the embedded nsqd accepts by default?", 2500,
+                 "nsqd's --max-rdy-count; RDY above it is E_INVALID and closes the "
+                 "connection.", _max_rdy),
+    ],
+    "03-sticky-packets": [
+        Question("How many bytes does a message frame with a 10-byte body take on the wire?",
+                 44, "4 (size) + 4 (frame type) + 26 (timestamp, attempts, id) + 10.",
+                 lambda: len(_message_frame(b"x" * 10))),
+        Question("Four such frames are sent with coalesced writes over an MSS of 48. How many "
+                 "segments?", 4, "176 bytes in 48-byte segments: 48 + 48 + 48 + 32; the frame "
+                 "boundaries fall inside segments.", lambda: _segments(True)),
+        Question("How many bytes must a reader hold before it can know where an NSQ frame "
+                 "ends?", 4, "the size field; then it waits for `size` more bytes.",
+                 lambda: len(_message_frame(b"")) - _frame_size(b"")),
+        Question("Same four frames, MSS 200, coalesced: how many segments?", 1,
+                 "all 176 bytes fit in one segment: four frames glued together (粘包).",
+                 lambda: _segments(True, mss=200)),
+    ],
+    "04-feature-negotiation": [
+        Question("IDENTIFY asks for snappy and deflate together. What does nsqd answer?",
+                 "E_IDENTIFY_FAILED, fatal", "one compression per connection; the stream "
+                 "can switch only once.", _both_compressions),
+        Question("Which heartbeat_interval value switches heartbeats off?", -1,
+                 "the spec's disable value; values from 1000 ms up to "
+                 "max_heartbeat_interval are accepted.",
+                 lambda: _identify("heartbeat_interval", "disable")),
+        Question("What is output_buffer_timeout's default, in ms?", 250,
+                 "nsqd flushes buffered frames to the client at the latest after it.",
+                 lambda: _identify("output_buffer_timeout", "default")),
+        Question("What is the lowest heartbeat_interval a client may ask for, in ms?", 1000,
+                 "below it nsqd answers E_BAD_BODY.",
+                 lambda: _identify("heartbeat_interval", "low")),
+    ],
+    "05-pcap-replay": [
+        Question("How many packets does `pubsub-pynsq.pcap` hold?", 86,
+                 "the replay's slider runs over them; 50 commands and frames are decoded.",
+                 lambda: len(_replay("pubsub-pynsq.pcap").packets)),
+        Question("What does packet 33 of `pubsub-pynsq.pcap` complete?", "FrameTypeMessage",
+                 "a message nsqd pushed after the consumer's RDY.",
+                 lambda: _completed_by("pubsub-pynsq.pcap", 33)),
+        Question("How many commands and frames does the replay decode in that capture?", 50,
+                 "both directions of every connection, each with the packets it came in.",
+                 lambda: len(_replay("pubsub-pynsq.pcap").records)),
+        Question("Which client command in the capture gives a message back to nsqd for "
+                 "redelivery?", "REQ", "REQ <id> <timeout>: 0 requeues at once.",
+                 lambda: "REQ" if "REQ" in {r.name for r in _replay(
+                     "pubsub-pynsq.pcap").records} else None),
+    ],
+    "07-tubemq": [
+        Question("What are the 4 bytes that begin every TubeMQ RPC frame (hex)?",
+                 "ff7ff4fe", "the begin token; a reader that lost its place searches "
+                 "for it.", lambda: _tube("BEGIN_TOKEN").hex()),
+        Question("How large is each TubeMQ block at most, in bytes?", 8192,
+                 "a frame is split into blocks of at most RPC_MAX_BUFFER_SIZE, each with "
+                 "its own length.", lambda: _tube("RPC_MAX_BUFFER_SIZE")),
+        Question("How many bytes is the frame header (token, serialNo, listSize)?", 12,
+                 "4 + 4 + 4; then listSize blocks of [length][bytes].",
+                 lambda: _tube("HEADER_SIZE")),
+        Question("Which header field does a TubeMQ client use to pair an answer with its "
+                 "request?", "serialNo", "chosen by the requester and echoed in the answer; "
+                 "NSQ has no such field (answers come in order).",
+                 lambda: _tube("FrameStruct").subcons[1].name),
+    ],
+    "10-failure-labs": [
+        Question("Does the connection survive `E_BAD_PROTOCOL` (lab 1)?", "no",
+                 "it is fatal: nsqd sends the error and closes.",
+                 lambda: "no" if _fatal("E_BAD_PROTOCOL") else "yes"),
+        Question("Does the connection survive `E_FIN_FAILED` (lab 6)?", "yes",
+                 "FIN, REQ and TOUCH of an id no longer in flight are non-fatal: the "
+                 "message's msg_timeout ran out first, a matter of timing.",
+                 lambda: "no" if _fatal("E_FIN_FAILED") else "yes"),
+        Question("And `E_INVALID` after RDY 2501 (lab 8)?", "no",
+                 "RDY above max_rdy_count is a broken client: fatal.",
+                 lambda: "no" if _fatal("E_INVALID") else "yes"),
+        Question("`\"GET \"` read as a frame size is 1,195,725,856. Above which size does the "
+                 "reader refuse a frame?", 5243904,
+                 "max_body_size (5 MiB) + 1024 for the header; the refusal comes after 4 "
+                 "bytes, nothing is allocated.", _max_frame),
+    ],
+}
+
+
+def markdown(questions: list[Question]) -> str:
+    """The exercises cell: numbered questions, each answer in a collapsed block."""
+    parts = ["## Exercises", "",
+             "Answer from what this notebook showed, then open the answer to check. "
+             "(The keys are checked against the code by `tests/notebooks/test_exercises.py`.)",
+             ""]
+    for n, q in enumerate(questions, 1):
+        key, why = html.escape(str(q.answer), quote=False), html.escape(q.why, quote=False)
+        parts += [f"{n}. {q.ask}", "",
+                  f"   <details><summary>answer</summary><b>{key}</b> — {why}</details>", ""]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def _cell(text: str, name: str) -> dict:
+    lines = text.split("\n")
+    return {"cell_type": "markdown", "id": f"exercises-{name[:2]}", "metadata": {},
+            "source": [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])}
+
+
+def write(notebooks: Path) -> None:
+    """Put each notebook's exercises cell last (replacing an older one)."""
+    for name, questions in EXERCISES.items():
+        path = notebooks / f"{name}.ipynb"
+        nb = json.loads(path.read_text())
+        cells = [c for c in nb["cells"] if not str(c.get("id", "")).startswith("exercises-")]
+        cells.append(_cell(markdown(questions), name))
+        nb["cells"] = cells
+        path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":  # pragma: no cover - a one-line CLI
+    write(Path(sys.argv[1] if len(sys.argv) > 1 else "notebooks"))
