@@ -145,6 +145,24 @@ def _max_frame() -> int:
     return DEFAULT_MAX_FRAME_SIZE
 
 
+def _pipeline(attr: str) -> object:
+    from nsqviz.pipeline import analyses
+
+    return getattr(analyses, attr)
+
+
+def _frame_columns() -> list[str]:
+    from nsqviz.records import frame_schema
+
+    return list(frame_schema().names)
+
+
+def _frame_name(value: int) -> str:
+    from nsqviz.nsq.commands import FRAMES
+
+    return next(name for name, v in FRAMES.values() if v == value)
+
+
 def _tube(attr: str) -> object:
     from nsqviz.tubemq import grammar
 
@@ -232,6 +250,22 @@ EXERCISES: dict[str, list[Question]] = {
                  "redelivery?", "REQ", "REQ <id> <timeout>: 0 requeues at once.",
                  lambda: "REQ" if "REQ" in {r.name for r in _replay(
                      "pubsub-pynsq.pcap").records} else None),
+    ],
+    "06-spark-pipeline": [
+        Question("When does the pipeline call a connection starved? `in_flight > 0 and "
+                 "in_flight >= r × last RDY`: what is r?", 0.85,
+                 "the client-library guide's rule; `work2` with RDY 1 is starved at every "
+                 "delivery.", lambda: _pipeline("STARVATION_RATIO")),
+        Question("The `frames` table starts with the fields `nsqviz decode --json` prints. "
+                 "Which seven?", "ts, flow, dir, kind, name, fields, packets",
+                 "one row per command or frame; gaps and errors are rows too.",
+                 lambda: ", ".join(_frame_columns()[:7])),
+        Question("In the `frames` table, what is the `name` of a message nsqd pushed?",
+                 "FrameTypeMessage", "the spec's name for frame type 2.",
+                 lambda: _frame_name(2)),
+        Question("Which 4 bytes (hex) make the pipeline hand a connection to TubeMQ?",
+                 "ff7ff4fe", "TubeMQ's begin token (or the Master's and Brokers' ports).",
+                 lambda: _tube("BEGIN_TOKEN").hex()),
     ],
     "07-tubemq": [
         Question("What are the 4 bytes that begin every TubeMQ RPC frame (hex)?",
