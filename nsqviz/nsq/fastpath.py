@@ -91,22 +91,26 @@ def decode_frame_at(buf: bytes, start: int, end: int, raw: RawFrame | None = Non
         size, ftype, ts, attempts, mid = _MESSAGE_FRAME_HEADER.unpack_from(buf, start)
         if ftype == 2 and size == n - 4:
             if mid.translate(None, _HEXDIGITS):
-                raise BadMessageID(f"message id {mid!r} is not 16 hex digits", offset=18)
+                raise BadMessageID(f"message id {mid!r} is not 16 hex digits", offset=18,
+                                   field="id")
             return Message(ts, attempts, mid, buf[start + 34 : end], raw)
     # The slow path below only runs for responses, errors and malformed frames.
     data = buf[start:end]
     if n < 4:
-        raise GrammarError("frame shorter than its 4-byte size", offset=n)
+        raise GrammarError("frame shorter than its 4-byte size", offset=n, field="size")
     (size,) = _I32.unpack_from(data)
     if size < 4:
-        raise BadSize(f"frame size {size} is smaller than the 4-byte frame type", offset=0)
+        raise BadSize(f"frame size {size} is smaller than the 4-byte frame type", offset=0,
+                      field="size")
     if n < 8:
-        raise GrammarError("frame shorter than its 4-byte frame type", offset=n)
+        raise GrammarError("frame shorter than its 4-byte frame type", offset=n,
+                           field="frame_type")
     (code,) = _I32.unpack_from(data, 4)
     if not 0 <= code <= 2:
-        raise UnknownFrameType(f"unknown frame type {code}", offset=4)
+        raise UnknownFrameType(f"unknown frame type {code}", offset=4, field="frame_type")
     if n < 4 + size:
-        raise GrammarError(f"frame data is {n - 8} bytes, size says {size - 4}", offset=n)
+        raise GrammarError(f"frame data is {n - 8} bytes, size says {size - 4}", offset=n,
+                           field="data")
     if n > 4 + size:
         raise GrammarError(f"{n - 4 - size} bytes left over", offset=4 + size)
     ftype = data[4:8]
@@ -114,7 +118,9 @@ def decode_frame_at(buf: bytes, start: int, end: int, raw: RawFrame | None = Non
         return Response(data[8:], raw)
     if ftype == _ERROR:
         return Error(data[8:], raw)
-    raise GrammarError("message frame shorter than the 26-byte message header", offset=n)
+    short = "timestamp" if n < 16 else "attempts" if n < 18 else "id"
+    raise GrammarError(f"message frame shorter than the 26-byte message header: {short} is cut"
+                       " short", offset=n, field=short)
 
 
 def decode_messages(buf: bytes, items: list, i: int, pos: int, out: list) -> tuple[int, int]:
@@ -216,19 +222,20 @@ _LENIENT = {ParamKind.NAME: lambda t: t.decode("ascii", "replace"), ParamKind.ID
 """The value a parameter nsqd refuses still has, where the event can hold it."""
 
 
-def _sized(data: bytes, pos: int, what: str, field: str, base: int = 0) -> tuple[bytes, int]:
+def _sized(data: bytes, pos: int, what: str, field: str, base: int = 0,
+           cut: str = "body") -> tuple[bytes, int]:
     """``[4-byte size][N bytes]`` at ``pos``; returns the bytes and the position after.
 
     ``base`` is where ``data`` itself starts in the command, for error offsets.
     """
     if len(data) - pos < 4:
-        raise GrammarError(f"{field} is cut short", offset=base + len(data), field=field)
+        raise GrammarError(f"{field} is cut short", offset=base + len(data), field=cut)
     (size,) = _I32.unpack_from(data, pos)
     if size < 1:
         raise BadSize(f"invalid {what} size {size}", offset=base + pos, field=field)
     end = pos + 4 + size
     if end > len(data):
-        raise GrammarError(f"{what} is cut short", offset=base + len(data), field=field)
+        raise GrammarError(f"{what} is cut short", offset=base + len(data), field=cut)
     return data[pos + 4 : end], end
 
 
@@ -245,7 +252,7 @@ def _json_body(data: bytes, nl: int) -> tuple[dict, int]:
 
 
 def _secret_body(data: bytes, nl: int) -> tuple[bytes, int]:
-    return _sized(data, nl + 1, "AUTH body", "body size")
+    return _sized(data, nl + 1, "AUTH body", "body size", cut="secret")
 
 
 def _message_body(data: bytes, nl: int) -> tuple[bytes, int]:
@@ -264,7 +271,7 @@ def _messages_body(data: bytes, nl: int) -> tuple[tuple[bytes, ...], int]:
     pos = 4
     bodies = []
     for _ in range(count):
-        msg, pos = _sized(body, pos, "message body", "message size", base)
+        msg, pos = _sized(body, pos, "message body", "message size", base, "message size")
         bodies.append(msg)
     if pos != len(body):
         rest = len(body) - pos
@@ -316,7 +323,7 @@ def _decode(data: bytes, raw: RawFrame | None, lenient: list[GrammarError] | Non
         # the grammar's Struct does, so both report the same error at the same offset
         if pos >= end or data[pos] != 0x20:
             exc = GrammarError(f"{spec.verb}: expected a space before {p.field}", offset=pos,
-                               field=p.field)
+                               field="line")
             if lenient is None or p.default is None or pos < end:
                 raise exc
             lenient.append(exc)  # nsqd reads a missing RDY count as 1

@@ -199,7 +199,8 @@ class _Separator(Const):
         start = stream_tell(stream, path)
         got = stream_read(stream, len(self.value), path)
         if got != self.value:
-            raise GrammarError(f"expected {self.value!r}, got {got!r}", offset=start, path=path)
+            raise GrammarError(f"expected {self.value!r}, got {got!r}", offset=start, path=path,
+                               field="line")
         return got
 
 
@@ -219,7 +220,7 @@ class _LineEnd(_Separator):
                 return b"\r\n"
         if got != b"\n":
             raise GrammarError(f"expected the end of the line, got {got!r}", offset=start,
-                               path=path)
+                               path=path, field="line")
         return got
 
 
@@ -495,7 +496,8 @@ class _PeekVerb(Construct):
         stream.seek(start)
         name = verb.decode("ascii", "replace")
         if name not in COMMANDS:
-            raise UnknownCommand(f"invalid command {name!r}", offset=start, path=path)
+            raise UnknownCommand(f"invalid command {name!r}", offset=start, path=path,
+                                 field="verb")
         return name
 
     def _build(self, obj, stream, context, path):
@@ -696,6 +698,8 @@ def _field_of(path: str | None) -> str | None:
     """The innermost named field of a construct error path (``(parsing) -> data -> id``)."""
     names = [p.strip() for p in (path or "").split("->")]
     names = [n for n in names if n and not n.startswith("(") and not n.isdigit()]
+    if "messages" in names[:-1]:  # inside MPUB's PrefixedArray: its count or a message
+        return {"count": "num messages", "items": "message size"}.get(names[-1], names[-1])
     return names[-1] if names else None
 
 

@@ -64,7 +64,7 @@ def outcome(fn, data: bytes):
     try:
         return ("ok", fn(data))
     except g.GrammarError as exc:
-        return ("error", type(exc).__name__, exc.offset)
+        return ("error", type(exc).__name__, exc.offset, exc.field)
 
 
 def grammar_command(data):
