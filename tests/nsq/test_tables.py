@@ -264,3 +264,22 @@ def test_both_encoders_refuse_every_event_the_grammar_refuses(event):
         fp.encode_command(event)
     with pytest.raises(g.GrammarError):
         ClientConnection().send(event, check=False)
+
+
+def test_the_real_nsqd_sample_shows_each_refused_command_as_sent():
+    """data/nsqd/refused/bad-values.pcap: the real nsqd v1.3.0 refusing well-framed commands."""
+    from pathlib import Path
+
+    from nsqviz.capture.decode import decode_capture
+
+    sample = Path(__file__).resolve().parents[2] / "data" / "nsqd" / "refused" / "bad-values.pcap"
+    records = [r for r in decode_capture(sample) if r.dir == "c2s" and r.name != "MAGIC"]
+    pub = records[0]
+    assert (pub.kind, pub.name, pub.fields["topic"]) == ("command", "PUB", "bad*topic")
+    assert pub.fields["violation"]["code"] == "E_BAD_TOPIC"
+    assert pub.event.command == ev.Pub("bad*topic", b"hello")
+    fin = next(r for r in records if r.name == "FIN")
+    assert fin.fields["id"] == "abc" and fin.fields["violation"]["code"] == "E_INVALID"
+    nop = next(r for r in records if r.name == "NOP")
+    assert nop.fields["violation"]["code"] == "" and not nop.fields["violation"]["fatal"]
+    assert [r.name for r in records][-1] == "PUB"  # PUB t\r\n runs, as nsqd ran it
