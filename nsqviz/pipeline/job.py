@@ -131,7 +131,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--master", default=None,
                    help="Spark master (default: the spark-submit one, else local[*])")
     p.add_argument("--driver-memory", default=None,
-                   help="driver JVM heap for local runs (default: 512m for inputs under 256"
+                   help="driver JVM heap for local runs (default: 512m for inputs under 64"
                    " MB, else 1g)")
     p.add_argument("--partitions", type=int, default=None,
                    help="shuffle partitions for the connection grouping (default 2x cores)")

@@ -4,12 +4,12 @@ Defaults: ``local[*]``; a driver heap sized to the input (:func:`driver_memory_f
 local mode the executors live inside the driver JVM, and the real work -- TCP reassembly
 and protocol decoding -- happens in Python workers, outside the JVM heap, so the heap
 only holds Spark's own bookkeeping, the shuffle of connections that cross files and
-Parquet buffers: 512 MB for the sample captures, 1 GB from 256 MB of input, 4 GB only
+Parquet buffers: 512 MB for the sample captures, 1 GB from 64 MB of input, 4 GB only
 when asked); few shuffle partitions (the default 200 would mean 200 tiny Python tasks
-per stage); a JVM tuned to start fast and stay small (serial GC, a small code cache);
-and Arrow for every pandas hand-over. Under ``spark-submit`` the session already exists
-and its master/memory come from the command line: :func:`get_session` then only adds the
-SQL settings that do not need a JVM restart.
+per stage); for small inputs a JVM tuned to start fast and stay small (serial GC, a
+small code cache, no C2 compiler); and Arrow for every pandas hand-over. Under
+``spark-submit`` the session already exists and its master/memory come from the command
+line: :func:`get_session` then only adds the SQL settings that do not need a JVM restart.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ __all__ = ["DEFAULT_MASTER", "JavaMissing", "check_java", "driver_memory_for", "
 
 DEFAULT_MASTER = "local[*]"
 MIN_JAVA = 17
-_JVM_OPTIONS = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=64m -XX:TieredStopAtLevel=1"
-"""Startup and footprint over peak JIT speed: the JVM here sorts and writes Parquet, the
-decoding is Python's."""
+_SMALL_JVM_OPTIONS = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=64m -XX:TieredStopAtLevel=1"
+"""For small inputs: startup and footprint over peak JIT speed (the JVM only sorts and
+writes Parquet; the decoding is Python's). Large inputs keep the JVM's defaults."""
 
 
 def input_bytes(paths) -> int:
@@ -39,7 +39,7 @@ def input_bytes(paths) -> int:
 
 def driver_memory_for(n_bytes: int | None) -> str:
     """The driver heap for ``n_bytes`` of captures (``None``: unknown, taken as large)."""
-    if n_bytes is not None and n_bytes < 256 * 2**20:
+    if n_bytes is not None and n_bytes < 64 * 2**20:
         return "512m"
     return "1g"
 
@@ -137,8 +137,9 @@ def get_session(
             builder = builder.master(master or DEFAULT_MASTER)
         if not submitted:
             memory = driver_memory or driver_memory_for(input_bytes)
-            builder = (builder.config("spark.driver.memory", memory)
-                       .config("spark.driver.extraJavaOptions", _JVM_OPTIONS))
+            builder = builder.config("spark.driver.memory", memory)
+            if memory == "512m":
+                builder = builder.config("spark.driver.extraJavaOptions", _SMALL_JVM_OPTIONS)
         cores = _cores(master or DEFAULT_MASTER)
         parts = shuffle_partitions or max(4, 2 * cores)
         builder = (
