@@ -29,7 +29,8 @@ MAIN_NAME = "nsqviz_pipeline_main.py"
 
 
 def build(dest: str | os.PathLike[str]) -> tuple[str, str]:
-    """Write ``dest/nsqviz.zip`` and ``dest/nsqviz_pipeline_main.py``; return their paths."""
+    """Write ``dest/nsqviz.zip`` (the package with its data files) and
+    ``dest/nsqviz_pipeline_main.py``; return their paths."""
     dest = os.fspath(dest)
     os.makedirs(dest, exist_ok=True)
     package = os.path.dirname(os.path.abspath(nsqviz.__file__))
@@ -38,8 +39,8 @@ def build(dest: str | os.PathLike[str]) -> tuple[str, str]:
     with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:
         for folder, dirs, files in os.walk(package):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                if name.endswith(".py"):
+            for name in sorted(files):  # modules and their data (TubeMQ's .proto sources)
+                if not name.endswith((".pyc", ".pyo")):
                     full = os.path.join(folder, name)
                     z.write(full, os.path.relpath(full, root))
     from nsqviz.pipeline import job
