@@ -107,11 +107,12 @@ def step_html(step: Step) -> str:
     if step.refused:
         body = f'<div class="nv-err">not sent — the codec refuses: {esc(step.refused)}</div>'
         return f'{CSS}<div class="nsqviz nv-card"><div class="nv-title">{head}</div>{body}</div>'
-    answered = ", ".join(event_label(e)[0] for e in step.events) or "no answer (as expected)"
-    meta = (
-        f'<div class="nv-mono nv-muted">answer: {esc(answered)} · '
-        f"{step.elapsed * 1000:.1f} ms</div>"
-    )
+    answered = ", ".join(event_label(e)[0] for e in step.events)
+    waited = f"{step.elapsed * 1000:.1f} ms"
+    said = (f"answer: {answered} · after {waited}" if answered else
+            f"no answer (as expected: nsqd answers it only if it fails) · this tool "
+            f"waited {waited} for an error")
+    meta = f'<div class="nv-mono nv-muted">{esc(said)}</div>'
     state = (
         '<div class="nv-mono">' + "<br>".join(changes) + "</div>"
         if changes else '<div class="nv-mono nv-muted">state unchanged</div>'

@@ -90,9 +90,11 @@ class StickyView(StaticView):
                 f'<td class="nv-mono nv-muted">buffer {held} B</td></tr>'
             )
         n_frames = len(run.frames)
+        complete = sum(isinstance(e, RawFrame) for st in run.steps[: self.upto]
+                       for e in st.events)
         status = (
-            f"{len(run.reassembled)}/{n_frames} frames reassembled"
-            + (" ✓" if run.intact and self.upto == len(run.steps) else "")
+            f"{complete} of {n_frames} frames complete after {run.count(self.upto)}"
+            + (" ✓ all reassembled" if run.intact and self.upto == len(run.steps) else "")
         )
         legend = " ".join(
             f'<span class="nv-chip" style="background:{colour(i)}">F{i} · {len(f)} B'

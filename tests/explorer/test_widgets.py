@@ -111,7 +111,7 @@ def test_sticky_view_rows_and_steps():
     assert [len(s) for s in run.segments] == [50, 50, 32]  # 3 frames of 44 B glued, cut at 50
     html = StickyView(run).html()
     assert html.count('class="nv-span"') == 5  # F0 | F0 F1 | F1 F2
-    assert "3/3 frames reassembled ✓" in html
+    assert "3 of 3 frames complete" in html and "✓ all reassembled" in html
     first = StickyView(run, upto=1)
     assert "1 segments" not in first.html() and "step 1/3" in first.html()
     assert "reassembler buffer" in first.html()  # 6 bytes of F1 are waiting
@@ -174,12 +174,13 @@ def test_playground_widget_follows_its_controls_and_runs_real_loopback():
     assert [len(f) for f in pg.frames()] == [39, 114, 54]  # 34 bytes of frame header each
     ui = pg.widget()
     (left, middle, right), out, real_out = ui.children[0].children, *ui.children[1:]
-    assert "3/3 frames reassembled ✓" in out.value
+    assert "3 of 3 frames complete" in out.value and "✓ all reassembled" in out.value
     left.children[2].value = "1, 1"  # the sizes box overrides count x size
-    assert "2/2 frames reassembled ✓" in out.value and pg.body_sizes() == [1, 1]
+    assert "2 of 2 frames complete" in out.value and "✓ all reassembled" in out.value
+    assert pg.body_sizes() == [1, 1]
     middle.children[2].value = 1  # feed only the first segment
     assert "step 1/" in out.value
     right.children[0].value = 16  # recv() size
     right.children[2].click()  # a real loopback connection
     assert "real loopback TCP, recv(16)" in real_out.value
-    assert "2/2 frames reassembled ✓" in real_out.value
+    assert "2 of 2 frames complete" in real_out.value and "✓ all reassembled" in real_out.value
