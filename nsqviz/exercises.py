@@ -163,6 +163,34 @@ def _frame_name(value: int) -> str:
     return next(name for name, v in FRAMES.values() if v == value)
 
 
+def _share(max_in_flight: int, connections: int) -> int:
+    from types import SimpleNamespace
+
+    from nsqviz.client.consumer import Consumer
+    from nsqviz.nsq.codec import DEFAULT_MAX_RDY_COUNT
+
+    me = SimpleNamespace(conns=dict.fromkeys(range(connections)),
+                         config=SimpleNamespace(max_in_flight=max_in_flight))
+    return Consumer._share(me, SimpleNamespace(max_rdy_count=DEFAULT_MAX_RDY_COUNT))
+
+
+def _starved(in_flight: int, rdy: int) -> bool:
+    from types import SimpleNamespace
+
+    from nsqviz.client.consumer import Consumer
+
+    conn = SimpleNamespace(in_flight=in_flight, rdy=rdy)
+    return Consumer.is_starved(SimpleNamespace(conns={"c": conn}))
+
+
+def _config_default(name: str) -> object:
+    import dataclasses
+
+    from nsqviz.client.config import Config
+
+    return next(f.default for f in dataclasses.fields(Config) if f.name == name)
+
+
 def _tube(attr: str) -> object:
     from nsqviz.tubemq import grammar
 
@@ -281,6 +309,21 @@ EXERCISES: dict[str, list[Question]] = {
                  "request?", "serialNo", "chosen by the requester and echoed in the answer; "
                  "NSQ has no such field (answers come in order).",
                  lambda: _tube("FrameStruct").subcons[1].name),
+    ],
+    "08-client-library": [
+        Question("max_in_flight 100 over 3 nsqd connections: what RDY does each get?", 33,
+                 "the share is max_in_flight // connections (at least 1, at most "
+                 "max_rdy_count).", lambda: _share(100, 3)),
+        Question("max_in_flight 2 over 5 connections: what RDY does each get at first?", 1,
+                 "at least 1 — so the sum would exceed max_in_flight; the client then "
+                 "redistributes: RDY 0 to the idle ones, RDY 1 to a few in turn.",
+                 lambda: _share(2, 5)),
+        Question("A connection has RDY 10 and 9 messages in flight. Is the consumer "
+                 "starved?", "yes", "9 ≥ 0.85 × 10: a batching handler should process its "
+                 "batch now.", lambda: "yes" if _starved(9, 10) else "no"),
+        Question("How many attempts does nsqviz.client allow a message by default before "
+                 "it gives up on it?", 5, "`max_attempts`, as in go-nsq and pynsq.",
+                 lambda: _config_default("max_attempts")),
     ],
     "10-failure-labs": [
         Question("Does the connection survive `E_BAD_PROTOCOL` (lab 1)?", "no",
