@@ -12,14 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nsqviz.broker.options import VERSION, Options
-from nsqviz.nsq.grammar import FEATURE_NEGOTIATION_FIELDS
+from nsqviz.nsq.errors import ErrorCode
+from nsqviz.nsq.grammar import FEATURE_NEGOTIATION_FIELDS, IDENTIFY_FIELDS, IdentifyField
 
 __all__ = ["IdentifyRefused", "Negotiated", "negotiate"]
 
-_STR = ("client_id", "hostname", "user_agent")
-_BOOL = ("feature_negotiation", "tls_v1", "snappy", "deflate")
-_INT = ("heartbeat_interval", "output_buffer_size", "output_buffer_timeout", "deflate_level",
-        "sample_rate", "msg_timeout")
 
 
 class IdentifyRefused(Exception):
@@ -55,19 +52,26 @@ def negotiate(data: dict, opts: Options, *, current: Negotiated, tls_available: 
     """Check ``data`` (the IDENTIFY body) and return the new settings and, when the client
     asked for ``feature_negotiation``, the JSON response nsqd would send (keys in nsqd's
     order). Raises :class:`IdentifyRefused`."""
-    for key in _STR:
-        if key in data and not isinstance(data[key], str) and data[key] is not None:
-            raise IdentifyRefused("E_BAD_BODY", "IDENTIFY failed to decode JSON body")
-    for key in _BOOL:
-        if key in data and not isinstance(data[key], bool) and data[key] is not None:
-            raise IdentifyRefused("E_BAD_BODY", "IDENTIFY failed to decode JSON body")
-    for key in _INT:
-        v = data.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
-            raise IdentifyRefused("E_BAD_BODY", "IDENTIFY failed to decode JSON body")
+    for f in IDENTIFY_FIELDS.values():
+        v = data.get(f.name)
+        if f.read and v is not None and (
+            not isinstance(v, f.type) or f.type is int and isinstance(v, bool)
+        ):  # as Go's json.Unmarshal into nsqd's struct fails
+            raise IdentifyRefused(ErrorCode.BAD_BODY, "IDENTIFY failed to decode JSON body")
 
     def num(key: str) -> int:
         return data.get(key) or 0
+
+    def checked(key: str) -> int:
+        """The value of ``key`` (0: absent, nsqd's default), refused out of its range."""
+        f = IDENTIFY_FIELDS[key]
+        v = num(key)
+        if v == 0 or v == f.disable:
+            return v
+        if not _bound(f, f.nsqd_low, opts) <= v <= _bound(f, f.high, opts):
+            raise IdentifyRefused(ErrorCode.BAD_BODY,
+                                  f"IDENTIFY {key.replace('_', ' ')} ({v}) is invalid")
+        return v
 
     n = Negotiated(**vars(current))
     n.client_id = data.get("client_id") or ""
@@ -75,50 +79,27 @@ def negotiate(data: dict, opts: Options, *, current: Negotiated, tls_available: 
     n.user_agent = data.get("user_agent") or ""
     n.feature_negotiation = bool(data.get("feature_negotiation"))
 
-    hb = num("heartbeat_interval")
+    # the ranges are IDENTIFY_FIELDS'; the order of the checks is nsqd's
+    hb = checked("heartbeat_interval")
     if hb == -1:
         n.heartbeat_interval = 0.0
-    elif hb == 0:
-        pass
-    elif 1000 <= hb <= opts.max_heartbeat_interval * 1000:
+    elif hb:
         n.heartbeat_interval = hb / 1000
-    else:
-        raise IdentifyRefused("E_BAD_BODY", f"IDENTIFY heartbeat interval ({hb}) is invalid")
-
-    timeout = num("output_buffer_timeout")
+    timeout = checked("output_buffer_timeout")
     if timeout == -1:
         n.output_buffer_timeout = 0.0
-    elif timeout == 0:
-        pass
-    elif (opts.min_output_buffer_timeout * 1000 <= timeout
-          <= opts.max_output_buffer_timeout * 1000):
+    elif timeout:
         n.output_buffer_timeout = timeout / 1000
-    else:
-        raise IdentifyRefused("E_BAD_BODY",
-                              f"IDENTIFY output buffer timeout ({timeout}) is invalid")
-    size = num("output_buffer_size")
+    size = checked("output_buffer_size")
     if size == -1:
         n.output_buffer_size = 1
         n.output_buffer_timeout = 0.0
-    elif size == 0:
-        pass
-    elif 64 <= size <= opts.max_output_buffer_size:
+    elif size:
         n.output_buffer_size = size
-    else:
-        raise IdentifyRefused("E_BAD_BODY", f"IDENTIFY output buffer size ({size}) is invalid")
-
-    rate = num("sample_rate")
-    if not 0 <= rate <= 99:
-        raise IdentifyRefused("E_BAD_BODY", f"IDENTIFY sample rate ({rate}) is invalid")
-    n.sample_rate = rate
-
-    mt = num("msg_timeout")
-    if mt == 0:
-        pass
-    elif 1000 <= mt <= opts.max_msg_timeout * 1000:
+    n.sample_rate = checked("sample_rate")
+    mt = checked("msg_timeout")
+    if mt:
         n.msg_timeout = mt / 1000
-    else:
-        raise IdentifyRefused("E_BAD_BODY", f"IDENTIFY msg timeout ({mt}) is invalid")
 
     if not n.feature_negotiation:
         return n, None
@@ -131,7 +112,7 @@ def negotiate(data: dict, opts: Options, *, current: Negotiated, tls_available: 
     n.deflate_level = min(level, opts.max_deflate_level)
     n.snappy = opts.snappy and bool(data.get("snappy"))
     if n.deflate and n.snappy:
-        raise IdentifyRefused("E_IDENTIFY_FAILED",
+        raise IdentifyRefused(ErrorCode.IDENTIFY_FAILED,
                               "cannot enable both deflate and snappy compression")
     values = {
         "max_rdy_count": opts.max_rdy_count,
@@ -149,3 +130,11 @@ def negotiate(data: dict, opts: Options, *, current: Negotiated, tls_available: 
         "output_buffer_timeout": int(n.output_buffer_timeout * 1000),
     }
     return n, {key: values[key] for key in FEATURE_NEGOTIATION_FIELDS}
+
+
+def _bound(f: IdentifyField, bound: int | str, opts: Options) -> float:
+    """A range end of ``f``: a number, or the nsqd option that sets it (in ``f.unit``)."""
+    if isinstance(bound, str):
+        value = getattr(opts, bound)
+        return value * 1000 if f.unit == "ms" else value
+    return bound

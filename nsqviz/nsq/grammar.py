@@ -596,17 +596,24 @@ Frame = Struct(
 class IdentifyField:
     """One key of the IDENTIFY JSON body, with the spec's range and default.
 
-    ``low``/``high`` bound the accepted values; ``high`` may name the nsqd option that
-    sets the maximum (e.g. ``"max_heartbeat_interval"``). ``disable`` is the value that
-    switches the feature off (``-1``), where the spec has one.
+    ``low``/``high`` bound the accepted values; either may name the nsqd option that
+    sets it (e.g. ``"max_heartbeat_interval"``), in ``unit`` (``"ms"``: the option is a
+    duration). ``disable`` is the value that switches the feature off (``-1``), where the
+    spec has one; ``0`` always means "nsqd's default". nsqd refuses a value out of range
+    with E_BAD_BODY, except where it ``clamps`` it into the range; ``nsqd_low`` is the
+    lower bound nsqd v1.3.0 enforces where it differs from the spec's. ``read``: nsqd
+    v1.3.0 reads the key at all (the deprecated ids it ignores).
     """
 
-    __slots__ = ("name", "type", "default", "low", "high", "disable", "since", "doc")
+    __slots__ = ("name", "type", "default", "low", "nsqd_low", "high", "disable", "unit",
+                 "clamps", "read", "since", "doc")
 
-    def __init__(self, name, type_, default, *, low=None, high=None, disable=None, since="",
-                 doc=""):
+    def __init__(self, name, type_, default, *, low=None, nsqd_low=None, high=None,
+                 disable=None, unit="", clamps=False, read=True, since="", doc=""):
         self.name, self.type, self.default = name, type_, default
         self.low, self.high, self.disable = low, high, disable
+        self.nsqd_low = low if nsqd_low is None else nsqd_low
+        self.unit, self.clamps, self.read = unit, clamps, read
         self.since, self.doc = since, doc
 
     def __repr__(self) -> str:
@@ -621,27 +628,31 @@ IDENTIFY_FIELDS: dict[str, IdentifyField] = {
         IdentifyField("feature_negotiation", bool, False, since="0.2.19",
                       doc="client accepts a JSON response of negotiated features"),
         IdentifyField("heartbeat_interval", int, "client_timeout/2", low=1000,
-                      high="max_heartbeat_interval", disable=-1, since="0.2.19",
+                      high="max_heartbeat_interval", disable=-1, unit="ms", since="0.2.19",
                       doc="milliseconds between heartbeats"),
         IdentifyField("output_buffer_size", int, 16384, low=64, high="max_output_buffer_size",
                       disable=-1, since="0.2.21",
                       doc="bytes nsqd buffers before writing to this client"),
         IdentifyField("output_buffer_timeout", int, 250, low=1,
-                      high="max_output_buffer_timeout", disable=-1, since="0.2.21",
+                      nsqd_low="min_output_buffer_timeout", high="max_output_buffer_timeout",
+                      disable=-1, unit="ms", since="0.2.21",
                       doc="milliseconds after which buffered data is flushed"),
         IdentifyField("tls_v1", bool, False, since="0.2.22", doc="upgrade this connection to TLS"),
         IdentifyField("snappy", bool, False, since="0.2.23", doc="snappy-compress the stream"),
         IdentifyField("deflate", bool, False, since="0.2.23", doc="deflate-compress the stream"),
-        IdentifyField("deflate_level", int, 6, low=1, high="max_deflate_level", since="0.2.23",
+        IdentifyField("deflate_level", int, 6, low=1, high="max_deflate_level", clamps=True,
+                      since="0.2.23",
                       doc="deflate compression level"),
         IdentifyField("sample_rate", int, 0, low=0, high=99, since="0.2.25",
                       doc="deliver this percentage of messages (0 disables sampling)"),
         IdentifyField("user_agent", str, "<client_library_name>/<version>", since="0.2.25",
                       doc="agent string, in the spirit of HTTP"),
         IdentifyField("msg_timeout", int, "msg_timeout", low=1000, high="max_msg_timeout",
-                      since="0.2.28", doc="server-side message timeout for this client (ms)"),
-        IdentifyField("short_id", str, "", doc="deprecated (0.2.28): use client_id"),
-        IdentifyField("long_id", str, "", doc="deprecated (0.2.28): use hostname"),
+                      unit="ms", since="0.2.28",
+                      doc="server-side message timeout for this client (ms)"),
+        IdentifyField("short_id", str, "", read=False,
+                      doc="deprecated (0.2.28): use client_id"),
+        IdentifyField("long_id", str, "", read=False, doc="deprecated (0.2.28): use hostname"),
     )
 }
 """The IDENTIFY body's keys as the spec documents them."""

@@ -283,3 +283,16 @@ def test_the_real_nsqd_sample_shows_each_refused_command_as_sent():
     nop = next(r for r in records if r.name == "NOP")
     assert nop.fields["violation"]["code"] == "" and not nop.fields["violation"]["fatal"]
     assert [r.name for r in records][-1] == "PUB"  # PUB t\r\n runs, as nsqd ran it
+
+
+def test_the_broker_checks_identify_against_identify_fields(monkeypatch):
+    """Narrow sample_rate's range in the grammar's IDENTIFY table: the broker refuses."""
+    from nsqviz.broker.identify import IdentifyRefused, Negotiated, negotiate
+    from nsqviz.broker.options import Options
+
+    current = Negotiated("", "", "", 30.0, 16384, 0.25, 0, 60.0, False)
+    kw = {"current": current, "tls_available": False, "auth_required": False}
+    assert negotiate({"sample_rate": 60}, Options(), **kw)[0].sample_rate == 60
+    monkeypatch.setattr(g.IDENTIFY_FIELDS["sample_rate"], "high", 50)
+    with pytest.raises(IdentifyRefused, match=r"IDENTIFY sample rate \(60\) is invalid"):
+        negotiate({"sample_rate": 60}, Options(), **kw)
