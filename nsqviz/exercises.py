@@ -191,6 +191,18 @@ def _config_default(name: str) -> object:
     return next(f.default for f in dataclasses.fields(Config) if f.name == name)
 
 
+def _abbrev(name: str, kind: str) -> str:
+    from nsqviz.wireshark.nsq_lua import PARAM_ABBREV
+
+    return PARAM_ABBREV(name, kind)
+
+
+def _prefs() -> dict[str, str]:
+    from nsqviz.wireshark.generate import preferences
+
+    return preferences(DATA / "no-such-folder")
+
+
 def _tube(attr: str) -> object:
     from nsqviz.tubemq import grammar
 
@@ -324,6 +336,21 @@ EXERCISES: dict[str, list[Question]] = {
         Question("How many attempts does nsqviz.client allow a message by default before "
                  "it gives up on it?", 5, "`max_attempts`, as in go-nsq and pynsq.",
                  lambda: _config_default("max_attempts")),
+    ],
+    "09-wireshark": [
+        Question("Which display filter field holds a SUB's or PUB's topic?", "nsq.topic",
+                 "every parameter is a filter field under `nsq.`.",
+                 lambda: _abbrev("topic", "name")),
+        Question("Which field finds a message and its FIN, REQ and TOUCH alike?",
+                 "nsq.msg.id", "message ids live under `nsq.msg`, in frames and commands.",
+                 lambda: _abbrev("id", "message_id")),
+        Question("Which Wireshark preference must be on for a frame split over segments to "
+                 "be dissected whole?", "tcp.desegment_tcp_streams",
+                 "TCP reassembly: the dissector asks TCP for the rest of the frame.",
+                 lambda: next(iter(_prefs()))),
+        Question("How many bytes does the dissector need before it knows an NSQ frame's "
+                 "length?", 4, "the size field; the rest is asked for with desegment_len.",
+                 lambda: len(_message_frame(b"")) - _frame_size(b"")),
     ],
     "10-failure-labs": [
         Question("Does the connection survive `E_BAD_PROTOCOL` (lab 1)?", "no",
