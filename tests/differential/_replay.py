@@ -24,7 +24,8 @@ import ssl
 from dataclasses import dataclass, field
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import Observer, _compressor
+from nsqviz.nsq.codec import Observer
+from nsqviz.nsq.compression import compressor
 
 ID = b"{ID}"
 WAIT = b"{WAIT}"
@@ -102,7 +103,7 @@ async def replay(address: str, probe: Probe, *, quiet: float = 0.3,
     def take(events) -> None:
         for event in events:
             if isinstance(event, ev.CompressionStarted):
-                state["compressor"] = _compressor(event.kind, event.level)
+                state["compressor"] = compressor(event.kind, event.level)
             elif isinstance(event, ev.TLSUpgrade):
                 state["tls"] = True
             elif isinstance(event, ev.Message):

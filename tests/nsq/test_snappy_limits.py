@@ -9,12 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import (
-    SNAPPY_MAX_CHUNK,
-    SNAPPY_STREAM_IDENTIFIER,
-    ClientConnection,
-    ServerConnection,
-)
+from nsqviz.nsq.codec import ClientConnection, ServerConnection
+from nsqviz.nsq.compression import SNAPPY_MAX_CHUNK, SNAPPY_STREAM_IDENTIFIER
 
 
 def _snappy_server() -> ServerConnection:
@@ -93,7 +89,7 @@ def test_a_deflate_bomb_is_refused_without_being_inflated_whole():
     import tracemalloc
     import zlib
 
-    from nsqviz.nsq.codec import INFLATE_PIECE
+    from nsqviz.nsq.compression import INFLATE_PIECE
 
     squeeze = zlib.compressobj(9, zlib.DEFLATED, -15)
     zeros = bytes(1 << 20)
