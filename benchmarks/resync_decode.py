@@ -1,7 +1,7 @@
 """Passive decoding of bytes that never frame: time must grow linearly with the input.
 
 What ``nsqviz decode`` meets in a capture that starts mid-connection with TLS on port
-4150: random bytes in both directions, fed to the NSQ :class:`~nsqviz.nsq.codec.Observer`
+4150: random bytes in both directions, fed to the NSQ :class:`~nsqviz.nsq.observer.Observer`
 in 1448-byte segments. Sizes double from 140 KB; the figure to watch is the CPU time per
 MB, which stays flat when the work is linear (issue 14 measured 4.1 s for 0.28 MB and
 40.6 s for 1.1 MB before resynchronisation remembered how far it had searched). The
@@ -16,7 +16,7 @@ import random
 import time
 
 from benchmarks.codec_decode import make_stream
-from nsqviz.nsq.codec import Observer
+from nsqviz.nsq.observer import Observer
 
 SEGMENT = 1448
 

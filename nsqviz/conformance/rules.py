@@ -1,6 +1,6 @@
 """Seed 002's client-guide rules, checked on observed traffic (a capture or a live tap).
 
-The checker reads what the codec's :class:`~nsqviz.nsq.codec.Observer` decoded of each
+The checker reads what the codec's :class:`~nsqviz.nsq.observer.Observer` decoded of each
 client connection -- commands, frames, times and packet numbers -- and gives every rule
 of :data:`RULES` a :class:`Verdict`: ``pass``, ``fail`` or ``not exercised`` (the traffic
 never put the rule to the test), with the packets that show it. Nothing here knows which

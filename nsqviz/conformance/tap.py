@@ -1,5 +1,5 @@
 """A recording TCP proxy: put it between NSQ clients and an nsqd, and read what each
-client connection said and heard, decoded by the codec's :class:`~nsqviz.nsq.codec.Observer`.
+client connection said and heard, decoded by the codec's :class:`~nsqviz.nsq.observer.Observer`.
 
 ``with WireTap(broker.tcp_address) as tap:`` -- point clients at ``tap.address``; each
 accepted connection becomes a :class:`TappedConnection` whose ``events`` are
@@ -17,8 +17,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from nsqviz.nsq.codec import Observer
 from nsqviz.nsq.events import Event
+from nsqviz.nsq.observer import Observer
 
 __all__ = ["TappedConnection", "WireEvent", "WireTap"]
 

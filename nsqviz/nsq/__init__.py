@@ -10,7 +10,8 @@ As with h11, a newcomer needs only this package::
         ...
 
 The modules behind it: :mod:`~nsqviz.nsq.events` (what happens on a connection),
-:mod:`~nsqviz.nsq.codec` (the connection objects and the capture :class:`Observer`),
+:mod:`~nsqviz.nsq.codec` (the connection objects), :mod:`~nsqviz.nsq.observer` (the
+capture :class:`Observer`), :mod:`~nsqviz.nsq.compression` (snappy, DEFLATE),
 :mod:`~nsqviz.nsq.grammar` (the ``construct`` definition of every byte),
 :mod:`~nsqviz.nsq.fastpath` (its struct-based twin for hot loops),
 :mod:`~nsqviz.nsq.framing` (where frames end), :mod:`~nsqviz.nsq.labels` (events as text),
@@ -18,7 +19,7 @@ and the tables every one of them reads: :mod:`~nsqviz.nsq.commands` (one entry p
 :mod:`~nsqviz.nsq.states` (the transition table), :mod:`~nsqviz.nsq.errors` (nsqd's codes).
 """
 
-from nsqviz.nsq.codec import ClientConnection, Observer, ServerConfig, ServerConnection
+from nsqviz.nsq.codec import ClientConnection, ServerConfig, ServerConnection
 from nsqviz.nsq.commands import COMMANDS, CommandSpec
 from nsqviz.nsq.errors import ErrorCode, LocalProtocolError, ProtocolError
 from nsqviz.nsq.events import (
@@ -50,6 +51,7 @@ from nsqviz.nsq.events import (
 )
 from nsqviz.nsq.grammar import GrammarError
 from nsqviz.nsq.labels import command_label, event_label
+from nsqviz.nsq.observer import Observer
 from nsqviz.nsq.states import TRANSITIONS, Role, State
 from nsqviz.stream import Direction
 

@@ -2,7 +2,7 @@
 
 Detection is the magic ``"  V2"`` a client sends first, nsqd's port 4150, or -- for a
 capture that starts mid-connection -- bytes that frame as an NSQ command or frame.
-Decoding is the codec's :class:`~nsqviz.nsq.codec.Observer`, its events turned into
+Decoding is the codec's :class:`~nsqviz.nsq.observer.Observer`, its events turned into
 :class:`~nsqviz.protocols.Item` s here. Record fields keep a message id as the 16 hex
 digits it is on the wire (as nsqd, nsqadmin and client logs print it); other bytes are
 hex.
@@ -18,10 +18,10 @@ from typing import Any
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
-from nsqviz.nsq.codec import Observer
 from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
 from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
+from nsqviz.nsq.observer import Observer
 from nsqviz.protocols import Detection, Item, Lost, Protocol
 from nsqviz.stream.reassembly import FramingError
 

@@ -1,7 +1,7 @@
 """Replay raw byte probes against an nsqd-compatible server and describe what came back.
 
 A :class:`Probe` is a list of chunks written one after another on a fresh connection.
-What comes back is decoded by the codec's passive :class:`~nsqviz.nsq.codec.Observer`
+What comes back is decoded by the codec's passive :class:`~nsqviz.nsq.observer.Observer`
 (fed both directions, so it follows a compression switch) and turned into an
 :class:`Outcome`: the frames in order, each described without nsqd's own values (a
 message's id and timestamp, the version in an IDENTIFY response), and whether the
@@ -24,8 +24,8 @@ import ssl
 from dataclasses import dataclass, field
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import Observer
 from nsqviz.nsq.compression import compressor
+from nsqviz.nsq.observer import Observer
 
 ID = b"{ID}"
 WAIT = b"{WAIT}"

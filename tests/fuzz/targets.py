@@ -25,6 +25,7 @@ from nsqviz.nsq import codec as nsq_codec
 from nsqviz.nsq import events as nsq_events
 from nsqviz.nsq import fastpath
 from nsqviz.nsq import grammar as nsq_grammar
+from nsqviz.nsq.observer import Observer as NsqObserver
 from nsqviz.tubemq import codec as tube_codec
 from nsqviz.tubemq import grammar as tube_grammar
 
@@ -83,7 +84,7 @@ def _nsq_peer(role: str):
                       + client.send(nsq_events.Identify({kind: True})))
             s.start_compression(kind, 6 if kind == "deflate" else None)
         return s.receive
-    obs = nsq_codec.Observer(midstream=True)
+    obs = NsqObserver(midstream=True)
     return lambda chunk: obs.c2s(chunk) if chunk[:1] < b"\x80" else obs.s2c(chunk)
 
 

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import ClientConnection, Observer, ServerConnection, State
+from nsqviz.nsq.codec import ClientConnection, ServerConnection, State
+from nsqviz.nsq.observer import Observer
 from tests.nsq._wire import Wire, features, kinds, message, mid
 from tests.stream.test_reassembly import split
 

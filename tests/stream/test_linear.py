@@ -17,8 +17,8 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsqviz.nsq.codec import Observer
 from nsqviz.nsq.framing import CommandFraming, FrameFraming
+from nsqviz.nsq.observer import Observer
 from nsqviz.stream.reassembly import STALL_LIMIT, Garbage, RawFrame, Reassembler, Truncated
 from nsqviz.tubemq.framing import TubeFraming
 

@@ -1,0 +1,82 @@
+"""The passive observer of someone else's NSQ connection, for captures.
+
+It runs both roles of :mod:`nsqviz.nsq.codec` passively -- decoding without judging,
+reading on after undecodable bytes -- and carries between them what each side cannot
+see for itself: the commands awaiting an answer, the messages in flight, where the
+stream switched to compression or TLS.
+"""
+
+from __future__ import annotations
+
+from nsqviz.nsq.codec import ClientConnection, ServerConfig, ServerConnection
+from nsqviz.nsq.events import (
+    Command,
+    CompressionStarted,
+    Event,
+    Magic,
+    Message,
+    TLSUpgrade,
+    Violation,
+)
+from nsqviz.stream.direction import Direction
+
+__all__ = ["Observer"]
+
+
+class Observer:
+    """Watches both directions of someone else's NSQ connection (a capture).
+
+    Commands go through a passive :class:`ServerConnection`, frames through a passive
+    :class:`ClientConnection`, and each side tells the other what it could not see for
+    itself: which commands await an answer, which messages are in flight, where the
+    stream switched to compression, where TLS began (after which nothing is decodable).
+    Feed the two directions in the order the bytes were captured.
+    """
+
+    def __init__(
+        self,
+        config: ServerConfig | None = None,
+        *,
+        provenance: bool = True,
+        midstream: bool = False,
+    ):
+        self.server = ServerConnection(
+            config, provenance=provenance, passive=True, midstream=midstream
+        )
+        self.client = ClientConnection(provenance=provenance, passive=True)
+        if midstream:
+            self.client._advance(Magic)
+        self.encrypted = False
+
+    def c2s(self, data: bytes, *, segment: int | None = None) -> list[Event]:
+        """Bytes the client sent; returns commands (and violations)."""
+        if self.encrypted:
+            return []
+        events = self.server.receive(data, segment=segment)
+        client = self.client
+        for ev in events:
+            if isinstance(ev, Command):
+                client._sent(ev)
+            elif type(ev) is Violation and ev.command is not None:
+                client._sent(ev.command)  # sent all the same: its answer comes back
+        return events
+
+    def gap(self, direction: Direction) -> tuple[bytes, int | None]:
+        """Bytes of ``direction`` are missing here; see :meth:`ClientConnection.gap`."""
+        return (self.server if direction == Direction.C2S else self.client).gap()
+
+    def s2c(self, data: bytes, *, segment: int | None = None) -> list[Event]:
+        """Bytes the server sent; returns frames (and what they switched on)."""
+        if self.encrypted:
+            return []
+        events = self.client.receive(data, segment=segment)
+        server = self.server
+        for ev in events:
+            kind = type(ev)
+            if kind is Message:
+                server.in_flight.add(ev.id)
+            elif kind is CompressionStarted:
+                server.start_compression(ev.kind, ev.level)
+            elif kind is TLSUpgrade:
+                self.encrypted = True
+        return events
