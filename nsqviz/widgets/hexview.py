@@ -18,6 +18,19 @@ __all__ = ["HexView"]
 
 _PER_ROW = 16
 
+_LINKED = 96
+"""Fields linked by :data:`_LINK_CSS` (a longer layout keeps its colours, unlinked)."""
+
+_LINK_CSS = "<style>" + "".join(
+    f".nsqviz-hex:has(.nv-k{k}:hover,.nv-k{k}:focus) .nv-k{k}"
+    "{outline:2px solid #111827;outline-offset:-1px;filter:saturate(2)}"
+    for k in range(_LINKED)
+) + ".nsqviz-hex [tabindex]{cursor:pointer}</style>"
+"""Linked selection without a script: hover or click (focus) a byte or a tree row and
+every element of the same field lights up -- the bytes in hex and ASCII and the tree
+row. CSS ``:has()`` works in the static HTML too (saved outputs, nbconvert, JupyterLab,
+Notebook 7, VS Code), where a script would not run."""
+
 
 class HexView(StaticView):
     """Render one :class:`~nsqviz.layout.Layout` as coloured hex + field tree.
@@ -31,6 +44,7 @@ class HexView(StaticView):
         self.title = title
         self.fold_over = fold_over  # longer inputs start folded (a click opens them)
         self.colours = _assign_colours(layout)
+        self._keys = {id(leaf): k for k, leaf in enumerate(layout.leaves()) if k < _LINKED}
 
     @classmethod
     def of(cls, con: Construct, data: bytes, title: str = "") -> HexView:
@@ -40,7 +54,7 @@ class HexView(StaticView):
 
     def html(self, *, with_css: bool = True) -> str:
         lay = self.layout
-        parts = [CSS if with_css else "", '<div class="nsqviz nsqviz-hex">']
+        parts = [CSS if with_css else "", _LINK_CSS, '<div class="nsqviz nsqviz-hex">']
         title = esc(self.title) if self.title else "bytes"
         parts.append(
             f'<div class="nv-title">{title} <span class="nv-muted">· {len(lay.data)} bytes'
@@ -106,6 +120,7 @@ class HexView(StaticView):
                 bg = self.colours[id(leaf)] if leaf is not None else UNPARSED
                 tip = esc(leaf.dotted) if leaf is not None else "(unattributed)"
                 cls = " nv-bad" if i == bad else ""
+                cls += self._link(leaf)
                 style = f'style="background:{bg}" title="{tip}"'
                 if i % 8 == 0 and i % _PER_ROW:
                     hexes.append('<span class="nv-gap"></span>')
@@ -118,6 +133,13 @@ class HexView(StaticView):
                 f'<td class="nv-ascii nv-mono">{"".join(chars)}</td></tr>'
             )
         return f'<table class="nv-hex">{"".join(rows)}</table>'
+
+    def _link(self, leaf: Field | None, *, attr: bool = False) -> str:
+        """The class (and focusability) that links a field's bytes and its tree row."""
+        k = self._keys.get(id(leaf)) if leaf is not None else None
+        if k is None:
+            return ""
+        return f' class="nv-k{k}" tabindex="-1"' if attr else f' nv-k{k}" tabindex="-1'
 
     def _tree(self, node: Field, *, top: bool = False) -> str:
         if top and not node.name and node.children:
@@ -133,7 +155,8 @@ class HexView(StaticView):
             flag = ' <span class="nv-err">✗</span>' if node.failed else ""
             value = "" if node.failed else esc(short_value(node.value))
             return (
-                f'<li><span class="nv-sw" style="background:{sw}"></span>'
+                f'<li{self._link(node, attr=True)}><span class="nv-sw" style="background:{sw}">'
+                f"</span>"
                 f'<span class="nv-mono">{name}</span>{kind}{rng}'
                 f'<span class="nv-val nv-mono">{value}</span>{flag}</li>'
             )

@@ -63,5 +63,24 @@ def test_every_widget_cell_shows_its_static_picture(tmp_path):
                 assert len(shown) >= widgets, (stem, len(shown), widgets)
                 text = view.locator("body").inner_text()
                 assert "VBox(children" not in text and "Error displaying widget" not in text
+                if stem == "01-wire-format":
+                    _linked_selection(view)
         finally:
             browser.close()
+
+
+def _outline(locator) -> str:
+    return locator.evaluate("e => getComputedStyle(e).outlineStyle")
+
+
+def _linked_selection(view) -> None:
+    """Click a byte: its tree row lights up; click a tree row: its bytes light up."""
+    hexview = view.locator(".nsqviz-hex").filter(has=view.locator("li.nv-k2")).first
+    byte, row = hexview.locator(".nv-b.nv-k2").first, hexview.locator("li.nv-k2").first
+    other = hexview.locator("li.nv-k3").first
+    assert _outline(row) == "none"
+    byte.click()
+    assert _outline(row) == "solid" and _outline(other) == "none"
+    hexview.locator("li.nv-k3").first.click()
+    assert _outline(hexview.locator(".nv-b.nv-k3").first) == "solid"
+    assert _outline(row) == "none"
