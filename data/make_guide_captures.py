@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from data.make_captures import Tcpdump  # noqa: E402
-from tests.lookupd._discovery import N, TOPIC, discovery_scenario  # noqa: E402
+from tests.lookupd._discovery import TOPIC, N, discovery_scenario  # noqa: E402
 
 CLIENTS = ROOT / "data" / "clients"
 LIBS = ("pynsq", "gnsq", "nsqjs", "nsqviz")
