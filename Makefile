@@ -14,7 +14,7 @@ fuzz: venv
 	scripts/fuzz.sh
 
 lint: venv
-	.venv/bin/ruff check nsqviz tests benchmarks
+	.venv/bin/ruff check .
 
 venv:
 	scripts/bootstrap.sh

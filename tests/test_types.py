@@ -1,5 +1,6 @@
-"""``mypy --strict`` over the modules listed in pyproject.toml's ``[tool.mypy]`` (the
-capture package, the protocol interface and the records module)."""
+"""``mypy --strict`` over the modules listed in pyproject.toml's ``[tool.mypy]`` ``files``
+(the capture package, the protocol interface, the records module and the NSQ modules that
+are clean so far); ``ruff`` over the whole tree, as ``make lint``."""
 
 from __future__ import annotations
 
@@ -18,3 +19,10 @@ def test_mypy_strict_is_clean():
                          text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "Success: no issues found" in out.stdout
+
+
+def test_ruff_is_clean():
+    pytest.importorskip("ruff", reason="ruff is not installed: `make venv` installs the dev extra")
+    out = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
