@@ -14,12 +14,11 @@ import dataclasses
 import json
 import logging
 import socket
-import threading
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 from nsqviz.broker.options import VERSION, parse_duration
+from nsqviz.embedded import BackgroundServer
 from nsqviz.listen import listen_backlog
 from nsqviz.lookupd.codec import (
     Closed,
@@ -187,59 +186,30 @@ class _PeerConnection(asyncio.Protocol):
             reg.remove_registration(key)
 
 
-class EmbeddedLookupd:
+class EmbeddedLookupd(BackgroundServer[Lookupd]):
     """A running lookupd on a daemon thread, on free loopback ports by default:
     ``with EmbeddedLookupd() as lk: ... lk.http_address``."""
 
+    thread_name = "nsqviz-lookupd"
+    stop_timeout = 30.0
+
     def __init__(self, opts: LookupdOptions | None = None, **overrides):
+        super().__init__()
         base = opts or LookupdOptions(tcp_address="127.0.0.1:0", http_address="127.0.0.1:0",
                                       broadcast_address="127.0.0.1")
         self.opts = dataclasses.replace(base, **overrides)
-        self.lookupd: Lookupd | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+
+    def make_server(self) -> Lookupd:
+        return Lookupd(self.opts)
+
+    @property
+    def lookupd(self) -> Lookupd | None:
+        return self.server
 
     @property
     def tcp_address(self) -> str:
-        return self.lookupd.tcp_address
+        return self.server.tcp_address
 
     @property
     def http_address(self) -> str:
-        return self.lookupd.http_address
-
-    def start(self) -> EmbeddedLookupd:
-        started: Future = Future()
-        self.loop = asyncio.new_event_loop()
-
-        def run() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.lookupd = Lookupd(self.opts)
-            try:
-                self.loop.run_until_complete(self.lookupd.start())
-            except BaseException as exc:
-                started.set_exception(exc)
-                return
-            started.set_result(None)
-            self.loop.run_forever()
-
-        self._thread = threading.Thread(target=run, name="nsqviz-lookupd", daemon=True)
-        self._thread.start()
-        started.result(timeout=30)
-        return self
-
-    def stop(self) -> None:
-        if self.loop is None or self._thread is None:
-            return
-        if self.lookupd is not None and self.loop.is_running():
-            asyncio.run_coroutine_threadsafe(self.lookupd.stop(), self.loop).result(timeout=30)
-            self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=30)
-        self.loop.close()
-        self.loop = None
-        self._thread = None
-
-    def __enter__(self) -> EmbeddedLookupd:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+        return self.server.http_address

@@ -8,22 +8,24 @@ written out, so a new ``EmbeddedSim`` on the same path gets them back).
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from concurrent.futures import Future
 from typing import Any
 
+from nsqviz.embedded import BackgroundServer
 from nsqviz.tubemq.sim.cluster import SimConfig
 from nsqviz.tubemq.sim.server import SimServer
 
 __all__ = ["EmbeddedSim"]
 
 
-class EmbeddedSim:
+class EmbeddedSim(BackgroundServer[SimServer]):
     """A running simulator on a daemon thread. :class:`SimConfig` fields as keywords;
-    ports default to free ones (0), not to 8715/8123."""
+    ports default to free ones (0), not to 8715/8123. :meth:`call` runs a function on
+    its loop, to read or change the model safely while it runs."""
+
+    thread_name = "nsqviz-tubemq-sim"
 
     def __init__(self, config: SimConfig | None = None, **fields: Any):
+        super().__init__()
         if config is None:
             fields.setdefault("master_port", 0)
             fields.setdefault("broker_ports", (0, 0))
@@ -31,9 +33,9 @@ class EmbeddedSim:
         elif fields:
             raise TypeError("give a SimConfig or its fields, not both")
         self.config = config
-        self.server: SimServer | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+
+    def make_server(self) -> SimServer:
+        return SimServer(self.config)
 
     @property
     def master_address(self) -> str:
@@ -48,46 +50,3 @@ class EmbeddedSim:
         """The model (:class:`~nsqviz.tubemq.sim.state.Simulation`): Master, Brokers, stores.
         Read it through :meth:`call` while the simulator runs."""
         return self.server.sim
-
-    def call(self, fn, *args):
-        """Run ``fn(*args)`` on the simulator's loop (to read or change its state safely)."""
-        async def run():
-            return fn(*args)
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout=30)
-
-    def start(self) -> EmbeddedSim:
-        started: Future = Future()
-        self.loop = asyncio.new_event_loop()
-
-        def run() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.server = SimServer(self.config)
-            try:
-                self.loop.run_until_complete(self.server.start())
-            except BaseException as exc:  # report start-up failures to the caller
-                started.set_exception(exc)
-                return
-            started.set_result(None)
-            self.loop.run_forever()
-
-        self._thread = threading.Thread(target=run, name="nsqviz-tubemq-sim", daemon=True)
-        self._thread.start()
-        started.result(timeout=30)
-        return self
-
-    def stop(self) -> None:
-        if self.loop is None or self._thread is None:
-            return
-        if self.server is not None and self.loop.is_running():
-            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(timeout=60)
-            self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=30)
-        self.loop.close()
-        self.loop = None
-        self._thread = None
-
-    def __enter__(self) -> EmbeddedSim:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
