@@ -133,10 +133,10 @@ def _completed_by(name: str, number: int) -> str:
     return ", ".join(r.name for r in ReplayView(_replay(name)).records_at(number))
 
 
-def _fatal(code: str) -> bool:
+def _fatal(name: str) -> bool:
     from nsqviz.nsq.errors import ErrorCode
 
-    return ErrorCode(code).fatal
+    return ErrorCode[name].fatal
 
 
 def _max_frame() -> int:
@@ -355,14 +355,14 @@ EXERCISES: dict[str, list[Question]] = {
     "10-failure-labs": [
         Question("Does the connection survive `E_BAD_PROTOCOL` (lab 1)?", "no",
                  "it is fatal: nsqd sends the error and closes.",
-                 lambda: "no" if _fatal("E_BAD_PROTOCOL") else "yes"),
+                 lambda: "no" if _fatal("BAD_PROTOCOL") else "yes"),
         Question("Does the connection survive `E_FIN_FAILED` (lab 6)?", "yes",
                  "FIN, REQ and TOUCH of an id no longer in flight are non-fatal: the "
                  "message's msg_timeout ran out first, a matter of timing.",
-                 lambda: "no" if _fatal("E_FIN_FAILED") else "yes"),
+                 lambda: "no" if _fatal("FIN_FAILED") else "yes"),
         Question("And `E_INVALID` after RDY 2501 (lab 8)?", "no",
                  "RDY above max_rdy_count is a broken client: fatal.",
-                 lambda: "no" if _fatal("E_INVALID") else "yes"),
+                 lambda: "no" if _fatal("INVALID") else "yes"),
         Question("`\"GET \"` read as a frame size is 1,195,725,856. Above which size does the "
                  "reader refuse a frame?", 5243904,
                  "max_body_size (5 MiB) + 1024 for the header; the refusal comes after 4 "

@@ -153,8 +153,8 @@ def names() -> str:
     return (f"Characters `[.a-zA-Z0-9_-]`, 1 to **{limit}** of them in all, optionally "
             f"ending in `#ephemeral` (never written to disk; an ephemeral channel goes away "
             f"with its last client, an ephemeral topic with its last channel). Anything "
-            f"else is E_BAD_TOPIC / E_BAD_CHANNEL "
-            f"(fatal).\n\n" + _table(("name", "grammar says"), rows))
+            f"else is {ErrorCode.BAD_TOPIC} / {ErrorCode.BAD_CHANNEL} "
+            "(fatal).\n\n" + _table(("name", "grammar says"), rows))
 
 
 def _mib(n: int) -> str:
@@ -172,9 +172,10 @@ def limits() -> str:
     rows = [
         ("max_msg_size", opts.max_msg_size, _mib(opts.max_msg_size),
          f"nsqd `--max-msg-size`: {BROKER_HELP['max_msg_size'][1]} (PUB, DPUB, each MPUB "
-         "message); over it: E_BAD_MESSAGE"),
+         f"message); over it: {ErrorCode.BAD_MESSAGE}"),
         ("max_body_size", opts.max_body_size, _mib(opts.max_body_size),
-         f"nsqd `--max-body-size`: {BROKER_HELP['max_body_size'][1]}; over it: E_BAD_BODY"),
+         f"nsqd `--max-body-size`: {BROKER_HELP['max_body_size'][1]}; "
+         f"over it: {ErrorCode.BAD_BODY}"),
         ("MPUB message count", (opts.max_body_size - 4) // 5,
          "(max_body_size − 4) ÷ 5",
          "the most messages an MPUB body can hold: each takes at least 4 size bytes + 1"),
@@ -186,7 +187,7 @@ def limits() -> str:
          "nsqd reads a line with a 16 KiB buffered reader"),
         ("max_rdy_count", opts.max_rdy_count, "",
          f"nsqd `--max-rdy-count`: {BROKER_HELP['max_rdy_count'][1]}; RDY above it: "
-         "E_INVALID (fatal)"),
+         f"{ErrorCode.INVALID} (fatal)"),
         ("msg_timeout", opts.msg_timeout, "s",
          f"nsqd `--msg-timeout`: {BROKER_HELP['msg_timeout'][1]}"),
         ("max_msg_timeout", opts.max_msg_timeout, "s", "nsqd `--max-msg-timeout`"),

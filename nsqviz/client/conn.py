@@ -28,6 +28,7 @@ from typing import Any
 
 from nsqviz.client.config import Config
 from nsqviz.nsq.codec import ClientConnection, LocalProtocolError, State
+from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.events import (
     Auth,
     Cls,
@@ -146,7 +147,8 @@ class NSQConnection(asyncio.Protocol):
             await self._switches.popleft()
         if self.codec.auth_required:
             if cfg.auth_secret is None:
-                raise self._fail(NSQError("E_UNAUTHORIZED", "nsqd requires AUTH; no auth_secret"))
+                raise self._fail(NSQError(ErrorCode.UNAUTHORIZED,
+                                          "nsqd requires AUTH; no auth_secret"))
             secret = cfg.auth_secret
             await self.command(Auth(secret.encode() if isinstance(secret, str) else secret))
         if topic is not None:

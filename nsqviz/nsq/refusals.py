@@ -39,7 +39,8 @@ def nsqd_answer(data: bytes, nl: int, exc: GrammarError) -> tuple[ErrorCode | No
             return ErrorCode.BAD_CHANNEL, f"{name} channel name {go_quote(token)} is not valid"
         text = f"{name} topic name {go_quote(token)} is not valid"
         # nsqd v1.3.0's MPUB repeats the code inside its text.
-        return ErrorCode.BAD_TOPIC, f"E_BAD_TOPIC {text}" if spec.body is MESSAGES else text
+        code = ErrorCode.BAD_TOPIC
+        return code, f"{code} {text}" if spec.body is MESSAGES else text
     if isinstance(exc, BadNumber):
         param = next(p for p in spec.params if p.field == field)
         spelled = params[spec.params.index(param)].decode(errors="replace")

@@ -25,6 +25,7 @@ import random
 from dataclasses import dataclass, field
 
 from nsqviz.capture.writer import PcapWriter, TcpConversation
+from nsqviz.nsq.errors import not_in_flight
 from nsqviz.nsq.events import (
     Cls,
     Dpub,
@@ -407,9 +408,9 @@ def simulate(
     # A duplicate FIN on the audit connection: nsqd answers E_FIN_FAILED (not fatal).
     some = next(m for (mid, ch), m in sim.truth.messages.items() if ch == "audit")
     audit.say(end - 0.2, "c2s", Fin(some.id.encode()))
-    err = f"E_FIN_FAILED FIN {some.id} failed ID not in flight"
-    audit.say(end - 0.1998, "s2c", Error(err.encode()))
-    audit.truth.errors.append("E_FIN_FAILED")
+    code, text = not_in_flight("FIN", some.id.encode())
+    audit.say(end - 0.1998, "s2c", Error(code.frame(text)))
+    audit.truth.errors.append(code.value)
 
     # Heartbeats every hb_ms from IDENTIFY; the idle consumer never answers and nsqd
     # closes it once two have gone unanswered.
