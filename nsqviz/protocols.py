@@ -110,7 +110,8 @@ class ConnectionObserver(TypingProtocol):
     """True once the connection switched to TLS: nothing more is decodable."""
 
     def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
-        """Bytes of ``direction`` (``"c2s"``/``"s2c"``) carried by packet ``segment``."""
+        """Bytes of ``direction`` (a :class:`~nsqviz.stream.Direction`) carried by packet
+        ``segment``."""
         ...
 
     def gap(self, direction: str) -> Lost:

@@ -24,6 +24,7 @@ from nsqviz.capture.decode import CaptureDecoder, FlowStats
 from nsqviz.capture.files import CaptureFormatError
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
 from nsqviz.records import DecodedRecord, json_line, summary
+from nsqviz.stream.direction import Direction
 
 __all__ = ["register", "run"]
 
@@ -78,7 +79,7 @@ def _text_line(rec: DecodedRecord, t0: float) -> str:
         where = "(capture)"
     else:
         client, server = rec.flow.split("->")
-        where = f"{server} -> {client}" if rec.dir == "s2c" else f"{client} -> {server}"
+        where = f"{server} -> {client}" if rec.dir == Direction.S2C else f"{client} -> {server}"
     return f"{packets:>14} {ts:11.6f} {where:<44} {rec.kind:<7} {rec.name:<18} {summary(rec)}"
 
 

@@ -38,6 +38,7 @@ from nsqviz.capture.files import CaptureWarning
 from nsqviz.capture.tcp import Data, Flow, FlowEnd, FlowStart, Gap, Retransmission
 from nsqviz.protocols import ConnectionObserver, Item, Protocol
 from nsqviz.records import DecodedRecord
+from nsqviz.stream.direction import Direction
 
 __all__ = ["CaptureDecoder", "FlowStats", "decode_capture"]
 
@@ -57,7 +58,8 @@ class FlowStats:
     protocol: str | None = None
     why: str = ""
     packets: int = 0
-    payload_bytes: dict[str, int] = field(default_factory=lambda: {"c2s": 0, "s2c": 0})
+    payload_bytes: dict[str, int] = field(
+        default_factory=lambda: {Direction.C2S: 0, Direction.S2C: 0})
     records: dict[str, int] = field(default_factory=dict)  # kind -> count
     # Histograms (value -> how often), so memory stays flat however long the capture:
     frames_per_packet: Counter[int] = field(default_factory=Counter)
@@ -93,7 +95,7 @@ class _FlowState:
         self.stats = FlowStats(flow)
         self.protocol: Protocol | None = None
         self.observer: ConnectionObserver | None = None
-        self.sides = {"c2s": _Side(), "s2c": _Side()}
+        self.sides = {Direction.C2S: _Side(), Direction.S2C: _Side()}
 
 
 class CaptureDecoder:
@@ -202,7 +204,7 @@ class CaptureDecoder:
         elif kind is FlowEnd:
             yield from self._on_end(state, tcp_event)
 
-    def _record(self, flow: Flow, direction: str | None, kind: str, name: str,
+    def _record(self, flow: Flow, direction: Direction | None, kind: str, name: str,
                 fields: dict[str, Any], ts: float, ids: tuple[int, ...], event: Any,
                 protocol: str | None = None, offset: int | None = None,
                 size: int | None = None) -> DecodedRecord:
@@ -216,7 +218,7 @@ class CaptureDecoder:
 
     def _detect(self, state: _FlowState, data: Data) -> None:
         flow, stats = state.flow, state.stats
-        from_start = data.direction == "c2s" and data.offset == 0 and flow.syn_seen
+        from_start = data.direction == Direction.C2S and data.offset == 0 and flow.syn_seen
         proto, why = protocols.detect(self.protocols, data.direction, data.data,
                                       from_start=from_start, ports=self.ports,
                                       server_port=flow.server[1])
@@ -261,7 +263,7 @@ class CaptureDecoder:
         items = observer.feed(direction, chunk, data.number)
         return self._records(state, side, direction, items, data.number, data.ts) if items else []
 
-    def _records(self, state: _FlowState, side: _Side, direction: str, items: list[Item],
+    def _records(self, state: _FlowState, side: _Side, direction: Direction, items: list[Item],
                  number: int, ts: float) -> list[DecodedRecord]:
         flow = state.flow
         proto = state.protocol.name if state.protocol is not None else None
@@ -395,7 +397,7 @@ class CaptureDecoder:
         if observer is None or side.dead:
             return
         if observer.encrypted:
-            if state.stats.encrypted_bytes and direction == "s2c":
+            if state.stats.encrypted_bytes and direction == Direction.S2C:
                 state.stats.records["tls"] = state.stats.records.get("tls", 0) + 1
                 proto = state.protocol.name if state.protocol is not None else None
                 yield self._record(

@@ -17,6 +17,7 @@ from nsqviz.capture.decode import CaptureDecoder, FlowStats
 from nsqviz.capture.layers import Segment
 from nsqviz.capture.tcp import Data, Flow, FlowTracker, Gap, Retransmission
 from nsqviz.records import DecodedRecord
+from nsqviz.stream.direction import Direction
 
 __all__ = ["PacketMark", "Replay"]
 
@@ -74,7 +75,8 @@ class Replay:
                 flow = _flow_of(tracker, seg)
                 if flow is not None:
                     flow_id = flow.id
-                    direction = "c2s" if (seg.src, seg.sport) == flow.client else "s2c"
+                    from_client = (seg.src, seg.sport) == flow.client
+                    direction = Direction.C2S if from_client else Direction.S2C
             marks[seg.number] = PacketMark(seg.number, seg.ts, flow_id, direction,
                                            len(seg.payload), note)
         packets = tuple(marks[n] for n in sorted(marks))

@@ -33,6 +33,7 @@ from nsqviz.nsq.events import (
     Touch,
 )
 from nsqviz.records import compact_json
+from nsqviz.stream.direction import Direction
 
 __all__ = ["NsqTalk", "Written", "pubsub_session", "tubemq_producer"]
 
@@ -70,7 +71,7 @@ class NsqTalk:
         self.step = step
         self.written = Written()
 
-    def _emit(self, direction: str, data: bytes) -> None:
+    def _emit(self, direction: Direction, data: bytes) -> None:
         self.ts += self.step
         stream = getattr(self.written, direction)
         self.written.writes.append((direction, len(stream), data))
@@ -83,7 +84,7 @@ class NsqTalk:
         data = b"".join(self.client.send(c, check=False) for c in commands)
         self.written.commands.extend(commands)
         self.server.receive(data)
-        self._emit("c2s", data)
+        self._emit(Direction.C2S, data)
 
     def answer(self, *frames: ServerFrame, compress_after: tuple[str, int | None] | None = None
                ) -> None:
@@ -92,7 +93,7 @@ class NsqTalk:
         data = b"".join(self.server.send(f, check=False) for f in frames)
         self.written.frames.extend(frames)
         self.client.receive(data)
-        self._emit("s2c", data)
+        self._emit(Direction.S2C, data)
         if compress_after is not None:
             self.server.start_compression(*compress_after)
 
@@ -181,12 +182,12 @@ def tubemq_producer(master: TcpConversation | None, broker: TcpConversation | No
         req, data = client.request(method, message)
         [got] = [e for e in server.receive(data) if isinstance(e, tubemq.Request)]
         if conv is not None:
-            conv.send("c2s", data, clock[0])
+            conv.send(Direction.C2S, data, clock[0])
         clock[0] += step
         rsp, back = server.respond(got, answer)
         client.receive(back)
         if conv is not None:
-            conv.send("s2c", back, clock[0])
+            conv.send(Direction.S2C, back, clock[0])
         sent.extend([req, rsp])
 
     cid = "10.0.0.1-4242-1700000000000-1-nsqviz"

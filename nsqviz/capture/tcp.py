@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from nsqviz.capture.layers import ACK, FIN, RST, SYN, Segment, packet_name
+from nsqviz.stream.direction import Direction
 
 __all__ = [
     "Data",
@@ -92,7 +93,7 @@ class Data(NamedTuple):
     """In-order bytes of one direction, at stream ``offset``, carried by packet ``number``."""
 
     flow: Flow
-    direction: str  # "c2s" or "s2c"
+    direction: Direction
     offset: int
     data: bytes
     number: int
@@ -104,7 +105,7 @@ class Gap:
     """``size`` bytes at ``offset`` were sent but are not in the capture."""
 
     flow: Flow
-    direction: str
+    direction: Direction
     offset: int
     size: int
     number: int  # the packet whose arrival (or the end) made the hole certain
@@ -117,7 +118,7 @@ class Retransmission:
     """Packet ``number`` carried ``size`` bytes at ``offset`` that were already delivered."""
 
     flow: Flow
-    direction: str
+    direction: Direction
     offset: int
     size: int
     number: int
@@ -137,7 +138,7 @@ class FlowEnd:
     the tracker's ``idle_split``) or ``"capture"`` (the capture ended)."""
 
     flow: Flow
-    direction: str
+    direction: Direction
     how: str
     number: int
     ts: float
@@ -189,7 +190,7 @@ class FlowTracker:
         self.first_id = first_id  # flow ids continue from here (several files, one numbering)
         self.client_hello = client_hello
         self.idle_split = idle_split
-        self._flows: dict[tuple[Endpoint, Endpoint], tuple[Flow, dict[str, _Half]]] = {}
+        self._flows: dict[tuple[Endpoint, Endpoint], tuple[Flow, dict[Direction, _Half]]] = {}
         self.flows: list[Flow] = []
 
     # -- flow lookup ---------------------------------------------------------------
@@ -205,23 +206,24 @@ class FlowTracker:
             return d_srv
         return seg.sport > seg.dport
 
-    def _lookup(self, seg: Segment, out: list[TcpEvent]) -> tuple[Flow, dict[str, _Half], str]:
+    def _lookup(self, seg: Segment, out: list[TcpEvent]
+                ) -> tuple[Flow, dict[Direction, _Half], Direction]:
         a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
         key = (a, b) if a <= b else (b, a)
         entry = self._flows.get(key)
         if entry is not None:
             flow, halves = entry
-            direction = "c2s" if a == flow.client else "s2c"
+            direction = Direction.C2S if a == flow.client else Direction.S2C
             idle = self.idle_split
             if idle is not None:
-                last = max(halves["c2s"].last_ts, halves["s2c"].last_ts)
+                last = max(halves[Direction.C2S].last_ts, halves[Direction.S2C].last_ts)
                 if seg.ts - last > idle:
                     for d, h in halves.items():
                         self._end(flow, d, h, "idle", h.last_number, h.last_ts, out)
                     entry = None
             # A new SYN on a finished 4-tuple is a new connection that reuses the ports.
             if entry is not None and not (seg.flags & SYN and not seg.flags & ACK
-                                          and halves["c2s"].ended and halves["s2c"].ended):
+                                          and all(h.ended for h in halves.values())):
                 return flow, halves, direction
         client_src = self._client_is_src(seg)
         flow = Flow(
@@ -231,13 +233,13 @@ class FlowTracker:
             bool(seg.flags & SYN),
             seg.number,
         )
-        halves = {"c2s": _Half(), "s2c": _Half()}
+        halves = {Direction.C2S: _Half(), Direction.S2C: _Half()}
         for h in halves.values():  # silence is counted from the flow's first packet
             h.last_ts = seg.ts
         self._flows[key] = (flow, halves)
         self.flows.append(flow)
         out.append(FlowStart(flow, seg.number, seg.ts))
-        return flow, halves, "c2s" if client_src else "s2c"
+        return flow, halves, Direction.C2S if client_src else Direction.S2C
 
     # -- segments ------------------------------------------------------------------
 
@@ -245,7 +247,7 @@ class FlowTracker:
         out: list[TcpEvent] = []
         flow, halves, direction = self._lookup(seg, out)
         half = halves[direction]
-        peer = halves["s2c" if direction == "c2s" else "c2s"]
+        peer = halves[Direction.S2C if direction == Direction.C2S else Direction.C2S]
         flow.last_packet = seg.number
         flags = seg.flags
         half.last_number, half.last_ts = seg.number, seg.ts
@@ -291,7 +293,7 @@ class FlowTracker:
                 out.append(FlowEnd(flow, d, "fin", seg.number, seg.ts))
         return out
 
-    def _insert(self, flow: Flow, direction: str, half: _Half, off: int, payload: bytes,
+    def _insert(self, flow: Flow, direction: Direction, half: _Half, off: int, payload: bytes,
                 seg: Segment, out: list[TcpEvent]) -> None:
         end = off + len(payload)
         delivered = half.delivered
@@ -314,7 +316,7 @@ class FlowTracker:
         out.append(Data(flow, direction, off, payload, seg.number, seg.ts))
         self._drain(flow, direction, half, out)
 
-    def _drain(self, flow: Flow, direction: str, half: _Half, out: list[TcpEvent]) -> None:
+    def _drain(self, flow: Flow, direction: Direction, half: _Half, out: list[TcpEvent]) -> None:
         """Deliver pending segments that now continue the stream."""
         pending = half.pending
         while pending and pending[0].offset <= half.delivered:
@@ -332,7 +334,7 @@ class FlowTracker:
             out.append(Data(flow, direction, half.delivered, data, p.number, p.ts))
             half.delivered = end
 
-    def _declare_hole(self, flow: Flow, direction: str, half: _Half, number: int, ts: float,
+    def _declare_hole(self, flow: Flow, direction: Direction, half: _Half, number: int, ts: float,
                       out: list[TcpEvent], reason: str) -> None:
         """The bytes before the first pending segment are lost: report them, move on."""
         nxt = half.pending[0].offset
@@ -360,7 +362,7 @@ class FlowTracker:
                 return f"{packet_name(number)} was cut short by the capture's snaplen"
         return ""
 
-    def _end(self, flow: Flow, direction: str, half: _Half, how: str, number: int, ts: float,
+    def _end(self, flow: Flow, direction: Direction, half: _Half, how: str, number: int, ts: float,
              out: list[TcpEvent]) -> None:
         if half.ended:
             return
@@ -385,7 +387,7 @@ class FlowTracker:
     def open_flows(self) -> list[Flow]:
         """The flows with a direction not yet ended (what :meth:`finish` would close)."""
         return [flow for flow, halves in self._flows.values()
-                if not (halves["c2s"].ended and halves["s2c"].ended)]
+                if not (halves[Direction.C2S].ended and halves[Direction.S2C].ended)]
 
     def finish(self) -> list[TcpEvent]:
         """End of capture: report what is still waiting, close every open direction."""
@@ -396,5 +398,5 @@ class FlowTracker:
         return out
 
 
-def _other(direction: str) -> str:
-    return "s2c" if direction == "c2s" else "c2s"
+def _other(direction: Direction) -> Direction:
+    return Direction.S2C if direction == Direction.C2S else Direction.C2S

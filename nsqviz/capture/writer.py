@@ -41,6 +41,7 @@ from nsqviz.capture.layers import (
     PSH,
     SYN,
 )
+from nsqviz.stream.direction import Direction
 
 __all__ = ["PcapWriter", "PcapngWriter", "TcpConversation", "build_packet"]
 
@@ -230,7 +231,7 @@ class PcapngWriter(_CaptureFile):
 class TcpConversation:
     """One TCP connection written packet by packet into a writer.
 
-    ``send("c2s"|"s2c", data, ts)`` writes the data as segments of at most ``mss`` bytes
+    ``send(Direction.C2S|S2C, data, ts)`` writes the data as segments of at most ``mss`` bytes
     with the right sequence numbers, each acknowledging everything the other side sent.
     ``segment`` writes one segment at any relative sequence offset -- for captures with
     holes, duplicates and reordering. Relative offsets count payload bytes (0 = first
@@ -249,24 +250,25 @@ class TcpConversation:
         vlan: int | None = None,
     ):
         self.writer = writer
-        self.ends = {"c2s": (client, server), "s2c": (server, client)}
-        self.isn = {"c2s": isn[0], "s2c": isn[1]}
-        self.sent = {"c2s": 0, "s2c": 0}  # payload bytes sent so far, per direction
+        self.ends = {Direction.C2S: (client, server), Direction.S2C: (server, client)}
+        self.isn = {Direction.C2S: isn[0], Direction.S2C: isn[1]}
+        self.sent = {Direction.C2S: 0, Direction.S2C: 0}  # payload bytes sent so far, per direction
         self.mss = mss
         self.interface = interface
         self.vlan = vlan
         self.linktype = (writer.linktype(interface) if isinstance(writer, PcapngWriter)
                          else writer.linktype)
-        self._fin = {"c2s": 0, "s2c": 0}  # 1 once that side sent FIN (it takes a seq number)
+        # 1 once that side sent FIN (it takes a seq number)
+        self._fin = {Direction.C2S: 0, Direction.S2C: 0}
 
-    def _seq(self, direction: str, rel: int) -> int:
+    def _seq(self, direction: Direction, rel: int) -> int:
         return (self.isn[direction] + 1 + rel) & 0xFFFFFFFF
 
-    def _ack(self, direction: str) -> int:
-        other = "s2c" if direction == "c2s" else "c2s"
+    def _ack(self, direction: Direction) -> int:
+        other = Direction.S2C if direction == Direction.C2S else Direction.C2S
         return self._seq(other, self.sent[other] + self._fin[other])
 
-    def packet(self, direction: str, ts: float, seq: int, ack: int, flags: int,
+    def packet(self, direction: Direction, ts: float, seq: int, ack: int, flags: int,
                payload: bytes = b"", *, snaplen: int | None = None) -> None:
         """Write one raw segment (absolute seq/ack); ``snaplen`` cuts what is stored."""
         (src, sport), (dst, dport) = self.ends[direction]
@@ -277,17 +279,17 @@ class TcpConversation:
 
     def open(self, ts: float) -> None:
         """The three-way handshake."""
-        c, s = self.isn["c2s"], self.isn["s2c"]
-        self.packet("c2s", ts, c, 0, SYN)
-        self.packet("s2c", ts, s, c + 1, SYN | ACK)
-        self.packet("c2s", ts, c + 1, s + 1, ACK)
+        c, s = self.isn[Direction.C2S], self.isn[Direction.S2C]
+        self.packet(Direction.C2S, ts, c, 0, SYN)
+        self.packet(Direction.S2C, ts, s, c + 1, SYN | ACK)
+        self.packet(Direction.C2S, ts, c + 1, s + 1, ACK)
 
-    def send(self, direction: str, data: bytes, ts: float) -> None:
+    def send(self, direction: Direction, data: bytes, ts: float) -> None:
         for i in range(0, len(data), self.mss):
             self.segment(direction, self.sent[direction], data[i : i + self.mss], ts)
             self.sent[direction] += len(data[i : i + self.mss])
 
-    def segment(self, direction: str, rel: int, payload: bytes, ts: float, *,
+    def segment(self, direction: Direction, rel: int, payload: bytes, ts: float, *,
                 snaplen: int | None = None) -> None:
         """One data segment at relative offset ``rel`` (does not advance :attr:`sent`)."""
         self.packet(direction, ts, self._seq(direction, rel), self._ack(direction),
@@ -295,8 +297,9 @@ class TcpConversation:
 
     def close(self, ts: float) -> None:
         """FIN from the client, FIN from the server, final ACK."""
-        for direction in ("c2s", "s2c"):
+        for direction in (Direction.C2S, Direction.S2C):
             self.packet(direction, ts, self._seq(direction, self.sent[direction]),
                         self._ack(direction), FIN | ACK)
             self._fin[direction] = 1
-        self.packet("c2s", ts, self._seq("c2s", self.sent["c2s"] + 1), self._ack("c2s"), ACK)
+        c2s = Direction.C2S
+        self.packet(c2s, ts, self._seq(c2s, self.sent[c2s] + 1), self._ack(c2s), ACK)

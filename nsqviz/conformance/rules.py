@@ -31,6 +31,7 @@ from nsqviz.nsq.events import (
     Sub,
     Touch,
 )
+from nsqviz.stream.direction import Direction
 
 __all__ = ["RULES", "Connection", "Seen", "Verdict", "check_backoff", "check_connection",
            "check_consumer", "check_polls"]
@@ -60,7 +61,7 @@ class Seen:
     """One decoded event of a connection: when, which way, what, from which packets."""
 
     t: float
-    direction: str  # "c2s" | "s2c"
+    direction: Direction
     event: Event
     packets: tuple[int, ...]
 
@@ -107,7 +108,7 @@ def check_connection(conn: Connection) -> list[Verdict]:
 
 
 def _commands(conn: Connection) -> list[Seen]:
-    return [s for s in conn.seen if s.direction == "c2s"]
+    return [s for s in conn.seen if s.direction == Direction.C2S]
 
 
 def _handshake(conn: Connection) -> Verdict:
@@ -150,7 +151,7 @@ def _initial_rdy(conn: Connection) -> Verdict:
 def _max_rdy_count(conn: Connection) -> Verdict:
     limit, source = DEFAULT_MAX_RDY_COUNT, "2500 (no feature negotiation seen)"
     for s in conn.seen:
-        if s.direction == "s2c" and type(s.event) is Response and s.event.data[:1] == b"{":
+        if s.direction == Direction.S2C and type(s.event) is Response and s.event.data[:1] == b"{":
             try:
                 features = json.loads(s.event.data)
             except ValueError:
@@ -176,7 +177,7 @@ def _rdy_update(conn: Connection) -> Verdict:
         kind = type(s.event)
         if kind is Message:
             since += 1
-        elif kind is Rdy and s.direction == "c2s":
+        elif kind is Rdy and s.direction == Direction.C2S:
             count = s.event.count
             if last is not None and count == last and count > 0:
                 left = last - since
@@ -194,13 +195,13 @@ def _rdy_update(conn: Connection) -> Verdict:
 
 def _heartbeat(conn: Connection) -> Verdict:
     beats = [i for i, s in enumerate(conn.seen)
-             if s.direction == "s2c" and type(s.event) is Response and s.event.is_heartbeat]
+             if s.direction == Direction.S2C and type(s.event) is Response and s.event.is_heartbeat]
     if not beats:
         return _v("heartbeat", NOT_EXERCISED, "no heartbeat in the traffic")
     missed = []
     for k, i in enumerate(beats):
         end = beats[k + 1] if k + 1 < len(beats) else len(conn.seen)
-        if not any(s.direction == "c2s" for s in conn.seen[i + 1:end]):
+        if not any(s.direction == Direction.C2S for s in conn.seen[i + 1:end]):
             if end == len(conn.seen) and conn.ended_by is None:
                 continue  # the traffic ends before an answer could be seen
             missed.append(conn.seen[i])
@@ -218,7 +219,7 @@ def _in_flight(conn: Connection) -> Verdict:
         kind = type(s.event)
         if kind is Message:
             flying.add(s.event.id)
-        elif kind in (Fin, Req, Touch) and s.direction == "c2s":
+        elif kind in (Fin, Req, Touch) and s.direction == Direction.C2S:
             answers.append(s)
             if s.event.id not in flying:
                 bad.append(s)

@@ -15,6 +15,7 @@ from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.tcp import Data, FlowEnd
 from nsqviz.conformance.rules import Connection, Seen
 from nsqviz.conformance.tap import WireTap
+from nsqviz.stream.direction import Direction
 
 __all__ = ["Traffic", "from_capture", "from_tap"]
 
@@ -53,8 +54,8 @@ def _note(traffic: Traffic, tcp_event, ended: set[int]) -> None:
             ended.add(flow.id)
             conn = traffic.connections.get(flow.label)
             if conn is not None:
-                conn.ended_by = "client" if tcp_event.direction == "c2s" else "server"
-    elif kind is Data and tcp_event.direction == "c2s" and tcp_event.data.startswith(
+                conn.ended_by = "client" if tcp_event.direction == Direction.C2S else "server"
+    elif kind is Data and tcp_event.direction == Direction.C2S and tcp_event.data.startswith(
             b"GET /lookup?"):
         host, port = tcp_event.flow.server
         traffic.polls.setdefault(f"{host}:{port}", []).append(

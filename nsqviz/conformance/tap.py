@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from nsqviz.nsq.events import Event
 from nsqviz.nsq.observer import Observer
+from nsqviz.stream.direction import Direction
 
 __all__ = ["TappedConnection", "WireEvent", "WireTap"]
 
@@ -26,12 +27,12 @@ __all__ = ["TappedConnection", "WireEvent", "WireTap"]
 @dataclass(frozen=True, slots=True)
 class WireEvent:
     """One decoded event on a tapped connection: ``t`` the ``time.monotonic()`` when its
-    bytes passed (one clock for every tap of the process), ``direction`` ``"c2s"``
-    (client to nsqd) or ``"s2c"``, and ``packet`` -- the number of the chunk of bytes
+    bytes passed (one clock for every tap of the process), ``direction`` C2S
+    (client to nsqd) or S2C, and ``packet`` -- the number of the chunk of bytes
     (read from the socket) it completed in, counted per tap."""
 
     t: float
-    direction: str
+    direction: Direction
     event: Event
     packet: int
 
@@ -47,10 +48,10 @@ class TappedConnection:
     ended_by: str | None = None  # "client", "server" or "tap" (dropped): who closed first
 
     def commands(self) -> list[WireEvent]:
-        return [e for e in self.events if e.direction == "c2s"]
+        return [e for e in self.events if e.direction == Direction.C2S]
 
     def frames(self) -> list[WireEvent]:
-        return [e for e in self.events if e.direction == "s2c"]
+        return [e for e in self.events if e.direction == Direction.S2C]
 
 
 _LOOP: asyncio.AbstractEventLoop | None = None
@@ -155,8 +156,8 @@ class WireTap:
         self._writers += [writer, up_writer]
         observer = Observer()
         await asyncio.gather(
-            self._pipe(reader, up_writer, conn, "c2s", observer.c2s),
-            self._pipe(up_reader, writer, conn, "s2c", observer.s2c),
+            self._pipe(reader, up_writer, conn, Direction.C2S, observer.c2s),
+            self._pipe(up_reader, writer, conn, Direction.S2C, observer.s2c),
         )
         conn.closed = True
 
@@ -169,7 +170,7 @@ class WireTap:
                     data = b""  # reset by that side: it ended the connection
                 if not data:
                     if conn.ended_by is None:
-                        conn.ended_by = "client" if direction == "c2s" else "server"
+                        conn.ended_by = "client" if direction == Direction.C2S else "server"
                     break
                 await self._flowing.wait()
                 t = time.monotonic()

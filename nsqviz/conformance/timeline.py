@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from nsqviz.conformance.rules import Connection
 from nsqviz.nsq.events import Cls, Message, Rdy, Req
+from nsqviz.stream.direction import Direction
 
 __all__ = ["plot_rdy", "rdy_series"]
 
@@ -27,7 +28,7 @@ def rdy_series(conns: Iterable[Connection]) -> dict[str, list[tuple[float, int]]
     out: dict[str, list[tuple[float, int]]] = {}
     for c in conns:
         steps = [(s.t, s.event.count if type(s.event) is Rdy else 0) for s in c.seen
-                 if s.direction == "c2s" and type(s.event) in (Rdy, Cls)]
+                 if s.direction == Direction.C2S and type(s.event) in (Rdy, Cls)]
         if steps:
             out[c.label] = steps
     return out

@@ -23,6 +23,7 @@ from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
 from nsqviz.protocols import Detection, Item, Lost, Protocol
+from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
 
 __all__ = ["NSQ", "NsqProtocol"]
@@ -75,14 +76,14 @@ class _Observer:
 
     def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
         codec = self.codec
-        events = (codec.c2s if direction == "c2s" else codec.s2c)(data, segment=segment)
+        events = (codec.c2s if direction == Direction.C2S else codec.s2c)(data, segment=segment)
         return _items(events) if events else []
 
     def end(self, direction: str, segment: int) -> list[Item]:
         return self.feed(direction, b"", segment)
 
     def gap(self, direction: str) -> Lost:
-        conn = self.codec.server if direction == "c2s" else self.codec.client
+        conn = self.codec.server if direction == Direction.C2S else self.codec.client
         if conn.compression:
             return Lost(dead=f"a gap in a {conn.compression}-compressed stream: the rest of"
                              " this direction cannot be decompressed")
@@ -268,7 +269,7 @@ class NsqProtocol(Protocol):
 
 def _looks_like_nsq(direction: str, data: bytes) -> bool:
     """Mid-stream detection: does this chunk start like an NSQ command or frame?"""
-    if direction == "c2s":
+    if direction == Direction.C2S:
         head = data[:16].split(b"\n", 1)[0].split(b" ", 1)[0]
         verb = head.decode("ascii", "replace")
         return data.startswith(grammar.MAGIC_V2) or verb in grammar.COMMANDS

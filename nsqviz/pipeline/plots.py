@@ -7,6 +7,8 @@ can lay several out in one figure.
 
 from __future__ import annotations
 
+from nsqviz.stream.direction import Direction
+
 __all__ = ["frames_per_packet", "latency_distribution", "rdy_in_flight"]
 
 
@@ -69,7 +71,7 @@ def frames_per_packet(sticky, ax=None, *, title: str = "Frames per packet"):
     fpp = sticky[sticky.measure == "frames_per_packet"]
     ns = sorted(fpp.n.unique())
     width = 0.4
-    for k, direction in enumerate(("c2s", "s2c")):
+    for k, direction in enumerate((Direction.C2S, Direction.S2C)):
         d = fpp[fpp.dir == direction].set_index("n")["count"]
         xs = [i + (k - 0.5) * width for i in range(len(ns))]
         ax.bar(xs, [int(d.get(n, 0)) for n in ns], width, label=direction)

@@ -45,6 +45,7 @@ from nsqviz.nsq.events import (
 )
 from nsqviz.nsq.fastpath import encode_command, encode_frame
 from nsqviz.records import compact_json
+from nsqviz.stream.direction import Direction
 
 __all__ = [
     "ConnTruth",
@@ -143,7 +144,7 @@ class ConnTruth:
     topic: str | None = None
     channel: str | None = None
     rdy: int | None = None
-    frames: dict[str, int] = field(default_factory=lambda: {"c2s": 0, "s2c": 0})
+    frames: dict[str, int] = field(default_factory=lambda: {Direction.C2S: 0, Direction.S2C: 0})
     errors: list[str] = field(default_factory=list)
     heartbeats: int = 0
     missed_heartbeats: int = 0
@@ -163,7 +164,7 @@ class Truth:
 
     @property
     def frames(self) -> int:
-        return sum(c.frames["c2s"] + c.frames["s2c"] for c in self.connections.values())
+        return sum(sum(c.frames.values()) for c in self.connections.values())
 
 
 # -------------------------------------------------------------------------- simulation
@@ -216,16 +217,16 @@ class _Sim:
         c = _Conn(self, name, port, role, identify, ts)
         self.conns.append(c)
         self.truth.connections[c.truth.label] = c.truth
-        c.say(ts, "c2s", Magic(), Identify(identify))
+        c.say(ts, Direction.C2S, Magic(), Identify(identify))
         resp = dict(_NEGOTIATED, msg_timeout=identify.get("msg_timeout", 60000))
-        c.say(ts + 0.0002, "s2c", Response(_json(resp) if negotiate else b"OK"))
+        c.say(ts + 0.0002, Direction.S2C, Response(_json(resp) if negotiate else b"OK"))
         return c
 
     def subscribe(self, c: _Conn, topic: str, channel: str, rdy: int, ts: float) -> None:
         c.truth.topic, c.truth.channel, c.truth.rdy = topic, channel, rdy
-        c.say(ts, "c2s", Sub(topic, channel))
-        c.say(ts + 0.0002, "s2c", Response(b"OK"))
-        c.say(ts + 0.0004, "c2s", Rdy(rdy))
+        c.say(ts, Direction.C2S, Sub(topic, channel))
+        c.say(ts + 0.0002, Direction.S2C, Response(b"OK"))
+        c.say(ts + 0.0004, Direction.C2S, Rdy(rdy))
         self.subscribers.setdefault(channel, []).append(c)
         self.queues.setdefault(channel, [])
 
@@ -273,7 +274,7 @@ class _Sim:
             c.in_flight[mid] = now
             if len(c.in_flight) >= 0.85 * c.truth.rdy:
                 c.truth.starved_deliveries += 1
-            c.say(now, "s2c", Message(round(pub_ts * 1e9), attempts, mid.encode(), body))
+            c.say(now, Direction.S2C, Message(round(pub_ts * 1e9), attempts, mid.encode(), body))
             step = self.plan(mid, channel)[attempts - 1]
             proc = 0.002 + self.rng.random() * 0.01
             if step == "FIN":
@@ -300,18 +301,18 @@ class _Sim:
                 self.dispatch(now, args[0])
             elif what == "fin":
                 c, mid, channel, d = args
-                c.say(now, "c2s", Fin(mid.encode()))
+                c.say(now, Direction.C2S, Fin(mid.encode()))
                 c.in_flight.pop(mid)
                 d.outcome, d.outcome_ts = "FIN", now
                 self.at(now + 0.0001, "dispatch", channel)
             elif what == "touch":
                 c, mid, d = args
-                c.say(now, "c2s", Touch(mid.encode()))
+                c.say(now, Direction.C2S, Touch(mid.encode()))
                 d.touches += 1
             elif what == "req":
                 c, mid, channel, d, msg, attempts = args
                 delay = self.rng.choice((0, 50, 200))
-                c.say(now, "c2s", Req(mid.encode(), delay))
+                c.say(now, Direction.C2S, Req(mid.encode(), delay))
                 c.in_flight.pop(mid)
                 d.outcome, d.outcome_ts, d.req_delay_ms = "REQ", now, delay
                 ready = now + 0.0005 + delay / 1000  # nsqd's requeue is never instant
@@ -389,14 +390,14 @@ def simulate(
         kind = "MPUB" if i % 10 == 5 and i + 3 <= n_messages else "DPUB" if i == 3 else "PUB"
         if kind == "MPUB":
             bodies = [body(i + k) for k in range(3)]
-            prod.say(t, "c2s", Mpub("events", tuple(bodies)))
+            prod.say(t, Direction.C2S, Mpub("events", tuple(bodies)))
         elif kind == "DPUB":
             bodies = [body(i)]
-            prod.say(t, "c2s", Dpub("events", 300, bodies[0]))
+            prod.say(t, Direction.C2S, Dpub("events", 300, bodies[0]))
         else:
             bodies = [body(i)]
-            prod.say(t, "c2s", Pub("events", bodies[0]))
-        prod.say(t + 0.0002, "s2c", Response(b"OK"))
+            prod.say(t, Direction.C2S, Pub("events", bodies[0]))
+        prod.say(t + 0.0002, Direction.S2C, Response(b"OK"))
         sim.publish(t, t + 0.0002, "events", bodies, kind, 300 if kind == "DPUB" else 0)
         i += len(bodies)
         t += 0.01 + rng.random() * 0.03
@@ -407,9 +408,9 @@ def simulate(
 
     # A duplicate FIN on the audit connection: nsqd answers E_FIN_FAILED (not fatal).
     some = next(m for (mid, ch), m in sim.truth.messages.items() if ch == "audit")
-    audit.say(end - 0.2, "c2s", Fin(some.id.encode()))
+    audit.say(end - 0.2, Direction.C2S, Fin(some.id.encode()))
     code, text = not_in_flight("FIN", some.id.encode())
-    audit.say(end - 0.1998, "s2c", Error(code.frame(text)))
+    audit.say(end - 0.1998, Direction.S2C, Error(code.frame(text)))
     audit.truth.errors.append(code.value)
 
     # Heartbeats every hb_ms from IDENTIFY; the idle consumer never answers and nsqd
@@ -417,7 +418,7 @@ def simulate(
     for c in (work1, work2, audit, idle):
         hb = c.truth.start_ts + hb_ms / 1000
         while hb < end:
-            c.say(hb, "s2c", Response(b"_heartbeat_"))
+            c.say(hb, Direction.S2C, Response(b"_heartbeat_"))
             c.truth.heartbeats += 1
             if c is idle:
                 c.truth.missed_heartbeats += 1
@@ -426,13 +427,13 @@ def simulate(
                     c.truth.end_ts = hb + 0.001
                     break
             else:
-                c.say(hb + 0.0007, "c2s", Nop())
+                c.say(hb + 0.0007, Direction.C2S, Nop())
             hb += hb_ms / 1000
 
     # Clean close of the others: consumers CLS -> CLOSE_WAIT; the producer just closes.
     for c in (work1, work2, audit):
-        c.say(end, "c2s", Cls())
-        c.say(end + 0.0002, "s2c", Response(b"CLOSE_WAIT"))
+        c.say(end, Direction.C2S, Cls())
+        c.say(end + 0.0002, Direction.S2C, Response(b"CLOSE_WAIT"))
         c.truth.end_ts = end + 0.001
     prod.truth.end_ts = end + 0.001
 

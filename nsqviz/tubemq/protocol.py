@@ -24,6 +24,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from nsqviz.protocols import Detection, Item, Lost, Protocol
+from nsqviz.stream.direction import Direction
 from nsqviz.tubemq.codec import Observer
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
 from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE
@@ -133,7 +134,7 @@ class _Observer:
 
     def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
         codec = self.codec
-        events = (codec.c2s if direction == "c2s" else codec.s2c)(data, segment=segment)
+        events = (codec.c2s if direction == Direction.C2S else codec.s2c)(data, segment=segment)
         return _items(events) if events else []
 
     def end(self, direction: str, segment: int) -> list[Item]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nsqviz.nsq import events
+from nsqviz.stream.direction import Direction
 from nsqviz.wireshark.generate import tshark_args
 from nsqviz.wireshark.nsq_lua import PARAM_ABBREV
 from nsqviz.wireshark.nsq_spec import nsq_spec
@@ -137,7 +138,7 @@ def as_record(pdu: TsharkPdu) -> dict[str, Any] | None:
     f = pdu.first
     if f("nsq.compressed") or f("nsq.tls") or f("nsq.cut") or f("nsq.skipped"):
         return None
-    client = pdu.src if f("nsq.dir") == "c2s" else pdu.dst
+    client = pdu.src if f("nsq.dir") == Direction.C2S else pdu.dst
     if f("nsq.magic") is not None:
         kind, name, fields = "command", "MAGIC", {}
     elif f("nsq.violation") is not None or f("nsq.skipped.reason") is not None:
@@ -181,7 +182,8 @@ def as_record(pdu: TsharkPdu) -> dict[str, Any] | None:
     else:
         return None
     server = pdu.dst if client == pdu.src else pdu.src
-    record = {"flow": f"{client}->{server}", "dir": "c2s" if client == pdu.src else "s2c",
+    direction = Direction.C2S if client == pdu.src else Direction.S2C
+    record = {"flow": f"{client}->{server}", "dir": direction,
               "kind": kind, "name": name, "fields": fields, "packets": list(pdu.packets)}
     if kind == "error" and f("nsq.command") is None and f("nsq.frame_type") is None \
             and f("nsq.magic") is None:
