@@ -24,18 +24,21 @@ import logging
 import socket
 import time
 from collections import deque
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from nsqviz.broker.auth import AuthError, AuthState, query_auth
 from nsqviz.broker.identify import IdentifyRefused, Negotiated, negotiate
 from nsqviz.broker.message import BrokerMessage
 from nsqviz.nsq.codec import ServerConfig, ServerConnection, State
-from nsqviz.nsq.commands import name_of
+from nsqviz.nsq.commands import COMMANDS, name_of
 from nsqviz.nsq.errors import ErrorCode, go_quote
 from nsqviz.nsq.events import (
     Auth,
     Cls,
     Dpub,
     Error,
+    Event,
     Fin,
     Identify,
     Magic,
@@ -52,7 +55,7 @@ from nsqviz.nsq.events import (
 )
 from nsqviz.nsq.grammar import compact_json
 
-__all__ = ["BrokerConnection"]
+__all__ = ["BrokerConnection", "handler_name"]
 
 log = logging.getLogger(__name__)
 
@@ -516,22 +519,8 @@ class BrokerConnection(asyncio.Protocol):
     def _on_cls(self, ev: Cls) -> None:
         self._send_now(CLOSE_WAIT)  # the codec is CLOSING now, with RDY 0
 
-    _handlers = {
-        Violation: _on_violation,
-        Magic: _on_magic,
-        Nop: _on_nop,
-        Identify: _on_identify,
-        Auth: _on_auth,
-        Sub: _on_sub,
-        Pub: _on_pub,
-        Mpub: _on_mpub,
-        Dpub: _on_dpub,
-        Rdy: _on_rdy,
-        Fin: _on_fin,
-        Req: _on_req,
-        Touch: _on_touch,
-        Cls: _on_cls,
-    }
+    _handlers: ClassVar[dict[type[Event], Callable[[BrokerConnection, Any], None]]]
+    """Built from the command table below the class: see :func:`handler_name`."""
 
     # -- delivery (called by the channel) --------------------------------------------
 
@@ -661,6 +650,22 @@ class BrokerConnection(asyncio.Protocol):
         if self.channel is not None:
             self.channel.remove_client(self)
             self.channel.pump()
+
+
+def handler_name(verb: str) -> str:
+    """The :class:`BrokerConnection` method that carries out ``verb`` (``_on_sub``)."""
+    return f"_on_{verb.lower()}"
+
+
+# The dispatch is the command table's: one handler per verb, looked up by its name (a
+# verb added to the table without a handler fails here, at import), plus the two events
+# that are not commands.
+BrokerConnection._handlers = {
+    Violation: BrokerConnection._on_violation,
+    Magic: BrokerConnection._on_magic,
+    **{spec.event: getattr(BrokerConnection, handler_name(spec.verb))
+       for spec in COMMANDS.values()},
+}
 
 
 def _failed(cmd: Fin | Req | Touch, reason: str) -> bytes:

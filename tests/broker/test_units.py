@@ -157,3 +157,16 @@ def test_command_line_flags_like_nsqd():
     assert defaults == Options()
     assert (defaults.max_rdy_count, defaults.max_msg_size, defaults.msg_timeout) == (
         2500, 1048576, 60.0)
+
+
+def test_broker_dispatch_is_built_from_the_command_table():
+    from nsqviz.broker.connection import BrokerConnection, handler_name
+    from nsqviz.nsq.commands import COMMANDS
+    from nsqviz.nsq.events import Magic, Violation
+
+    handlers = BrokerConnection._handlers
+    assert set(handlers) == {spec.event for spec in COMMANDS.values()} | {Magic, Violation}
+    for spec in COMMANDS.values():
+        method = handlers[spec.event]
+        assert method.__name__ == handler_name(spec.verb), spec.verb
+        assert callable(method) and method is getattr(BrokerConnection, handler_name(spec.verb))
