@@ -6,7 +6,11 @@ parses ``data`` with the grammar and returns a tree of :class:`Field` nodes, eac
 its path (``command.body.size``), its byte range ``[start, end)``, its raw bytes and
 its parsed value. The leaves tile the parsed bytes: every byte belongs to exactly one
 leaf. Bytes a grammar reads but does not name (a separator ``Const`` in a ``Struct``)
-get a positional name (``_1``) rather than vanishing; bytes that were not read at all
+take the protocol word the grammar gives that construct as ``layout_name``
+(``separator``, ``newline``; numbered when one struct holds several), or failing that a
+positional name (``_1``), rather than vanishing; a zero-width leaf that is not a byte
+field (a peek at the verb, a check) owns no bytes and is left out of the tree; bytes
+that were not read at all
 (after an error, or trailing) get an explicit ``(unparsed)`` / ``(trailing)`` leaf.
 
 Why trace instead of re-implementing the parsers: the annotator must agree with the
@@ -295,8 +299,20 @@ def _fold(trace: _Trace, path: tuple[PathPart, ...], name: PathPart, data: bytes
         for kid_name, kid in kids:
             if _is_positional(kid_name) and kid.end == kid.start and not kid.failed:
                 continue  # an unnamed zero-width check (e.g. "nothing left") owns no bytes
-            out.children.append(_fold(kid, (*path, kid_name), kid_name, data))
+            child = _fold(kid, (*path, kid_name), kid_name, data)
+            if _reads_nothing(child):
+                continue  # a peek or a check: no bytes of its own, nothing to show
+            out.children.append(child)
     return out
+
+
+def _reads_nothing(node: Field) -> bool:
+    """A zero-width leaf that is not a (possibly empty) byte field, struct or array."""
+    return (
+        node.is_leaf and node.width == 0 and not node.failed
+        and not node.kind.startswith("bytes")
+        and node.kind not in ("struct", "array", "prefixed")
+    )
 
 
 def _is_positional(name: PathPart) -> bool:
@@ -324,6 +340,7 @@ def _named_children(node: _Trace) -> list[tuple[PathPart, _Trace]]:
     if isinstance(con, Struct | Sequence | FocusedSeq):
         out: list[tuple[PathPart, _Trace]] = []
         focus = getattr(con, "parsebuildfrom", None)
+        seen: dict[str, int] = {}
         for i, (sc, kid) in enumerate(zip(con.subcons, kids, strict=False)):
             inner = kid.children[0] if isinstance(kid.con, Renamed) and kid.children else kid
             if sc.name is not None and sc.name == focus and isinstance(inner.con, Array):
@@ -331,7 +348,7 @@ def _named_children(node: _Trace) -> list[tuple[PathPart, _Trace]]:
                 # so paths read ``messages[0]`` rather than ``messages.items[0]``.
                 out.extend(enumerate(inner.children))
             else:
-                out.append((sc.name if sc.name else f"_{i}", kid))
+                out.append((sc.name if sc.name else _unnamed(sc, i, seen), kid))
         return out
     if isinstance(con, Array):
         return list(enumerate(kids))
@@ -342,6 +359,16 @@ def _named_children(node: _Trace) -> list[tuple[PathPart, _Trace]]:
         names = ["size", "data"]
         return [(names[i] if i < 2 else f"_{i}", kid) for i, kid in enumerate(kids)]
     return [(f"_{i}", kid) for i, kid in enumerate(kids)]
+
+
+def _unnamed(sc: Construct, i: int, seen: dict[str, int]) -> str:
+    """The name of an unnamed subcon: its grammar's ``layout_name`` (``separator``;
+    ``separator2`` for the second in one struct), else its position (``_1``)."""
+    word = getattr(sc, "layout_name", None)
+    if not isinstance(word, str):
+        return f"_{i}"
+    seen[word] = seen.get(word, 0) + 1
+    return word if seen[word] == 1 else f"{word}{seen[word]}"
 
 
 _FORMATS = {"b": "int8", "B": "uint8", "h": "int16", "H": "uint16", "i": "int32",

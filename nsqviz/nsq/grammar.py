@@ -195,6 +195,8 @@ class _Separator(Const):
     """A space or newline of a command line; a wrong byte is reported where it *is*
     (construct's ConstError would only say where the stream stood after reading it)."""
 
+    layout_name = "separator"  # the word byte views show for it (see nsqviz.layout)
+
     def _parse(self, stream, context, path):
         start = stream_tell(stream, path)
         got = stream_read(stream, len(self.value), path)
@@ -207,6 +209,8 @@ class _Separator(Const):
 class _LineEnd(_Separator):
     """The ``\n`` that ends a command line; nsqd trims one ``\r`` before it, so
     ``\r\n`` ends a line too (it is built as ``\n``)."""
+
+    layout_name = "newline"
 
     def __init__(self) -> None:
         super().__init__(b"\n")

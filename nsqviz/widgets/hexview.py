@@ -165,7 +165,11 @@ class HexView(StaticView):
 
 
 def _is_separator(leaf: Field) -> bool:
-    return isinstance(leaf.name, str) and leaf.name.startswith("_") and leaf.kind == "const"
+    """A space or line end between fields (or an unnamed constant): grey, no legend chip."""
+    if leaf.kind != "const":
+        return False
+    unnamed = isinstance(leaf.name, str) and leaf.name.startswith("_")
+    return unnamed or leaf.raw in (b" ", b"\n", b"\r\n")
 
 
 def _assign_colours(layout: Layout) -> dict[int, str]:

@@ -69,7 +69,20 @@ def test_command_leaves_tile_input(verb):
     assert_tiles(layout, len(data))
     assert layout.find("command.verb").raw == verb.encode()
     assert layout.find("command.verb").kind == "const"
-    assert layout.find("verb").width == 0  # the dispatch peek owns no bytes
+    with pytest.raises(KeyError):  # the dispatch peek owns no bytes: not in the tree
+        layout.find("verb")
+    names = [leaf.name for leaf in layout.root.walk()]
+    assert not [n for n in names if isinstance(n, str) and n.startswith("_")], names
+    assert "newline" in names
+
+
+def test_separators_and_newline_have_protocol_words():
+    data = b"REQ 0123456789abcdef 500\n"
+    layout = annotate(g.Command, data)
+    assert [f.dotted for f in layout.leaves()] == [
+        "command.verb", "command.separator", "command.id", "command.separator2",
+        "command.timeout", "command.newline",
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(FRAME_SAMPLES))
