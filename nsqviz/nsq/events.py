@@ -281,8 +281,9 @@ class Violation(Observation):
 
     A command whose bytes are well framed but whose values break the protocol is kept:
     ``command`` is the command as sent (``PUB bad*topic`` is a :class:`Pub`), ``field``
-    names the field that failed in the protocol's words, ``field_offset`` is where that
-    field starts in the stream and ``reason`` says what is wrong with it. ``offset`` is
+    names the field that failed in the protocol's words, ``field_offset`` is where in the
+    stream that field goes wrong (the offending byte of a name, else the field's first
+    byte) and ``reason`` says what is wrong with it. ``offset`` is
     where the command (or the undecodable bytes) start.
     """
 

@@ -48,6 +48,7 @@ from nsqviz.nsq.grammar import (
     UnknownCommand,
     UnknownFrameType,
     compact_json,
+    first_bad_name_byte,
     is_valid_topic_name,
 )
 from nsqviz.nsq.lexer import line_end, verb_of
@@ -196,7 +197,8 @@ def encode_frame(frame: ServerFrame) -> bytes:
 def _name(token: bytes, offset: int, p: Param) -> str:
     name = token.decode("ascii", "replace")
     if not is_valid_topic_name(name):
-        raise BadName(f"{p.words} name {name!r} is not valid", offset=offset, field=p.field)
+        raise BadName(f"{p.words} name {name!r} is not valid",
+                      offset=offset + first_bad_name_byte(token), field=p.field)
     return name
 
 

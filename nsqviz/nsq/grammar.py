@@ -283,6 +283,16 @@ class _NameAdapter(Adapter):
         super().__init__(Token())
         self.kind = kind
 
+    def _parse(self, stream, context, path):
+        start = stream_tell(stream, path)
+        obj = self.subcon._parsereport(stream, context, path)
+        try:
+            return self._decode(obj, context, path)
+        except BadName as exc:  # point at the offending byte, not the name's first
+            if exc.offset is None:
+                exc.offset = start + first_bad_name_byte(obj)
+            raise
+
     def _decode(self, obj, context, path):
         name = obj.decode("ascii", "replace")
         if not is_valid_topic_name(name):
@@ -293,6 +303,16 @@ class _NameAdapter(Adapter):
         if not is_valid_topic_name(obj):
             raise BadName(f"{self.kind} name {obj!r} is not valid", path=path)
         return obj.encode("ascii")
+
+
+def first_bad_name_byte(name: bytes) -> int:
+    """Where in an invalid name nsqd's rule breaks: the first byte outside
+    ``[.a-zA-Z0-9_-]`` (a ``#ephemeral`` suffix allowed), else the 65th byte."""
+    stem = name.removesuffix(b"#ephemeral") if len(name) > len(b"#ephemeral") else name
+    for i, byte in enumerate(stem):
+        if not _NAME_RE.match(chr(byte)):
+            return i
+    return min(64, len(name))
 
 
 class Spelled(int):

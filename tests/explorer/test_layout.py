@@ -143,7 +143,7 @@ def test_bad_input_keeps_partial_tree_and_names_offset():
     data = b"SUB bad!name ch\n"
     layout = annotate(g.Command, data)
     assert isinstance(layout.error, g.BadName)
-    assert layout.error_offset == 4
+    assert layout.error_offset == 7  # the "!", not the name's first byte
     assert_tiles(layout, len(data))
     assert layout.find("command.verb").raw == b"SUB"
     assert layout.leaves()[-1].dotted == "(unparsed)"

@@ -135,27 +135,27 @@ def test_valid_names(name):
 
 
 @pytest.mark.parametrize(
-    "name",
+    ("name", "bad_at"),  # bad_at: the byte of the name where the rule breaks
     [
-        "",
-        "a" * 65,
-        "a" * 55 + "#ephemeral",  # 65 in total: the suffix counts toward the 64
-        "#ephemeral",
-        "a#ephemeralx",
-        "a#eph",
-        "a#b",
-        "a/b",
-        "a$",
-        "é",
-        "a:b",
-        "a\tb",
+        ("", 0),
+        ("a" * 65, 64),
+        ("a" * 55 + "#ephemeral", 64),  # 65 in total: the suffix counts toward the 64
+        ("#ephemeral", 0),
+        ("a#ephemeralx", 1),
+        ("a#eph", 1),
+        ("a#b", 1),
+        ("a/b", 1),
+        ("a$", 1),
+        ("é", 0),
+        ("a:b", 1),
+        ("a\tb", 1),
     ],
 )
-def test_invalid_names(name):
+def test_invalid_names(name, bad_at):
     assert not g.is_valid_topic_name(name)
     with pytest.raises(g.BadName) as exc:
         g.parse_command(f"SUB {name} c\n".encode())
-    assert exc.value.offset == 4
+    assert exc.value.offset == 4 + bad_at
     with pytest.raises(g.BadName):
         g.parse_command(f"SUB t {name}\n".encode())
     with pytest.raises(g.BadName):
@@ -277,12 +277,14 @@ def _error(parse, wire: bytes) -> g.GrammarError:
         (b"FIN 0123456789abcdef0\n", g.BadMessageID, 4),
         (b"TOUCH 0123456789abcdeX\n", g.BadMessageID, 6),
         (b"REQ 0123456789abcd-f 0\n", g.BadMessageID, 4),
-        # names
-        (b"SUB " + b"a" * 65 + b" c\n", g.BadName, 4),
-        (b"SUB a\xff c\n", g.BadName, 4),
+        # names: the offset of the byte that breaks the rule (the 65th; the first bad one)
+        (b"SUB " + b"a" * 65 + b" c\n", g.BadName, 68),
+        (b"SUB a\xff c\n", g.BadName, 5),
         (b"SUB  c\n", g.BadName, 4),
         (b"SUB a \n", g.BadName, 6),
-        (b"PUB a*b\n\x00\x00\x00\x01x", g.BadName, 4),
+        (b"PUB a*b\n\x00\x00\x00\x01x", g.BadName, 5),
+        (b"SUB orders bad!name\n", g.BadName, 14),
+        (b"SUB t c#ephemeral#ephemeral\n", g.BadName, 7),
         (b"DPUB #ephemeral 1\n\x00\x00\x00\x01x", g.BadName, 5),
         # decimal parameters
         (b"RDY -1\n", g.BadNumber, 4),

@@ -149,7 +149,7 @@ def test_a_pub_to_a_bad_topic_is_refused_as_a_pub_with_its_violation():
     assert (v.code, v.text, v.fatal) == (
         ErrorCode.BAD_TOPIC, 'PUB topic name "bad*topic" is not valid', True)
     assert v.command == ev.Pub("bad*topic", b"hi")
-    assert (v.field, v.field_offset, v.offset) == ("topic", 8, 4)
+    assert (v.field, v.field_offset, v.offset) == ("topic", 11, 4)  # the "*" after "  V2PUB bad"
     assert "topic name 'bad*topic' is not valid" in v.reason
 
 
