@@ -8,7 +8,7 @@ stream switched to compression or TLS.
 
 from __future__ import annotations
 
-from nsqviz.nsq.codec import ClientConnection, ServerConfig, ServerConnection
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import (
     Command,
     CompressionStarted,
@@ -18,6 +18,7 @@ from nsqviz.nsq.events import (
     TLSUpgrade,
     Violation,
 )
+from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
 from nsqviz.stream.direction import Direction
 
 __all__ = ["Observer"]

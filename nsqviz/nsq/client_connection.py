@@ -1,0 +1,264 @@
+"""The client's side of a sans-IO NSQ connection (see :mod:`nsqviz.nsq.codec`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nsqviz.nsq import fastpath
+from nsqviz.nsq.commands import BY_EVENT, name_of
+from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _garbage_raw, _json_or_none
+from nsqviz.nsq.errors import LocalProtocolError
+from nsqviz.nsq.events import (
+    Auth,
+    Command,
+    CompressionStarted,
+    Error,
+    Event,
+    Fin,
+    Identify,
+    Magic,
+    Message,
+    Mpub,
+    Rdy,
+    Req,
+    Response,
+    Sub,
+    TLSUpgrade,
+    Violation,
+)
+from nsqviz.nsq.framing import (
+    DEFAULT_MAX_FRAME_SIZE,
+    FrameFraming,
+)
+from nsqviz.nsq.grammar import GrammarError
+from nsqviz.nsq.states import TRANSITIONS, Role, refusal
+from nsqviz.stream.reassembly import Garbage
+
+__all__ = ["ClientConnection"]
+
+_IDENTIFY_OK = "IDENTIFY"
+_TLS_OK = "TLS OK"
+_COMPRESSED_OK = "compressed OK"
+
+
+
+class ClientConnection(_Connection):
+    """The client's side of an NSQ connection.
+
+    Responses are paired with the commands that asked for them, in order (nsqd answers
+    IDENTIFY, AUTH, SUB, PUB, MPUB, DPUB and CLS; RDY, FIN, REQ, TOUCH and NOP only get
+    an answer when they fail). After an IDENTIFY response that negotiates TLS the codec
+    returns :class:`TLSUpgrade` and expects the caller to run the handshake; after one
+    that negotiates snappy or deflate it switches both directions right after that frame
+    and expects the extra compressed ``OK``, as the spec describes.
+    """
+
+    role = Role.CLIENT
+
+    def __init__(
+        self,
+        *,
+        provenance: bool = False,
+        passive: bool = False,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ):
+        self.max_frame_size = max_frame_size
+        super().__init__(provenance=provenance, passive=passive)
+        self.identify: dict[str, Any] | None = None
+        self.features: dict[str, Any] | None = None
+        self.auth_required = False
+        self.authenticated = False
+        self.auth_info: dict[str, Any] | None = None
+        self.subscription: tuple[str, str] | None = None
+        self.rdy = 0
+        # Ids only: holding the messages would keep every unfinished body alive here.
+        self.in_flight: set[bytes] = set()
+        self.pending: list[Any] = []
+        self._after_tls: tuple[str, int | None] | None = None
+
+    def _rule(self, *, expect_magic: bool):
+        return FrameFraming(max_size=self.max_frame_size)
+
+    @property
+    def max_rdy_count(self) -> int:
+        if self.features and "max_rdy_count" in self.features:
+            return int(self.features["max_rdy_count"])
+        return DEFAULT_MAX_RDY_COUNT
+
+    def snapshot(self) -> dict[str, Any]:
+        """The tracked state as plain data, for before/after views and transcripts."""
+        return {
+            "state": self.state.value,
+            "identified": self.identify is not None,
+            "features": dict(self.features) if self.features else None,
+            "auth_required": self.auth_required,
+            "authenticated": self.authenticated,
+            "subscription": self.subscription,
+            "rdy": self.rdy,
+            "in_flight": [m.decode() for m in self.in_flight],
+            "compression": self.compression,
+            "tls": self.tls,
+            "pending": [p if isinstance(p, str) else name_of(type(p)) for p in self.pending],
+        }
+
+    # -- sending -------------------------------------------------------------------
+
+    def send(self, cmd: Command, *, check: bool = True) -> bytes:
+        """The bytes for ``cmd``; raises :class:`LocalProtocolError` on misuse."""
+        if check:
+            self._check(cmd)
+        data = fastpath.encode_command(cmd)
+        self._sent(cmd)
+        return self._wrap(data)
+
+    def send_all(self, cmds: list[Command], *, check: bool = True) -> bytes:
+        """The bytes for several commands written at once (a consumer's batch of FINs):
+        each is checked and tracked as by :meth:`send`, compressed as one write."""
+        encode = fastpath.encode_command
+        parts = []
+        for cmd in cmds:
+            if check:
+                self._check(cmd)
+            parts.append(encode(cmd))
+            self._sent(cmd)
+        return self._wrap(b"".join(parts))
+
+    def _check(self, cmd: Command) -> None:
+        kind = type(cmd)
+        state = self.state
+        if kind not in TRANSITIONS[Role.CLIENT][state]:
+            raise LocalProtocolError(refusal(Role.CLIENT, name_of(kind), state))
+        if kind is Magic:
+            return
+        if self._after_tls is not None or _TLS_OK in self.pending:
+            raise LocalProtocolError("finish the TLS handshake first")
+        if kind is Identify:
+            if self.identify is not None:
+                raise LocalProtocolError("IDENTIFY was already sent")
+            if cmd.data.get("snappy") and cmd.data.get("deflate"):
+                raise LocalProtocolError("a client cannot enable both snappy and deflate")
+        elif kind is Auth:
+            if self.authenticated or any(isinstance(p, Auth) for p in self.pending):
+                raise LocalProtocolError("AUTH was already sent")
+            if self.features is not None and not self.auth_required:
+                raise LocalProtocolError("the server did not ask for AUTH: a client must not")
+        elif kind is Sub:
+            if self.identify and self.identify.get("heartbeat_interval") == -1:
+                raise LocalProtocolError("cannot SUB with heartbeats disabled")
+        elif kind is Rdy:
+            if not 0 <= cmd.count <= self.max_rdy_count:
+                raise LocalProtocolError(f"RDY {cmd.count} out of range 0-{self.max_rdy_count}")
+        elif kind is Mpub and not cmd.bodies:
+            raise LocalProtocolError("MPUB needs at least one message")
+        if (
+            BY_EVENT[kind].auth
+            and self.auth_required
+            and not self.authenticated
+            and not any(isinstance(p, Auth) for p in self.pending)
+        ):
+            raise LocalProtocolError(f"AUTH required before {name_of(kind)}")
+
+    def _sent(self, cmd: Command) -> None:
+        kind = type(cmd)
+        self._advance(kind)
+        if kind is Magic:
+            return
+        if BY_EVENT[kind].answered:
+            self.pending.append(cmd)
+        if kind is Identify:
+            self.identify = dict(cmd.data)
+        elif kind is Sub:
+            self.subscription = (cmd.topic, cmd.channel)
+        elif kind is Rdy:
+            self.rdy = cmd.count
+        elif kind is Fin or kind is Req:
+            self.in_flight.discard(cmd.id)
+
+    def tls_established(self) -> None:
+        """The caller finished the TLS handshake: the next frame is the ``OK`` inside TLS."""
+        self.tls = True
+
+    # -- receiving -----------------------------------------------------------------
+
+    def _tls_pending(self) -> bool:
+        return bool(self.pending) and self.pending[0] == _TLS_OK and not self.tls
+
+    def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:
+        out.append(Violation(garbage.code, garbage.reason, True, garbage.offset,
+                             _garbage_raw(garbage)))
+        self._fail()
+
+    def _bulk(self, buf, base, items, i, pos, out):
+        first = len(out)
+        i, pos = fastpath.decode_messages(buf, items, i, pos, out)
+        if len(out) > first:
+            self.in_flight.update([m.id for m in out[first:]])
+        return i, pos
+
+    def _on_frame(self, buf, start, end, base, raw, out):
+        try:
+            ev = fastpath.decode_frame_at(buf, start, end, raw)
+        except GrammarError as exc:
+            offset = base + start + (exc.offset or 0)
+            out.append(Violation("", exc.reason, True, offset, raw))
+            self._fail()
+            return False
+        out.append(ev)
+        if type(ev) is Message:
+            self.in_flight.add(ev.id)
+            return False
+        return self._on_reply(ev, out)
+
+    def _on_reply(self, ev: Response | Error, out: list[Event]) -> bool:
+        """Pair a response or error with what asked for it; True if the stream switches."""
+        if type(ev) is Error:
+            if ev.fatal:
+                if self.pending:
+                    self.pending.pop(0)
+                self._fail()
+            return False
+        if ev.is_heartbeat or not self.pending:
+            return False
+        asked = self.pending.pop(0)
+        if isinstance(asked, Identify):
+            return self._identified(ev, out)
+        if asked == _TLS_OK:
+            if self._after_tls is not None:
+                kind_level, self._after_tls = self._after_tls, None
+                return self._compress(*kind_level, out)
+            return False
+        if isinstance(asked, Auth):
+            self.authenticated = True
+            self.auth_info = _json_or_none(ev.data)
+        return False
+
+    def _identified(self, ev: Response, out: list[Event]) -> bool:
+        if ev.is_ok:
+            return False
+        features = _json_or_none(ev.data)
+        if features is None:
+            return False
+        self.features = features
+        self.auth_required = bool(features.get("auth_required"))
+        compression = None
+        if features.get("snappy"):
+            compression = ("snappy", None)
+        elif features.get("deflate"):
+            compression = ("deflate", int(features.get("deflate_level") or 6))
+        if features.get("tls_v1"):
+            self.pending.insert(0, _TLS_OK)
+            self._after_tls = compression
+            out.append(TLSUpgrade())
+            return True
+        if compression is not None:
+            return self._compress(*compression, out)
+        return False
+
+    def _compress(self, kind: str, level: int | None, out: list[Event]) -> bool:
+        self._start_compression(kind, level)
+        self.pending.insert(0, _COMPRESSED_OK)
+        out.append(CompressionStarted(kind, level))
+        return True
+
+
+# ------------------------------------------------------------------------------ server

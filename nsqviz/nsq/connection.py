@@ -1,0 +1,222 @@
+"""What the client and server connections share: the receive pipeline, the compression
+switch and the connection state (see :mod:`nsqviz.nsq.codec`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from nsqviz.nsq.compression import Deflate, Snappy, compressor
+from nsqviz.nsq.events import (
+    ConnectionClosed,
+    Error,
+    Event,
+    TLSUpgrade,
+    Truncated,
+    Violation,
+)
+from nsqviz.nsq.states import TRANSITIONS, Role, State
+from nsqviz.stream.reassembly import FramingError, Garbage, RawFrame, Reassembler
+from nsqviz.stream.reassembly import Truncated as StreamTruncated
+
+__all__ = ["DEFAULT_MAX_RDY_COUNT"]
+
+DEFAULT_MAX_RDY_COUNT = 2500
+"""nsqd's --max-rdy-count default; clients must assume it without feature negotiation."""
+
+
+# ------------------------------------------------------------------------------ common
+
+
+class _Connection:
+    """What both roles share: the receive pipeline and the compression switch.
+
+    A ``passive`` connection observes someone else's traffic (a capture): it decodes
+    without judging -- the real peer's verdicts are in the other direction -- reads on
+    after undecodable bytes by resynchronising, and is never closed by a violation.
+    """
+
+    role: Role  # whose row of the transition table this connection follows
+
+    def __init__(self, *, provenance: bool, passive: bool = False) -> None:
+        self.provenance = provenance
+        self.passive = passive
+        self.state = State.INIT
+        self.compression: str | None = None
+        self.tls = False
+        self._codec: Snappy | Deflate | None = None
+        self._reasm = self._reassembler(expect_magic=True)
+        self._eof = False
+        self._held = b""  # received before a compression switch, still to decompress
+
+    def _reassembler(self, *, expect_magic: bool) -> Reassembler:
+        rule = self._rule(expect_magic=expect_magic)
+        return Reassembler(rule, provenance=self.provenance, resync=self.passive)
+
+    def _advance(self, event: type[Event]) -> None:
+        """Take the transition ``event`` leads to from the current state, if any."""
+        self.state = TRANSITIONS[self.role][self.state].get(event, self.state)
+
+    def _fail(self) -> None:
+        """A fatal violation: a peer closes; an observer reads on."""
+        if not self.passive:
+            self._advance(Error)
+
+    # subclasses provide
+    def _rule(self, *, expect_magic: bool):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _on_frame(
+        self, buf: bytes, start: int, end: int, base: int, raw: RawFrame | None, out: list[Event]
+    ) -> bool:  # pragma: no cover - abstract
+        """Decode ``buf[start:end]`` (stream offset ``base + start``) into ``out``; return
+        True if the stream changes form after it."""
+        raise NotImplementedError
+
+    def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def receive(self, data: bytes, *, segment: int | None = None) -> list[Event]:
+        """Feed bytes that arrived; ``b""`` means the peer closed its side."""
+        out: list[Event] = []
+        if self._eof:
+            return out
+        if not data:
+            self._eof = True
+            for ev in self._reasm.finish():
+                if isinstance(ev, StreamTruncated):
+                    out.append(Truncated(ev.offset, ev.data, ev.expected))
+                else:
+                    self._on_garbage(ev, out)
+            out.append(ConnectionClosed())
+            self._advance(ConnectionClosed)
+            return out
+        if self.state is State.CLOSED:
+            return out
+        if self._held:
+            data, self._held = self._held + data, b""
+        if self._codec is None:
+            self._pump(data, out, segment)
+            return out
+        for piece in self._decompress(data, out):
+            self._pump(piece, out, segment)
+            if self.state is State.CLOSED:
+                break
+        return out
+
+    def _pump(self, data: bytes, out: list[Event], segment: int | None) -> None:
+        """Frame and decode ``data``; if the stream changes form after a frame (TLS,
+        compression), re-read the bytes after it in their new form.
+
+        Runs of the frames that make up a busy connection's steady traffic (messages to
+        a consumer, FINs from it) are handed to the role's ``_bulk`` hook, which decodes
+        them without a call per frame; everything else goes frame by frame.
+        """
+        reasm = self._reasm
+        buf, base, items = reasm.cut(data, segment=segment)
+        prov = self.provenance
+        bulk = None if prov else self._bulk
+        on_frame = self._on_frame
+        n = len(items)
+        i = pos = 0
+        while i < n:
+            if bulk is not None:
+                i, pos = bulk(buf, base, items, i, pos, out)
+                if i >= n:
+                    return
+            item = items[i]
+            i += 1
+            if type(item) is int:
+                start, pos = pos, item
+                raw = reasm.frame(buf, base, start, item) if prov else None
+                if on_frame(buf, start, item, base, raw, out):
+                    self._switch(buf[pos:], out, segment)
+                    return
+            else:
+                self._on_garbage(item, out)
+                pos = item.offset - base + len(item.data)
+            if self.state is State.CLOSED:
+                return
+
+    def _bulk(
+        self, buf: bytes, base: int, items: list, i: int, pos: int, out: list[Event]
+    ) -> tuple[int, int]:
+        """Decode a run of common frames from ``items[i]`` on; return where it stopped."""
+        return i, pos
+
+    def _switch(self, rest: bytes, out: list[Event], segment: int | None) -> None:
+        self._reasm = self._reassembler(expect_magic=False)
+        if not rest:
+            return
+        if self._tls_pending():
+            out[-1] = TLSUpgrade(rest)  # handshake bytes: the caller's TLS layer reads them
+            return
+        if self._codec is None:
+            if self.state is not State.CLOSED:
+                self._pump(rest, out, segment)
+            return
+        for piece in self._decompress(rest, out):
+            if self.state is State.CLOSED:
+                break
+            self._pump(piece, out, segment)
+
+    def _tls_pending(self) -> bool:
+        return False
+
+    def gap(self) -> tuple[bytes, int | None]:
+        """Bytes are missing from the stream here (a capture lost them).
+
+        The frame in progress is lost: it is dropped and returned, with the length it
+        was to have when its size prefix arrived (``None`` otherwise), so that the
+        caller knows whether the next frame boundary is proven or must be searched for.
+        A live socket never loses bytes; only a capture needs this.
+        """
+        partial = self._reasm.take_remaining()
+        self._held = b""
+        self._reasm = self._reassembler(expect_magic=False)
+        try:
+            length = self._reasm.rule.measure(partial, 0) if partial else None
+        except FramingError:
+            length = None
+        return partial, length
+
+    def _decompress(self, data: bytes, out: list[Event]) -> Iterator[bytes]:
+        """The decompressed pieces of ``data``; a broken stream ends them with a fatal
+        violation."""
+        pieces = self._codec.decompress(data)
+        while True:
+            try:
+                piece = next(pieces)
+            except StopIteration:
+                return
+            except Exception as exc:  # snappy and zlib raise their own types
+                out.append(Violation("", f"bad {self.compression} stream: {exc}", True,
+                                     self._reasm.offset))
+                self._advance(Error)  # nothing after a broken stream is readable
+                return
+            yield piece
+
+    def _start_compression(self, kind: str, level: int | None) -> None:
+        self._codec = compressor(kind, level)
+        self.compression = kind
+
+    def _wrap(self, data: bytes) -> bytes:
+        return self._codec.compress(data) if self._codec is not None else data
+
+
+# ------------------------------------------------------------------------------ client
+
+
+def _garbage_raw(garbage: Garbage) -> RawFrame:
+    """Undecodable bytes as a frame of their own, so that a violation says which bytes
+    (and, with provenance, which packets) it is about."""
+    return RawFrame(garbage.data, garbage.offset, garbage.sources)
+
+
+def _json_or_none(data: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,316 @@
+"""nsqd's side of a sans-IO NSQ connection (see :mod:`nsqviz.nsq.codec`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nsqviz.nsq import fastpath
+from nsqviz.nsq.commands import BY_EVENT, BY_VERB, name_of
+from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _garbage_raw
+from nsqviz.nsq.errors import ErrorCode, LocalProtocolError, not_in_flight
+from nsqviz.nsq.events import (
+    Auth,
+    Cls,
+    Command,
+    Dpub,
+    Event,
+    Fin,
+    Identify,
+    Magic,
+    Message,
+    Mpub,
+    Rdy,
+    Req,
+    ServerFrame,
+    Sub,
+    Touch,
+    Violation,
+)
+from nsqviz.nsq.framing import (
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_MSG_SIZE,
+    CommandFraming,
+)
+from nsqviz.nsq.grammar import GrammarError
+from nsqviz.nsq.lexer import verb_of
+from nsqviz.nsq.refusals import nsqd_answer
+from nsqviz.nsq.states import TRANSITIONS, Role, State, refusal
+from nsqviz.stream.reassembly import Garbage, RawFrame
+
+__all__ = ["ServerConfig", "ServerConnection"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """The nsqd options the protocol layer itself enforces (the broker owns the rest)."""
+
+    max_rdy_count: int = DEFAULT_MAX_RDY_COUNT
+    max_msg_size: int = DEFAULT_MAX_MSG_SIZE
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE
+    max_req_timeout: int = 60 * 60 * 1000  # ms; nsqd's --max-req-timeout default is 1h
+    auth_enabled: bool = False
+    tls_required: bool = False
+
+
+class ServerConnection(_Connection):
+    """nsqd's side of a connection: commands in, frames out, nsqd's rules in between.
+
+    The broker decides what commands *do* (queues, auth service, features); this object
+    decides whether they are allowed, with the error code and text nsqd v1.3.0 gives,
+    and owns the flow control: the client's RDY and the ids in flight. ``send`` refuses
+    a message nsqd would not send (before SUB, after CLS, beyond RDY); FIN, REQ and
+    TOUCH of an id not in flight become the non-fatal E_FIN_FAILED, E_REQ_FAILED,
+    E_TOUCH_FAILED.
+    """
+
+    role = Role.SERVER
+
+    def __init__(
+        self,
+        config: ServerConfig | None = None,
+        *,
+        provenance: bool = False,
+        passive: bool = False,
+        midstream: bool = False,
+    ):
+        self.config = config or ServerConfig()
+        self.midstream = midstream
+        super().__init__(provenance=provenance, passive=passive)
+        if midstream:  # a capture that starts after the magic
+            self._advance(Magic)
+        self.identify: dict[str, Any] | None = None
+        self.authenticated = False
+        self.subscription: tuple[str, str] | None = None
+        self.rdy = 0
+        self.in_flight: set[bytes] = set()
+
+    def _rule(self, *, expect_magic: bool):
+        return CommandFraming(
+            expect_magic=expect_magic and not self.midstream,
+            max_body_size=self.config.max_body_size,
+            max_msg_size=self.config.max_msg_size,
+        )
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "state": self.state.value,
+            "identified": self.identify is not None,
+            "authenticated": self.authenticated,
+            "subscription": self.subscription,
+            "rdy": self.rdy,
+            "in_flight": sorted(m.decode() for m in self.in_flight),
+            "compression": self.compression,
+            "tls": self.tls,
+        }
+
+    @property
+    def room(self) -> int:
+        """How many more messages the client's RDY allows in flight now."""
+        if self.state is not State.SUBSCRIBED:
+            return 0
+        return max(0, self.rdy - len(self.in_flight))
+
+    # -- sending -------------------------------------------------------------------
+
+    def send(self, frame: ServerFrame, *, check: bool = True) -> bytes:
+        """The bytes for ``frame``; a message is refused (:class:`LocalProtocolError`)
+        where nsqd would not send it, unless ``check=False`` (to show what a client
+        does with a server that misbehaves)."""
+        if type(frame) is Message:
+            if check:
+                self._check_delivery(1)
+            self.in_flight.add(frame.id)
+        return self._wrap(fastpath.encode_frame(frame))
+
+    def send_messages(self, messages: list[Message], *, check: bool = True) -> bytes:
+        """Several message frames at once: the broker's hot path to a consumer."""
+        if check:
+            self._check_delivery(len(messages))
+        encode = fastpath.encode_frame
+        self.in_flight.update(m.id for m in messages)
+        return self._wrap(b"".join([encode(m) for m in messages]))
+
+    def _check_delivery(self, count: int) -> None:
+        """nsqd sends messages only to a subscribed client, and no more than its RDY."""
+        if self.state is not State.SUBSCRIBED:
+            raise LocalProtocolError(f"cannot send a message in state {self.state.value} "
+                                     "(only SUBSCRIBED)")
+        if count > self.room:
+            raise LocalProtocolError(f"{count} message(s) would exceed RDY {self.rdy} "
+                                     f"with {len(self.in_flight)} in flight")
+
+    def _bulk(self, buf, base, items, i, pos, out):
+        # FINs in bulk only where nothing but the in-flight check can refuse them.
+        if self.passive or Fin not in TRANSITIONS[Role.SERVER][self.state] or (
+            self.config.tls_required and not self.tls
+        ):
+            return i, pos
+        first, start = len(out), pos
+        i, pos = fastpath.decode_fins(buf, items, i, pos, out)
+        in_flight = self.in_flight
+        for k in range(first, len(out)):
+            mid = out[k].id
+            if mid in in_flight:
+                in_flight.discard(mid)
+            else:
+                code, text = not_in_flight("FIN", mid)
+                offset = base + start + 21 * (k - first)  # every FIN of the run is 21 bytes
+                out[k] = Violation(code, text, False, offset, None, out[k], "id",
+                                   "not in flight", offset + 4)
+        return i, pos
+
+    def start_compression(self, kind: str, level: int | None = None) -> None:
+        """Switch both directions to ``kind``, as nsqd does right after the IDENTIFY
+        response: what is sent next (the extra ``OK``) is compressed, and so is
+        everything received from now on, including bytes already buffered."""
+        self._start_compression(kind, level)
+        self._held = self._reasm.take_remaining()
+        self._reasm = self._reassembler(expect_magic=False)
+
+    def tls_started(self) -> None:
+        """The TLS handshake finished; commands now arrive over TLS."""
+        self.tls = True
+
+    def authorized(self) -> None:
+        """The auth service accepted this client's secret."""
+        self.authenticated = True
+
+    def forget(self, message_id: bytes) -> None:
+        """A message left this connection's flight without FIN/REQ (timed out)."""
+        self.in_flight.discard(message_id)
+
+    # -- receiving -----------------------------------------------------------------
+
+    def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:
+        # nsqd answers a wrong magic with the bare code E_BAD_PROTOCOL.
+        text = "" if garbage.code == ErrorCode.BAD_PROTOCOL else garbage.reason
+        out.append(Violation(garbage.code, text, True, garbage.offset, _garbage_raw(garbage),
+                             reason=garbage.reason))
+        self._fail()
+
+    def _refuse(self, out: list[Event], code: str, text: str, offset: int,
+                raw: RawFrame | None, **detail: Any) -> bool:
+        """Report what nsqd refuses; fatal unless nsqd's code says otherwise."""
+        fatal = ErrorCode(code).fatal
+        out.append(Violation(code, text, fatal, offset, raw, **detail))
+        if fatal:
+            self._fail()
+        return False
+
+    def _on_frame(
+        self, buf: bytes, start: int, end: int, base: int, raw: RawFrame | None,
+        out: list[Event],
+    ) -> bool:
+        data = raw.data if raw is not None else buf[start:end]
+        offset = base + start
+        if self.state is State.INIT:
+            self._advance(Magic)
+            out.append(Magic(raw))
+            return False
+        nl = data.find(b"\n")
+        verb = verb_of(data, 0, nl)
+        if not self.passive:
+            name = verb.decode("ascii", "replace")
+            if self.config.tls_required and not self.tls and verb != b"IDENTIFY":
+                text = f"{refusal(Role.SERVER, name, self.state)} (TLS required)"
+                return self._refuse(out, ErrorCode.INVALID, text, offset, raw)
+            spec = BY_VERB.get(verb)
+            if spec is not None and spec.event not in TRANSITIONS[Role.SERVER][self.state]:
+                text = refusal(Role.SERVER, name, self.state)
+                return self._refuse(out, ErrorCode.INVALID, text, offset, raw)
+        try:
+            cmd, exc = fastpath.decode_command_lenient(data, raw)
+        except GrammarError as exc:
+            return self._refused(out, data, nl, exc, offset, raw, None)
+        if exc is not None:
+            return self._refused(out, data, nl, exc, offset, raw, cmd)
+        if self.passive:  # an observer decodes without judging
+            self._track(cmd)
+            out.append(cmd)
+            return False
+        return self._accept(cmd, offset, raw, out)
+
+    def _refused(self, out: list[Event], data: bytes, nl: int, exc: GrammarError,
+                 offset: int, raw: RawFrame | None, cmd: Command | None) -> bool:
+        """A command the grammar refused: nsqd's answer, with the command (as sent) and
+        the field attached; a command nsqd accepts all the same is then run."""
+        code, text = nsqd_answer(data, nl, exc)
+        at = None if exc.offset is None else offset + exc.offset
+        detail = {"command": cmd, "field": exc.field, "reason": exc.reason, "field_offset": at}
+        if code is None:
+            out.append(Violation("", text, False, offset, raw, **detail))
+            if not self.passive:
+                # nsqd runs it: the broker gets the command's own event next
+                return self._accept(cmd, offset, raw, out)
+            self._track(cmd)
+            return False
+        if self.passive:
+            out.append(Violation(code, text, code.fatal, offset, raw, **detail))
+            if cmd is not None and not code.fatal:
+                self._track(cmd)
+            return False
+        return self._refuse(out, code, text, offset, raw, **detail)
+
+    def _accept(self, cmd: Command, offset: int, raw: RawFrame | None, out: list[Event]) -> bool:
+        """nsqd's checks that need the decoded command, then the state it changes."""
+        kind = type(cmd)
+        config = self.config
+        refuse = self._refuse
+        if BY_EVENT[kind].auth and config.auth_enabled and not self.authenticated:
+            text = f"AUTH required before {name_of(kind)}"
+            return refuse(out, ErrorCode.AUTH_FIRST, text, offset, raw, command=cmd)
+        if kind is Fin or kind is Req or kind is Touch:
+            if cmd.id not in self.in_flight:
+                code, text = not_in_flight(name_of(kind), cmd.id)
+                return refuse(out, code, text, offset, raw, command=cmd, field="id")
+        elif kind is Rdy:
+            if not 0 <= cmd.count <= config.max_rdy_count:
+                text = f"RDY count {cmd.count} out of range 0-{config.max_rdy_count}"
+                return refuse(out, ErrorCode.INVALID, text, offset, raw, command=cmd,
+                              field="count")
+        elif kind is Auth:
+            if self.authenticated:
+                return refuse(out, ErrorCode.INVALID, "AUTH already set", offset, raw,
+                              command=cmd)
+            if not config.auth_enabled:
+                return refuse(out, ErrorCode.AUTH_DISABLED, "AUTH disabled", offset, raw,
+                              command=cmd)
+        elif kind is Sub:
+            if self.identify and self.identify.get("heartbeat_interval") == -1:
+                text = "cannot SUB with heartbeats disabled"
+                return refuse(out, ErrorCode.INVALID, text, offset, raw, command=cmd)
+        elif kind is Dpub:
+            if cmd.defer_time > config.max_req_timeout:
+                text = f"DPUB timeout {cmd.defer_time} out of range 0-{config.max_req_timeout}"
+                return refuse(out, ErrorCode.INVALID, text, offset, raw, command=cmd,
+                              field="defer_time")
+        elif kind is Mpub:
+            if len(cmd.bodies) > (config.max_body_size - 4) // 5:
+                text = f"MPUB invalid message count {len(cmd.bodies)}"
+                return refuse(out, ErrorCode.BAD_BODY, text, offset, raw, command=cmd,
+                              field="num messages")
+            for body in cmd.bodies:
+                if len(body) > config.max_msg_size:
+                    text = f"MPUB message too big {len(body)} > {config.max_msg_size}"
+                    return refuse(out, ErrorCode.BAD_MESSAGE, text, offset, raw, command=cmd,
+                                  field="message size")
+        self._track(cmd)
+        out.append(cmd)
+        return False
+
+    def _track(self, cmd: Command) -> None:
+        kind = type(cmd)
+        before = self.state
+        self._advance(kind)
+        if kind is Fin or kind is Req:
+            self.in_flight.discard(cmd.id)
+        elif kind is Rdy:
+            if before is State.SUBSCRIBED:  # nsqd ignores RDY after CLS
+                self.rdy = cmd.count
+        elif kind is Identify:
+            self.identify = cmd.data
+        elif kind is Sub:
+            self.subscription = (cmd.topic, cmd.channel)
+        elif kind is Cls:
+            self.rdy = 0
