@@ -251,14 +251,17 @@ EXERCISES: dict[str, list[Question]] = {
         Question("How many bytes does a message frame with a 10-byte body take on the wire?",
                  44, "4 (size) + 4 (frame type) + 26 (timestamp, attempts, id) + 10.",
                  lambda: len(_message_frame(b"x" * 10))),
-        Question("Four such frames are sent with coalesced writes over an MSS of 48. How many "
-                 "segments?", 4, "176 bytes in 48-byte segments: 48 + 48 + 48 + 32; the frame "
-                 "boundaries fall inside segments.", lambda: _segments(True)),
+        Question("Four such frames are sent with Nagle on (coalesced writes) over an MSS of "
+                 "48. How many segments?", 4, "the first frame leaves alone (44 bytes: nothing "
+                 "is in flight); the other three wait for its ACK, glued, and leave as "
+                 "48 + 48 + 36, so frame boundaries fall inside segments. With Nagle off "
+                 "each frame is its own 44-byte segment.", lambda: _segments(True)),
         Question("How many bytes must a reader hold before it can know where an NSQ frame "
                  "ends?", 4, "the size field; then it waits for `size` more bytes.",
                  lambda: len(_message_frame(b"")) - _frame_size(b"")),
-        Question("Same four frames, MSS 200, coalesced: how many segments?", 1,
-                 "all 176 bytes fit in one segment: four frames glued together (粘包).",
+        Question("Same four frames, MSS 200, Nagle on: how many segments?", 2,
+                 "the first frame alone (nothing was in flight), then the other three glued "
+                 "into one 132-byte segment when its ACK comes back (粘包).",
                  lambda: _segments(True, mss=200)),
     ],
     "04-feature-negotiation": [

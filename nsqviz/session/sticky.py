@@ -11,8 +11,11 @@ with NSQ's :class:`~nsqviz.nsq.framing.FrameFraming` (or, for TubeMQ frames from
 :func:`tubemq_frames`, TubeMQ's rule, which must walk a frame's 8192-byte blocks to find
 its end), and :func:`loopback` sends them through a real TCP connection on 127.0.0.1.
 :func:`simulate_segments` is a deliberately simple model of a sender (no congestion
-window, no delayed ACKs): coalescing on means "the writes were glued and cut at the
-MSS", off means "each write leaves at once, cut at the MSS if it is larger".
+window, no delayed ACKs, writes that come faster than one round trip). Coalescing on
+is Nagle's rule: a full-MSS segment may always leave, a smaller one only when nothing
+sent is still unacknowledged -- so the first write leaves alone, later small writes wait
+for the ACK, glued, and full segments of them leave as soon as there are enough bytes.
+Off (``TCP_NODELAY``) means each write leaves at once, cut at the MSS if it is larger.
 """
 
 from __future__ import annotations
@@ -121,10 +124,22 @@ def simulate_segments(frames: list[bytes], *, mss: int, coalesce: bool) -> list[
     """Cut the sender's writes into segments (see the module docstring for the model)."""
     if mss < 1:
         raise ValueError(f"mss must be positive, got {mss}")
-    if coalesce:
-        stream = b"".join(frames)
-        return [stream[i : i + mss] for i in range(0, len(stream), mss)]
-    return [f[i : i + mss] for f in frames for i in range(0, len(f), mss)]
+    if not coalesce:
+        return [f[i : i + mss] for f in frames for i in range(0, len(f), mss)]
+    segments: list[bytes] = []
+    waiting = b""
+    unacknowledged = False
+    for f in frames:
+        waiting += f
+        while len(waiting) >= mss:  # a full segment may always leave
+            segments.append(waiting[:mss])
+            waiting, unacknowledged = waiting[mss:], True
+        if waiting and not unacknowledged:  # a small one only with nothing in flight
+            segments.append(waiting)
+            waiting, unacknowledged = b"", True
+    # the ACK comes back: what waited leaves, cut at the MSS
+    segments += [waiting[i : i + mss] for i in range(0, len(waiting), mss)]
+    return segments
 
 
 def reassemble(

@@ -105,17 +105,33 @@ def test_any_segmentation_reassembles_the_frames(sizes, mss, coalesce):
         assert sum(s.end - s.start for s in f.sources) == len(f.data)
 
 
+def test_nagle_on_and_off_segment_differently():
+    frames = message_frames([10] * 4)  # four 44-byte frames
+    nagle = simulate_segments(frames, mss=48, coalesce=True)
+    nodelay = simulate_segments(frames, mss=48, coalesce=False)
+    assert [len(s) for s in nodelay] == [44, 44, 44, 44]  # each write leaves at once
+    assert [len(s) for s in nagle] == [44, 48, 48, 36]  # the rest waited for the ACK
+    assert nagle[0] == frames[0] and nagle[1] == (frames[1] + frames[2])[:48]
+    # a big MSS: the three small writes that waited leave together
+    assert [len(s) for s in simulate_segments(frames, mss=200, coalesce=True)] == [44, 132]
+    # writes of a full MSS or more never wait
+    big = message_frames([60, 60])
+    assert simulate_segments(big, mss=48, coalesce=True)[0] == big[0][:48]
+
+
 def test_sticky_view_rows_and_steps():
     pg = StickyPlayground(count=3, size=10, mss=50, coalesce=True)
     run = pg.run()
-    assert [len(s) for s in run.segments] == [50, 50, 32]  # 3 frames of 44 B glued, cut at 50
+    # Nagle: F0 leaves alone; F1, F2 wait for its ACK, glued, cut at 50
+    assert [len(s) for s in run.segments] == [44, 50, 38]
     html = StickyView(run).html()
-    assert html.count('class="nv-span"') == 5  # F0 | F0 F1 | F1 F2
+    assert html.count('class="nv-span"') == 4  # F0 | F1 F2 | F2
     assert "3 of 3 frames complete" in html and "✓ all reassembled" in html
     first = StickyView(run, upto=1)
     assert "1 segments" not in first.html() and "step 1/3" in first.html()
-    assert "reassembler buffer" in first.html()  # 6 bytes of F1 are waiting
-    assert first.text().splitlines()[1].split()[-2:] == ["6", "B"]
+    second = StickyView(run, upto=2)
+    assert "reassembler buffer" in second.html()  # 6 bytes of F2 are waiting
+    assert second.text().splitlines()[2].split()[-2:] == ["6", "B"]
 
 
 def test_real_loopback_glues_and_cuts_frames():
