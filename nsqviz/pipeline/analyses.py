@@ -31,6 +31,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from nsqviz.stream.direction import Direction
+
 __all__ = [
     "connections",
     "deliveries",
@@ -41,6 +43,8 @@ __all__ = [
     "rpc_pairs",
     "sticky_packets",
 ]
+
+C2S, S2C = Direction.C2S.value, Direction.S2C.value  # plain strings for Spark literals
 
 DEFAULT_MSG_TIMEOUT_MS = 60000  # nsqd's --msg-timeout default
 STARVATION_RATIO = 0.85
@@ -193,11 +197,11 @@ def connections(frames: DataFrame, beats: DataFrame | None = None) -> DataFrame:
         F.first("flow").alias("flow"),
         F.min("ts").alias("start_ts"),
         F.max("ts").alias("end_ts"),
-        F.sum(F.when(is_frame & (F.col("dir") == "c2s"), 1).otherwise(0)).alias("frames_c2s"),
-        F.sum(F.when(is_frame & (F.col("dir") == "s2c"), 1).otherwise(0)).alias("frames_s2c"),
-        F.max(F.when((F.col("name") == "FlowEnd") & (F.col("dir") == "c2s"), F.col("size")))
+        F.sum(F.when(is_frame & (F.col("dir") == C2S), 1).otherwise(0)).alias("frames_c2s"),
+        F.sum(F.when(is_frame & (F.col("dir") == S2C), 1).otherwise(0)).alias("frames_s2c"),
+        F.max(F.when((F.col("name") == "FlowEnd") & (F.col("dir") == C2S), F.col("size")))
         .alias("bytes_c2s"),
-        F.max(F.when((F.col("name") == "FlowEnd") & (F.col("dir") == "s2c"), F.col("size")))
+        F.max(F.when((F.col("name") == "FlowEnd") & (F.col("dir") == S2C), F.col("size")))
         .alias("bytes_s2c"),
         F.min_by(F.when(F.col("name") == "FlowEnd", F.col("reason")),
                  F.when(F.col("name") == "FlowEnd", F.col("ts"))).alias("ended_by"),
@@ -258,7 +262,7 @@ def heartbeats(frames: DataFrame) -> DataFrame:
         (F.col("name") == "FrameTypeResponse") & (F.col("data") == "_heartbeat_")
     ).select("conn_id", "ts", "seq", F.lit("H").alias("t"), F.lit(None).cast("string")
              .alias("cmd"))
-    cmds = frames.where((F.col("kind") == "command") & (F.col("dir") == "c2s")).select(
+    cmds = frames.where((F.col("kind") == "command") & (F.col("dir") == C2S)).select(
         "conn_id", "ts", "seq", F.lit("C").alias("t"), F.col("name").alias("cmd")
     )
     w = Window.partitionBy("conn_id").orderBy("ts", "seq")
