@@ -172,25 +172,57 @@ def _max_rdy_count(conn: Connection) -> Verdict:
 
 
 def _rdy_update(conn: Connection) -> Verdict:
-    last, since, resends, bad = None, 0, [], []
+    """The 25 % rule, judged on what the client could have counted when it sent each RDY.
+
+    The observer sits between client and nsqd: a message it passed on before it saw the
+    client's RDY may still have been in transit to the client when the client sent that
+    RDY -- the client then counts it against the *next* RDY. So the messages a client
+    counted for one RDY are only known within bounds: at most every message passed on
+    since the fewest it may have read at its previous RDY; at least up to the last one it
+    answered (FIN, REQ, TOUCH: it has read that one and, TCP keeping order, every one
+    before). A re-send is judged a breach only if no reading within these bounds, shared
+    by every RDY of the connection, makes it due -- the benefit of the doubt goes to the
+    client, and what the observer saw in order stays certain.
+    """
+    passed = 0  # messages passed on to the client so far
+    answered = 0  # the client has certainly read this many (its last answer's number)
+    number: dict[bytes, int] = {}  # message id -> its number among the messages passed
+    last: int | None = None
+    fewest = 0  # the fewest messages the client may have read when it sent the last RDY
+    resends, bad = [], []
     for s in conn.seen:
         kind = type(s.event)
         if kind is Message:
-            since += 1
-        elif kind is Rdy and s.direction == Direction.C2S:
-            count = s.event.count
+            passed += 1
+            number[s.event.id] = passed
+        elif s.direction != Direction.C2S:
+            continue
+        elif kind in (Fin, Req, Touch):
+            answered = max(answered, number.get(s.event.id, 0))
+        elif kind is Rdy:
+            count, read = s.event.count, max(answered, fewest)
             if last is not None and count == last and count > 0:
-                left = last - since
-                (resends if left <= 0 or left < last / 4 else bad).append((s, left))
-            last, since = count, 0
+                due = _due_after(count)  # messages since the last RDY that make it due
+                if passed - fewest >= due:
+                    resends.append(s)
+                    read = max(answered, fewest + due)
+                else:
+                    bad.append((s, count - (passed - fewest)))
+            last, fewest = count, read
     if bad:
         s, left = bad[0]
-        return _v("rdy-update", FAIL, f"RDY {s.event.count} re-sent with {left} of "
-                  f"{s.event.count} left (>= 25 %); {len(bad)} such", *(b[0] for b in bad))
+        return _v("rdy-update", FAIL, f"RDY {s.event.count} re-sent with at least {left} of "
+                  f"{s.event.count} left (>= 25 %), counting every message that may have "
+                  f"reached the client before it; {len(bad)} such", *(b[0] for b in bad))
     if resends:
         return _v("rdy-update", PASS, f"{len(resends)} re-sends, each at 0 or < 25 % left",
-                  *(r[0] for r in resends))
+                  *resends)
     return _v("rdy-update", NOT_EXERCISED, "RDY never re-sent with the same count")
+
+
+def _due_after(count: int) -> int:
+    """The fewest messages after RDY ``count`` that leave 0 or less than 25 % of it."""
+    return 3 * count // 4 + 1
 
 
 def _heartbeat(conn: Connection) -> Verdict:
@@ -289,28 +321,47 @@ def check_consumer(conns: Iterable[Connection], max_in_flight: int | None,
 def check_backoff(conns: Iterable[Connection]) -> Verdict:
     """Backoff is one state for the whole consumer: after a failure (REQ) every
     connection goes to RDY 0, and the first RDY above 0 afterwards, on any connection,
-    is 1 -- the test of the waters -- before the others get their share back."""
+    is 1 -- the test of the waters -- before the others get their share back.
+
+    Commands on different connections are seen in the order the observer read them,
+    which is not always the order the client sent them: a RDY another connection had on
+    its way when the failure's RDY 0 was read may have been sent before the client went
+    into backoff. Only each connection's own order is certain, so a RDY above 0 is held
+    to the rule only once its connection is at 0 since the failure -- it sent RDY 0
+    after the REQ, or its last RDY before the REQ was 0 (or it had none).
+    """
+    conns = list(conns)
     cmds = sorted(((s.t, k, s) for k, c in enumerate(conns) for s in _commands(c)
                    if type(s.event) in (Req, Rdy)), key=lambda x: x[0])
     reqs = [s for _, _, s in cmds if type(s.event) is Req]
     if not reqs:
         return _v("backoff", NOT_EXERCISED, "no failure (REQ) in the traffic")
     first_req = next(i for i, (_, _, s) in enumerate(cmds) if type(s.event) is Req)
-    zero = next((i for i in range(first_req, len(cmds))
-                 if type(cmds[i][2].event) is Rdy and cmds[i][2].event.count == 0), None)
+    rdy_before: dict[int, int] = {}
+    for _, k, s in cmds[:first_req]:
+        if type(s.event) is Rdy:
+            rdy_before[k] = s.event.count
+    at_zero = {k for k in range(len(conns)) if rdy_before.get(k, 0) == 0}
+    zero = up = None
+    for _, k, s in cmds[first_req:]:
+        if type(s.event) is not Rdy:
+            continue
+        if s.event.count == 0:
+            at_zero.add(k)
+            zero = zero or s
+        elif zero is not None and k in at_zero:
+            up = s
+            break
     if zero is None:
         return _v("backoff", NOT_EXERCISED, "REQ never followed by RDY 0: no backoff, or "
                   "requeues without backoff (the wire cannot tell them apart)", reqs[0])
-    up = next((s for _, _, s in cmds[zero:] if type(s.event) is Rdy and s.event.count > 0),
-              None)
     if up is None:
         return _v("backoff", NOT_EXERCISED, "RDY 0 after REQ; the traffic ends in backoff",
-                  reqs[0], cmds[zero][2])
+                  reqs[0], zero)
     if up.event.count != 1:
         return _v("backoff", FAIL, f"after RDY 0 the first RDY was {up.event.count}, not 1 "
-                  "(test the waters)", reqs[0], cmds[zero][2], up)
-    return _v("backoff", PASS, "REQ, RDY 0, then RDY 1 on one connection", reqs[0],
-              cmds[zero][2], up)
+                  "(test the waters)", reqs[0], zero, up)
+    return _v("backoff", PASS, "REQ, RDY 0, then RDY 1 on one connection", reqs[0], zero, up)
 
 
 def check_polls(polls: dict[str, list[tuple[float, int]]]) -> Verdict:
