@@ -6,13 +6,20 @@ the codec; what is left is joining and ordering events in time, which the JVM do
 best. Each function documents the rules it applies, since those rules are what an
 operator must trust:
 
+* a message is known by its broker (the server end of its connections), topic, channel
+  and id: nsqd copies a message to every channel of its topic under the same id, and
+  ids are only unique per nsqd and topic (two nsqds, or two deployments in one capture,
+  may use the same ids);
 * a delivery (``FrameTypeMessage``) ends with the first ``FIN``/``REQ`` for its id *on
   the same connection* before the id is delivered again on the same channel; without
   one it ``timeout``-ed if a later delivery exists (at delivery time + the connection's
   negotiated ``msg_timeout``), else it is still ``open`` when the capture ends;
-* a publish is linked to a message by topic and body (sha1): the latest PUB/MPUB/DPUB
-  of that body at or before the first delivery -- nsqd assigns ids after the publish, so
-  nothing else on the wire links them;
+* a publish is linked to a message by broker, topic and body (sha1): the latest
+  PUB/MPUB/DPUB of that body at or before the first delivery -- nsqd assigns ids after
+  the publish, so nothing else on the wire links them; a message with no such publish
+  in the capture keeps its row, with no publish;
+* events at the same instant are ordered by connection and frame number, so every table
+  is the same however Spark partitions the frames;
 * in-flight counts deliveries minus ends of deliveries (FIN, REQ, timeout) -- not FIN
   commands, since a FIN for an id not in flight (``E_FIN_FAILED``) frees nothing; the
   starvation test is the client-library guide's ``in_flight > 0 and in_flight >= 0.85 *
@@ -50,6 +57,13 @@ DEFAULT_MSG_TIMEOUT_MS = 60000  # nsqd's --msg-timeout default
 STARVATION_RATIO = 0.85
 
 _FRAMES = ("command", "frame")
+MESSAGE_KEY = ("server", "topic", "channel", "msg_id")
+"""What identifies a message in the deliveries and messages tables."""
+
+
+def _server():
+    """The broker's end of a connection: the right side of its ``client->server`` label."""
+    return F.substring_index("flow", "->", -1).alias("server")
 
 
 def _subscriptions(frames: DataFrame) -> DataFrame:
@@ -85,7 +99,7 @@ def deliveries(frames: DataFrame) -> DataFrame:
         .drop("topic", "channel")
         .join(subs, "conn_id", "left")
         .select(
-            "msg_id", "topic", "channel", "conn_id", "ts", "seq", "attempts", "msg_ts",
+            _server(), "msg_id", "topic", "channel", "conn_id", "ts", "seq", "attempts", "msg_ts",
             F.col("bodies")[0].alias("body_sha1"), F.lit("D").alias("t"),
             F.lit(None).cast("string").alias("verb"), F.lit(None).cast("long").alias("delay_ms"),
         )
@@ -95,13 +109,13 @@ def deliveries(frames: DataFrame) -> DataFrame:
         .drop("topic", "channel")
         .join(subs, "conn_id", "left")
         .select(
-            "msg_id", "topic", "channel", "conn_id", "ts", "seq",
+            _server(), "msg_id", "topic", "channel", "conn_id", "ts", "seq",
             F.lit(None).cast("int").alias("attempts"), F.lit(None).cast("double").alias("msg_ts"),
             F.lit(None).cast("string").alias("body_sha1"), F.lit("R").alias("t"),
             F.col("name").alias("verb"), "delay_ms",
         )
     )
-    w = Window.partitionBy("msg_id", "channel").orderBy("ts", "t", "seq")
+    w = Window.partitionBy(*MESSAGE_KEY).orderBy("ts", "t", "conn_id", "seq")
     both = resp.unionByName(msg).withColumn(
         "n", F.sum(F.when(F.col("t") == "D", 1).otherwise(0)).over(
             w.rowsBetween(Window.unboundedPreceding, Window.currentRow))
@@ -111,25 +125,25 @@ def deliveries(frames: DataFrame) -> DataFrame:
     ).where(F.col("n") > 0)
     own = (F.col("t") == "R") & (F.col("conn_id") == F.col("d_conn"))
     ends = own & F.col("verb").isin("FIN", "REQ")
-    per = both.groupBy("msg_id", "channel", "n").agg(
-        F.first("topic", ignorenulls=True).alias("topic"),
+    end_order = F.when(ends, F.struct("ts", "seq"))
+    per = both.groupBy(*MESSAGE_KEY, "n").agg(
         F.max(F.when(F.col("t") == "D", F.col("conn_id"))).alias("conn_id"),
         F.max(F.when(F.col("t") == "D", F.col("ts"))).alias("ts"),
         F.max(F.when(F.col("t") == "D", F.col("attempts"))).alias("attempts"),
         F.max(F.when(F.col("t") == "D", F.col("msg_ts"))).alias("msg_ts"),
         F.max(F.when(F.col("t") == "D", F.col("body_sha1"))).alias("body_sha1"),
-        F.min_by(F.when(ends, F.col("verb")), F.when(ends, F.col("ts"))).alias("end_verb"),
+        F.min_by(F.when(ends, F.col("verb")), end_order).alias("end_verb"),
         F.min(F.when(ends, F.col("ts"))).alias("end_ts"),
-        F.min_by(F.when(ends, F.col("delay_ms")), F.when(ends, F.col("ts"))).alias("end_delay"),
+        F.min_by(F.when(ends, F.col("delay_ms")), end_order).alias("end_delay"),
         F.sum(F.when(own & (F.col("verb") == "TOUCH"), 1).otherwise(0)).alias("touches"),
     )
-    last_n = Window.partitionBy("msg_id", "channel")
+    last_n = Window.partitionBy(*MESSAGE_KEY)
     timeouts = _msg_timeouts(frames)
     return (
         per.withColumn("last_n", F.max("n").over(last_n))
         .join(timeouts, "conn_id", "left")
         .select(
-            "msg_id", "topic", "channel", F.col("n").alias("delivery"), "conn_id", "ts",
+            *MESSAGE_KEY, F.col("n").alias("delivery"), "conn_id", "ts",
             "attempts", "msg_ts", "body_sha1", "touches",
             F.when(F.col("end_verb").isNotNull(), F.col("end_verb"))
             .when(F.col("n") < F.col("last_n"), "timeout")
@@ -145,19 +159,21 @@ def deliveries(frames: DataFrame) -> DataFrame:
 
 
 def messages(frames: DataFrame, delivered: DataFrame | None = None) -> DataFrame:
-    """One row per (message id, channel): publish, deliveries, outcome and latencies.
+    """One row per message (:data:`MESSAGE_KEY`: broker, topic, channel, id): publish,
+    deliveries, outcome and latencies.
 
     nsqd copies a message to every channel of its topic under the same id, so the id
-    alone is not a key; ``channel`` completes it.
+    alone is not a key; ``channel`` completes it (and the broker and topic, since ids
+    are only unique per nsqd and topic).
     """
     d = delivered if delivered is not None else deliveries(frames)
     pubs = (
         frames.where(F.col("name").isin("PUB", "MPUB", "DPUB"))
-        .select("topic", F.col("ts").alias("pub_ts"), F.col("name").alias("publish_cmd"),
-                F.col("conn_id").alias("publisher"), F.explode("bodies").alias("body_sha1"))
+        .select(_server(), "topic", F.col("ts").alias("pub_ts"),
+                F.col("name").alias("publish_cmd"), F.col("conn_id").alias("publisher"),
+                F.explode("bodies").alias("body_sha1"))
     )
-    per = d.groupBy("msg_id", "channel").agg(
-        F.first("topic", ignorenulls=True).alias("topic"),
+    per = d.groupBy(*MESSAGE_KEY).agg(
         F.min("msg_ts").alias("created_ts"),
         F.min("ts").alias("first_delivery_ts"),
         F.max("ts").alias("last_delivery_ts"),
@@ -167,20 +183,22 @@ def messages(frames: DataFrame, delivered: DataFrame | None = None) -> DataFrame
         F.sum("touches").alias("touches"),
         F.sum(F.when(F.col("outcome") == "REQ", 1).otherwise(0)).alias("requeues"),
         F.sum(F.when(F.col("outcome") == "timeout", 1).otherwise(0)).alias("timeouts"),
-        F.first("body_sha1", ignorenulls=True).alias("body_sha1"),
+        F.min("body_sha1").alias("body_sha1"),
         F.sort_array(F.collect_list(F.struct(
             "delivery", "ts", "conn_id", "attempts", "outcome", "outcome_ts", "req_delay_ms",
             "touches"))).alias("deliveries"),
     )
-    linked = per.join(pubs, ["topic", "body_sha1"], "left").where(
-        F.col("pub_ts").isNull() | (F.col("pub_ts") <= F.col("first_delivery_ts"))
-    )
-    best = Window.partitionBy("msg_id", "channel").orderBy(F.col("pub_ts").desc_nulls_last())
+    m, p = per.alias("m"), pubs.alias("p")
+    on = [F.col(f"m.{k}") == F.col(f"p.{k}") for k in ("server", "topic", "body_sha1")]
+    linked = m.join(p, [*on, F.col("p.pub_ts") <= F.col("m.first_delivery_ts")], "left") \
+        .select("m.*", "p.pub_ts", "p.publish_cmd", "p.publisher")
+    best = Window.partitionBy(*MESSAGE_KEY).orderBy(
+        F.col("pub_ts").desc_nulls_last(), "publisher", "publish_cmd")
     one = linked.withColumn("_r", F.row_number().over(best)).where("_r = 1").drop("_r")
     start = F.coalesce(F.col("pub_ts"), F.col("created_ts"))
     done = F.when(F.col("outcome") == "FIN", F.col("outcome_ts"))
     return one.select(
-        "msg_id", "topic", "channel",
+        *MESSAGE_KEY,
         F.col("pub_ts").alias("publish_ts"), "publish_cmd", "publisher", "created_ts",
         "first_delivery_ts", "deliveries_count", "deliveries", "outcome",
         F.col("outcome_ts").alias("final_ts"), "touches", "requeues", "timeouts",
@@ -204,7 +222,7 @@ def connections(frames: DataFrame, beats: DataFrame | None = None) -> DataFrame:
         F.max(F.when((F.col("name") == "FlowEnd") & (F.col("dir") == S2C), F.col("size")))
         .alias("bytes_s2c"),
         F.min_by(F.when(F.col("name") == "FlowEnd", F.col("reason")),
-                 F.when(F.col("name") == "FlowEnd", F.col("ts"))).alias("ended_by"),
+                 F.when(F.col("name") == "FlowEnd", F.struct("ts", "seq"))).alias("ended_by"),
         F.sum(F.when(F.col("name") == "FrameTypeMessage", 1).otherwise(0)).alias("messages_in"),
         F.sum(F.when(F.col("name") == "PUB", 1)
               .when(F.col("name").isin("MPUB", "DPUB"), F.size("bodies"))
@@ -273,7 +291,7 @@ def heartbeats(frames: DataFrame) -> DataFrame:
     per = both.groupBy("conn_id", "k").agg(
         F.max(F.when(F.col("t") == "H", F.col("ts"))).alias("ts"),
         F.min_by(F.when(F.col("t") == "C", F.col("cmd")),
-                 F.when(F.col("t") == "C", F.col("ts"))).alias("response"),
+                 F.when(F.col("t") == "C", F.struct("ts", "seq"))).alias("response"),
         F.min(F.when(F.col("t") == "C", F.col("ts"))).alias("response_ts"),
     )
     ends = frames.where(F.col("name") == "FlowEnd").groupBy("conn_id").agg(
@@ -319,7 +337,7 @@ def flow_control(frames: DataFrame, delivered: DataFrame | None = None) -> DataF
         F.lit(None).cast("long").alias("seq"), F.col("outcome").alias("event"),
         F.lit(None).cast("long").alias("rdy"), F.lit(-1).alias("delta"), "msg_id",
     )
-    w = Window.partitionBy("conn_id").orderBy("ts", "prio", "event").rowsBetween(
+    w = Window.partitionBy("conn_id").orderBy("ts", "prio", "event", "seq", "msg_id").rowsBetween(
         Window.unboundedPreceding, Window.currentRow)
     ev = rdy.unionByName(start).unionByName(end)
     return ev.select(

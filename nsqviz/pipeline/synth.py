@@ -58,6 +58,9 @@ __all__ = [
 ]
 
 SERVER = ("10.0.0.9", 4150)
+TWEPOCH_MS = 1288834974657
+"""nsqd's GUID epoch: an id is ``(ms since it) << 22 | worker << 12 | sequence``, so
+ids from one nsqd differ over time and ids from two nsqds differ by worker id."""
 
 
 class RotatingPcapWriter:
@@ -183,7 +186,8 @@ class _Conn:
         self.sim = sim
         self.name = name
         self.client = (f"10.0.0.{1 + port % 200}", port)
-        self.truth = ConnTruth(f"{self.client[0]}:{port}->{SERVER[0]}:{SERVER[1]}", role,
+        server = sim.server
+        self.truth = ConnTruth(f"{self.client[0]}:{port}->{server[0]}:{server[1]}", role,
                                identify, start_ts=start)
         self.in_flight: dict[str, float] = {}  # message id -> delivery ts
         self.msg_timeout = identify.get("msg_timeout", _NEGOTIATED["msg_timeout"]) / 1000
@@ -195,9 +199,12 @@ class _Conn:
 
 
 class _Sim:
-    def __init__(self, seed: int, t0: float):
+    def __init__(self, seed: int, t0: float, server: tuple[str, int] = SERVER,
+                 worker: int = 0):
         self.rng = random.Random(seed)
         self.t0 = t0
+        self.server = server
+        self.worker = worker
         self.actions: list = []
         self.conns: list[_Conn] = []
         self.truth = Truth()
@@ -234,7 +241,9 @@ class _Sim:
                 defer_ms: int = 0) -> None:
         """``cmd_ts``: the PUB on the wire; ``ts``: nsqd has it (the message timestamp)."""
         for body in bodies:
-            mid = f"{self.next_id:016x}"
+            guid = (round(ts * 1000) - TWEPOCH_MS) << 22 | (self.worker & 0x3FF) << 12 \
+                | (self.next_id & 0xFFF)
+            mid = f"{guid:016x}"
             self.next_id += 1
             for channel in self.queues:
                 truth = MessageTruth(mid, topic, channel, cmd_ts, cmd, created_ts=ts)
@@ -344,6 +353,8 @@ def simulate(
     big_body: int = 6000,
     body_size: int = 40,
     port_base: int = 40000,
+    server: tuple[str, int] = SERVER,
+    worker: int = 0,
 ) -> Truth:
     """Play one NSQ scenario into ``writer`` (a pcap writer); return what happened.
 
@@ -352,8 +363,10 @@ def simulate(
     RDY 1, outcomes FIN / REQ / timeout / TOUCH drawn per message), ``audit`` (one RDY 100
     consumer that FINs everything, once twice -- which earns an ``E_FIN_FAILED``) and
     ``idle`` (a RDY 0 consumer that never answers heartbeats and is closed after two).
+    ``server`` is nsqd's address and ``worker`` its id; message ids are made as nsqd
+    makes its GUIDs (:data:`TWEPOCH_MS`), from the publish time and ``worker``.
     """
-    sim = _Sim(seed, t0)
+    sim = _Sim(seed, t0, server, worker)
     rng = sim.rng
 
     def ident(cid: str, **extra) -> dict:
@@ -461,7 +474,7 @@ def _write(sim: _Sim, writer, mss: int) -> None:
             data.extend(_encode(e) for e in actions[k][4])
         if c not in convs:
             isn = (isn * 1103515245 + 12345) & 0xFFFFFFFF
-            convs[c] = TcpConversation(writer, c.client, SERVER, isn=(isn, isn ^ 0x5A5A5A5A),
+            convs[c] = TcpConversation(writer, c.client, sim.server, isn=(isn, isn ^ 0x5A5A5A5A),
                                        mss=mss)
             convs[c].open(ts)
         convs[c].send(direction, b"".join(data), ts)
