@@ -1,7 +1,9 @@
-"""Records data/nsqd/refused/bad-values.pcap: well-framed commands with values the real
-nsqd refuses (or reads leniently), one connection each, captured with tcpdump on lo.
+"""Records data/nsqd/refused/: well-framed commands with values the real nsqd refuses
+(or reads leniently), one connection each, captured with tcpdump on lo --
+``bad-values.pcap`` against nsqd's defaults, ``max-rdy-count.pcap`` against an nsqd
+started with ``--max-rdy-count=10`` that a client asks for feature negotiation.
 
-Run as root: ``python data/make_nsqd_refusals.py data/nsqd/refused/bad-values.pcap``
+Run as root: ``python data/make_nsqd_refusals.py data/nsqd/refused``
 (the real nsqd: ``$NSQD`` or ``../shared/peers/nsqd``).
 """
 
@@ -13,6 +15,9 @@ import sys
 import tempfile
 import time
 
+from nsqviz.nsq.events import Identify, Rdy, Sub
+from nsqviz.nsq.fastpath import encode_command
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 NSQD = os.environ.get("NSQD") or os.path.join(HERE, "..", "..", "shared", "peers", "nsqd")
 
@@ -23,6 +28,12 @@ CONNECTIONS = [
     b"NOP extra\r\nPUB t\r\n\x00\x00\x00\x02hi",  # accepted: nsqd ignores and trims
 ]
 
+MAX_RDY_COUNT = [  # nsqd --max-rdy-count=10 announces it in the IDENTIFY response
+    (encode_command(Identify({"feature_negotiation": True})),  # then wait for the answer
+     encode_command(Sub("t", "c")) + encode_command(Rdy(10))
+     + b"RDY 11\n"),  # E_INVALID RDY count 11 out of range 0-10
+]
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -30,31 +41,37 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def talk(port: int, data: bytes) -> None:
+def talk(port: int, data: bytes | tuple[bytes, ...]) -> None:
+    """One connection: the magic, then ``data`` (a tuple: each part once the answers to
+    the one before have come back)."""
     with socket.create_connection(("127.0.0.1", port)) as c:
-        c.settimeout(1)
-        c.sendall(b"  V2" + data)
-        try:
-            while c.recv(4096):
+        c.settimeout(0.3)
+        parts = (data,) if isinstance(data, bytes) else data
+        c.sendall(b"  V2")
+        for part in parts:
+            c.sendall(part)
+            try:
+                while c.recv(4096):
+                    pass
+            except TimeoutError:
                 pass
-        except TimeoutError:
-            pass
     time.sleep(0.1)
 
 
-def main(out: str) -> None:
+def record(out: str, connections: list, *options: str) -> None:
     port, http = free_port(), free_port()
     nsqd = subprocess.Popen(
         [NSQD, f"--tcp-address=127.0.0.1:{port}", f"--http-address=127.0.0.1:{http}",
-         f"--data-path={tempfile.mkdtemp()}"],
+         f"--data-path={tempfile.mkdtemp()}", *options],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     time.sleep(0.5)
-    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-w", out, "-U", f"tcp port {port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.0)
+    dump = subprocess.Popen(["tcpdump", "-i", "lo", "--immediate-mode", "-w", out, "-U",
+                             f"tcp port {port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    dump.stderr.readline()  # "listening on lo ...": capturing from here on
     try:
-        for data in CONNECTIONS:
+        for data in connections:
             talk(port, data)
         time.sleep(0.5)
     finally:
@@ -62,6 +79,11 @@ def main(out: str) -> None:
         dump.wait(5)
         nsqd.terminate()
         nsqd.wait(5)
+
+
+def main(folder: str) -> None:
+    record(os.path.join(folder, "bad-values.pcap"), CONNECTIONS)
+    record(os.path.join(folder, "max-rdy-count.pcap"), MAX_RDY_COUNT, "--max-rdy-count=10")
 
 
 if __name__ == "__main__":

@@ -13,11 +13,9 @@ are checked by :func:`check_consumer`, :func:`check_backoff` and :func:`check_po
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from nsqviz.nsq.codec import DEFAULT_MAX_RDY_COUNT
 from nsqviz.nsq.events import (
     Cls,
     Event,
@@ -30,6 +28,7 @@ from nsqviz.nsq.events import (
     Response,
     Sub,
     Touch,
+    Violation,
 )
 from nsqviz.stream.direction import Direction
 
@@ -58,12 +57,23 @@ RULES: dict[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class Seen:
-    """One decoded event of a connection: when, which way, what, from which packets."""
+    """One decoded event of a connection: when, which way, what, from which packets;
+    ``violation``: what nsqd answers to it, where the codec judged the command (as sent,
+    in ``event``) out of bounds."""
 
     t: float
     direction: Direction
     event: Event
     packets: tuple[int, ...]
+    violation: Violation | None = None
+
+    @classmethod
+    def of(cls, t: float, direction: Direction, event: Event,
+           packets: tuple[int, ...]) -> Seen:
+        """``event`` as the observer decoded it: a refused command is seen as sent."""
+        if type(event) is Violation and event.command is not None:
+            return cls(t, direction, event.command, packets, event)
+        return cls(t, direction, event, packets)
 
 
 @dataclass
@@ -77,7 +87,8 @@ class Connection:
 
     @property
     def subscribed(self) -> Sub | None:
-        return next((s.event for s in self.seen if type(s.event) is Sub), None)
+        return next((s.event for s in self.seen
+                     if type(s.event) is Sub and s.violation is None), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,26 +160,18 @@ def _initial_rdy(conn: Connection) -> Verdict:
 
 
 def _max_rdy_count(conn: Connection) -> Verdict:
-    limit, source = DEFAULT_MAX_RDY_COUNT, "2500 (no feature negotiation seen)"
-    for s in conn.seen:
-        if s.direction == Direction.S2C and type(s.event) is Response and s.event.data[:1] == b"{":
-            try:
-                features = json.loads(s.event.data)
-            except ValueError:
-                continue
-            if "max_rdy_count" in features:
-                limit, source = int(features["max_rdy_count"]), "nsqd's max_rdy_count"
-            break
+    """Judged by the codec's observer, which knows nsqd's limit: 2500, or the
+    ``max_rdy_count`` nsqd announced in its IDENTIFY response."""
     rdys = _rdys(conn)
     if not rdys:
         return _v("max-rdy-count", NOT_EXERCISED, "no RDY sent")
-    over = [s for s in rdys if s.event.count > limit]
+    over = [s for s in rdys if s.violation is not None and s.violation.field == "count"]
     if over:
-        return _v("max-rdy-count", FAIL, f"RDY {over[0].event.count} > {limit} ({source})",
+        return _v("max-rdy-count", FAIL, f"{over[0].violation.text} (nsqd's max_rdy_count)",
                   *over)
     top = max(rdys, key=lambda s: s.event.count)
-    return _v("max-rdy-count", PASS, f"highest RDY {top.event.count} <= {limit} ({source})",
-              top)
+    return _v("max-rdy-count", PASS, f"highest RDY {top.event.count}, within nsqd's "
+              "max_rdy_count", top)
 
 
 def _rdy_update(conn: Connection) -> Verdict:

@@ -42,7 +42,7 @@ def from_capture(paths: Iterable[str | os.PathLike], *,
             if rec.event is None or rec.kind not in ("command", "frame"):
                 continue
             conn = traffic.connections.setdefault(rec.flow, Connection(rec.flow))
-            conn.seen.append(Seen(rec.ts, rec.dir, rec.event, rec.packets))
+            conn.seen.append(Seen.of(rec.ts, rec.dir, rec.event, rec.packets))
     return traffic
 
 
@@ -67,7 +67,7 @@ def from_tap(tap: WireTap) -> Traffic:
     traffic = Traffic()
     for c in tap.connections:
         conn = Connection(f"{c.client}->{tap.upstream}")
-        conn.seen = [Seen(e.t, e.direction, e.event, (e.packet,)) for e in c.events]
+        conn.seen = [Seen.of(e.t, e.direction, e.event, (e.packet,)) for e in c.events]
         conn.ended_by = c.ended_by
         traffic.connections[conn.label] = conn
     return traffic

@@ -3,10 +3,13 @@
 It runs both roles of :mod:`nsqviz.nsq.codec` passively -- decoding without judging,
 reading on after undecodable bytes -- and carries between them what each side cannot
 see for itself: the commands awaiting an answer, the messages in flight, where the
-stream switched to compression or TLS.
+stream switched to compression or TLS, nsqd's ``max_rdy_count`` from its IDENTIFY
+response (a RDY above it is kept with nsqd's answer attached, as nsqd's side judges it).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import (
@@ -15,6 +18,7 @@ from nsqviz.nsq.events import (
     Event,
     Magic,
     Message,
+    Response,
     TLSUpgrade,
     Violation,
 )
@@ -30,7 +34,8 @@ class Observer:
     Commands go through a passive :class:`ServerConnection`, frames through a passive
     :class:`ClientConnection`, and each side tells the other what it could not see for
     itself: which commands await an answer, which messages are in flight, where the
-    stream switched to compression, where TLS began (after which nothing is decodable).
+    stream switched to compression, where TLS began (after which nothing is decodable),
+    the ``max_rdy_count`` nsqd announced (else ``config``'s, 2500 by default).
     Feed the two directions in the order the bytes were captured.
     """
 
@@ -80,4 +85,13 @@ class Observer:
                 server.start_compression(ev.kind, ev.level)
             elif kind is TLSUpgrade:
                 self.encrypted = True
+            elif kind is Response and self.client.features is not None:
+                self._announced(self.client.features)
         return events
+
+    def _announced(self, features: dict) -> None:
+        """nsqd's IDENTIFY response: its ``max_rdy_count`` bounds the client's RDY."""
+        limit = features.get("max_rdy_count")
+        config = self.server.config
+        if type(limit) is int and limit >= 0 and limit != config.max_rdy_count:
+            self.server.config = replace(config, max_rdy_count=limit)

@@ -40,6 +40,8 @@ from nsqviz.stream.reassembly import Garbage, RawFrame
 
 __all__ = ["ServerConfig", "ServerConnection"]
 
+_RDY_COUNT_AT = len(BY_EVENT[Rdy].verb) + 1  # the count follows the verb and one space
+
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
@@ -225,7 +227,11 @@ class ServerConnection(_Connection):
             return self._refused(out, data, nl, exc, offset, raw, None)
         if exc is not None:
             return self._refused(out, data, nl, exc, offset, raw, cmd)
-        if self.passive:  # an observer decodes without judging
+        if self.passive:  # an observer judges only what the stream itself shows
+            if type(cmd) is Rdy and (over := self._rdy_over_max(cmd, offset)):
+                code, text, detail = over
+                out.append(Violation(code, text, code.fatal, offset, raw, **detail))
+                return False
             self._track(cmd)
             out.append(cmd)
             return False
@@ -265,10 +271,9 @@ class ServerConnection(_Connection):
                 code, text = not_in_flight(name_of(kind), cmd.id)
                 return refuse(out, code, text, offset, raw, command=cmd, field="id")
         elif kind is Rdy:
-            if not 0 <= cmd.count <= config.max_rdy_count:
-                text = f"RDY count {cmd.count} out of range 0-{config.max_rdy_count}"
-                return refuse(out, ErrorCode.INVALID, text, offset, raw, command=cmd,
-                              field="count")
+            if over := self._rdy_over_max(cmd, offset):
+                code, text, detail = over
+                return refuse(out, code, text, offset, raw, **detail)
         elif kind is Auth:
             if self.authenticated:
                 return refuse(out, ErrorCode.INVALID, "AUTH already set", offset, raw,
@@ -298,6 +303,19 @@ class ServerConnection(_Connection):
         self._track(cmd)
         out.append(cmd)
         return False
+
+    def _rdy_over_max(self, cmd: Rdy,
+                      offset: int) -> tuple[ErrorCode, str, dict[str, Any]] | None:
+        """nsqd's answer to a RDY count above ``max_rdy_count`` (the RDY as sent, its
+        ``count`` field and where that starts), or None for a count in range. The one
+        judgement of it, for nsqd's side and for an observer (which learns the limit
+        from the IDENTIFY response)."""
+        limit = self.config.max_rdy_count
+        if 0 <= cmd.count <= limit:
+            return None
+        return ErrorCode.INVALID, f"RDY count {cmd.count} out of range 0-{limit}", {
+            "command": cmd, "field": "count", "field_offset": offset + _RDY_COUNT_AT,
+            "reason": f"count {cmd.count} is above max_rdy_count {limit}"}
 
     def _track(self, cmd: Command) -> None:
         kind = type(cmd)
