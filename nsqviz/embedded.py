@@ -5,18 +5,20 @@ start()``/``stop()``; notebooks and tests want them as ``with ...:`` blocks that
 synchronous caller can enter. :class:`BackgroundServer` is that wrapper, written once:
 the server object is made *on* its loop's thread (so everything it creates belongs to
 that loop), start-up failures are raised in the caller, and leaving the block stops the
-server gracefully before the loop ends.
+server gracefully before the loop ends. :class:`ListeningServer` adds what the broker and
+the lookupd share: options with keyword overrides, and the TCP and HTTP addresses.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Generic, Protocol, Self, TypeVar
 
-__all__ = ["BackgroundServer"]
+__all__ = ["BackgroundServer", "ListeningServer"]
 
 
 class _Server(Protocol):
@@ -25,6 +27,19 @@ class _Server(Protocol):
 
 
 S = TypeVar("S", bound=_Server)
+
+
+class _Listening(_Server, Protocol):
+    tcp_port: int
+    http_port: int
+
+    @property
+    def tcp_address(self) -> str: ...
+    @property
+    def http_address(self) -> str: ...
+
+
+L = TypeVar("L", bound=_Listening)
 
 
 class BackgroundServer(Generic[S]):
@@ -89,3 +104,37 @@ class BackgroundServer(Generic[S]):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ListeningServer(BackgroundServer[L]):
+    """A :class:`BackgroundServer` for a server built from an options dataclass that
+    listens on TCP and HTTP (the broker, the lookupd): ``opts`` (else
+    :meth:`default_options`, free loopback ports) with keyword overrides, and the
+    server's addresses and ports while it runs."""
+
+    def __init__(self, opts: Any = None, **overrides: Any) -> None:
+        super().__init__()
+        self.opts = dataclasses.replace(opts or self.default_options(), **overrides)
+
+    def default_options(self) -> Any:
+        raise NotImplementedError
+
+    def _running(self) -> L:
+        assert self.server is not None, "not started"
+        return self.server
+
+    @property
+    def tcp_address(self) -> str:
+        return self._running().tcp_address
+
+    @property
+    def http_address(self) -> str:
+        return self._running().http_address
+
+    @property
+    def tcp_port(self) -> int:
+        return self._running().tcp_port
+
+    @property
+    def http_port(self) -> int:
+        return self._running().http_port

@@ -8,25 +8,21 @@ broker on free loopback ports, and leaving the block stops it gracefully (with a
 
 from __future__ import annotations
 
-import dataclasses
-
 from nsqviz.broker.options import Options
 from nsqviz.broker.server import Broker
-from nsqviz.embedded import BackgroundServer
+from nsqviz.embedded import ListeningServer
 
 __all__ = ["EmbeddedBroker"]
 
 
-class EmbeddedBroker(BackgroundServer[Broker]):
+class EmbeddedBroker(ListeningServer[Broker]):
     """A running broker on a daemon thread. Options as keyword arguments (nsqd's names
     with underscores: ``msg_timeout=2.0``, ``data_path=...``)."""
 
     thread_name = "nsqviz-broker"
 
-    def __init__(self, opts: Options | None = None, **overrides):
-        super().__init__()
-        base = opts or Options(tcp_address="127.0.0.1:0", http_address="127.0.0.1:0")
-        self.opts = dataclasses.replace(base, **overrides)
+    def default_options(self) -> Options:
+        return Options(tcp_address="127.0.0.1:0", http_address="127.0.0.1:0")
 
     def make_server(self) -> Broker:
         return Broker(self.opts)
@@ -34,19 +30,3 @@ class EmbeddedBroker(BackgroundServer[Broker]):
     @property
     def broker(self) -> Broker | None:
         return self.server
-
-    @property
-    def tcp_address(self) -> str:
-        return self.server.tcp_address
-
-    @property
-    def http_address(self) -> str:
-        return self.server.http_address
-
-    @property
-    def tcp_port(self) -> int:
-        return self.server.tcp_port
-
-    @property
-    def http_port(self) -> int:
-        return self.server.http_port

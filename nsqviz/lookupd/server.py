@@ -10,7 +10,6 @@ registration (the topics and channels themselves stay until deleted over HTTP).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import socket
@@ -18,7 +17,7 @@ import time
 from dataclasses import dataclass
 
 from nsqviz.broker.options import VERSION, parse_duration
-from nsqviz.embedded import BackgroundServer
+from nsqviz.embedded import ListeningServer
 from nsqviz.listen import listen_backlog
 from nsqviz.lookupd.codec import (
     Closed,
@@ -186,18 +185,16 @@ class _PeerConnection(asyncio.Protocol):
             reg.remove_registration(key)
 
 
-class EmbeddedLookupd(BackgroundServer[Lookupd]):
+class EmbeddedLookupd(ListeningServer[Lookupd]):
     """A running lookupd on a daemon thread, on free loopback ports by default:
     ``with EmbeddedLookupd() as lk: ... lk.http_address``."""
 
     thread_name = "nsqviz-lookupd"
     stop_timeout = 30.0
 
-    def __init__(self, opts: LookupdOptions | None = None, **overrides):
-        super().__init__()
-        base = opts or LookupdOptions(tcp_address="127.0.0.1:0", http_address="127.0.0.1:0",
-                                      broadcast_address="127.0.0.1")
-        self.opts = dataclasses.replace(base, **overrides)
+    def default_options(self) -> LookupdOptions:
+        return LookupdOptions(tcp_address="127.0.0.1:0", http_address="127.0.0.1:0",
+                              broadcast_address="127.0.0.1")
 
     def make_server(self) -> Lookupd:
         return Lookupd(self.opts)
@@ -205,11 +202,3 @@ class EmbeddedLookupd(BackgroundServer[Lookupd]):
     @property
     def lookupd(self) -> Lookupd | None:
         return self.server
-
-    @property
-    def tcp_address(self) -> str:
-        return self.server.tcp_address
-
-    @property
-    def http_address(self) -> str:
-        return self.server.http_address
