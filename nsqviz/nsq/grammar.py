@@ -15,6 +15,11 @@ The layouts follow the protocol spec (``shared/seeds``):
 * messages (the data of a ``FrameTypeMessage``): ``[timestamp:int64 ns][attempts:uint16]
   [id:16 ASCII hex][body]``.
 
+This module holds the magic and the commands and re-exports the rest: the frames and
+messages are in :mod:`nsqviz.nsq.grammar_frames`, the errors (and how a failure is given
+its field and offset) in :mod:`nsqviz.nsq.grammar_errors`, the IDENTIFY keys in
+:mod:`nsqviz.nsq.identify_fields`.
+
 Every definition parses and builds, and ``build(parse(x)) == x`` for every valid ``x``
 (JSON bodies keep their original bytes through :class:`construct.RawCopy`) -- except
 that a line ended by ``\\r\\n``, which nsqd accepts by trimming the ``\\r``, is built
@@ -26,33 +31,33 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from construct import (
-    Adapter,
-    Bytes,
     Const,
-    Construct,
     ConstructError,
-    FixedSized,
     GreedyBytes,
-    Int16ub,
     Int32sb,
-    Int64sb,
     Prefixed,
     PrefixedArray,
     RawCopy,
-    Rebuild,
-    StreamError,
     Struct,
-    Subconstruct,
     Switch,
     this,
 )
 from construct.core import stream_read, stream_tell, stream_write
 
-from nsqviz.nsq.commands import BODY_VERBS, FRAMES, BodyKind, CommandSpec, Param, ParamKind
+from nsqviz.nsq.commands import BODY_VERBS, BodyKind, CommandSpec, Param, ParamKind
 from nsqviz.nsq.commands import COMMANDS as TABLE
+from nsqviz.nsq.grammar_base import (
+    AdapterBase,
+    ConstBase,
+    ConstructBase,
+    Grammar,
+    _Located,
+    parse_exactly,
+)
 from nsqviz.nsq.grammar_errors import (
     BadJSON,
     BadMessageID,
@@ -63,12 +68,16 @@ from nsqviz.nsq.grammar_errors import (
     UnknownCommand,
     UnknownFrameType,
 )
+from nsqviz.nsq.grammar_frames import FRAME_TYPES, Frame, Message, MessageID, hex_id, parse_frame
 from nsqviz.nsq.identify_fields import (
     AUTH_RESPONSE_FIELDS,
     FEATURE_NEGOTIATION_FIELDS,
     IDENTIFY_FIELDS,
     IdentifyField,
 )
+
+if TYPE_CHECKING:
+    from construct.core import Context, PathType, StreamType
 
 __all__ = [
     "AUTH_RESPONSE_FIELDS",
@@ -79,6 +88,7 @@ __all__ = [
     "FEATURE_NEGOTIATION_FIELDS",
     "FIN",
     "FRAME_TYPES",
+    "Grammar",
     "IDENTIFY",
     "IDENTIFY_FIELDS",
     "MAGIC_V2",
@@ -123,40 +133,15 @@ MAGIC_V2 = b"  V2"
 # ------------------------------------------------------------------- text primitives
 
 
-class _Located(Subconstruct):
-    """Stamps a GrammarError raised inside with the offset where the field *starts* and
-    the field's name."""
-
-    def __init__(self, subcon: Construct, field: str):
-        super().__init__(subcon)
-        self.field = field
-
-    def _parse(self, stream, context, path):
-        start = stream_tell(stream, path)
-        try:
-            return self.subcon._parsereport(stream, context, path)
-        except GrammarError as exc:
-            if exc.offset is None:
-                exc.offset = start
-            if exc.field is None:
-                exc.field = self.field
-            raise
-
-    def _build(self, obj, stream, context, path):
-        try:
-            return self.subcon._build(obj, stream, context, path)
-        except GrammarError as exc:
-            if exc.field is None:
-                exc.field = self.field
-            raise
-
-class _Separator(Const):
+class _Separator(ConstBase):
     """A space or newline of a command line; a wrong byte is reported where it *is*
     (construct's ConstError would only say where the stream stood after reading it)."""
 
     layout_name = "separator"  # the word byte views show for it (see nsqviz.layout)
 
-    def _parse(self, stream, context, path):
+    value: bytes
+
+    def _parse(self, stream: StreamType, context: Context, path: PathType) -> bytes:
         start = stream_tell(stream, path)
         got = stream_read(stream, len(self.value), path)
         if got != self.value:
@@ -174,7 +159,7 @@ class _LineEnd(_Separator):
     def __init__(self) -> None:
         super().__init__(b"\n")
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: StreamType, context: Context, path: PathType) -> bytes:
         start = stream_tell(stream, path)
         got = stream_read(stream, 1, path)
         if got == b"\r":
@@ -201,14 +186,14 @@ def is_valid_topic_name(name: str) -> bool:
 is_valid_channel_name = is_valid_topic_name
 
 
-class Token(Construct):
+class Token(ConstructBase):
     """The bytes of one command parameter: everything up to the next space or newline.
 
     The separator itself is left in the stream for the enclosing ``SP``/``LF`` to match,
     so every byte of a command line belongs to exactly one named field.
     """
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: StreamType, context: Context, path: PathType) -> bytes:
         out = bytearray()
         while True:
             b = stream_read(stream, 1, path)
@@ -223,7 +208,7 @@ class Token(Construct):
                     return bytes(out)
             out += b
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: object, stream: StreamType, context: Context, path: PathType) -> Any:
         if not isinstance(obj, bytes | bytearray):
             raise GrammarError(f"token must be bytes, got {type(obj).__name__}", path=path)
         if b" " in obj or b"\n" in obj:
@@ -231,18 +216,18 @@ class Token(Construct):
         stream_write(stream, bytes(obj), len(obj), path)
         return obj
 
-    def _sizeof(self, context, path):
+    def _sizeof(self, context: Context, path: PathType) -> int:
         raise ConstructError("a token has no fixed size", path)
 
 
-class _NameAdapter(Adapter):
+class _NameAdapter(AdapterBase):
     """A topic or channel name, validated with nsqd's rule."""
 
     def __init__(self, kind: str):
         super().__init__(Token())
         self.kind = kind
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: StreamType, context: Context, path: PathType) -> str:
         start = stream_tell(stream, path)
         obj = self.subcon._parsereport(stream, context, path)
         try:
@@ -252,13 +237,13 @@ class _NameAdapter(Adapter):
                 exc.offset = start + first_bad_name_byte(obj)
             raise
 
-    def _decode(self, obj, context, path):
+    def _decode(self, obj: bytes, context: Context, path: PathType) -> str:
         name = obj.decode("ascii", "replace")
         if not is_valid_topic_name(name):
             raise BadName(f"{self.kind} name {name!r} is not valid", path=path)
         return name
 
-    def _encode(self, obj, context, path):
+    def _encode(self, obj: str, context: Context, path: PathType) -> bytes:
         if not is_valid_topic_name(obj):
             raise BadName(f"{self.kind} name {obj!r} is not valid", path=path)
         return obj.encode("ascii")
@@ -280,25 +265,25 @@ class Spelled(int):
 
     spelling: bytes
 
-    def __new__(cls, spelling: bytes):
+    def __new__(cls, spelling: bytes) -> Spelled:
         self = super().__new__(cls, spelling)
         self.spelling = spelling
         return self
 
 
-class _DecimalAdapter(Adapter):
+class _DecimalAdapter(AdapterBase):
     """An integer parameter written in ASCII decimal, as nsqd's ByteToBase10 reads it."""
 
     def __init__(self, what: str):
         super().__init__(Token())
         self.what = what
 
-    def _decode(self, obj, context, path):
+    def _decode(self, obj: bytes, context: Context, path: PathType) -> int:
         if not obj or not obj.isdigit():
             raise BadNumber(f"{self.what} {obj!r} is not a decimal integer", path=path)
         return Spelled(obj) if obj[0] == 0x30 and len(obj) > 1 else int(obj)
 
-    def _encode(self, obj, context, path):
+    def _encode(self, obj: int, context: Context, path: PathType) -> bytes:
         if not isinstance(obj, int) or obj < 0:
             raise BadNumber(f"{self.what} must be a non-negative int, got {obj!r}", path=path)
         if isinstance(obj, Spelled):
@@ -306,44 +291,22 @@ class _DecimalAdapter(Adapter):
         return str(obj).encode("ascii")
 
 
-_HEX = frozenset(b"0123456789abcdefABCDEF")
-
-
-class _HexIDAdapter(Adapter):
-    """A 16-byte message id, hex encoded in ASCII (nsqd's ``MessageID``)."""
-
-    def _decode(self, obj, context, path):
-        if len(obj) != 16 or not _HEX.issuperset(obj):
-            raise BadMessageID(f"message id {bytes(obj)!r} is not 16 hex digits", path=path)
-        return bytes(obj)
-
-    def _encode(self, obj, context, path):
-        return self._decode(obj, context, path)
-
-
-def _Name(kind: str) -> Construct:
+def _Name(kind: str) -> Grammar:
     return _Located(_NameAdapter(kind), kind)
 
 
-def _Decimal(what: str, field: str) -> Construct:
+def _Decimal(what: str, field: str) -> Grammar:
     return _Located(_DecimalAdapter(what), field)
 
 
-def _HexID(subcon: Construct) -> Construct:
-    return _Located(_HexIDAdapter(subcon), "id")
-
-
-MessageID = _HexID(Bytes(16))
-"""In a message frame: exactly 16 bytes."""
-
-MessageIDParam = _HexID(Token())
+MessageIDParam = hex_id(Token())
 """In a FIN/REQ/TOUCH line: a token that must be 16 hex digits."""
 
 
-class _JSONObject(Adapter):
+class _JSONObject(AdapterBase):
     """A JSON object (IDENTIFY body, IDENTIFY/AUTH responses), compact like Go's encoder."""
 
-    def _decode(self, obj, context, path):
+    def _decode(self, obj: bytes, context: Context, path: PathType) -> dict[str, Any]:
         try:
             value = json.loads(obj)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -352,7 +315,7 @@ class _JSONObject(Adapter):
             raise BadJSON(f"expected a JSON object, got {type(value).__name__}", path=path)
         return value
 
-    def _encode(self, obj, context, path):
+    def _encode(self, obj: dict[str, Any], context: Context, path: PathType) -> bytes:
         return compact_json(obj)
 
 
@@ -365,38 +328,38 @@ def compact_json(value: Any) -> bytes:
 JSONObject = _Located(_JSONObject(GreedyBytes), "body")
 
 
-def _body(subcon, *, what: str, size_field: str = "body size"):
+def _body(subcon: Grammar, *, what: str, size_field: str = "body size") -> Grammar:
     """``[ 4-byte size ][ N-byte data ]``; nsqd refuses a size below 1, and so does
     building (an empty body is not a body)."""
 
-    class _CheckedSize(Adapter):
-        def _decode(self, obj, context, path):
+    class _CheckedSize(AdapterBase):
+        def _decode(self, obj: int, context: Context, path: PathType) -> int:
             if obj < 1:
                 raise BadSize(f"invalid {what} size {obj}", path=path)
             return obj
 
-        def _encode(self, obj, context, path):
+        def _encode(self, obj: int, context: Context, path: PathType) -> int:
             return self._decode(obj, context, path)
 
     return Prefixed(_Located(_CheckedSize(Int32sb), size_field), subcon)
 
 
-class _MessageCountAdapter(Adapter):
+class _MessageCountAdapter(AdapterBase):
     """MPUB's ``[ 4-byte num messages ]``: nsqd answers E_BAD_BODY to a count <= 0."""
 
-    def _decode(self, obj, context, path):
+    def _decode(self, obj: int, context: Context, path: PathType) -> int:
         if obj < 1:
             raise BadSize(f"MPUB invalid message count {obj}", path=path)
         return obj
 
-    def _encode(self, obj, context, path):
+    def _encode(self, obj: int, context: Context, path: PathType) -> int:
         return self._decode(obj, context, path)
 
 
 _MessageCount = _Located(_MessageCountAdapter(Int32sb), "num messages")
 
 
-class _NothingLeft(Construct):
+class _NothingLeft(ConstructBase):
     """The end of a sized body: bytes after its last field are named, never dropped."""
 
     def __init__(self, what: str):
@@ -404,7 +367,7 @@ class _NothingLeft(Construct):
         self.what = what
         self.flagbuildnone = True
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: StreamType, context: Context, path: PathType) -> None:
         start = stream_tell(stream, path)
         rest = stream.read()
         if rest:
@@ -414,10 +377,10 @@ class _NothingLeft(Construct):
             )
         return None
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: None, stream: StreamType, context: Context, path: PathType) -> Any:
         return None
 
-    def _sizeof(self, context, path):
+    def _sizeof(self, context: Context, path: PathType) -> int:
         return 0
 
 
@@ -425,7 +388,7 @@ class _NothingLeft(Construct):
 
 Magic = Const(MAGIC_V2)
 
-_BODIES = {
+_BODIES: dict[BodyKind, Callable[[], Grammar]] = {
     BodyKind.JSON: lambda: _body(RawCopy(JSONObject), what="IDENTIFY body",
                                  size_field="body size"),
     BodyKind.SECRET: lambda: _body(GreedyBytes, what="AUTH body", size_field="body size"),
@@ -445,7 +408,7 @@ _BODIES = {
 }
 
 
-def _param(spec: CommandSpec, p: Param) -> Construct:
+def _param(spec: CommandSpec, p: Param) -> Grammar:
     if p.kind is ParamKind.NAME:
         return _Name(p.words)
     if p.kind is ParamKind.DECIMAL:
@@ -455,7 +418,7 @@ def _param(spec: CommandSpec, p: Param) -> Construct:
 
 def _command(spec: CommandSpec) -> Struct:
     """``VERB[ param]...\\n[ body]`` for one entry of the command table."""
-    fields: list[Construct] = ["verb" / Const(spec.wire)]
+    fields: list[Grammar] = ["verb" / Const(spec.wire)]
     for p in spec.params:
         fields += [SP, p.field / _param(spec, p)]
     fields.append(LF)
@@ -470,12 +433,12 @@ COMMANDS: dict[str, Struct] = {verb: _command(spec) for verb, spec in TABLE.item
 IDENTIFY, AUTH, SUB, PUB, MPUB, DPUB, RDY, FIN, REQ, TOUCH, NOP, CLS = COMMANDS.values()
 
 
-class _PeekVerb(Construct):
+class _PeekVerb(ConstructBase):
     """Looks at the verb without consuming it, so the command's own struct owns its bytes."""
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: StreamType, context: Context, path: PathType) -> str:
         start = stream_tell(stream, path)
-        verb = Token()._parsereport(stream, context, path)
+        verb: bytes = Token()._parsereport(stream, context, path)
         stream.seek(start)
         name = verb.decode("ascii", "replace")
         if name not in COMMANDS:
@@ -483,144 +446,31 @@ class _PeekVerb(Construct):
                                  field="verb")
         return name
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: str, stream: StreamType, context: Context, path: PathType) -> Any:
         if obj not in COMMANDS:
             raise UnknownCommand(f"invalid command {obj!r}", path=path)
         return obj
 
-    def _sizeof(self, context, path):
+    def _sizeof(self, context: Context, path: PathType) -> int:
         return 0
 
 
+_BY_VERB: dict[str, Grammar] = dict(COMMANDS)
+
 Command = Struct(
     "verb" / _PeekVerb(),
-    "command" / Switch(this.verb, COMMANDS),
+    "command" / Switch(this.verb, _BY_VERB),
 )
 """Any command: dispatches on the verb. Build with ``{"verb": ..., "command": {...}}``."""
-
-# --------------------------------------------------------------------------- frames
-
-FRAME_TYPES = dict(FRAMES.values())
-"""The spec's frame type names and their numbers on the wire."""
-
-Message = Struct(
-    "timestamp" / Int64sb,  # nanoseconds since the epoch, when nsqd created the message
-    "attempts" / Int16ub,
-    "id" / MessageID,
-    "body" / GreedyBytes,
-)
-
-
-class _FrameType(Adapter):
-    def _decode(self, obj, context, path):
-        for name, value in FRAME_TYPES.items():
-            if obj == value:
-                return name
-        raise UnknownFrameType(f"unknown frame type {obj}", path=path)
-
-    def _encode(self, obj, context, path):
-        try:
-            return FRAME_TYPES[obj]
-        except KeyError:
-            raise UnknownFrameType(f"unknown frame type {obj!r}", path=path) from None
-
-
-class _FrameSize(Adapter):
-    def _decode(self, obj, context, path):
-        if obj < 4:
-            raise BadSize(f"frame size {obj} is smaller than the 4-byte frame type", path=path)
-        return obj
-
-    def _encode(self, obj, context, path):
-        return obj
-
-
-class _FrameSizeOf:
-    """The value of ``size`` when building: 4 (the frame type) + the data's length.
-
-    A callable for construct's interpreter; its ``repr`` is the same computation as an
-    expression over ``this``, which is what construct's compiler pastes into the code
-    it generates -- so ``Frame.compile()`` works too."""
-
-    def __call__(self, ctx) -> int:
-        data = ctx["data"]
-        if ctx["frame_type"] == "FrameTypeMessage":
-            return 4 + 8 + 2 + 16 + len(data["body"])
-        return 4 + len(data)
-
-    def __repr__(self) -> str:
-        return (
-            "(4 + 26 + len(this['data']['body']) if this['frame_type'] == 'FrameTypeMessage'"
-            " else 4 + len(this['data']))"
-        )
-
-
-Frame = Struct(
-    "size" / Rebuild(_Located(_FrameSize(Int32sb), "size"), _FrameSizeOf()),
-    "frame_type" / _Located(_FrameType(Int32sb), "frame_type"),
-    "data"
-    / FixedSized(
-        this.size - 4,
-        Switch(
-            this.frame_type,
-            {
-                "FrameTypeResponse": GreedyBytes,
-                "FrameTypeError": GreedyBytes,
-                "FrameTypeMessage": Message,
-            },
-        ),
-    ),
-)
-"""A frame from nsqd: ``[size][frame type][data]``; size counts frame type + data."""
 
 # -------------------------------------------------------------------------- helpers
 
 
-def _parse_with_offset(con: Construct, data: bytes) -> Any:
-    """Parse ``data`` whole, turning any construct failure into a GrammarError with offset."""
-    import io
-
-    stream = io.BytesIO(data)
-    try:
-        value = con.parse_stream(stream)
-    except GrammarError as exc:
-        if exc.offset is None:
-            exc.offset = stream_tell(stream, None)
-        raise
-    except ConstructError as exc:
-        # construct's own text ("Error in path (parsing) -> ...") is not for a reader:
-        # say which field ran short or did not fit, in the grammar's names
-        field = _field_of(exc.path)
-        what = field or "the input"
-        reason = (f"{what} is cut short" if isinstance(exc, StreamError)
-                  else f"{what} does not fit the grammar")
-        raise GrammarError(reason, offset=stream_tell(stream, None), field=field) from None
-    rest = len(data) - stream_tell(stream, None)
-    if rest:
-        raise GrammarError(f"{rest} bytes left over", offset=len(data) - rest)
-    return value
-
-
-def _field_of(path: str | None) -> str | None:
-    """The innermost named field of a construct error path (``(parsing) -> data -> id``)."""
-    names = [p.strip() for p in (path or "").split("->")]
-    names = [n for n in names if n and not n.startswith("(") and not n.isdigit()]
-    if "messages" in names[:-1]:  # inside MPUB's PrefixedArray: its count or a message
-        return {"count": "num messages", "items": "message size"}.get(names[-1], names[-1])
-    return names[-1] if names else None
-
-
-def parse_frame(data: bytes) -> Any:
-    """Parse exactly one frame; raises a :class:`GrammarError` naming offset and reason."""
-    return _parse_with_offset(Frame, data)
-
-
 def parse_command(data: bytes) -> Any:
     """Parse exactly one command; raises a :class:`GrammarError` naming offset and reason."""
-    return _parse_with_offset(Command, data)
+    return parse_exactly(Command, data)
 
 
 # Building blocks the other line protocol of NSQ (nsqlookupd's "  V1") is made of.
 name_field = _Name
 body = _body
-parse_exactly = _parse_with_offset

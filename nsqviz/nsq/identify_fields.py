@@ -6,6 +6,9 @@ from __future__ import annotations
 
 __all__ = ["AUTH_RESPONSE_FIELDS", "FEATURE_NEGOTIATION_FIELDS", "IDENTIFY_FIELDS", "IdentifyField"]
 
+Bound = int | str | None
+"""A range end: a number, the name of the nsqd option that sets it, or none."""
+
 
 class IdentifyField:
     """One key of the IDENTIFY JSON body, with the spec's range and default.
@@ -22,8 +25,10 @@ class IdentifyField:
     __slots__ = ("name", "type", "default", "low", "nsqd_low", "high", "disable", "unit",
                  "clamps", "read", "since", "doc")
 
-    def __init__(self, name, type_, default, *, low=None, nsqd_low=None, high=None,
-                 disable=None, unit="", clamps=False, read=True, since="", doc=""):
+    def __init__(self, name: str, type_: type, default: str | int | bool, *,
+                 low: Bound = None, nsqd_low: Bound = None, high: Bound = None,
+                 disable: int | None = None, unit: str = "", clamps: bool = False,
+                 read: bool = True, since: str = "", doc: str = ""):
         self.name, self.type, self.default = name, type_, default
         self.low, self.high, self.disable = low, high, disable
         self.nsqd_low = low if nsqd_low is None else nsqd_low
