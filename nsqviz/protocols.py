@@ -106,8 +106,10 @@ class Detection(NamedTuple):
 class ConnectionObserver(TypingProtocol):
     """A passive decoder of one connection, both directions (a capture's view)."""
 
-    encrypted: bool
-    """True once the connection switched to TLS: nothing more is decodable."""
+    @property
+    def encrypted(self) -> bool:
+        """True once the connection switched to TLS: nothing more is decodable."""
+        ...
 
     def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
         """Bytes of ``direction`` (a :class:`~nsqviz.stream.Direction`) carried by packet

@@ -1,6 +1,7 @@
 """``mypy --strict`` over the modules listed in pyproject.toml's ``[tool.mypy]`` ``files``
-(the capture package, the protocol interface, the records module and the NSQ modules that
-are clean so far); ``ruff`` over the whole tree, as ``make lint``."""
+(the NSQ, stream and capture packages, the protocol interface, the records module and the
+embedded servers; construct read through construct-typing's stubs); ``ruff`` over the whole
+tree, as ``make lint``."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from nsqviz.lookupd import grammar
 from nsqviz.lookupd.grammar import BODY_VERBS, IDENTIFY_REQUIRED, MAGIC_V1, LookupError_
-from nsqviz.stream.reassembly import FramingError, Garbage, RawFrame, Reassembler
+from nsqviz.stream.reassembly import Buffer, FramingError, Garbage, RawFrame, Reassembler
 
 __all__ = [
     "Answer",
@@ -184,7 +184,7 @@ class CommandFraming:
             raise FramingError(f"IDENTIFY body size {size} out of range", code="E_BAD_BODY")
         return nl + 1 - pos + 4 + size
 
-    def resync(self, buf: bytes, pos: int) -> int | None:
+    def resync(self, buf: Buffer, pos: int) -> int | None:
         return -1  # nsqlookupd closes on the first error: nothing after it is read
 
 
@@ -205,7 +205,7 @@ class ResponseFraming:
                                f"({self.max_size})")
         return 4 + size
 
-    def resync(self, buf: bytes, pos: int) -> int | None:
+    def resync(self, buf: Buffer, pos: int) -> int | None:
         return -1
 
 

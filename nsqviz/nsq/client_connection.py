@@ -32,7 +32,7 @@ from nsqviz.nsq.framing import (
 )
 from nsqviz.nsq.grammar import GrammarError
 from nsqviz.nsq.states import TRANSITIONS, Role, refusal
-from nsqviz.stream.reassembly import Garbage
+from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame
 
 __all__ = ["ClientConnection"]
 
@@ -40,6 +40,8 @@ _IDENTIFY_OK = "IDENTIFY"
 _TLS_OK = "TLS OK"
 _COMPRESSED_OK = "compressed OK"
 
+Compression = tuple[str, int | None]
+"""A negotiated compression: its kind and its level (deflate only)."""
 
 
 class ClientConnection(_Connection):
@@ -73,10 +75,12 @@ class ClientConnection(_Connection):
         self.rdy = 0
         # Ids only: holding the messages would keep every unfinished body alive here.
         self.in_flight: set[bytes] = set()
-        self.pending: list[Any] = []
-        self._after_tls: tuple[str, int | None] | None = None
+        self.pending: list[Command | str] = []
+        """What awaits an answer, in order: the commands nsqd answers, and the extra
+        ``OK`` frames a TLS or compression switch brings."""
+        self._after_tls: Compression | None = None
 
-    def _rule(self, *, expect_magic: bool):
+    def _rule(self, *, expect_magic: bool) -> FramingRule:
         return FrameFraming(max_size=self.max_frame_size)
 
     @property
@@ -132,23 +136,23 @@ class ClientConnection(_Connection):
             return
         if self._after_tls is not None or _TLS_OK in self.pending:
             raise LocalProtocolError("finish the TLS handshake first")
-        if kind is Identify:
+        if isinstance(cmd, Identify):
             if self.identify is not None:
                 raise LocalProtocolError("IDENTIFY was already sent")
             if cmd.data.get("snappy") and cmd.data.get("deflate"):
                 raise LocalProtocolError("a client cannot enable both snappy and deflate")
-        elif kind is Auth:
+        elif isinstance(cmd, Auth):
             if self.authenticated or any(isinstance(p, Auth) for p in self.pending):
                 raise LocalProtocolError("AUTH was already sent")
             if self.features is not None and not self.auth_required:
                 raise LocalProtocolError("the server did not ask for AUTH: a client must not")
-        elif kind is Sub:
+        elif isinstance(cmd, Sub):
             if self.identify and self.identify.get("heartbeat_interval") == -1:
                 raise LocalProtocolError("cannot SUB with heartbeats disabled")
-        elif kind is Rdy:
+        elif isinstance(cmd, Rdy):
             if not 0 <= cmd.count <= self.max_rdy_count:
                 raise LocalProtocolError(f"RDY {cmd.count} out of range 0-{self.max_rdy_count}")
-        elif kind is Mpub and not cmd.bodies:
+        elif isinstance(cmd, Mpub) and not cmd.bodies:
             raise LocalProtocolError("MPUB needs at least one message")
         if (
             BY_EVENT[kind].auth
@@ -165,13 +169,13 @@ class ClientConnection(_Connection):
             return
         if BY_EVENT[kind].answered:
             self.pending.append(cmd)
-        if kind is Identify:
+        if isinstance(cmd, Identify):
             self.identify = dict(cmd.data)
-        elif kind is Sub:
+        elif isinstance(cmd, Sub):
             self.subscription = (cmd.topic, cmd.channel)
-        elif kind is Rdy:
+        elif isinstance(cmd, Rdy):
             self.rdy = cmd.count
-        elif kind is Fin or kind is Req:
+        elif isinstance(cmd, Fin | Req):
             self.in_flight.discard(cmd.id)
 
     def tls_established(self) -> None:
@@ -188,14 +192,21 @@ class ClientConnection(_Connection):
                              _garbage_raw(garbage)))
         self._fail()
 
-    def _bulk(self, buf, base, items, i, pos, out):
-        first = len(out)
-        i, pos = fastpath.decode_messages(buf, items, i, pos, out)
-        if len(out) > first:
-            self.in_flight.update([m.id for m in out[first:]])
+    def _bulk(
+        self, buf: bytes, base: int, items: list[int | Garbage], i: int, pos: int,
+        out: list[Event],
+    ) -> tuple[int, int]:
+        messages: list[Message] = []
+        i, pos = fastpath.decode_messages(buf, items, i, pos, messages)
+        if messages:
+            out.extend(messages)
+            self.in_flight.update([m.id for m in messages])
         return i, pos
 
-    def _on_frame(self, buf, start, end, base, raw, out):
+    def _on_frame(
+        self, buf: bytes, start: int, end: int, base: int, raw: RawFrame | None,
+        out: list[Event],
+    ) -> bool:
         try:
             ev = fastpath.decode_frame_at(buf, start, end, raw)
         except GrammarError as exc:
@@ -204,14 +215,14 @@ class ClientConnection(_Connection):
             self._fail()
             return False
         out.append(ev)
-        if type(ev) is Message:
+        if isinstance(ev, Message):
             self.in_flight.add(ev.id)
             return False
         return self._on_reply(ev, out)
 
     def _on_reply(self, ev: Response | Error, out: list[Event]) -> bool:
         """Pair a response or error with what asked for it; True if the stream switches."""
-        if type(ev) is Error:
+        if isinstance(ev, Error):
             if ev.fatal:
                 if self.pending:
                     self.pending.pop(0)
@@ -240,7 +251,7 @@ class ClientConnection(_Connection):
             return False
         self.features = features
         self.auth_required = bool(features.get("auth_required"))
-        compression = None
+        compression: Compression | None = None
         if features.get("snappy"):
             compression = ("snappy", None)
         elif features.get("deflate"):

@@ -45,7 +45,8 @@ class Snappy:
         self._started = False  # the stream identifier was seen
 
     def compress(self, data: bytes) -> bytes:
-        return self._out.compress(data)
+        out: bytes = self._out.compress(data)  # python-snappy is untyped
+        return out
 
     def decompress(self, data: bytes) -> Iterator[bytes]:
         """The data of the chunks ``data`` completes (checked as they arrive)."""

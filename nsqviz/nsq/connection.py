@@ -17,7 +17,7 @@ from nsqviz.nsq.events import (
     Violation,
 )
 from nsqviz.nsq.states import TRANSITIONS, Role, State
-from nsqviz.stream.reassembly import FramingError, Garbage, RawFrame, Reassembler
+from nsqviz.stream.reassembly import FramingError, FramingRule, Garbage, RawFrame, Reassembler
 from nsqviz.stream.reassembly import Truncated as StreamTruncated
 
 __all__ = ["DEFAULT_MAX_RDY_COUNT"]
@@ -64,7 +64,7 @@ class _Connection:
             self._advance(Error)
 
     # subclasses provide
-    def _rule(self, *, expect_magic: bool):  # pragma: no cover - abstract
+    def _rule(self, *, expect_magic: bool) -> FramingRule:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _on_frame(
@@ -96,14 +96,20 @@ class _Connection:
             return out
         if self._held:
             data, self._held = self._held + data, b""
-        if self._codec is None:
+        codec = self._codec
+        if codec is None:
             self._pump(data, out, segment)
             return out
-        for piece in self._decompress(data, out):
+        for piece in self._decompress(codec, data, out):
             self._pump(piece, out, segment)
-            if self.state is State.CLOSED:
+            if self.closed:
                 break
         return out
+
+    @property
+    def closed(self) -> bool:
+        """The connection is over: nothing more is read or sent."""
+        return self.state is State.CLOSED
 
     def _pump(self, data: bytes, out: list[Event], segment: int | None) -> None:
         """Frame and decode ``data``; if the stream changes form after a frame (TLS,
@@ -127,7 +133,7 @@ class _Connection:
                     return
             item = items[i]
             i += 1
-            if type(item) is int:
+            if isinstance(item, int):
                 start, pos = pos, item
                 raw = reasm.frame(buf, base, start, item) if prov else None
                 if on_frame(buf, start, item, base, raw, out):
@@ -140,7 +146,8 @@ class _Connection:
                 return
 
     def _bulk(
-        self, buf: bytes, base: int, items: list, i: int, pos: int, out: list[Event]
+        self, buf: bytes, base: int, items: list[int | Garbage], i: int, pos: int,
+        out: list[Event],
     ) -> tuple[int, int]:
         """Decode a run of common frames from ``items[i]`` on; return where it stopped."""
         return i, pos
@@ -152,12 +159,13 @@ class _Connection:
         if self._tls_pending():
             out[-1] = TLSUpgrade(rest)  # handshake bytes: the caller's TLS layer reads them
             return
-        if self._codec is None:
-            if self.state is not State.CLOSED:
+        codec = self._codec
+        if codec is None:
+            if not self.closed:
                 self._pump(rest, out, segment)
             return
-        for piece in self._decompress(rest, out):
-            if self.state is State.CLOSED:
+        for piece in self._decompress(codec, rest, out):
+            if self.closed:
                 break
             self._pump(piece, out, segment)
 
@@ -181,10 +189,11 @@ class _Connection:
             length = None
         return partial, length
 
-    def _decompress(self, data: bytes, out: list[Event]) -> Iterator[bytes]:
+    def _decompress(self, codec: Snappy | Deflate, data: bytes, out: list[Event]
+                    ) -> Iterator[bytes]:
         """The decompressed pieces of ``data``; a broken stream ends them with a fatal
         violation."""
-        pieces = self._codec.decompress(data)
+        pieces = codec.decompress(data)
         while True:
             try:
                 piece = next(pieces)

@@ -67,11 +67,17 @@ class Command(Event):
 
     __slots__ = ()
 
+    raw: RawFrame | None
+    """The frame it was decoded from (``None``: built, not received)."""
+
 
 class ServerFrame(Event):
     """Base of the frames nsqd sends: :class:`Response`, :class:`Error`, :class:`Message`."""
 
     __slots__ = ()
+
+    raw: RawFrame | None
+    """The frame it was decoded from (``None``: built, not received)."""
 
 
 class Observation(Event):

@@ -17,7 +17,9 @@ Input to the decoders is exactly one frame or command, as cut by
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from struct import Struct
+from typing import Any
 
 from nsqviz.nsq.commands import (
     BY_EVENT,
@@ -52,7 +54,7 @@ from nsqviz.nsq.grammar import (
     is_valid_topic_name,
 )
 from nsqviz.nsq.lexer import line_end, verb_of
-from nsqviz.stream.reassembly import RawFrame
+from nsqviz.stream.reassembly import Garbage, RawFrame
 
 __all__ = [
     "decode_command",
@@ -77,12 +79,14 @@ _ERROR = b"\x00\x00\x00\x01"
 # ----------------------------------------------------------------------------- frames
 
 
-def decode_frame(data: bytes, raw: RawFrame | None = None) -> ServerFrame:
+def decode_frame(data: bytes, raw: RawFrame | None = None) -> Response | Error | Message:
     """One frame ``[size][frame type][data]`` -> Response, Error or Message."""
     return decode_frame_at(data, 0, len(data), raw)
 
 
-def decode_frame_at(buf: bytes, start: int, end: int, raw: RawFrame | None = None) -> ServerFrame:
+def decode_frame_at(
+    buf: bytes, start: int, end: int, raw: RawFrame | None = None
+) -> Response | Error | Message:
     """Like :func:`decode_frame` for ``buf[start:end]``, without copying it first.
 
     Error offsets are relative to ``start``, as if the frame had been cut out.
@@ -124,7 +128,9 @@ def decode_frame_at(buf: bytes, start: int, end: int, raw: RawFrame | None = Non
                        " short", offset=n, field=short)
 
 
-def decode_messages(buf: bytes, items: list, i: int, pos: int, out: list) -> tuple[int, int]:
+def decode_messages(
+    buf: bytes, items: list[int | Garbage], i: int, pos: int, out: list[Message]
+) -> tuple[int, int]:
     """Decode the run of message frames at ``items[i:]`` (frame ends in ``buf``, as
     :meth:`~nsqviz.stream.Reassembler.cut` gives them, the first starting at ``pos``)
     into ``out``; return the index and position of the first item it did not take.
@@ -148,7 +154,9 @@ def decode_messages(buf: bytes, items: list, i: int, pos: int, out: list) -> tup
     return i, pos
 
 
-def decode_fins(buf: bytes, items: list, i: int, pos: int, out: list) -> tuple[int, int]:
+def decode_fins(
+    buf: bytes, items: list[int | Garbage], i: int, pos: int, out: list[Fin]
+) -> tuple[int, int]:
     """Decode the run of ``FIN <id>\\n`` commands at ``items[i:]`` (command ends in
     ``buf``, the first starting at ``pos``) into ``out``; return the index and position
     of the first item it did not take. :func:`decode_command`'s FIN, without a call per
@@ -219,8 +227,12 @@ def _id(token: bytes, offset: int, p: Param = MESSAGE_ID) -> bytes:
 _OWNER = {p: spec.verb for spec in BY_VERB.values() for p in spec.params}
 """The verb of each parameter, which a number's error names (``RDY count``)."""
 
-_CHECK = {ParamKind.NAME: _name, ParamKind.DECIMAL: _decimal, ParamKind.ID: _id}
-_LENIENT = {ParamKind.NAME: lambda t: t.decode("ascii", "replace"), ParamKind.ID: bytes}
+_CHECK: dict[ParamKind, Callable[[bytes, int, Param], object]] = {
+    ParamKind.NAME: _name, ParamKind.DECIMAL: _decimal, ParamKind.ID: _id,
+}
+_LENIENT: dict[ParamKind, Callable[[bytes], object]] = {
+    ParamKind.NAME: lambda t: t.decode("ascii", "replace"), ParamKind.ID: bytes,
+}
 """The value a parameter nsqd refuses still has, where the event can hold it."""
 
 
@@ -241,7 +253,7 @@ def _sized(data: bytes, pos: int, what: str, field: str, base: int = 0,
     return data[pos + 4 : end], end
 
 
-def _json_body(data: bytes, nl: int) -> tuple[dict, int]:
+def _json_body(data: bytes, nl: int) -> tuple[dict[str, Any], int]:
     body, end = _sized(data, nl + 1, "IDENTIFY body", "body size")
     try:
         value = json.loads(body)
@@ -282,7 +294,7 @@ def _messages_body(data: bytes, nl: int) -> tuple[tuple[bytes, ...], int]:
     return tuple(bodies), end
 
 
-_BODY = {
+_BODY: dict[BodyKind, Callable[[bytes, int], tuple[object, int]]] = {
     BodyKind.JSON: _json_body,
     BodyKind.SECRET: _secret_body,
     BodyKind.MESSAGE: _message_body,
@@ -319,16 +331,17 @@ def _decode(data: bytes, raw: RawFrame | None, lenient: list[GrammarError] | Non
         raise GrammarError("command line has no newline", offset=len(data))
     end = line_end(data, 0, nl)
     pos = len(spec.wire)
-    values: list = []
+    make: Callable[..., Command] = spec.event  # (*line values, [body,] raw)
+    values: list[object] = []
     for p in spec.params:
         # each separator, then each token, is checked before the next is looked at, as
         # the grammar's Struct does, so both report the same error at the same offset
         if pos >= end or data[pos] != 0x20:
-            exc = GrammarError(f"{spec.verb}: expected a space before {p.field}", offset=pos,
-                               field="line")
+            missing = GrammarError(f"{spec.verb}: expected a space before {p.field}",
+                                   offset=pos, field="line")
             if lenient is None or p.default is None or pos < end:
-                raise exc
-            lenient.append(exc)  # nsqd reads a missing RDY count as 1
+                raise missing
+            lenient.append(missing)  # nsqd reads a missing RDY count as 1
             values.append(p.default)
             continue
         start = pos + 1
@@ -347,15 +360,15 @@ def _decode(data: bytes, raw: RawFrame | None, lenient: list[GrammarError] | Non
             lenient.append(exc)
             values.append(keep(token))
     if pos != end:
-        exc = GrammarError(f"{spec.verb}: expected the end of the line", offset=pos,
-                           field="line")
+        extra = GrammarError(f"{spec.verb}: expected the end of the line", offset=pos,
+                             field="line")
         if lenient is None:
-            raise exc
-        lenient.append(exc)
+            raise extra
+        lenient.append(extra)
     if spec.body is BodyKind.NONE:
         if nl + 1 != len(data):
             raise GrammarError(f"{len(data) - nl - 1} bytes left over", offset=nl + 1)
-        return spec.event(*values, raw)
+        return make(*values, raw)
     try:
         body, body_end = _BODY[spec.body](data, nl)
     except GrammarError:
@@ -365,7 +378,7 @@ def _decode(data: bytes, raw: RawFrame | None, lenient: list[GrammarError] | Non
         raise
     if body_end != len(data):
         raise GrammarError(f"{len(data) - body_end} bytes left over", offset=body_end)
-    return spec.event(*values, body, raw)
+    return make(*values, body, raw)
 
 
 def _check_name(name: str, p: Param) -> bytes:
@@ -385,8 +398,9 @@ def _check_id(mid: bytes, p: Param) -> bytes:
     return _id(mid, 0, p)
 
 
-_ENCODE = {ParamKind.NAME: _check_name, ParamKind.DECIMAL: _check_decimal,
-           ParamKind.ID: _check_id}
+_ENCODE: dict[ParamKind, Callable[[Any, Param], bytes]] = {
+    ParamKind.NAME: _check_name, ParamKind.DECIMAL: _check_decimal, ParamKind.ID: _check_id,
+}
 
 
 def _size(data: bytes, what: str, field: str) -> bytes:
@@ -395,7 +409,7 @@ def _size(data: bytes, what: str, field: str) -> bytes:
     return _I32.pack(len(data)) + data
 
 
-def _encode_body(spec: CommandSpec, value) -> bytes:
+def _encode_body(spec: CommandSpec, value: Any) -> bytes:
     kind = spec.body
     if kind is BodyKind.JSON:
         return _size(compact_json(value), "IDENTIFY body", "body size")
@@ -412,9 +426,9 @@ def _encode_body(spec: CommandSpec, value) -> bytes:
 
 def encode_command(cmd: Command) -> bytes:
     """A command event -> its bytes on the wire, refusing what the grammar would refuse."""
-    kind = type(cmd)
-    if kind is Fin:  # a consumer's most frequent command
+    if type(cmd) is Fin:  # a consumer's most frequent command
         return b"FIN " + _id(cmd.id, 0) + b"\n"
+    kind = type(cmd)
     if kind is Magic:
         return MAGIC_V2
     spec = BY_EVENT.get(kind)
@@ -423,6 +437,7 @@ def encode_command(cmd: Command) -> bytes:
     line = [spec.wire]
     line.extend(_ENCODE[p.kind](getattr(cmd, p.field), p) for p in spec.params)
     out = b" ".join(line) + b"\n"
-    if spec.body is BodyKind.NONE:
+    body = spec.event_body
+    if body is None:
         return out
-    return out + _encode_body(spec, getattr(cmd, spec.event_body))
+    return out + _encode_body(spec, getattr(cmd, body))

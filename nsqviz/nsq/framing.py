@@ -17,7 +17,7 @@ from nsqviz.nsq.commands import BODY_VERBS, BY_VERB, BodyKind
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.grammar import MAGIC_V2
 from nsqviz.nsq.lexer import line_end, verb_of
-from nsqviz.stream.reassembly import FramingError
+from nsqviz.stream.reassembly import Buffer, FramingError
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",
@@ -97,7 +97,7 @@ class FrameFraming:
             pos = end
         return pos
 
-    def resync(self, buf: bytes, pos: int) -> int | None:
+    def resync(self, buf: Buffer, pos: int) -> int | None:
         """The next offset whose 8 bytes look like a frame header (sane size, known type)."""
         end = len(buf) - 8
         limit = self.max_size
@@ -202,7 +202,7 @@ class CommandFraming:
             pos = nl + 1
             append(pos)
 
-    def resync(self, buf: bytes, pos: int) -> int | None:
+    def resync(self, buf: Buffer, pos: int) -> int | None:
         """The start of the next line that begins like a command verb."""
         if self.expect_magic:
             return -1  # without the magic this is not protocol V2 at all

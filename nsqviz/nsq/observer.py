@@ -10,6 +10,7 @@ response (a RDY above it is kept with nsqd's answer attached, as nsqd's side jud
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import (
@@ -78,18 +79,17 @@ class Observer:
         events = self.client.receive(data, segment=segment)
         server = self.server
         for ev in events:
-            kind = type(ev)
-            if kind is Message:
+            if isinstance(ev, Message):
                 server.in_flight.add(ev.id)
-            elif kind is CompressionStarted:
+            elif isinstance(ev, CompressionStarted):
                 server.start_compression(ev.kind, ev.level)
-            elif kind is TLSUpgrade:
+            elif isinstance(ev, TLSUpgrade):
                 self.encrypted = True
-            elif kind is Response and self.client.features is not None:
+            elif isinstance(ev, Response) and self.client.features is not None:
                 self._announced(self.client.features)
         return events
 
-    def _announced(self, features: dict) -> None:
+    def _announced(self, features: dict[str, Any]) -> None:
         """nsqd's IDENTIFY response: its ``max_rdy_count`` bounds the client's RDY."""
         limit = features.get("max_rdy_count")
         config = self.server.config

@@ -87,31 +87,29 @@ class _Observer:
         if conn.compression:
             return Lost(dead=f"a gap in a {conn.compression}-compressed stream: the rest of"
                              " this direction cannot be decompressed")
-        partial, length = self.codec.gap(direction)
+        partial, length = self.codec.gap(Direction(direction))
         return Lost(partial, length)
 
 
-def _items(events: list) -> list[Item]:
+def _items(events: list[ev.Event]) -> list[Item]:
     out: list[Item] = []
     for e in events:
-        t = type(e)
-        name = COMMAND_NAMES.get(t)
-        if name is not None:
-            out.append(Item("command", name, _fields(e), e, _offset(e.raw), e.raw))
-            continue
-        name = FRAME_NAMES.get(t)
-        if name is not None:
-            out.append(Item("frame", name, _fields(e), e, _offset(e.raw), e.raw))
-        elif t is ev.Violation:
+        if isinstance(e, ev.Command):
+            out.append(Item("command", COMMAND_NAMES[type(e)], _fields(e), e, _offset(e.raw),
+                            e.raw))
+        elif isinstance(e, ev.ServerFrame):
+            out.append(Item("frame", FRAME_NAMES[type(e)], _fields(e), e, _offset(e.raw),
+                            e.raw))
+        elif isinstance(e, ev.Violation):
             out.append(_violation(e))
-        elif t is ev.CompressionStarted:
+        elif isinstance(e, ev.CompressionStarted):
             out.append(Item("annotation", "CompressionStarted",
                             {"compression_starts": {"kind": e.kind, "level": e.level}}, e))
-        elif t is ev.TLSUpgrade:
+        elif isinstance(e, ev.TLSUpgrade):
             out.append(Item("tls", "TLSUpgrade", {
                 "pending": e.pending.hex(),
                 "note": "the connection switches to TLS here; what follows is encrypted"}, e))
-        elif t is ev.Truncated:
+        elif isinstance(e, ev.Truncated):
             out.append(Item("truncated", "Truncated", {
                 "offset": e.offset, "expected": e.expected, "data": e.data.hex(),
                 "reason": "the stream ended inside this frame"}, e, e.offset))
@@ -127,7 +125,7 @@ def _violation(e: ev.Violation) -> Item:
     if cmd is not None:
         fields = _fields(cmd)
         fields["violation"] = problem
-        raw = cmd.raw if getattr(cmd, "raw", None) is not None else e.raw
+        raw = cmd.raw if cmd.raw is not None else e.raw
         return Item("command", COMMAND_NAMES[type(cmd)], fields, e, _offset(raw), raw)
     fields = {**problem, "offset": e.offset}
     if e.raw is not None:

@@ -36,7 +36,7 @@ from nsqviz.nsq.grammar import GrammarError
 from nsqviz.nsq.lexer import verb_of
 from nsqviz.nsq.refusals import nsqd_answer
 from nsqviz.nsq.states import TRANSITIONS, Role, State, refusal
-from nsqviz.stream.reassembly import Garbage, RawFrame
+from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame
 
 __all__ = ["ServerConfig", "ServerConnection"]
 
@@ -87,7 +87,7 @@ class ServerConnection(_Connection):
         self.rdy = 0
         self.in_flight: set[bytes] = set()
 
-    def _rule(self, *, expect_magic: bool):
+    def _rule(self, *, expect_magic: bool) -> FramingRule:
         return CommandFraming(
             expect_magic=expect_magic and not self.midstream,
             max_body_size=self.config.max_body_size,
@@ -142,24 +142,30 @@ class ServerConnection(_Connection):
             raise LocalProtocolError(f"{count} message(s) would exceed RDY {self.rdy} "
                                      f"with {len(self.in_flight)} in flight")
 
-    def _bulk(self, buf, base, items, i, pos, out):
+    def _bulk(
+        self, buf: bytes, base: int, items: list[int | Garbage], i: int, pos: int,
+        out: list[Event],
+    ) -> tuple[int, int]:
         # FINs in bulk only where nothing but the in-flight check can refuse them.
         if self.passive or Fin not in TRANSITIONS[Role.SERVER][self.state] or (
             self.config.tls_required and not self.tls
         ):
             return i, pos
-        first, start = len(out), pos
-        i, pos = fastpath.decode_fins(buf, items, i, pos, out)
+        start = pos
+        fins: list[Fin] = []
+        i, pos = fastpath.decode_fins(buf, items, i, pos, fins)
         in_flight = self.in_flight
-        for k in range(first, len(out)):
-            mid = out[k].id
+        append = out.append
+        for k, fin in enumerate(fins):
+            mid = fin.id
             if mid in in_flight:
                 in_flight.discard(mid)
+                append(fin)
             else:
                 code, text = not_in_flight("FIN", mid)
-                offset = base + start + 21 * (k - first)  # every FIN of the run is 21 bytes
-                out[k] = Violation(code, text, False, offset, None, out[k], "id",
-                                   "not in flight", offset + 4)
+                offset = base + start + 21 * k  # every FIN of the run is 21 bytes
+                append(Violation(code, text, False, offset, None, fin, "id", "not in flight",
+                                 offset + 4))
         return i, pos
 
     def start_compression(self, kind: str, level: int | None = None) -> None:
@@ -191,12 +197,19 @@ class ServerConnection(_Connection):
                              reason=garbage.reason))
         self._fail()
 
-    def _refuse(self, out: list[Event], code: str, text: str, offset: int,
-                raw: RawFrame | None, **detail: Any) -> bool:
-        """Report what nsqd refuses; fatal unless nsqd's code says otherwise."""
-        fatal = ErrorCode(code).fatal
-        out.append(Violation(code, text, fatal, offset, raw, **detail))
-        if fatal:
+    def _refuse(self, out: list[Event], code: ErrorCode, text: str, offset: int,
+                raw: RawFrame | None, command: Command | None = None,
+                field: str | None = None, reason: str = "",
+                field_offset: int | None = None) -> bool:
+        """Report what nsqd refuses (a :class:`Violation` with these details); fatal
+        unless nsqd's code says otherwise."""
+        return self._report(out, Violation(code, text, code.fatal, offset, raw, command, field,
+                                           reason, field_offset))
+
+    def _report(self, out: list[Event], violation: Violation) -> bool:
+        """Report a refusal; after a fatal one the connection is closed."""
+        out.append(violation)
+        if violation.fatal:
             self._fail()
         return False
 
@@ -228,9 +241,8 @@ class ServerConnection(_Connection):
         if exc is not None:
             return self._refused(out, data, nl, exc, offset, raw, cmd)
         if self.passive:  # an observer judges only what the stream itself shows
-            if type(cmd) is Rdy and (over := self._rdy_over_max(cmd, offset)):
-                code, text, detail = over
-                out.append(Violation(code, text, code.fatal, offset, raw, **detail))
+            if type(cmd) is Rdy and (over := self._rdy_over_max(cmd, offset, raw)):
+                out.append(over)
                 return False
             self._track(cmd)
             out.append(cmd)
@@ -243,20 +255,23 @@ class ServerConnection(_Connection):
         the field attached; a command nsqd accepts all the same is then run."""
         code, text = nsqd_answer(data, nl, exc)
         at = None if exc.offset is None else offset + exc.offset
-        detail = {"command": cmd, "field": exc.field, "reason": exc.reason, "field_offset": at}
+        field, reason = exc.field, exc.reason
         if code is None:
-            out.append(Violation("", text, False, offset, raw, **detail))
+            # nsqd accepts it (parameters it ignores or defaults): only a command the
+            # lenient decode kept has those, so ``cmd`` is there
+            assert cmd is not None
+            out.append(Violation("", text, False, offset, raw, cmd, field, reason, at))
             if not self.passive:
                 # nsqd runs it: the broker gets the command's own event next
                 return self._accept(cmd, offset, raw, out)
             self._track(cmd)
             return False
         if self.passive:
-            out.append(Violation(code, text, code.fatal, offset, raw, **detail))
+            out.append(Violation(code, text, code.fatal, offset, raw, cmd, field, reason, at))
             if cmd is not None and not code.fatal:
                 self._track(cmd)
             return False
-        return self._refuse(out, code, text, offset, raw, **detail)
+        return self._refuse(out, code, text, offset, raw, cmd, field, reason, at)
 
     def _accept(self, cmd: Command, offset: int, raw: RawFrame | None, out: list[Event]) -> bool:
         """nsqd's checks that need the decoded command, then the state it changes."""
@@ -266,31 +281,30 @@ class ServerConnection(_Connection):
         if BY_EVENT[kind].auth and config.auth_enabled and not self.authenticated:
             text = f"AUTH required before {name_of(kind)}"
             return refuse(out, ErrorCode.AUTH_FIRST, text, offset, raw, command=cmd)
-        if kind is Fin or kind is Req or kind is Touch:
+        if isinstance(cmd, Fin | Req | Touch):
             if cmd.id not in self.in_flight:
                 code, text = not_in_flight(name_of(kind), cmd.id)
                 return refuse(out, code, text, offset, raw, command=cmd, field="id")
-        elif kind is Rdy:
-            if over := self._rdy_over_max(cmd, offset):
-                code, text, detail = over
-                return refuse(out, code, text, offset, raw, **detail)
-        elif kind is Auth:
+        elif isinstance(cmd, Rdy):
+            if over := self._rdy_over_max(cmd, offset, raw):
+                return self._report(out, over)
+        elif isinstance(cmd, Auth):
             if self.authenticated:
                 return refuse(out, ErrorCode.INVALID, "AUTH already set", offset, raw,
                               command=cmd)
             if not config.auth_enabled:
                 return refuse(out, ErrorCode.AUTH_DISABLED, "AUTH disabled", offset, raw,
                               command=cmd)
-        elif kind is Sub:
+        elif isinstance(cmd, Sub):
             if self.identify and self.identify.get("heartbeat_interval") == -1:
                 text = "cannot SUB with heartbeats disabled"
                 return refuse(out, ErrorCode.INVALID, text, offset, raw, command=cmd)
-        elif kind is Dpub:
+        elif isinstance(cmd, Dpub):
             if cmd.defer_time > config.max_req_timeout:
                 text = f"DPUB timeout {cmd.defer_time} out of range 0-{config.max_req_timeout}"
                 return refuse(out, ErrorCode.INVALID, text, offset, raw, command=cmd,
                               field="defer_time")
-        elif kind is Mpub:
+        elif isinstance(cmd, Mpub):
             if len(cmd.bodies) > (config.max_body_size - 4) // 5:
                 text = f"MPUB invalid message count {len(cmd.bodies)}"
                 return refuse(out, ErrorCode.BAD_BODY, text, offset, raw, command=cmd,
@@ -304,31 +318,32 @@ class ServerConnection(_Connection):
         out.append(cmd)
         return False
 
-    def _rdy_over_max(self, cmd: Rdy,
-                      offset: int) -> tuple[ErrorCode, str, dict[str, Any]] | None:
-        """nsqd's answer to a RDY count above ``max_rdy_count`` (the RDY as sent, its
+    def _rdy_over_max(self, cmd: Rdy, offset: int, raw: RawFrame | None) -> Violation | None:
+        """nsqd's answer to a RDY count above ``max_rdy_count`` (with the RDY as sent, its
         ``count`` field and where that starts), or None for a count in range. The one
         judgement of it, for nsqd's side and for an observer (which learns the limit
         from the IDENTIFY response)."""
         limit = self.config.max_rdy_count
         if 0 <= cmd.count <= limit:
             return None
-        return ErrorCode.INVALID, f"RDY count {cmd.count} out of range 0-{limit}", {
-            "command": cmd, "field": "count", "field_offset": offset + _RDY_COUNT_AT,
-            "reason": f"count {cmd.count} is above max_rdy_count {limit}"}
+        code = ErrorCode.INVALID
+        return Violation(code, f"RDY count {cmd.count} out of range 0-{limit}", code.fatal,
+                         offset, raw, cmd, "count",
+                         f"count {cmd.count} is above max_rdy_count {limit}",
+                         offset + _RDY_COUNT_AT)
 
     def _track(self, cmd: Command) -> None:
         kind = type(cmd)
         before = self.state
         self._advance(kind)
-        if kind is Fin or kind is Req:
+        if isinstance(cmd, Fin | Req):
             self.in_flight.discard(cmd.id)
-        elif kind is Rdy:
+        elif isinstance(cmd, Rdy):
             if before is State.SUBSCRIBED:  # nsqd ignores RDY after CLS
                 self.rdy = cmd.count
-        elif kind is Identify:
+        elif isinstance(cmd, Identify):
             self.identify = cmd.data
-        elif kind is Sub:
+        elif isinstance(cmd, Sub):
             self.subscription = (cmd.topic, cmd.channel)
         elif kind is Cls:
             self.rdy = 0

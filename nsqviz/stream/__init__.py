@@ -2,6 +2,7 @@
 
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import (
+    Buffer,
     FramingError,
     FramingRule,
     Garbage,
@@ -13,6 +14,7 @@ from nsqviz.stream.reassembly import (
 )
 
 __all__ = [
+    "Buffer",
     "Direction",
     "RawFrame",
     "FramingError",

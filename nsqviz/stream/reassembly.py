@@ -15,14 +15,16 @@ stream become a :class:`Truncated` event.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 STALL_LIMIT = 1 << 20
 """Garbage waiting for a resync point is handed on once it exceeds this many bytes
 (rules with ``resync_lookahead``), so a stream that never frames holds bounded memory."""
 
 __all__ = [
+    "Buffer",
     "RawFrame",
     "FramingError",
     "FramingRule",
@@ -32,6 +34,11 @@ __all__ = [
     "StreamEvent",
     "Truncated",
 ]
+
+
+Buffer: TypeAlias = bytes | bytearray
+"""What a rule's ``resync`` searches: ``bytes``, or a ``bytearray`` while garbage grows in
+place waiting for a resync point. Frames are only ever measured and cut from ``bytes``."""
 
 
 class FramingError(Exception):
@@ -70,7 +77,7 @@ class FramingRule(Protocol):
 
     def measure(self, buf: bytes, pos: int) -> int | None: ...
 
-    def resync(self, buf: bytes, pos: int) -> int | None: ...
+    def resync(self, buf: Buffer, pos: int) -> int | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,13 +142,13 @@ class Reassembler:
         self.provenance = provenance
         self.resync = resync
         self.dead = False  # unframeable for good: everything from here on is garbage
-        self._buf = b""
+        self._buf: Buffer = b""
         self._base = 0  # stream offset of self._buf[0]
         # Chunks of a large frame still short of its end wait here unjoined: joining
         # them into _buf one by one would copy the frame once per chunk.
         self._parts: list[bytes] = []
         self._short = 0  # bytes still missing from the frame at the head of the buffer
-        self._follow = getattr(rule, "follow", None)
+        self._follow: Callable[[bytes], int] | None = getattr(rule, "follow", None)
         self._following = False  # the rule is walking the head frame chunk by chunk
         self._segments: list[int] = []  # segment ids of chunks still (partly) buffered
         self._starts: list[int] = []  # stream offset where each of those chunks starts
@@ -170,7 +177,7 @@ class Reassembler:
         events: list[StreamEvent] = []
         pos = 0
         for item in items:
-            if type(item) is int:
+            if isinstance(item, int):
                 events.append(self.frame(buf, base, pos, item))
                 pos = item
             else:
@@ -196,14 +203,15 @@ class Reassembler:
             self._segments.append(segment)
             self._starts.append(self._fed)
         self._fed += len(chunk)
-        if self._following and self._follow(chunk):
+        follow = self._follow
+        if self._following and follow is not None and follow(chunk):
             self._parts.append(bytes(chunk))
-            return self._buf, self._base, []
+            return b"", self._base, []
         self._following = False
         if self._short > len(chunk):
             self._parts.append(bytes(chunk))
             self._short -= len(chunk)
-            return self._buf, self._base, []
+            return b"", self._base, []
         if self._parts:
             self._parts.append(bytes(chunk))
             self._join()
@@ -242,15 +250,15 @@ class Reassembler:
         self._trim()
         return rest
 
-    def finish(self) -> list[StreamEvent]:
+    def finish(self) -> list[Garbage | Truncated]:
         """End of stream: whatever is buffered is reported, never dropped."""
         self._join()
         self._short = 0
         self._following = False
         if not self._buf:
             return []
-        events: list[StreamEvent] = []
-        buf, base = self._buf, self._base
+        events: list[Garbage | Truncated] = []
+        buf, base = bytes(self._buf), self._base
         if self._stalled:
             events.append(
                 self._garbage(0, len(buf), self._stall_reason, self._stall_code, resynced=False)
@@ -271,10 +279,10 @@ class Reassembler:
     # -- internals ---------------------------------------------------------------
 
     def _scan(self) -> tuple[bytes, list[int | Garbage]]:
-        """The buffer scanned (bytes, once any stall has ended) and the items found."""
-        buf = self._buf
-        pos = 0
-        n = len(buf)
+        """The buffer scanned and the items found. While a stall goes on, no frame is cut
+        (the garbage handed on carries its own bytes) and the buffer returned is empty."""
+        stored = self._buf
+        n = len(stored)
         items: list[int | Garbage] = []
         if self.dead:
             if n:
@@ -282,26 +290,30 @@ class Reassembler:
                     self._garbage(0, n, self._stall_reason, self._stall_code, resynced=False)
                 )
                 self._consume(n)
-            return buf, items
+            return b"", items
+        pos = 0
+        if self._stalled and n:
+            nxt = self.rule.resync(stored, max(1, self._resync_from - self._base))
+            if nxt is None:
+                pos = self._searched(0, n, items)
+                if pos:
+                    self._consume(pos)
+                return b"", items
+            items.append(
+                self._garbage(0, nxt, self._stall_reason, self._stall_code, resynced=True)
+            )
+            self._stalled = False
+            pos = nxt
+        # frames are cut from bytes: a stall's bytearray ends here
+        self._buf = buf = stored if isinstance(stored, bytes) else bytes(stored)
         measure = self.rule.measure
         scan = getattr(self.rule, "scan", None)
         append = items.append
         while pos < n:
-            if scan is not None and not self._stalled:
+            if scan is not None:
                 pos = scan(buf, pos, items)
                 if pos >= n:
                     break
-            if self._stalled:
-                nxt = self.rule.resync(buf, max(pos + 1, self._resync_from - self._base))
-                if nxt is None:
-                    pos = self._searched(pos, n, items)
-                    break
-                append(self._garbage(pos, nxt, self._stall_reason, self._stall_code, resynced=True))
-                self._stalled = False
-                if type(buf) is bytearray:
-                    self._buf = buf = bytes(buf)  # frames are cut from bytes
-                pos = nxt
-                continue
             try:
                 length = measure(buf, pos)
             except FramingError as exc:

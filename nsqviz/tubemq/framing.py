@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from struct import Struct as _Struct
 
-from nsqviz.stream.reassembly import FramingError
+from nsqviz.stream.reassembly import Buffer, FramingError
 from nsqviz.tubemq.grammar import (
     BEGIN_TOKEN,
     DEFAULT_LIMITS,
@@ -310,7 +310,7 @@ class TubeFraming:
             return self._skip + 4 * max(self._blocks, 0)
         return max(1, (HEADER_SIZE if self._blocks < 0 else 4) - len(self._head))
 
-    def resync(self, buf: bytes, pos: int) -> int | None:
+    def resync(self, buf: Buffer, pos: int) -> int | None:
         """The next MsgToken at or after ``pos`` (a guess: see the module docstring)."""
         self._restart()
         found = buf.find(BEGIN_TOKEN, pos)
