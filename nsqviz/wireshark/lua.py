@@ -102,5 +102,9 @@ def declare_fields(decls: list[ProtoFieldDecl]) -> str:
 
 
 def engine(name: str) -> str:
-    """The protocol-independent Lua engine ``name`` shipped next to this module."""
-    return resources.files("nsqviz.wireshark").joinpath(name).read_text(encoding="utf-8")
+    """The Lua engine ``name`` shipped next to this module, after the stream engine
+    every dissector shares (``stream_engine.lua``: connections, TCP desegmentation,
+    the Info column), which it drives with its own framing and dissection hooks."""
+    folder = resources.files("nsqviz.wireshark")
+    return "\n\n".join(folder.joinpath(part).read_text(encoding="utf-8")
+                       for part in ("stream_engine.lua", name))

@@ -1,14 +1,14 @@
 -- ---------------------------------------------------------------------------------
--- The NSQ engine: framing, TCP desegmentation, per-connection state. It reads the
--- generated tables above (COMMANDS, FRAME_TYPES, MESSAGE, LIMITS, ...) and the fields
--- F; it names no command, parameter or layout itself.
+-- The NSQ engine: framing, dissection, per-connection state. It reads the generated
+-- tables above (COMMANDS, FRAME_TYPES, MESSAGE, LIMITS, ...) and the fields F; it
+-- names no command, parameter or layout itself.
 --
--- Per connection (tcp.stream) it decides once which side is the client (the magic, a
--- server port, or -- for a capture that started mid-connection -- the first bytes),
--- follows each direction as a stream (several PDUs per segment, PDUs split over
--- segments through pinfo.desegment_offset/desegment_len), pairs nsqd's responses with
--- the commands that asked for them, and marks what follows an IDENTIFY response that
--- negotiated snappy, deflate or TLS as such instead of dissecting it as NSQ.
+-- Per connection it decides once which side is the client (the magic, a server port,
+-- or -- for a capture that started mid-connection -- the first bytes), gives the
+-- stream engine's walk() its framing hooks for each direction (walk follows the
+-- stream), pairs nsqd's responses with the commands that asked for them, and marks
+-- what follows an IDENTIFY response that negotiated snappy, deflate or TLS as such
+-- instead of dissecting it as NSQ.
 -- ---------------------------------------------------------------------------------
 
 local ef_violation = ProtoExpert.new("nsq.expert.violation", "NSQ protocol violation",
@@ -23,13 +23,7 @@ local ef_switch = ProtoExpert.new("nsq.expert.switch", "The stream changes form 
                                   expert.group.SEQUENCE, expert.severity.NOTE)
 nsq.experts = {ef_violation, ef_nonfatal, ef_skipped, ef_cut, ef_switch}
 
-do
-  local list, seen = {}, {}
-  for _, f in pairs(F) do
-    if not seen[f] then seen[f] = true; list[#list + 1] = f end
-  end
-  nsq.fields = list
-end
+register_fields(nsq)
 
 nsq.prefs.ports = Pref.range("Server ports", table.concat(SERVER_PORTS, ","),
                              "TCP ports of nsqd (connections opening with the magic are found anywhere)",
@@ -45,25 +39,7 @@ local function show_json(range, pinfo, tree)
   end
 end
 
-local conversations = {}
-local info_frame = nil  -- the packet whose Info column this dissector wrote last
--- Wireshark calls init() when a file is opened and again between tshark -2's passes;
--- the state is dropped only when packets are dissected afresh (not yet visited), so
--- that a second pass still finds what the first recorded.
-local fresh = true
-
 -- ------------------------------------------------------------------------ helpers
-
-local function is_server_port(port)
-  for _, p in ipairs(SERVER_PORTS) do if p == port then return true end end
-  return false
-end
-
-local function copy(t)
-  local c = {}
-  for k, v in pairs(t) do c[k] = v end
-  return c
-end
 
 local function u64(digits)
   local v = UInt64.new(0)
@@ -78,13 +54,6 @@ local function valid_name(name)
   end
   return #name >= 1 and #name <= LIMITS.name_max and #base >= 1
          and base:find("^[%.a-zA-Z0-9_%-]+$") ~= nil
-end
-
-local function be32(s, pos)  -- pos is 1-based; signed
-  local a, b, c, d = s:byte(pos, pos + 3)
-  local v = ((a * 256 + b) * 256 + c) * 256 + d
-  if v >= 2147483648 then v = v - 4294967296 end
-  return v
 end
 
 -- an error text from the generated ERRORS table, its placeholders filled in
@@ -452,16 +421,7 @@ end
 -- the magic (or its start), a server port, else the look of the first bytes when the
 -- capture started after the handshake. Returns the connection, or nil: not NSQ.
 local function conversation(tvb, pinfo)
-  if fresh and not pinfo.visited then
-    conversations = {}
-    fresh = false
-  end
-  -- one connection = one pair of endpoints (field extractors such as tcp.stream are
-  -- empty in a first pass without a tree, as tshark -2 and the GUI run it)
-  local a = tostring(pinfo.src) .. ":" .. pinfo.src_port
-  local b = tostring(pinfo.dst) .. ":" .. pinfo.dst_port
-  local id = a < b and (a .. " " .. b) or (b .. " " .. a)
-  local conv = conversations[id]
+  local id, conv = connection(pinfo)
   if conv ~= nil then return conv.nsq and conv or nil end
   local cap = tvb:len()
   if cap == 0 then return nil end
@@ -487,11 +447,9 @@ local function conversation(tvb, pinfo)
     conversations[id] = {nsq = false}
     return nil
   end
-  local client_addr = tostring(src_is_client and pinfo.src or pinfo.dst)
-  local client_port = src_is_client and sport or dport
   conv = {
     nsq = true,
-    client = client_addr .. ":" .. client_port,
+    client = client_endpoint(pinfo, src_is_client),
     c2s = {dir = "c2s", expect_magic = from_start, resyncing = not from_start, skip = 0},
     s2c = {dir = "s2c", expect_magic = false, resyncing = not from_start, skip = 0},
     pending = {},
@@ -522,117 +480,70 @@ local function mark_rest(tree, tvb, off, cap, st, summaries)
   end
 end
 
+local function continue_here(st, s, off, cap)
+  -- a segment after one that ended a line may start a command
+  if off == 0 and st.dir == "c2s" and st.last_nl and VERB_STARTS:find(s:sub(1, 1), 1, true) then
+    return 0
+  end
+  return (st.dir == "c2s" and resync_command or resync_frame)(st, s, off, cap)
+end
+
+local function undecodable(tree, range, st, how)
+  local t = pdu_tree(tree, range, st)
+  if how == "continued" then
+    t:append_text(", undecodable (continued)")
+    t:add(F["skipped"], range)
+  else
+    t:append_text(", undecodable")
+  end
+  return t
+end
+
+local function refused(t, st, summaries, answer, vars)
+  violation(t, st, answer, vars, summaries)
+  if st.expect_magic then st.dead = true end
+end
+
+local function opaque(tree, tvb, off, cap, st, summaries)
+  if not st.mode then return false end
+  if off < cap then mark_rest(tree, tvb, off, cap, st, summaries) end
+  return true
+end
+
+local function stalled(st, s, cap)
+  st.last_nl = s:sub(cap, cap) == "\n"
+end
+
+local function cut_short(tree, range, st, summaries)
+  local t = pdu_tree(tree, range, st)
+  t:add(F["cut"], range)
+  t:add_proto_expert_info(ef_cut)
+  summaries[#summaries + 1] = "[cut by snaplen]"
+end
+
+local function not_v2(tree, range, st)
+  pdu_tree(tree, range, st):append_text(", not protocol V2")
+end
+
+local HOOKS = {}
+for dir, h in pairs({
+  c2s = {measure = measure_command, resync = resync_command, dissect = dissect_command},
+  s2c = {measure = measure_frame, resync = resync_frame, dissect = dissect_frame},
+}) do
+  h.restart, h.undecodable, h.refused, h.opaque = continue_here, undecodable, refused, opaque
+  h.stalled, h.cut, h.pdu, h.dead = stalled, cut_short, pdu_tree, not_v2
+  HOOKS[dir] = h
+end
+
 function nsq.dissector(tvb, pinfo, tree)
   local conv = conversation(tvb, pinfo)
   if not conv then return 0 end
-  local src = tostring(pinfo.src) .. ":" .. pinfo.src_port
-  local dir = src == conv.client and "c2s" or "s2c"
-  local cap, rep = tvb:len(), tvb:reported_len()
+  local cap = tvb:len()
   if cap == 0 then return 0 end
-  local live = not pinfo.visited
-  -- The direction's state as this call starts: the live state on the first pass, a
-  -- copy of what it was then when Wireshark dissects the packet again.
-  local key = pinfo.number .. ":" .. rep .. ":" .. dir
-  local st
-  if live then
-    st = conv[dir]
-    conv.calls[key] = copy(st)
-  else
-    st = copy(conv.calls[key] or conv[dir])
-  end
+  local dir, st = direction_state(tvb, pinfo, conv)
   pinfo.cols.protocol = "NSQ"
-  local s = tvb:raw(0, cap)
-  local measure = dir == "c2s" and measure_command or measure_frame
-  local resync = dir == "c2s" and resync_command or resync_frame
-  local dissect = dir == "c2s" and dissect_command or dissect_frame
   local summaries = {}
-  local off = 0
-  while off < rep do
-    if st.mode then
-      if off < cap then mark_rest(tree, tvb, off, cap, st, summaries) end
-      off = rep
-      break
-    end
-    if st.stalled then
-      local nxt
-      if off == 0 and dir == "c2s" and st.last_nl and VERB_STARTS:find(s:sub(1, 1), 1, true) then
-        nxt = 0
-      else
-        nxt = resync(st, s, off, cap)
-      end
-      local stop = nxt or cap
-      if stop > off then
-        local t = pdu_tree(tree, tvb(off, stop - off), st)
-        t:append_text(", undecodable (continued)")
-        t:add(F["skipped"], tvb(off, stop - off))
-      end
-      off = stop
-      if not nxt then
-        st.last_nl = s:sub(cap, cap) == "\n"
-        break
-      end
-      st.stalled = false
-    elseif st.skip > 0 then
-      local n = math.min(st.skip, rep - off)
-      if off < cap then
-        local t = pdu_tree(tree, tvb(off, math.min(n, cap - off)), st)
-        t:add(F["skipped"], tvb(off, math.min(n, cap - off)))
-      end
-      st.skip = st.skip - n
-      off = off + n
-    else
-      if off >= cap then  -- the rest of this segment was not captured (snaplen)
-        st.resyncing = true
-        break
-      end
-      local len, answer, vars = measure(st, s, off, cap)
-      if len == false then
-        local nxt = resync(st, s, off + 1, cap)
-        local stop = nxt or cap
-        local t = pdu_tree(tree, tvb(off, stop - off), st)
-        t:append_text(", undecodable")
-        violation(t, st, answer, vars, summaries)
-        if st.expect_magic then st.dead = true end
-        off = stop
-        if not nxt then
-          -- no boundary in this segment: undecodable until the framing rule finds one
-          st.stalled = true
-          st.last_nl = s:sub(cap, cap) == "\n"
-          break
-        end
-      elseif len == nil or off + len > cap then
-        if cap < rep then
-          -- a PDU cut by the snaplen: lost; its length, when known, proves where the
-          -- next one starts
-          local t = pdu_tree(tree, tvb(off, cap - off), st)
-          t:add(F["cut"], tvb(off, cap - off))
-          t:add_proto_expert_info(ef_cut)
-          summaries[#summaries + 1] = "[cut by snaplen]"
-          if len and off + len >= rep then
-            st.skip = off + len - rep
-          else
-            st.resyncing = true
-          end
-          off = rep
-          break
-        end
-        pinfo.desegment_offset = off
-        pinfo.desegment_len = len and (off + len - cap) or DESEGMENT_ONE_MORE_SEGMENT
-        break
-      else
-        dissect(tvb, s, off, len, tree, pinfo, conv, st, live, summaries)
-        off = off + len
-      end
-    end
-    if st.dead then
-      if off < cap then
-        local t = pdu_tree(tree, tvb(off, cap - off), st)
-        t:append_text(", not protocol V2")
-      end
-      off = rep
-      break
-    end
-  end
+  walk(tvb, pinfo, tree, conv, st, HOOKS[dir], summaries)
   if #summaries > 0 then
     local info
     if #summaries > 6 then
@@ -648,12 +559,7 @@ function nsq.dissector(tvb, pinfo, tree)
     else
       info = table.concat(summaries, ", ")
     end
-    -- TCP may hand one packet over twice (a reassembled PDU, then the rest): the
-    -- second call's text follows the first's
-    local text = (dir == "c2s" and "\226\134\146 " or "\226\134\144 ") .. info
-    if info_frame == pinfo.number then text = " | " .. text end
-    info_frame = pinfo.number
-    pinfo.cols.info = text
+    show_info(pinfo, dir, info)
   end
   return cap
 end
@@ -665,8 +571,4 @@ local function heuristic(tvb, pinfo, tree)
   return true
 end
 
-nsq:register_heuristic("tcp", heuristic)
-do
-  local ports = DissectorTable.get("tcp.port")
-  for _, p in ipairs(SERVER_PORTS) do ports:add(p, nsq) end
-end
+register(nsq, heuristic)

@@ -1,6 +1,6 @@
 -- ---------------------------------------------------------------------------------
--- The TubeMQ engine: framing (MsgToken, serialNo, listSize, blocks), TCP
--- desegmentation, the content's three varint-delimited protobuf messages handed to
+-- The TubeMQ engine: framing (MsgToken, serialNo, listSize, blocks) as hooks of the
+-- stream engine's walk(), the content's three varint-delimited protobuf messages handed to
 -- Wireshark's protobuf dissector by name, request/answer pairing by serialNo. It reads
 -- the generated tables above (METHODS, SERVICES, PB, LIMITS, ...) and the fields F.
 -- ---------------------------------------------------------------------------------
@@ -9,39 +9,14 @@ local ef_violation = ProtoExpert.new("tubemq.expert.violation", "TubeMQ protocol
                                      expert.group.PROTOCOL, expert.severity.ERROR)
 tubemq.experts = {ef_violation}
 
-do
-  local list, seen = {}, {}
-  for _, f in pairs(F) do
-    if not seen[f] then seen[f] = true; list[#list + 1] = f end
-  end
-  tubemq.fields = list
-end
+register_fields(tubemq)
 
 local pb_dissector = Dissector.get("protobuf")
-
-local conversations = {}
-local info_frame = nil  -- the packet whose Info column this dissector wrote last
--- Wireshark calls init() when a file is opened and again between tshark -2's passes;
--- the state is dropped only when packets are dissected afresh (not yet visited), so
--- that a second pass still finds what the first recorded.
-local fresh = true
-
-local function be32(s, pos)  -- pos is 1-based; signed
-  local a, b, c, d = s:byte(pos, pos + 3)
-  local v = ((a * 256 + b) * 256 + c) * 256 + d
-  if v >= 2147483648 then v = v - 4294967296 end
-  return v
-end
-
-local function is_server_port(port)
-  for _, p in ipairs(SERVER_PORTS) do if p == port then return true end end
-  return false
-end
 
 -- ------------------------------------------------------------------------ framing
 
 -- -> length | nil, more (bytes still needed, at least) | false, code, field, reason
-local function measure(s, off, cap)
+local function measure(st, s, off, cap)
   local avail = cap - off
   local n = math.min(avail, #TOKEN)
   if s:sub(off + 1, off + n) ~= TOKEN:sub(1, n) then
@@ -68,7 +43,7 @@ local function measure(s, off, cap)
 end
 
 -- the next MsgToken after a bad one: a guess, as the codec's resynchronisation is
-local function resync(s, pos)
+local function resync(st, s, pos, cap)
   local at = s:find(TOKEN, pos + 1, true)
   return at and at - 1 or nil
 end
@@ -142,7 +117,8 @@ local function violation(t, problems, code, field, reason)
   v:add_proto_expert_info(ef_violation, code .. " (" .. field .. "): " .. reason)
 end
 
-local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, dir, live, summaries)
+local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summaries)
+  local dir = st.dir
   local t = tree:add(tubemq, tvb(off, len))
   t:add(F["dir"], dir):set_generated()
   local problems = {}
@@ -325,16 +301,7 @@ end
 -- Decided once per TCP connection on its first payload: a server port, else the first
 -- frame's RpcConnHeader.flag (a request comes from the client).
 local function conversation(tvb, pinfo)
-  if fresh and not pinfo.visited then
-    conversations = {}
-    fresh = false
-  end
-  -- one connection = one pair of endpoints (field extractors such as tcp.stream are
-  -- empty in a first pass without a tree, as tshark -2 and the GUI run it)
-  local a = tostring(pinfo.src) .. ":" .. pinfo.src_port
-  local b = tostring(pinfo.dst) .. ":" .. pinfo.dst_port
-  local id = a < b and (a .. " " .. b) or (b .. " " .. a)
-  local conv = conversations[id]
+  local id, conv = connection(pinfo)
   if conv ~= nil then return conv.tubemq and conv or nil end
   local cap = tvb:len()
   if cap == 0 then return nil end
@@ -356,9 +323,8 @@ local function conversation(tvb, pinfo)
   end
   conv = {
     tubemq = true,
-    client = tostring(src_is_client and pinfo.src or pinfo.dst) .. ":"
-             .. (src_is_client and pinfo.src_port or pinfo.dst_port),
-    c2s = {}, s2c = {},
+    client = client_endpoint(pinfo, src_is_client),
+    c2s = {dir = "c2s"}, s2c = {dir = "s2c"},
     pending = {}, asked = {}, answered_in = {}, duplicate = {}, calls = {},
   }
   conversations[id] = conv
@@ -369,66 +335,42 @@ function tubemq.init()
   fresh = true
 end
 
+local HOOKS = {
+  measure = measure,
+  resync = resync,
+  dissect = dissect_frame,
+  restart = function(st, s, off, cap)
+    return s:sub(off + 1, off + #TOKEN) == TOKEN and off or resync(st, s, off, cap)
+  end,
+  undecodable = function(tree, range, st, how)
+    local t = tree:add(tubemq, range)
+    if how == "continued" then
+      t:set_text("TubeMQ: undecodable bytes (continued)")
+    else
+      t:set_text("TubeMQ: undecodable bytes")
+      t:add(F["dir"], st.dir):set_generated()
+    end
+    return t
+  end,
+  refused = function(t, st, summaries, code, field, reason)
+    violation(t, {}, code, field, reason)
+    summaries[#summaries + 1] = "[" .. code .. "]"
+  end,
+}
+
 function tubemq.dissector(tvb, pinfo, tree)
   local conv = conversation(tvb, pinfo)
   if not conv then return 0 end
   local cap = tvb:len()
   if cap == 0 then return 0 end
-  local dir = (tostring(pinfo.src) .. ":" .. pinfo.src_port) == conv.client and "c2s" or "s2c"
-  local live = not pinfo.visited
-  local key = pinfo.number .. ":" .. tvb:reported_len() .. ":" .. dir
-  local st
-  if live then
-    st = conv[dir]
-    conv.calls[key] = {stalled = st.stalled}
-  else
-    st = {stalled = (conv.calls[key] or conv[dir]).stalled}
-  end
+  local dir, st = direction_state(tvb, pinfo, conv)
   pinfo.cols.protocol = "TubeMQ"
-  local s = tvb:raw(0, cap)
   local summaries = {}
-  local off = 0
-  while off < cap do
-    if st.stalled then
-      local nxt = s:sub(off + 1, off + #TOKEN) == TOKEN and off or resync(s, off)
-      local stop = nxt or cap
-      if stop > off then
-        local t = tree:add(tubemq, tvb(off, stop - off))
-        t:set_text("TubeMQ: undecodable bytes (continued)")
-      end
-      off = stop
-      if not nxt then break end
-      st.stalled = false
-    end
-    local len, code, field, reason = measure(s, off, cap)
-    if len == false then
-      local nxt = resync(s, off + 1)
-      local stop = nxt or cap
-      local t = tree:add(tubemq, tvb(off, stop - off))
-      t:set_text("TubeMQ: undecodable bytes")
-      t:add(F["dir"], dir):set_generated()
-      violation(t, {}, code, field, reason)
-      summaries[#summaries + 1] = "[" .. code .. "]"
-      off = stop
-      if not nxt then st.stalled = true; break end
-    elseif len == nil then
-      pinfo.desegment_offset = off
-      pinfo.desegment_len = code
-      break
-    else
-      dissect_frame(tvb, s, off, len, tree, pinfo, conv, dir, live, summaries)
-      off = off + len
-    end
-  end
+  walk(tvb, pinfo, tree, conv, st, HOOKS, summaries)
   if #summaries > 0 then
-    local info = #summaries > 6 and (#summaries .. " frames: " .. summaries[1] .. " ... "
-                                     .. summaries[#summaries]) or table.concat(summaries, ", ")
-    -- TCP may hand one packet over twice (a reassembled PDU, then the rest): the
-    -- second call's text follows the first's
-    local text = (dir == "c2s" and "\226\134\146 " or "\226\134\144 ") .. info
-    if info_frame == pinfo.number then text = " | " .. text end
-    info_frame = pinfo.number
-    pinfo.cols.info = text
+    show_info(pinfo, dir, #summaries > 6 and (#summaries .. " frames: " .. summaries[1]
+                                              .. " ... " .. summaries[#summaries])
+                                          or table.concat(summaries, ", "))
   end
   return cap
 end
@@ -441,8 +383,4 @@ local function heuristic(tvb, pinfo, tree)
   return true
 end
 
-tubemq:register_heuristic("tcp", heuristic)
-do
-  local ports = DissectorTable.get("tcp.port")
-  for _, p in ipairs(SERVER_PORTS) do ports:add(p, tubemq) end
-end
+register(tubemq, heuristic)
