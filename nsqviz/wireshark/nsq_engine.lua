@@ -419,51 +419,35 @@ end
 
 -- Which side is the client, decided once per TCP connection on its first payload:
 -- the magic (or its start), a server port, else the look of the first bytes when the
--- capture started after the handshake. Returns the connection, or nil: not NSQ.
-local function conversation(tvb, pinfo)
-  local id, conv = connection(pinfo)
-  if conv ~= nil then return conv.nsq and conv or nil end
-  local cap = tvb:len()
-  if cap == 0 then return nil end
-  local s = tvb:raw(0, math.min(cap, 16))
+-- capture started after the handshake.
+local function client_side(tvb, pinfo, s)
   -- the magic (or its start) opens a connection seen from its first byte
   local from_start = MAGIC:sub(1, math.min(#s, #MAGIC)) == s:sub(1, #MAGIC)
-  local src_is_client
-  local sport, dport = pinfo.src_port, pinfo.dst_port
-  if from_start or is_server_port(dport) then
-    src_is_client = true
-  elseif is_server_port(sport) then
-    src_is_client = false
-  else
-    local word = s:match("^([A-Z]+)[ \n]")
-    if word and COMMANDS[word] then
-      src_is_client = true
-    elseif cap >= FRAME_HEADER_SIZE then
-      local ok = measure_frame({}, tvb:raw(0, FRAME_HEADER_SIZE), 0, FRAME_HEADER_SIZE)
-      if ok then src_is_client = false end
-    end
+  if from_start or is_server_port(pinfo.dst_port) then return true, from_start end
+  if is_server_port(pinfo.src_port) then return false, from_start end
+  local word = s:match("^([A-Z]+)[ \n]")
+  if word and COMMANDS[word] then return true, from_start end
+  if tvb:len() >= FRAME_HEADER_SIZE
+     and measure_frame({}, tvb:raw(0, FRAME_HEADER_SIZE), 0, FRAME_HEADER_SIZE) then
+    return false, from_start
   end
-  if src_is_client == nil then
-    conversations[id] = {nsq = false}
-    return nil
-  end
-  conv = {
-    nsq = true,
-    client = client_endpoint(pinfo, src_is_client),
+  return nil
+end
+
+local function new_connection(src_is_client, from_start)
+  return {
     c2s = {dir = "c2s", expect_magic = from_start, resyncing = not from_start, skip = 0},
     s2c = {dir = "s2c", expect_magic = false, resyncing = not from_start, skip = 0},
     pending = {},
     answers = {},
     answered_in = {},
     switch = {},
-    calls = {},
   }
-  conversations[id] = conv
-  return conv
 end
 
-function nsq.init()
-  fresh = true
+-- The connection of this packet, or nil: not NSQ
+local function conversation(tvb, pinfo)
+  return conversation_of(tvb, pinfo, 16, client_side, new_connection)
 end
 
 local function mark_rest(tree, tvb, off, cap, st, summaries)
@@ -535,40 +519,18 @@ for dir, h in pairs({
   HOOKS[dir] = h
 end
 
-function nsq.dissector(tvb, pinfo, tree)
-  local conv = conversation(tvb, pinfo)
-  if not conv then return 0 end
-  local cap = tvb:len()
-  if cap == 0 then return 0 end
-  local dir, st = direction_state(tvb, pinfo, conv)
-  pinfo.cols.protocol = "NSQ"
-  local summaries = {}
-  walk(tvb, pinfo, tree, conv, st, HOOKS[dir], summaries)
-  if #summaries > 0 then
-    local info
-    if #summaries > 6 then
-      local counts, order = {}, {}
-      for _, x in ipairs(summaries) do
-        local head = x:match("^(%S+)")
-        if not counts[head] then counts[head] = 0; order[#order + 1] = head end
-        counts[head] = counts[head] + 1
-      end
-      local parts = {}
-      for _, h in ipairs(order) do parts[#parts + 1] = h .. " \195\151" .. counts[h] end
-      info = #summaries .. " PDUs: " .. table.concat(parts, ", ")
-    else
-      info = table.concat(summaries, ", ")
-    end
-    show_info(pinfo, dir, info)
+-- the Info column: up to 6 PDUs one by one, more counted by their first word
+local function info(summaries)
+  if #summaries <= 6 then return table.concat(summaries, ", ") end
+  local counts, order = {}, {}
+  for _, x in ipairs(summaries) do
+    local head = x:match("^(%S+)")
+    if not counts[head] then counts[head] = 0; order[#order + 1] = head end
+    counts[head] = counts[head] + 1
   end
-  return cap
+  local parts = {}
+  for _, h in ipairs(order) do parts[#parts + 1] = h .. " \195\151" .. counts[h] end
+  return #summaries .. " PDUs: " .. table.concat(parts, ", ")
 end
 
-local function heuristic(tvb, pinfo, tree)
-  if not conversation(tvb, pinfo) then return false end
-  pinfo.conversation = nsq
-  nsq.dissector(tvb, pinfo, tree)
-  return true
-end
-
-register(nsq, heuristic)
+serve(nsq, {column = "NSQ", conversation = conversation, hooks = HOOKS, info = info})

@@ -45,10 +45,14 @@ local function register_fields(proto)
   proto.fields = list
 end
 
--- The key of this packet's connection and its record (nil: not met yet). Field
+-- The record of this packet's connection, made on its first payload: side(tvb, pinfo, s)
+-- says from the first bytes s (at most ``peek`` of them) whether the source is the
+-- client (nil: the connection is not the protocol's) and a value of its own, which
+-- make(src_is_client, value) builds the record from (its state per direction, c2s and
+-- s2c, and what the protocol pairs). One connection = one pair of endpoints: field
 -- extractors such as tcp.stream are empty in a first pass without a tree, as tshark -2
--- and the GUI run it, hence the pair of endpoints.
-local function connection(pinfo)
+-- and the GUI run it.
+local function conversation_of(tvb, pinfo, peek, side, make)
   if fresh and not pinfo.visited then
     conversations = {}
     fresh = false
@@ -56,13 +60,21 @@ local function connection(pinfo)
   local a = tostring(pinfo.src) .. ":" .. pinfo.src_port
   local b = tostring(pinfo.dst) .. ":" .. pinfo.dst_port
   local id = a < b and (a .. " " .. b) or (b .. " " .. a)
-  return id, conversations[id]
-end
-
--- "address:port" of the client, the source of this packet or not
-local function client_endpoint(pinfo, src_is_client)
-  return tostring(src_is_client and pinfo.src or pinfo.dst) .. ":"
-         .. (src_is_client and pinfo.src_port or pinfo.dst_port)
+  local conv = conversations[id]
+  if conv ~= nil then return conv.ours and conv or nil end
+  local cap = tvb:len()
+  if cap == 0 then return nil end
+  local src_is_client, value = side(tvb, pinfo, tvb:raw(0, math.min(cap, peek)))
+  if src_is_client == nil then
+    conversations[id] = {ours = false}
+    return nil
+  end
+  conv = make(src_is_client, value)
+  conv.ours = true
+  conv.client = src_is_client and a or b
+  conv.calls = {}
+  conversations[id] = conv
+  return conv
 end
 
 -- This packet's direction and that direction's state as the call starts: the live
@@ -173,9 +185,34 @@ local function show_info(pinfo, dir, info)
   pinfo.cols.info = text
 end
 
--- The dissector on the server ports, and found anywhere by its heuristic
-local function register(proto, heuristic)
-  proto:register_heuristic("tcp", heuristic)
+-- The dissector ``proto``: p.conversation(tvb, pinfo) -> this packet's connection (nil:
+-- not the protocol's); walk() with p.hooks[dir]; p.info(summaries) -> the Info column's
+-- text; p.column the Protocol column. It runs on the server ports, and anywhere else on
+-- a connection whose first payload p.conversation accepts (p.looks: a quicker test of
+-- a packet before it); init() lets the next pass start afresh.
+local function serve(proto, p)
+  function proto.init()
+    fresh = true
+  end
+  function proto.dissector(tvb, pinfo, tree)
+    local conv = p.conversation(tvb, pinfo)
+    if not conv then return 0 end
+    local cap = tvb:len()
+    if cap == 0 then return 0 end
+    local dir, st = direction_state(tvb, pinfo, conv)
+    pinfo.cols.protocol = p.column
+    local summaries = {}
+    walk(tvb, pinfo, tree, conv, st, p.hooks[dir], summaries)
+    if #summaries > 0 then show_info(pinfo, dir, p.info(summaries)) end
+    return cap
+  end
+  proto:register_heuristic("tcp", function(tvb, pinfo, tree)
+    if p.looks and not p.looks(tvb) then return false end
+    if not p.conversation(tvb, pinfo) then return false end
+    pinfo.conversation = proto
+    proto.dissector(tvb, pinfo, tree)
+    return true
+  end)
   local ports = DissectorTable.get("tcp.port")
-  for _, p in ipairs(SERVER_PORTS) do ports:add(p, proto) end
+  for _, port in ipairs(SERVER_PORTS) do ports:add(port, proto) end
 end

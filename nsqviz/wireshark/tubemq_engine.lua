@@ -298,41 +298,29 @@ end
 
 -- ------------------------------------------------------------------------ connections
 
--- Decided once per TCP connection on its first payload: a server port, else the first
--- frame's RpcConnHeader.flag (a request comes from the client).
-local function conversation(tvb, pinfo)
-  local id, conv = connection(pinfo)
-  if conv ~= nil then return conv.tubemq and conv or nil end
-  local cap = tvb:len()
-  if cap == 0 then return nil end
-  local s = tvb:raw(0, math.min(cap, 64))
-  local src_is_client
-  if is_server_port(pinfo.dst_port) then
-    src_is_client = true
-  elseif is_server_port(pinfo.src_port) then
-    src_is_client = false
-  elseif s:sub(1, math.min(#s, #TOKEN)) == TOKEN:sub(1, math.min(#s, #TOKEN)) then
+-- Which side is the client, decided once per TCP connection on its first payload: a
+-- server port, else the first frame's RpcConnHeader.flag (a request comes from the
+-- client).
+local function client_side(tvb, pinfo, s)
+  if is_server_port(pinfo.dst_port) then return true end
+  if is_server_port(pinfo.src_port) then return false end
+  if s:sub(1, math.min(#s, #TOKEN)) == TOKEN:sub(1, math.min(#s, #TOKEN)) then
     -- RpcConnHeader is the content's first message: [len][08 flag]
     local flag_at = HEADER_SIZE + 4 + 3
     local flag = #s >= flag_at and s:byte(flag_at) or FLAG_REQUEST
-    src_is_client = flag ~= FLAG_RESPONSE
+    return flag ~= FLAG_RESPONSE
   end
-  if src_is_client == nil then
-    conversations[id] = {tubemq = false}
-    return nil
-  end
-  conv = {
-    tubemq = true,
-    client = client_endpoint(pinfo, src_is_client),
-    c2s = {dir = "c2s"}, s2c = {dir = "s2c"},
-    pending = {}, asked = {}, answered_in = {}, duplicate = {}, calls = {},
-  }
-  conversations[id] = conv
-  return conv
+  return nil
 end
 
-function tubemq.init()
-  fresh = true
+local function new_connection()
+  return {c2s = {dir = "c2s"}, s2c = {dir = "s2c"},
+          pending = {}, asked = {}, answered_in = {}, duplicate = {}}
+end
+
+-- The connection of this packet, or nil: not TubeMQ
+local function conversation(tvb, pinfo)
+  return conversation_of(tvb, pinfo, 64, client_side, new_connection)
 end
 
 local HOOKS = {
@@ -358,29 +346,16 @@ local HOOKS = {
   end,
 }
 
-function tubemq.dissector(tvb, pinfo, tree)
-  local conv = conversation(tvb, pinfo)
-  if not conv then return 0 end
-  local cap = tvb:len()
-  if cap == 0 then return 0 end
-  local dir, st = direction_state(tvb, pinfo, conv)
-  pinfo.cols.protocol = "TubeMQ"
-  local summaries = {}
-  walk(tvb, pinfo, tree, conv, st, HOOKS, summaries)
-  if #summaries > 0 then
-    show_info(pinfo, dir, #summaries > 6 and (#summaries .. " frames: " .. summaries[1]
-                                              .. " ... " .. summaries[#summaries])
-                                          or table.concat(summaries, ", "))
-  end
-  return cap
+-- the Info column: up to 6 frames one by one, else the first and the last
+local function info(summaries)
+  if #summaries <= 6 then return table.concat(summaries, ", ") end
+  return #summaries .. " frames: " .. summaries[1] .. " ... " .. summaries[#summaries]
 end
 
-local function heuristic(tvb, pinfo, tree)
-  if tvb:len() < 4 or tvb:raw(0, 4) ~= TOKEN then return false end
-  if not conversation(tvb, pinfo) then return false end
-  pinfo.conversation = tubemq
-  tubemq.dissector(tvb, pinfo, tree)
-  return true
+-- a TubeMQ frame starts with MsgToken
+local function starts_with_token(tvb)
+  return tvb:len() >= 4 and tvb:raw(0, 4) == TOKEN
 end
 
-register(tubemq, heuristic)
+serve(tubemq, {column = "TubeMQ", conversation = conversation, hooks = {c2s = HOOKS, s2c = HOOKS},
+               info = info, looks = starts_with_token})
