@@ -14,6 +14,11 @@ over HTTP, and nsqd's limits. The order of things follows nsqd's ``protocolV2``:
 * heartbeats every ``heartbeat_interval``; a client silent for two intervals is cut;
 * messages are buffered up to ``output_buffer_size`` or ``output_buffer_timeout``, and
   flushed at once when the client's RDY is used up; responses and errors flush.
+
+This module holds the connection's state, the dispatch of the codec's events to one
+handler per verb, and delivery; the steps that wait outside the command loop (TLS, AUTH)
+are in :mod:`nsqviz.broker.access`, output, fatal close and the timers in
+:mod:`nsqviz.broker.output`.
 """
 
 from __future__ import annotations
@@ -27,12 +32,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from nsqviz.broker.auth import AuthError, AuthState, query_auth
+from nsqviz.broker.access import AccessSteps
+from nsqviz.broker.auth import AuthState
 from nsqviz.broker.identify import IdentifyRefused, Negotiated, negotiate
 from nsqviz.broker.message import BrokerMessage
+from nsqviz.broker.output import CLOSE_WAIT, OK, FatalClientError
 from nsqviz.nsq.codec import ServerConfig, ServerConnection, State
 from nsqviz.nsq.commands import COMMANDS, name_of
-from nsqviz.nsq.errors import ErrorCode, go_quote
+from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.events import (
     Auth,
     Cls,
@@ -59,10 +66,6 @@ __all__ = ["BrokerConnection", "handler_name"]
 
 log = logging.getLogger(__name__)
 
-OK = Response(b"OK")
-HEARTBEAT = Response(b"_heartbeat_")
-CLOSE_WAIT = Response(b"CLOSE_WAIT")
-
 # nsqd's client states as /stats reports them (stateInit 0, stateDisconnected 1,
 # stateConnected 2, stateSubscribed 3, stateClosing 4)
 _STATS_STATE = {State.INIT: 0, State.CONNECTED: 0, State.SUBSCRIBED: 3, State.CLOSING: 4,
@@ -81,14 +84,11 @@ def server_config(opts) -> ServerConfig:
     )
 
 
-class _Fatal(Exception):
-    def __init__(self, code: str, text: str):
-        super().__init__(f"{code} {text}")
-        self.code, self.text = code, text
-
-
-class BrokerConnection(asyncio.Protocol):
-    """nsqd's clientV2 + protocolV2 for one TCP connection."""
+class BrokerConnection(AccessSteps, asyncio.Protocol):
+    """nsqd's clientV2 + protocolV2 for one TCP connection: its state, the codec's
+    events dispatched to one handler per verb, delivery; TLS and AUTH are in
+    :class:`~nsqviz.broker.access.AccessSteps`, output and timers in
+    :class:`~nsqviz.broker.output.Output`."""
 
     def __init__(self, broker):
         self.broker = broker
@@ -242,7 +242,7 @@ class BrokerConnection(asyncio.Protocol):
                     continue
                 try:
                     handler(self, ev)
-                except _Fatal as exc:
+                except FatalClientError as exc:
                     self._fatal(exc.code, exc.text)
                     return
         finally:
@@ -291,7 +291,7 @@ class BrokerConnection(asyncio.Protocol):
                 auth_required=bool(self.opts.auth_http_address),
             )
         except IdentifyRefused as exc:
-            raise _Fatal(exc.code, exc.text) from None
+            raise FatalClientError(exc.code, exc.text) from None
         self.settings = settings
         self._arm_heartbeat()
         self._arm_deadline()
@@ -316,122 +316,11 @@ class BrokerConnection(asyncio.Protocol):
             self.compression = "deflate"
             self._send_now(OK)
 
-    async def _upgrade_tls(self, settings: Negotiated) -> None:
-        try:
-            transport = await self.loop.start_tls(
-                self.transport, self, self.broker.tls_context, server_side=True,
-                ssl_handshake_timeout=5.0,
-            )
-        except (TimeoutError, OSError, ConnectionError) as exc:
-            log.info("TLS handshake with %s failed: %s", self.remote_address, exc)
-            self._fatal(ErrorCode.IDENTIFY_FAILED, f"IDENTIFY failed {exc}")
-            return
-        if transport is None:
-            self._teardown()
-            return
-        self.transport = transport
-        ssl_obj = transport.get_extra_info("ssl_object")
-        if ssl_obj is not None:
-            self.tls_version = (ssl_obj.version() or "").replace("TLSv", "TLS")
-            cipher = ssl_obj.cipher()
-            self.tls_cipher_suite = cipher[0] if cipher else ""
-            peer = ssl_obj.getpeercert()
-            if peer:
-                for rdn in peer.get("subject", ()):
-                    for key, value in rdn:
-                        if key == "commonName":
-                            self.tls_common_name = value
-        self.codec.tls_started()
-        self._send_now(OK)
-        self._start_compression(settings)
-        self._busy = False
-        if not self._write_paused:
-            transport.resume_reading()
-        self._run()
-
     def _on_auth(self, ev: Auth) -> None:
         # the codec has refused a second AUTH and AUTH without an auth service
         self._busy = True
         self.transport.pause_reading()
         self.loop.create_task(self._authenticate(ev.secret.decode("utf-8", "replace")))
-
-    async def _authenticate(self, secret: str) -> None:
-        try:
-            state = await self._query_auth(secret)
-        except AuthError as exc:
-            log.warning("AUTH for %s failed: %s", self.remote_address, exc)
-            self._fatal(ErrorCode.AUTH_FAILED, "AUTH failed")
-            return
-        self.auth_state = state
-        self._secret = secret
-        if not state.authorizations:
-            self._fatal(ErrorCode.UNAUTHORIZED, "AUTH no authorizations found")
-            return
-        self.codec.authorized()
-        self._send_now(Response(compact_json({
-            "identity": state.identity,
-            "identity_url": state.identity_url,
-            "permission_count": len(state.authorizations),
-        })))
-        self._resume()
-
-    async def _query_auth(self, secret: str) -> AuthState:
-        host = self.remote_address.rsplit(":", 1)[0]
-        o = self.opts
-        return await asyncio.to_thread(
-            query_auth, o.auth_http_address, remote_ip=host, tls=bool(self.tls_version),
-            common_name=self.tls_common_name, secret=secret,
-            connect_timeout=o.http_client_connect_timeout,
-            request_timeout=o.http_client_request_timeout,
-        )
-
-    def _resume(self) -> None:
-        if self.closed:
-            return
-        self._busy = False
-        if not self._write_paused:
-            self.transport.resume_reading()
-        self._run()
-
-    def _when_authorized(self, cmd: str, topic: str, channel: str, action) -> None:
-        """nsqd's CheckAuth, then ``action`` -- at once, or after asking the auth service
-        again when its last answer has expired."""
-        if not self._check_auth(cmd, topic, channel, action):
-            action()
-
-    def _check_auth(self, cmd: str, topic: str, channel: str, then) -> bool:
-        """Returns True when ``then`` must wait for a re-query (it is then run later)."""
-        if not self.opts.auth_http_address:
-            return False
-        state = self.auth_state  # the codec refused SUB and publishing before AUTH
-        if state.is_expired():
-            self._busy = True
-            self.transport.pause_reading()
-            self.loop.create_task(self._recheck_auth(cmd, topic, channel, then))
-            return True
-        if not state.is_allowed(topic, channel):
-            raise _Fatal(ErrorCode.UNAUTHORIZED,
-                         f"AUTH failed for {cmd} on {go_quote(topic)} {go_quote(channel)}")
-        return False
-
-    async def _recheck_auth(self, cmd, topic, channel, then) -> None:
-        try:
-            self.auth_state = await self._query_auth(self._secret)
-        except AuthError as exc:
-            log.warning("AUTH re-check for %s failed: %s", self.remote_address, exc)
-            self._fatal(ErrorCode.AUTH_FAILED, "AUTH failed")
-            return
-        if self.closed:
-            return
-        try:
-            if not self.auth_state.is_allowed(topic, channel):
-                raise _Fatal(ErrorCode.UNAUTHORIZED,
-                             f"AUTH failed for {cmd} on {go_quote(topic)} {go_quote(channel)}")
-            then()
-        except _Fatal as exc:
-            self._fatal(exc.code, exc.text)
-            return
-        self._resume()
 
     def _on_sub(self, ev: Sub) -> None:
         self._when_authorized("SUB", ev.topic, ev.channel, lambda: self._subscribe(ev))
@@ -442,8 +331,9 @@ class BrokerConnection(asyncio.Protocol):
         limit = self.opts.max_channel_consumers
         if limit and len(channel.clients) >= limit:
             # nsqd >= 1.2.1 (so 1.3.0): the channel's error wrapped in E_SUB_FAILED
-            raise _Fatal(ErrorCode.SUB_FAILED, f"SUB failed consumers for {ev.topic}:{ev.channel} "
-                                         f"exceeds limit of {limit}")
+            raise FatalClientError(ErrorCode.SUB_FAILED,
+                                   f"SUB failed consumers for {ev.topic}:{ev.channel} "
+                                   f"exceeds limit of {limit}")
         channel.add_client(self)
         self.channel = channel
         self._send_now(OK)
@@ -480,7 +370,7 @@ class BrokerConnection(asyncio.Protocol):
             # nsqd: E_PUB_FAILED / E_MPUB_FAILED / E_DPUB_FAILED when the put fails (a
             # disk queue that cannot be written)
             log.error("%s to %s failed: %s", verb, topic_name, exc)
-            raise _Fatal(ErrorCode.failed(verb), f"{verb} failed {exc}") from None
+            raise FatalClientError(ErrorCode.failed(verb), f"{verb} failed {exc}") from None
         finally:
             broker.held_pumps = None
         self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + len(bodies)
@@ -547,96 +437,6 @@ class BrokerConnection(asyncio.Protocol):
     def timed_out(self, msg: BrokerMessage) -> None:
         if not self.closed:
             self.codec.forget(msg.id)
-
-    # -- output ----------------------------------------------------------------------
-
-    def _send_now(self, frame) -> None:
-        """A response or error: written at once, after any buffered messages."""
-        self._out.append(self.codec.send(frame))
-        self._flush()
-
-    def _flush(self) -> None:
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()
-            self._flush_handle = None
-        if self._out and not self.closed and not self.transport.is_closing():
-            self.transport.write(b"".join(self._out))
-        self._out.clear()
-        self._out_size = 0
-
-    def _flush_if_idle(self) -> None:
-        if self._out and (not self.ready() or self.settings.output_buffer_timeout <= 0):
-            self._flush()
-
-    def _fatal(self, code: str, text: str) -> None:
-        """Send the error, then close, as nsqd does after a FatalClientErr."""
-        if self.closed:
-            return
-        try:
-            # nsqd's text as it is: "invalid command " + an empty verb keeps its space
-            data = f"{code} {text}" if text else code
-            self._out.append(self.codec.send(Error(data.encode())))
-        except Exception:  # the codec may refuse to build after its own fatal state
-            log.exception("could not build error frame %s", code)
-        self._flush()
-        self.closed = True
-        self.transport.close()
-        self._teardown()
-
-    def _close_quietly(self) -> None:
-        self.closed = True
-        self._flush_silently()
-        self.transport.close()
-        self._teardown()
-
-    def abort(self) -> None:
-        """Drop the connection: the broker is stopping or the channel was deleted."""
-        if self.transport is not None:
-            self.transport.abort()
-        self._teardown()
-
-    # -- timers ----------------------------------------------------------------------
-
-    def _arm_heartbeat(self) -> None:
-        if self._heartbeat_handle is not None:
-            self._heartbeat_handle.cancel()
-            self._heartbeat_handle = None
-        interval = self.settings.heartbeat_interval
-        if interval > 0 and not self.closed:
-            self._heartbeat_handle = self.loop.call_later(interval, self._heartbeat)
-
-    def _heartbeat(self) -> None:
-        self._heartbeat_handle = None
-        if self.closed:
-            return
-        if not self._busy:
-            self._send_now(HEARTBEAT)
-        self._arm_heartbeat()
-
-    def _arm_deadline(self) -> None:
-        """nsqd reads with a deadline of two heartbeat intervals (none when disabled)."""
-        if self._deadline_handle is not None:
-            self._deadline_handle.cancel()
-            self._deadline_handle = None
-        interval = self.settings.heartbeat_interval
-        if self.closed or interval <= 0:
-            # heartbeats off: no read deadline; check again in case they come back on
-            if not self.closed:
-                self._deadline_handle = self.loop.call_later(1.0, self._arm_deadline)
-            return
-        due = self._last_read + 2 * interval
-        delay = due - time.monotonic()
-        if delay <= 0 and not self._busy:
-            log.info("client %s timed out (no data for %.1fs)", self.remote_address,
-                     2 * interval)
-            self._close_quietly()
-            return
-        self._deadline_handle = self.loop.call_later(max(delay, 0.05), self._arm_deadline)
-
-    def _flush_silently(self) -> None:
-        if self._out and self.transport is not None:
-            self.transport.write(b"".join(self._out))
-        self._out.clear()
 
     def _teardown(self) -> None:
         if self._torn_down:
