@@ -3,7 +3,7 @@
 construct parses a message frame in tens of microseconds; a broker pushing 100,000
 messages a second, or a pcap decoder chewing through gigabytes, cannot spend that. This
 module does the same work with :mod:`struct` and byte slicing. It is not a second
-grammar: frames mirror the definitions of ``grammar.py``, and commands are decoded and
+grammar: frames mirror the definitions of ``grammar_frames.py``, and commands are decoded and
 encoded by the same command table the grammar is built from
 (:mod:`nsqviz.nsq.commands`), with lines read by the shared lexer -- same fields, same
 checks in the same order, same :class:`~nsqviz.nsq.grammar.GrammarError` subclasses with
