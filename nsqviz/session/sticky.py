@@ -34,6 +34,7 @@ from nsqviz.tubemq import TubeFraming, encode, make_request, parse_frame
 __all__ = [
     "ReassemblyStep",
     "StickyRun",
+    "framing_for",
     "loopback",
     "message_frames",
     "reassemble",
@@ -64,6 +65,8 @@ class StickyRun:
     unit: str = "segment"  # what one element of ``segments`` is: a TCP segment, a recv() chunk
     marks: tuple[tuple[int, ...], ...] = ()
     """Per frame, offsets inside it worth marking (TubeMQ: where each block length starts)."""
+    name: str = "FrameTypeMessage"
+    """What every frame is (its colour is this name's, :func:`nsqviz.palette.name_colour`)."""
 
     def count(self, n: int) -> str:
         return f"{n} {self.unit}{'' if n == 1 else 's'}"
@@ -99,12 +102,16 @@ def message_frames(sizes: list[int], *, first_id: int = 0) -> list[bytes]:
     return out
 
 
+TUBEMQ_FRAME_NAME = "SendMessageRequestP2B"
+"""The message :func:`tubemq_frames` carries."""
+
+
 def tubemq_frames(sizes: list[int], *, first_serial: int = 1) -> list[bytes]:
     """TubeMQ SendMessageRequestP2B frames carrying messages of the given sizes: a size
     past 8192 gives a frame whose content spans several blocks."""
     out = []
     for i, size in enumerate(sizes):
-        msg = TUBEMQ_MESSAGES["SendMessageRequestP2B"](
+        msg = TUBEMQ_MESSAGES[TUBEMQ_FRAME_NAME](
             clientId="sticky", topicName="demo", partitionId=0,
             data=bytes((ord("a") + i % 26,)) * size, flag=0, checkSum=-1, sentAddr=2130706433)
         out.append(encode(make_request(first_serial + i, 13, msg)))
@@ -145,6 +152,7 @@ def simulate_segments(frames: list[bytes], *, mss: int, coalesce: bool) -> list[
 def reassemble(
     label: str, frames: list[bytes], segments: list[bytes], *, unit: str = "segment",
     rule: FramingRule | None = None, marks: tuple[tuple[int, ...], ...] = (),
+    name: str = "FrameTypeMessage",
 ) -> StickyRun:
     """Feed ``segments`` one by one to a reassembler with ``rule`` (NSQ's frame rule
     when none is given)."""
@@ -157,7 +165,7 @@ def reassemble(
     if tail:  # the stream ended inside a frame: say so on the last step
         last = steps[-1]
         steps[-1] = ReassemblyStep(last.segment, last.data, last.events + tail, b"")
-    return StickyRun(label, tuple(frames), tuple(segments), tuple(steps), unit, marks)
+    return StickyRun(label, tuple(frames), tuple(segments), tuple(steps), unit, marks, name)
 
 
 def loopback(
@@ -213,11 +221,13 @@ def loopback(
         sender.close()
     how = f"paused {pause * 1000:g} ms between writes" if pause else "read after the last write"
     label = f"real loopback TCP, recv({recv_size}), {how}"
-    return reassemble(label, frames, chunks, unit="recv() chunk", **_rule_for(frames, tubemq))
+    return reassemble(label, frames, chunks, unit="recv() chunk", **framing_for(frames, tubemq))
 
 
-def _rule_for(frames: list[bytes], tubemq: bool) -> dict:
-    """The framing rule (and marks) for NSQ or TubeMQ frames."""
+def framing_for(frames: list[bytes], tubemq: bool) -> dict:
+    """:func:`reassemble`'s framing arguments for NSQ (none: the defaults) or TubeMQ
+    frames (its rule, block marks and frame name)."""
     if not tubemq:
         return {}
-    return {"rule": TubeFraming(), "marks": tuple(tubemq_block_marks(f) for f in frames)}
+    return {"rule": TubeFraming(), "marks": tuple(tubemq_block_marks(f) for f in frames),
+            "name": TUBEMQ_FRAME_NAME}

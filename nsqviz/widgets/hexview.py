@@ -2,7 +2,8 @@
 
 Like Wireshark's bytes pane next to its packet tree: the left side is the classic
 offset / hex / ASCII dump, the right side the field tree from
-:func:`nsqviz.layout.annotate`, and each leaf field has one colour in both. Hovering a
+:func:`nsqviz.layout.annotate`, and each leaf field has one colour in both
+(and in every other hex view: :func:`nsqviz.palette.field_colour`). Hovering a
 byte names its field (``title``). Bytes the grammar could not attribute (after a parse
 error) are pink, and the byte where the error was noticed is outlined in red.
 """
@@ -12,7 +13,8 @@ from __future__ import annotations
 from construct import Construct
 
 from nsqviz.layout import Field, Layout, annotate
-from nsqviz.widgets.style import CSS, SEPARATOR, UNPARSED, StaticView, colour, esc, short_value
+from nsqviz.palette import SEPARATOR, UNPARSED, field_colour
+from nsqviz.widgets.style import CSS, StaticView, esc, short_value
 
 __all__ = ["HexView"]
 
@@ -173,8 +175,9 @@ def _is_separator(leaf: Field) -> bool:
 
 
 def _assign_colours(layout: Layout) -> dict[int, str]:
+    """Each leaf's fill: its field's colour (:func:`nsqviz.palette.field_colour`), the
+    same in every hex view and tree; separators grey, unparsed bytes pink."""
     out: dict[int, str] = {}
-    n = 0
     for leaf in layout.root.leaves():
         if leaf.kind == "unparsed":
             out[id(leaf)] = UNPARSED
@@ -183,6 +186,5 @@ def _assign_colours(layout: Layout) -> dict[int, str]:
         elif _is_separator(leaf):
             out[id(leaf)] = SEPARATOR
         else:
-            out[id(leaf)] = colour(n)
-            n += 1
+            out[id(leaf)] = field_colour(leaf.path)
     return out

@@ -22,10 +22,11 @@ from construct import Construct
 
 from nsqviz import protocols
 from nsqviz.capture.replay import Replay
+from nsqviz.palette import name_colour
 from nsqviz.records import DecodedRecord
 from nsqviz.stream import Direction
 from nsqviz.widgets.hexview import HexView
-from nsqviz.widgets.style import CSS, Live, colour, esc, once
+from nsqviz.widgets.style import CSS, Live, esc, once
 
 __all__ = ["ReplayView"]
 
@@ -59,7 +60,7 @@ class ReplayView:
     def _fill(self, rec: DecodedRecord) -> str:
         if rec.kind in _KIND_COLOUR:
             return _KIND_COLOUR[rec.kind]
-        return colour(self._names.index(rec.name)) if rec.name in self._names else "#e5e7eb"
+        return name_colour(rec.name)
 
     # -- rendering ------------------------------------------------------------------
 
@@ -109,8 +110,8 @@ class ReplayView:
                 f'border-left:2px solid #2563eb"></div></div></div>'
             )
         legend = "".join(
-            f'<span class="nv-chip" style="background:{colour(i)}">{esc(n)}</span>'
-            for i, n in enumerate(self._names)
+            f'<span class="nv-chip" style="background:{name_colour(n)}">{esc(n)}</span>'
+            for n in self._names
         ) + "".join(
             f'<span class="nv-chip" style="background:{c}">{k}</span>'
             for k, c in _KIND_COLOUR.items()

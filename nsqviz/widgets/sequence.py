@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nsqviz.palette import OTHER, ink, name_colour
 from nsqviz.widgets.style import CSS, StaticView, esc, unique_ids
 
 __all__ = ["Arrow", "SequenceDiagram", "ARROW_COLOURS"]
@@ -21,7 +22,8 @@ ARROW_COLOURS = {
     "heartbeat": "#db2777",
     "note": "#6b7280",
 }
-"""Stroke per arrow kind; the legend under the diagram names them."""
+"""Stroke per arrow kind, for an arrow without a table name (a refusal, a TCP close, a
+note); an arrow with one takes its name's colour (:mod:`nsqviz.palette`)."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,9 @@ class Arrow:
     """One arrow: ``label`` above it, ``note`` (sizes, timing) below, ``t`` in the margin.
 
     ``unasked`` arrows (pushed messages, heartbeats) are dashed: nobody asked for them.
+    ``name`` is the command, frame type or RPC method the arrow carries (``SUB``,
+    ``FrameTypeMessage``): the label sits on that name's fill and the line takes its
+    darker shade, the colours the replay, the sticky map and the plots give that name.
     """
 
     src: str
@@ -38,6 +43,18 @@ class Arrow:
     note: str = ""
     t: str = ""
     unasked: bool = False
+    name: str = ""
+
+    @property
+    def fill(self) -> str | None:
+        """The name's fill, or ``None`` for an arrow without a table name."""
+        fill = name_colour(self.name) if self.name else OTHER
+        return None if fill == OTHER else fill
+
+    @property
+    def stroke(self) -> str:
+        fill = self.fill
+        return ink(fill) if fill else ARROW_COLOURS.get(self.kind, "#374151")
 
 
 class SequenceDiagram(StaticView):
@@ -69,9 +86,9 @@ class SequenceDiagram(StaticView):
             'font-family="DejaVu Sans Mono,Menlo,Consolas,monospace" font-size="11">',
             "<defs>",
         ]
-        for kind, col in ARROW_COLOURS.items():
+        for col in sorted({a.stroke for a in self.arrows}):
             out.append(
-                f'<marker id="nv-ah-@ID@-{kind}" viewBox="0 0 10 10" refX="9" refY="5" '
+                f'<marker id="nv-ah-@ID@-{col[1:]}" viewBox="0 0 10 10" refX="9" refY="5" '
                 f'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
                 f'<path d="M0,0 L10,5 L0,10 z" fill="{col}"/></marker>'
             )
@@ -86,7 +103,7 @@ class SequenceDiagram(StaticView):
             )
         for i, a in enumerate(self.arrows):
             y = self.TOP + i * self.ROW + 14
-            col = ARROW_COLOURS.get(a.kind, "#374151")
+            col = a.stroke
             if i % 2:
                 out.append(
                     f'<rect x="0" y="{y - 18}" width="{width}" height="{self.ROW}" '
@@ -98,10 +115,16 @@ class SequenceDiagram(StaticView):
             dash = ' stroke-dasharray="5,3"' if a.unasked else ""
             out.append(
                 f'<line class="nv-arrow nv-{esc(a.kind)}" x1="{x1}" y1="{y}" x2="{x2}" y2="{y}" '
-                f'stroke="{col}" stroke-width="1.6"{dash} marker-end="url(#nv-ah-@ID@-{a.kind})"/>'
+                f'stroke="{col}" stroke-width="1.6"{dash} marker-end="url(#nv-ah-@ID@-{col[1:]})"/>'
             )
             mid = (x1 + x2) / 2
             label = a.label if len(a.label) <= fits else a.label[: fits - 1] + "…"
+            if a.fill:
+                half = len(label) * 3.35 + 4
+                out.append(
+                    f'<rect x="{mid - half:.1f}" y="{y - 15}" width="{2 * half:.1f}" '
+                    f'height="14" rx="3" fill="{a.fill}"/>'
+                )
             out.append(
                 f'<g><title>{esc(a.label)}</title><text class="nv-label" x="{mid}" y="{y - 4}" '
                 f'text-anchor="middle" fill="{col}" font-weight="600">{esc(label)}</text></g>'
@@ -115,9 +138,14 @@ class SequenceDiagram(StaticView):
         return unique_ids("".join(out))
 
     def html(self, *, with_css: bool = True) -> str:
+        names = dict.fromkeys(a.name for a in self.arrows if a.fill)
+        kinds = dict.fromkeys(a.kind for a in self.arrows if not a.fill and a.kind != "note")
         legend = " ".join(
-            f'<span style="color:{c}">━ {k}</span>' for k, c in ARROW_COLOURS.items()
-            if k != "note"
+            f'<span class="nv-chip" style="background:{name_colour(n)}">{esc(n)}</span>'
+            for n in names
+        ) + "".join(
+            f' <span style="color:{ARROW_COLOURS.get(k, "#374151")}">━ {esc(k)}</span>'
+            for k in kinds
         )
         title = f'<div class="nv-title">{esc(self.title)}</div>' if self.title else ""
         return (

@@ -16,6 +16,7 @@ from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
 from nsqviz.nsq.labels import command_label, event_label, short_repr
 from nsqviz.nsq.states import Role, diagram
+from nsqviz.palette import name_of_event
 from nsqviz.session.client import Step
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.sequence import Arrow, SequenceDiagram
@@ -56,18 +57,21 @@ def sequence(session: Session, *, last: int | None = None, title: str = "") -> S
             label = command_label(entry.command)
             if entry.note:
                 label += f" ({entry.note})"
-            arrows.append(Arrow(entry.connection, "nsqd", label, "command", note=note, t=t))
+            arrows.append(Arrow(entry.connection, "nsqd", label, "command", note=note, t=t,
+                                name=name_of_event(entry.command) or ""))
             for e in entry.events:
                 label, kind = event_label(e)
                 size = len(e.raw.data) if getattr(e, "raw", None) is not None else 0
                 n = f"{size} B · {entry.elapsed * 1000:.1f} ms" if size else ""
-                arrows.append(Arrow("nsqd", entry.connection, label, kind, note=n))
+                arrows.append(Arrow("nsqd", entry.connection, label, kind, note=n,
+                                    name=name_of_event(e) or ""))
         else:
             for e in entry.events:
                 label, kind = event_label(e)
                 size = len(e.raw.data) if getattr(e, "raw", None) is not None else 0
                 arrows.append(Arrow("nsqd", entry.connection, label, kind,
-                                    note=f"{size} B" if size else "", t=t, unasked=True))
+                                    note=f"{size} B" if size else "", t=t, unasked=True,
+                                    name=name_of_event(e) or ""))
     if last is not None:
         arrows = arrows[-last:]
     return SequenceDiagram(participants, arrows, title=title)

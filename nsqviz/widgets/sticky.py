@@ -2,7 +2,8 @@
 
 Each row is one TCP segment (or one ``recv()`` chunk), drawn to scale. Inside it,
 every byte range that belongs to frame *k* (as the reassembler's provenance says) is
-painted in frame *k*'s colour and labelled ``F k``; a frame that continues in the next
+painted in the frames' colour (their name's, ``FrameTypeMessage``; every other frame a
+lighter shade, so neighbours stay apart) and labelled ``F k``; a frame that continues in the next
 row has an open, hatched edge. To the right of each row: which frames that segment
 completed, and what the reassembler is still holding.
 
@@ -15,18 +16,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from nsqviz.palette import ordinal_colour
 from nsqviz.session.sticky import (
     StickyRun,
+    framing_for,
     loopback,
     message_frames,
     reassemble,
     simulate_segments,
-    tubemq_block_marks,
     tubemq_frames,
 )
 from nsqviz.stream.reassembly import Garbage, RawFrame
-from nsqviz.tubemq import TubeFraming
-from nsqviz.widgets.style import CSS, StaticView, colour, esc, once
+from nsqviz.widgets.style import CSS, StaticView, esc, once
 
 __all__ = ["StickyPlayground", "StickyView"]
 
@@ -69,7 +70,8 @@ class StickyView(StaticView):
                 label = f"F{k}" if w >= 18 else ""
                 cells.append(
                     f'<div class="nv-span" title="frame F{k}: bytes {start}..{end} of this '
-                    f'segment" style="left:{left:.1f}px;width:{w:.1f}px;background:{colour(k)};'
+                    f'segment" style="left:{left:.1f}px;width:{w:.1f}px;'
+                    f'background:{ordinal_colour(k, run.name)};'
                     f'{";".join(edge)}">{label}</div>'
                 )
             for at, title in marks.get(step.segment, []):
@@ -97,7 +99,8 @@ class StickyView(StaticView):
             + (" ✓ all reassembled" if run.intact and self.upto == len(run.steps) else "")
         )
         legend = " ".join(
-            f'<span class="nv-chip" style="background:{colour(i)}">F{i} · {len(f)} B'
+            f'<span class="nv-chip" style="background:{ordinal_colour(i, run.name)}">'
+            f"F{i} · {len(f)} B"
             f"{self._blocks(i)}</span>"
             for i, f in enumerate(run.frames)
         )
@@ -202,12 +205,8 @@ class StickyPlayground:
         frames = self.frames()
         mode = "coalesced (Nagle on)" if self.coalesce else "one write per frame (Nagle off)"
         segments = simulate_segments(frames, mss=self.mss, coalesce=self.coalesce)
-        extra = {}
-        if self.protocol == "tubemq":
-            extra = {"rule": TubeFraming(),
-                     "marks": tuple(tubemq_block_marks(f) for f in frames)}
         return reassemble(f"simulated sender, MSS {self.mss}, {mode}", frames, segments,
-                          **extra)
+                          **framing_for(frames, self.protocol == "tubemq"))
 
     def loopback(self, recv_size: int | None = None, pause: float = 0.0) -> StickyRun:
         return loopback(self.frames(), recv_size=recv_size or self.recv_size,

@@ -4,7 +4,8 @@ Every view renders to a self-contained HTML string (its CSS inline in a ``<style
 block scoped under ``.nsqviz``), because the same string is used three ways: as the
 value of an ``ipywidgets.HTML`` in a live kernel, as the ``text/html`` a notebook saved
 with outputs shows on GitHub, and as what the tests and nbval compare. So nothing in
-it may be random: no generated ids, no timestamps the caller did not pass in.
+it may be random: no generated ids, no timestamps the caller did not pass in. Colours
+come from :mod:`nsqviz.palette`, the one map every view and plot reads.
 """
 
 from __future__ import annotations
@@ -15,17 +16,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["CSS", "PALETTE", "Live", "Static", "StaticView", "colour", "esc", "once",
-           "short_value", "unique_ids"]
-
-PALETTE = (
-    "#8ecae6", "#ffb703", "#90be6d", "#f4a6c1", "#b8a1e3", "#f9c74f",
-    "#7fd1b9", "#f8961e", "#a3c4f3", "#e9c46a", "#c1d37f", "#ffadad",
-)
-"""Pastel fills that keep black monospace text readable, cycled per field."""
-
-SEPARATOR = "#e5e7eb"  # unnamed constants (spaces, newlines): present, but quiet
-UNPARSED = "#fecaca"  # bytes the grammar could not attribute
+__all__ = ["CSS", "Live", "Static", "StaticView", "esc", "once", "short_value", "unique_ids"]
 
 CSS = """
 <style>
@@ -139,10 +130,6 @@ def unique_ids(svg: str) -> str:
 
 def esc(text: Any) -> str:
     return html.escape(str(text), quote=True)
-
-
-def colour(index: int) -> str:
-    return PALETTE[index % len(PALETTE)]
 
 
 def short_value(value: Any, limit: int = 40) -> str:

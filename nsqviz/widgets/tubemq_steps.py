@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
+from nsqviz.palette import ordinal_colour
 from nsqviz.tubemq.layout import frame_layout
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.sequence import Arrow, SequenceDiagram
@@ -108,13 +109,13 @@ def sequence(session: TubeSession, *, last: int | None = None, title: str = "") 
     arrows = []
     for step in session.steps[-last:] if last else session.steps:
         arrows.append(Arrow(step.client, step.server, f"{step.request.name} #{step.serial}",
-                            "command", note=f"{len(step.call.sent)} B"))
+                            "command", note=f"{len(step.call.sent)} B", name=step.request.name))
         if step.answer is not None:
             ms = f" · {step.latency * 1000:.1f} ms" if step.latency is not None else ""
             label = step.summary.split("→ ", 1)[1]
             kind = "response" if step.call.ok else "error"
             arrows.append(Arrow(step.server, step.client, label, kind,
-                                note=f"{len(step.call.received)} B{ms}"))
+                                note=f"{len(step.call.received)} B{ms}", name=step.answer.name))
     return SequenceDiagram(participants, arrows, title=title)
 
 
@@ -145,7 +146,6 @@ def partition_moves(history: list, partitions: list[str],
     consumer holding it then -- partitions moving between consumers as the rows go down."""
     names = names or {}
     holder: dict[str, str] = {}
-    palette = ["#dbeafe", "#fde68a", "#bbf7d0", "#fbcfe8", "#ddd6fe"]
     colour: dict[str, str] = {}
     head = "".join(f"<th>{esc(p)}</th>" for p in partitions)
     rows = []
@@ -167,7 +167,7 @@ def partition_moves(history: list, partitions: list[str],
         for p in partitions:
             who = holder.get(p, "")
             if who and who not in colour:
-                colour[who] = palette[len(colour) % len(palette)]
+                colour[who] = ordinal_colour(len(colour))
             style = f' style="background:{colour[who]}"' if who else ""
             cells.append(f'<td class="nv-mono"{style}>{esc(who or "—")}</td>')
         rows.append(f'<tr><td class="nv-mono">{esc(label)}</td>{"".join(cells)}</tr>')

@@ -1,0 +1,189 @@
+"""One colour per command/frame name and per field, for every view and plot.
+
+A learner follows ``FIN`` from the sequence diagram to the replay lanes to a plot, and
+``size`` from one hex view to the next, by its colour; so no view picks colours of its
+own. Two maps, both fixed by the protocol tables, not by what a view happens to show:
+
+* :func:`name_colour` -- a command, frame or RPC method: NSQ's command verbs and the
+  magic (:data:`nsqviz.nsq.commands.COMMAND_NAMES`), its frame types
+  (:data:`~nsqviz.nsq.commands.FRAME_NAMES`) and TubeMQ's RPC methods
+  (:data:`nsqviz.tubemq.tables.METHODS`; a request or response message, such as
+  ``RegisterRequestC2M``, takes its method's colour). Every name of those tables has
+  its own colour (:func:`names` is total and injective, a test checks it).
+* :func:`field_colour` -- a field of a hex view or field tree, by the field's name (the
+  last name of its path: ``command.body.size`` and ``size`` of a frame are one ``size``
+  colour). The names the NSQ grammar gives its fields each have their own colour; any
+  other name (TubeMQ's protobuf fields) takes a stable one from the same set.
+
+Fills are pastel, so black text on them stays readable; :func:`ink` is the darker shade
+of the same hue for lines and text on white (the sequence diagram's arrows).
+"""
+
+from __future__ import annotations
+
+import colorsys
+import zlib
+from functools import cache
+from typing import Any
+
+__all__ = ["SEPARATOR", "UNPARSED", "field_colour", "ink", "name_colour",
+           "name_of_event", "names", "ordinal_colour"]
+
+SEPARATOR = "#e5e7eb"
+"""Unnamed constants (spaces, newlines): present, but quiet."""
+UNPARSED = "#fecaca"
+"""Bytes the grammar could not attribute."""
+OTHER = "#e5e7eb"
+"""A name outside the tables (a gap, a TLS record)."""
+
+_NSQ_FILLS = (
+    "#8ecae6", "#ffb703", "#90be6d", "#f4a6c1", "#b8a1e3", "#f9c74f", "#7fd1b9",
+    "#f8961e", "#a3c4f3", "#e9c46a", "#c1d37f", "#9bf6ff", "#d4a373",
+    "#b5e48c", "#ffadad", "#cdb4db", "#ff99c8", "#a0c4ff",
+)
+"""Hand-picked pastels, far apart, for NSQ's few names: the magic and the 12 commands,
+then the frame types (response green, error red, message lilac)."""
+
+
+def _hex(r: float, g: float, b: float) -> str:
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
+
+
+def _hls(fill: str) -> tuple[float, float, float]:
+    return colorsys.rgb_to_hls(*(int(fill[i:i + 2], 16) / 255 for i in (1, 3, 5)))
+
+
+def _generated(n: int, *, offset: float) -> list[str]:
+    """``n`` pastels spread over the hue circle (golden-angle steps), two lightnesses."""
+    out = []
+    for i in range(n):
+        hue = (offset + i * 0.381966) % 1.0
+        light = 0.78 if i % 2 else 0.70
+        out.append(_hex(*colorsys.hls_to_rgb(hue, light, 0.62)))
+    return out
+
+
+def _nsq_names() -> list[str]:
+    from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
+
+    return [*COMMAND_NAMES.values(), *FRAME_NAMES.values()]
+
+
+def _tubemq_names() -> list[str]:
+    from nsqviz.tubemq.tables import METHODS
+
+    return [m.name for m in METHODS.values()]
+
+
+@cache
+def _names() -> dict[str, str]:
+    nsq = _nsq_names()
+    if len(nsq) > len(_NSQ_FILLS):
+        raise AssertionError("more NSQ names than hand-picked colours")  # pragma: no cover
+    out = dict(zip(nsq, _NSQ_FILLS, strict=False))
+    tube = _tubemq_names()
+    out.update(zip(tube, _generated(len(tube), offset=0.05), strict=True))
+    return out
+
+
+@cache
+def _aliases() -> dict[str, str]:
+    """Other spellings of a table name: TubeMQ's message names, the magic in lower case."""
+    from nsqviz.nsq.commands import MAGIC_NAME
+    from nsqviz.tubemq.tables import METHODS
+
+    out = {MAGIC_NAME: MAGIC_NAME.upper()}
+    for m in METHODS.values():
+        for message in (m.request, m.response):
+            if message is not None:
+                out.setdefault(message, m.name)
+    return out
+
+
+def names() -> dict[str, str]:
+    """Every command, frame type and RPC method name with its fill (a copy)."""
+    return dict(_names())
+
+
+def name_colour(name: Any) -> str:
+    """The fill of a command, frame type or RPC method name (:data:`OTHER` if none)."""
+    key = getattr(name, "value", name)  # an enum member (ErrorCode) by its value
+    key = str(key)
+    table = _names()
+    if key in table:
+        return table[key]
+    alias = _aliases().get(key)
+    return table[alias] if alias is not None else OTHER
+
+
+def name_of_event(event: Any) -> str | None:
+    """The table name of an NSQ event (``SUB``, ``FrameTypeMessage``), else ``None``."""
+    from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
+
+    kind = type(event)
+    return COMMAND_NAMES.get(kind) or FRAME_NAMES.get(kind)  # type: ignore[call-overload]
+
+
+def ink(fill: str) -> str:
+    """The same hue as ``fill``, dark enough for a line or text on white."""
+    hue, _light, sat = _hls(fill)
+    return _hex(*colorsys.hls_to_rgb(hue, 0.34, min(1.0, max(sat, 0.55))))
+
+
+# ---------------------------------------------------------------------------- fields
+
+_FIELD_FILLS = (*_NSQ_FILLS, *_generated(18, offset=0.6))
+
+
+def _walk_names(con: Any, out: dict[str, None], seen: set[int]) -> None:
+    from construct import Construct, Renamed
+
+    if id(con) in seen:
+        return
+    seen.add(id(con))
+    if isinstance(con, Renamed) and con.name:
+        out.setdefault(con.name, None)
+    for attr in ("subcon", "subcons", "cases", "thensubcon", "elsesubcon", "default"):
+        value = getattr(con, attr, None)
+        children = value.values() if isinstance(value, dict) else (
+            value if isinstance(value, list | tuple) else [value])
+        for child in children:
+            if isinstance(child, Construct):
+                _walk_names(child, out, seen)
+
+
+@cache
+def _fields() -> dict[str, str]:
+    """The NSQ grammar's field names, in the grammar's order, each with its own fill."""
+    from nsqviz.nsq import grammar
+
+    found: dict[str, None] = {}
+    seen: set[int] = set()
+    for con in (grammar.Magic, grammar.Command, grammar.Frame):
+        _walk_names(con, found, seen)
+    if len(found) > len(_FIELD_FILLS):
+        raise AssertionError("more grammar fields than colours")  # pragma: no cover
+    return dict(zip(found, _FIELD_FILLS, strict=False))
+
+
+def field_colour(path: tuple[Any, ...] | str) -> str:
+    """The fill of a field, by the last name of its path (array indices skipped)."""
+    parts = [path] if isinstance(path, str) else [p for p in path if isinstance(p, str)]
+    name = parts[-1] if parts else ""
+    table = _fields()
+    if name in table:
+        return table[name]
+    return _FIELD_FILLS[zlib.crc32(name.encode()) % len(_FIELD_FILLS)]
+
+
+def ordinal_colour(k: int, name: Any = None) -> str:
+    """Instance ``k`` of a run of same-named units (the sticky map's frames F0, F1 …):
+    the name's fill, every other one lighter, so neighbours stay apart and the name
+    keeps its colour. Without a name, the field fills in turn."""
+    if name is None:
+        return _FIELD_FILLS[k % len(_FIELD_FILLS)]
+    fill = name_colour(name)
+    if k % 2 == 0:
+        return fill
+    hue, light, sat = _hls(fill)
+    return _hex(*colorsys.hls_to_rgb(hue, min(0.9, light + 0.1), sat))

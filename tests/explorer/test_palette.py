@@ -1,0 +1,80 @@
+"""One colour per command/frame name and per field, the same in every view."""
+
+import re
+
+from nsqviz import palette
+from nsqviz.capture.replay import Replay
+from nsqviz.nsq import events as ev
+from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
+from nsqviz.session.sticky import message_frames, reassemble
+from nsqviz.tubemq.tables import METHODS
+from nsqviz.widgets.hexview import HexView
+from nsqviz.widgets.replay import ReplayView
+from nsqviz.widgets.sequence import Arrow, SequenceDiagram
+from nsqviz.widgets.steps import command_hex, frame_hex
+from nsqviz.widgets.sticky import StickyView
+
+
+def test_names_total_and_injective_over_the_tables():
+    names = palette.names()
+    expected = {*COMMAND_NAMES.values(), *FRAME_NAMES.values(), *(m.name for m in METHODS.values())}
+    assert set(names) == expected
+    assert len(set(names.values())) == len(names), "two names share a colour"
+    assert palette.OTHER not in names.values()
+    assert palette.name_colour("DPUB") != palette.name_colour("TOUCH")
+
+
+def test_aliases_take_their_tables_colour():
+    assert palette.name_colour("magic") == palette.name_colour("MAGIC")
+    register = next(m for m in METHODS.values() if m.request == "RegisterRequestC2M")
+    assert palette.name_colour("RegisterRequestC2M") == palette.name_colour(register.name)
+    assert palette.name_colour("nonsense") == palette.OTHER
+
+
+def test_grammar_fields_each_have_their_own_colour():
+    fields = palette._fields()
+    assert {"verb", "topic", "channel", "size", "frame_type", "id", "attempts"} <= set(fields)
+    assert len(set(fields.values())) == len(fields)
+    assert palette.field_colour(("command", "body", "data", "messages", 3, "size")) == \
+        palette.field_colour(("size",))
+
+
+def _fills_of(markup: str, label: str) -> set[str]:
+    """Backgrounds of the chips/boxes whose text is ``label``."""
+    return set(re.findall(r'background:(#[0-9a-f]{6})[^>]*>' + re.escape(label) + "<", markup))
+
+
+def test_a_name_has_one_colour_in_the_replay_and_the_sequence_diagram():
+    view = ReplayView(Replay.load("data/guide-pynsq.pcap")).html()
+    diagram = SequenceDiagram(["c", "nsqd"], [
+        Arrow("c", "nsqd", "FIN 0a", name="FIN"),
+        Arrow("nsqd", "c", "MSG", "message", name=palette.name_of_event(
+            ev.Message(b"0" * 16, 1, 0, b"x"))),
+    ]).html()
+    for name in ("FIN", "FrameTypeMessage"):
+        fill = palette.name_colour(name)
+        assert _fills_of(view, name) == {fill}
+        assert _fills_of(diagram, name) == {fill}
+        assert f'fill="{fill}"' in diagram  # the label's background
+        assert f'stroke="{palette.ink(fill)}"' in diagram
+
+
+def test_the_sticky_map_draws_frames_in_their_names_colour():
+    frames = message_frames([5, 5])
+    run = reassemble("two", frames, [b"".join(frames)])
+    html = StickyView(run).html()
+    assert palette.name_colour("FrameTypeMessage") in html
+    assert palette.ordinal_colour(1, "FrameTypeMessage") in html
+
+
+def test_a_field_has_one_colour_in_every_hex_view():
+    sub = command_hex(b"SUB orders audit\n")
+    pub = command_hex(b"PUB orders\n\x00\x00\x00\x02hi")
+    frame = frame_hex(b"\x00\x00\x00\x06\x00\x00\x00\x00OK")
+
+    def colours(view: HexView) -> dict[str, str]:
+        return {leaf.path[-1]: view.colours[id(leaf)] for leaf in view.layout.leaves()}
+
+    assert colours(sub)["topic"] == colours(pub)["topic"] == palette.field_colour("topic")
+    assert colours(pub)["size"] == colours(frame)["size"]
+    assert colours(sub)["verb"] != colours(sub)["topic"]
