@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from nsqviz.palette import OTHER, ink, name_colour
 from nsqviz.widgets.style import CSS, StaticView, esc, unique_ids
 
-__all__ = ["Arrow", "SequenceDiagram", "ARROW_COLOURS"]
+__all__ = ["Arrow", "SequenceDiagram", "Span", "ARROW_COLOURS"]
 
 ARROW_COLOURS = {
     "command": "#2563eb",
@@ -57,6 +57,17 @@ class Arrow:
         return ink(fill) if fill else ARROW_COLOURS.get(self.kind, "#374151")
 
 
+@dataclass(frozen=True)
+class Span:
+    """A timer drawn beside the arrows: from row ``first`` to row ``last`` (``None``:
+    still running where the diagram ends), ``label`` next to it, in ``name``'s colour."""
+
+    first: int
+    last: int | None
+    label: str
+    name: str = ""
+
+
 class SequenceDiagram(StaticView):
     """Lifelines for ``participants`` (left to right) and ``arrows`` (top to bottom)."""
 
@@ -66,10 +77,59 @@ class SequenceDiagram(StaticView):
     LEFT = 80
     TOP = 46
 
-    def __init__(self, participants: list[str], arrows: list[Arrow], title: str = ""):
+    LANE = 12
+
+    def __init__(self, participants: list[str], arrows: list[Arrow], title: str = "",
+                 spans: list[Span] | None = None):
         self.participants = list(participants)
         self.arrows = list(arrows)
         self.title = title
+        self.spans = list(spans or [])
+
+    def row_y(self, row: int) -> int:
+        """The y of arrow ``row``'s line."""
+        return self.TOP + row * self.ROW + 14
+
+    def span_lanes(self) -> list[int]:
+        """Each span's lane (0 nearest the lifelines): overlapping spans side by side."""
+        ends: list[float] = []
+        lanes = []
+        for s in self.spans:
+            last = len(self.arrows) if s.last is None else s.last
+            lane = next((k for k, end in enumerate(ends) if end < s.first), len(ends))
+            if lane == len(ends):
+                ends.append(last)
+            ends[lane] = last
+            lanes.append(lane)
+        return lanes
+
+    def _spans_svg(self, x0: int, height: int) -> list[str]:
+        out = []
+        lanes = self.span_lanes()
+        text_x = x0 + (max(lanes, default=-1) + 1) * self.LANE + 6
+        labelled: dict[int, int] = {}
+        for s, lane in zip(self.spans, lanes, strict=True):
+            col = ink(name_colour(s.name)) if s.name else "#6b7280"
+            x = x0 + lane * self.LANE
+            y1 = self.row_y(s.first)
+            y2 = height - 8 if s.last is None else self.row_y(s.last)
+            end = ("" if s.last is None else
+                   f'<line x1="{x - 4}" y1="{y2}" x2="{x + 4}" y2="{y2}" stroke="{col}"/>')
+            dash = "" if s.last is not None else ' stroke-dasharray="2,2"'
+            k = labelled.get(s.first, 0)
+            labelled[s.first] = k + 1
+            out.append(
+                f'<g class="nv-timer"><title>{esc(s.label)}</title>'
+                f'<line x1="{x - 4}" y1="{y1}" x2="{x + 4}" y2="{y1}" stroke="{col}"/>'
+                f'<line class="nv-timer-bar" x1="{x}" y1="{y1}" x2="{x}" y2="{y2}" stroke="{col}"'
+                f' stroke-width="2"'
+                f'{dash}/>{end}'
+                f'<line x1="{x}" y1="{y1}" x2="{text_x - 3}" y2="{y1 + 11 * k}" stroke="{col}" '
+                f'stroke-width="0.6" stroke-dasharray="1,2"/>'
+                f'<text x="{text_x}" y="{y1 + 4 + 11 * k}" fill="{col}" font-size="10">'
+                f"{esc(s.label)}</text></g>"
+            )
+        return out
 
     def svg(self) -> str:
         # columns grow with the longest label (~6.7 px a glyph at 11 px monospace) up to
@@ -79,6 +139,10 @@ class SequenceDiagram(StaticView):
         fits = int((span - 30) / 6.7)
         xs = {p: self.LEFT + 60 + i * span for i, p in enumerate(self.participants)}
         width = self.LEFT + 120 + (len(self.participants) - 1) * span
+        gutter = width - 40
+        if self.spans:
+            lanes = max(self.span_lanes()) + 1
+            width += lanes * self.LANE + 20 + int(max(len(s.label) for s in self.spans) * 6.1)
         height = self.TOP + max(len(self.arrows), 1) * self.ROW + 22
         out = [
             f'<svg class="nv-seq" xmlns="http://www.w3.org/2000/svg" width="{width}" '
@@ -122,11 +186,11 @@ class SequenceDiagram(StaticView):
             if a.fill:
                 half = len(label) * 3.35 + 4
                 out.append(
-                    f'<rect x="{mid - half:.1f}" y="{y - 15}" width="{2 * half:.1f}" '
+                    f'<rect x="{mid - half:.1f}" y="{y - 17}" width="{2 * half:.1f}" '
                     f'height="14" rx="3" fill="{a.fill}"/>'
                 )
             out.append(
-                f'<g><title>{esc(a.label)}</title><text class="nv-label" x="{mid}" y="{y - 4}" '
+                f'<g><title>{esc(a.label)}</title><text class="nv-label" x="{mid}" y="{y - 6}" '
                 f'text-anchor="middle" fill="{col}" font-weight="600">{esc(label)}</text></g>'
             )
             if a.note:
@@ -134,6 +198,7 @@ class SequenceDiagram(StaticView):
                     f'<text x="{mid}" y="{y + 13}" text-anchor="middle" fill="#6b7280" '
                     f'font-size="10">{esc(a.note)}</text>'
                 )
+        out += self._spans_svg(gutter, height)
         out.append("</svg>")
         return unique_ids("".join(out))
 
@@ -159,5 +224,8 @@ class SequenceDiagram(StaticView):
             mark = "~~>" if a.unasked else "-->"
             when = f"  @ {a.t}" if a.t else ""  # last: a varying width must not shift columns
             lines.append(f"{a.src} {mark} {a.dst}: {a.label}  {a.note}".rstrip() + when)
+        for s in self.spans:
+            until = "the end" if s.last is None else f"row {s.last + 1}"
+            lines.append(f"timer {s.label}: row {s.first + 1} to {until}")
         return "\n".join(lines)
 

@@ -19,10 +19,11 @@ from nsqviz.nsq.states import Role, diagram
 from nsqviz.palette import name_of_event
 from nsqviz.session.client import Step
 from nsqviz.widgets.hexview import HexView
-from nsqviz.widgets.sequence import Arrow, SequenceDiagram
+from nsqviz.widgets.sequence import Arrow, SequenceDiagram, Span
 from nsqviz.widgets.statemachine import StateMachineView
 from nsqviz.widgets.style import CSS, esc
 from nsqviz.widgets.table import TableView
+from nsqviz.widgets.timers import Row, server_options, timer_spans
 
 if TYPE_CHECKING:
     from nsqviz.session.client import Connection, Session
@@ -37,13 +38,24 @@ __all__ = [
     "step_html",
 ]
 
-def sequence(session: Session, *, last: int | None = None, title: str = "") -> SequenceDiagram:
-    """The transcript as a sequence diagram: consumer left, broker centre, others right."""
-    names = list(session.connections) or ["consumer"]
+def sequence(session: Session, *, last: int | None = None, title: str = "",
+             timers: bool = True, connections: list[str] | None = None) -> SequenceDiagram:
+    """The transcript as a sequence diagram: consumer left, broker centre, others right;
+    with ``timers``, NSQ's timers beside the arrows where they act
+    (:mod:`nsqviz.widgets.timers`), their lengths from the IDENTIFY exchange, the
+    commands' own parameters and the session's server options. ``connections``: only
+    these connections' arrows (default: all)."""
+    names = [n for n in session.connections if connections is None or n in connections]
+    names = names or ["consumer"]
     participants = [names[0], "nsqd", *names[1:]]
     arrows: list[Arrow] = []
-    entries = list(session.entries)
+    rows: list[Row] = []
+    entries = [e for e in session.entries if connections is None or e.connection in connections]
     t0 = entries[0].t if entries else 0.0  # times count from the first command
+
+    def row(when: float, conn: str, item: object, from_client: bool) -> None:
+        rows.append(Row(len(arrows) - 1, when - t0, conn, item, from_client))
+
     for entry in entries:
         t = f"{(entry.t - t0) * 1000:.1f} ms"
         if isinstance(entry, Step):
@@ -59,12 +71,14 @@ def sequence(session: Session, *, last: int | None = None, title: str = "") -> S
                 label += f" ({entry.note})"
             arrows.append(Arrow(entry.connection, "nsqd", label, "command", note=note, t=t,
                                 name=name_of_event(entry.command) or ""))
+            row(entry.t, entry.connection, entry.command, True)
             for e in entry.events:
                 label, kind = event_label(e)
                 size = len(e.raw.data) if getattr(e, "raw", None) is not None else 0
                 n = f"{size} B · {entry.elapsed * 1000:.1f} ms" if size else ""
                 arrows.append(Arrow("nsqd", entry.connection, label, kind, note=n,
                                     name=name_of_event(e) or ""))
+                row(entry.t + entry.elapsed, entry.connection, e, False)
         else:
             for e in entry.events:
                 label, kind = event_label(e)
@@ -72,9 +86,15 @@ def sequence(session: Session, *, last: int | None = None, title: str = "") -> S
                 arrows.append(Arrow("nsqd", entry.connection, label, kind,
                                     note=f"{size} B" if size else "", t=t, unasked=True,
                                     name=name_of_event(e) or ""))
-    if last is not None:
-        arrows = arrows[-last:]
-    return SequenceDiagram(participants, arrows, title=title)
+                row(entry.t, entry.connection, e, False)
+    spans = timer_spans(rows, server_options(session.broker)) if timers else []
+    if last is not None and len(arrows) > last:
+        cut = len(arrows) - last
+        arrows = arrows[cut:]
+        spans = [Span(max(s.first - cut, 0), None if s.last is None else s.last - cut,
+                      s.label, s.name)
+                 for s in spans if s.last is None or s.last >= cut]
+    return SequenceDiagram(participants, arrows, title=title, spans=spans)
 
 
 def command_hex(data: bytes, title: str = "") -> HexView:

@@ -1,0 +1,176 @@
+"""NSQ's timers, found in a transcript, as spans over a sequence diagram's rows.
+
+Where each timer acts, and where its length comes from (never typed in a notebook):
+
+* ``heartbeat_interval`` -- from one ``_heartbeat_`` to the next (the first from the
+  connection's first command). Length: the IDENTIFY request's ``heartbeat_interval``
+  if the client sent one, else nsqd's ``client_timeout / 2`` (the IDENTIFY field
+  table's default); ``-1`` turns heartbeats and these spans off.
+* the **read deadline**, two heartbeat intervals: from a client's last command, when
+  heartbeats kept coming after it (the client went quiet) -- nsqd closes the
+  connection once it passes.
+* ``msg_timeout`` -- from each delivery of a message to its FIN, REQ or TOUCH in time
+  (a TOUCH starts a new one), or to the first row after it ran out (where nsqd
+  redelivers it with ``attempts + 1``). Length: the IDENTIFY response's
+  ``msg_timeout`` (feature negotiation), else the IDENTIFY request's, else the broker's
+  ``--msg-timeout``.
+* ``REQ delay`` and ``DPUB deferral`` -- from the command, its own parameter long.
+* ``output_buffer_timeout`` -- up to a connection's first message: nsqd held it in its
+  buffer at most this long before flushing, so the span ends at the message and starts
+  at the first row within that time before it. Length: the IDENTIFY response's, else
+  the request's, else the broker's ``--output-buffer-timeout``.
+
+A span runs from its start row to the row that ended it (the FIN, the TOUCH) or, for a
+timer that ran out, to the first row whose time is past its end; one that is still
+running when the diagram ends stays open. Rows, not times, fix the geometry, so a
+stored picture is the same on every run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from nsqviz.broker.options import Options
+from nsqviz.nsq import events as ev
+from nsqviz.widgets.sequence import Span
+
+__all__ = ["Row", "Settings", "server_options", "timer_spans"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One arrow of the diagram: when, on which connection, and what it carried."""
+
+    index: int
+    t: float  # seconds
+    connection: str
+    item: Any  # an NSQ command (client to nsqd) or event (nsqd to client)
+    from_client: bool
+
+
+@dataclass
+class Settings:
+    """A connection's timer lengths in milliseconds, each with where it came from."""
+
+    heartbeat_ms: float
+    msg_timeout_ms: float
+    output_buffer_timeout_ms: float
+    sources: dict[str, str]
+
+    @classmethod
+    def of(cls, opts: Options) -> Settings:
+        return cls(opts.client_timeout / 2 * 1000, opts.msg_timeout * 1000,
+                   opts.output_buffer_timeout * 1000,
+                   {"heartbeat_interval": "client_timeout/2", "msg_timeout": "--msg-timeout",
+                    "output_buffer_timeout": "--output-buffer-timeout"})
+
+    def identify(self, data: dict[str, Any], source: str) -> None:
+        """Take what an IDENTIFY request or its negotiated response says."""
+        for key, attr in (("heartbeat_interval", "heartbeat_ms"), ("msg_timeout", "msg_timeout_ms"),
+                          ("output_buffer_timeout", "output_buffer_timeout_ms")):
+            value = data.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value != 0:
+                setattr(self, attr, float(value))
+                self.sources[key] = source
+
+
+def server_options(server: Any) -> Options:
+    """The options of a session's server: the embedded broker's own, the real nsqd's
+    flags over nsqd's defaults, or nsqd's defaults for a server started elsewhere."""
+    opts = getattr(server, "opts", None)
+    if isinstance(opts, Options):
+        return opts
+    flags = getattr(server, "flags", None) or {}
+    known = {f.name for f in dataclasses.fields(Options)}
+    return dataclasses.replace(Options(), **{k: v for k, v in flags.items()
+                                             if k in known and isinstance(v, int | float)})
+
+
+def _ms(value: float) -> str:
+    return f"{value:g} ms" if value < 10_000 else f"{value / 1000:g} s"
+
+
+def timer_spans(rows: list[Row], opts: Options) -> list[Span]:
+    """Every timer the rows show, as spans (see the module docstring)."""
+    spans: list[Span] = []
+    settings: dict[str, Settings] = {}
+    last_beat: dict[str, int] = {}  # connection -> row of its last heartbeat (or first row)
+    last_command: dict[str, Row] = {}
+    beats_since: dict[str, int] = {}
+    flushed: set[str] = set()
+    open_msgs: dict[bytes, tuple[Row, float, str]] = {}  # id -> (start row, length, why)
+
+    def first_row_after(t: float, start: int) -> int | None:
+        for r in rows[start + 1:]:
+            if r.t >= t:
+                return r.index
+        return None
+
+    def close_msg(mid: bytes, end: int | None, how: str) -> None:
+        start, length, why = open_msgs.pop(mid)
+        spans.append(Span(start.index, end, f"msg_timeout {_ms(length)}{why} · {how}",
+                          "FrameTypeMessage"))
+
+    for row in rows:
+        conn = settings.setdefault(row.connection, Settings.of(opts))
+        last_beat.setdefault(row.connection, row.index)
+        item = row.item
+        # a message whose msg_timeout ran out before this row is over
+        for mid, (start, length, _why) in list(open_msgs.items()):
+            if row.t >= start.t + length / 1000:
+                close_msg(mid, row.index, "ran out")
+        if row.from_client:
+            last_command[row.connection] = row
+            beats_since[row.connection] = 0
+            if isinstance(item, ev.Identify):
+                conn.identify(item.data, "IDENTIFY request")
+                if "heartbeat_interval" in item.data:  # nsqd's ticker restarts with it
+                    last_beat[row.connection] = row.index
+            elif isinstance(item, ev.Fin | ev.Req | ev.Touch) and item.id in open_msgs:
+                verb = type(item).__name__.upper()
+                close_msg(item.id, row.index, f"{verb} in time")
+                if isinstance(item, ev.Touch):
+                    open_msgs[item.id] = (row, conn.msg_timeout_ms, " (restarted by TOUCH)")
+            if isinstance(item, ev.Req):
+                spans.append(Span(row.index, first_row_after(row.t + item.timeout / 1000,
+                                                             row.index),
+                                  f"REQ delay {_ms(item.timeout)}", "REQ"))
+            elif isinstance(item, ev.Dpub):
+                spans.append(Span(row.index, first_row_after(row.t + item.defer_time / 1000,
+                                                             row.index),
+                                  f"DPUB deferral {_ms(item.defer_time)}", "DPUB"))
+            continue
+        if isinstance(item, ev.Response) and item.data.startswith(b"{"):
+            with contextlib.suppress(ValueError):
+                conn.identify(json.loads(item.data), "IDENTIFY response")
+        elif isinstance(item, ev.Response) and item.is_heartbeat and conn.heartbeat_ms > 0:
+            spans.append(Span(last_beat[row.connection], row.index,
+                              f"heartbeat_interval {_ms(conn.heartbeat_ms)} "
+                              f"({conn.sources['heartbeat_interval']})", "FrameTypeResponse"))
+            last_beat[row.connection] = row.index
+            beats_since[row.connection] = beats_since.get(row.connection, 0) + 1
+        elif isinstance(item, ev.Message):
+            if row.connection not in flushed:
+                flushed.add(row.connection)
+                obt = conn.output_buffer_timeout_ms
+                start = next(r.index for r in rows if r.t >= row.t - obt / 1000)
+                spans.append(Span(start, row.index,
+                                  f"output_buffer_timeout {_ms(obt)} "
+                                  f"({conn.sources['output_buffer_timeout']}): nsqd held the "
+                                  "message at most this long before flushing", "RDY"))
+            if item.id in open_msgs:
+                close_msg(item.id, row.index, "redelivered")
+            open_msgs[item.id] = (row, conn.msg_timeout_ms, "")
+    for mid in list(open_msgs):
+        close_msg(mid, None, "running")
+    for name, cmd in last_command.items():
+        hb = settings[name].heartbeat_ms
+        if beats_since.get(name) and hb > 0:
+            spans.append(Span(cmd.index, first_row_after(cmd.t + 2 * hb / 1000, cmd.index),
+                              f"read deadline 2 × heartbeat_interval = {_ms(2 * hb)}: "
+                              "nsqd closes a client silent this long", "FrameTypeError"))
+    return sorted(spans, key=lambda s: (s.first, s.label))
