@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from nsqviz.conformance.rules import Connection
 from nsqviz.nsq.events import Cls, Message, Rdy, Req
+from nsqviz.palette import ink, name_colour
 from nsqviz.stream.direction import Direction
 
 __all__ = ["plot_rdy", "rdy_series"]
@@ -63,9 +64,12 @@ def plot_rdy(conns: Iterable[Connection], ax, *, max_in_flight: int | None = Non
         reqs = [s.t - t0 for s in c.seen if type(s.event) is Req]
         y = -top * (0.08 + 0.06 * k)
         ax.plot(msgs, [y] * len(msgs), "|", color=f"C{k}", markersize=6)
-        ax.plot(reqs, [y] * len(reqs), "x", color="red", markersize=7)
+        ax.plot(reqs, [y] * len(reqs), "x", color=ink(name_colour("REQ")), markersize=7,
+                label="REQ" if k == 0 and reqs else None)
     ax.set_ylim(-top * (0.1 + 0.06 * len(conns)), top * 1.15)
-    ax.set_xlabel("seconds (ticks below: messages; x: REQ)")
-    ax.set_ylabel("RDY")
+    # below 0 is the ticks' strip, not an RDY: label only the RDY values
+    ax.set_yticks([v for v in ax.get_yticks() if 0 <= v <= top * 1.15])
+    ax.set_xlabel("seconds since the first event (ticks under 0: messages, one row per nsqd)")
+    ax.set_ylabel("RDY (messages)")
     ax.set_title(title)
-    ax.legend(loc="upper right", fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize="small")

@@ -2,14 +2,23 @@
 
 Only drawing happens here: every number comes from :mod:`nsqviz.pipeline.analyses`.
 Each function takes the table and an optional ``ax`` and returns the axes, so a notebook
-can lay several out in one figure.
+can lay several out in one figure. Lines named after a command or frame take its colour
+from :mod:`nsqviz.palette` (the diagrams' colours); legends sit beside the data, not on
+it; counts that span decades get a log axis, numbers a numeric one.
 """
 
 from __future__ import annotations
 
+from nsqviz.palette import ink, name_colour
 from nsqviz.stream.direction import Direction
 
-__all__ = ["frames_per_packet", "latency_distribution", "rdy_in_flight"]
+__all__ = ["frames_per_packet", "latency_distribution", "legend_beside", "rdy_in_flight"]
+
+
+def legend_beside(ax, **kw):
+    """The legend right of the axes, outside the data (``tight_layout`` makes room)."""
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+                     fontsize=8, **kw)
 
 
 def _axes(ax, size=(7, 3.2)):
@@ -27,22 +36,23 @@ def latency_distribution(messages, ax=None):
 
     ax = _axes(ax)
     series = {
-        "end to end (publish -> FIN)": messages["end_to_end_latency_s"].dropna() * 1000,
+        "end to end (PUB -> FIN)": messages["end_to_end_latency_s"].dropna() * 1000,
         "processing (last delivery -> FIN)": messages["processing_latency_s"].dropna() * 1000,
     }
+    colours = [ink(name_colour("PUB")), ink(name_colour("FIN"))]
     values = np.concatenate([s.to_numpy() for s in series.values()])
     values = values[values > 0]
     if len(values) == 0:
         ax.text(0.5, 0.5, "no finished messages", ha="center", transform=ax.transAxes)
         return ax
     bins = np.logspace(np.log10(values.min()), np.log10(values.max()), 30)
-    for label, s in series.items():
-        ax.hist(s[s > 0], bins=bins, alpha=0.6, label=f"{label}, n={len(s)}")
+    for (label, s), col in zip(series.items(), colours, strict=True):
+        ax.hist(s[s > 0], bins=bins, alpha=0.55, color=col, label=f"{label}, n={len(s)}")
     ax.set_xscale("log")
     ax.set_xlabel("latency (ms, log scale)")
-    ax.set_ylabel("messages")
+    ax.set_ylabel("messages per bin")
     ax.set_title("Message latency")
-    ax.legend(fontsize=8)
+    legend_beside(ax)
     return ax
 
 
@@ -50,35 +60,53 @@ def rdy_in_flight(flow_control, conn_id: str, ax=None, *, label: str | None = No
     """RDY and in-flight of one connection over time, starved moments marked."""
     ax = _axes(ax)
     fc = flow_control[flow_control.conn_id == conn_id].sort_values(["ts", "event"])
-    if fc.empty:
+    ax.set_title(label or conn_id.split("@")[0])
+    if fc.empty or not (fc.event == "MSG").any():
+        # nothing to draw is a finding, said in words instead of an empty frame
+        last = fc.rdy.dropna().iloc[-1] if not fc.empty and fc.rdy.notna().any() else 0
+        ax.text(0.5, 0.5, f"no message delivered (RDY {int(last)} throughout)",
+                ha="center", va="center", transform=ax.transAxes, color="#6b7280")
+        ax.set_xticks([])
+        ax.set_yticks([])
         return ax
     t = fc.ts - fc.ts.min()
-    ax.step(t, fc.rdy.ffill().fillna(0), where="post", label="RDY (last sent)", color="#888")
-    ax.step(t, fc.in_flight, where="post", label="in flight", color="#1f77b4")
+    ax.step(t, fc.rdy.ffill().fillna(0), where="post", label="RDY (last sent)",
+            color=ink(name_colour("RDY")))
+    ax.step(t, fc.in_flight, where="post", label="in flight",
+            color=ink(name_colour("FrameTypeMessage")))
     starved = fc.starved.astype(bool)
     ax.plot(t[starved], fc.in_flight[starved], "o", ms=3, color="#d62728",
-            label="starved (in-flight >= 85% of RDY)")
-    ax.set_xlabel("seconds since the first event")
+            label="starved (in flight >= 85% of RDY)")
+    ax.set_xlabel("seconds since the connection's first event")
     ax.set_ylabel("messages")
-    ax.set_title(label or conn_id.split("@")[0])
-    ax.legend(fontsize=8, loc="upper right")
+    legend_beside(ax)
     return ax
 
 
 def frames_per_packet(sticky, ax=None, *, title: str = "Frames per packet"):
     """Bar chart of the frames-per-packet distribution, one bar group per direction."""
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
     ax = _axes(ax)
     fpp = sticky[sticky.measure == "frames_per_packet"]
-    ns = sorted(fpp.n.unique())
-    width = 0.4
+    ns = sorted(int(n) for n in fpp.n.unique())
+    step = 10 ** 0.07  # each bar a fixed width on the log axis, c2s left of n, s2c right
     for k, direction in enumerate((Direction.C2S, Direction.S2C)):
         d = fpp[fpp.dir == direction].set_index("n")["count"]
-        xs = [i + (k - 0.5) * width for i in range(len(ns))]
-        ax.bar(xs, [int(d.get(n, 0)) for n in ns], width, label=direction)
-    ax.set_xticks(range(len(ns)), [str(n) for n in ns])
+        lefts = [n / step if k == 0 else n for n in ns]
+        widths = [n - n / step if k == 0 else n * step - n for n in ns]
+        ax.bar(lefts, [int(d.get(n, 0)) for n in ns], widths, align="edge",
+               label=str(direction))
+    ax.set_xscale("log")
+    top = max(ns, default=1)
+    ticks = [t for t in (1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000) if t <= top * 1.5]
+    ax.set_xticks(ticks)
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(1 / step ** 1.5, top * step ** 1.5)
     ax.set_yscale("log")
-    ax.set_xlabel("NSQ frames carried by one TCP packet")
+    ax.set_xlabel("NSQ frames carried by one TCP packet (log scale)")
     ax.set_ylabel("packets (log scale)")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    legend_beside(ax)
     return ax
