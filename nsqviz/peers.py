@@ -29,6 +29,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from nsqviz.broker.options import DURATION_FLAGS
+
 __all__ = ["PEERS", "NsqdProcess", "PeerNotFound", "RealNsqd", "env_var", "find", "require"]
 
 PEERS = (
@@ -154,6 +156,8 @@ class NsqdProcess:
                     argv.append(flag)
                 elif one is False:
                     argv.append(f"{flag}=false")  # Go's bool flags need the = form
+                elif key in DURATION_FLAGS and isinstance(one, int | float):
+                    argv.append(f"{flag}={one * 1000:g}ms")  # seconds, as Options holds them
                 elif one is not None:
                     argv.append(f"{flag}={one}")
         return argv

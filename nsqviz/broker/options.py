@@ -12,7 +12,8 @@ import argparse
 import re
 from dataclasses import dataclass, field, fields
 
-__all__ = ["Options", "VERSION", "add_arguments", "options_from_args", "parse_duration"]
+__all__ = ["DURATION_FLAGS", "Options", "VERSION", "add_arguments", "options_from_args",
+           "parse_duration"]
 
 VERSION = "1.3.0"
 """The nsqd version the broker reproduces; reported in IDENTIFY, /info and /stats."""
@@ -135,6 +136,10 @@ _FLAGS: dict[str, tuple[object, str]] = {
     "http_client_connect_timeout": (parse_duration, "connect timeout for the auth service"),
     "http_client_request_timeout": (parse_duration, "request timeout for the auth service"),
 }
+
+
+DURATION_FLAGS = frozenset(k for k, (kind, _) in _FLAGS.items() if kind is parse_duration)
+"""The options nsqd takes as Go durations (``1s``, ``250ms``); :class:`Options` holds seconds."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

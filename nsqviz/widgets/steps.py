@@ -50,7 +50,11 @@ def sequence(session: Session, *, last: int | None = None, title: str = "",
     participants = [names[0], "nsqd", *names[1:]]
     arrows: list[Arrow] = []
     rows: list[Row] = []
-    entries = [e for e in session.entries if connections is None or e.connection in connections]
+    # in the order things happened (a step is recorded when its answer is complete,
+    # after a message that reached another connection meanwhile)
+    entries = sorted((e for e in session.entries
+                      if connections is None or e.connection in connections),
+                     key=lambda e: e.t)
     t0 = entries[0].t if entries else 0.0  # times count from the first command
 
     def row(when: float, conn: str, item: object, from_client: bool) -> None:

@@ -15,15 +15,14 @@ Where each timer acts, and where its length comes from (never typed in a noteboo
   ``msg_timeout`` (feature negotiation), else the IDENTIFY request's, else the broker's
   ``--msg-timeout``.
 * ``REQ delay`` and ``DPUB deferral`` -- from the command, its own parameter long.
-* ``output_buffer_timeout`` -- up to a connection's first message: nsqd held it in its
-  buffer at most this long before flushing, so the span ends at the message and starts
-  at the first row within that time before it. Length: the IDENTIFY response's, else
-  the request's, else the broker's ``--output-buffer-timeout``.
+* ``output_buffer_timeout`` -- from the ``RDY`` to the connection's first message: nsqd
+  may hold a frame in its buffer this long before it flushes. Length: the IDENTIFY
+  response's, else the request's, else the broker's ``--output-buffer-timeout``.
 
-A span runs from its start row to the row that ended it (the FIN, the TOUCH) or, for a
-timer that ran out, to the first row whose time is past its end; one that is still
-running when the diagram ends stays open. Rows, not times, fix the geometry, so a
-stored picture is the same on every run.
+A span runs from its start row to the row that ended it (the FIN, the TOUCH, the
+redelivery) or, for a timer that ran out, to the first row whose time is past its end;
+one that is still running when the diagram ends stays open. Rows, not times, fix the
+geometry, so a stored picture is the same on every run.
 """
 
 from __future__ import annotations
@@ -102,6 +101,7 @@ def timer_spans(rows: list[Row], opts: Options) -> list[Span]:
     last_command: dict[str, Row] = {}
     beats_since: dict[str, int] = {}
     flushed: set[str] = set()
+    last_rdy: dict[str, int] = {}  # connection -> row of its last RDY above 0
     open_msgs: dict[bytes, tuple[Row, float, str]] = {}  # id -> (start row, length, why)
 
     def first_row_after(t: float, start: int) -> int | None:
@@ -119,9 +119,11 @@ def timer_spans(rows: list[Row], opts: Options) -> list[Span]:
         conn = settings.setdefault(row.connection, Settings.of(opts))
         last_beat.setdefault(row.connection, row.index)
         item = row.item
-        # a message whose msg_timeout ran out before this row is over
+        # a message whose msg_timeout ran out before this row is over (its redelivery,
+        # whenever the client saw it, closes it as "redelivered" below)
+        redelivery = item.id if isinstance(item, ev.Message) else None
         for mid, (start, length, _why) in list(open_msgs.items()):
-            if row.t >= start.t + length / 1000:
+            if mid != redelivery and row.t >= start.t + length / 1000:
                 close_msg(mid, row.index, "ran out")
         if row.from_client:
             last_command[row.connection] = row
@@ -135,6 +137,8 @@ def timer_spans(rows: list[Row], opts: Options) -> list[Span]:
                 close_msg(item.id, row.index, f"{verb} in time")
                 if isinstance(item, ev.Touch):
                     open_msgs[item.id] = (row, conn.msg_timeout_ms, " (restarted by TOUCH)")
+            if isinstance(item, ev.Rdy) and item.count > 0:
+                last_rdy[row.connection] = row.index
             if isinstance(item, ev.Req):
                 spans.append(Span(row.index, first_row_after(row.t + item.timeout / 1000,
                                                              row.index),
@@ -154,14 +158,13 @@ def timer_spans(rows: list[Row], opts: Options) -> list[Span]:
             last_beat[row.connection] = row.index
             beats_since[row.connection] = beats_since.get(row.connection, 0) + 1
         elif isinstance(item, ev.Message):
-            if row.connection not in flushed:
+            if row.connection not in flushed and row.connection in last_rdy:
                 flushed.add(row.connection)
                 obt = conn.output_buffer_timeout_ms
-                start = next(r.index for r in rows if r.t >= row.t - obt / 1000)
-                spans.append(Span(start, row.index,
+                spans.append(Span(last_rdy[row.connection], row.index,
                                   f"output_buffer_timeout {_ms(obt)} "
-                                  f"({conn.sources['output_buffer_timeout']}): nsqd held the "
-                                  "message at most this long before flushing", "RDY"))
+                                  f"({conn.sources['output_buffer_timeout']}): nsqd may hold a "
+                                  "frame this long before it flushes", "RDY"))
             if item.id in open_msgs:
                 close_msg(item.id, row.index, "redelivered")
             open_msgs[item.id] = (row, conn.msg_timeout_ms, "")

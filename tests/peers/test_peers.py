@@ -81,6 +81,14 @@ def test_argv_spells_nsqd_flags():
                          "--e2e-processing-latency-percentile=0.9"]
 
 
+def test_argv_spells_durations_in_seconds_as_go_durations():
+    # Options (and a Session's broker options) hold durations in seconds; nsqd wants units
+    argv = NsqdProcess(["nsqd"], data_path="/d", msg_timeout=1.0, client_timeout=2,
+                       max_req_timeout="10s").argv()
+    assert "--msg-timeout=1000ms" in argv and "--client-timeout=2000ms" in argv
+    assert "--max-req-timeout=10s" in argv
+
+
 def test_real_nsqd_starts_on_free_ports_and_speaks_v2(real_nsqd):
     with socket.create_connection(("127.0.0.1", real_nsqd.tcp_port), timeout=5) as s:
         s.sendall(b"  V2NOP\n")  # NOP has no answer; a bad command does
