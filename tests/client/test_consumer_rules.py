@@ -7,6 +7,8 @@ import asyncio
 import time
 
 from nsqviz.client import Consumer, ExponentialBackoff, Producer
+from nsqviz.conformance.report import check
+from nsqviz.conformance.sources import from_tap
 from nsqviz.nsq.events import (
     Cls,
     Error,
@@ -89,7 +91,12 @@ def test_rdy_sum_never_exceeds_max_in_flight_over_three_nsqd(tapped, fake_lookup
 
 
 def test_rdy_update_rule_zero_or_below_25_percent(tapped):
-    """A RDY re-send happens only when the count left is 0 or under 25 % of the last."""
+    """A RDY re-send happens only when the count left is 0 or under 25 % of the last.
+
+    Judged by the conformance checker's rule, which gives the client the benefit of the
+    doubt for messages still in transit when it sent its RDY (the tap sees them first);
+    counting them against the old RDY here made this test fail on a loaded machine.
+    """
     ((b, tap),) = tapped(1)
 
     async def main():
@@ -100,18 +107,10 @@ def test_rdy_update_rule_zero_or_below_25_percent(tapped):
             await until(lambda: len(got) == 1000)
 
     run(main())
-    (conn,) = tap.connections
-    last, since, resends = None, 0, 0
-    for e in conn.events:
-        if type(e.event) is Message:
-            since += 1
-        elif type(e.event) is Rdy:
-            if last == e.event.count:
-                left = last - since
-                assert left == 0 or left < last / 4, (last, since)
-                resends += 1
-            last, since = e.event.count, 0
-    assert resends >= 5
+    ((verdict,),) = [[v for v in vs if v.rule == "rdy-update"]
+                     for vs in check(from_tap(tap)).connections.values()]
+    assert verdict.status == "pass", verdict.detail
+    assert int(verdict.detail.split()[0]) >= 5, verdict.detail  # "N re-sends, each ..."
 
 
 def test_max_rdy_count_is_respected(tapped):
