@@ -39,11 +39,13 @@ def test_rdy_in_flight_says_idle_instead_of_an_empty_panel_and_keeps_the_legend_
     fc = pd.DataFrame({"conn_id": ["a@x"] * 3 + ["idle@x"], "ts": [0.0, 0.1, 0.2, 0.0],
                        "event": ["RDY", "MSG", "FIN", "RDY"], "rdy": [1, None, None, 0],
                        "in_flight": [0, 1, 0, 0], "starved": [False, True, False, False]})
-    fig, (busy, idle) = plt.subplots(2, 1)
+    fig, (busy, idle) = plt.subplots(2, 1, sharex=True)
     plots.rdy_in_flight(fc, "a@x", busy)
     plots.rdy_in_flight(fc, "idle@x", idle)
     assert _legend_outside(busy)
     assert [t.get_text() for t in idle.texts] == ["no message delivered (RDY 0 throughout)"]
+    assert idle.yaxis.get_tick_params()["labelleft"] is False
+    assert len(busy.get_xticks()) > 1  # the shared time axis keeps its ticks
     assert busy.get_lines()[0].get_color() == ink(name_colour("RDY"))
     plt.close(fig)
 
