@@ -1,9 +1,10 @@
 """Throughput, scaling and memory of the Spark pipeline against single-process decoding.
 
-A capture set is generated (``nsqviz.pipeline.synth``: simulated NSQ deployments -- a
-producer, four consumers each -- one after the other, written as rotated 40 MB files
-like ``tcpdump -C 40``; each deployment is a few MB, so many connections live inside one
-file and some cross a file boundary). Then, in the same run:
+A capture set is generated (:mod:`benchmarks.spark_pipeline_data`: four simulated NSQ
+deployments -- a producer, four consumers each -- replicated at the pcap level onto
+other hosts and later times, eight copies overlapping at any moment, written as rotated
+40 MB files like ``tcpdump -C 40``, so many connections are open at every file boundary
+and cross it). Then, in the same run:
 
 * the baseline: ``nsqviz decode --json FILES > /dev/null`` as a subprocess (one core);
 * the pipeline with ``local[1]`` and ``local[2]``, each in a fresh process (its own JVM)
@@ -36,23 +37,9 @@ import tempfile
 import threading
 import time
 
-FILE_BYTES = 40_000_000
-DEPLOYMENT_MESSAGES = 800  # ~4 MB of capture per simulated deployment
+from benchmarks.spark_pipeline_data import make_capture_set, seed_capture
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def generate(directory: str, target_mb: float) -> tuple[list[str], int]:
-    """Rotated capture files of about ``target_mb`` MB; returns (paths, frames)."""
-    from nsqviz.pipeline.synth import RotatingPcapWriter, simulate
-
-    runs = max(1, round(target_mb / 4.1))
-    frames = 0
-    with RotatingPcapWriter(os.path.join(directory, "nsq.pcap"), FILE_BYTES) as w:
-        for k in range(runs):
-            truth = simulate(w, seed=100 + k, n_messages=DEPLOYMENT_MESSAGES, body_size=1000,
-                             t0=1_700_000_000.0 + 120.0 * k, port_base=20000 + 10 * (k % 4000))
-            frames += truth.frames
-    return w.paths, frames
 
 
 # ----------------------------------------------------------------------------- memory
@@ -291,14 +278,15 @@ def main(argv: list[str] | None = None) -> None:
 
         frames = sum(1 for r in CaptureDecoder().decode(files) if r.kind in ("command", "frame"))
     else:
-        files, frames = generate(caps, args.mb)
+        files, frames = make_capture_set(caps, args.mb)
     mb = sum(os.path.getsize(f) for f in files) / 1e6
     print(f"capture set: {len(files)} files, {mb:.1f} MB, {frames} frames "
           f"({time.perf_counter() - t:.1f} s to make or count); {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.1f}")
     warm = os.path.join(work, "warmup")
     os.makedirs(warm, exist_ok=True)
-    warm_files, _ = generate(warm, 1)
+    warm_file = os.path.join(warm, "warm.pcap")
+    seed_capture(warm_file, deployments=1, messages=200)
     try:
         base_s = baseline(files)
         print(f"{'run':<30}{'seconds':>9}{'MB/s':>8}{'vs base':>9}{'executor JVM MB':>17}"
@@ -307,7 +295,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{1.0:>9.2f}")
         runs = []
         for master in ("local[1]", "local[2]"):
-            r = _child(master, files, warm_files[0], os.path.join(work, master[6]))
+            r = _child(master, files, warm_file, os.path.join(work, master[6]))
             runs.append(r)
             got = r["digest"]["frames"][0]
             for label, secs in (("decode", r["decode_s"]), ("decode+analyses", r["total_s"])):

@@ -25,6 +25,12 @@ bytes are a protocol's client hello (``client_hello``, e.g. NSQ's magic); else t
 whose port is not a known server port; else the one with the higher port (ephemeral
 ports are high).
 
+A SYN (without ACK) on a 4-tuple starts a new flow when the flow there has ended, and
+also when it has not but the SYN's sequence number is not the one that flow's sender
+started from (not a retransmitted SYN): the earlier connection's close was not captured,
+and it ends there (``FlowEnd.how == "reused"``), as Wireshark starts a new stream on a
+reused port.
+
 ``idle_split``: a flow silent for longer than this many seconds ends there
 (``FlowEnd.how == "idle"``) and its next packet starts a new, mid-stream flow -- the
 same 4-tuple reused much later without a captured handshake.
@@ -135,7 +141,8 @@ class FlowStart:
 @dataclass(frozen=True, slots=True)
 class FlowEnd:
     """One direction ended: ``how`` is ``"fin"``, ``"rst"``, ``"idle"`` (silent longer than
-    the tracker's ``idle_split``) or ``"capture"`` (the capture ended)."""
+    the tracker's ``idle_split``), ``"reused"`` (a new connection's SYN on its 4-tuple) or
+    ``"capture"`` (the capture ended)."""
 
     flow: Flow
     direction: Direction
@@ -221,9 +228,18 @@ class FlowTracker:
                     for d, h in halves.items():
                         self._end(flow, d, h, "idle", h.last_number, h.last_ts, out)
                     entry = None
-            # A new SYN on a finished 4-tuple is a new connection that reuses the ports.
-            if entry is not None and not (seg.flags & SYN and not seg.flags & ACK
-                                          and all(h.ended for h in halves.values())):
+            # A new SYN on a finished 4-tuple is a new connection that reuses the ports;
+            # so is one with another initial sequence number on an unfinished 4-tuple.
+            if entry is not None and seg.flags & SYN and not seg.flags & ACK:
+                if all(h.ended for h in halves.values()):
+                    entry = None
+                else:
+                    base = halves[direction].base
+                    if base is not None and (seg.seq + 1) & _MASK != base:
+                        for d, h in halves.items():
+                            self._end(flow, d, h, "reused", seg.number, seg.ts, out)
+                        entry = None
+            if entry is not None:
                 return flow, halves, direction
         client_src = self._client_is_src(seg)
         flow = Flow(

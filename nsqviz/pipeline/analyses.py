@@ -66,53 +66,56 @@ def _server():
     return F.substring_index("flow", "->", -1).alias("server")
 
 
-def _subscriptions(frames: DataFrame) -> DataFrame:
-    return frames.where(F.col("name") == "SUB").groupBy("conn_id").agg(
-        F.min_by("topic", "seq").alias("topic"), F.min_by("channel", "seq").alias("channel")
-    )
+def _first_where(cond, value, alias: str):
+    """Per group, ``value`` of the first row (by frame number) where ``cond`` holds."""
+    return F.min_by(F.when(cond, value), F.when(cond, F.col("seq"))).alias(alias)
 
 
-def _msg_timeouts(frames: DataFrame) -> DataFrame:
-    """Per connection, the message timeout in force: negotiated, requested, or nsqd's default."""
-    identify = frames.where(F.col("name") == "IDENTIFY").groupBy("conn_id").agg(
-        F.min_by(F.get_json_object("data", "$.msg_timeout"), "seq").alias("asked")
+def _per_connection(frames: DataFrame) -> DataFrame:
+    """Per connection, in one pass: its subscription (the first SUB's topic and channel),
+    what IDENTIFY asked for and the JSON answer negotiated, and the message timeout in
+    force (negotiated, else requested, else nsqd's default; null when the connection
+    neither identified nor negotiated)."""
+    sub = F.col("name") == "SUB"
+    ident = F.col("name") == "IDENTIFY"
+    answer = (F.col("name") == "FrameTypeResponse") & F.col("data").startswith("{")
+    timeout = F.get_json_object("data", "$.msg_timeout")
+    per = frames.where(sub | ident | answer).groupBy("conn_id").agg(
+        _first_where(sub, F.col("topic"), "topic"),
+        _first_where(sub, F.col("channel"), "channel"),
+        _first_where(ident, F.col("data"), "identify"),
+        _first_where(answer, F.col("data"), "negotiated"),
+        F.max(ident | answer).alias("_timed"),
+        _first_where(ident, timeout, "_asked"),
+        _first_where(answer, timeout, "_granted"),
     )
-    negotiated = frames.where(
-        (F.col("name") == "FrameTypeResponse") & F.col("data").startswith("{")
-    ).groupBy("conn_id").agg(
-        F.min_by(F.get_json_object("data", "$.msg_timeout"), "seq").alias("negotiated")
-    )
-    return identify.join(negotiated, "conn_id", "full").select(
-        "conn_id",
-        F.coalesce(
-            F.col("negotiated").cast("long"), F.col("asked").cast("long"),
-            F.lit(DEFAULT_MSG_TIMEOUT_MS),
-        ).alias("msg_timeout_ms"),
-    )
+    return per.withColumn("msg_timeout_ms", F.when(F.col("_timed"), F.coalesce(
+        F.col("_granted").cast("long"), F.col("_asked").cast("long"),
+        F.lit(DEFAULT_MSG_TIMEOUT_MS)))).drop("_timed", "_asked", "_granted")
 
 
 def deliveries(frames: DataFrame) -> DataFrame:
     """One row per delivery: message id, channel, connection, attempt, and how it ended."""
-    subs = _subscriptions(frames)
+    info = _per_connection(frames).select("conn_id", "topic", "channel", "msg_timeout_ms")
+    ev = frames.where(F.col("name").isin("FrameTypeMessage", "FIN", "REQ", "TOUCH")).drop(
+        "topic", "channel").join(info, "conn_id", "left")
     msg = (
-        frames.where(F.col("name") == "FrameTypeMessage")
-        .drop("topic", "channel")
-        .join(subs, "conn_id", "left")
+        ev.where(F.col("name") == "FrameTypeMessage")
         .select(
             _server(), "msg_id", "topic", "channel", "conn_id", "ts", "seq", "attempts", "msg_ts",
             F.col("bodies")[0].alias("body_sha1"), F.lit("D").alias("t"),
             F.lit(None).cast("string").alias("verb"), F.lit(None).cast("long").alias("delay_ms"),
+            "msg_timeout_ms",
         )
     )
     resp = (
-        frames.where(F.col("name").isin("FIN", "REQ", "TOUCH"))
-        .drop("topic", "channel")
-        .join(subs, "conn_id", "left")
+        ev.where(F.col("name") != "FrameTypeMessage")
         .select(
             _server(), "msg_id", "topic", "channel", "conn_id", "ts", "seq",
             F.lit(None).cast("int").alias("attempts"), F.lit(None).cast("double").alias("msg_ts"),
             F.lit(None).cast("string").alias("body_sha1"), F.lit("R").alias("t"),
             F.col("name").alias("verb"), "delay_ms",
+            F.lit(None).cast("long").alias("msg_timeout_ms"),
         )
     )
     w = Window.partitionBy(*MESSAGE_KEY).orderBy("ts", "t", "conn_id", "seq")
@@ -132,16 +135,15 @@ def deliveries(frames: DataFrame) -> DataFrame:
         F.max(F.when(F.col("t") == "D", F.col("attempts"))).alias("attempts"),
         F.max(F.when(F.col("t") == "D", F.col("msg_ts"))).alias("msg_ts"),
         F.max(F.when(F.col("t") == "D", F.col("body_sha1"))).alias("body_sha1"),
+        F.max(F.when(F.col("t") == "D", F.col("msg_timeout_ms"))).alias("msg_timeout_ms"),
         F.min_by(F.when(ends, F.col("verb")), end_order).alias("end_verb"),
         F.min(F.when(ends, F.col("ts"))).alias("end_ts"),
         F.min_by(F.when(ends, F.col("delay_ms")), end_order).alias("end_delay"),
         F.sum(F.when(own & (F.col("verb") == "TOUCH"), 1).otherwise(0)).alias("touches"),
     )
     last_n = Window.partitionBy(*MESSAGE_KEY)
-    timeouts = _msg_timeouts(frames)
     return (
         per.withColumn("last_n", F.max("n").over(last_n))
-        .join(timeouts, "conn_id", "left")
         .select(
             *MESSAGE_KEY, F.col("n").alias("delivery"), "conn_id", "ts",
             "attempts", "msg_ts", "body_sha1", "touches",
@@ -234,27 +236,20 @@ def connections(frames: DataFrame, beats: DataFrame | None = None) -> DataFrame:
             .when(F.col("kind").isin("error", "gap"), F.col("reason"))
         )).alias("error_codes"),
         F.max(F.col("kind") == "tls").alias("tls"),
+        F.max_by(F.when(F.col("name") == "RDY", F.col("count")),
+                 F.when(F.col("name") == "RDY", F.col("seq"))).alias("last_rdy"),
+        F.max(F.when(F.col("name") == "RDY", F.col("count"))).alias("max_rdy"),
     )
-    ident = frames.where(F.col("name") == "IDENTIFY").groupBy("conn_id").agg(
-        *[
-            F.min_by(F.get_json_object("data", f"$.{k}"), "seq").alias(k)
-            for k in ("client_id", "hostname", "user_agent", "feature_negotiation",
-                      "heartbeat_interval")
-        ]
-    )
-    negotiated = frames.where(
-        (F.col("name") == "FrameTypeResponse") & F.col("data").startswith("{")
-    ).groupBy("conn_id").agg(F.min_by("data", "seq").alias("negotiated"))
-    subs = _subscriptions(frames)
-    rdy = frames.where(F.col("name") == "RDY").groupBy("conn_id").agg(
-        F.max_by("count", "seq").alias("last_rdy"), F.max("count").alias("max_rdy")
-    )
+    info = _per_connection(frames)
     out = (
-        base.join(ident, "conn_id", "left")
-        .join(negotiated, "conn_id", "left")
-        .join(_msg_timeouts(frames), "conn_id", "left")
-        .join(subs, "conn_id", "left")
-        .join(rdy, "conn_id", "left")
+        base.join(info, "conn_id", "left")
+        .select(
+            *[c for c in base.columns if c not in ("last_rdy", "max_rdy")],
+            *[F.get_json_object("identify", f"$.{k}").alias(k)
+              for k in ("client_id", "hostname", "user_agent", "feature_negotiation",
+                        "heartbeat_interval")],
+            "negotiated", "msg_timeout_ms", "topic", "channel", "last_rdy", "max_rdy",
+        )
         .withColumn("duration_s", F.col("end_ts") - F.col("start_ts"))
         .withColumn("compression", F.when(F.get_json_object("negotiated", "$.snappy") == "true",
                                           "snappy")

@@ -1,7 +1,8 @@
 """``nsqviz pipeline CAPTURES... --out DIR``: the Spark pipeline from the command line.
 
-Local Spark (``local[*]``, 4 GB driver) unless ``--master`` says otherwise; without a
-Java runtime it stops with a message saying how to install one rather than a JVM trace.
+Local Spark (``local[*]``, a driver heap sized to the input) unless ``--master`` says
+otherwise; without a Java runtime it stops with a message saying how to install one
+rather than a JVM trace.
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ def capture_frames(
     idle_split: float | None = IDLE_SPLIT,
     ports: Mapping[str, Iterable[int]] | None = None,
     per_file: bool = False,
+    progress_dir: str | None = None,
 ) -> DataFrame:
     """The frames table (:data:`FRAME_SCHEMA`) of capture ``files`` (absolute paths in
     capture-set order, as :func:`~nsqviz.pipeline.source.expand_paths` gives them).
@@ -55,9 +56,13 @@ def capture_frames(
     ``idle_split``, ``ports`` and ``per_file`` (the driver's ``continuation`` turned
     off) are the capture driver's options, as in ``nsqviz decode``: by default all files
     are one capture set, and a connection continues from file to file. ``partitions``
-    (stage 2's shuffle) defaults to ``spark.sql.shuffle.partitions``.
+    (stage 2's shuffle) defaults to ``spark.sql.shuffle.partitions``. ``progress_dir``:
+    where stage 1's tasks report how far they are (:func:`~nsqviz.pipeline.decode.
+    read_progress`).
     """
     options = reader_options(continuation=not per_file, idle_split=idle_split, ports=ports)
+    if progress_dir:
+        options["progress"] = progress_dir
 
     def read(output: str) -> DataFrame:
         return (spark.read.format("pcap").option("paths", json.dumps(files))

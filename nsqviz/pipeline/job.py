@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -65,11 +67,24 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
     started = time.perf_counter()
     files = expand_paths(captures)
     sizes = [os.path.getsize(f) for f in files]
-    tracker = Progress(spark, sizes, progress) if progress else contextlib.nullcontext()
     result = PipelineResult(os.path.abspath(out) if "://" not in out else out, files)
-    with tracker:
-        _run(spark, files, _uri(out), result, tracker, partitions=partitions, ports=ports,
-             idle_split=idle_split, per_file=per_file, count=count)
+    # The decoding tasks report how far they are in files there (on a cluster, the
+    # output's file system is the one executors and driver share, as for the captures).
+    reports = None
+    if progress:
+        reports = (os.path.join(result.out, "_progress") if "://" not in out
+                   else tempfile.mkdtemp(prefix="nsqviz-progress-"))
+        os.makedirs(reports, exist_ok=True)
+    tracker = (Progress(spark, sizes, progress, directory=reports) if progress
+               else contextlib.nullcontext())
+    try:
+        with tracker:
+            _run(spark, files, _uri(out), result, tracker, partitions=partitions,
+                 ports=ports, idle_split=idle_split, per_file=per_file, count=count,
+                 progress_dir=reports)
+    finally:
+        if reports is not None:
+            shutil.rmtree(reports, ignore_errors=True)
     result.seconds = time.perf_counter() - started
     result.frames_seconds -= started
     return result
@@ -83,15 +98,14 @@ def _run(spark, files, uri, result, tracker, *, count, **options) -> None:
 
     capture_frames(spark, files, **options).write.mode("overwrite").parquet(f"{uri}/frames")
     result.frames_seconds = time.perf_counter()
-    if isinstance(tracker, Progress):
-        written = spark.read.parquet(f"{uri}/frames")
-        tracker.next_phase("analyses", frames=written.where(
-            "kind in ('command', 'frame')").count())
     # The analyses never look at `fields` (the hex of every body: most of the bytes);
     # what they need is in the typed columns, small enough to keep in memory.
     frames = spark.read.parquet(f"{uri}/frames").drop("fields").persist(
         StorageLevel.MEMORY_AND_DISK
     )
+    if isinstance(tracker, Progress):  # counting fills the cache the analyses read
+        tracker.next_phase("analyses", frames=frames.where(
+            "kind in ('command', 'frame')").count())
     delivered = analyses.deliveries(frames).cache()
     beats = analyses.heartbeats(frames).cache()
     pairs = analyses.rpc_pairs(frames).cache()
@@ -109,11 +123,23 @@ def _run(spark, files, uri, result, tracker, *, count, **options) -> None:
         df.write.mode("overwrite").parquet(f"{uri}/{name}")
     if count:
         for name in TABLES:
-            result.counts[name] = spark.read.parquet(f"{uri}/{name}").count()
+            result.counts[name] = _rows(spark, f"{uri}/{name}")
     delivered.unpersist()
     beats.unpersist()
     pairs.unpersist()
     frames.unpersist()
+
+
+def _rows(spark, uri: str) -> int:
+    """Rows of a Parquet table: from its files' footers when they are local (no Spark
+    job), else counted by Spark."""
+    if uri.startswith("file://"):
+        import pyarrow.parquet as pq
+
+        path = uri[len("file://"):]
+        return sum(pq.ParquetFile(os.path.join(path, n)).metadata.num_rows
+                   for n in os.listdir(path) if n.endswith(".parquet"))
+    return int(spark.read.parquet(uri).count())
 
 
 def _uri(out: str) -> str:

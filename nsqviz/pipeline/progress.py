@@ -1,8 +1,10 @@
 """Progress of a pipeline run, from Spark's status tracker: on the console or as a bar.
 
-A thread polls ``SparkContext.statusTracker()`` while a run goes on. Decoding reads one
-file per task, so tasks done in the decoding phase are files done, and their bytes are
-known; each phase's end adds the frames it produced and frames/s. The sink is
+A thread polls ``SparkContext.statusTracker()`` while a run goes on, and the small
+files in which the decoding tasks keep the bytes they have read and the frames they
+have decoded (:class:`~nsqviz.pipeline.decode.ProgressFile`): bytes, MB/s and frames/s
+move while files are being decoded, not only when a file is done. Decoding reads one
+file per task, so tasks done in the decoding phase are files done. The sink is
 :func:`console` (one line on stderr, rewritten in place) or a :class:`NotebookBar` (an
 ipywidgets progress bar that leaves a static HTML summary behind when the run ends, so a
 saved notebook shows what happened without a widget).
@@ -21,8 +23,9 @@ __all__ = ["NotebookBar", "Progress", "Snapshot", "console"]
 
 class Snapshot(NamedTuple):
     """Where a run is: ``phase`` (``"decoding"``, ``"analyses"``, ``"done"``), its tasks
-    done of those known, files done (decoding), bytes of them, frames decoded so far (known
-    at the end of decoding), seconds since the start."""
+    done of those known, files done (decoding), bytes read (of ``total_bytes``), frames
+    decoded so far (the frames table's count once decoding is over), seconds since the
+    start."""
 
     phase: str
     tasks_done: int
@@ -32,14 +35,16 @@ class Snapshot(NamedTuple):
     bytes_done: int
     frames: int | None
     elapsed: float
+    total_bytes: int = 0
 
     def text(self) -> str:
         mb = self.bytes_done / 1e6
+        of = f" of {self.total_bytes / 1e6:.1f}" if self.total_bytes else ""
         rate = f", {mb / self.elapsed:.1f} MB/s" if self.elapsed > 0 and mb else ""
         frames = ""
         if self.frames is not None:
             frames = f", {self.frames} frames ({self.frames / max(self.elapsed, 1e-9):.0f}/s)"
-        return (f"{self.phase}: files {self.files_done}/{self.files}, {mb:.1f} MB{rate}, "
+        return (f"{self.phase}: files {self.files_done}/{self.files}, {mb:.1f}{of} MB{rate}, "
                 f"tasks {self.tasks_done}/{self.tasks}{frames}, {self.elapsed:.0f} s")
 
 
@@ -50,7 +55,8 @@ def console(snap: Snapshot) -> None:
 
 
 class NotebookBar:
-    """An ipywidgets bar over files and bytes; at the end, a static summary in its place."""
+    """An ipywidgets bar over the bytes decoded, then the analyses' tasks; at the end, a
+    static summary in its place."""
 
     def __init__(self) -> None:
         import ipywidgets as w
@@ -69,8 +75,9 @@ class NotebookBar:
                                     f"file(s), {snap.bytes_done / 1e6:.1f} MB{frames}</div>"))
             return
         self.bar.description = snap.phase
-        self.bar.max = max(1, snap.files if snap.phase == "decoding" else snap.tasks)
-        self.bar.value = snap.files_done if snap.phase == "decoding" else snap.tasks_done
+        decoding = snap.phase == "decoding"
+        self.bar.max = max(1, snap.total_bytes if decoding else snap.tasks)
+        self.bar.value = snap.bytes_done if decoding else snap.tasks_done
         self.label.value = snap.text()
 
 
@@ -78,13 +85,15 @@ class Progress:
     """Reports a run's :class:`Snapshot` to ``sink`` every ``interval`` seconds."""
 
     def __init__(self, spark: Any, sizes: list[int], sink: Callable[[Snapshot], None], *,
-                 interval: float = 0.5):
+                 interval: float = 0.5, directory: str | None = None):
         self.tracker = spark.sparkContext.statusTracker()
         self.sizes = sizes
         self.sink = sink
         self.interval = interval
         self.phase = "decoding"
         self.frames: int | None = None
+        self.directory = directory  # where the decoding tasks report (None: files only)
+        self.decoded = (0, 0)  # (bytes, frames) the tasks reported
         self.started = time.perf_counter()
         self._stages: dict[int, tuple[int, int]] = {}  # stage -> (done, tasks), this phase
         self._stop = threading.Event()
@@ -104,12 +113,17 @@ class Progress:
     def next_phase(self, phase: str, *, frames: int | None = None) -> None:
         """The run moved on (``frames``: what decoding produced)."""
         self._sample()
+        self.decoded = (sum(self.sizes), self.decoded[1])
         if frames is not None:
             self.frames = frames
         self.phase = phase
         self._stages.clear()
 
     def _sample(self) -> None:
+        if self.directory is not None and self.phase == "decoding":
+            from nsqviz.pipeline.decode import read_progress
+
+            self.decoded = read_progress(self.directory)
         for stage in self.tracker.getActiveStageIds():
             info = self.tracker.getStageInfo(stage)
             if info is not None:
@@ -122,11 +136,13 @@ class Progress:
         if self.phase == "decoding":
             # the scan stages have one task per file; the first of them reads them all
             files = max((d for d, t in self._stages.values() if t == n), default=0)
+            n_bytes = (self.decoded[0] if self.directory is not None
+                       else sum(self.sizes) * files // max(n, 1))
+            frames = self.decoded[1] if self.directory is not None else None
         else:
-            files = n
-        share = files / n if n else 0.0
-        return Snapshot(self.phase, done, tasks, files, n, int(sum(self.sizes) * share),
-                        self.frames, time.perf_counter() - self.started)
+            files, n_bytes, frames = n, sum(self.sizes), self.frames
+        return Snapshot(self.phase, done, tasks, files, n, n_bytes, frames,
+                        time.perf_counter() - self.started, sum(self.sizes))
 
     def _poll(self) -> None:
         while not self._stop.wait(self.interval):

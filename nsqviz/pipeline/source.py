@@ -25,6 +25,8 @@ the frames table's rows each file decodes to on its own, and ``"crossing"``, the
 of connections that cross a file boundary. These take the capture driver's options
 ``continuation`` (``"true"``/``"false"``), ``idle_split`` (seconds, empty: never) and
 ``ports`` (JSON: protocol name -> extra server ports); :func:`reader_options` writes them.
+``progress`` (a directory, ``"frames"`` only): each task keeps how far it is in a small
+file there (:class:`~nsqviz.pipeline.decode.ProgressFile`) for the driver to show.
 """
 
 from __future__ import annotations
@@ -135,9 +137,12 @@ class PcapReader(DataSourceReader):
 
         path, index, opts = partition.path, partition.index, self.options
         if self.output == "frames":
-            yield from decode.decode_file(path, index, self.paths, **opts)
+            directory = opts.get("progress")
+            progress = os.path.join(directory, str(index)) if directory else None
+            opts = {k: v for k, v in opts.items() if k != "progress"}
+            yield from decode.decode_file(path, index, self.paths, progress=progress, **opts)
         elif self.output == "crossing":
-            opts = {k: v for k, v in opts.items() if k != "continuation"}
+            opts = {k: v for k, v in opts.items() if k not in ("continuation", "progress")}
             yield from decode.crossing_packets(path, index, len(self.paths), **opts)
         else:
             yield from iter_packet_batches(path, index)
@@ -165,6 +170,7 @@ class PcapDataSource(DataSource):
             "continuation": opts.get("continuation", "true") == "true",
             "idle_split": float(opts["idle_split"]) if opts.get("idle_split") else None,
             "ports": json.loads(opts.get("ports", "{}")),
+            "progress": opts.get("progress") or None,
         }
         return PcapReader(expand_paths(_paths_option(opts)), self._output(), decoding)
 

@@ -3,6 +3,8 @@ two stages together giving what ``nsqviz decode`` gives."""
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute
 
@@ -113,6 +115,109 @@ def test_two_stages_give_nsqviz_decode_row_for_row(tmp_path):
     assert all(sorted(v) == list(range(1, len(v) + 1)) for v in seqs.values())
 
 
+def _two_stages(files):
+    """Stage 1 and stage 2 as Spark runs them, without Spark: every row."""
+    from nsqviz.pipeline.decode import crossing_packets, decode_file
+
+    rows = [r for i, f in enumerate(files) for b in decode_file(f, i, files)
+            for r in b.to_pylist()]
+    crossing = [b for i, f in enumerate(files) for b in crossing_packets(f, i, len(files))]
+    if crossing:
+        rows += [r for b in decode_sorted_batches([_keyed(crossing)], files)
+                 for r in b.to_pylist()]
+    return rows
+
+
+def _with_flows(rows):
+    """Rows as ``nsqviz decode --json`` would print them, flow records included."""
+    import json
+    from collections import Counter
+
+    return Counter(json.dumps({k: r[k] for k in ("ts", "flow", "dir", "kind", "name",
+                                                  "packets")}
+                              | {"fields": json.loads(r["fields"])}, sort_keys=True)
+                   for r in rows)
+
+
+def _decoded_with_flows(files):
+    import json
+    from collections import Counter
+
+    from nsqviz.capture.decode import CaptureDecoder
+
+    return Counter(json.dumps(rec.as_json(), sort_keys=True)
+                   for rec in CaptureDecoder(flow_records=True).decode(files))
+
+
+def _split(src, at: list[int], tmp_path):
+    """The records of capture ``src`` as rotated files starting at record indexes ``at``."""
+    from nsqviz.capture.files import Record, read_capture
+    from nsqviz.capture.writer import PcapWriter
+
+    records = [r for r in read_capture(src) if isinstance(r, Record)]
+    cuts = [0, *at, len(records)]
+    paths = []
+    for k, (lo, hi) in enumerate(zip(cuts, cuts[1:], strict=False)):
+        paths.append(str(tmp_path / (f"cap.pcap{k}" if k else "cap.pcap")))
+        with PcapWriter(paths[-1]) as w:
+            for r in records[lo:hi]:
+                w.write(r.ts, r.data)
+    return paths, records
+
+
+def test_late_packets_of_a_connection_closed_in_an_earlier_file_start_nothing(tmp_path):
+    """A connection's last ACK lands in the next file: it belongs to the closed
+    connection (no new flow rows), as in ``nsqviz decode``."""
+    from nsqviz.capture.layers import FIN, decode_record
+
+    with RotatingPcapWriter(tmp_path / "one.pcap", 10**9) as w:
+        simulate(w, seed=4, n_messages=20)
+    records = _split(w.paths[0], [], tmp_path)[1]
+    segs = [decode_record(r) for r in records]
+    # cut right after the first FIN that closes a connection's second direction
+    fins = [i for i, s in enumerate(segs) if s.flags & FIN]
+    cut = fins[1] + 1
+    assert not segs[cut].payload and not segs[cut].flags & FIN  # its last ACK
+    files, _ = _split(w.paths[0], [cut], tmp_path)
+    rows = _two_stages(files)
+    assert _with_flows(rows) == _decoded_with_flows(files)
+    starts = [r for r in rows if r["name"] == "FlowStart"]
+    assert len(starts) == len({r["conn_id"] for r in rows if r["conn_id"]}) == 5
+
+
+def test_a_syn_reusing_a_four_tuple_left_open_in_an_earlier_file(tmp_path):
+    """File 0: five connections whose FINs were not captured; file 1: new connections on
+    the same 4-tuples (SYNs with other sequence numbers). Both stages together give what
+    ``nsqviz decode`` gives: the old connections end at the new SYNs (``reused``)."""
+    from nsqviz.capture.files import Record, read_capture
+    from nsqviz.capture.layers import ACK, FIN, decode_record
+    from nsqviz.capture.writer import PcapWriter
+
+    def records(seed, t0):
+        with RotatingPcapWriter(tmp_path / f"sim{seed}.pcap", 10**9) as w:
+            simulate(w, seed=seed, n_messages=15, t0=t0)
+        return [r for r in read_capture(w.paths[0]) if isinstance(r, Record)]
+
+    files = [str(tmp_path / "cap.pcap"), str(tmp_path / "cap.pcap1")]
+    with PcapWriter(files[0]) as w:
+        for r in records(1, 1_700_000_000.0):
+            if not decode_record(r).flags & FIN:
+                w.write(r.ts, r.data)
+    with PcapWriter(files[1]) as w:
+        for r in records(2, 1_700_000_100.0):
+            seg, data = decode_record(r), bytearray(r.data)
+            at = 38 if seg.dport == 4150 else 42  # the client's seq, the server's ack
+            if at == 38 or seg.flags & ACK:
+                value = (int.from_bytes(data[at:at + 4], "big") + 7_777_777) & 0xFFFFFFFF
+                data[at:at + 4] = value.to_bytes(4, "big")
+            w.write(r.ts, bytes(data))
+    want = _decoded_with_flows(files)
+    assert sum('"how": "reused"' in k for k in want) == 10  # both directions of five
+    rows = _two_stages(files)
+    assert _with_flows(rows) == want
+    assert len({r["conn_id"] for r in rows if r["conn_id"]}) == 10
+
+
 def _keyed(batches):
     rows = [r for b in batches for r in b.to_pylist()]
     for r in rows:
@@ -120,3 +225,23 @@ def _keyed(batches):
         r["_ka"], r["_kb"] = min(a, b), max(a, b)
     rows.sort(key=lambda r: (r["_ka"], r["_kb"], r["file_index"], r["packet"]))
     return pa.RecordBatch.from_pylist(rows)
+
+
+def test_a_decoding_task_reports_bytes_and_frames_as_it_goes(tmp_path):
+    """Each task keeps (bytes read, frames decoded) in a file the driver's progress reads
+    while the task runs: at every batch, and exactly at the end."""
+    from nsqviz.capture.decode import decode_capture
+    from nsqviz.pipeline.decode import decode_file, read_progress
+
+    with RotatingPcapWriter(tmp_path / "cap.pcap", 10**9) as w:
+        simulate(w, seed=1, n_messages=60)
+    reports = tmp_path / "progress"
+    reports.mkdir()
+    path = w.paths[0]
+    seen = []
+    for _ in decode_file(path, 0, w.paths, batch_rows=50, progress=str(reports / "0")):
+        seen.append(read_progress(str(reports)))
+    frames = sum(1 for r in decode_capture(w.paths) if r.kind in ("command", "frame"))
+    assert read_progress(str(reports)) == (os.path.getsize(path), frames)
+    assert len(seen) > 3 and seen[0][1] > 0  # reported while decoding, not only at the end
+    assert [b for b, _ in seen] == sorted(b for b, _ in seen)
