@@ -8,6 +8,11 @@ command or frame is a box spanning the packets that carried it -- a frame split 
 three segments is a long box, eight frames glued in one segment are eight slim boxes in
 one packet's slot: the capture-level sticky-packet (粘包) map.
 
+Under a lane, the NSQ timers its records show (:mod:`nsqviz.widgets.timers`): a DPUB's
+deferral and a REQ's delay from the packet that carried the command, and ``msg_timeout``,
+``output_buffer_timeout`` and heartbeats where the IDENTIFY exchange in the capture gives
+their length (a capture does not say how its nsqd was started, so nothing is assumed).
+
 ``ReplayView(replay, upto=N)`` shows the capture as of packet N (later boxes faded); its
 HTML is static and deterministic (what a saved notebook shows). ``widget()`` adds a play
 button and a slider over packet numbers, and a picker whose choice is shown as a hex
@@ -22,17 +27,20 @@ from construct import Construct
 
 from nsqviz import protocols
 from nsqviz.capture.replay import Replay
-from nsqviz.palette import name_colour
+from nsqviz.palette import ink, name_colour
 from nsqviz.records import DecodedRecord
 from nsqviz.stream import Direction
 from nsqviz.widgets.hexview import HexView
+from nsqviz.widgets.sequence import Span
 from nsqviz.widgets.style import CSS, Live, esc, once
+from nsqviz.widgets.timers import Row, timer_spans
 
 __all__ = ["ReplayView"]
 
 _WIDTH = 760  # px for the packet axis
 _LANE = 64  # px per lane
 _KIND_COLOUR = {"gap": "#fca5a5", "error": "#f87171", "tls": "#d1d5db"}
+_TIMERS_SHOWN = 6  # per lane; a capture of 200 messages has 200 msg_timeouts
 _TICK = {"": "#9ca3af", "retransmission": "#f59e0b", "gap": "#dc2626", "warning": "#dc2626"}
 
 
@@ -77,6 +85,7 @@ class ReplayView:
     def html(self, *, with_css: bool = True) -> str:
         rp = self.replay
         cell = self._cell
+        spans = self.timers()
         lanes = []
         for fid in self.flows:
             stats = next(s for s in rp.flows if s.flow.id == fid)
@@ -108,6 +117,7 @@ class ReplayView:
                 f'{"".join(ticks)}{"".join(boxes)}'
                 f'<div style="position:absolute;left:{cursor:.1f}px;top:0;bottom:0;'
                 f'border-left:2px solid #2563eb"></div></div></div>'
+                + self._timer_strip(fid, spans, cell)
             )
         legend = "".join(
             f'<span class="nv-chip" style="background:{name_colour(n)}">{esc(n)}</span>'
@@ -128,6 +138,51 @@ class ReplayView:
             f'{CSS if with_css else ""}<div class="nsqviz nsqviz-replay">{title}'
             f'<div class="nv-legend">{legend}</div>{"".join(lanes)}{table}</div>'
         )
+
+    def timers(self) -> list[tuple[int, Span]]:
+        """(flow id, span) of every timer the NSQ records show; rows are packet numbers."""
+        rows, flows = [], {}
+        stamp = {p.number: p.ts for p in self.replay.packets}
+        for r in self.replay.records:
+            if r.protocol != "nsq" or not r.packets or r.kind not in ("command", "frame"):
+                continue
+            last = r.packets[-1]
+            rows.append(Row(last, stamp.get(last, 0.0), str(r.flow_id), r.event,
+                            r.dir == Direction.C2S))
+            flows[last] = r.flow_id
+        rows.sort(key=lambda row: (row.t, row.index))
+        return [(flows[s.first], s) for s in timer_spans(rows, None)]
+
+    def _timer_strip(self, fid: int, spans: list[Span], cell: float) -> str:
+        """The timers of flow ``fid`` as bars under its lane, each labelled at its start."""
+        # the few named by a command or the IDENTIFY first, then each message's msg_timeout
+        mine = sorted((s for f, s in spans if f == fid),
+                      key=lambda s: (s.name == "FrameTypeMessage", s.first))
+        if not mine:
+            return ""
+        more = len(mine) - _TIMERS_SHOWN
+        mine = mine[:_TIMERS_SHOWN]
+        bars = []
+        for k, s in enumerate(mine):
+            left = self._xpos(s.first) + cell / 2
+            right = _WIDTH if s.last is None else self._xpos(s.last) + cell / 2
+            col = ink(name_colour(s.name))
+            end = "border-right:2px solid" if s.last is not None else "border-right:0"
+            bars.append(
+                f'<div title="{esc(s.label)}" style="position:absolute;left:{left:.1f}px;'
+                f"top:{k * 16 + 12}px;width:{max(right - left, 2):.1f}px;height:0;"
+                f"border-top:2px {'solid' if s.last is not None else 'dashed'} {col};"
+                f'border-left:2px solid {col};{end} {col};height:4px"></div>'
+                f'<div class="nv-mono" style="position:absolute;left:{left + 4:.1f}px;'
+                f'top:{k * 16}px;font-size:10px;line-height:11px;color:{col};'
+                f'white-space:nowrap">'
+                f"{esc(s.label)}</div>"
+            )
+        note = f"<br>+ {more} more" if more > 0 else ""
+        return (f'<div style="display:flex;gap:8px;margin:0 0 4px">'
+                f'<div class="nv-muted" style="width:230px;font-size:11px;text-align:right">'
+                f'timers{note}</div><div style="position:relative;width:{_WIDTH}px;'
+                f'height:{len(mine) * 16 + 6}px">{"".join(bars)}</div></div>')
 
     def _boxes(self, fid: int, cell: float) -> list[str]:
         """One box per record of flow ``fid``; frames sharing one packet split its slot."""

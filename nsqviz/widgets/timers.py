@@ -61,7 +61,11 @@ class Settings:
     sources: dict[str, str]
 
     @classmethod
-    def of(cls, opts: Options) -> Settings:
+    def of(cls, opts: Options | None) -> Settings:
+        """From the server's options; ``None`` (a capture of an unknown nsqd): only what
+        the wire says counts, and a timer it does not give is not drawn."""
+        if opts is None:
+            return cls(0.0, 0.0, 0.0, {})
         return cls(opts.client_timeout / 2 * 1000, opts.msg_timeout * 1000,
                    opts.output_buffer_timeout * 1000,
                    {"heartbeat_interval": "client_timeout/2", "msg_timeout": "--msg-timeout",
@@ -93,8 +97,9 @@ def _ms(value: float) -> str:
     return f"{value:g} ms" if value < 10_000 else f"{value / 1000:g} s"
 
 
-def timer_spans(rows: list[Row], opts: Options) -> list[Span]:
-    """Every timer the rows show, as spans (see the module docstring)."""
+def timer_spans(rows: list[Row], opts: Options | None) -> list[Span]:
+    """Every timer the rows show, as spans (see the module docstring); ``opts`` ``None``:
+    the server's options are unknown, only lengths the wire gives are used."""
     spans: list[Span] = []
     settings: dict[str, Settings] = {}
     last_beat: dict[str, int] = {}  # connection -> row of its last heartbeat (or first row)
@@ -104,8 +109,11 @@ def timer_spans(rows: list[Row], opts: Options) -> list[Span]:
     last_rdy: dict[str, int] = {}  # connection -> row of its last RDY above 0
     open_msgs: dict[bytes, tuple[Row, float, str]] = {}  # id -> (start row, length, why)
 
+    position = {r.index: k for k, r in enumerate(rows)}
+
     def first_row_after(t: float, start: int) -> int | None:
-        for r in rows[start + 1:]:
+        """The first row after row ``start`` (an index) whose time is ``t`` or later."""
+        for r in rows[position[start] + 1:]:
             if r.t >= t:
                 return r.index
         return None
@@ -135,7 +143,7 @@ def timer_spans(rows: list[Row], opts: Options) -> list[Span]:
             elif isinstance(item, ev.Fin | ev.Req | ev.Touch) and item.id in open_msgs:
                 verb = type(item).__name__.upper()
                 close_msg(item.id, row.index, f"{verb} in time")
-                if isinstance(item, ev.Touch):
+                if isinstance(item, ev.Touch):  # msg_timeout_ms > 0: the message had one
                     open_msgs[item.id] = (row, conn.msg_timeout_ms, " (restarted by TOUCH)")
             if isinstance(item, ev.Rdy) and item.count > 0:
                 last_rdy[row.connection] = row.index
@@ -158,7 +166,8 @@ def timer_spans(rows: list[Row], opts: Options) -> list[Span]:
             last_beat[row.connection] = row.index
             beats_since[row.connection] = beats_since.get(row.connection, 0) + 1
         elif isinstance(item, ev.Message):
-            if row.connection not in flushed and row.connection in last_rdy:
+            if (row.connection not in flushed and row.connection in last_rdy
+                    and conn.output_buffer_timeout_ms > 0):
                 flushed.add(row.connection)
                 obt = conn.output_buffer_timeout_ms
                 spans.append(Span(last_rdy[row.connection], row.index,
@@ -167,7 +176,8 @@ def timer_spans(rows: list[Row], opts: Options) -> list[Span]:
                                   "frame this long before it flushes", "RDY"))
             if item.id in open_msgs:
                 close_msg(item.id, row.index, "redelivered")
-            open_msgs[item.id] = (row, conn.msg_timeout_ms, "")
+            if conn.msg_timeout_ms > 0:
+                open_msgs[item.id] = (row, conn.msg_timeout_ms, "")
     for mid in list(open_msgs):
         close_msg(mid, None, "running")
     for name, cmd in last_command.items():

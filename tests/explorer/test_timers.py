@@ -111,3 +111,30 @@ def test_a_redelivery_seen_early_still_closes_as_redelivered():
     rows = _rows((0.0, ev.Rdy(1), True), (0.2, _msg(1), False), (1.3, _msg(2), False))
     assert [s for s in timer_spans(rows, Options(msg_timeout=1.0))
             if s.name == "FrameTypeMessage"][0].label.endswith("redelivered")
+
+
+def test_rows_may_be_numbered_like_packets():
+    # a capture's rows are its packet numbers, not 0, 1, 2 ...
+    rows = [Row(n, t, "flow 0", item, True) for n, t, item in
+            ((7, 0.0, ev.Req(MID, 0)), (12, 0.01, ev.Nop()), (30, 0.5, ev.Dpub("t", 300, b"x")),
+             (31, 0.6, ev.Nop()), (40, 0.9, ev.Nop()))]
+    spans = {s.name: (s.first, s.last) for s in timer_spans(rows, None)}
+    assert spans == {"REQ": (7, 12), "DPUB": (30, 40)}
+
+
+def test_a_capture_of_an_unknown_nsqd_draws_only_what_the_wire_says():
+    rows = _rows((0.0, ev.Rdy(1), True), (0.1, _msg(1), False), (1.0, ev.Response(b"_heartbeat_"),
+                                                                 False))
+    assert timer_spans(rows, None) == []
+
+
+def test_the_replay_draws_a_captures_dpub_deferral_from_its_own_parameter():
+    from nsqviz.capture.replay import Replay
+    from nsqviz.widgets.replay import ReplayView
+
+    view = ReplayView(Replay.load("data/pubsub-pynsq.pcap"))
+    (dpub,) = [s for _flow, s in view.timers() if s.name == "DPUB"]
+    assert dpub.label == "DPUB deferral 300 ms"
+    ts = {p.number: p.ts for p in view.replay.packets}
+    assert ts[dpub.last] - ts[dpub.first] >= 0.3
+    assert "DPUB deferral 300 ms" in view.html()
