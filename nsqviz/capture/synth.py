@@ -16,22 +16,8 @@ from typing import Any
 
 from nsqviz import tubemq
 from nsqviz.capture.writer import TcpConversation
+from nsqviz.nsq import events as ev
 from nsqviz.nsq.codec import ClientConnection, ServerConnection
-from nsqviz.nsq.events import (
-    Command,
-    Fin,
-    Identify,
-    Magic,
-    Message,
-    Mpub,
-    Pub,
-    Rdy,
-    Req,
-    Response,
-    ServerFrame,
-    Sub,
-    Touch,
-)
 from nsqviz.records import compact_json
 from nsqviz.stream.direction import Direction
 
@@ -49,8 +35,8 @@ class Written:
     c2s: bytearray = field(default_factory=bytearray)
     s2c: bytearray = field(default_factory=bytearray)
     writes: list[tuple[str, int, bytes]] = field(default_factory=list)
-    commands: list[Command] = field(default_factory=list)
-    frames: list[ServerFrame] = field(default_factory=list)
+    commands: list[ev.Command] = field(default_factory=list)
+    frames: list[ev.ServerFrame] = field(default_factory=list)
 
 
 class NsqTalk:
@@ -79,14 +65,14 @@ class NsqTalk:
         if self.conv is not None and data:
             self.conv.send(direction, data, self.ts)
 
-    def say(self, *commands: Command) -> None:
+    def say(self, *commands: ev.Command) -> None:
         """The client sends these commands in one write (one or more segments)."""
         data = b"".join(self.client.send(c, check=False) for c in commands)
         self.written.commands.extend(commands)
         self.server.receive(data)
         self._emit(Direction.C2S, data)
 
-    def answer(self, *frames: ServerFrame, compress_after: tuple[str, int | None] | None = None
+    def answer(self, *frames: ev.ServerFrame, compress_after: tuple[str, int | None] | None = None
                ) -> None:
         """The server sends these frames in one write; ``compress_after`` switches the
         server to that compression after them (nsqd does so after the IDENTIFY response)."""
@@ -119,17 +105,17 @@ def pubsub_session(
                 "user_agent": "nsqviz-synth/0.1"}
     if compression:
         identify[compression] = True
-    talk.say(Magic(), Identify(identify))
+    talk.say(ev.Magic(), ev.Identify(identify))
     features = {"max_rdy_count": 2500, "version": "1.3.0", "max_msg_timeout": 900000,
                 "msg_timeout": 60000, "tls_v1": False, "deflate": compression == "deflate",
                 "deflate_level": 6, "max_deflate_level": 6, "snappy": compression == "snappy",
                 "sample_rate": 0, "auth_required": False, "output_buffer_size": 16384,
                 "output_buffer_timeout": 250}
-    response = Response(compact_json(features).encode())
+    response = ev.Response(compact_json(features).encode())
     if compression:
         talk.answer(response, compress_after=(compression, 6 if compression == "deflate"
                                               else None))
-        talk.answer(Response(b"OK"))
+        talk.answer(ev.Response(b"OK"))
     else:
         talk.answer(response)
 
@@ -137,30 +123,30 @@ def pubsub_session(
         size = rng.choice(body_sizes)
         return (f"msg-{rng.randrange(10**6):06d}-".encode() * (size // 11 + 1))[:size]
 
-    talk.say(Pub("events", body()))
-    talk.answer(Response(b"OK"))
-    talk.say(Mpub("events", tuple(body() for _ in range(3))))
-    talk.answer(Response(b"OK"))
-    talk.say(Sub("events", "archive"), Rdy(batch))
-    talk.answer(Response(b"OK"))
+    talk.say(ev.Pub("events", body()))
+    talk.answer(ev.Response(b"OK"))
+    talk.say(ev.Mpub("events", tuple(body() for _ in range(3))))
+    talk.answer(ev.Response(b"OK"))
+    talk.say(ev.Sub("events", "archive"), ev.Rdy(batch))
+    talk.answer(ev.Response(b"OK"))
     ts_ns = int(talk.ts * 1e9)
     sent = 0
     while sent < messages:
         n = min(batch, messages - sent)
         batch_msgs = [
-            Message(ts_ns + i, 1, f"{sent + i:016x}".encode(), body()) for i in range(n)
+            ev.Message(ts_ns + i, 1, f"{sent + i:016x}".encode(), body()) for i in range(n)
         ]
         talk.answer(*batch_msgs)
-        acks: list[Command] = []
+        acks: list[ev.Command] = []
         for m in batch_msgs:
             number = int(m.id, 16)
             if number % 7 == 3:
-                acks.append(Req(m.id, 0))
+                acks.append(ev.Req(m.id, 0))
             elif number % 5 == 2:
-                acks += [Touch(m.id), Fin(m.id)]
+                acks += [ev.Touch(m.id), ev.Fin(m.id)]
             else:
-                acks.append(Fin(m.id))
-        acks.append(Rdy(batch))
+                acks.append(ev.Fin(m.id))
+        acks.append(ev.Rdy(batch))
         talk.say(*acks)
         sent += n
 

@@ -16,20 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from nsqviz.nsq.events import (
-    Cls,
-    Event,
-    Fin,
-    Identify,
-    Magic,
-    Message,
-    Rdy,
-    Req,
-    Response,
-    Sub,
-    Touch,
-    Violation,
-)
+from nsqviz.nsq import events as ev
 from nsqviz.stream.direction import Direction
 
 __all__ = ["RULES", "Connection", "Seen", "Verdict", "check_backoff", "check_connection",
@@ -63,15 +50,15 @@ class Seen:
 
     t: float
     direction: Direction
-    event: Event
+    event: ev.Event
     packets: tuple[int, ...]
-    violation: Violation | None = None
+    violation: ev.Violation | None = None
 
     @classmethod
-    def of(cls, t: float, direction: Direction, event: Event,
+    def of(cls, t: float, direction: Direction, event: ev.Event,
            packets: tuple[int, ...]) -> Seen:
         """``event`` as the observer decoded it: a refused command is seen as sent."""
-        if type(event) is Violation and event.command is not None:
+        if type(event) is ev.Violation and event.command is not None:
             return cls(t, direction, event.command, packets, event)
         return cls(t, direction, event, packets)
 
@@ -86,9 +73,9 @@ class Connection:
     ended_by: str | None = None
 
     @property
-    def subscribed(self) -> Sub | None:
+    def subscribed(self) -> ev.Sub | None:
         return next((s.event for s in self.seen
-                     if type(s.event) is Sub and s.violation is None), None)
+                     if type(s.event) is ev.Sub and s.violation is None), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,21 +110,21 @@ def _commands(conn: Connection) -> list[Seen]:
 
 
 def _handshake(conn: Connection) -> Verdict:
-    order = [s for s in _commands(conn) if type(s.event) in (Magic, Identify, Sub)]
+    order = [s for s in _commands(conn) if type(s.event) in (ev.Magic, ev.Identify, ev.Sub)]
     kinds = [type(s.event) for s in order]
-    if Sub not in kinds:
-        if Identify in kinds:
+    if ev.Sub not in kinds:
+        if ev.Identify in kinds:
             return _v("handshake", PASS, "IDENTIFY sent (a producer: no SUB)", *order)
         return _v("handshake", NOT_EXERCISED, "no IDENTIFY or SUB seen", *order)
-    if Identify not in kinds:
+    if ev.Identify not in kinds:
         return _v("handshake", FAIL, "SUB without IDENTIFY first", *order)
-    if kinds.index(Identify) > kinds.index(Sub):
+    if kinds.index(ev.Identify) > kinds.index(ev.Sub):
         return _v("handshake", FAIL, "IDENTIFY after SUB", *order)
     return _v("handshake", PASS, "IDENTIFY before SUB", *order)
 
 
 def _feature_negotiation(conn: Connection) -> Verdict:
-    ident = next((s for s in _commands(conn) if type(s.event) is Identify), None)
+    ident = next((s for s in _commands(conn) if type(s.event) is ev.Identify), None)
     if ident is None:
         return _v("feature-negotiation", NOT_EXERCISED, "no IDENTIFY seen")
     if ident.event.data.get("feature_negotiation"):
@@ -146,7 +133,7 @@ def _feature_negotiation(conn: Connection) -> Verdict:
 
 
 def _rdys(conn: Connection) -> list[Seen]:
-    return [s for s in _commands(conn) if type(s.event) is Rdy]
+    return [s for s in _commands(conn) if type(s.event) is ev.Rdy]
 
 
 def _initial_rdy(conn: Connection) -> Verdict:
@@ -195,14 +182,14 @@ def _rdy_update(conn: Connection) -> Verdict:
     resends, bad = [], []
     for s in conn.seen:
         kind = type(s.event)
-        if kind is Message:
+        if kind is ev.Message:
             passed += 1
             number[s.event.id] = passed
         elif s.direction != Direction.C2S:
             continue
-        elif kind in (Fin, Req, Touch):
+        elif kind in (ev.Fin, ev.Req, ev.Touch):
             answered = max(answered, number.get(s.event.id, 0))
-        elif kind is Rdy:
+        elif kind is ev.Rdy:
             count, read = s.event.count, max(answered, fewest)
             if last is not None and count == last and count > 0:
                 due = _due_after(count)  # messages since the last RDY that make it due
@@ -229,8 +216,8 @@ def _due_after(count: int) -> int:
 
 
 def _heartbeat(conn: Connection) -> Verdict:
-    beats = [i for i, s in enumerate(conn.seen)
-             if s.direction == Direction.S2C and type(s.event) is Response and s.event.is_heartbeat]
+    beats = [i for i, s in enumerate(conn.seen) if s.direction == Direction.S2C
+             and type(s.event) is ev.Response and s.event.is_heartbeat]
     if not beats:
         return _v("heartbeat", NOT_EXERCISED, "no heartbeat in the traffic")
     missed = []
@@ -252,13 +239,13 @@ def _in_flight(conn: Connection) -> Verdict:
     answers, bad = [], []
     for s in conn.seen:
         kind = type(s.event)
-        if kind is Message:
+        if kind is ev.Message:
             flying.add(s.event.id)
-        elif kind in (Fin, Req, Touch) and s.direction == Direction.C2S:
+        elif kind in (ev.Fin, ev.Req, ev.Touch) and s.direction == Direction.C2S:
             answers.append(s)
             if s.event.id not in flying:
                 bad.append(s)
-            elif kind is not Touch:
+            elif kind is not ev.Touch:
                 flying.discard(s.event.id)
     if not answers:
         return _v("in-flight", NOT_EXERCISED, "no FIN, REQ or TOUCH")
@@ -272,8 +259,8 @@ def _in_flight(conn: Connection) -> Verdict:
 def _cls_before_close(conn: Connection) -> Verdict:
     if conn.subscribed is None:
         return _v("cls-before-close", NOT_EXERCISED, "never subscribed")
-    cls = next((s for s in _commands(conn) if type(s.event) is Cls), None)
-    wait = next((s for s in conn.seen if type(s.event) is Response
+    cls = next((s for s in _commands(conn) if type(s.event) is ev.Cls), None)
+    wait = next((s for s in conn.seen if type(s.event) is ev.Response
                  and s.event.data == b"CLOSE_WAIT"), None)
     if cls is not None:
         if wait is None:
@@ -297,7 +284,7 @@ def check_consumer(conns: Iterable[Connection], max_in_flight: int | None,
     its connection's share)."""
     # CLS ends a connection's share (nsqd sends no more messages on it)
     timeline = sorted(((s.t, k, s) for k, c in enumerate(conns) for s in _commands(c)
-                       if type(s.event) in (Rdy, Cls)), key=lambda x: x[0])
+                       if type(s.event) in (ev.Rdy, ev.Cls)), key=lambda x: x[0])
     if not timeline:
         return _v("rdy-sum", NOT_EXERCISED, "no RDY sent")
     if max_in_flight is None:
@@ -313,7 +300,7 @@ def check_consumer(conns: Iterable[Connection], max_in_flight: int | None,
         if s is None:
             break
         start = t if start is None else start
-        current[k] = s.event.count if type(s.event) is Rdy else 0
+        current[k] = s.event.count if type(s.event) is ev.Rdy else 0
         burst.append(s)
     total, burst = worst
     status = PASS if total <= max_in_flight else FAIL
@@ -335,19 +322,19 @@ def check_backoff(conns: Iterable[Connection]) -> Verdict:
     """
     conns = list(conns)
     cmds = sorted(((s.t, k, s) for k, c in enumerate(conns) for s in _commands(c)
-                   if type(s.event) in (Req, Rdy)), key=lambda x: x[0])
-    reqs = [s for _, _, s in cmds if type(s.event) is Req]
+                   if type(s.event) in (ev.Req, ev.Rdy)), key=lambda x: x[0])
+    reqs = [s for _, _, s in cmds if type(s.event) is ev.Req]
     if not reqs:
         return _v("backoff", NOT_EXERCISED, "no failure (REQ) in the traffic")
-    first_req = next(i for i, (_, _, s) in enumerate(cmds) if type(s.event) is Req)
+    first_req = next(i for i, (_, _, s) in enumerate(cmds) if type(s.event) is ev.Req)
     rdy_before: dict[int, int] = {}
     for _, k, s in cmds[:first_req]:
-        if type(s.event) is Rdy:
+        if type(s.event) is ev.Rdy:
             rdy_before[k] = s.event.count
     at_zero = {k for k in range(len(conns)) if rdy_before.get(k, 0) == 0}
     zero = up = None
     for _, k, s in cmds[first_req:]:
-        if type(s.event) is not Rdy:
+        if type(s.event) is not ev.Rdy:
             continue
         if s.event.count == 0:
             at_zero.add(k)

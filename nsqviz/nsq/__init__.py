@@ -19,36 +19,11 @@ and the tables every one of them reads: :mod:`~nsqviz.nsq.commands` (one entry p
 :mod:`~nsqviz.nsq.states` (the transition table), :mod:`~nsqviz.nsq.errors` (nsqd's codes).
 """
 
+from nsqviz.nsq import events
 from nsqviz.nsq.codec import ClientConnection, ServerConfig, ServerConnection
 from nsqviz.nsq.commands import COMMANDS, CommandSpec
 from nsqviz.nsq.errors import ErrorCode, LocalProtocolError, ProtocolError
-from nsqviz.nsq.events import (
-    Auth,
-    Cls,
-    Command,
-    CompressionStarted,
-    ConnectionClosed,
-    Dpub,
-    Error,
-    Event,
-    Fin,
-    Identify,
-    Magic,
-    Message,
-    Mpub,
-    Nop,
-    Observation,
-    Pub,
-    Rdy,
-    Req,
-    Response,
-    ServerFrame,
-    Sub,
-    TLSUpgrade,
-    Touch,
-    Truncated,
-    Violation,
-)
+from nsqviz.nsq.events import *  # noqa: F403 -- every event, as events.__all__ names them
 from nsqviz.nsq.grammar import GrammarError
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
@@ -56,32 +31,6 @@ from nsqviz.nsq.states import TRANSITIONS, Role, State
 from nsqviz.stream import Direction
 
 __all__ = [
-    # events
-    "Event",
-    "Command",
-    "Magic",
-    "Identify",
-    "Auth",
-    "Sub",
-    "Pub",
-    "Mpub",
-    "Dpub",
-    "Rdy",
-    "Fin",
-    "Req",
-    "Touch",
-    "Cls",
-    "Nop",
-    "ServerFrame",
-    "Response",
-    "Error",
-    "Message",
-    "Observation",
-    "TLSUpgrade",
-    "CompressionStarted",
-    "Violation",
-    "Truncated",
-    "ConnectionClosed",
     # connections
     "ClientConnection",
     "ServerConnection",
@@ -103,3 +52,4 @@ __all__ = [
     "command_label",
     "event_label",
 ]
+__all__ += events.__all__

@@ -4,28 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
 from nsqviz.nsq.commands import BY_EVENT, name_of
 from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _garbage_raw, _json_or_none
 from nsqviz.nsq.errors import LocalProtocolError
-from nsqviz.nsq.events import (
-    Auth,
-    Command,
-    CompressionStarted,
-    Error,
-    Event,
-    Fin,
-    Identify,
-    Magic,
-    Message,
-    Mpub,
-    Rdy,
-    Req,
-    Response,
-    Sub,
-    TLSUpgrade,
-    Violation,
-)
 from nsqviz.nsq.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     FrameFraming,
@@ -75,7 +58,7 @@ class ClientConnection(_Connection):
         self.rdy = 0
         # Ids only: holding the messages would keep every unfinished body alive here.
         self.in_flight: set[bytes] = set()
-        self.pending: list[Command | str] = []
+        self.pending: list[ev.Command | str] = []
         """What awaits an answer, in order: the commands nsqd answers, and the extra
         ``OK`` frames a TLS or compression switch brings."""
         self._after_tls: Compression | None = None
@@ -107,7 +90,7 @@ class ClientConnection(_Connection):
 
     # -- sending -------------------------------------------------------------------
 
-    def send(self, cmd: Command, *, check: bool = True) -> bytes:
+    def send(self, cmd: ev.Command, *, check: bool = True) -> bytes:
         """The bytes for ``cmd``; raises :class:`LocalProtocolError` on misuse."""
         if check:
             self._check(cmd)
@@ -115,7 +98,7 @@ class ClientConnection(_Connection):
         self._sent(cmd)
         return self._wrap(data)
 
-    def send_all(self, cmds: list[Command], *, check: bool = True) -> bytes:
+    def send_all(self, cmds: list[ev.Command], *, check: bool = True) -> bytes:
         """The bytes for several commands written at once (a consumer's batch of FINs):
         each is checked and tracked as by :meth:`send`, compressed as one write."""
         encode = fastpath.encode_command
@@ -127,55 +110,55 @@ class ClientConnection(_Connection):
             self._sent(cmd)
         return self._wrap(b"".join(parts))
 
-    def _check(self, cmd: Command) -> None:
+    def _check(self, cmd: ev.Command) -> None:
         kind = type(cmd)
         state = self.state
         if kind not in TRANSITIONS[Role.CLIENT][state]:
             raise LocalProtocolError(refusal(Role.CLIENT, name_of(kind), state))
-        if kind is Magic:
+        if kind is ev.Magic:
             return
         if self._after_tls is not None or _TLS_OK in self.pending:
             raise LocalProtocolError("finish the TLS handshake first")
-        if isinstance(cmd, Identify):
+        if isinstance(cmd, ev.Identify):
             if self.identify is not None:
                 raise LocalProtocolError("IDENTIFY was already sent")
             if cmd.data.get("snappy") and cmd.data.get("deflate"):
                 raise LocalProtocolError("a client cannot enable both snappy and deflate")
-        elif isinstance(cmd, Auth):
-            if self.authenticated or any(isinstance(p, Auth) for p in self.pending):
+        elif isinstance(cmd, ev.Auth):
+            if self.authenticated or any(isinstance(p, ev.Auth) for p in self.pending):
                 raise LocalProtocolError("AUTH was already sent")
             if self.features is not None and not self.auth_required:
                 raise LocalProtocolError("the server did not ask for AUTH: a client must not")
-        elif isinstance(cmd, Sub):
+        elif isinstance(cmd, ev.Sub):
             if self.identify and self.identify.get("heartbeat_interval") == -1:
                 raise LocalProtocolError("cannot SUB with heartbeats disabled")
-        elif isinstance(cmd, Rdy):
+        elif isinstance(cmd, ev.Rdy):
             if not 0 <= cmd.count <= self.max_rdy_count:
                 raise LocalProtocolError(f"RDY {cmd.count} out of range 0-{self.max_rdy_count}")
-        elif isinstance(cmd, Mpub) and not cmd.bodies:
+        elif isinstance(cmd, ev.Mpub) and not cmd.bodies:
             raise LocalProtocolError("MPUB needs at least one message")
         if (
             BY_EVENT[kind].auth
             and self.auth_required
             and not self.authenticated
-            and not any(isinstance(p, Auth) for p in self.pending)
+            and not any(isinstance(p, ev.Auth) for p in self.pending)
         ):
             raise LocalProtocolError(f"AUTH required before {name_of(kind)}")
 
-    def _sent(self, cmd: Command) -> None:
+    def _sent(self, cmd: ev.Command) -> None:
         kind = type(cmd)
         self._advance(kind)
-        if kind is Magic:
+        if kind is ev.Magic:
             return
         if BY_EVENT[kind].answered:
             self.pending.append(cmd)
-        if isinstance(cmd, Identify):
+        if isinstance(cmd, ev.Identify):
             self.identify = dict(cmd.data)
-        elif isinstance(cmd, Sub):
+        elif isinstance(cmd, ev.Sub):
             self.subscription = (cmd.topic, cmd.channel)
-        elif isinstance(cmd, Rdy):
+        elif isinstance(cmd, ev.Rdy):
             self.rdy = cmd.count
-        elif isinstance(cmd, Fin | Req):
+        elif isinstance(cmd, ev.Fin | ev.Req):
             self.in_flight.discard(cmd.id)
 
     def tls_established(self) -> None:
@@ -187,16 +170,16 @@ class ClientConnection(_Connection):
     def _tls_pending(self) -> bool:
         return bool(self.pending) and self.pending[0] == _TLS_OK and not self.tls
 
-    def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:
-        out.append(Violation(garbage.code, garbage.reason, True, garbage.offset,
+    def _on_garbage(self, garbage: Garbage, out: list[ev.Event]) -> None:
+        out.append(ev.Violation(garbage.code, garbage.reason, True, garbage.offset,
                              _garbage_raw(garbage)))
         self._fail()
 
     def _bulk(
         self, buf: bytes, base: int, items: list[int | Garbage], i: int, pos: int,
-        out: list[Event],
+        out: list[ev.Event],
     ) -> tuple[int, int]:
-        messages: list[Message] = []
+        messages: list[ev.Message] = []
         i, pos = fastpath.decode_messages(buf, items, i, pos, messages)
         if messages:
             out.extend(messages)
@@ -205,48 +188,48 @@ class ClientConnection(_Connection):
 
     def _on_frame(
         self, buf: bytes, start: int, end: int, base: int, raw: RawFrame | None,
-        out: list[Event],
+        out: list[ev.Event],
     ) -> bool:
         try:
-            ev = fastpath.decode_frame_at(buf, start, end, raw)
+            frame = fastpath.decode_frame_at(buf, start, end, raw)
         except GrammarError as exc:
             offset = base + start + (exc.offset or 0)
-            out.append(Violation("", exc.reason, True, offset, raw))
+            out.append(ev.Violation("", exc.reason, True, offset, raw))
             self._fail()
             return False
-        out.append(ev)
-        if isinstance(ev, Message):
-            self.in_flight.add(ev.id)
+        out.append(frame)
+        if isinstance(frame, ev.Message):
+            self.in_flight.add(frame.id)
             return False
-        return self._on_reply(ev, out)
+        return self._on_reply(frame, out)
 
-    def _on_reply(self, ev: Response | Error, out: list[Event]) -> bool:
+    def _on_reply(self, frame: ev.Response | ev.Error, out: list[ev.Event]) -> bool:
         """Pair a response or error with what asked for it; True if the stream switches."""
-        if isinstance(ev, Error):
-            if ev.fatal:
+        if isinstance(frame, ev.Error):
+            if frame.fatal:
                 if self.pending:
                     self.pending.pop(0)
                 self._fail()
             return False
-        if ev.is_heartbeat or not self.pending:
+        if frame.is_heartbeat or not self.pending:
             return False
         asked = self.pending.pop(0)
-        if isinstance(asked, Identify):
-            return self._identified(ev, out)
+        if isinstance(asked, ev.Identify):
+            return self._identified(frame, out)
         if asked == _TLS_OK:
             if self._after_tls is not None:
                 kind_level, self._after_tls = self._after_tls, None
                 return self._compress(*kind_level, out)
             return False
-        if isinstance(asked, Auth):
+        if isinstance(asked, ev.Auth):
             self.authenticated = True
-            self.auth_info = _json_or_none(ev.data)
+            self.auth_info = _json_or_none(frame.data)
         return False
 
-    def _identified(self, ev: Response, out: list[Event]) -> bool:
-        if ev.is_ok:
+    def _identified(self, frame: ev.Response, out: list[ev.Event]) -> bool:
+        if frame.is_ok:
             return False
-        features = _json_or_none(ev.data)
+        features = _json_or_none(frame.data)
         if features is None:
             return False
         self.features = features
@@ -259,16 +242,16 @@ class ClientConnection(_Connection):
         if features.get("tls_v1"):
             self.pending.insert(0, _TLS_OK)
             self._after_tls = compression
-            out.append(TLSUpgrade())
+            out.append(ev.TLSUpgrade())
             return True
         if compression is not None:
             return self._compress(*compression, out)
         return False
 
-    def _compress(self, kind: str, level: int | None, out: list[Event]) -> bool:
+    def _compress(self, kind: str, level: int | None, out: list[ev.Event]) -> bool:
         self._start_compression(kind, level)
         self.pending.insert(0, _COMPRESSED_OK)
-        out.append(CompressionStarted(kind, level))
+        out.append(ev.CompressionStarted(kind, level))
         return True
 
 

@@ -14,27 +14,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from nsqviz.nsq.events import (
-    Auth,
-    Cls,
-    Command,
-    Dpub,
-    Error,
-    Event,
-    Fin,
-    Identify,
-    Magic,
-    Message,
-    Mpub,
-    Nop,
-    Pub,
-    Rdy,
-    Req,
-    Response,
-    ServerFrame,
-    Sub,
-    Touch,
-)
+from nsqviz.nsq import events as ev
 
 __all__ = [
     "BODY_VERBS",
@@ -91,7 +71,7 @@ class CommandSpec:
     """One verb of protocol V2."""
 
     verb: str
-    event: type[Command]
+    event: type[ev.Command]
     params: tuple[Param, ...]
     body: BodyKind
     answer: str
@@ -140,54 +120,54 @@ NONE, JSON, SECRET, MESSAGE, MESSAGES = BodyKind
 COMMANDS: dict[str, CommandSpec] = {
     spec.verb: spec
     for spec in (
-        CommandSpec("IDENTIFY", Identify, (), JSON, "OK or JSON features", auth=False),
-        CommandSpec("AUTH", Auth, (), SECRET, "JSON identity", auth=False),
-        CommandSpec("SUB", Sub, (TOPIC, CHANNEL), NONE, "OK", auth=True),
-        CommandSpec("PUB", Pub, (TOPIC,), MESSAGE, "OK", auth=True),
-        CommandSpec("MPUB", Mpub, (TOPIC,), MESSAGES, "OK", auth=True),
-        CommandSpec("DPUB", Dpub, (TOPIC, Param("defer_time", ParamKind.DECIMAL, "timeout")),
+        CommandSpec("IDENTIFY", ev.Identify, (), JSON, "OK or JSON features", auth=False),
+        CommandSpec("AUTH", ev.Auth, (), SECRET, "JSON identity", auth=False),
+        CommandSpec("SUB", ev.Sub, (TOPIC, CHANNEL), NONE, "OK", auth=True),
+        CommandSpec("PUB", ev.Pub, (TOPIC,), MESSAGE, "OK", auth=True),
+        CommandSpec("MPUB", ev.Mpub, (TOPIC,), MESSAGES, "OK", auth=True),
+        CommandSpec("DPUB", ev.Dpub, (TOPIC, Param("defer_time", ParamKind.DECIMAL, "timeout")),
                     MESSAGE, "OK", auth=True),
-        CommandSpec("RDY", Rdy, (Param("count", ParamKind.DECIMAL, "count", default=1),), NONE, "",
-                    auth=False),
-        CommandSpec("FIN", Fin, (MESSAGE_ID,), NONE, "", auth=False, params_word="params"),
-        CommandSpec("REQ", Req, (MESSAGE_ID, Param("timeout", ParamKind.DECIMAL, "timeout")),
+        CommandSpec("RDY", ev.Rdy, (Param("count", ParamKind.DECIMAL, "count", default=1),),
+                    NONE, "", auth=False),
+        CommandSpec("FIN", ev.Fin, (MESSAGE_ID,), NONE, "", auth=False, params_word="params"),
+        CommandSpec("REQ", ev.Req, (MESSAGE_ID, Param("timeout", ParamKind.DECIMAL, "timeout")),
                     NONE, "", auth=False, params_word="params"),
-        CommandSpec("TOUCH", Touch, (MESSAGE_ID,), NONE, "", auth=False,
+        CommandSpec("TOUCH", ev.Touch, (MESSAGE_ID,), NONE, "", auth=False,
                     params_word="params"),
-        CommandSpec("NOP", Nop, (), NONE, "", auth=False),
-        CommandSpec("CLS", Cls, (), NONE, "CLOSE_WAIT", auth=False),
+        CommandSpec("NOP", ev.Nop, (), NONE, "", auth=False),
+        CommandSpec("CLS", ev.Cls, (), NONE, "CLOSE_WAIT", auth=False),
     )
 }
 """Every verb of protocol V2, in the spec's order."""
 
 BY_VERB: dict[bytes, CommandSpec] = {spec.wire: spec for spec in COMMANDS.values()}
-BY_EVENT: dict[type[Event], CommandSpec] = {spec.event: spec for spec in COMMANDS.values()}
+BY_EVENT: dict[type[ev.Event], CommandSpec] = {spec.event: spec for spec in COMMANDS.values()}
 BODY_VERBS: frozenset[bytes] = frozenset(s.wire for s in COMMANDS.values() if s.body is not NONE)
 """Verbs whose line is followed by a size-prefixed body."""
 
 MAGIC_NAME = "magic"
 """How the magic ``"  V2"`` is named where verbs are listed (it has no verb)."""
 
-FRAMES: dict[type[ServerFrame], tuple[str, int]] = {
-    Response: ("FrameTypeResponse", 0),
-    Error: ("FrameTypeError", 1),
-    Message: ("FrameTypeMessage", 2),
+FRAMES: dict[type[ev.ServerFrame], tuple[str, int]] = {
+    ev.Response: ("FrameTypeResponse", 0),
+    ev.Error: ("FrameTypeError", 1),
+    ev.Message: ("FrameTypeMessage", 2),
 }
 """nsqd's frames: the event class, the spec's name and the frame type on the wire."""
 
-COMMAND_NAMES: dict[type[Command], str] = {
-    Magic: MAGIC_NAME.upper(),
+COMMAND_NAMES: dict[type[ev.Command], str] = {
+    ev.Magic: MAGIC_NAME.upper(),
     **{spec.event: spec.verb for spec in COMMANDS.values()},
 }
 """How a capture's records name each command (``MAGIC``, ``SUB`` ...)."""
 
-FRAME_NAMES: dict[type[ServerFrame], str] = {cls: name for cls, (name, _) in FRAMES.items()}
+FRAME_NAMES: dict[type[ev.ServerFrame], str] = {cls: name for cls, (name, _) in FRAMES.items()}
 """How a capture's records name each frame (``FrameTypeMessage`` ...)."""
 
 
-def name_of(event: type[Event]) -> str:
+def name_of(event: type[ev.Event]) -> str:
     """The verb of a command class (``"magic"`` for the magic), else the class name."""
-    if event is Magic:
+    if event is ev.Magic:
         return MAGIC_NAME
     spec = BY_EVENT.get(event)
     return spec.verb if spec is not None else event.__name__

@@ -5,28 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
 from nsqviz.nsq.commands import BY_EVENT, BY_VERB, name_of
 from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _garbage_raw
 from nsqviz.nsq.errors import ErrorCode, LocalProtocolError, not_in_flight
-from nsqviz.nsq.events import (
-    Auth,
-    Cls,
-    Command,
-    Dpub,
-    Event,
-    Fin,
-    Identify,
-    Magic,
-    Message,
-    Mpub,
-    Rdy,
-    Req,
-    ServerFrame,
-    Sub,
-    Touch,
-    Violation,
-)
 from nsqviz.nsq.framing import (
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_MSG_SIZE,
@@ -40,7 +23,7 @@ from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame
 
 __all__ = ["ServerConfig", "ServerConnection"]
 
-_RDY_COUNT_AT = len(BY_EVENT[Rdy].verb) + 1  # the count follows the verb and one space
+_RDY_COUNT_AT = len(BY_EVENT[ev.Rdy].verb) + 1  # the count follows the verb and one space
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +63,7 @@ class ServerConnection(_Connection):
         self.midstream = midstream
         super().__init__(provenance=provenance, passive=passive)
         if midstream:  # a capture that starts after the magic
-            self._advance(Magic)
+            self._advance(ev.Magic)
         self.identify: dict[str, Any] | None = None
         self.authenticated = False
         self.subscription: tuple[str, str] | None = None
@@ -115,17 +98,17 @@ class ServerConnection(_Connection):
 
     # -- sending -------------------------------------------------------------------
 
-    def send(self, frame: ServerFrame, *, check: bool = True) -> bytes:
+    def send(self, frame: ev.ServerFrame, *, check: bool = True) -> bytes:
         """The bytes for ``frame``; a message is refused (:class:`LocalProtocolError`)
         where nsqd would not send it, unless ``check=False`` (to show what a client
         does with a server that misbehaves)."""
-        if type(frame) is Message:
+        if type(frame) is ev.Message:
             if check:
                 self._check_delivery(1)
             self.in_flight.add(frame.id)
         return self._wrap(fastpath.encode_frame(frame))
 
-    def send_messages(self, messages: list[Message], *, check: bool = True) -> bytes:
+    def send_messages(self, messages: list[ev.Message], *, check: bool = True) -> bytes:
         """Several message frames at once: the broker's hot path to a consumer."""
         if check:
             self._check_delivery(len(messages))
@@ -144,15 +127,15 @@ class ServerConnection(_Connection):
 
     def _bulk(
         self, buf: bytes, base: int, items: list[int | Garbage], i: int, pos: int,
-        out: list[Event],
+        out: list[ev.Event],
     ) -> tuple[int, int]:
         # FINs in bulk only where nothing but the in-flight check can refuse them.
-        if self.passive or Fin not in TRANSITIONS[Role.SERVER][self.state] or (
+        if self.passive or ev.Fin not in TRANSITIONS[Role.SERVER][self.state] or (
             self.config.tls_required and not self.tls
         ):
             return i, pos
         start = pos
-        fins: list[Fin] = []
+        fins: list[ev.Fin] = []
         i, pos = fastpath.decode_fins(buf, items, i, pos, fins)
         in_flight = self.in_flight
         append = out.append
@@ -164,7 +147,7 @@ class ServerConnection(_Connection):
             else:
                 code, text = not_in_flight("FIN", mid)
                 offset = base + start + 21 * k  # every FIN of the run is 21 bytes
-                append(Violation(code, text, False, offset, None, fin, "id", "not in flight",
+                append(ev.Violation(code, text, False, offset, None, fin, "id", "not in flight",
                                  offset + 4))
         return i, pos
 
@@ -190,23 +173,23 @@ class ServerConnection(_Connection):
 
     # -- receiving -----------------------------------------------------------------
 
-    def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:
+    def _on_garbage(self, garbage: Garbage, out: list[ev.Event]) -> None:
         # nsqd answers a wrong magic with the bare code E_BAD_PROTOCOL.
         text = "" if garbage.code == ErrorCode.BAD_PROTOCOL else garbage.reason
-        out.append(Violation(garbage.code, text, True, garbage.offset, _garbage_raw(garbage),
+        out.append(ev.Violation(garbage.code, text, True, garbage.offset, _garbage_raw(garbage),
                              reason=garbage.reason))
         self._fail()
 
-    def _refuse(self, out: list[Event], code: ErrorCode, text: str, offset: int,
-                raw: RawFrame | None, command: Command | None = None,
+    def _refuse(self, out: list[ev.Event], code: ErrorCode, text: str, offset: int,
+                raw: RawFrame | None, command: ev.Command | None = None,
                 field: str | None = None, reason: str = "",
                 field_offset: int | None = None) -> bool:
         """Report what nsqd refuses (a :class:`Violation` with these details); fatal
         unless nsqd's code says otherwise."""
-        return self._report(out, Violation(code, text, code.fatal, offset, raw, command, field,
+        return self._report(out, ev.Violation(code, text, code.fatal, offset, raw, command, field,
                                            reason, field_offset))
 
-    def _report(self, out: list[Event], violation: Violation) -> bool:
+    def _report(self, out: list[ev.Event], violation: ev.Violation) -> bool:
         """Report a refusal; after a fatal one the connection is closed."""
         out.append(violation)
         if violation.fatal:
@@ -215,13 +198,13 @@ class ServerConnection(_Connection):
 
     def _on_frame(
         self, buf: bytes, start: int, end: int, base: int, raw: RawFrame | None,
-        out: list[Event],
+        out: list[ev.Event],
     ) -> bool:
         data = raw.data if raw is not None else buf[start:end]
         offset = base + start
         if self.state is State.INIT:
-            self._advance(Magic)
-            out.append(Magic(raw))
+            self._advance(ev.Magic)
+            out.append(ev.Magic(raw))
             return False
         nl = data.find(b"\n")
         verb = verb_of(data, 0, nl)
@@ -241,7 +224,7 @@ class ServerConnection(_Connection):
         if exc is not None:
             return self._refused(out, data, nl, exc, offset, raw, cmd)
         if self.passive:  # an observer judges only what the stream itself shows
-            if type(cmd) is Rdy and (over := self._rdy_over_max(cmd, offset, raw)):
+            if type(cmd) is ev.Rdy and (over := self._rdy_over_max(cmd, offset, raw)):
                 out.append(over)
                 return False
             self._track(cmd)
@@ -249,8 +232,8 @@ class ServerConnection(_Connection):
             return False
         return self._accept(cmd, offset, raw, out)
 
-    def _refused(self, out: list[Event], data: bytes, nl: int, exc: GrammarError,
-                 offset: int, raw: RawFrame | None, cmd: Command | None) -> bool:
+    def _refused(self, out: list[ev.Event], data: bytes, nl: int, exc: GrammarError,
+                 offset: int, raw: RawFrame | None, cmd: ev.Command | None) -> bool:
         """A command the grammar refused: nsqd's answer, with the command (as sent) and
         the field attached; a command nsqd accepts all the same is then run."""
         code, text = nsqd_answer(data, nl, exc)
@@ -260,20 +243,21 @@ class ServerConnection(_Connection):
             # nsqd accepts it (parameters it ignores or defaults): only a command the
             # lenient decode kept has those, so ``cmd`` is there
             assert cmd is not None
-            out.append(Violation("", text, False, offset, raw, cmd, field, reason, at))
+            out.append(ev.Violation("", text, False, offset, raw, cmd, field, reason, at))
             if not self.passive:
                 # nsqd runs it: the broker gets the command's own event next
                 return self._accept(cmd, offset, raw, out)
             self._track(cmd)
             return False
         if self.passive:
-            out.append(Violation(code, text, code.fatal, offset, raw, cmd, field, reason, at))
+            out.append(ev.Violation(code, text, code.fatal, offset, raw, cmd, field, reason, at))
             if cmd is not None and not code.fatal:
                 self._track(cmd)
             return False
         return self._refuse(out, code, text, offset, raw, cmd, field, reason, at)
 
-    def _accept(self, cmd: Command, offset: int, raw: RawFrame | None, out: list[Event]) -> bool:
+    def _accept(self, cmd: ev.Command, offset: int, raw: RawFrame | None,
+                out: list[ev.Event]) -> bool:
         """nsqd's checks that need the decoded command, then the state it changes."""
         kind = type(cmd)
         config = self.config
@@ -281,30 +265,30 @@ class ServerConnection(_Connection):
         if BY_EVENT[kind].auth and config.auth_enabled and not self.authenticated:
             text = f"AUTH required before {name_of(kind)}"
             return refuse(out, ErrorCode.AUTH_FIRST, text, offset, raw, command=cmd)
-        if isinstance(cmd, Fin | Req | Touch):
+        if isinstance(cmd, ev.Fin | ev.Req | ev.Touch):
             if cmd.id not in self.in_flight:
                 code, text = not_in_flight(name_of(kind), cmd.id)
                 return refuse(out, code, text, offset, raw, command=cmd, field="id")
-        elif isinstance(cmd, Rdy):
+        elif isinstance(cmd, ev.Rdy):
             if over := self._rdy_over_max(cmd, offset, raw):
                 return self._report(out, over)
-        elif isinstance(cmd, Auth):
+        elif isinstance(cmd, ev.Auth):
             if self.authenticated:
                 return refuse(out, ErrorCode.INVALID, "AUTH already set", offset, raw,
                               command=cmd)
             if not config.auth_enabled:
                 return refuse(out, ErrorCode.AUTH_DISABLED, "AUTH disabled", offset, raw,
                               command=cmd)
-        elif isinstance(cmd, Sub):
+        elif isinstance(cmd, ev.Sub):
             if self.identify and self.identify.get("heartbeat_interval") == -1:
                 text = "cannot SUB with heartbeats disabled"
                 return refuse(out, ErrorCode.INVALID, text, offset, raw, command=cmd)
-        elif isinstance(cmd, Dpub):
+        elif isinstance(cmd, ev.Dpub):
             if cmd.defer_time > config.max_req_timeout:
                 text = f"DPUB timeout {cmd.defer_time} out of range 0-{config.max_req_timeout}"
                 return refuse(out, ErrorCode.INVALID, text, offset, raw, command=cmd,
                               field="defer_time")
-        elif isinstance(cmd, Mpub):
+        elif isinstance(cmd, ev.Mpub):
             if len(cmd.bodies) > (config.max_body_size - 4) // 5:
                 text = f"MPUB invalid message count {len(cmd.bodies)}"
                 return refuse(out, ErrorCode.BAD_BODY, text, offset, raw, command=cmd,
@@ -318,7 +302,7 @@ class ServerConnection(_Connection):
         out.append(cmd)
         return False
 
-    def _rdy_over_max(self, cmd: Rdy, offset: int, raw: RawFrame | None) -> Violation | None:
+    def _rdy_over_max(self, cmd: ev.Rdy, offset: int, raw: RawFrame | None) -> ev.Violation | None:
         """nsqd's answer to a RDY count above ``max_rdy_count`` (with the RDY as sent, its
         ``count`` field and where that starts), or None for a count in range. The one
         judgement of it, for nsqd's side and for an observer (which learns the limit
@@ -327,23 +311,23 @@ class ServerConnection(_Connection):
         if 0 <= cmd.count <= limit:
             return None
         code = ErrorCode.INVALID
-        return Violation(code, f"RDY count {cmd.count} out of range 0-{limit}", code.fatal,
+        return ev.Violation(code, f"RDY count {cmd.count} out of range 0-{limit}", code.fatal,
                          offset, raw, cmd, "count",
                          f"count {cmd.count} is above max_rdy_count {limit}",
                          offset + _RDY_COUNT_AT)
 
-    def _track(self, cmd: Command) -> None:
+    def _track(self, cmd: ev.Command) -> None:
         kind = type(cmd)
         before = self.state
         self._advance(kind)
-        if isinstance(cmd, Fin | Req):
+        if isinstance(cmd, ev.Fin | ev.Req):
             self.in_flight.discard(cmd.id)
-        elif isinstance(cmd, Rdy):
+        elif isinstance(cmd, ev.Rdy):
             if before is State.SUBSCRIBED:  # nsqd ignores RDY after CLS
                 self.rdy = cmd.count
-        elif isinstance(cmd, Identify):
+        elif isinstance(cmd, ev.Identify):
             self.identify = cmd.data
-        elif isinstance(cmd, Sub):
+        elif isinstance(cmd, ev.Sub):
             self.subscription = (cmd.topic, cmd.channel)
-        elif kind is Cls:
+        elif kind is ev.Cls:
             self.rdy = 0

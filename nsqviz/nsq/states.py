@@ -15,25 +15,8 @@ from __future__ import annotations
 
 import enum
 
+from nsqviz.nsq import events as ev
 from nsqviz.nsq.commands import name_of
-from nsqviz.nsq.events import (
-    Auth,
-    Cls,
-    ConnectionClosed,
-    Dpub,
-    Error,
-    Event,
-    Fin,
-    Identify,
-    Magic,
-    Mpub,
-    Nop,
-    Pub,
-    Rdy,
-    Req,
-    Sub,
-    Touch,
-)
 
 __all__ = [
     "CLOSERS",
@@ -71,32 +54,33 @@ class Role(enum.Enum):
 
 INIT, CONNECTED, SUBSCRIBED, CLOSING, CLOSED = State
 
-CLOSERS: tuple[type[Event], ...] = (Error, ConnectionClosed)
+CLOSERS: tuple[type[ev.Event], ...] = (ev.Error, ev.ConnectionClosed)
 """Events that close the connection from any open state: a fatal error, the end."""
 
 _CLOSE = dict.fromkeys(CLOSERS, CLOSED)
 
-_NSQD: dict[State, dict[type[Event], State]] = {
-    INIT: {Magic: CONNECTED, **_CLOSE},
+_NSQD: dict[State, dict[type[ev.Event], State]] = {
+    INIT: {ev.Magic: CONNECTED, **_CLOSE},
     CONNECTED: {
-        Identify: CONNECTED, Auth: CONNECTED, Sub: SUBSCRIBED,
-        Pub: CONNECTED, Mpub: CONNECTED, Dpub: CONNECTED, Nop: CONNECTED, **_CLOSE,
+        ev.Identify: CONNECTED, ev.Auth: CONNECTED, ev.Sub: SUBSCRIBED,
+        ev.Pub: CONNECTED, ev.Mpub: CONNECTED, ev.Dpub: CONNECTED, ev.Nop: CONNECTED, **_CLOSE,
     },
     SUBSCRIBED: {
-        Rdy: SUBSCRIBED, Fin: SUBSCRIBED, Req: SUBSCRIBED, Touch: SUBSCRIBED, Cls: CLOSING,
-        Pub: SUBSCRIBED, Mpub: SUBSCRIBED, Dpub: SUBSCRIBED, Nop: SUBSCRIBED, **_CLOSE,
+        ev.Rdy: SUBSCRIBED, ev.Fin: SUBSCRIBED, ev.Req: SUBSCRIBED, ev.Touch: SUBSCRIBED,
+        ev.Cls: CLOSING, ev.Pub: SUBSCRIBED, ev.Mpub: SUBSCRIBED, ev.Dpub: SUBSCRIBED,
+        ev.Nop: SUBSCRIBED, **_CLOSE,
     },
     CLOSING: {
-        Rdy: CLOSING, Fin: CLOSING, Req: CLOSING, Touch: CLOSING,
-        Pub: CLOSING, Mpub: CLOSING, Dpub: CLOSING, Nop: CLOSING, **_CLOSE,
+        ev.Rdy: CLOSING, ev.Fin: CLOSING, ev.Req: CLOSING, ev.Touch: CLOSING,
+        ev.Pub: CLOSING, ev.Mpub: CLOSING, ev.Dpub: CLOSING, ev.Nop: CLOSING, **_CLOSE,
     },
     CLOSED: {},
 }
 
-IGNORED_BY_NSQD: frozenset[tuple[State, type[Event]]] = frozenset({(CLOSING, Rdy)})
+IGNORED_BY_NSQD: frozenset[tuple[State, type[ev.Event]]] = frozenset({(CLOSING, ev.Rdy)})
 """Accepted by nsqd without effect, so a client must not send them."""
 
-TRANSITIONS: dict[Role, dict[State, dict[type[Event], State]]] = {
+TRANSITIONS: dict[Role, dict[State, dict[type[ev.Event], State]]] = {
     Role.SERVER: _NSQD,
     Role.CLIENT: {
         state: {e: nxt for e, nxt in row.items() if (state, e) not in IGNORED_BY_NSQD}
@@ -119,12 +103,12 @@ def refusal(role: Role, verb: str, state: State) -> str:
     return f"cannot {verb} in state {state.value} ({hint})"
 
 
-def allowed_states(role: Role, event: type[Event]) -> frozenset[State]:
+def allowed_states(role: Role, event: type[ev.Event]) -> frozenset[State]:
     """The states in which ``role``'s table allows ``event``."""
     return frozenset(s for s, row in TRANSITIONS[role].items() if event in row)
 
 
-_CLOSER_LABELS = {Error: "fatal E_*", ConnectionClosed: "EOF"}
+_CLOSER_LABELS = {ev.Error: "fatal E_*", ev.ConnectionClosed: "EOF"}
 
 
 def diagram(role: Role = Role.CLIENT) -> tuple[list[str], list[tuple[str, str, str]]]:
