@@ -16,7 +16,7 @@ which segments); it is left out of equality, like the pairing and the latency.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from google.protobuf import text_format
 from google.protobuf.message import Message
@@ -65,17 +65,17 @@ class Observation(Event):
 
 
 @dataclass(frozen=True, slots=True, repr=False)
-class Request(Event):
-    """A request frame: ``body.method`` says which call, ``message`` is its decoded
-    request (``None`` when the method has no request message or the bytes would not
-    parse -- a :class:`Violation` then says why)."""
+class _Call(Event):
+    """What a request and its SUCCESS answer hold alike: the frame's three messages, the
+    inner ``message`` the body carries, and the method the body names."""
+
+    _side: ClassVar[str]  # which message of the method's row this event carries
 
     serialNo: int
     connHeader: Message
     header: Message
     body: Message
     message: Message | None
-    raw: RawFrame | None = _aside()
 
     @property
     def method(self) -> int:
@@ -88,42 +88,35 @@ class Request(Event):
 
     @property
     def name(self) -> str:
-        """The request message's name, or the method's where it has none."""
+        """The message's name (request or response), or the method's where it has none."""
         info = self.info
         if info is None:
             return f"method {self.body.method}"
-        return info.request or info.name
+        return getattr(info, self._side) or info.name
 
 
 @dataclass(frozen=True, slots=True, repr=False)
-class Response(Event):
+class Request(_Call):
+    """A request frame: ``body.method`` says which call, ``message`` is its decoded
+    request (``None`` when the method has no request message or the bytes would not
+    parse -- a :class:`Violation` then says why)."""
+
+    _side = "request"
+
+    raw: RawFrame | None = _aside()
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Response(_Call):
     """A SUCCESS answer: ``body`` is RspResponseBody, ``message`` its decoded data.
     ``request`` is the request it answers (same serialNo) and ``latency`` the time
     between them, when the times were passed in."""
 
-    serialNo: int
-    connHeader: Message
-    header: Message
-    body: Message
-    message: Message | None
+    _side = "response"
+
     raw: RawFrame | None = _aside()
     request: Request | None = _aside()
     latency: float | None = _aside()
-
-    @property
-    def method(self) -> int:
-        return self.body.method
-
-    @property
-    def info(self) -> Method | None:
-        return METHODS.get(self.body.method)
-
-    @property
-    def name(self) -> str:
-        info = self.info
-        if info is None:
-            return f"method {self.body.method}"
-        return info.response or info.name
 
 
 @dataclass(frozen=True, slots=True, repr=False)
