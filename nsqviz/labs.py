@@ -22,9 +22,14 @@ import io
 import json
 import os
 import re
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nsqviz.widgets.table import TableView
 
 __all__ = ["COMPARISON", "KNOWN_DIFFERENCES", "NOTEBOOK", "compare", "run", "side_by_side",
            "stored"]
@@ -59,10 +64,12 @@ def _mask(text: str) -> list[str]:
 
 
 def _cells(notebook: Path) -> list[dict[str, Any]]:
-    return json.loads(notebook.read_text())["cells"]
+    cells: list[dict[str, Any]] = json.loads(notebook.read_text())["cells"]
+    return cells
 
 
-def _labs(cells: list[dict[str, Any]], printed) -> dict[int, dict[str, Any]]:
+def _labs(cells: list[dict[str, Any]],
+          printed: Callable[[int, dict[str, Any]], str]) -> dict[int, dict[str, Any]]:
     """Group what ``printed(index, cell)`` gives for each code cell under its lab."""
     labs: dict[int, dict[str, Any]] = {}
     lab = 0
@@ -132,7 +139,7 @@ def compare(embedded: dict[int, dict[str, Any]], real: dict[int, dict[str, Any]]
     return {"real_nsqd": version, "labs": rows}
 
 
-def side_by_side(path: Path = COMPARISON):
+def side_by_side(path: Path = COMPARISON) -> TableView:
     """The stored comparison as a table (one row per lab)."""
     from nsqviz.widgets.table import TableView
 
@@ -150,8 +157,6 @@ def main() -> int:
     from nsqviz.peers import require
 
     nsqd = require("nsqd")
-    import subprocess
-
     version = subprocess.run([str(nsqd), "--version"], capture_output=True, text=True,
                              check=True).stdout.split()[:2]
     with contextlib.redirect_stdout(sys.stderr):

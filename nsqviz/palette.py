@@ -121,7 +121,7 @@ def name_of_event(event: Any) -> str | None:
     from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
 
     kind = type(event)
-    return COMMAND_NAMES.get(kind) or FRAME_NAMES.get(kind)  # type: ignore[call-overload]
+    return COMMAND_NAMES.get(kind) or FRAME_NAMES.get(kind)
 
 
 def ink(fill: str) -> str:

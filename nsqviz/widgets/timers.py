@@ -89,8 +89,9 @@ def server_options(server: Any) -> Options:
         return opts
     flags = getattr(server, "flags", None) or {}
     known = {f.name for f in dataclasses.fields(Options)}
-    return dataclasses.replace(Options(), **{k: v for k, v in flags.items()
-                                             if k in known and isinstance(v, int | float)})
+    overrides: dict[str, Any] = {k: v for k, v in flags.items()
+                                 if k in known and isinstance(v, int | float)}
+    return dataclasses.replace(Options(), **overrides)
 
 
 def _ms(value: float) -> str:
