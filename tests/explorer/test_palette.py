@@ -78,3 +78,16 @@ def test_a_field_has_one_colour_in_every_hex_view():
     assert colours(sub)["topic"] == colours(pub)["topic"] == palette.field_colour("topic")
     assert colours(pub)["size"] == colours(frame)["size"]
     assert colours(sub)["verb"] != colours(sub)["topic"]
+
+
+def test_a_tubemq_method_has_one_colour_in_the_replay_and_the_sequence_diagram():
+    view = ReplayView(Replay.load("data/tubemq/tubemq-producer-go.pcap")).html()
+    fill = palette.name_colour("RegisterRequestP2M")
+    assert fill == palette.name_colour("producerRegisterP2M") != palette.OTHER
+    assert _fills_of(view, "RegisterRequestP2M") == {fill}
+    diagram = SequenceDiagram(["producer", "Master"], [
+        Arrow("producer", "Master", "RegisterRequestP2M #1", name="RegisterRequestP2M"),
+        Arrow("Master", "producer", "RegisterResponseM2P", "response", name="RegisterResponseM2P"),
+    ]).html()
+    assert _fills_of(diagram, "RegisterRequestP2M") == {fill}
+    assert f'fill="{fill}"' in diagram
