@@ -15,8 +15,9 @@ Where each timer acts, and where its length comes from (never typed in a noteboo
   ``msg_timeout`` (feature negotiation), else the IDENTIFY request's, else the broker's
   ``--msg-timeout``.
 * ``REQ delay`` and ``DPUB deferral`` -- from the command, its own parameter long.
-* ``output_buffer_timeout`` -- from the ``RDY`` to the connection's first message: nsqd
-  may hold a frame in its buffer this long before it flushes. Length: the IDENTIFY
+* ``output_buffer_timeout`` -- up to a connection's first message, from the later of its
+  ``RDY`` and the last publish before it (nsqd cannot have buffered the message earlier):
+  nsqd may hold a message in its buffer this long before it flushes. Length: the IDENTIFY
   response's, else the request's, else the broker's ``--output-buffer-timeout``.
 
 A span runs from its start row to the row that ended it (the FIN, the TOUCH, the
@@ -108,6 +109,7 @@ def timer_spans(rows: list[Row], opts: Options | None) -> list[Span]:
     beats_since: dict[str, int] = {}
     flushed: set[str] = set()
     last_rdy: dict[str, int] = {}  # connection -> row of its last RDY above 0
+    last_publish: int | None = None  # row of the last PUB/MPUB/DPUB on any connection
     open_msgs: dict[bytes, tuple[Row, float, str]] = {}  # id -> (start row, length, why)
 
     position = {r.index: k for k, r in enumerate(rows)}
@@ -148,6 +150,8 @@ def timer_spans(rows: list[Row], opts: Options | None) -> list[Span]:
                     open_msgs[item.id] = (row, conn.msg_timeout_ms, " (restarted by TOUCH)")
             if isinstance(item, ev.Rdy) and item.count > 0:
                 last_rdy[row.connection] = row.index
+            if isinstance(item, ev.Pub | ev.Mpub | ev.Dpub):
+                last_publish = row.index
             if isinstance(item, ev.Req):
                 spans.append(Span(row.index, first_row_after(row.t + item.timeout / 1000,
                                                              row.index),
@@ -171,10 +175,14 @@ def timer_spans(rows: list[Row], opts: Options | None) -> list[Span]:
                     and conn.output_buffer_timeout_ms > 0):
                 flushed.add(row.connection)
                 obt = conn.output_buffer_timeout_ms
-                spans.append(Span(last_rdy[row.connection], row.index,
+                # buffered no earlier than both the RDY and the publish before it
+                causes = [last_rdy[row.connection]]
+                causes += [last_publish] if last_publish is not None else []
+                buffered_from = max(causes, key=position.__getitem__)
+                spans.append(Span(buffered_from, row.index,
                                   f"output_buffer_timeout {_ms(obt)} "
                                   f"({conn.sources['output_buffer_timeout']}): nsqd may hold a "
-                                  "frame this long before it flushes", "RDY"))
+                                  "message this long before it flushes", "RDY"))
             if item.id in open_msgs:
                 close_msg(item.id, row.index, "redelivered")
             if conn.msg_timeout_ms > 0:

@@ -65,7 +65,7 @@ def test_negotiated_values_beat_the_request_and_the_broker_option():
                  (2.0, ev.Response(b"_heartbeat_"), False),
                  (2.1, ev.Response(b"_heartbeat_"), False))
     labels = [s.label for s in timer_spans(rows, Options(msg_timeout=60))]
-    assert ("output_buffer_timeout 100 ms (IDENTIFY response): nsqd may hold a frame this "
+    assert ("output_buffer_timeout 100 ms (IDENTIFY response): nsqd may hold a message this "
             "long before it flushes") in labels
     (flush,) = [s for s in timer_spans(rows, Options()) if s.name == "RDY"]
     assert (flush.first, flush.last) == (2, 3)  # from the RDY to the first message
@@ -138,3 +138,10 @@ def test_the_replay_draws_a_captures_dpub_deferral_from_its_own_parameter():
     ts = {p.number: p.ts for p in view.replay.packets}
     assert ts[dpub.last] - ts[dpub.first] >= 0.3
     assert "DPUB deferral 300 ms" in view.html()
+
+
+def test_output_buffer_timeout_starts_no_earlier_than_the_publish():
+    rows = [Row(0, 0.0, "c", ev.Rdy(1), True), Row(1, 0.3, "p", ev.Pub("t", b"x"), True),
+            Row(2, 0.31, "p", ev.Response(b"OK"), False), Row(3, 0.32, "c", _msg(1), False)]
+    (flush,) = [s for s in timer_spans(rows, Options()) if s.name == "RDY"]
+    assert (flush.first, flush.last) == (1, 3)
