@@ -122,17 +122,28 @@ def test_resends_at_zero_left_pass_in_the_observers_order_too():
 # -------------------------------------------------------------------------- backoff
 
 
+def two_connections(rdy_a: int, rdy_b: int):
+    """A consumer on two connections with these RDYs; message 1 is delivered on A."""
+    w = Wire(2)
+    a, b = w.conns
+    w.cmd(a, Rdy(rdy_a))
+    w.cmd(b, Rdy(rdy_b))
+    w.msgs(a, 1)
+    return w, a, b
+
+
+def fail_on(w: Wire, conn: Connection) -> None:
+    """The handler failed message 1: REQ, and RDY 0 on its connection."""
+    w.cmd(conn, Req(b"%016d" % 1, 0), Rdy(0))
+
+
 def test_a_rdy_sent_before_the_backoff_but_read_after_its_rdy_0_is_not_held_to_it():
     # the client: B re-sends RDY 5 (after FIN); then A's handler fails: REQ, RDY 0 on A and
     # B; 0.4 s later RDY 1 on A tests the waters; success: RDY 5 on both.
     # The observer read A's socket first: REQ, RDY 0 on A, then B's "FIN RDY 5 RDY 0".
-    w = Wire(2)
-    a, b = w.conns
-    w.cmd(a, Rdy(5))
-    w.cmd(b, Rdy(5))
-    w.msgs(a, 1)
+    w, a, b = two_connections(5, 5)
     w.msgs(b, 2)
-    w.cmd(a, Req(b"%016d" % 1, 0), Rdy(0))
+    fail_on(w, a)
     w.fins(b, 2)
     w.cmd(b, Rdy(5), Rdy(0))
     w.cmd(a, Rdy(1))
@@ -147,12 +158,8 @@ def test_a_rdy_sent_before_the_backoff_but_read_after_its_rdy_0_is_not_held_to_i
 
 def test_a_rdy_above_1_after_a_connections_own_rdy_0_is_a_breach():
     # B goes to RDY 0 with A, then gets RDY 5 back before anyone tested the waters
-    w = Wire(2)
-    a, b = w.conns
-    w.cmd(a, Rdy(5))
-    w.cmd(b, Rdy(5))
-    w.msgs(a, 1)
-    w.cmd(a, Req(b"%016d" % 1, 0), Rdy(0))
+    w, a, b = two_connections(5, 5)
+    fail_on(w, a)
     w.cmd(b, Rdy(0))
     w.cmd(b, Rdy(5))
     w.cmd(a, Rdy(1))
@@ -163,12 +170,8 @@ def test_a_rdy_above_1_after_a_connections_own_rdy_0_is_a_breach():
 def test_a_connection_at_zero_before_the_failure_may_test_the_waters():
     # C held no RDY when A failed (max_in_flight < num_conns): no RDY 0 is sent to it,
     # and its RDY 1 is the test of the waters
-    w = Wire(2)
-    a, c = w.conns
-    w.cmd(a, Rdy(1))
-    w.cmd(c, Rdy(0))
-    w.msgs(a, 1)
-    w.cmd(a, Req(b"%016d" % 1, 0), Rdy(0))
+    w, a, c = two_connections(1, 0)
+    fail_on(w, a)
     w.cmd(c, Rdy(1))
     v = check_backoff([a, c])
     assert v.status == "pass", v
