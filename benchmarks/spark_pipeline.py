@@ -16,7 +16,7 @@ and cross it). Then, in the same run:
   same results everywhere, or the benchmark says which table differs;
 * the small sample run: ``data/`` (12 captures) in a session that is already up;
 * peak memory: the JVM that runs the executors and the largest Python worker (RSS from
-  ``/proc``, sampled every 0.1 s), per run; and notebook 06 executed end to end
+  ``/proc``, sampled every 0.5 s), per run; and notebook 06 executed end to end
   (``--notebook``), kernel + JVM + Python workers summed.
 
 Targets (issue 13): local[2] >= 1.8x local[1]; per core >= 0.7x the baseline; small run
@@ -94,7 +94,7 @@ class MemorySampler(threading.Thread):
     executor on a cluster), ``worker`` (RSS of the largest Python worker), ``total_rss``
     and ``total_pss`` (all of them summed)."""
 
-    def __init__(self, root: int | None = None, interval: float = 0.1):
+    def __init__(self, root: int | None = None, interval: float = 0.5):
         super().__init__(daemon=True)
         self.root = root or os.getpid()
         self.interval = interval

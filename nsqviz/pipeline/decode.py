@@ -62,7 +62,7 @@ _FRAME_KINDS = ("command", "frame")
 
 
 class ProgressFile:
-    """How far one task is: ``bytes frames`` of its capture file, rewritten in place
+    """How far one task is: ``bytes frames done`` of its capture file, rewritten in place
     (atomically) at most every ``interval`` seconds -- what the driver's
     :class:`~nsqviz.pipeline.progress.Progress` reads while the task runs. ``path``
     ``None``: nothing is written."""
@@ -72,39 +72,40 @@ class ProgressFile:
         self.interval = interval
         self.last = 0.0
 
-    def update(self, n_bytes: int, frames: int, *, force: bool = False) -> None:
+    def update(self, n_bytes: int, frames: int, *, done: bool = False) -> None:
         now = time.monotonic()
-        if self.path is None or (not force and now - self.last < self.interval):
+        if self.path is None or (not done and now - self.last < self.interval):
             return
         self.last = now
         tmp = f"{self.path}.tmp"
         try:
             with open(tmp, "w") as f:
-                f.write(f"{n_bytes} {frames}")
+                f.write(f"{n_bytes} {frames} {int(done)}")
             os.replace(tmp, self.path)
         except OSError:
             self.path = None  # progress is a courtesy: never fail a task for it
 
 
-def read_progress(directory: str) -> tuple[int, int]:
-    """(bytes, frames) done so far by the tasks writing :class:`ProgressFile` s in
-    ``directory``."""
-    n_bytes = frames = 0
+def read_progress(directory: str) -> tuple[int, int, int]:
+    """(bytes, frames, files finished) so far by the tasks writing :class:`ProgressFile` s
+    in ``directory``."""
+    n_bytes = frames = files = 0
     try:
         names = os.listdir(directory)
     except OSError:
-        return 0, 0
+        return 0, 0, 0
     for name in names:
         if name.endswith(".tmp"):
             continue
         try:
             with open(os.path.join(directory, name)) as f:
-                b, n = f.read().split()
+                b, n, done = f.read().split()
         except (OSError, ValueError):
             continue
         n_bytes += int(b)
         frames += int(n)
-    return n_bytes, frames
+        files += int(done)
+    return n_bytes, frames, files
 
 
 class ConnectionRows:
@@ -177,7 +178,7 @@ def decode_file(path: str, file_index: int, files: list[str], *, continuation: b
                 frames += rec.kind in _FRAME_KINDS
                 if rec.flow_id is None or first or kept.get(rec.flow_id, True):
                     rows.add(rec)
-        report.update(end, frames, force=True)
+        report.update(end, frames, done=True)
     except (CaptureFormatError, OSError) as exc:
         rows.columns.add(DecodedRecord(float("nan"), None, None, "error", "CaptureWarning",
                                        {"reason": f"{path}: {exc}"}, (), files=()), None, None)

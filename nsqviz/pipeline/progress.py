@@ -36,14 +36,16 @@ class Snapshot(NamedTuple):
     frames: int | None
     elapsed: float
     total_bytes: int = 0
+    decoding_seconds: float = 0.0  # since the first bytes were decoded: what rates use
 
     def text(self) -> str:
         mb = self.bytes_done / 1e6
         of = f" of {self.total_bytes / 1e6:.1f}" if self.total_bytes else ""
-        rate = f", {mb / self.elapsed:.1f} MB/s" if self.elapsed > 0 and mb else ""
+        busy = self.decoding_seconds or self.elapsed
+        rate = f", {mb / busy:.1f} MB/s" if busy > 0 and mb else ""
         frames = ""
         if self.frames is not None:
-            frames = f", {self.frames} frames ({self.frames / max(self.elapsed, 1e-9):.0f}/s)"
+            frames = f", {self.frames} frames ({self.frames / max(busy, 1e-9):.0f}/s)"
         return (f"{self.phase}: files {self.files_done}/{self.files}, {mb:.1f}{of} MB{rate}, "
                 f"tasks {self.tasks_done}/{self.tasks}{frames}, {self.elapsed:.0f} s")
 
@@ -93,7 +95,9 @@ class Progress:
         self.phase = "decoding"
         self.frames: int | None = None
         self.directory = directory  # where the decoding tasks report (None: files only)
-        self.decoded = (0, 0)  # (bytes, frames) the tasks reported
+        self.decoded = (0, 0, 0)  # (bytes, frames, files) the tasks reported
+        self.first_bytes: float | None = None  # when they first reported any
+        self.decoding_seconds = 0.0
         self.started = time.perf_counter()
         self._stages: dict[int, tuple[int, int]] = {}  # stage -> (done, tasks), this phase
         self._stop = threading.Event()
@@ -113,7 +117,7 @@ class Progress:
     def next_phase(self, phase: str, *, frames: int | None = None) -> None:
         """The run moved on (``frames``: what decoding produced)."""
         self._sample()
-        self.decoded = (sum(self.sizes), self.decoded[1])
+        self.decoded = (sum(self.sizes), self.decoded[1], len(self.sizes))
         if frames is not None:
             self.frames = frames
         self.phase = phase
@@ -124,6 +128,11 @@ class Progress:
             from nsqviz.pipeline.decode import read_progress
 
             self.decoded = read_progress(self.directory)
+            now = time.perf_counter()
+            if self.first_bytes is None and self.decoded[0]:
+                self.first_bytes = now
+            if self.first_bytes is not None:
+                self.decoding_seconds = now - self.first_bytes
         for stage in self.tracker.getActiveStageIds():
             info = self.tracker.getStageInfo(stage)
             if info is not None:
@@ -133,16 +142,17 @@ class Progress:
         done = sum(d for d, _ in self._stages.values())
         tasks = sum(t for _, t in self._stages.values())
         n = len(self.sizes)
-        if self.phase == "decoding":
+        if self.phase == "decoding" and self.directory is not None:
+            n_bytes, frames, files = self.decoded
+        elif self.phase == "decoding":
             # the scan stages have one task per file; the first of them reads them all
             files = max((d for d, t in self._stages.values() if t == n), default=0)
-            n_bytes = (self.decoded[0] if self.directory is not None
-                       else sum(self.sizes) * files // max(n, 1))
-            frames = self.decoded[1] if self.directory is not None else None
+            n_bytes, frames = sum(self.sizes) * files // max(n, 1), None
         else:
             files, n_bytes, frames = n, sum(self.sizes), self.frames
         return Snapshot(self.phase, done, tasks, files, n, n_bytes, frames,
-                        time.perf_counter() - self.started, sum(self.sizes))
+                        time.perf_counter() - self.started, sum(self.sizes),
+                        self.decoding_seconds)
 
     def _poll(self) -> None:
         while not self._stop.wait(self.interval):

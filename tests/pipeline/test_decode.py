@@ -242,6 +242,7 @@ def test_a_decoding_task_reports_bytes_and_frames_as_it_goes(tmp_path):
     for _ in decode_file(path, 0, w.paths, batch_rows=50, progress=str(reports / "0")):
         seen.append(read_progress(str(reports)))
     frames = sum(1 for r in decode_capture(w.paths) if r.kind in ("command", "frame"))
-    assert read_progress(str(reports)) == (os.path.getsize(path), frames)
+    assert read_progress(str(reports)) == (os.path.getsize(path), frames, 1)
     assert len(seen) > 3 and seen[0][1] > 0  # reported while decoding, not only at the end
-    assert [b for b, _ in seen] == sorted(b for b, _ in seen)
+    assert seen[0][2] == 0
+    assert [b for b, _, _ in seen] == sorted(b for b, _, _ in seen)

@@ -1,0 +1,32 @@
+"""Progress while files are being decoded, from what the tasks report (no Spark needed)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from nsqviz.pipeline.decode import ProgressFile
+from nsqviz.pipeline.progress import Progress
+
+
+class _Tracker:
+    def getActiveStageIds(self):  # noqa: N802 - Spark's name
+        return []
+
+
+def test_bytes_frames_and_files_move_while_a_file_is_decoded(tmp_path):
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=_Tracker))
+    snaps = []
+    progress = Progress(spark, [100, 200], snaps.append, directory=str(tmp_path))
+    first, second = ProgressFile(str(tmp_path / "0")), ProgressFile(str(tmp_path / "1"))
+    first.update(40, 7)
+    second.update(150, 30)
+    progress._sample()
+    snap = progress.snapshot()
+    assert (snap.bytes_done, snap.frames, snap.files_done) == (190, 37, 0)
+    assert "files 0/2" in snap.text() and "37 frames" in snap.text()
+    first.update(100, 9, done=True)
+    progress._sample()
+    snap = progress.snapshot()
+    assert (snap.bytes_done, snap.frames, snap.files_done, snap.total_bytes) == (250, 39, 1, 300)
+    progress.next_phase("analyses", frames=41)
+    assert progress.snapshot()[3:7] == (2, 2, 300, 41)
