@@ -28,17 +28,23 @@ from nsqviz.stream.reassembly import FramingError
 
 __all__ = ["NSQ", "NsqProtocol"]
 
+def _id_text(mid: bytes) -> str:
+    """A message id as text: nsqd's ids are 16 ASCII hex digits, but a refused FIN/REQ/
+    TOUCH keeps whatever bytes the client sent -- escaped (``\\xcf``), never dropped."""
+    return mid.decode("ascii", "backslashreplace")
+
+
 _FIELD_MAKERS = {
     ev.Pub: lambda e: {"topic": e.topic, "body": e.body.hex()},
     ev.Message: lambda e: {"timestamp": e.timestamp, "attempts": e.attempts,
-                           "id": e.id.decode("ascii"), "body": e.body.hex()},
-    ev.Fin: lambda e: {"id": e.id.decode("ascii")},
+                           "id": _id_text(e.id), "body": e.body.hex()},
+    ev.Fin: lambda e: {"id": _id_text(e.id)},
     ev.Rdy: lambda e: {"count": e.count},
     ev.Response: lambda e: {"data": e.data.hex()},
     ev.Error: lambda e: {"data": e.data.hex(), "code": e.code, "text": e.text},
     ev.Mpub: lambda e: {"topic": e.topic, "bodies": [b.hex() for b in e.bodies]},
-    ev.Req: lambda e: {"id": e.id.decode("ascii"), "timeout": e.timeout},
-    ev.Touch: lambda e: {"id": e.id.decode("ascii")},
+    ev.Req: lambda e: {"id": _id_text(e.id), "timeout": e.timeout},
+    ev.Touch: lambda e: {"id": _id_text(e.id)},
 }
 
 
@@ -235,7 +241,7 @@ class NsqProtocol(Protocol):
             event = event.command
         kind = type(event)
         if kind is ev.Message:
-            return {"msg_id": event.id.decode("ascii", "replace"), "attempts": event.attempts,
+            return {"msg_id": _id_text(event.id), "attempts": event.attempts,
                     "msg_ts": event.timestamp / 1e9, "bodies": [_sha1(event.body)]}
         if kind is ev.Response or kind is ev.Error:
             return {"data": event.data.decode("utf-8", "replace")}
@@ -244,7 +250,7 @@ class NsqProtocol(Protocol):
         out: dict[str, Any] = {}
         mid = getattr(event, "id", None)
         if isinstance(mid, bytes):
-            out["msg_id"] = mid.decode("ascii", "replace")
+            out["msg_id"] = _id_text(mid)
         topic = getattr(event, "topic", None)
         if topic is not None:
             out["topic"] = topic

@@ -97,3 +97,15 @@ def test_the_conformance_checker_reads_the_observers_judgement():
         (refused,) = [s for c in traffic.connections.values() for s in c.seen
                       if s.violation is not None and s.violation.field == "count"]
         assert type(refused.event) is ev.Rdy and refused.direction == Direction.C2S
+
+
+def test_a_refused_fin_with_non_ascii_id_bytes_keeps_them_escaped():
+    """Found by the capture fuzzer: a FIN whose id is not ASCII crashed the record maker.
+    It is kept as a FIN with its violation, its id escaped, not dropped or replaced."""
+    from nsqviz.nsq.protocol import NSQ
+
+    observer = NSQ.observer(midstream=False)
+    items = observer.feed(Direction.C2S, b"  V2FIN \xcf123456789abcdef\n", 1)
+    (fin,) = [i for i in items if i.name == "FIN"]
+    assert fin.fields["id"] == "\\xcf123456789abcdef"
+    assert fin.fields["violation"]["code"] == "E_FIN_FAILED"  # nsqd: 16 bytes, not in flight
