@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from nsqviz.nsq import events as ev
@@ -28,13 +28,14 @@ from nsqviz.stream.reassembly import FramingError
 
 __all__ = ["NSQ", "NsqProtocol"]
 
+
 def _id_text(mid: bytes) -> str:
     """A message id as text: nsqd's ids are 16 ASCII hex digits, but a refused FIN/REQ/
     TOUCH keeps whatever bytes the client sent -- escaped (``\\xcf``), never dropped."""
     return mid.decode("ascii", "backslashreplace")
 
 
-_FIELD_MAKERS = {
+_FIELD_MAKERS: dict[type, Callable[[Any], dict[str, Any]]] = {
     ev.Pub: lambda e: {"topic": e.topic, "body": e.body.hex()},
     ev.Message: lambda e: {"timestamp": e.timestamp, "attempts": e.attempts,
                            "id": _id_text(e.id), "body": e.body.hex()},
