@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import secrets
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -43,3 +47,60 @@ def running_lab(cmd: list[str], env: dict, log_path: Path, probe: str) -> Iterat
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def write_settings(settings: Path, *, theme: str | None = None) -> None:
+    """JupyterLab user settings for a quiet, fully rendered notebook (and ``theme``, e.g.
+    ``"JupyterLab Dark"``, when given)."""
+    files: dict[str, dict] = {
+        # render every cell (JupyterLab 4 detaches off-screen cells by default)
+        "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+        # no news or update checks: the test has no network
+        "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+            "fetchNews": "false", "checkForUpdates": False},
+    }
+    if theme is not None:
+        files["@jupyterlab/apputils-extension/themes.jupyterlab-settings"] = {"theme": theme}
+    for name, doc in files.items():
+        path = settings / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc))
+
+
+@contextlib.contextmanager
+def lab_server(tmp_path: Path, root: Path, *, theme: str | None = None
+               ) -> Iterator[tuple[str, str]]:
+    """A JupyterLab serving ``root`` on a free loopback port with its own token, settings,
+    workspaces, runtime and config directories under ``tmp_path`` (nothing of the user's
+    is read or written); yields ``(url, token)`` once it answers, stops it afterwards."""
+    write_settings(tmp_path / "settings", theme=theme)
+    port, token = free_port(), secrets.token_hex(16)
+    cmd = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
+        f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        f"--LabApp.user_settings_dir={tmp_path / 'settings'}",
+        f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
+        "--ServerApp.port_retries=0", "--LabApp.news_url=", "--allow-root",
+    ]
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+           "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+           "JUPYTER_DATA_DIR": str(tmp_path / "data")}  # its trust database: see trust()
+    url = f"http://127.0.0.1:{port}"
+    with running_lab(cmd, env, tmp_path / "lab.log", f"{url}/api/status?token={token}"):
+        yield url, token
+
+
+def trust(tmp_path: Path, notebook: Path) -> None:
+    """Sign ``notebook`` in the trust database of the :func:`lab_server` run with the same
+    ``tmp_path``, as "File > Trust Notebook" would: JupyterLab then renders its stored
+    HTML with its ``<style>`` blocks, as it renders outputs it has just run (an untrusted
+    notebook's stored HTML is sanitized: no style blocks, no inputs)."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    data = tmp_path / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    notary = NotebookNotary(data_dir=str(data))
+    nb = nbformat.read(notebook, as_version=4)
+    notary.sign(nb)
+    nbformat.write(nb, notebook)

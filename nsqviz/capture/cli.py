@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from nsqviz.capture.options import add_capture_set_options, capture_set_options
 from nsqviz.records import DecodedRecord, json_line, summary
 from nsqviz.stream.direction import Direction
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "wrap_line"]
 
 
 def register(subparsers: Any) -> None:
@@ -48,6 +49,9 @@ def register(subparsers: Any) -> None:
         help="only records with this name (PUB, FrameTypeMessage, E_BAD_TOPIC ...) or kind"
              " (command, frame, error, gap, tls); case-insensitive, repeatable",
     )
+    p.add_argument("--width", type=int, default=None, metavar="N",
+                   help="wrap lines longer than N characters at field boundaries (a"
+                        " continuation line is indented); default: no wrapping")
     p.add_argument("--stats", action="store_true",
                    help="per-flow counts (frames, frames per packet, packets per frame)"
                         " instead of the frames")
@@ -81,6 +85,29 @@ def _text_line(rec: DecodedRecord, t0: float) -> str:
         client, server = rec.flow.split("->")
         where = f"{server} -> {client}" if rec.dir == Direction.S2C else f"{client} -> {server}"
     return f"{packets:>14} {ts:11.6f} {where:<44} {rec.kind:<7} {rec.name:<18} {summary(rec)}"
+
+
+_BOUNDARY = re.compile(r"(?<= )(?=\S)|(?<=,)(?=\")")
+"""Where a line may break: before a field after a space (``k=v  k=v``), or before a
+JSON key after its comma (``{"a":1,"b":2}``) -- never inside a field."""
+
+_INDENT = " " * 16
+
+
+def wrap_line(line: str, width: int | None) -> str:
+    """``line`` cut into lines of at most ``width`` characters at field boundaries (a
+    field longer than the width is kept whole); continuation lines are indented."""
+    if width is None or len(line) <= width:
+        return line
+    pieces = _BOUNDARY.split(line)
+    lines, current = [], ""
+    for piece in pieces:
+        if current.strip() and len(current) + len(piece) > width:
+            lines.append(current.rstrip())
+            current = _INDENT
+        current += piece
+    lines.append(current.rstrip())
+    return "\n".join(lines)
 
 
 def _mean_max(histogram: Counter[int]) -> tuple[float, int]:
@@ -164,7 +191,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             else:
                 if t0 is None and not math.isnan(rec.ts):
                     t0 = decoder.first_ts if decoder.first_ts is not None else rec.ts
-                write(_text_line(rec, t0 or 0.0) + "\n")
+                write(wrap_line(_text_line(rec, t0 or 0.0), args.width) + "\n")
         if args.stats:
             _print_stats(decoder, out, args.json, match)
         elif not any(s.protocol for s in decoder.stats):

@@ -67,6 +67,11 @@ class StickyRun:
     """Per frame, offsets inside it worth marking (TubeMQ: where each block length starts)."""
     name: str = "FrameTypeMessage"
     """What every frame is (its colour is this name's, :func:`nsqviz.palette.name_colour`)."""
+    protocol: str = "nsq"
+    """Whose frames these are (:func:`nsqviz.protocols.by_name`) ..."""
+    kind: str = "frame"
+    """... and which kind of unit of it: ``frame`` (NSQ, nsqd's) or ``command`` (TubeMQ's
+    requests), what :meth:`nsqviz.protocols.Protocol.layout` lays them out by."""
 
     def count(self, n: int) -> str:
         return f"{n} {self.unit}{'' if n == 1 else 's'}"
@@ -152,10 +157,10 @@ def simulate_segments(frames: list[bytes], *, mss: int, coalesce: bool) -> list[
 def reassemble(
     label: str, frames: list[bytes], segments: list[bytes], *, unit: str = "segment",
     rule: FramingRule | None = None, marks: tuple[tuple[int, ...], ...] = (),
-    name: str = "FrameTypeMessage",
+    name: str = "FrameTypeMessage", protocol: str = "nsq", kind: str = "frame",
 ) -> StickyRun:
     """Feed ``segments`` one by one to a reassembler with ``rule`` (NSQ's frame rule
-    when none is given)."""
+    when none is given); ``name``, ``protocol`` and ``kind`` say what the frames are."""
     reasm = Reassembler(rule if rule is not None else FrameFraming())
     steps = []
     for i, seg in enumerate(segments):
@@ -165,7 +170,8 @@ def reassemble(
     if tail:  # the stream ended inside a frame: say so on the last step
         last = steps[-1]
         steps[-1] = ReassemblyStep(last.segment, last.data, last.events + tail, b"")
-    return StickyRun(label, tuple(frames), tuple(segments), tuple(steps), unit, marks, name)
+    return StickyRun(label, tuple(frames), tuple(segments), tuple(steps), unit, marks, name,
+                     protocol, kind)
 
 
 def loopback(
@@ -226,8 +232,8 @@ def loopback(
 
 def framing_for(frames: list[bytes], tubemq: bool) -> dict:
     """:func:`reassemble`'s framing arguments for NSQ (none: the defaults) or TubeMQ
-    frames (its rule, block marks and frame name)."""
+    requests (its rule, block marks, frame name, and what a click on a frame lays out)."""
     if not tubemq:
         return {}
     return {"rule": TubeFraming(), "marks": tuple(tubemq_block_marks(f) for f in frames),
-            "name": TUBEMQ_FRAME_NAME}
+            "name": TUBEMQ_FRAME_NAME, "protocol": "tubemq", "kind": "command"}

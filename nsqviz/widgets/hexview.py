@@ -12,20 +12,21 @@ from __future__ import annotations
 
 from construct import Construct
 
+from nsqviz import protocols
 from nsqviz.layout import Field, Layout, annotate
 from nsqviz.palette import SEPARATOR, UNPARSED, field_colour
-from nsqviz.widgets.style import CSS, StaticView, esc, short_value
+from nsqviz.widgets.style import CSS, SELECTED, StaticView, esc, short_value
 
-__all__ = ["HexView"]
+__all__ = ["LINK_CSS", "HexView", "unit_view"]
 
 _PER_ROW = 16
 
 _LINKED = 96
-"""Fields linked by :data:`_LINK_CSS` (a longer layout keeps its colours, unlinked)."""
+"""Fields linked by :data:`LINK_CSS` (a longer layout keeps its colours, unlinked)."""
 
-_LINK_CSS = "<style>" + "".join(
+LINK_CSS = "<style>" + "".join(
     f".nsqviz-hex:has(.nv-k{k}:hover,.nv-k{k}:focus) .nv-k{k}"
-    "{outline:2px solid #111827;outline-offset:-1px;filter:saturate(2)}"
+    f"{{outline:2px solid {SELECTED};outline-offset:-1px;filter:saturate(2)}}"
     for k in range(_LINKED)
 ) + ".nsqviz-hex [tabindex]{cursor:pointer}</style>"
 """Linked selection without a script: hover or click (focus) a byte or a tree row and
@@ -56,7 +57,7 @@ class HexView(StaticView):
 
     def html(self, *, with_css: bool = True) -> str:
         lay = self.layout
-        parts = [CSS if with_css else "", _LINK_CSS, '<div class="nsqviz nsqviz-hex">']
+        parts = [CSS if with_css else "", LINK_CSS, '<div class="nsqviz nsqviz-hex">']
         title = esc(self.title) if self.title else "bytes"
         parts.append(
             f'<div class="nv-title">{title} <span class="nv-muted">· {len(lay.data)} bytes'
@@ -188,3 +189,15 @@ def _assign_colours(layout: Layout) -> dict[int, str]:
         else:
             out[id(leaf)] = field_colour(leaf.path)
     return out
+
+
+def unit_view(protocol: str, kind: str, name: str, data: bytes, title: str = "") -> HexView | None:
+    """The hex view of one command or frame of ``protocol``, laid out by the grammar the
+    protocol names for it (:meth:`nsqviz.protocols.Protocol.layout`), or ``None`` when it
+    names none."""
+    con = protocols.by_name(protocol).layout(kind, name)
+    if con is None:
+        return None
+    if not isinstance(con, Construct):  # a function of the bytes (see Protocol.layout)
+        return HexView(con(data), title)
+    return HexView.of(con, data, title)

@@ -14,33 +14,35 @@ deferral and a REQ's delay from the packet that carried the command, and ``msg_t
 their length (a capture does not say how its nsqd was started, so nothing is assumed).
 
 ``ReplayView(replay, upto=N)`` shows the capture as of packet N (later boxes faded); its
-HTML is static and deterministic (what a saved notebook shows). ``widget()`` adds a play
-button and a slider over packet numbers, and a picker whose choice is shown as a hex
-view with its field tree (:class:`~nsqviz.widgets.hexview.HexView`).
+HTML is static and deterministic (what a saved notebook shows). Clicking a box of a
+record completed by packet N opens that record's hex view with its field tree
+(:class:`~nsqviz.widgets.hexview.HexView`) under the lanes -- in the stored HTML as in
+the live widget, with no script (:mod:`nsqviz.widgets.opener` says how and why).
+``widget()`` adds a play button and a slider over packet numbers, and a picker listing
+every record up to the current packet.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from construct import Construct
-
-from nsqviz import protocols
 from nsqviz.capture.replay import Replay
 from nsqviz.palette import ink, name_colour
 from nsqviz.records import DecodedRecord
 from nsqviz.stream import Direction
-from nsqviz.widgets.hexview import HexView
+from nsqviz.widgets.hexview import LINK_CSS, HexView, unit_view
+from nsqviz.widgets.opener import MAX_OPEN_BYTES, MAX_OPENERS, OPEN_CSS, Openers, too_long
 from nsqviz.widgets.sequence import Span
 from nsqviz.widgets.style import CSS, Live, esc, once
 from nsqviz.widgets.timers import Row, timer_spans
 
 __all__ = ["ReplayView"]
 
-_WIDTH = 760  # px for the packet axis
+_WIDTH = 760  # px for the packet axis at most (it shrinks to fit: positions are in %)
 _LANE = 64  # px per lane
-_KIND_COLOUR = {"gap": "#fca5a5", "error": "#f87171", "tls": "#d1d5db"}
 _TIMERS_SHOWN = 6  # per lane; a capture of 200 messages has 200 msg_timeouts
+_MIN_CELL = 3.0  # px: a packet slot narrower than this (at full width) has no clickable boxes
+_KIND_COLOUR = {"gap": "#fca5a5", "error": "#f87171", "tls": "#d1d5db"}
 _TICK = {"": "#9ca3af", "retransmission": "#f59e0b", "gap": "#dc2626", "warning": "#dc2626"}
 
 
@@ -55,14 +57,17 @@ class ReplayView:
         self.flows = flows if flows is not None else decoded
         self._x = {p.number: i for i, p in enumerate(replay.packets)}
         self._names = sorted({r.name for r in replay.records if r.kind in ("command", "frame")})
+        self._hex: dict[int, str] = {}  # record index -> its hex view's HTML
 
     # -- geometry -------------------------------------------------------------------
 
     @property
     def _cell(self) -> float:
-        return _WIDTH / max(1, len(self.replay.packets))
+        """One packet's slot, in percent of the axis."""
+        return 100 / max(1, len(self.replay.packets))
 
     def _xpos(self, number: int) -> float:
+        """Where packet ``number``'s slot starts, in percent of the axis."""
         return self._x.get(number, 0) * self._cell
 
     def _fill(self, rec: DecodedRecord) -> str:
@@ -85,6 +90,8 @@ class ReplayView:
     def html(self, *, with_css: bool = True) -> str:
         rp = self.replay
         cell = self._cell
+        openers = Openers(f"replay {rp.name} {self.upto} {self.flows}")
+        clickable = self._clickable()
         spans = self.timers()
         lanes = []
         for fid in self.flows:
@@ -97,25 +104,26 @@ class ReplayView:
                 faded = p.number > self.upto
                 ticks.append(
                     f'<div title="packet {p.number}: {p.dir} {p.payload} B {p.note}" '
-                    f'style="position:absolute;left:{self._xpos(p.number):.1f}px;top:{top}px;'
-                    f'width:{max(cell - 1, 1):.1f}px;height:{_LANE // 2 - 8}px;'
+                    f'style="position:absolute;left:{self._xpos(p.number):.3f}%;top:{top}px;'
+                    f'width:{cell:.3f}%;height:{_LANE // 2 - 8}px;'
                     f'border-left:1px solid {_TICK[p.note]};opacity:{0.25 if faded else 1}">'
                     f"</div>"
                 )
-            boxes = self._boxes(fid, cell)
+            boxes = self._boxes(fid, cell, openers, clickable)
             cursor = self._xpos(self.upto) + cell
             lanes.append(
                 f'<div style="display:flex;align-items:center;gap:8px;margin:2px 0">'
-                f'<div class="nv-mono" style="width:230px;font-size:11px">flow {fid}<br>'
+                f'<div class="nv-mono" style="flex:none;width:230px;font-size:11px">flow {fid}<br>'
                 f"{esc(stats.flow.label)}<br><span class='nv-muted'>"
                 f"{sum(stats.records.values())} records"
                 f"{'' if stats.flow.syn_seen else ' · mid-stream'}</span></div>"
-                f'<div style="position:relative;width:{_WIDTH}px;height:{_LANE}px;'
+                f'<div style="position:relative;flex:1 1 0;min-width:0;max-width:{_WIDTH}px;'
+                f'height:{_LANE}px;'
                 f'background:#f9fafb;border:1px solid #e5e7eb">'
                 f'<div style="position:absolute;left:0;right:0;top:{_LANE // 2}px;'
                 f'border-top:1px dashed #d1d5db"></div>'
                 f'{"".join(ticks)}{"".join(boxes)}'
-                f'<div style="position:absolute;left:{cursor:.1f}px;top:0;bottom:0;'
+                f'<div style="position:absolute;left:{cursor:.3f}%;top:0;bottom:0;'
                 f'border-left:2px solid #2563eb"></div></div></div>'
                 + self._timer_strip(fid, spans, cell)
             )
@@ -134,9 +142,15 @@ class ReplayView:
             f"</span></div>"
         )
         table = self._table(self.upto)
+        some = len(clickable) < len(self.records_upto(self.upto))
+        hint = (f'<div class="nv-muted" style="font-size:11px">click a box to open its bytes'
+                f'{f" (the last {len(clickable)} records)" if some else ""}</div>'
+                if clickable else "")
         return (
-            f'{CSS if with_css else ""}<div class="nsqviz nsqviz-replay">{title}'
-            f'<div class="nv-legend">{legend}</div>{"".join(lanes)}{table}</div>'
+            f'{CSS if with_css else ""}{OPEN_CSS}{LINK_CSS if clickable else ""}'
+            f'<div class="nsqviz nsqviz-replay nv-open">{title}'
+            f'<div class="nv-legend">{legend}</div>{hint}{"".join(lanes)}{openers.html()}'
+            f"{table}</div>"
         )
 
     def timers(self) -> list[tuple[int, Span]]:
@@ -165,27 +179,59 @@ class ReplayView:
         bars = []
         for k, s in enumerate(mine):
             left = self._xpos(s.first) + cell / 2
-            right = _WIDTH if s.last is None else self._xpos(s.last) + cell / 2
+            right = 100 if s.last is None else self._xpos(s.last) + cell / 2
             col = ink(name_colour(s.name))
             end = "border-right:2px solid" if s.last is not None else "border-right:0"
             bars.append(
-                f'<div title="{esc(s.label)}" style="position:absolute;left:{left:.1f}px;'
-                f"top:{k * 16 + 12}px;width:{max(right - left, 2):.1f}px;height:0;"
+                f'<div title="{esc(s.label)}" style="position:absolute;left:{left:.3f}%;'
+                f"top:{k * 16 + 12}px;width:max({right - left:.3f}%,2px);height:0;"
                 f"border-top:2px {'solid' if s.last is not None else 'dashed'} {col};"
                 f'border-left:2px solid {col};{end} {col};height:4px"></div>'
-                f'<div class="nv-mono" style="position:absolute;left:{left + 4:.1f}px;'
+                f'<div class="nv-mono" style="position:absolute;left:calc({left:.3f}% + 4px);'
                 f'top:{k * 16}px;font-size:10px;line-height:11px;color:{col};'
                 f'white-space:nowrap">'
                 f"{esc(s.label)}</div>"
             )
         note = f"<br>+ {more} more" if more > 0 else ""
         return (f'<div style="display:flex;gap:8px;margin:0 0 4px">'
-                f'<div class="nv-muted" style="width:230px;font-size:11px;text-align:right">'
-                f'timers{note}</div><div style="position:relative;width:{_WIDTH}px;'
-                f'height:{len(mine) * 16 + 6}px">{"".join(bars)}</div></div>')
+                f'<div class="nv-muted" style="flex:none;width:230px;font-size:11px;'
+                f'text-align:right">timers{note}</div><div style="position:relative;flex:1 1 0;'
+                f'min-width:0;max-width:{_WIDTH}px;height:{len(mine) * 16 + 6}px">'
+                f'{"".join(bars)}</div></div>')
 
-    def _boxes(self, fid: int, cell: float) -> list[str]:
-        """One box per record of flow ``fid``; frames sharing one packet split its slot."""
+    def _clickable(self) -> dict[int, int]:
+        """Record index -> opener number, for the records a click opens: those of the
+        shown flows completed by the current packet that have a hex view, the last
+        :data:`~nsqviz.widgets.opener.MAX_OPENERS` of them; none when a packet's slot is
+        narrower than :data:`_MIN_CELL` px (boxes too thin to aim at: use the picker)."""
+        if self._cell * _WIDTH / 100 < _MIN_CELL:
+            return {}
+        done = [i for i, r in enumerate(self.replay.records)
+                if r.packets and r.packets[-1] <= self.upto and r.flow_id in self.flows
+                and self._hex_html(i)]
+        return {i: k for k, i in enumerate(done[-MAX_OPENERS:])}
+
+    def _hex_html(self, index: int) -> str:
+        """Record ``index``'s hex view (cached: the slider redraws often), or ``""``."""
+        if index not in self._hex:
+            rec = self.replay.records[index]
+            raw = getattr(rec.event, "raw", None)
+            size = len(raw.data) if raw is not None else 0
+            if size > MAX_OPEN_BYTES and rec.kind in ("command", "frame"):
+                self._hex[index] = too_long(_pick_label(rec), size,
+                                            "pick it in the live widget's picker")
+            else:
+                view = self.hexview(rec)
+                if view is not None:
+                    view.fold_over = MAX_OPEN_BYTES  # opened on purpose: unfolded
+                self._hex[index] = view.html(with_css=False) if view is not None else ""
+        return self._hex[index]
+
+    def _boxes(self, fid: int, cell: float, openers: Openers,
+               clickable: dict[int, int]) -> list[str]:
+        """One box per record of flow ``fid``; frames sharing one packet split its slot.
+        A box in ``clickable`` is a label that opens the record's hex view."""
+        index = {id(r): i for i, r in enumerate(self.replay.records)}
         recs = [r for r in self.replay.records if r.flow_id == fid and r.packets]
         slots: dict[tuple[str | None, int], list[DecodedRecord]] = {}
         for r in recs:
@@ -202,12 +248,17 @@ class ReplayView:
             top = 10 if r.dir == Direction.C2S else _LANE // 2 + 6
             faded = last > self.upto
             span = f"packets {first}..{last}" if last != first else f"packet {first}"
-            out.append(
-                f'<div title="{esc(r.name)} ({r.dir}, {span})" style="position:absolute;'
-                f"left:{left:.2f}px;top:{top}px;width:{max(width, 0.6):.2f}px;"
-                f"height:{_LANE // 2 - 16}px;background:{self._fill(r)};"
-                f'outline:1px solid rgba(0,0,0,.18);opacity:{0.15 if faded else 0.95}"></div>'
-            )
+            style = (f"position:absolute;left:{left:.3f}%;top:{top}px;"
+                     f"width:max({width:.3f}%,0.6px);height:{_LANE // 2 - 16}px;"
+                     f"background:{self._fill(r)};outline:1px solid rgba(0,0,0,.18);"
+                     f"opacity:{0.15 if faded else 0.95}")
+            tip = f"{r.name} ({r.dir}, {span})"
+            k = clickable.get(index[id(r)])
+            if k is None:
+                out.append(f'<div title="{esc(tip)}" style="{style}"></div>')
+                continue
+            out.append(openers.box(k, "", style=style, title=f"{tip} · click: its bytes"))
+            openers.pane(k, self._hex_html(index[id(r)]))
         return out
 
     def _table(self, number: int) -> str:
@@ -242,13 +293,8 @@ class ReplayView:
         raw = getattr(rec.event, "raw", None)
         if raw is None or rec.protocol is None or rec.kind not in ("command", "frame"):
             return None
-        con = protocols.by_name(rec.protocol).layout(rec.kind, rec.name)
-        if con is None:
-            return None
         title = f"{rec.name} · {rec.dir} · packets {','.join(map(str, rec.packets))}"
-        if not isinstance(con, Construct):  # a function of the bytes (see Protocol.layout)
-            return HexView(con(raw.data), title)
-        return HexView.of(con, raw.data, title)
+        return unit_view(rec.protocol, rec.kind, rec.name, raw.data, title)
 
     def live(self) -> Live:
         """:meth:`widget` for a notebook cell: the live controls where widgets run, and a

@@ -2,7 +2,10 @@
 
 The view knows nothing about NSQ: the session turns its transcript into
 :class:`Arrow` objects (``SUB orders audit`` from client to broker, ``OK`` back) and
-this module only draws them, one row per arrow, in the order given.
+this module only draws them, one row per arrow, in the order given. An arrow with a
+``detail`` (the HTML of its bytes: a hex view with its field tree) is clickable: a
+transparent label over its row opens the detail under the diagram, in stored HTML as in
+a live widget (:mod:`nsqviz.widgets.opener` says how and why).
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nsqviz.palette import OTHER, ink, name_colour
+from nsqviz.widgets.hexview import LINK_CSS
+from nsqviz.widgets.opener import MAX_OPENERS, OPEN_CSS, Openers
 from nsqviz.widgets.style import CSS, StaticView, esc, unique_ids
 
 __all__ = ["Arrow", "SequenceDiagram", "Span", "ARROW_COLOURS"]
@@ -34,6 +39,7 @@ class Arrow:
     ``name`` is the command, frame type or RPC method the arrow carries (``SUB``,
     ``FrameTypeMessage``): the label sits on that name's fill and the line takes its
     darker shade, the colours the replay, the sticky map and the plots give that name.
+    ``detail``: HTML a click on the arrow opens (its bytes), or ``""``.
     """
 
     src: str
@@ -44,6 +50,7 @@ class Arrow:
     t: str = ""
     unasked: bool = False
     name: str = ""
+    detail: str = ""
 
     @property
     def fill(self) -> str | None:
@@ -213,10 +220,36 @@ class SequenceDiagram(StaticView):
             for k in kinds
         )
         title = f'<div class="nv-title">{esc(self.title)}</div>' if self.title else ""
+        svg = self.svg()
+        openers = Openers(svg)
+        rows = self._rows(openers)
+        if rows:
+            svg = (f'<div class="nv-seqwrap" style="position:relative;width:fit-content;'
+                   f'max-width:100%">{svg}{rows}</div>')
+            legend += " · click an arrow to open its bytes"
+            head = OPEN_CSS + LINK_CSS
+        else:
+            head = ""
         return (
-            f'{CSS if with_css else ""}<div class="nsqviz nsqviz-seq">{title}{self.svg()}'
-            f'<div class="nv-muted" style="font-size:11px">{legend} · dashed: unasked</div></div>'
+            f'{CSS if with_css else ""}{head}<div class="nsqviz nsqviz-seq nv-open">{title}'
+            f'{svg}<div class="nv-muted" style="font-size:11px">{legend} · dashed: unasked'
+            f"</div>{openers.html()}</div>"
         )
+
+    def _rows(self, openers: Openers) -> str:
+        """A transparent label over each row whose arrow has a detail (at most
+        :data:`~nsqviz.widgets.opener.MAX_OPENERS`, the last ones), placed in percent of
+        the picture so it stays on its row when the SVG is scaled down to fit."""
+        height = self.TOP + max(len(self.arrows), 1) * self.ROW + 22
+        rows = [(i, a) for i, a in enumerate(self.arrows) if a.detail][-MAX_OPENERS:]
+        out = []
+        for k, (i, a) in enumerate(rows):
+            top = (self.row_y(i) - 18) / height * 100
+            style = (f"position:absolute;left:0;width:100%;top:{top:.3f}%;"
+                     f"height:{self.ROW / height * 100:.3f}%")
+            out.append(openers.box(k, "", style=style, title=f"{a.label} · click: its bytes"))
+            openers.pane(k, a.detail)
+        return "".join(out)
 
     def text(self) -> str:
         lines = [self.title] if self.title else []

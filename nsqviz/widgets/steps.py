@@ -9,6 +9,7 @@ with :func:`step_html` (registered by :mod:`nsqviz`).
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from nsqviz.layout import annotate
@@ -19,6 +20,7 @@ from nsqviz.nsq.states import Role, diagram
 from nsqviz.palette import name_of_event
 from nsqviz.session.client import Step
 from nsqviz.widgets.hexview import HexView
+from nsqviz.widgets.opener import MAX_OPEN_BYTES, too_long
 from nsqviz.widgets.sequence import Arrow, SequenceDiagram, Span
 from nsqviz.widgets.statemachine import StateMachineView
 from nsqviz.widgets.style import CSS, esc
@@ -74,14 +76,16 @@ def sequence(session: Session, *, last: int | None = None, title: str = "",
             if entry.note:
                 label += f" ({entry.note})"
             arrows.append(Arrow(entry.connection, "nsqd", label, "command", note=note, t=t,
-                                name=name_of_event(entry.command) or ""))
+                                name=name_of_event(entry.command) or "",
+                                detail=_bytes_html(entry.sent, True, f"→ {label}")))
             row(entry.t, entry.connection, entry.command, True)
             for e in entry.events:
                 label, kind = event_label(e)
                 size = len(e.raw.data) if getattr(e, "raw", None) is not None else 0
                 n = f"{size} B · {entry.elapsed * 1000:.1f} ms" if size else ""
                 arrows.append(Arrow("nsqd", entry.connection, label, kind, note=n,
-                                    name=name_of_event(e) or ""))
+                                    name=name_of_event(e) or "",
+                                    detail=_event_html(e, label)))
                 row(entry.t + entry.elapsed, entry.connection, e, False)
         else:
             for e in entry.events:
@@ -89,7 +93,8 @@ def sequence(session: Session, *, last: int | None = None, title: str = "",
                 size = len(e.raw.data) if getattr(e, "raw", None) is not None else 0
                 arrows.append(Arrow("nsqd", entry.connection, label, kind,
                                     note=f"{size} B" if size else "", t=t, unasked=True,
-                                    name=name_of_event(e) or ""))
+                                    name=name_of_event(e) or "",
+                                    detail=_event_html(e, label)))
                 row(entry.t, entry.connection, e, False)
     spans = timer_spans(rows, server_options(session.broker)) if timers else []
     if last is not None and len(arrows) > last:
@@ -99,6 +104,28 @@ def sequence(session: Session, *, last: int | None = None, title: str = "",
                       s.label, s.name)
                  for s in spans if s.last is None or s.last >= cut]
     return SequenceDiagram(participants, arrows, title=title, spans=spans)
+
+
+def _event_html(event: ev.Event, label: str) -> str:
+    """The hex view of a frame nsqd sent, for a click on its arrow; ``""`` for an event
+    with no frame of its own (a closed connection)."""
+    raw = getattr(event, "raw", None)
+    if raw is None or not isinstance(event, ev.Response | ev.Error | ev.Message):
+        return ""
+    return _bytes_html(raw.data, False, f"← {label}")
+
+
+@functools.lru_cache(maxsize=512)
+def _bytes_html(data: bytes, sent: bool, title: str) -> str:
+    """A command's (``sent``) or a frame's hex view as HTML, cached: the stepper redraws
+    its whole diagram on every step and every arrival."""
+    if not data:
+        return ""
+    if len(data) > MAX_OPEN_BYTES:
+        return too_long(title, len(data), "the step card shows them")
+    view = command_hex(data, title) if sent else frame_hex(data, title)
+    view.fold_over = MAX_OPEN_BYTES  # opened on purpose: unfolded
+    return view.html(with_css=False)
 
 
 def command_hex(data: bytes, title: str = "") -> HexView:

@@ -27,6 +27,8 @@ from nsqviz.session.sticky import (
     tubemq_frames,
 )
 from nsqviz.stream.reassembly import Garbage, RawFrame
+from nsqviz.widgets.hexview import LINK_CSS, unit_view
+from nsqviz.widgets.opener import MAX_OPEN_BYTES, MAX_OPENERS, OPEN_CSS, Openers, too_long
 from nsqviz.widgets.style import CSS, StaticView, esc, once
 
 __all__ = ["StickyPlayground", "StickyView"]
@@ -56,6 +58,11 @@ class StickyView(StaticView):
                 first, last = j == 0, j == len(f.sources) - 1
                 spans.setdefault(src.segment, []).append((src.start, src.end, k, first, last))
         marks = self._marks()
+        openers = Openers(f"sticky {run.label} {self.upto} {[len(f) for f in run.frames]}")
+        for f in run.reassembled:
+            k = index[f.offset]
+            if k < MAX_OPENERS:
+                openers.pane(k, self._frame_html(k, f.data))
         rows = []
         for step in run.steps[: self.upto]:
             width = max(len(step.data) * scale, 2)
@@ -68,11 +75,13 @@ class StickyView(StaticView):
                 if not last:
                     edge.append("border-right:2px dashed #374151")
                 label = f"F{k}" if w >= 18 else ""
+                tip = f"frame F{k}: bytes {start}..{end} of this segment"
+                style = (f"left:{left:.1f}px;width:{w:.1f}px;"
+                         f'background:{ordinal_colour(k, run.name)};{";".join(edge)}')
                 cells.append(
-                    f'<div class="nv-span" title="frame F{k}: bytes {start}..{end} of this '
-                    f'segment" style="left:{left:.1f}px;width:{w:.1f}px;'
-                    f'background:{ordinal_colour(k, run.name)};'
-                    f'{";".join(edge)}">{label}</div>'
+                    openers.box(k, label, style=style, title=f"{tip} · click: its bytes",
+                                cls="nv-span") if k < MAX_OPENERS else
+                    f'<div class="nv-span" title="{tip}" style="{style}">{label}</div>'
                 )
             for at, title in marks.get(step.segment, []):
                 cells.append(f'<div class="nv-mark" title="{esc(title)}" '
@@ -113,14 +122,28 @@ class StickyView(StaticView):
                     f"{esc(last.buffered[:48].hex(' '))}"
                     f"{' …' if len(last.buffered) > 48 else ''}</div>"
                 )
+        hint = ('<div class="nv-muted" style="font-size:11px">click a frame to open its bytes'
+                "</div>" if rows and run.reassembled else "")
         return (
-            f'{CSS if with_css else ""}{_STICKY_CSS}<div class="nsqviz nsqviz-sticky">'
+            f'{CSS if with_css else ""}{_STICKY_CSS}{OPEN_CSS}{LINK_CSS}'
+            f'<div class="nsqviz nsqviz-sticky nv-open">'
             f'<div class="nv-title">{esc(run.label)} <span class="nv-muted">· '
             f"{run.count(len(run.segments))}, step {self.upto}/{len(run.steps)} · {status}"
             f"</span></div>"
-            f'<div class="nv-legend">{legend}</div>'
-            f'<table class="nv-sticky">{"".join(rows)}</table>{buffer}</div>'
+            f'<div class="nv-legend">{legend}</div>{hint}'
+            f'<table class="nv-sticky">{"".join(rows)}</table>{buffer}{openers.html()}</div>'
         )
+
+    def _frame_html(self, k: int, data: bytes) -> str:
+        """Frame ``k``'s hex view and field tree (what clicking one of its spans opens)."""
+        title = f"F{k} · as reassembled"
+        if len(data) > MAX_OPEN_BYTES:
+            return too_long(title, len(data), "its fields are in the frame's hex view above")
+        view = unit_view(self.run.protocol, self.run.kind, "", data, title)
+        if view is None:
+            return ""
+        view.fold_over = MAX_OPEN_BYTES  # opened on purpose: unfolded
+        return view.html(with_css=False)
 
     def _blocks(self, i: int) -> str:
         """`` · 3 blocks`` for a frame with marks (TubeMQ), else nothing."""

@@ -16,45 +16,69 @@ import json
 import re
 from typing import Any
 
-__all__ = ["CSS", "Live", "Static", "StaticView", "esc", "once", "short_value", "unique_ids"]
+__all__ = ["CSS", "SELECTED", "Live", "Static", "StaticView", "esc", "once", "short_value",
+           "stable_digest", "unique_ids"]
 
-CSS = """
+SELECTED = "#2563eb"  # the outline of a selected byte, row or box: seen on fills and on
+# a dark theme's background alike
+
+
+def _var(jp: str, vscode: str, light: str) -> str:
+    """A theme colour: JupyterLab's variable, else VS Code's, else the light value (stored
+    HTML read without a theme: nbconvert, nbviewer, GitHub)."""
+    return f"var(--jp-{jp},var(--vscode-{vscode},{light}))"
+
+
+INK = _var("content-font-color1", "editor-foreground", "#1f2937")
+MUTED = _var("content-font-color2", "descriptionForeground", "#6b7280")
+FAINT = _var("content-font-color3", "disabledForeground", "#9ca3af")
+PAPER = _var("layout-color1", "editor-background", "#fff")
+RULE = _var("border-color2", "editorWidget-border", "#e5e7eb")
+ON_FILL = "#111827"
+"""Text drawn on a pastel fill (a byte, a chip, a frame span) stays dark in every theme:
+the fill is the same in light and dark, so its text must be too."""
+
+CSS = f"""
 <style>
-.nsqviz{font-family:-apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,sans-serif;font-size:13px;
- color:#1f2937;line-height:1.35;margin:4px 0}
-.nsqviz .nv-title{font-weight:600;margin:2px 0 6px}
-.nsqviz .nv-muted{color:#6b7280;font-weight:400}
-.nsqviz .nv-err{color:#dc2626;font-weight:600}
-.nsqviz code,.nsqviz pre,.nsqviz .nv-mono{font-family:"JetBrains Mono","DejaVu Sans Mono",Menlo,
- Consolas,monospace;font-size:12px}
-.nsqviz .nv-hexwrap{display:flex;gap:18px;align-items:flex-start;flex-wrap:wrap}
-.nsqviz .nv-hex{border-collapse:collapse}
-.nsqviz .nv-hex td{padding:0;vertical-align:top}
-.nsqviz .nv-off{color:#9ca3af;padding-right:10px!important;user-select:none}
-.nsqviz .nv-b{display:inline-block;width:2.2ch;text-align:center;margin:1px 0;padding:1px 1px}
-.nsqviz .nv-a{display:inline-block;width:1.1ch;text-align:center;margin:1px 0;padding:1px 0}
-.nsqviz .nv-gap{display:inline-block;width:1ch}
-.nsqviz .nv-bad{outline:2px solid #dc2626;outline-offset:-2px}
-.nsqviz .nv-ascii{padding-left:14px!important}
-.nsqviz .nv-legend{display:flex;flex-wrap:wrap;gap:4px 6px;margin:0 0 6px}
-.nsqviz .nv-chip{border-radius:3px;padding:0 5px;font-size:11px;border:1px solid rgba(0,0,0,.08)}
-.nsqviz .nv-tree{font-size:12px;min-width:280px}
-.nsqviz .nv-tree ul{list-style:none;margin:0;padding-left:14px}
-.nsqviz .nv-tree>ul{padding-left:0}
-.nsqviz .nv-tree li{margin:1px 0;white-space:nowrap}
-.nsqviz .nv-sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px;
- vertical-align:-1px;border:1px solid rgba(0,0,0,.15)}
-.nsqviz .nv-kind{color:#6b7280;font-size:11px;margin-left:4px}
-.nsqviz .nv-range{color:#9ca3af;font-size:11px;margin-left:4px}
-.nsqviz .nv-val{margin-left:6px;color:#111827}
-.nsqviz table.nv-table{border-collapse:collapse;font-size:12px}
-.nsqviz table.nv-table th{text-align:left;border-bottom:1px solid #d1d5db;padding:2px 10px 2px 0;
- color:#374151}
-.nsqviz table.nv-table td{padding:2px 10px 2px 0;border-bottom:1px solid #f3f4f6}
-.nsqviz .nv-card{border:1px solid #e5e7eb;border-radius:6px;padding:8px 10px;margin:4px 0;
- background:#fff;max-width:100%;box-sizing:border-box;overflow-x:auto}
-.nsqviz svg.nv-seq,.nsqviz svg.nv-fsm{max-width:100%;height:auto}
-.nsqviz .nv-grid{display:flex;gap:14px;flex-wrap:wrap;align-items:flex-start}
+.nsqviz{{font-family:-apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,sans-serif;font-size:13px;
+ color:{INK};line-height:1.35;margin:4px 0}}
+.nsqviz .nv-title{{font-weight:600;margin:2px 0 6px}}
+.nsqviz .nv-muted{{color:{MUTED};font-weight:400}}
+.nsqviz .nv-err{{color:#dc2626;font-weight:600}}
+.nsqviz code,.nsqviz pre,.nsqviz .nv-mono{{font-family:"JetBrains Mono","DejaVu Sans Mono",Menlo,
+ Consolas,monospace;font-size:12px}}
+.nsqviz .nv-hexwrap{{display:flex;gap:18px;align-items:flex-start;flex-wrap:wrap}}
+.nsqviz .nv-hex{{border-collapse:collapse}}
+.nsqviz .nv-hex td{{padding:0;vertical-align:top;text-align:left}}
+.nsqviz .nv-off{{color:{FAINT};padding-right:10px!important;user-select:none}}
+.nsqviz .nv-b{{display:inline-block;width:2.2ch;text-align:center;margin:1px 0;padding:1px 1px;
+ color:{ON_FILL}}}
+.nsqviz .nv-a{{display:inline-block;width:1.1ch;text-align:center;margin:1px 0;padding:1px 0;
+ color:{ON_FILL}}}
+.nsqviz .nv-gap{{display:inline-block;width:1ch}}
+.nsqviz .nv-bad{{outline:2px solid #dc2626;outline-offset:-2px}}
+.nsqviz .nv-ascii{{padding-left:14px!important}}
+.nsqviz .nv-legend{{display:flex;flex-wrap:wrap;gap:4px 6px;margin:0 0 6px}}
+.nsqviz .nv-chip{{border-radius:3px;padding:0 5px;font-size:11px;border:1px solid rgba(0,0,0,.08);
+ color:{ON_FILL}}}
+.nsqviz .nv-tree{{font-size:12px;min-width:280px}}
+.nsqviz .nv-tree ul{{list-style:none;margin:0;padding-left:14px}}
+.nsqviz .nv-tree>ul{{padding-left:0}}
+.nsqviz .nv-tree li{{margin:1px 0;white-space:nowrap}}
+.nsqviz .nv-sw{{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px;
+ vertical-align:-1px;border:1px solid rgba(0,0,0,.15)}}
+.nsqviz .nv-kind{{color:{MUTED};font-size:11px;margin-left:4px}}
+.nsqviz .nv-range{{color:{FAINT};font-size:11px;margin-left:4px}}
+.nsqviz .nv-val{{margin-left:6px;color:{INK}}}
+.nsqviz table.nv-table{{border-collapse:collapse;font-size:12px}}
+.nsqviz table.nv-table th{{text-align:left;border-bottom:1px solid {RULE};padding:2px 10px 2px 0;
+ color:{INK}}}
+.nsqviz table.nv-table td{{padding:2px 10px 2px 0;border-bottom:1px solid {RULE}}}
+.nsqviz .nv-card{{border:1px solid {RULE};border-radius:6px;padding:8px 10px;margin:4px 0;
+ background:{PAPER};max-width:100%;box-sizing:border-box;overflow-x:auto}}
+.nsqviz svg.nv-seq,.nsqviz svg.nv-fsm{{max-width:100%;height:auto;background:#fff;
+ border-radius:4px}}
+.nsqviz .nv-grid{{display:flex;gap:14px;flex-wrap:wrap;align-items:flex-start}}
 </style>
 """
 
@@ -123,9 +147,13 @@ def unique_ids(svg: str) -> str:
     hidden one makes them vanish. A content hash is unique per picture and the same on
     every run (nbval compares it; nothing random). Numbers and message ids, which vary
     from run to run, are left out of the hash; the labels and their order make it."""
-    stable = _VARYING.sub("", svg)
-    digest = hashlib.sha1(stable.encode()).hexdigest()[:10]
-    return svg.replace("@ID@", digest)
+    return svg.replace("@ID@", stable_digest(svg, 10))
+
+
+def stable_digest(text: str, length: int) -> str:
+    """A hash of ``text`` without its numbers and message ids (which vary from run to
+    run): a name unique to a picture and the same on every run."""
+    return hashlib.sha1(_VARYING.sub("", text).encode()).hexdigest()[:length]
 
 
 def esc(text: Any) -> str:

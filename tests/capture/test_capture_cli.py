@@ -142,3 +142,17 @@ def test_reads_standard_input_and_says_when_nothing_is_nsq(capture, tmp_path):
     out = subprocess.run([sys.executable, "-m", "nsqviz.cli", "decode", str(other)],
                          capture_output=True, text=True, check=True)
     assert out.stdout == "" and "no known protocol in 1 TCP flows" in out.stderr
+
+
+def test_width_wraps_lines_at_field_boundaries():
+    from nsqviz.capture.cli import wrap_line
+
+    line = "  9  0.1 a -> b  command IDENTIFY  " + '{"short_id":"vm","long_id":"vm","x":1}'
+    wrapped = wrap_line(line + "  reason=the first frame", 50)
+    rows = wrapped.splitlines()
+    assert all(len(r) <= 50 for r in rows) and len(rows) > 1
+    assert "".join(r.strip() if i else r for i, r in enumerate(rows)).replace(" ", "") == (
+        line + "  reason=the first frame").replace(" ", "")
+    for piece in ('"short_id":"vm"', '"long_id":"vm"', "reason="):  # never cut inside
+        assert any(piece in r for r in rows), (piece, rows)
+    assert wrap_line(line, None) == line and wrap_line(line, 500) == line

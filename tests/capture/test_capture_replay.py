@@ -54,3 +54,26 @@ def test_hex_view_and_widget():
     slider.value = big.packets[-1]
     assert "FrameTypeMessage" in str(picker.options)
     assert "data.body" in detail.value
+
+
+def test_a_box_opens_its_records_bytes():
+    """Each record completed by the shown packet is a box (a label) whose pane holds
+    that record's hex view; later records stay plain faded boxes. (The click itself is
+    checked in Chromium: tests/notebooks/test_static_render.py, tests/explorer.)"""
+    import re
+
+    rp = Replay.load(DATA / "pubsub-pynsq.pcap")
+    view = ReplayView(rp, upto=33)
+    page = view.html()
+    done = [r for r in rp.records if r.packets[-1] <= 33]
+    boxes = re.findall(r'<label class="nv-box nv-box-(\d+) "[^>]*title="([^"]*)"', page)
+    assert len(boxes) == len(done) == len(set(k for k, _ in boxes))
+    panes = re.findall(r'<div class="nv-pane nv-pane-(\d+)" [^>]*>(.*?)(?=<div class="nv-pane |'
+                       r'<div style="margin-top:6px">)', page, re.S)
+    assert sorted(k for k, _ in panes) == sorted(k for k, _ in boxes)
+    opened = dict(panes)
+    for (k, title), rec in zip(sorted(boxes, key=lambda b: int(b[0])), done, strict=True):
+        assert title.startswith(f"{rec.name} ({rec.dir}")
+        assert f"{rec.name} · {rec.dir} · packets" in opened[k]  # its own hex view
+        assert 'class="nv-b ' in opened[k] and 'class="nv-tree"' in opened[k]
+    assert "<label" not in ReplayView(Replay.load(DATA / "small-messages-pynsq.pcap")).html()

@@ -9,15 +9,12 @@ connection is silently replaced, and the answer shows right under the buttons.
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests._jupyter import free_port, running_lab
-from tests.explorer.test_browser import ARTIFACTS, CHROMIUM, FLAGS, _write_settings
+from tests._jupyter import lab_server
+from tests.explorer.test_browser import ARTIFACTS, CHROMIUM, FLAGS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -44,19 +41,7 @@ def pace_lab(tmp_path):
     work = tmp_path / "nb"
     work.mkdir()
     (work / "pace.ipynb").write_text(json.dumps(NOTEBOOK))
-    _write_settings(tmp_path / "settings")
-    port, token = free_port(), secrets.token_hex(16)
-    cmd = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
-        f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
-        f"--LabApp.user_settings_dir={tmp_path / 'settings'}",
-        f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
-        "--ServerApp.port_retries=0", "--LabApp.news_url=", "--allow-root",
-    ]
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-           "JUPYTER_CONFIG_DIR": str(tmp_path / "config")}
-    url = f"http://127.0.0.1:{port}"
-    with running_lab(cmd, env, tmp_path / "lab.log", f"{url}/api/status?token={token}"):
+    with lab_server(tmp_path, work) as (url, token):
         yield url, token
 
 

@@ -125,13 +125,31 @@ def test_sticky_view_rows_and_steps():
     # Nagle: F0 leaves alone; F1, F2 wait for its ACK, glued, cut at 50
     assert [len(s) for s in run.segments] == [44, 50, 38]
     html = StickyView(run).html()
-    assert html.count('class="nv-span"') == 4  # F0 | F1 F2 | F2
+    assert html.count(' nv-span"') == 4  # F0 | F1 F2 | F2
     assert "3 of 3 frames complete" in html and "✓ all reassembled" in html
     first = StickyView(run, upto=1)
     assert "1 segments" not in first.html() and "step 1/3" in first.html()
     second = StickyView(run, upto=2)
     assert "reassembler buffer" in second.html()  # 6 bytes of F2 are waiting
     assert second.text().splitlines()[2].split()[-2:] == ["6", "B"]
+
+
+@pytest.mark.parametrize("protocol", ["nsq", "tubemq"])
+def test_a_sticky_frame_opens_its_bytes(protocol):
+    """Every span of frame k is a label opening pane k: frame k's hex view, laid out by
+    its protocol's grammar (the click itself: tests/notebooks/test_static_render.py)."""
+    run = StickyPlayground(count=3, size=30, mss=40, protocol=protocol).run()
+    html = StickyView(run).html()
+    spans = re.findall(r'<label class="nv-box nv-box-(\d+) nv-span"', html)
+    assert sorted(set(spans)) == ["0", "1", "2"] and len(spans) > 3  # split frames
+    panes = re.split(r'<div class="nv-pane nv-pane-', html)[1:]
+    assert [p.split('"')[0] for p in panes] == ["0", "1", "2"]
+    for k, pane in enumerate(panes):
+        cells = _Bytes()
+        cells.feed(pane)
+        assert len(cells.cells) == len(run.frames[k])
+        field = "frame_type" if protocol == "nsq" else "listSize"
+        assert field in pane, pane[:400]
 
 
 def test_real_loopback_glues_and_cuts_frames():
@@ -200,3 +218,22 @@ def test_playground_widget_follows_its_controls_and_runs_real_loopback():
     right.children[2].click()  # a real loopback connection
     assert "real loopback TCP, recv(16)" in real_out.value
     assert "2 of 2 frames complete" in real_out.value and "✓ all reassembled" in real_out.value
+
+
+def test_a_sequence_arrow_opens_its_bytes():
+    """An arrow with a detail gets a label over its row that opens the detail; the rows
+    are placed in percent of the picture (the SVG scales down to fit)."""
+    arrows = [Arrow("client", "nsqd", "NOP", detail="<b>nop bytes</b>"),
+              Arrow("nsqd", "client", "note", "note"),
+              Arrow("nsqd", "client", "OK", "response", detail="<b>ok bytes</b>")]
+    html = SequenceDiagram(["client", "nsqd"], arrows).html()
+    boxes = re.findall(r'<label class="nv-box nv-box-(\d+) " style="[^"]*top:([\d.]+)%', html)
+    assert [k for k, _ in boxes] == ["0", "1"]
+    height = SequenceDiagram.TOP + 3 * SequenceDiagram.ROW + 22
+    assert [float(t) for _, t in boxes] == pytest.approx(
+        [(SequenceDiagram.TOP + i * SequenceDiagram.ROW - 4) / height * 100 for i in (0, 2)],
+        abs=1e-3)
+    assert re.search(r'nv-pane-0" [^>]*>.*nop bytes', html)
+    assert re.search(r'nv-pane-1" [^>]*>.*ok bytes', html)
+    plain = SequenceDiagram(["client", "nsqd"], [Arrow("client", "nsqd", "NOP")]).html()
+    assert "<label" not in plain and "nv-pane" not in plain

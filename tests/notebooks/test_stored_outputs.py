@@ -64,6 +64,37 @@ def test_no_nbval_comment_in_cells(path: Path):
             f"cell {index} shows an nbval directive; use the cell tag instead")
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_widget_state_is_stored(path: Path):
+    """A stored widget reference names a model only a running kernel has: JupyterLab
+    shows "model not found" for it before the notebook runs, nbconvert/nbviewer a blank
+    area. The HTML picture stored beside it is what a reader without a kernel gets, so
+    the reference and the state snapshot are not stored (scripts/run_notebooks.py)."""
+    nb = json.loads(path.read_text())
+    assert "widgets" not in nb["metadata"], "metadata.widgets: run scripts/run_notebooks.py"
+    for index, data in _outputs(path):
+        assert WIDGET not in data, f"cell {index} stores {WIDGET}: run scripts/run_notebooks.py"
+
+
+def test_run_notebooks_strips_what_a_kernel_alone_can_show():
+    import importlib.util
+
+    import nbformat
+
+    spec = importlib.util.spec_from_file_location(
+        "run_notebooks", Path(__file__).parents[2] / "scripts" / "run_notebooks.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    nb = nbformat.v4.new_notebook(metadata={"widgets": {"state": {}}})
+    out = nbformat.v4.new_output("display_data", data={
+        WIDGET: {"model_id": "m"}, "text/html": "<b>picture</b>", "text/plain": "text"})
+    nb.cells.append(nbformat.v4.new_code_cell("w", outputs=[out]))
+    assert script.strip_widget_state(nb) == 2
+    assert "widgets" not in nb.metadata
+    assert nb.cells[0].outputs[0]["data"] == {"text/html": "<b>picture</b>",
+                                              "text/plain": "text"}
+
+
 def test_once_strips_only_blocks_already_shown(monkeypatch):
     monkeypatch.setattr(style, "_shown", set())
     first = style.once(style.CSS + "<b>a</b>")
