@@ -59,9 +59,10 @@ class StickyView(StaticView):
                 spans.setdefault(src.segment, []).append((src.start, src.end, k, first, last))
         marks = self._marks()
         openers = Openers(f"sticky {run.label} {self.upto} {[len(f) for f in run.frames]}")
-        for f in run.reassembled:
+        shown = {st.segment for st in run.steps[: self.upto]}
+        for f in run.reassembled:  # a pane for each frame with a span drawn so far
             k = index[f.offset]
-            if k < MAX_OPENERS:
+            if k < MAX_OPENERS and any(src.segment in shown for src in f.sources):
                 openers.pane(k, self._frame_html(k, f.data))
         rows = []
         for step in run.steps[: self.upto]:
