@@ -37,29 +37,10 @@ from nsqviz.broker.auth import AuthState
 from nsqviz.broker.identify import IdentifyRefused, Negotiated, negotiate
 from nsqviz.broker.message import BrokerMessage
 from nsqviz.broker.output import CLOSE_WAIT, OK, FatalClientError
+from nsqviz.nsq import events
 from nsqviz.nsq.codec import ServerConfig, ServerConnection, State
 from nsqviz.nsq.commands import COMMANDS, name_of
 from nsqviz.nsq.errors import ErrorCode
-from nsqviz.nsq.events import (
-    Auth,
-    Cls,
-    Dpub,
-    Error,
-    Event,
-    Fin,
-    Identify,
-    Magic,
-    Message,
-    Mpub,
-    Nop,
-    Pub,
-    Rdy,
-    Req,
-    Response,
-    Sub,
-    Touch,
-    Violation,
-)
 from nsqviz.nsq.grammar import compact_json
 
 __all__ = ["BrokerConnection", "handler_name"]
@@ -193,16 +174,16 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         if self.closed:
             return
         try:
-            events = self.codec.receive(data)
+            received = self.codec.receive(data)
         except Exception as exc:  # the codec must not crash us; a bug is a fatal error
             log.exception("codec failed on %d bytes from %s", len(data), self.remote_address)
             self._fatal(ErrorCode.INVALID, f"internal error {type(exc).__name__}")
             return
-        if events:
+        if received:
             # like nsqd's read deadline, only a *complete* command counts as a sign of
             # life: a client dribbling bytes of a command that never ends is cut off
             self._last_read = time.monotonic()
-        self._events.extend(events)
+        self._events.extend(received)
         self._run()
 
     def eof_received(self) -> bool:
@@ -228,15 +209,15 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
 
     def _run(self) -> None:
         """Handle queued events until none are left or one needs to wait (AUTH, TLS)."""
-        events = self._events
+        queue = self._events
         handlers = self._handlers
         # The codec has already read the whole batch (its RDY and in-flight are those
         # after the last command): no message goes out until every command before it
         # has been handled, as nsqd handles them one after the other.
         self._dispatching = True
         try:
-            while events and not self._busy and not self.closed:
-                ev = events.popleft()
+            while queue and not self._busy and not self.closed:
+                ev = queue.popleft()
                 handler = handlers.get(type(ev))
                 if handler is None:
                     continue
@@ -254,7 +235,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             self.channel.pump()
         self._flush_if_idle()
 
-    def _on_violation(self, ev: Violation) -> None:
+    def _on_violation(self, ev: events.Violation) -> None:
         if ev.accepted:
             return  # nsqd runs it all the same: the command's own event follows
         if not ev.code:
@@ -265,9 +246,9 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         elif ev.fatal:
             self._fatal(ev.code, ev.text)
         else:
-            self._send_now(Error(self._not_owned(ev) or ev.error))
+            self._send_now(events.Error(self._not_owned(ev) or ev.error))
 
-    def _not_owned(self, ev: Violation) -> bytes | None:
+    def _not_owned(self, ev: events.Violation) -> bytes | None:
         """The codec only knows this connection's in-flight ids; nsqd's channel knows all,
         and says ``client does not own message`` for an id in flight on another client."""
         cmd = ev.command
@@ -277,13 +258,13 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             return _failed(cmd, "client does not own message")
         return None
 
-    def _on_magic(self, ev: Magic) -> None:
+    def _on_magic(self, ev: events.Magic) -> None:
         self._arm_heartbeat()  # nsqd's message pump (and its heartbeats) start here
 
-    def _on_nop(self, ev: Nop) -> None:
+    def _on_nop(self, ev: events.Nop) -> None:
         pass
 
-    def _on_identify(self, ev: Identify) -> None:
+    def _on_identify(self, ev: events.Identify) -> None:
         try:
             settings, response = negotiate(
                 ev.data, self.opts, current=self.settings,
@@ -298,7 +279,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         if response is None:
             self._send_now(OK)
             return
-        self._send_now(Response(compact_json(response)))
+        self._send_now(events.Response(compact_json(response)))
         if settings.tls_v1:
             self._busy = True
             self.transport.pause_reading()
@@ -316,16 +297,16 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             self.compression = "deflate"
             self._send_now(OK)
 
-    def _on_auth(self, ev: Auth) -> None:
+    def _on_auth(self, ev: events.Auth) -> None:
         # the codec has refused a second AUTH and AUTH without an auth service
         self._busy = True
         self.transport.pause_reading()
         self.loop.create_task(self._authenticate(ev.secret.decode("utf-8", "replace")))
 
-    def _on_sub(self, ev: Sub) -> None:
+    def _on_sub(self, ev: events.Sub) -> None:
         self._when_authorized("SUB", ev.topic, ev.channel, lambda: self._subscribe(ev))
 
-    def _subscribe(self, ev: Sub) -> None:
+    def _subscribe(self, ev: events.Sub) -> None:
         topic = self.broker.get_topic(ev.topic)
         channel = topic.get_channel(ev.channel)
         limit = self.opts.max_channel_consumers
@@ -338,15 +319,15 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         self.channel = channel
         self._send_now(OK)
 
-    def _on_pub(self, ev: Pub) -> None:
+    def _on_pub(self, ev: events.Pub) -> None:
         self._when_authorized("PUB", ev.topic, "",
                               lambda: self._publish("PUB", ev.topic, [ev.body]))
 
-    def _on_mpub(self, ev: Mpub) -> None:
+    def _on_mpub(self, ev: events.Mpub) -> None:
         self._when_authorized("MPUB", ev.topic, "",
                               lambda: self._publish("MPUB", ev.topic, ev.bodies))
 
-    def _on_dpub(self, ev: Dpub) -> None:
+    def _on_dpub(self, ev: events.Dpub) -> None:
         delay = ev.defer_time / 1000
         self._when_authorized("DPUB", ev.topic, "",
                               lambda: self._publish("DPUB", ev.topic, [ev.body], delay))
@@ -378,38 +359,38 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         for channel in held:
             channel.pump()
 
-    def _on_rdy(self, ev: Rdy) -> None:
+    def _on_rdy(self, ev: events.Rdy) -> None:
         self._pump_pending = True  # the codec holds the count (and ignores it after CLS)
 
-    def _on_fin(self, ev: Fin) -> None:
+    def _on_fin(self, ev: events.Fin) -> None:
         try:
             self.channel.finish(self, ev.id)
         except KeyError as exc:
-            self._send_now(Error(_failed(ev, exc.args[0])))
+            self._send_now(events.Error(_failed(ev, exc.args[0])))
             return
         self.finish_count += 1
         self._pump_pending = True
 
-    def _on_req(self, ev: Req) -> None:
+    def _on_req(self, ev: events.Req) -> None:
         delay = min(ev.timeout / 1000, self.opts.max_req_timeout)
         try:
             self.channel.requeue(self, ev.id, delay)
         except KeyError as exc:
-            self._send_now(Error(_failed(ev, exc.args[0])))
+            self._send_now(events.Error(_failed(ev, exc.args[0])))
             return
         self.requeue_count += 1
         self._pump_pending = True
 
-    def _on_touch(self, ev: Touch) -> None:
+    def _on_touch(self, ev: events.Touch) -> None:
         try:
             self.channel.touch(self, ev.id)
         except KeyError as exc:
-            self._send_now(Error(_failed(ev, exc.args[0])))
+            self._send_now(events.Error(_failed(ev, exc.args[0])))
 
-    def _on_cls(self, ev: Cls) -> None:
+    def _on_cls(self, ev: events.Cls) -> None:
         self._send_now(CLOSE_WAIT)  # the codec is CLOSING now, with RDY 0
 
-    _handlers: ClassVar[dict[type[Event], Callable[[BrokerConnection, Any], None]]]
+    _handlers: ClassVar[dict[type[events.Event], Callable[[BrokerConnection, Any], None]]]
     """Built from the command table below the class: see :func:`handler_name`."""
 
     # -- delivery (called by the channel) --------------------------------------------
@@ -417,7 +398,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
     def deliver(self, batch: list[BrokerMessage]) -> None:
         """Messages the channel just put in flight for us, as one buffered write."""
         data = self.codec.send_messages(
-            [Message(m.timestamp, m.attempts, m.id, m.body) for m in batch]
+            [events.Message(m.timestamp, m.attempts, m.id, m.body) for m in batch]
         )
         self.message_count += len(batch)
         self._out.append(data)
@@ -461,14 +442,14 @@ def handler_name(verb: str) -> str:
 # verb added to the table without a handler fails here, at import), plus the two events
 # that are not commands.
 BrokerConnection._handlers = {
-    Violation: BrokerConnection._on_violation,
-    Magic: BrokerConnection._on_magic,
+    events.Violation: BrokerConnection._on_violation,
+    events.Magic: BrokerConnection._on_magic,
     **{spec.event: getattr(BrokerConnection, handler_name(spec.verb))
        for spec in COMMANDS.values()},
 }
 
 
-def _failed(cmd: Fin | Req | Touch, reason: str) -> bytes:
+def _failed(cmd: events.Fin | events.Req | events.Touch, reason: str) -> bytes:
     """nsqd's non-fatal ``E_<VERB>_FAILED <VERB> <id> failed <reason>``."""
     verb = name_of(type(cmd))
     mid = cmd.id.decode("ascii", "replace")
