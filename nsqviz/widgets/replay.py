@@ -187,8 +187,11 @@ class ReplayView:
                 f"top:{k * 16 + 12}px;width:max({right - left:.3f}%,2px);height:0;"
                 f"border-top:2px {'solid' if s.last is not None else 'dashed'} {col};"
                 f'border-left:2px solid {col};{end} {col};height:4px"></div>'
-                f'<div class="nv-mono" style="position:absolute;left:calc({left:.3f}% + 4px);'
-                f'top:{k * 16}px;font-size:10px;line-height:11px;color:{col};'
+                # a label starting in the right half ends at the strip's end instead, so
+                # no label runs past the lane (nothing scrolls sideways)
+                f'<div class="nv-mono" title="{esc(s.label)}" style="position:absolute;'
+                + (f"left:calc({left:.3f}% + 4px);" if left <= 50 else "right:0;")
+                + f'top:{k * 16}px;font-size:10px;line-height:11px;color:{col};'
                 f'white-space:nowrap">'
                 f"{esc(s.label)}</div>"
             )
@@ -196,7 +199,8 @@ class ReplayView:
         return (f'<div style="display:flex;gap:8px;margin:0 0 4px">'
                 f'<div class="nv-muted" style="flex:none;width:230px;font-size:11px;'
                 f'text-align:right">timers{note}</div><div style="position:relative;flex:1 1 0;'
-                f'min-width:0;max-width:{_WIDTH}px;height:{len(mine) * 16 + 6}px">'
+                f'min-width:0;max-width:{_WIDTH}px;height:{len(mine) * 16 + 6}px;'
+                f'overflow:hidden">'
                 f'{"".join(bars)}</div></div>')
 
     def _clickable(self) -> dict[int, int]:
