@@ -7,4 +7,5 @@ extra=()
 # Machines of this project's kind (and containers, Binder) run everything as root;
 # JupyterLab refuses that unless told.
 [ "$(id -u)" = 0 ] && extra+=(--allow-root)
+JUPYTER=.venv/bin/jupyter scripts/trust_notebooks.sh
 exec .venv/bin/jupyter lab --notebook-dir=notebooks "${extra[@]}" "$@"
