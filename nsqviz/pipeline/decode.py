@@ -13,7 +13,7 @@ Decoding happens where the bytes are, in two stages:
    (rotated files, ``continuation``), a connection may have begun in an earlier file or
    go on in a later one; such a *crossing* connection is one that starts mid-stream in a
    file after the first, or is still open at the end of a file before the last. Its
-   rows are not final here: a mid-stream start's rows are left out, an open
+   rows are not final here: a mid-stream start is not even decoded, an open
    connection's rows so far are kept (they are exactly what a single pass gives) and
    its end is left to stage 2.
 2. :func:`crossing_packets` -- a light pass over each file (flow tracking only) that
@@ -43,7 +43,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from nsqviz.capture.decode import CaptureDecoder
-from nsqviz.capture.driver import IDLE_SPLIT, CaptureDriver
+from nsqviz.capture.driver import IDLE_SPLIT, CaptureDriver, Step
 from nsqviz.capture.files import CaptureFormatError, CaptureWarning, read_capture
 from nsqviz.capture.layers import ACK, SYN, Segment, decode_record, packet_id, split_packet_id
 from nsqviz.capture.tcp import FlowStart
@@ -150,34 +150,34 @@ def decode_file(path: str, file_index: int, files: list[str], *, continuation: b
     decoder = _decoder(ports, idle_split, continuation)
     scope = "" if continuation else f" in {os.path.basename(path)}"
     rows = ConnectionRows(files, scope)
-    first, last = file_index == 0, file_index == len(files) - 1
-    kept: dict[int, bool] = {}  # flow id -> are its rows final here?
+    last = file_index == len(files) - 1
+    # After the first file of a set, a connection without its SYN here began in an
+    # earlier file: stage 2 decodes it whole, so its events are not even decoded here.
+    later = continuation and file_index > 0
+
+    def final(step: Step) -> Step:
+        if later and step.events:
+            events = [e for e in step.events if e.flow.syn_seen]
+            if len(events) != len(step.events):
+                return step._replace(events=events)
+        return step
+
     report = ProgressFile(progress)
     frames = 0
     try:
         with open(path, "rb") as f:
             for step in decoder.driver.read(f, file_index):
-                for rec in decoder.step(step):
-                    if rec.kind in _FRAME_KINDS:
-                        frames += 1
-                    fid = rec.flow_id
-                    if fid is None or first or not continuation:
-                        rows.add(rec)
-                        continue
-                    keep = kept.get(fid)
-                    if keep is None:
-                        keep = kept[fid] = decoder.flows[fid].flow.syn_seen
-                    if keep:
-                        rows.add(rec)
+                for rec in decoder.step(final(step)):
+                    frames += rec.kind in _FRAME_KINDS
+                    rows.add(rec)
                 if len(rows.columns) >= batch_rows:
                     report.update(f.tell(), frames)
                     yield rows.columns.batch()
             end = f.tell()
         if last or not continuation:
-            for rec in decoder.step(decoder.driver.finish(file_index)):
+            for rec in decoder.step(final(decoder.driver.finish(file_index))):
                 frames += rec.kind in _FRAME_KINDS
-                if rec.flow_id is None or first or kept.get(rec.flow_id, True):
-                    rows.add(rec)
+                rows.add(rec)
         report.update(end, frames, done=True)
     except (CaptureFormatError, OSError) as exc:
         rows.columns.add(DecodedRecord(float("nan"), None, None, "error", "CaptureWarning",
