@@ -1,0 +1,63 @@
+"""The stored pictures in Jupyter Notebook 7 (the classic-looking front end built on
+JupyterLab's components), in headless Chromium: a byte and a tree row light each other
+up in 01, and a replay box opens its frame in 05 -- with no kernel, as in JupyterLab.
+
+The views use HTML and CSS ``:has()`` only (``nsqviz/widgets/opener.py``), so the front
+ends differ only in their page around the outputs; this test keeps that claim checked for
+the second one the issue names. (VS Code is not testable headless here.)
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests._jupyter import free_port, running_lab, trust
+from tests.notebooks.test_static_render import _linked_selection, _opens_replay_box
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("NSQVIZ_CHROMIUM", "/usr/bin/chromium")
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def test_stored_views_are_linked_and_clickable_in_notebook_7(tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not found: install Debian's chromium (scripts/sysdeps.sh)")
+    pytest.importorskip("notebook", reason="Jupyter Notebook 7 is not installed")
+    from playwright.sync_api import expect, sync_playwright
+
+    root = tmp_path / "nb"
+    root.mkdir()
+    for name in ("01-wire-format.ipynb", "05-pcap-replay.ipynb"):
+        (root / name).write_text((ROOT / "notebooks" / name).read_text())
+        trust(tmp_path, root / name)
+    port, token = free_port(), secrets.token_hex(16)
+    cmd = [sys.executable, "-m", "notebook", "--no-browser", "--ip=127.0.0.1",
+           f"--port={port}", f"--IdentityProvider.token={token}",
+           f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0", "--allow-root"]
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+           "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+           "JUPYTER_DATA_DIR": str(tmp_path / "data"),
+           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces")}
+    url = f"http://127.0.0.1:{port}"
+    with running_lab(cmd, env, tmp_path / "notebook.log", f"{url}/api/status?token={token}"), \
+            sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            for name, check, view in (("01-wire-format.ipynb", _linked_selection, ".nsqviz-hex"),
+                                      ("05-pcap-replay.ipynb", _opens_replay_box,
+                                       ".nsqviz-replay")):
+                page.goto(f"{url}/notebooks/{name}?token={token}")
+                expect(page.locator(f".jp-OutputArea-output {view}").first).to_be_visible(
+                    timeout=60_000)
+                check(page)
+        finally:
+            browser.close()
