@@ -68,23 +68,27 @@ def write_settings(settings: Path, *, theme: str | None = None) -> None:
 
 
 @contextlib.contextmanager
-def lab_server(tmp_path: Path, root: Path, *, theme: str | None = None
-               ) -> Iterator[tuple[str, str]]:
-    """A JupyterLab serving ``root`` on a free loopback port with its own token, settings,
-    workspaces, runtime and config directories under ``tmp_path`` (nothing of the user's
-    is read or written); yields ``(url, token)`` once it answers, stops it afterwards."""
+def lab_server(tmp_path: Path, root: Path, *, theme: str | None = None,
+               app: str = "jupyterlab") -> Iterator[tuple[str, str]]:
+    """A JupyterLab (or, with ``app="notebook"``, a Jupyter Notebook 7) serving ``root`` on
+    a free loopback port with its own token, settings, workspaces, runtime and config
+    directories under ``tmp_path`` (nothing of the user's is read or written); yields
+    ``(url, token)`` once it answers, stops it afterwards."""
     write_settings(tmp_path / "settings", theme=theme)
     port, token = free_port(), secrets.token_hex(16)
     cmd = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
+        sys.executable, "-m", app, "--no-browser", "--ip=127.0.0.1",
         f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-        f"--LabApp.user_settings_dir={tmp_path / 'settings'}",
-        f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
-        "--ServerApp.port_retries=0", "--LabApp.news_url=", "--allow-root",
+        "--ServerApp.port_retries=0", "--allow-root",
     ]
+    if app == "jupyterlab":
+        cmd += [f"--LabApp.user_settings_dir={tmp_path / 'settings'}",
+                f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}", "--LabApp.news_url="]
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
            "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
-           "JUPYTER_DATA_DIR": str(tmp_path / "data")}  # its trust database: see trust()
+           "JUPYTER_DATA_DIR": str(tmp_path / "data"),  # its trust database: see trust()
+           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),  # what Notebook 7 reads
+           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces")}
     url = f"http://127.0.0.1:{port}"
     with running_lab(cmd, env, tmp_path / "lab.log", f"{url}/api/status?token={token}"):
         yield url, token

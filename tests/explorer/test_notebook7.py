@@ -10,13 +10,11 @@ the second one the issue names. (VS Code is not testable headless here.)
 from __future__ import annotations
 
 import os
-import secrets
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests._jupyter import free_port, running_lab, trust
+from tests._jupyter import lab_server, trust
 from tests.notebooks.test_static_render import _linked_selection, _opens_replay_box
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,18 +34,7 @@ def test_stored_views_are_linked_and_clickable_in_notebook_7(tmp_path):
     for name in ("01-wire-format.ipynb", "05-pcap-replay.ipynb"):
         (root / name).write_text((ROOT / "notebooks" / name).read_text())
         trust(tmp_path, root / name)
-    port, token = free_port(), secrets.token_hex(16)
-    cmd = [sys.executable, "-m", "notebook", "--no-browser", "--ip=127.0.0.1",
-           f"--port={port}", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0", "--allow-root"]
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-           "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
-           "JUPYTER_DATA_DIR": str(tmp_path / "data"),
-           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces")}
-    url = f"http://127.0.0.1:{port}"
-    with running_lab(cmd, env, tmp_path / "notebook.log", f"{url}/api/status?token={token}"), \
-            sync_playwright() as pw:
+    with lab_server(tmp_path, root, app="notebook") as (url, token), sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                      args=["--no-sandbox", "--disable-gpu"])
         try:
