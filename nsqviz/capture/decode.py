@@ -30,7 +30,7 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from nsqviz import protocols
 from nsqviz.capture.driver import IDLE_SPLIT, CaptureDriver, Step, split_packet_id
@@ -40,7 +40,7 @@ from nsqviz.protocols import ConnectionObserver, Item, Protocol
 from nsqviz.records import DecodedRecord
 from nsqviz.stream.direction import Direction
 
-__all__ = ["CaptureDecoder", "FlowStats", "decode_capture"]
+__all__ = ["CaptureDecoder", "FlowSnapshot", "FlowStats", "decode_capture"]
 
 _FILE0 = 1 << 40  # packet ids below this are in the first file
 
@@ -96,6 +96,14 @@ class _FlowState:
         self.protocol: Protocol | None = None
         self.observer: ConnectionObserver | None = None
         self.sides = {Direction.C2S: _Side(), Direction.S2C: _Side()}
+
+
+class FlowSnapshot(NamedTuple):
+    """One open flow as a decoder holds it (:meth:`CaptureDecoder.snapshot`)."""
+
+    flow: Flow
+    halves: object  # the tracker's reassembly state of both directions
+    state: _FlowState
 
 
 class CaptureDecoder:
@@ -168,6 +176,21 @@ class CaptureDecoder:
         if type(tcp_event) is Data:
             return self._on_data(self.flows[tcp_event.flow.id], tcp_event)
         return list(self._on_tcp(tcp_event))
+
+    def snapshot(self, flow: Flow) -> FlowSnapshot:
+        """Everything this decoder and its tracker hold of one open ``flow``: continued
+        by :meth:`adopt` in another decoder, it decodes the rest of the connection as if
+        this one had gone on (plain data, so it pickles -- unless the protocol's
+        observer holds something that does not, like a compressor's state)."""
+        return FlowSnapshot(flow, self.driver.tracker.halves(flow), self.flows[flow.id])
+
+    def adopt(self, snap: FlowSnapshot, *, replacing: Flow) -> None:
+        """Go on decoding ``snap``'s flow in place of ``replacing``, a flow this decoder
+        has just started at the snapshot flow's first packet (see
+        :meth:`~nsqviz.capture.tcp.FlowTracker.adopt`)."""
+        self.driver.tracker.adopt(snap.flow, snap.halves, replacing=replacing)
+        del self.flows[replacing.id]
+        self.flows[snap.flow.id] = snap.state
 
     def flow_stats(self, flow_id: int) -> FlowStats:
         """What has been seen of one flow so far."""

@@ -26,7 +26,7 @@ draft-ietf-opsawg-pcapng):
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 from struct import Struct
 from typing import BinaryIO, NamedTuple
@@ -135,7 +135,8 @@ _PCAP_RECORD = {e: Struct(e + "IIII") for e in "<>"}  # ts_sec ts_frac incl_len 
 _MAX_RECORD = 256 * 1024 * 1024  # no link type has frames this big: a corrupt length
 
 
-def _read_pcap(buf: _Buffer, endian: str, nsec: bool) -> Iterator[Record | CaptureWarning]:
+def _read_pcap(buf: _Buffer, endian: str, nsec: bool,
+               only: Container[int] | None = None) -> Iterator[Record | CaptureWarning]:
     header = _PCAP_HEADER[endian].unpack_from(buf.buf, 0)
     snaplen, link = header[5], header[6] & 0xFFFF  # bits 16..31 carry the FCS length
     buf.pos = 24
@@ -173,9 +174,9 @@ def _read_pcap(buf: _Buffer, endian: str, nsec: bool) -> Iterator[Record | Captu
             )
             return
         p = buf.pos
-        data = buf.buf[p : p + incl]
         buf.pos = p + incl
-        yield Record(number, sec + frac * scale, link, data, orig)
+        if only is None or number in only:
+            yield Record(number, sec + frac * scale, link, buf.buf[p : p + incl], orig)
 
 
 # ----------------------------------------------------------------------------- pcapng
@@ -232,7 +233,8 @@ def _parse_idb(body: bytes, endian: str) -> _Interface:
     return _Interface(link, snaplen, units, offset)
 
 
-def _read_pcapng(buf: _Buffer) -> Iterator[Record | CaptureWarning]:
+def _read_pcapng(buf: _Buffer,
+                 only: Container[int] | None = None) -> Iterator[Record | CaptureWarning]:
     endian = "<"
     interfaces: list[_Interface] = []
     number = 0
@@ -285,6 +287,8 @@ def _read_pcapng(buf: _Buffer) -> Iterator[Record | CaptureWarning]:
         is_packet = btype in (EPB_TYPE, SPB_TYPE, PB_TYPE)
         if is_packet:
             number += 1
+        if is_packet and only is not None and number not in only:
+            continue
         if total < _MIN_TOTAL.get(btype, 12):
             # its fixed fields do not fit: skip it rather than read the next block's bytes
             yield CaptureWarning(
@@ -335,22 +339,26 @@ def _read_pcapng(buf: _Buffer) -> Iterator[Record | CaptureWarning]:
 # ----------------------------------------------------------------------------- opening
 
 
-def read_capture(source: str | os.PathLike[str] | BinaryIO) -> Iterator[Record | CaptureWarning]:
+def read_capture(source: str | os.PathLike[str] | BinaryIO, *,
+                 only: Container[int] | None = None) -> Iterator[Record | CaptureWarning]:
     """Yield the records of a pcap or pcapng file, and warnings where it is damaged.
 
     Raises :class:`CaptureFormatError` when the file is neither format. ``source`` is a
-    path or an open binary file; a path is opened and closed here.
+    path or an open binary file; a path is opened and closed here. ``only``: the packet
+    numbers wanted -- every record is still walked (numbers are positions in the file),
+    but only these are cut out and yielded, with the warnings (the Spark pipeline's
+    second stage reads a few connections' packets this way).
     """
     if isinstance(source, str | os.PathLike):
         with open(source, "rb") as f:
-            yield from read_capture(f)
+            yield from read_capture(f, only=only)
         return
     head = source.read(24)
     buf = _Buffer(source, head)
     if len(head) >= 4:
         le = _U32["<"].unpack_from(head, 0)[0]
         if le == SHB_TYPE:
-            yield from _read_pcapng(buf)
+            yield from _read_pcapng(buf, only)
             return
         be = _U32[">"].unpack_from(head, 0)[0]
         for endian, magic in (("<", le), (">", be)):
@@ -359,7 +367,7 @@ def read_capture(source: str | os.PathLike[str] | BinaryIO) -> Iterator[Record |
                     raise CaptureFormatError(
                         0, f"pcap file header is {len(head)} bytes, it needs 24"
                     )
-                yield from _read_pcap(buf, endian, magic == PCAP_MAGIC_NSEC)
+                yield from _read_pcap(buf, endian, magic == PCAP_MAGIC_NSEC, only)
                 return
     raise CaptureFormatError(
         0, f"magic {head[:4].hex() or '(empty file)'} is neither pcap"

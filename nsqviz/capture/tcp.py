@@ -400,6 +400,23 @@ class FlowTracker:
         half.ended = True
         out.append(FlowEnd(flow, direction, how, number, ts))
 
+    def halves(self, flow: Flow) -> object:
+        """What the tracker holds of ``flow`` besides the flow itself (both directions'
+        reassembly state), for :meth:`adopt` in another tracker."""
+        return self._flows[_key(flow)][1]
+
+    def adopt(self, flow: Flow, halves: object, *, replacing: Flow) -> None:
+        """Go on with ``flow`` (and its :meth:`halves` from another tracker) where this
+        tracker has just started ``replacing`` on the same 4-tuple: ``flow`` takes its id
+        and its place. The Spark pipeline continues a connection that crosses a file
+        boundary this way, from the state the earlier file's task left it in."""
+        key = _key(replacing)
+        if key != _key(flow) or self._flows.get(key, (None,))[0] is not replacing:
+            raise ValueError(f"{flow.label} cannot replace {replacing.label} here")
+        flow.id = replacing.id
+        self._flows[key] = (flow, halves)  # type: ignore[assignment]
+        self.flows[self.flows.index(replacing)] = flow
+
     def open_flows(self) -> list[Flow]:
         """The flows with a direction not yet ended (what :meth:`finish` would close)."""
         return [flow for flow, halves in self._flows.values()
@@ -412,6 +429,11 @@ class FlowTracker:
             for direction, half in halves.items():
                 self._end(flow, direction, half, "capture", half.last_number, half.last_ts, out)
         return out
+
+
+def _key(flow: Flow) -> tuple[Endpoint, Endpoint]:
+    a, b = flow.client, flow.server
+    return (a, b) if a <= b else (b, a)
 
 
 def _other(direction: Direction) -> Direction:

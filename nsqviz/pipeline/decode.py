@@ -12,52 +12,45 @@ Decoding happens where the bytes are, in two stages:
 1. :func:`decode_file` -- one task per capture file decodes it whole. In a capture set
    (rotated files, ``continuation``), a connection may have begun in an earlier file or
    go on in a later one; such a *crossing* connection is one that starts mid-stream in a
-   file after the first, or is still open at the end of a file before the last. Its
-   rows are not final here: a mid-stream start is not even decoded, an open
-   connection's rows so far are kept (they are exactly what a single pass gives) and
-   its end is left to stage 2.
-2. :func:`crossing_packets` -- a light pass over each file (flow tracking only) that
-   emits the packets of its crossing connections; Spark brings them together by 4-tuple
-   in capture order and :func:`decode_sorted_batches` decodes them as one stream,
-   dropping the rows stage 1 already wrote (those made by packets of the file where a
-   kept connection began). Each file before the last also gives one *closed marker* per
-   4-tuple whose latest connection ended in it (a row with packet number
-   :data:`CLOSED`): late packets of that connection in the next file (the last ACK, a
-   retransmitted FIN) belong to it, as in ``nsqviz decode``, and start nothing -- unless
-   a SYN or a silence longer than ``idle_split`` begins a new connection there. And each
-   file after the first gives the SYN of the first connection on each 4-tuple, marked
-   :data:`CONTEXT` (its rows are stage 1's): if an earlier file left a connection open
-   on that 4-tuple, that SYN is where it ends (``reused``), as in ``nsqviz decode``.
+   file after the first, or is still open at the end of a file before the last. An open
+   connection's rows so far are final (they are exactly what a single pass gives); a
+   mid-stream start is not even decoded. What crosses is handed on as a small
+   :class:`~nsqviz.pipeline.handoff.FileHandoff`: the decoder state of each connection
+   open at the file's end, the packet numbers of each that began earlier.
+2. :func:`continue_connections` -- the crossing connections, grouped into partitions by
+   4-tuple (:func:`~nsqviz.pipeline.handoff.plan`): each partition reads its packets
+   straight from the capture files, in capture order, takes up each handed-on state
+   where stage 1 left it and writes the rows stage 1 could not.
 
-So only crossing connections are shuffled; with one file, ``continuation`` off, or
-nothing open at file ends, stage 2 has nothing to do. Besides the kinds ``nsqviz decode
---json`` prints, the table has ``kind = "flow"`` rows (``FlowStart``; ``FlowEnd`` per
-direction, with how it ended and the decoder's byte counts) for the connections table.
+So no payload byte goes through Spark's shuffle, and no byte is decoded twice except
+those of a connection whose state cannot be handed on (a compressed one); with one
+file, ``continuation`` off, or nothing crossing a file boundary, stage 2 has nothing to
+do. :func:`decode_set` runs both stages in one process. Besides the kinds ``nsqviz
+decode --json`` prints, the table has ``kind = "flow"`` rows (``FlowStart``; ``FlowEnd``
+per direction, with how it ended and the decoder's byte counts) for the connections
+table.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from nsqviz.capture.decode import CaptureDecoder
-from nsqviz.capture.driver import IDLE_SPLIT, CaptureDriver, Step
+from nsqviz.capture.driver import IDLE_SPLIT, Step
 from nsqviz.capture.files import CaptureFormatError, CaptureWarning, read_capture
-from nsqviz.capture.layers import ACK, SYN, Segment, decode_record, packet_id, split_packet_id
+from nsqviz.capture.layers import ACK, SYN, decode_record, packet_id, split_packet_id
 from nsqviz.capture.tcp import FlowStart
-from nsqviz.records import DecodedRecord, FrameColumns, PacketColumns
+from nsqviz.pipeline.handoff import FileHandoff, HandoffCollector, Key, Part, key_of, plan
+from nsqviz.records import DecodedRecord, FrameColumns
 
-__all__ = ["ConnectionRows", "ProgressFile", "crossing_packets", "decode_file",
-           "decode_sorted_batches", "read_progress"]
+__all__ = ["ConnectionRows", "ProgressFile", "continue_connections", "decode_file",
+           "decode_set", "read_progress"]
 
 BATCH_ROWS = 8192
-CLOSED = (1 << 40) - 1
-"""The packet number of a closed marker: after every real packet of its file."""
-CONTEXT = "context"
-"""The ``warning`` of a crossing packet stage 2 reads only for what it ends: a SYN that
-starts a connection stage 1 decoded whole."""
 _FRAME_KINDS = ("command", "frame")
 
 
@@ -141,10 +134,13 @@ def _decoder(ports: Mapping[str, Iterable[int]] | None, idle_split: float | None
 def decode_file(path: str, file_index: int, files: list[str], *, continuation: bool = True,
                 idle_split: float | None = IDLE_SPLIT,
                 ports: Mapping[str, Iterable[int]] | None = None,
-                batch_rows: int = BATCH_ROWS, progress: str | None = None) -> Iterator[Any]:
+                batch_rows: int = BATCH_ROWS, progress: str | None = None,
+                handoff: Callable[[FileHandoff], None] | None = None) -> Iterator[Any]:
     """Stage 1: the final rows of one file of ``files`` (see the module docstring).
     ``progress``: a file to keep the bytes read and frames decoded in
-    (:class:`ProgressFile`)."""
+    (:class:`ProgressFile`). ``handoff`` receives what crosses this file's boundaries
+    (:class:`~nsqviz.pipeline.handoff.FileHandoff`) once the file is read; it is only
+    called in a capture set of several files."""
     if not continuation:  # a capture of its own: numbered on its own, as nsqviz decode does
         files, file_index = [path], 0
     decoder = _decoder(ports, idle_split, continuation)
@@ -152,8 +148,10 @@ def decode_file(path: str, file_index: int, files: list[str], *, continuation: b
     rows = ConnectionRows(files, scope)
     last = file_index == len(files) - 1
     # After the first file of a set, a connection without its SYN here began in an
-    # earlier file: stage 2 decodes it whole, so its events are not even decoded here.
+    # earlier file: stage 2 decodes it, so its events are not even decoded here.
     later = continuation and file_index > 0
+    collector = (HandoffCollector(file_index, len(files))
+                 if handoff and continuation and len(files) > 1 else None)
 
     def final(step: Step) -> Step:
         if later and step.events:
@@ -167,6 +165,8 @@ def decode_file(path: str, file_index: int, files: list[str], *, continuation: b
     try:
         with open(path, "rb") as f:
             for step in decoder.driver.read(f, file_index):
+                if collector is not None and step.segment is not None:
+                    collector.see(step.segment)
                 for rec in decoder.step(final(step)):
                     frames += rec.kind in _FRAME_KINDS
                     rows.add(rec)
@@ -174,6 +174,8 @@ def decode_file(path: str, file_index: int, files: list[str], *, continuation: b
                     report.update(f.tell(), frames)
                     yield rows.columns.batch()
             end = f.tell()
+        if collector is not None:  # before finish(), which starts a new tracker
+            handed = collector.finish(decoder, rows.conns)
         if last or not continuation:
             for rec in decoder.step(final(decoder.driver.finish(file_index))):
                 frames += rec.kind in _FRAME_KINDS
@@ -182,145 +184,97 @@ def decode_file(path: str, file_index: int, files: list[str], *, continuation: b
     except (CaptureFormatError, OSError) as exc:
         rows.columns.add(DecodedRecord(float("nan"), None, None, "error", "CaptureWarning",
                                        {"reason": f"{path}: {exc}"}, (), files=()), None, None)
+        handed = FileHandoff(file_index, {})  # nothing crosses from a file not read
     if len(rows.columns):
         yield rows.columns.batch()
+    if handoff is not None and collector is not None:
+        handoff(handed)
 
 
-def crossing_packets(path: str, file_index: int, n_files: int, *,
-                     idle_split: float | None = IDLE_SPLIT,
-                     ports: Mapping[str, Iterable[int]] | None = None,
-                     batch_rows: int = BATCH_ROWS) -> Iterator[Any]:
-    """Stage 2's input from one file: the packets of its crossing connections."""
+def continue_connections(part: Part, files: list[str], *,
+                         idle_split: float | None = IDLE_SPLIT,
+                         ports: Mapping[str, Iterable[int]] | None = None,
+                         batch_rows: int = BATCH_ROWS,
+                         progress: str | None = None) -> Iterator[Any]:
+    """Stage 2: the rows of the connections stage 1 handed on (one :class:`~nsqviz.
+    pipeline.handoff.Part` of them), read from the capture files in capture order,
+    leaving out the rows stage 1 wrote. ``progress`` as in :func:`decode_file`, in
+    payload bytes decoded."""
     decoder = _decoder(ports, idle_split)
-    driver = CaptureDriver(server_ports=decoder.server_ports,
-                           client_hello=decoder.driver.client_hello, idle_split=idle_split)
-    spans: dict[tuple[Any, ...], list[tuple[int, float]]] = {}  # 4-tuple -> (first, last)
-    last_ts: dict[tuple[Any, ...], float] = {}  # 4-tuple -> its last packet's time
-    try:
-        for step in driver.read(path, file_index):
-            seg = step.segment
-            if seg is not None:
-                a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
-                last_ts[(a, b) if a <= b else (b, a)] = seg.ts
-    except (CaptureFormatError, OSError):
-        pass  # stage 1 reports it
-    tracker = driver.tracker
-    not_last = file_index < n_files - 1
-    open_flows = tracker.open_flows() if not_last else []
-    open_at_end = set(map(id, open_flows))
-    closed = dict(last_ts) if not_last else {}  # 4-tuple -> when its last connection ended
-    for flow in open_flows:
-        closed.pop(tuple(sorted((flow.client, flow.server))), None)
-    shift = packet_id(file_index, 0)
-    context: set[int] = set()  # packet numbers of the heads' SYNs
-    heads: set[tuple[Any, ...]] = set()
-    for flow in tracker.flows:
-        key = tuple(sorted((flow.client, flow.server)))
-        head = key not in heads
-        heads.add(key)
-        if id(flow) in open_at_end:
-            end: float = float("inf")
-        elif file_index and not flow.syn_seen:
-            end = flow.last_packet
-        elif file_index and head:
-            context.add(flow.first_packet - shift)
-            end = flow.first_packet
-        else:
-            continue
-        spans.setdefault(key, []).append((flow.first_packet - shift, end - shift))
-    cols = PacketColumns(path, file_index)
-    for (a, b), ts in closed.items():
-        cols.add(CLOSED, Segment(CLOSED, ts, *a, *b, 0, 0, 0, b"", 0))
-    if not spans:
-        if len(cols):
-            yield cols.batch()
-        return
-    try:
-        for item in read_capture(path):
-            if type(item) is CaptureWarning:
-                continue
-            seg = decode_record(item)
-            if seg is None or type(seg) is CaptureWarning:
-                continue
-            a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
-            ranges = spans.get((a, b) if a <= b else (b, a))
-            if ranges and any(lo <= seg.number <= hi for lo, hi in ranges):
-                cols.add(seg.number, seg)
-                if seg.number in context:
-                    cols.columns[-1][-1] = CONTEXT
-                if len(cols) >= batch_rows:
-                    yield cols.batch()
-    except (CaptureFormatError, OSError):
-        pass
-    if len(cols):
-        yield cols.batch()
-
-
-_IN_COLUMNS = ("file_index", "packet", "ts", "src", "sport", "dst", "dport", "seq", "ack",
-               "flags", "payload", "missing", "warning")
-
-
-def decode_sorted_batches(
-    batches: Iterable[Any],
-    files: list[str],
-    *,
-    idle_split: float | None = IDLE_SPLIT,
-    ports: Mapping[str, Iterable[int]] | None = None,
-    batch_rows: int = BATCH_ROWS,
-    after_stage_1: bool = True,
-) -> Iterator[Any]:
-    """Stage 2: rows for crossing packets sorted by (``_ka``, ``_kb``, file_index,
-    packet) -- each unordered 4-tuple's packets in capture order -- leaving out the rows
-    stage 1 wrote. Without ``after_stage_1`` every row is written (the packets are all
-    there is)."""
-    decoder: CaptureDecoder | None = None
     rows = ConnectionRows(files)
-    key = None
-    closed_at: float | None = None  # the 4-tuple's connection ended then (a closed marker)
-    foreign: set[int] = set()  # flows a CONTEXT packet started: their rows are stage 1's
+    closed_at: dict[Key, float] = {}  # the 4-tuple's connection ended then
+    foreign: set[int] = set()  # flows a context SYN started: their rows are stage 1's
+    report = ProgressFile(progress)
+    done = frames = 0
 
     def add(records: list[DecodedRecord], file_index: int | None) -> None:
-        assert decoder is not None
+        nonlocal frames
         for rec in records:
             if rec.flow_id in foreign:
                 continue
             flow = decoder.flows[rec.flow_id].flow  # type: ignore[index]
             start_file = split_packet_id(flow.first_packet)[0]
-            written = (after_stage_1 and file_index == start_file
-                       and (flow.syn_seen or start_file == 0))
+            written = file_index == start_file and (flow.syn_seen or start_file == 0)
+            if not written:
+                frames += rec.kind in _FRAME_KINDS
             rows.add(rec, write=not written)
 
-    for batch in batches:
-        cols = [batch.column(name).to_pylist() for name in ("_ka", "_kb", *_IN_COLUMNS)]
-        for ka, kb, index, packet, *seg, warning in zip(*cols, strict=True):
-            if (ka, kb) != key:
-                if decoder is not None:
-                    add(decoder.step(decoder.driver.finish()), None)
-                decoder, closed_at = None, None
-                foreign.clear()
-                rows.conns.clear()
-                key = (ka, kb)
-            ts, flags = seg[0], seg[7]
-            if packet == CLOSED:
-                closed_at = ts
-                continue
-            if closed_at is not None:  # a late packet of the closed connection?
-                new = (flags & SYN and not flags & ACK) or (
-                    idle_split is not None and ts - closed_at > idle_split)
-                if not new:
-                    closed_at = ts
+    for file_index in sorted(part.files):
+        fp = part.files[file_index]
+        try:
+            items = read_capture(files[file_index], only=fp.numbers)
+            for item in items:
+                if type(item) is CaptureWarning:
+                    continue  # stage 1 reported it
+                seg = decode_record(item)
+                if seg is None or type(seg) is CaptureWarning:
                     continue
-                closed_at = None
-            if decoder is None:
-                decoder = _decoder(ports, idle_split)
-            segment = Segment(packet_id(index, packet), *seg[:-1], seg[-1] or 0)
-            for event in decoder.driver.feed(segment):
-                if warning == CONTEXT and type(event) is FlowStart:
-                    foreign.add(event.flow.id)
-                add(decoder.feed(event), index)
-            if len(rows.columns) >= batch_rows:
-                yield rows.columns.batch()
-    if decoder is not None:
-        add(decoder.step(decoder.driver.finish()), None)
+                key = key_of(seg)
+                closed = closed_at.get(key)
+                if closed is not None:  # a late packet of the closed connection?
+                    flags = seg.flags
+                    if not ((flags & SYN and not flags & ACK) or (
+                            idle_split is not None and seg.ts - closed > idle_split)):
+                        closed_at[key] = seg.ts
+                        continue
+                    del closed_at[key]
+                number = seg.number
+                state = fp.states.get(number)
+                started = None
+                for event in decoder.driver.feed(seg._replace(number=packet_id(file_index,
+                                                                               number))):
+                    if type(event) is FlowStart:
+                        started = event.flow
+                        if state is None and number in fp.context:
+                            foreign.add(started.id)
+                    add(decoder.feed(event), file_index)
+                if state is not None and started is not None:
+                    snap, conn = pickle.loads(state)
+                    decoder.adopt(snap, replacing=started)
+                    if conn is not None:
+                        rows.conns[snap.flow.id] = conn
+                done += len(seg.payload)
+                if len(rows.columns) >= batch_rows:
+                    report.update(done, frames)
+                    yield rows.columns.batch()
+        except (CaptureFormatError, OSError):
+            pass  # stage 1 reported it
+        closed_at.update(fp.closed)
+    add(decoder.step(decoder.driver.finish()), None)
+    report.update(done, frames, done=True)
     if len(rows.columns):
         yield rows.columns.batch()
+
+
+def decode_set(files: list[str], *, idle_split: float | None = IDLE_SPLIT,
+               ports: Mapping[str, Iterable[int]] | None = None, parts: int = 2,
+               batch_rows: int = BATCH_ROWS) -> Iterator[Any]:
+    """Both stages in this process, as Spark runs them: every frames-table batch of the
+    capture set ``files`` (for tests, and the benchmark's one-core figure)."""
+    handoffs: list[FileHandoff] = []
+    for i, path in enumerate(files):
+        yield from decode_file(path, i, files, idle_split=idle_split, ports=ports,
+                               batch_rows=batch_rows, handoff=handoffs.append)
+    for part in plan(handoffs, parts):
+        yield from continue_connections(part, files, idle_split=idle_split, ports=ports,
+                                        batch_rows=batch_rows)

@@ -1,84 +1,127 @@
-"""Capture files -> the frames table, decoded inside the pcap data source.
+"""Capture files -> the frames table, decoded inside the pcap data source, in two jobs.
 
 Stage 1 reads each file in its own task and decodes it there
 (``spark.read.format("pcap").option("output", "frames")``): the frames of every
-connection that begins and ends in that file are final as they come out, with no
-shuffle. Stage 2 handles the connections that cross a file boundary in a capture set:
-the source's ``"crossing"`` output gives their packets, Spark brings each 4-tuple's
-together (``repartition`` by the unordered 4-tuple, ``sortWithinPartitions`` by file
-and packet -- capture order, as ``nsqviz decode`` reads the files) and a ``mapInArrow``
-function decodes them (:func:`nsqviz.pipeline.decode.decode_sorted_batches`). The union
-is, row for row, what ``nsqviz decode`` prints for the same files, plus ``flow`` rows.
+connection that begins in that file are final as they come out, and each task leaves a
+small handoff saying what crosses its file's boundaries (:mod:`nsqviz.pipeline.handoff`:
+the decoder state of each connection still open at its end, the packet numbers of each
+that began earlier). Stage 2 (``output="continued"``) finishes those connections, a
+group of 4-tuples per task, reading their packets from the capture files and taking up
+each handed-on state where stage 1 left it. The frames table is stage 1's rows plus
+stage 2's, row for row what ``nsqviz decode`` prints for the same files, plus ``flow``
+rows.
 
-Why a sorted ``mapInArrow`` rather than ``groupBy(...).applyInPandas`` for stage 2: a
-grouped map materialises a whole group as one pandas DataFrame, so a connection that
-streamed for hours must fit in a Python worker's memory. Here the JVM sorts (spilling
-to disk when it must) and Python holds only the reassembly state of the connection it
-is in. When nothing can cross (one file, or ``per_file``) stage 2 is not run at all.
+Stage 2 can only be planned once stage 1 has run, so this is two Spark jobs writing one
+Parquet table, not one lazy DataFrame. Nothing is shuffled: the only data that moves
+between the stages is the handoffs (states and packet numbers, not payload), through
+files beside the output. When nothing can cross (one file, or ``per_file``) or nothing
+did, stage 2 is not run at all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable, Mapping
+import os
+import pickle
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from nsqviz.capture.driver import IDLE_SPLIT
-from nsqviz.pipeline.decode import decode_sorted_batches
-from nsqviz.pipeline.schemas import FRAME_SCHEMA
+from nsqviz.pipeline import handoff
 from nsqviz.pipeline.source import reader_options
 
-__all__ = ["capture_frames"]
+__all__ = ["FramesRun", "capture_frames", "write_frames"]
 
 
-def _key_columns():
-    """The unordered 4-tuple: the same for both directions of a connection."""
-    a = F.concat_ws("|", F.col("src"), F.col("sport").cast("string"))
-    b = F.concat_ws("|", F.col("dst"), F.col("dport").cast("string"))
-    return F.least(a, b).alias("_ka"), F.greatest(a, b).alias("_kb")
+@dataclass
+class FramesRun:
+    """What :func:`write_frames` did: stage 2's partitions, the 4-tuples they finished
+    and the payload bytes they decoded (0, 0, 0: no stage 2)."""
+
+    parts: int = 0
+    keys: int = 0
+    payload: int = 0
 
 
-def capture_frames(
+def write_frames(
     spark: SparkSession,
     files: list[str],
+    out: str,
     *,
     partitions: int | None = None,
     idle_split: float | None = IDLE_SPLIT,
     ports: Mapping[str, Iterable[int]] | None = None,
     per_file: bool = False,
+    work: str | None = None,
     progress_dir: str | None = None,
-) -> DataFrame:
-    """The frames table (:data:`FRAME_SCHEMA`) of capture ``files`` (absolute paths in
-    capture-set order, as :func:`~nsqviz.pipeline.source.expand_paths` gives them).
+    on_stage_2: Callable[[FramesRun], None] | None = None,
+) -> FramesRun:
+    """Write the frames table (:data:`~nsqviz.pipeline.schemas.FRAME_SCHEMA`) of capture
+    ``files`` (absolute paths in capture-set order, as :func:`~nsqviz.pipeline.source.
+    expand_paths` gives them) to the Parquet directory ``out`` (a path or URI).
 
     ``idle_split``, ``ports`` and ``per_file`` (the driver's ``continuation`` turned
     off) are the capture driver's options, as in ``nsqviz decode``: by default all files
-    are one capture set, and a connection continues from file to file. ``partitions``
-    (stage 2's shuffle) defaults to ``spark.sql.shuffle.partitions``. ``progress_dir``:
-    where stage 1's tasks report how far they are (:func:`~nsqviz.pipeline.decode.
-    read_progress`).
+    are one capture set, and a connection continues from file to file. ``partitions``:
+    stage 2's tasks (default ``spark.sql.shuffle.partitions``). ``work``: a directory
+    the executors and the driver share for the handoffs (default: beside a local
+    ``out``, else a temporary directory -- enough for local mode); it is emptied
+    afterwards. ``progress_dir``: where the tasks report how far they are
+    (:func:`~nsqviz.pipeline.decode.read_progress`). ``on_stage_2`` is told before stage
+    2 starts.
     """
     options = reader_options(continuation=not per_file, idle_split=idle_split, ports=ports)
     if progress_dir:
         options["progress"] = progress_dir
+    crossing = not per_file and len(files) > 1
+    made = work is None
+    if work is None:
+        local = out[len("file://"):] if out.startswith("file://") else out
+        work = (tempfile.mkdtemp(prefix="nsqviz-handoff-") if "://" in local
+                else os.path.join(os.path.dirname(os.path.abspath(local)),
+                                  f"_{os.path.basename(local)}-handoff"))
+    handoffs = os.path.join(work, "handoff")
+    try:
+        if crossing:
+            os.makedirs(handoffs, exist_ok=True)
+            options["handoff"] = handoffs
+        _read(spark, files, options, "frames").write.mode("overwrite").parquet(out)
+        if not crossing:
+            return FramesRun()
+        n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions", "8"))  # type: ignore[arg-type]
+        parts = handoff.plan(handoff.load(handoffs, len(files)), n)
+        run = FramesRun(len(parts), sum(p.keys for p in parts),
+                        sum(p.payload for p in parts))
+        if not parts:
+            return run
+        if on_stage_2 is not None:
+            on_stage_2(run)
+        plan = os.path.join(work, "plan")
+        with open(plan, "wb") as f:
+            pickle.dump(parts, f, protocol=pickle.HIGHEST_PROTOCOL)
+        options = {**options, "plan": plan}
+        _read(spark, files, options, "continued").write.mode("append").parquet(out)
+        return run
+    finally:
+        shutil.rmtree(work if made else handoffs, ignore_errors=True)
+        if not made:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(work, "plan"))
 
-    def read(output: str) -> DataFrame:
-        return (spark.read.format("pcap").option("paths", json.dumps(files))
-                .options(**options).option("output", output).load())
 
-    frames = read("frames")
-    if per_file or len(files) < 2:
-        return frames
-    crossing = read("crossing")
-    ka, kb = _key_columns()
-    n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions", "8"))  # type: ignore[arg-type]
-    ordered = crossing.select(ka, kb, *crossing.columns).repartition(n, "_ka", "_kb") \
-        .sortWithinPartitions("_ka", "_kb", "file_index", "packet")
-    port_lists = {k: list(v) for k, v in (ports or {}).items()}
+def _read(spark: SparkSession, files: list[str], options: dict[str, str],
+          output: str) -> DataFrame:
+    return (spark.read.format("pcap").option("paths", json.dumps(files))
+            .options(**options).option("output", output).load())
 
-    def run(batches):
-        return decode_sorted_batches(batches, files, idle_split=idle_split, ports=port_lists)
 
-    return frames.unionByName(ordered.mapInArrow(run, FRAME_SCHEMA))
+def capture_frames(spark: SparkSession, files: list[str], out: str,
+                   **options: object) -> DataFrame:
+    """:func:`write_frames` into ``out``, read back."""
+    write_frames(spark, files, out, **options)  # type: ignore[arg-type]
+    return spark.read.parquet(out)

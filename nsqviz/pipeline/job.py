@@ -41,7 +41,8 @@ class PipelineResult:
     files: list[str]
     counts: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0  # the whole run
-    frames_seconds: float = 0.0  # reading, grouping and decoding, up to frames on disk
+    frames_seconds: float = 0.0  # reading and decoding, up to frames on disk
+    stage_2: Any = None  # the frames' FramesRun: what crossed file boundaries
 
     def table(self, name: str) -> str:
         return os.path.join(self.out, name)
@@ -94,9 +95,14 @@ def _run(spark, files, uri, result, tracker, *, count, **options) -> None:
     from pyspark import StorageLevel
 
     from nsqviz.pipeline import analyses
-    from nsqviz.pipeline.frames import capture_frames
+    from nsqviz.pipeline.frames import write_frames
 
-    capture_frames(spark, files, **options).write.mode("overwrite").parquet(f"{uri}/frames")
+    def stage_2(run) -> None:
+        if isinstance(tracker, Progress):
+            tracker.next_phase("continuing", total_bytes=run.payload)
+
+    result.stage_2 = write_frames(spark, files, f"{uri}/frames", on_stage_2=stage_2,
+                                  **options)
     result.frames_seconds = time.perf_counter()
     # The analyses never look at `fields` (the hex of every body: most of the bytes);
     # what they need is in the typed columns, small enough to keep in memory.

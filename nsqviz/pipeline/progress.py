@@ -3,8 +3,10 @@
 A thread polls ``SparkContext.statusTracker()`` while a run goes on, and the small
 files in which the decoding tasks keep the bytes they have read and the frames they
 have decoded (:class:`~nsqviz.pipeline.decode.ProgressFile`): bytes, MB/s and frames/s
-move while files are being decoded, not only when a file is done. Decoding reads one
-file per task, so tasks done in the decoding phase are files done. The sink is
+move while files are being decoded, not only when a file is done. Phases: "decoding"
+(stage 1: one task per file, so files done are tasks done; bytes of the files),
+"continuing" (stage 2, the connections that cross file boundaries: bytes of their
+payload still to decode), "analyses" (Spark's tasks). The sink is
 :func:`console` (one line on stderr, rewritten in place) or a :class:`NotebookBar` (an
 ipywidgets progress bar that leaves a static HTML summary behind when the run ends, so a
 saved notebook shows what happened without a widget).
@@ -12,6 +14,7 @@ saved notebook shows what happened without a widget).
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -20,10 +23,13 @@ from typing import Any, NamedTuple
 
 __all__ = ["NotebookBar", "Progress", "Snapshot", "console"]
 
+_READING = ("decoding", "continuing")  # phases whose tasks report bytes and frames
+
 
 class Snapshot(NamedTuple):
-    """Where a run is: ``phase`` (``"decoding"``, ``"analyses"``, ``"done"``), its tasks
-    done of those known, files done (decoding), bytes read (of ``total_bytes``), frames
+    """Where a run is: ``phase`` (``"decoding"``, ``"continuing"``, ``"analyses"``,
+    ``"done"``), its tasks done of those known, files done (decoding), bytes read (of
+    ``total_bytes``: the files', or while continuing the crossing connections'), frames
     decoded so far (the frames table's count once decoding is over), seconds since the
     start."""
 
@@ -77,7 +83,7 @@ class NotebookBar:
                                     f"file(s), {snap.bytes_done / 1e6:.1f} MB{frames}</div>"))
             return
         self.bar.description = snap.phase
-        decoding = snap.phase == "decoding"
+        decoding = snap.phase in _READING
         self.bar.max = max(1, snap.total_bytes if decoding else snap.tasks)
         self.bar.value = snap.bytes_done if decoding else snap.tasks_done
         self.label.value = snap.text()
@@ -95,7 +101,10 @@ class Progress:
         self.phase = "decoding"
         self.frames: int | None = None
         self.directory = directory  # where the decoding tasks report (None: files only)
+        self.reading = directory  # where this phase's tasks report
         self.decoded = (0, 0, 0)  # (bytes, frames, files) the tasks reported
+        self.frames_before = 0  # frames of the phases before this one
+        self.continuing_bytes = 0
         self.first_bytes: float | None = None  # when they first reported any
         self.decoding_seconds = 0.0
         self.started = time.perf_counter()
@@ -114,20 +123,29 @@ class Progress:
             self.phase = "done"
             self.sink(self.snapshot())
 
-    def next_phase(self, phase: str, *, frames: int | None = None) -> None:
-        """The run moved on (``frames``: what decoding produced)."""
+    def next_phase(self, phase: str, *, frames: int | None = None,
+                   total_bytes: int | None = None) -> None:
+        """The run moved on (``frames``: what decoding produced; ``total_bytes``: what
+        the ``"continuing"`` phase will decode)."""
         self._sample()
+        self.frames_before = self.decoded[1]
         self.decoded = (sum(self.sizes), self.decoded[1], len(self.sizes))
         if frames is not None:
             self.frames = frames
         self.phase = phase
+        if phase == "continuing" and self.directory is not None:
+            self.reading = os.path.join(self.directory, phase)
+            os.makedirs(self.reading, exist_ok=True)
+            self.continuing_bytes = total_bytes or 0
+            self.decoded = (0, 0, 0)
+            self.first_bytes = None  # rates start again with this phase's first bytes
         self._stages.clear()
 
     def _sample(self) -> None:
-        if self.directory is not None and self.phase == "decoding":
+        if self.reading is not None and self.phase in _READING:
             from nsqviz.pipeline.decode import read_progress
 
-            self.decoded = read_progress(self.directory)
+            self.decoded = read_progress(self.reading)
             now = time.perf_counter()
             if self.first_bytes is None and self.decoded[0]:
                 self.first_bytes = now
@@ -142,8 +160,13 @@ class Progress:
         done = sum(d for d, _ in self._stages.values())
         tasks = sum(t for _, t in self._stages.values())
         n = len(self.sizes)
+        total = sum(self.sizes)
         if self.phase == "decoding" and self.directory is not None:
             n_bytes, frames, files = self.decoded
+        elif self.phase == "continuing":
+            n_bytes, frames, files = self.decoded[0], self.decoded[1], n
+            frames += self.frames_before
+            total = self.continuing_bytes
         elif self.phase == "decoding":
             # the scan stages have one task per file; the first of them reads them all
             files = max((d for d, t in self._stages.values() if t == n), default=0)
@@ -151,7 +174,7 @@ class Progress:
         else:
             files, n_bytes, frames = n, sum(self.sizes), self.frames
         return Snapshot(self.phase, done, tasks, files, n, n_bytes, frames,
-                        time.perf_counter() - self.started, sum(self.sizes),
+                        time.perf_counter() - self.started, total,
                         self.decoding_seconds)
 
     def _poll(self) -> None:

@@ -19,14 +19,17 @@ Options: ``path`` (or ``load([...])`` paths), each a file, a directory (its ``*.
 resolved on the driver; executors open them by the same path, so on a cluster they must
 be on a shared file system.
 
-``output`` chooses what a file becomes: ``"packets"`` (the default, above), or the two
-stages of decoding inside the source (:mod:`nsqviz.pipeline.decode`): ``"frames"``,
-the frames table's rows each file decodes to on its own, and ``"crossing"``, the packets
-of connections that cross a file boundary. These take the capture driver's options
-``continuation`` (``"true"``/``"false"``), ``idle_split`` (seconds, empty: never) and
-``ports`` (JSON: protocol name -> extra server ports); :func:`reader_options` writes them.
-``progress`` (a directory, ``"frames"`` only): each task keeps how far it is in a small
-file there (:class:`~nsqviz.pipeline.decode.ProgressFile`) for the driver to show.
+``output`` chooses what the source gives: ``"packets"`` (the default, above), or the two
+stages of decoding inside the source (:mod:`nsqviz.pipeline.decode`): ``"frames"``, the
+frames table's rows each file decodes to on its own, and ``"continued"``, the rows of
+the connections that cross a file boundary, one partition per group of them (option
+``plan``: the path of the pickled :func:`nsqviz.pipeline.handoff.plan` the driver made
+from the ``"frames"`` tasks' handoffs; option ``handoff``: the directory those tasks
+write them to). Both take the capture driver's options ``continuation``
+(``"true"``/``"false"``), ``idle_split`` (seconds, empty: never) and ``ports`` (JSON:
+protocol name -> extra server ports); :func:`reader_options` writes them.
+``progress`` (a directory): each task keeps how far it is in a small file there
+(:class:`~nsqviz.pipeline.decode.ProgressFile`) for the driver to show.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from nsqviz.records import PacketColumns
 
 __all__ = ["OUTPUTS", "PcapDataSource", "expand_paths", "iter_packet_batches", "reader_options"]
 
-OUTPUTS = ("packets", "frames", "crossing")
+OUTPUTS = ("packets", "frames", "continued")
 
 BATCH_ROWS = 8192
 _CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
@@ -123,6 +126,13 @@ class _FilePartition(InputPartition):
         self.index = index
 
 
+class _PlanPartition(InputPartition):
+    def __init__(self, index: int, part: Any):
+        super().__init__(index)
+        self.index = index
+        self.part = part
+
+
 class PcapReader(DataSourceReader):
     def __init__(self, paths: list[str], output: str, options: dict[str, Any]):
         self.paths = paths
@@ -130,22 +140,39 @@ class PcapReader(DataSourceReader):
         self.options = options
 
     def partitions(self):
+        if self.output == "continued":
+            import pickle
+
+            with open(self.options["plan"], "rb") as f:
+                return [_PlanPartition(i, p) for i, p in enumerate(pickle.load(f))]
         return [_FilePartition(p, i) for i, p in enumerate(self.paths)]
 
     def read(self, partition):
         from nsqviz.pipeline import decode
 
-        path, index, opts = partition.path, partition.index, self.options
+        opts = self.options
+        directory = opts["progress"]
         if self.output == "frames":
-            directory = opts.get("progress")
-            progress = os.path.join(directory, str(index)) if directory else None
-            opts = {k: v for k, v in opts.items() if k != "progress"}
-            yield from decode.decode_file(path, index, self.paths, progress=progress, **opts)
-        elif self.output == "crossing":
-            opts = {k: v for k, v in opts.items() if k not in ("continuation", "progress")}
-            yield from decode.crossing_packets(path, index, len(self.paths), **opts)
+            progress = os.path.join(directory, str(partition.index)) if directory else None
+            handoff = None
+            if opts["handoff"]:
+                from nsqviz.pipeline.handoff import save
+
+                def handoff(h, directory=opts["handoff"]):
+                    save(h, directory)
+            yield from decode.decode_file(
+                partition.path, partition.index, self.paths, progress=progress,
+                handoff=handoff, continuation=opts["continuation"],
+                idle_split=opts["idle_split"], ports=opts["ports"])
+        elif self.output == "continued":
+            # Progress makes the directory when the phase starts.
+            progress = (os.path.join(directory, "continuing", str(partition.index))
+                        if directory else None)
+            yield from decode.continue_connections(
+                partition.part, self.paths, idle_split=opts["idle_split"],
+                ports=opts["ports"], progress=progress)
         else:
-            yield from iter_packet_batches(path, index)
+            yield from iter_packet_batches(partition.path, partition.index)
 
 
 class PcapDataSource(DataSource):
@@ -162,7 +189,7 @@ class PcapDataSource(DataSource):
         return output
 
     def schema(self):
-        return FRAME_SCHEMA if self._output() == "frames" else PACKET_SCHEMA
+        return PACKET_SCHEMA if self._output() == "packets" else FRAME_SCHEMA
 
     def reader(self, schema):
         opts = self.options
@@ -171,6 +198,8 @@ class PcapDataSource(DataSource):
             "idle_split": float(opts["idle_split"]) if opts.get("idle_split") else None,
             "ports": json.loads(opts.get("ports", "{}")),
             "progress": opts.get("progress") or None,
+            "handoff": opts.get("handoff") or None,
+            "plan": opts.get("plan") or None,
         }
         return PcapReader(expand_paths(_paths_option(opts)), self._output(), decoding)
 

@@ -5,24 +5,8 @@ from __future__ import annotations
 
 import os
 
-import pyarrow as pa
-import pyarrow.compute  # noqa: F401 - pa.compute
-
-from nsqviz.pipeline.decode import decode_sorted_batches
-from nsqviz.pipeline.source import iter_packet_batches
+from nsqviz.pipeline.decode import continue_connections, decode_set
 from nsqviz.pipeline.synth import RotatingPcapWriter, simulate
-
-
-def _sorted_rows(paths):
-    rows = []
-    for i, p in enumerate(paths):
-        for b in iter_packet_batches(p, i):
-            rows += b.to_pylist()
-    for r in rows:
-        a, b = f"{r['src']}|{r['sport']}", f"{r['dst']}|{r['dport']}"
-        r["_ka"], r["_kb"] = min(a, b), max(a, b)
-    rows.sort(key=lambda r: (r["_ka"], r["_kb"], r["file_index"], r["packet"]))
-    return pa.RecordBatch.from_pylist(rows)
 
 
 def test_reused_four_tuples_are_separate_connections(tmp_path):
@@ -31,9 +15,7 @@ def test_reused_four_tuples_are_separate_connections(tmp_path):
         first = simulate(w, seed=1, n_messages=20, t0=1_700_000_000.0)
         second = simulate(w, seed=2, n_messages=20, t0=1_700_003_600.0)
     assert set(first.connections) == set(second.connections)
-    rows = [r for b in decode_sorted_batches([_sorted_rows(w.paths)], w.paths,
-                                                   after_stage_1=False)
-            for r in b.to_pylist()]
+    rows = _rows(w.paths)
     conns = {r["conn_id"] for r in rows}
     assert len(conns) == 2 * len(first.connections)
     starts = [r for r in rows if r["name"] == "FlowStart"]
@@ -48,20 +30,31 @@ def test_reused_four_tuples_are_separate_connections(tmp_path):
 
 def test_silence_longer_than_idle_split_starts_a_new_connection(tmp_path):
     """Without a SYN to go by, a long silence on a 4-tuple still separates connections."""
-    with RotatingPcapWriter(tmp_path / "cap.pcap", 10**9) as w:
+    from nsqviz.capture.files import Record, read_capture
+    from nsqviz.capture.layers import SYN, decode_record
+    from nsqviz.capture.writer import PcapWriter
+
+    with RotatingPcapWriter(tmp_path / "sim.pcap", 10**9) as w:
         simulate(w, seed=1, n_messages=10, t0=1_700_000_000.0)
         simulate(w, seed=1, n_messages=10, t0=1_700_001_000.0)
-    batch = _sorted_rows(w.paths)
-    no_syn = batch.filter(pa.compute.equal(pa.compute.bit_wise_and(batch["flags"], 0x02), 0))
-    assert no_syn.num_rows < batch.num_rows
+    records = [r for r in read_capture(w.paths[0]) if isinstance(r, Record)]
+    no_syn = [r for r in records if not decode_record(r).flags & SYN]
+    assert len(no_syn) < len(records)
+    files = [str(tmp_path / "cap.pcap"), str(tmp_path / "cap.pcap1")]
+    half = len(no_syn) * 3 // 4  # the second session's connections cross into file 1
+    for path, part in ((files[0], no_syn[:half]), (files[1], no_syn[half:])):
+        with PcapWriter(path) as out:
+            for r in part:
+                out.write(r.ts, r.data)
 
     def conns(idle_split):
-        out = decode_sorted_batches([no_syn], w.paths, idle_split=idle_split,
-                                    after_stage_1=False)
-        return {r["conn_id"] for b in out for r in b.to_pylist()}
+        return {r["conn_id"] for r in _rows(files, idle_split=idle_split)}
 
     assert len(conns(60.0)) == 10
     assert len(conns(1e9)) == 5  # the second session is taken as the first one going on
+    for idle in (60.0, 1e9):
+        assert _with_flows(_rows(files, idle_split=idle)) == _decoded_with_flows(
+            files, idle_split=idle)
 
 
 def test_fields_json_is_json_dumps():
@@ -82,26 +75,31 @@ def test_fields_json_is_json_dumps():
 
 
 def test_two_stages_give_nsqviz_decode_row_for_row(tmp_path):
-    """Stage 1 per file, stage 2 on the crossing connections' packets: together, the
-    rows of `nsqviz decode` on the same rotated files, each connection numbered 1..n."""
+    """Stage 1 per file, stage 2 on what crosses: together, the rows of `nsqviz decode`
+    on the same rotated files, each connection numbered 1..n -- with the decoder state
+    of every connection open at a file's end handed on, not its packets."""
     import json
     from collections import Counter
 
     from nsqviz.capture.decode import decode_capture
-    from nsqviz.pipeline.decode import crossing_packets, decode_file
+    from nsqviz.pipeline.decode import decode_file
+    from nsqviz.pipeline.handoff import plan
+
     with RotatingPcapWriter(tmp_path / "cap.pcap", 28_000) as w:
         for k in range(5):  # deployments one after the other: some connections cross
             simulate(w, seed=k, n_messages=12, t0=1_700_000_000.0 + 100 * k,
                      port_base=41000 + 10 * k)
     files = w.paths
     assert len(files) >= 3
-    rows = [r for i, f in enumerate(files) for b in decode_file(f, i, files)
+    handoffs = []
+    rows = [r for i, f in enumerate(files) for b in decode_file(f, i, files,
+                                                                 handoff=handoffs.append)
             for r in b.to_pylist()]
-    crossing = [b for i, f in enumerate(files) for b in crossing_packets(f, i, len(files))]
-    assert crossing and sum(b.num_rows for b in crossing) < sum(
-        b.num_rows for f in files for b in iter_packet_batches(f))
-    rows += [r for b in decode_sorted_batches([_keyed(crossing)], files)
-             for r in b.to_pylist()]
+    states = [s for h in handoffs for k in h.keys.values() for s in k.states]
+    assert states  # open connections were handed on as state
+    parts = plan(handoffs, 3)
+    assert 1 < len(parts) <= 3
+    rows += [r for p in parts for b in continue_connections(p, files) for r in b.to_pylist()]
 
     def as_json(r):
         return json.dumps({k: r[k] for k in ("ts", "flow", "dir", "kind", "name", "packets")}
@@ -115,17 +113,24 @@ def test_two_stages_give_nsqviz_decode_row_for_row(tmp_path):
     assert all(sorted(v) == list(range(1, len(v) + 1)) for v in seqs.values())
 
 
-def _two_stages(files):
-    """Stage 1 and stage 2 as Spark runs them, without Spark: every row."""
-    from nsqviz.pipeline.decode import crossing_packets, decode_file
+def test_a_state_that_does_not_pickle_is_handed_on_as_packets(tmp_path, monkeypatch):
+    """Where a connection's decoder state cannot be handed on (a compressor's, say),
+    its packets are, from its first: stage 2 decodes it again and writes only the
+    rows stage 1 could not -- the same rows either way."""
+    from nsqviz.pipeline import handoff as handoff_module
 
-    rows = [r for i, f in enumerate(files) for b in decode_file(f, i, files)
-            for r in b.to_pylist()]
-    crossing = [b for i, f in enumerate(files) for b in crossing_packets(f, i, len(files))]
-    if crossing:
-        rows += [r for b in decode_sorted_batches([_keyed(crossing)], files)
-                 for r in b.to_pylist()]
-    return rows
+    with RotatingPcapWriter(tmp_path / "cap.pcap", 28_000) as w:
+        for k in range(3):
+            simulate(w, seed=k, n_messages=12, t0=1_700_000_000.0 + 100 * k,
+                     port_base=41000 + 10 * k)
+    want = _decoded_with_flows(w.paths)
+    monkeypatch.setattr(handoff_module, "_pickled", lambda *a: None)
+    assert _with_flows(_rows(w.paths)) == want
+
+
+def _rows(files, **options):
+    """Every row both stages give, as Spark runs them, without Spark."""
+    return [r for b in decode_set(files, **options) for r in b.to_pylist()]
 
 
 def _with_flows(rows):
@@ -139,14 +144,14 @@ def _with_flows(rows):
                    for r in rows)
 
 
-def _decoded_with_flows(files):
+def _decoded_with_flows(files, **options):
     import json
     from collections import Counter
 
     from nsqviz.capture.decode import CaptureDecoder
 
     return Counter(json.dumps(rec.as_json(), sort_keys=True)
-                   for rec in CaptureDecoder(flow_records=True).decode(files))
+                   for rec in CaptureDecoder(flow_records=True, **options).decode(files))
 
 
 def _split(src, at: list[int], tmp_path):
@@ -179,7 +184,7 @@ def test_late_packets_of_a_connection_closed_in_an_earlier_file_start_nothing(tm
     cut = fins[1] + 1
     assert not segs[cut].payload and not segs[cut].flags & FIN  # its last ACK
     files, _ = _split(w.paths[0], [cut], tmp_path)
-    rows = _two_stages(files)
+    rows = _rows(files)
     assert _with_flows(rows) == _decoded_with_flows(files)
     starts = [r for r in rows if r["name"] == "FlowStart"]
     assert len(starts) == len({r["conn_id"] for r in rows if r["conn_id"]}) == 5
@@ -213,18 +218,9 @@ def test_a_syn_reusing_a_four_tuple_left_open_in_an_earlier_file(tmp_path):
             w.write(r.ts, bytes(data))
     want = _decoded_with_flows(files)
     assert sum('"how": "reused"' in k for k in want) == 10  # both directions of five
-    rows = _two_stages(files)
+    rows = _rows(files)
     assert _with_flows(rows) == want
     assert len({r["conn_id"] for r in rows if r["conn_id"]}) == 10
-
-
-def _keyed(batches):
-    rows = [r for b in batches for r in b.to_pylist()]
-    for r in rows:
-        a, b = f"{r['src']}|{r['sport']}", f"{r['dst']}|{r['dport']}"
-        r["_ka"], r["_kb"] = min(a, b), max(a, b)
-    rows.sort(key=lambda r: (r["_ka"], r["_kb"], r["file_index"], r["packet"]))
-    return pa.RecordBatch.from_pylist(rows)
 
 
 def test_a_decoding_task_reports_bytes_and_frames_as_it_goes(tmp_path):

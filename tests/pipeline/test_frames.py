@@ -103,7 +103,7 @@ def test_gaps_and_damage_become_rows(spark, captures, tmp_path):
     torn = tmp_path / "torn.pcap"
     torn.write_bytes(data[:-7])
 
-    frames = capture_frames(spark, [str(torn)]).toPandas()
+    frames = capture_frames(spark, [str(torn)], str(tmp_path / "frames")).toPandas()
     gaps = frames[frames.name == "Gap"]
     assert len(gaps) == 1
     assert json.loads(gaps.iloc[0].fields)["size"] == 1460
@@ -129,7 +129,8 @@ def test_each_file_keeps_copies_of_the_same_traffic_apart(spark, captures, tmp_p
     copies = [str(tmp_path / "a.pcap"), str(tmp_path / "b.pcap")]
     for c in copies:
         shutil.copyfile(src, c)
-    separate = capture_frames(spark, copies, per_file=True).toPandas()
+    separate = capture_frames(spark, copies, str(tmp_path / "separate"),
+                              per_file=True).toPandas()
     truth = captures["truth"]
     assert separate.conn_id.nunique() == 2 * len(truth.connections)
     for name in ("a.pcap", "b.pcap"):
@@ -138,6 +139,6 @@ def test_each_file_keeps_copies_of_the_same_traffic_apart(spark, captures, tmp_p
         assert mine.kind.isin(["command", "frame"]).sum() == truth.frames
     # As one capture set the copies are read in file order, as `nsqviz decode` reads
     # them: the second copy's handshakes reuse finished 4-tuples -- new connections.
-    merged = capture_frames(spark, copies).toPandas()
+    merged = capture_frames(spark, copies, str(tmp_path / "merged")).toPandas()
     decoded = [r for r in decode_capture(copies) if r.kind in ("command", "frame")]
     assert merged.kind.isin(["command", "frame"]).sum() == len(decoded) == 2 * truth.frames

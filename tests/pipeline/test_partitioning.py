@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.spark]
 
 @pytest.fixture(scope="module")
 def twins(spark, tmp_path_factory):
-    from nsqviz.pipeline.frames import capture_frames
+    from nsqviz.pipeline.frames import write_frames
     from nsqviz.pipeline.synth import RotatingPcapWriter, simulate
 
     root = tmp_path_factory.mktemp("twins")
@@ -27,7 +27,7 @@ def twins(spark, tmp_path_factory):
                   for ip, port in (("10.0.0.9", 41000), ("10.0.1.9", 42000))]
     assert len(w.paths) >= 3
     out = str(root / "frames")
-    capture_frames(spark, w.paths).write.parquet(out)
+    write_frames(spark, w.paths, out)
     return truths, out
 
 
