@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 
-from benchmarks.spark_pipeline_data import make_capture_set, seed_capture
+from benchmarks.spark_pipeline_data import make_capture_set, replicate, seed_capture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -161,9 +161,31 @@ def samples() -> list[str]:
                   if n.endswith((".pcap", ".pcapng")))
 
 
+def _tree_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds (user + system) of the JVMs and of everything else (Python workers,
+    this driver) among ``pid`` and its live descendants so far, with the children they
+    have reaped."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    jvm = other = 0
+    for p in [pid, *_descendants(pid)]:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        used = sum(int(v) for v in stat.rsplit(")", 1)[1].split()[11:15])
+        if "(java)" in stat:
+            jvm += used
+        else:
+            other += used
+    return jvm / ticks, other / ticks
+
+
 def measure(master: str, files: list[str], warmup: str, out: str) -> dict:
-    """Runs in a child process: warm up, one timed run, then the small sample run."""
+    """Runs in a child process: warm up (two rotated files: both stages), one timed
+    run, then the small sample run."""
     from nsqviz.pipeline.job import run
+    from nsqviz.pipeline.source import expand_paths
     from nsqviz.pipeline.spark import get_session, input_bytes
 
     sampler = MemorySampler()
@@ -171,15 +193,26 @@ def measure(master: str, files: list[str], warmup: str, out: str) -> dict:
     started = time.perf_counter()
     spark = get_session(master, input_bytes=input_bytes(files))
     session_s = time.perf_counter() - started
-    run(spark, [warmup], os.path.join(out, "warmup"), count=False)
-    result = run(spark, files, os.path.join(out, "run"), count=False)
+    run(spark, expand_paths(warmup), os.path.join(out, "warmup"), count=False)
+    marks = [_tree_cpu(os.getpid())]
+
+    def phase(snap) -> None:  # CPU at the end of decoding, when the analyses begin
+        if snap.phase == "analyses" and len(marks) == 1:
+            marks.append(_tree_cpu(os.getpid()))
+
+    result = run(spark, files, os.path.join(out, "run"), count=False, progress=phase)
+    marks.append(_tree_cpu(os.getpid()))
+    (j0, p0), (j1, p1) = marks[0], marks[1]
+    cpu = {"jvm": j1 - j0, "python": p1 - p0,
+           "total": sum(marks[-1]) - sum(marks[0])}
     small_started = time.perf_counter()
     run(spark, samples(), os.path.join(out, "samples"), per_file=True, count=False)
     small_s = time.perf_counter() - small_started
     spark.stop()
     peaks = sampler.stop()
     return {"master": master, "decode_s": result.frames_seconds, "total_s": result.seconds,
-            "session_s": session_s, "small_s": small_s, "peaks": peaks,
+            "session_s": session_s, "small_s": small_s, "peaks": peaks, "cpu_s": cpu,
+            "stage_2": vars(result.stage_2) if result.stage_2 else {},
             "digest": digest(os.path.join(out, "run")), "load": os.getloadavg()[0]}
 
 
@@ -233,6 +266,17 @@ def notebook_memory(work: str) -> tuple[dict[str, float], float]:
     if proc.returncode != 0:
         raise RuntimeError(f"notebook 06 failed:\n{err.decode()[-2000:]}")
     return peaks, time.perf_counter() - started
+
+
+def two_stages_in_process(files: list[str]) -> float:
+    """CPU seconds of both stages in this process, as Spark's tasks run them, without
+    Spark (:func:`nsqviz.pipeline.decode.decode_set`): the pipeline's own Python work."""
+    from nsqviz.pipeline.decode import decode_set
+
+    started = time.process_time()
+    for _ in decode_set(files):
+        pass
+    return time.process_time() - started
 
 
 def baseline(files: list[str]) -> float:
@@ -291,6 +335,9 @@ def main(argv: list[str] | None = None) -> None:
     os.makedirs(warm, exist_ok=True)
     warm_file = os.path.join(warm, "warm.pcap")
     seed_capture(warm_file, deployments=1, messages=200)
+    warm_set = os.path.join(warm, "set")
+    replicate(warm_file, warm_set, copies=2, lanes=2,
+              file_bytes=os.path.getsize(warm_file))
     try:
         base_s = None if args.no_baseline else baseline(files)
 
@@ -302,9 +349,12 @@ def main(argv: list[str] | None = None) -> None:
         if base_s is not None:
             print(f"{'nsqviz decode --json (1 core)':<30}{base_s:>9.1f}{mb / base_s:>8.1f}"
                   f"{1.0:>9.2f}")
+            inproc = two_stages_in_process(files)
+            print(f"{'both stages, no Spark (CPU s)':<30}{inproc:>9.1f}{mb / inproc:>8.1f}"
+                  f"{vs(inproc):>9}")
         runs = []
         for master in ("local[1]", "local[2]"):
-            r = _child(master, files, warm_file, os.path.join(work, master[6]))
+            r = _child(master, files, warm_set, os.path.join(work, master[6]))
             runs.append(r)
             got = r["digest"]["frames"][0]
             for label, secs in (("decode", r["decode_s"]), ("decode+analyses", r["total_s"])):
@@ -313,6 +363,13 @@ def main(argv: list[str] | None = None) -> None:
                       f"{r['peaks']['worker']:>13.0f}{r['load']:>6.1f}")
             print(f"  frames table rows {got}; session up in {r['session_s']:.1f} s; small "
                   f"sample run (data/, 12 files) {r['small_s']:.1f} s after that")
+            s2 = r["stage_2"]
+            cpu = r["cpu_s"]
+            print(f"  decode CPU s: JVM {cpu['jvm']:.1f}, Python {cpu['python']:.1f} ("
+                  f"{(cpu['jvm'] + cpu['python']) / r['decode_s']:.2f} cores busy); with "
+                  f"analyses {cpu['total']:.1f} ({cpu['total'] / r['total_s']:.2f}); stage 2: "
+                  f"{s2.get('keys', 0)} 4-tuples in {s2.get('parts', 0)} tasks, "
+                  f"{s2.get('payload', 0) / 1e6:.1f} MB of payload")
         one, two = runs
         print(f"local[2] / local[1] (decode): {one['decode_s'] / two['decode_s']:.2f}x  "
               f"(decode+analyses {one['total_s'] / two['total_s']:.2f}x); target >= 1.8")

@@ -1,8 +1,9 @@
 """Captures on Spark: pcap files -> TCP packets -> connections -> frames -> analyses.
 
 ``nsqviz pipeline CAPTURES... --out DIR`` or :func:`nsqviz.pipeline.job.run`; the pieces
-are :mod:`.source` (``spark.read.format("pcap")``), :mod:`.frames` (grouping by
-connection across files, decoding with the capture package and the codec),
+are :mod:`.source` (``spark.read.format("pcap")``), :mod:`.frames` (each file
+decoded in its own task, then the connections that cross file boundaries finished from
+the state :mod:`.handoff` carries, with the capture package and the codec),
 :mod:`.analyses` (messages, connections, flow control, heartbeats, sticky packets, RPC
 request/answer pairs and per-method latency) and
 :mod:`.spark` (the SparkSession and the Java check). PySpark is imported lazily: the

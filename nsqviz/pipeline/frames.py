@@ -12,7 +12,8 @@ stage 2's, row for row what ``nsqviz decode`` prints for the same files, plus ``
 rows.
 
 Stage 2 can only be planned once stage 1 has run, so this is two Spark jobs writing one
-Parquet table, not one lazy DataFrame. Nothing is shuffled: the only data that moves
+Parquet table, not one lazy DataFrame; each task writes its own Parquet file into it
+(:mod:`nsqviz.pipeline.sink` says why). Nothing is shuffled: the only data that moves
 between the stages is the handoffs (states and packet numbers, not payload), through
 files beside the output. When nothing can cross (one file, or ``per_file``) or nothing
 did, stage 2 is not run at all.
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 
 from nsqviz.capture.driver import IDLE_SPLIT
-from nsqviz.pipeline import handoff
+from nsqviz.pipeline import handoff, sink
 from nsqviz.pipeline.source import reader_options
 
 __all__ = ["FramesRun", "capture_frames", "write_frames"]
@@ -90,14 +91,18 @@ def write_frames(
         if crossing:
             os.makedirs(handoffs, exist_ok=True)
             options["handoff"] = handoffs
-        _read(spark, files, options, "frames").write.mode("overwrite").parquet(out)
+        sink.clear(out)
+        options["sink"] = out
+        _read(spark, files, options, "frames").collect()
         if not crossing:
+            sink.done(out)
             return FramesRun()
         n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions", "8"))  # type: ignore[arg-type]
         parts = handoff.plan(handoff.load(handoffs, len(files)), n)
         run = FramesRun(len(parts), sum(p.keys for p in parts),
                         sum(p.payload for p in parts))
         if not parts:
+            sink.done(out)
             return run
         if on_stage_2 is not None:
             on_stage_2(run)
@@ -105,7 +110,8 @@ def write_frames(
         with open(plan, "wb") as f:
             pickle.dump(parts, f, protocol=pickle.HIGHEST_PROTOCOL)
         options = {**options, "plan": plan}
-        _read(spark, files, options, "continued").write.mode("append").parquet(out)
+        _read(spark, files, options, "continued").collect()
+        sink.done(out)
         return run
     finally:
         shutil.rmtree(work if made else handoffs, ignore_errors=True)

@@ -166,7 +166,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                    help="driver JVM heap for local runs (default: 512m for inputs under 64"
                    " MB, else 1g)")
     p.add_argument("--partitions", type=int, default=None,
-                   help="shuffle partitions for the connection grouping (default 2x cores)")
+                   help="tasks that finish the connections crossing file boundaries "
+                   "(default: spark.sql.shuffle.partitions, 2x cores)")
     p.add_argument("--quiet", action="store_true",
                    help="no progress line on standard error")
     add_capture_set_options(p)

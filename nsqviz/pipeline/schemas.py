@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from nsqviz.pipeline.sink import summary_schema
 from nsqviz.records import frame_schema, packet_schema
 
-__all__ = ["FRAME_SCHEMA", "PACKET_SCHEMA"]
+__all__ = ["FRAME_SCHEMA", "PACKET_SCHEMA", "SUMMARY_SCHEMA"]
 
 PACKET_SCHEMA = from_arrow_schema(packet_schema())
 FRAME_SCHEMA = from_arrow_schema(frame_schema())
+SUMMARY_SCHEMA = from_arrow_schema(summary_schema())

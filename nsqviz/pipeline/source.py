@@ -29,7 +29,9 @@ write them to). Both take the capture driver's options ``continuation``
 (``"true"``/``"false"``), ``idle_split`` (seconds, empty: never) and ``ports`` (JSON:
 protocol name -> extra server ports); :func:`reader_options` writes them.
 ``progress`` (a directory): each task keeps how far it is in a small file there
-(:class:`~nsqviz.pipeline.decode.ProgressFile`) for the driver to show.
+(:class:`~nsqviz.pipeline.decode.ProgressFile`) for the driver to show. ``sink`` (a
+directory or URI): each task writes its rows there as a Parquet file itself
+(:mod:`nsqviz.pipeline.sink`, which says why) and gives one summary row instead.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from nsqviz.capture.driver import IDLE_SPLIT
-from nsqviz.pipeline.schemas import FRAME_SCHEMA, PACKET_SCHEMA
+from nsqviz.pipeline.schemas import FRAME_SCHEMA, PACKET_SCHEMA, SUMMARY_SCHEMA
 from nsqviz.records import PacketColumns
 
 __all__ = ["OUTPUTS", "PcapDataSource", "expand_paths", "iter_packet_batches", "reader_options"]
@@ -148,6 +150,24 @@ class PcapReader(DataSourceReader):
         return [_FilePartition(p, i) for i, p in enumerate(self.paths)]
 
     def read(self, partition):
+        out = self.options["sink"]
+        if out is None or self.output == "packets":
+            yield from self._rows(partition)
+            return
+        from nsqviz.pipeline.sink import PartWriter
+        from nsqviz.records import frame_schema
+
+        stage = 1 if self.output == "frames" else 2
+        writer = PartWriter(out, f"part-{stage}-{partition.index:05d}", frame_schema())
+        try:
+            for batch in self._rows(partition):
+                writer.write(batch)
+        except BaseException:
+            writer.abort()
+            raise
+        yield writer.close()
+
+    def _rows(self, partition):
         from nsqviz.pipeline import decode
 
         opts = self.options
@@ -189,7 +209,9 @@ class PcapDataSource(DataSource):
         return output
 
     def schema(self):
-        return PACKET_SCHEMA if self._output() == "packets" else FRAME_SCHEMA
+        if self._output() == "packets":
+            return PACKET_SCHEMA
+        return SUMMARY_SCHEMA if self.options.get("sink") else FRAME_SCHEMA
 
     def reader(self, schema):
         opts = self.options
@@ -200,6 +222,7 @@ class PcapDataSource(DataSource):
             "progress": opts.get("progress") or None,
             "handoff": opts.get("handoff") or None,
             "plan": opts.get("plan") or None,
+            "sink": opts.get("sink") or None,
         }
         return PcapReader(expand_paths(_paths_option(opts)), self._output(), decoding)
 
