@@ -3,10 +3,11 @@
 Defaults: ``local[*]``; a driver heap sized to the input (:func:`driver_memory_for`: in
 local mode the executors live inside the driver JVM, and the real work -- TCP reassembly
 and protocol decoding -- happens in Python workers, outside the JVM heap, so the heap
-only holds Spark's own bookkeeping, the analyses' shuffles and Parquet buffers: 512 MB
-for the sample captures, 1 GB from 64 MB of input, 4 GB only when asked); few shuffle
-partitions (the default 200 would mean 200 tiny Python tasks per stage); for small inputs a JVM tuned to start fast and stay small (serial GC, a
-small code cache, no C2 compiler); and Arrow for every pandas hand-over. Under
+only holds Spark's own bookkeeping and the analyses' shuffles and Parquet buffers: 512
+MB for the sample captures, 1 GB from 64 MB of input, 4 GB only when asked); few
+shuffle partitions (the default 200 would mean 200 tiny Python tasks per stage); for
+small inputs a JVM tuned to start fast and stay small (serial GC, a small code cache,
+no C2 compiler); and Arrow for every pandas hand-over. Under
 ``spark-submit`` the session already exists and its master/memory come from the command
 line: :func:`get_session` then only adds the SQL settings that do not need a JVM restart.
 """
