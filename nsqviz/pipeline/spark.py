@@ -26,8 +26,9 @@ __all__ = ["DEFAULT_MASTER", "JavaMissing", "check_java", "driver_memory_for", "
 DEFAULT_MASTER = "local[*]"
 MIN_JAVA = 17
 _SMALL_JVM_OPTIONS = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=64m -XX:TieredStopAtLevel=1"
-"""For small inputs: startup and footprint over peak JIT speed (the JVM only sorts and
-writes Parquet; the decoding is Python's). Large inputs keep the JVM's defaults."""
+"""For small inputs: startup and footprint over peak JIT speed (the JVM schedules tasks
+and runs the analyses; decoding and its Parquet are Python's). Large inputs keep the
+JVM's defaults."""
 
 
 def input_bytes(paths) -> int:
