@@ -17,6 +17,7 @@ Protocol knowledge comes from :mod:`nsqviz.protocols`; nothing here names a prot
 from __future__ import annotations
 
 import json
+import json.encoder
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -130,26 +131,30 @@ def summary(rec: DecodedRecord) -> str:
 compact_json = json.JSONEncoder(separators=(",", ":")).encode
 """``json.dumps(obj, separators=(",", ":"))``: the one compact JSON encoder."""
 
-_PLAIN_STR_KEYS = frozenset({"body", "data", "id", "topic", "channel"})
-"""Fields whose string values never need JSON escaping: hex by construction (body,
-data), ASCII hex digits (id) or names a grammar restricts to ``[.a-zA-Z0-9_#-]``
-(topic, channel)."""
+_encode_str = json.encoder.encode_basestring_ascii
+"""What ``json.dumps`` writes for a string: the encoder's own (C) escaper."""
 
 
 def fields_json(fields: dict[str, Any], *, compact: bool = False) -> str:
     """Exactly ``json.dumps(fields)`` (``compact``: with ``separators=(",", ":")``),
-    written faster: most values are ints, hex strings and names that need no escaping,
-    so they are formatted directly; anything else goes through the encoder."""
+    written faster: keys and strings go straight to the encoder's string escaper, ints
+    are formatted directly, anything else goes through the encoder. A string of ASCII
+    letters and digits (ids, and the hex of bodies: most of the bytes) needs no escaping
+    and is copied as it is; ``bytes.isalnum`` (a table lookup per byte) tells so several
+    times faster than the escaper or ``str.isalnum`` (a Unicode lookup per character)."""
     dumps, sep, kv = (compact_json, ",", ":") if compact else (json.dumps, ", ", ": ")
     parts = []
     for k, v in fields.items():
+        if type(k) is not str:
+            return dumps(fields)  # json.dumps turns such keys into strings
         t = type(v)
-        if t is str and k in _PLAIN_STR_KEYS and v.isalnum():
-            parts.append(f'"{k}"{kv}"{v}"')
+        if t is str:
+            text = f'"{v}"' if v.isascii() and v.encode().isalnum() else _encode_str(v)
         elif t is int:
-            parts.append(f"{dumps(k)}{kv}{v}")
+            text = str(v)
         else:
-            parts.append(f"{dumps(k)}{kv}{dumps(v)}")
+            text = dumps(v)
+        parts.append(f"{_encode_str(k)}{kv}{text}")
     return "{" + sep.join(parts) + "}"
 
 

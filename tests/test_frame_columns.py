@@ -125,3 +125,31 @@ def test_the_samples_fill_every_kind_of_column():
     assert set(batch.column("kind").to_pylist()) >= {"command", "frame", "error", "flow"}
     assert max(len(p) for p in batch.column("packets").to_pylist()) > 1
     assert len(FRAME_COLUMNS) + len(TYPED) == batch.num_columns
+
+
+def test_fields_json_is_json_dumps_on_awkward_values():
+    """The fast path copies ASCII letters and digits as they are; everything else must
+    still come out as json.dumps writes it."""
+    import enum
+
+    from nsqviz.records import fields_json
+
+    class Word(enum.StrEnum):
+        A = "a\"b"
+
+    class Number(enum.IntEnum):
+        ONE = 1
+
+    samples = [
+        {"body": "00ff" * 500, "id": "0123456789abcdef", "empty": "", "n": -3, "big": 2**70},
+        {"é": "é", "data": "caf\u00e9", "cjk": "\u4e2d", "surrogate": "\ud800", "nul": "\x00"},
+        {"ctl": "a\nb\tc\x1f", "quote": 'q"', "slash": "a\\b", "space": "a b"},
+        {"word": Word.A, "number": Number.ONE, "yes": True, "no": False, "none": None},
+        {"nan": float("nan"), "inf": float("inf"), "half": 0.5, "list": ["x", 1, None]},
+        {"nested": {"k": "v", "n": [1, {"é": 2}]}},
+        {1: "int key", "s": "x"},
+        {None: 1, 2.5: "float key", True: "bool key"},
+    ]
+    for fields in samples:
+        assert fields_json(fields) == json.dumps(fields)
+        assert fields_json(fields, compact=True) == json.dumps(fields, separators=(",", ":"))
