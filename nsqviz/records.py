@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import json.encoder
+from collections.abc import Callable
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -293,65 +294,97 @@ class FrameColumns:
     """Frames-table rows built column by column, flushed as Arrow record batches.
 
     ``files`` are the capture files by index (a record's ``files`` name its packets').
+    :meth:`add` runs once per decoded record on the pipeline's hot path, so it appends
+    only what the record gives: the encoded fields, the protocol's typed values (not the
+    event: it holds the frame's bytes) and the other values as they are, the packets'
+    ``files`` tuple standing for ``file`` and ``packet_files``. :meth:`batch` derives
+    the rest: the file names once per distinct ``files`` tuple, and the columns most
+    rows leave empty (the typed ones, ``violation``, ``reason``) set only on the rows
+    that have a value. (A tuple per row instead of a list per column is cheaper to
+    build but costs more than that in garbage collections.)
     """
 
     def __init__(self, files: list[str]):
         self.files = files
-        self.names = frame_schema().names
-        self.columns: list[list[Any]] = [[] for _ in self.names]
-        self._typed = {n: self.columns[i] for i, n in enumerate(self.names)
-                       if i >= len(FRAME_COLUMNS)}
-        (self.ts, self.flow, self.dir, self.kind, self.name, self.fields, self.packets,
-         self.protocol, self.conn_id, self.file, self.packet_files, self.seq, self.offset,
-         self.size, self.violation, self.reason) = self.columns[:len(FRAME_COLUMNS)]
+        self._typed_of: dict[str, Callable[[Any], dict[str, Any]]] = {}
+        self._where: dict[tuple[int, ...], tuple[str | None, list[str]]] = {}
+        self._clear()
+
+    def _clear(self) -> None:
+        # ts, flow, dir, kind, name, fields, packets, protocol, conn_id, files, seq,
+        # offset, size: FRAME_COLUMNS up to size, with `files` for `file` and `packet_files`
+        self.columns: list[list[Any]] = [[] for _ in range(13)]
+        self.typed_rows: list[int] = []  # the rows that have typed values
+        self.typed: list[dict[str, Any]] = []  # and those values
+        self.notes: list[tuple[int, str | None, str | None]] = []  # (row, violation, reason)
 
     def __len__(self) -> int:
-        return len(self.ts)
+        return len(self.columns[0])
 
     def add(self, rec: DecodedRecord, conn_id: str | None, seq: int | None) -> None:
         """Append one record as a row of connection ``conn_id``, ``seq``-th in it."""
-        files = self.files
-        where = [files[i] for i in rec.files]
-        fields = rec.fields
-        self.ts.append(rec.ts)
-        self.flow.append(rec.flow)
-        self.dir.append(rec.dir)
-        self.kind.append(rec.kind)
-        self.name.append(rec.name)
-        self.fields.append(fields_json(fields, compact=True))
-        self.packets.append(rec.packets)
-        self.protocol.append(rec.protocol)
-        self.conn_id.append(conn_id)
-        self.file.append(where[0] if where else None)
-        self.packet_files.append(where)
-        self.seq.append(seq)
-        self.offset.append(rec.offset)
-        self.size.append(rec.size)
-        violation = reason = None
-        typed: dict[str, Any] = {}
-        kind = rec.kind
+        (tss, flows, dirs, kinds, names, fieldss, packetss, protos, conn_ids, filess, seqs,
+         offsets, sizes) = self.columns
+        row = len(tss)
+        kind, fields = rec.kind, rec.fields
         if kind == "command" or kind == "frame":
+            if rec.protocol is not None and rec.event is not None:
+                typed_of = self._typed_of.get(rec.protocol)
+                if typed_of is None:  # by_name walks the registered protocols: once a name
+                    typed_of = self._typed_of[rec.protocol] = \
+                        protocols.by_name(rec.protocol).typed
+                typed = typed_of(rec.event)
+                if typed:
+                    self.typed_rows.append(row)
+                    self.typed.append(typed)
             problem = fields.get("violation")
             if problem:
-                violation = problem["code"] or "closes"
-            if rec.protocol is not None and rec.event is not None:
-                typed = protocols.by_name(rec.protocol).typed(rec.event)
+                self.notes.append((row, problem["code"] or "closes", None))
         elif kind == "flow":
-            reason = fields.get("how")
+            self.notes.append((row, None, fields.get("how")))
         else:
             text = fields.get("reason") or fields.get("text") or fields.get("note")
-            reason = f"{rec.name}: {text}" if text else rec.name
-        self.violation.append(violation)
-        self.reason.append(reason)
-        for name, column in self._typed.items():
-            column.append(typed.get(name))
+            self.notes.append((row, None, f"{rec.name}: {text}" if text else rec.name))
+        tss.append(rec.ts)
+        flows.append(rec.flow)
+        dirs.append(rec.dir)
+        kinds.append(kind)
+        names.append(rec.name)
+        fieldss.append(fields_json(fields, compact=True))
+        packetss.append(rec.packets)
+        protos.append(rec.protocol)
+        conn_ids.append(conn_id)
+        filess.append(rec.files)
+        seqs.append(seq)
+        offsets.append(rec.offset)
+        sizes.append(rec.size)
 
     def batch(self) -> Any:
         """The rows so far as one Arrow record batch; the builder starts empty again."""
         import pyarrow as pa
 
         schema = frame_schema()
-        arrays = [pa.array(c, type=f.type) for c, f in zip(self.columns, schema, strict=True)]
-        for c in self.columns:
-            c.clear()
+        n = len(self)
+        (tss, flows, dirs, kinds, names, fieldss, packetss, protos, conn_ids, filess, seqs,
+         offsets, sizes) = self.columns
+        where = self._where
+        for key in set(filess) - where.keys():
+            paths = [self.files[i] for i in key]
+            where[key] = (paths[0] if paths else None, paths)
+        violations: list[str | None] = [None] * n
+        reasons: list[str | None] = [None] * n
+        for row, violation, reason in self.notes:
+            violations[row], reasons[row] = violation, reason
+        typed: dict[str, list[Any]] = {name: [None] * n
+                                       for name in schema.names[len(FRAME_COLUMNS):]}
+        for row, values in zip(self.typed_rows, self.typed, strict=True):
+            for name, value in values.items():
+                column = typed.get(name)
+                if column is not None:  # a value outside the typed columns: not shown
+                    column[row] = value
+        columns = [tss, flows, dirs, kinds, names, fieldss, packetss, protos, conn_ids,
+                   [where[f][0] for f in filess], [where[f][1] for f in filess], seqs,
+                   offsets, sizes, violations, reasons, *typed.values()]
+        arrays = [pa.array(c, type=t) for c, t in zip(columns, schema.types, strict=True)]
+        self._clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)

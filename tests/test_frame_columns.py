@@ -114,6 +114,19 @@ def test_a_capture_set_names_each_packets_file():
     assert_same(*both(records, files, 7))
 
 
+def test_frames_across_rotated_files(tmp_path):
+    """A rotated capture set (tcpdump -C) where frames start in one file and end in the
+    next: ``file`` is the first packet's file, ``packet_files`` each packet's."""
+    from nsqviz.pipeline.synth import RotatingPcapWriter, simulate
+
+    with RotatingPcapWriter(tmp_path / "cap.pcap", 20_000) as w:
+        simulate(w, seed=3, n_messages=40, big_body=6000)
+    records = decoded(w.paths)
+    assert any(len(set(rec.files)) > 1 for rec in records)
+    for every in (7, 8192):
+        assert_same(*both(records, w.paths, every))
+
+
 def test_the_samples_fill_every_kind_of_column():
     """Not vacuous: the samples reach the typed columns of both protocols, violations,
     reasons, warnings and frames spanning several packets."""
