@@ -336,6 +336,7 @@ def main(argv: list[str] | None = None) -> None:
     warm_file = os.path.join(warm, "warm.pcap")
     seed_capture(warm_file, deployments=1, messages=200)
     warm_set = os.path.join(warm, "set")
+    os.makedirs(warm_set, exist_ok=True)
     replicate(warm_file, warm_set, copies=2, lanes=2,
               file_bytes=os.path.getsize(warm_file))
     try:

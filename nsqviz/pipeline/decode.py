@@ -222,7 +222,7 @@ def continue_connections(part: Part, files: list[str], *,
     for file_index in sorted(part.files):
         fp = part.files[file_index]
         try:
-            items = read_capture(files[file_index], only=fp.numbers)
+            items = read_capture(files[file_index], only=fp.wanted())
             for item in items:
                 if type(item) is CaptureWarning:
                     continue  # stage 1 reported it
