@@ -194,13 +194,21 @@ def measure(master: str, files: list[str], warmup: str, out: str) -> dict:
     spark = get_session(master, input_bytes=input_bytes(files))
     session_s = time.perf_counter() - started
     run(spark, expand_paths(warmup), os.path.join(out, "warmup"), count=False)
+    from nsqviz.pipeline import frames
+
     marks = [_tree_cpu(os.getpid())]
+    write_frames = frames.write_frames
 
-    def phase(snap) -> None:  # CPU at the end of decoding, when the analyses begin
-        if snap.phase == "analyses" and len(marks) == 1:
-            marks.append(_tree_cpu(os.getpid()))
+    def decoding(*args, **kwargs):  # the CPU used by the time the frames are on disk
+        done = write_frames(*args, **kwargs)
+        marks.append(_tree_cpu(os.getpid()))
+        return done
 
-    result = run(spark, files, os.path.join(out, "run"), count=False, progress=phase)
+    frames.write_frames = decoding  # what job.run calls
+    try:
+        result = run(spark, files, os.path.join(out, "run"), count=False)
+    finally:
+        frames.write_frames = write_frames
     marks.append(_tree_cpu(os.getpid()))
     (j0, p0), (j1, p1) = marks[0], marks[1]
     cpu = {"jvm": j1 - j0, "python": p1 - p0,
