@@ -26,7 +26,7 @@ draft-ietf-opsawg-pcapng):
 from __future__ import annotations
 
 import os
-from collections.abc import Container, Iterator
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from struct import Struct
 from typing import BinaryIO, NamedTuple
@@ -36,6 +36,7 @@ __all__ = [
     "CaptureWarning",
     "Record",
     "read_capture",
+    "read_records",
 ]
 
 _READ_SIZE = 1 << 20
@@ -65,6 +66,7 @@ class Record(NamedTuple):
     data: bytes
     orig_len: int
     interface: int = 0
+    offset: int = -1  # where the record (pcap) or block (pcapng) starts in the file
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +178,8 @@ def _read_pcap(buf: _Buffer, endian: str, nsec: bool,
         p = buf.pos
         buf.pos = p + incl
         if only is None or number in only:
-            yield Record(number, sec + frac * scale, link, buf.buf[p : p + incl], orig)
+            yield Record(number, sec + frac * scale, link, buf.buf[p : p + incl], orig, 0,
+                         start)
 
 
 # ----------------------------------------------------------------------------- pcapng
@@ -310,7 +313,8 @@ def _read_pcapng(buf: _Buffer,
                 continue
             itf = interfaces[iface]
             ts = ((hi << 32) | lo) / itf.units_per_second + itf.offset
-            yield Record(number, ts, itf.linktype, buf.buf[p + 28 : p + 28 + caplen], orig, iface)
+            yield Record(number, ts, itf.linktype, buf.buf[p + 28 : p + 28 + caplen], orig, iface,
+                         start)
         elif btype == SPB_TYPE:
             if not interfaces:
                 yield CaptureWarning(number, start, "simple packet block before any interface")
@@ -322,7 +326,7 @@ def _read_pcapng(buf: _Buffer,
                 caplen = min(caplen, itf.snaplen)
             # An SPB has no timestamp: NaN says "unknown" rather than inventing one.
             data = buf.buf[p + 12 : p + 12 + caplen]
-            yield Record(number, float("nan"), itf.linktype, data, orig, 0)
+            yield Record(number, float("nan"), itf.linktype, data, orig, 0, start)
         elif btype == PB_TYPE:
             iface, _drops, hi, lo, caplen, orig = _PB_FIXED[endian].unpack_from(buf.buf, p + 8)
             if iface >= len(interfaces) or caplen > total - 32:
@@ -330,13 +334,23 @@ def _read_pcapng(buf: _Buffer,
                 continue
             itf = interfaces[iface]
             ts = ((hi << 32) | lo) / itf.units_per_second + itf.offset
-            yield Record(number, ts, itf.linktype, buf.buf[p + 28 : p + 28 + caplen], orig, iface)
+            yield Record(number, ts, itf.linktype, buf.buf[p + 28 : p + 28 + caplen], orig, iface,
+                         start)
         elif btype == IDB_TYPE:
             interfaces.append(_parse_idb(buf.buf[p + 8 : p + total - 4], endian))
         # Every other block (name resolution, statistics, secrets, custom) holds no packets.
 
 
 # ----------------------------------------------------------------------------- opening
+
+
+def _pcap_kind(head: bytes) -> tuple[str, bool] | None:
+    """(byte order, nanosecond timestamps) of a classic pcap file header, else None."""
+    for endian in "<>":
+        magic = _U32[endian].unpack_from(head, 0)[0]
+        if magic in (PCAP_MAGIC_USEC, PCAP_MAGIC_NSEC):
+            return endian, magic == PCAP_MAGIC_NSEC
+    return None
 
 
 def read_capture(source: str | os.PathLike[str] | BinaryIO, *,
@@ -346,8 +360,8 @@ def read_capture(source: str | os.PathLike[str] | BinaryIO, *,
     Raises :class:`CaptureFormatError` when the file is neither format. ``source`` is a
     path or an open binary file; a path is opened and closed here. ``only``: the packet
     numbers wanted -- every record is still walked (numbers are positions in the file),
-    but only these are cut out and yielded, with the warnings (the Spark pipeline's
-    second stage reads a few connections' packets this way).
+    but only these are cut out and yielded, with warnings where the file is damaged
+    (:func:`read_records` reads a few records of a classic pcap without the walk).
     """
     if isinstance(source, str | os.PathLike):
         with open(source, "rb") as f:
@@ -360,16 +374,49 @@ def read_capture(source: str | os.PathLike[str] | BinaryIO, *,
         if le == SHB_TYPE:
             yield from _read_pcapng(buf, only)
             return
-        be = _U32[">"].unpack_from(head, 0)[0]
-        for endian, magic in (("<", le), (">", be)):
-            if magic in (PCAP_MAGIC_USEC, PCAP_MAGIC_NSEC):
-                if len(head) < 24:
-                    raise CaptureFormatError(
-                        0, f"pcap file header is {len(head)} bytes, it needs 24"
-                    )
-                yield from _read_pcap(buf, endian, magic == PCAP_MAGIC_NSEC, only)
-                return
+        pcap = _pcap_kind(head)
+        if pcap is not None:
+            if len(head) < 24:
+                raise CaptureFormatError(0, f"pcap file header is {len(head)} bytes, it needs 24")
+            yield from _read_pcap(buf, *pcap, only)
+            return
     raise CaptureFormatError(
         0, f"magic {head[:4].hex() or '(empty file)'} is neither pcap"
         " (a1b2c3d4 / a1b23c4d, either byte order) nor pcapng (0a0d0d0a)"
     )
+
+
+def read_records(path: str | os.PathLike[str],
+                 wanted: Iterable[tuple[int, int]]) -> Iterator[Record | CaptureWarning]:
+    """The records ``(number, offset)`` names -- as :func:`read_capture` gave them
+    (:attr:`Record.number`, :attr:`Record.offset`) -- in file order.
+
+    A classic pcap is read only where they are: a few records of a large file cost a
+    few reads, not a pass over it (the Spark pipeline's second stage reads the packets
+    of the connections that cross file boundaries this way). A pcapng is walked, as its
+    interfaces are declared along the way, and yields only those numbers.
+    """
+    pairs = sorted(wanted, key=lambda nv: nv[1])
+    with open(path, "rb") as f:
+        head = f.read(24)
+        pcap = _pcap_kind(head) if len(head) == 24 else None
+        if pcap is None:
+            f.seek(0)
+            yield from read_capture(f, only={n for n, _ in pairs})
+            return
+        endian, nsec = pcap
+        link = _PCAP_HEADER[endian].unpack_from(head, 0)[6] & 0xFFFF
+        scale = 1e-9 if nsec else 1e-6
+        unpack = _PCAP_RECORD[endian].unpack
+        for number, offset in pairs:
+            f.seek(offset)
+            header = f.read(16)
+            if len(header) < 16:
+                yield CaptureWarning(number, offset, "file ends inside a record header")
+                return
+            sec, frac, incl, orig = unpack(header)
+            data = f.read(incl)
+            if len(data) < incl:
+                yield CaptureWarning(number, offset, "file ends inside the record")
+                return
+            yield Record(number, sec + frac * scale, link, data, orig, 0, offset)

@@ -41,7 +41,7 @@ from typing import Any
 
 from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.driver import IDLE_SPLIT, Step
-from nsqviz.capture.files import CaptureFormatError, CaptureWarning, read_capture
+from nsqviz.capture.files import CaptureFormatError, CaptureWarning, read_records
 from nsqviz.capture.layers import ACK, SYN, decode_record, packet_id, split_packet_id
 from nsqviz.capture.tcp import FlowStart
 from nsqviz.pipeline.handoff import FileHandoff, HandoffCollector, Key, Part, key_of, plan
@@ -166,7 +166,7 @@ def decode_file(path: str, file_index: int, files: list[str], *, continuation: b
         with open(path, "rb") as f:
             for step in decoder.driver.read(f, file_index):
                 if collector is not None and step.segment is not None:
-                    collector.see(step.segment)
+                    collector.see(step.segment, step.record.offset)  # type: ignore[union-attr]
                 for rec in decoder.step(final(step)):
                     frames += rec.kind in _FRAME_KINDS
                     rows.add(rec)
@@ -222,7 +222,7 @@ def continue_connections(part: Part, files: list[str], *,
     for file_index in sorted(part.files):
         fp = part.files[file_index]
         try:
-            items = read_capture(files[file_index], only=fp.wanted())
+            items = read_records(files[file_index], fp.wanted())
             for item in items:
                 if type(item) is CaptureWarning:
                     continue  # stage 1 reported it

@@ -23,11 +23,12 @@ finish them -- and nothing else:
   connection and start nothing, unless a SYN or a silence longer than ``idle_split``
   begins a new one.
 
-Packets go as numbers: stage 2 reads them from the capture files itself
-(:func:`~nsqviz.capture.files.read_capture` with ``only``), so no payload byte moves
-through Spark's shuffle. The handoffs are small files beside the run (written whole
-and renamed into place, so a retried task leaves the same file); the driver reads them
-and :func:`plan` groups the 4-tuples into stage 2's partitions, balanced by bytes.
+Packets go as numbers and file offsets: stage 2 reads them from the capture files
+itself (:func:`~nsqviz.capture.files.read_records`: a classic pcap only where they are),
+so no payload byte moves through Spark's shuffle. The handoffs are small files beside
+the run (written whole and renamed into place, so a retried task leaves the same file);
+the driver reads them and :func:`plan` groups the 4-tuples into stage 2's partitions,
+balanced by bytes.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class KeyPart:
     """What one file hands on for one 4-tuple."""
 
     numbers: list[int] = field(default_factory=list)  # packets stage 2 reads (file's numbers)
+    offsets: list[int] = field(default_factory=list)  # where each is in the file
     context: list[int] = field(default_factory=list)  # of those, SYNs read for what they end
     states: dict[int, bytes] = field(default_factory=dict)  # first packet -> pickled snapshot
     closed: float | None = None  # its last connection ended here; its last packet's time
@@ -85,16 +87,20 @@ class HandoffCollector:
         self.n_files = n_files
         self.shift = packet_id(file_index, 0)
         self.numbers: dict[Key, array[int]] = {}  # packet ids per 4-tuple, in order
+        self.offsets: dict[Key, array[int]] = {}  # their records' file offsets
         self.sizes: dict[Key, array[int]] = {}  # their payload sizes
         self.last_ts: dict[Key, float] = {}
 
-    def see(self, seg: Segment) -> None:
+    def see(self, seg: Segment, offset: int) -> None:
+        """Packet ``seg``, whose record starts at ``offset`` in the file."""
         key = key_of(seg)
         numbers = self.numbers.get(key)
         if numbers is None:
             numbers = self.numbers[key] = array("q")
+            self.offsets[key] = array("q")
             self.sizes[key] = array("l")
         numbers.append(seg.number)
+        self.offsets[key].append(offset)
         self.sizes[key].append(len(seg.payload))
         self.last_ts[key] = seg.ts
 
@@ -116,6 +122,7 @@ class HandoffCollector:
             i, j = bisect_left(numbers, lo), bisect_right(numbers, hi)
             part = parts.setdefault(key, KeyPart())
             part.numbers.extend(n - self.shift for n in numbers[i:j])
+            part.offsets.extend(self.offsets[key][i:j])
             part.payload += sum(sizes[i:j])
             return part
 
@@ -173,16 +180,18 @@ def load(directory: str, n_files: int) -> list[FileHandoff]:
 
 @dataclass
 class FilePart:
-    """Stage 2's share of one file in one partition. ``numbers`` is kept as 8 bytes a
-    packet (a partition may hand on millions); :meth:`wanted` makes the set to read with."""
+    """Stage 2's share of one file in one partition. ``numbers`` and ``offsets`` are kept
+    as 8 bytes a packet: a partition may hand on millions."""
 
     numbers: array[int] = field(default_factory=lambda: array("q"))
+    offsets: array[int] = field(default_factory=lambda: array("q"))
     context: set[int] = field(default_factory=set)
     states: dict[int, bytes] = field(default_factory=dict)
     closed: dict[Key, float] = field(default_factory=dict)
 
-    def wanted(self) -> set[int]:
-        return set(self.numbers)
+    def wanted(self) -> zip[tuple[int, int]]:
+        """(packet number, file offset) of each packet to read."""
+        return zip(self.numbers, self.offsets, strict=True)
 
 
 @dataclass
@@ -216,6 +225,7 @@ def plan(handoffs: Iterable[FileHandoff], n_parts: int) -> list[Part]:
         for file_index, kp in parts:
             fp = part.files.setdefault(file_index, FilePart())
             fp.numbers.extend(kp.numbers)
+            fp.offsets.extend(kp.offsets)
             fp.context.update(kp.context)
             fp.states.update(kp.states)
             if kp.closed is not None:

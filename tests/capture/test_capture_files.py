@@ -7,7 +7,13 @@ import struct
 
 import pytest
 
-from nsqviz.capture.files import CaptureFormatError, CaptureWarning, Record, read_capture
+from nsqviz.capture.files import (
+    CaptureFormatError,
+    CaptureWarning,
+    Record,
+    read_capture,
+    read_records,
+)
 from nsqviz.capture.layers import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW
 from nsqviz.capture.writer import PcapngWriter, PcapWriter
 
@@ -245,3 +251,31 @@ def test_only_the_wanted_packet_numbers_are_yielded(name):
     wanted = {r.number for r in every[1::3]} | {every[-1].number, 10**9}
     assert list(read_capture(path, only=wanted)) == [r for r in every if r.number in wanted]
     assert list(read_capture(path, only=set())) == []
+
+
+@pytest.mark.parametrize("name", ["pubsub-pynsq.pcap", "pubsub-pynsq.pcapng"])
+def test_read_records_reads_just_the_records_named(name):
+    """``read_records``: the records a full read gave for those (number, offset) pairs, in
+    file order whatever order they are asked in -- a classic pcap read only there."""
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "data", name)
+    every = [r for r in read_capture(path) if isinstance(r, Record)]
+    assert all(r.offset > 0 for r in every)
+    wanted = every[::-4]
+    got = list(read_records(path, [(r.number, r.offset) for r in wanted]))
+    assert got == sorted(wanted, key=lambda r: r.offset)
+
+
+def test_read_records_says_where_a_file_ends_too_soon(tmp_path):
+    path = tmp_path / "torn.pcap"
+    with PcapWriter(path) as w:
+        w.write(1.0, b"\x00" * 60)
+        w.write(2.0, b"\x00" * 60)
+    data = path.read_bytes()
+    path.write_bytes(data[:-10])
+    first, second = [r for r in read_capture(io.BytesIO(data)) if isinstance(r, Record)]
+    got = list(read_records(path, [(1, first.offset), (2, second.offset)]))
+    assert got[0] == first
+    assert isinstance(got[1], CaptureWarning) and got[1].number == 2
+    assert got[1].offset == second.offset and "ends inside the record" in got[1].reason

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from nsqviz.pipeline.decode import continue_connections, decode_set
+from nsqviz.pipeline.decode import continue_connections, decode_file, decode_set
 from nsqviz.pipeline.synth import RotatingPcapWriter, simulate
 
 
@@ -82,7 +82,6 @@ def test_two_stages_give_nsqviz_decode_row_for_row(tmp_path):
     from collections import Counter
 
     from nsqviz.capture.decode import decode_capture
-    from nsqviz.pipeline.decode import decode_file
     from nsqviz.pipeline.handoff import plan
 
     with RotatingPcapWriter(tmp_path / "cap.pcap", 28_000) as w:
@@ -227,7 +226,7 @@ def test_a_decoding_task_reports_bytes_and_frames_as_it_goes(tmp_path):
     """Each task keeps (bytes read, frames decoded) in a file the driver's progress reads
     while the task runs: at every batch, and exactly at the end."""
     from nsqviz.capture.decode import decode_capture
-    from nsqviz.pipeline.decode import decode_file, read_progress
+    from nsqviz.pipeline.decode import read_progress
 
     with RotatingPcapWriter(tmp_path / "cap.pcap", 10**9) as w:
         simulate(w, seed=1, n_messages=60)
@@ -242,3 +241,29 @@ def test_a_decoding_task_reports_bytes_and_frames_as_it_goes(tmp_path):
     assert len(seen) > 3 and seen[0][1] > 0  # reported while decoding, not only at the end
     assert seen[0][2] == 0
     assert [b for b, _, _ in seen] == sorted(b for b, _, _ in seen)
+
+
+def test_rotated_pcapng_files_cross_as_rotated_pcap_files_do(tmp_path):
+    """Stage 2 walks a pcapng for the packets it wants (its interfaces are declared along
+    the way) where it seeks in a classic pcap: the same rows either way."""
+    from nsqviz.capture.files import Record, read_capture
+    from nsqviz.capture.writer import PcapngWriter
+
+    with RotatingPcapWriter(tmp_path / "sim.pcap", 10**9) as w:
+        for k in range(3):
+            simulate(w, seed=k, n_messages=12, t0=1_700_000_000.0 + 5 * k,
+                     port_base=41000 + 10 * k)
+    records = [r for r in read_capture(w.paths[0]) if isinstance(r, Record)]
+    files = [str(tmp_path / f"cap{k}.pcapng") for k in range(3)]
+    third = len(records) // 3
+    for k, path in enumerate(files):
+        with PcapngWriter(path) as out:
+            out.add_interface()
+            for r in records[k * third:(k + 1) * third if k < 2 else None]:
+                out.write(r.ts, r.data)
+    handoffs = []
+    for i, f in enumerate(files):
+        for _ in decode_file(f, i, files, handoff=handoffs.append):
+            pass
+    assert any(k.states for h in handoffs for k in h.keys.values())
+    assert _with_flows(_rows(files)) == _decoded_with_flows(files)
