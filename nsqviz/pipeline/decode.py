@@ -162,12 +162,13 @@ def decode_file(path: str, file_index: int, files: list[str], *, continuation: b
 
     report = ProgressFile(progress)
     frames = 0
+    see = collector.see if collector is not None else None
     try:
         with open(path, "rb") as f:
             for step in decoder.driver.read(f, file_index):
-                if collector is not None and step.segment is not None:
-                    collector.see(step.segment, step.record.offset)  # type: ignore[union-attr]
-                for rec in decoder.step(final(step)):
+                if see is not None and step.segment is not None:
+                    see(step.segment, step.record.offset)  # type: ignore[union-attr]
+                for rec in decoder.step(final(step) if later else step):
                     frames += rec.kind in _FRAME_KINDS
                     rows.add(rec)
                 if len(rows.columns) >= batch_rows:

@@ -51,7 +51,10 @@ Key = tuple[tuple[str, int], tuple[str, int]]
 
 
 def key_of(seg: Segment) -> Key:
-    a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
+    return _key((seg.src, seg.sport), (seg.dst, seg.dport))
+
+
+def _key(a: tuple[str, int], b: tuple[str, int]) -> Key:
     return (a, b) if a <= b else (b, a)
 
 
@@ -86,23 +89,34 @@ class HandoffCollector:
         self.file_index = file_index
         self.n_files = n_files
         self.shift = packet_id(file_index, 0)
-        self.numbers: dict[Key, array[int]] = {}  # packet ids per 4-tuple, in order
-        self.offsets: dict[Key, array[int]] = {}  # their records' file offsets
-        self.sizes: dict[Key, array[int]] = {}  # their payload sizes
-        self.last_ts: dict[Key, float] = {}
+        # Per direction (src, sport, dst, dport): (packet id, record offset, payload size)
+        # triples in capture order, and the last packet's (id, time). The two directions
+        # of a 4-tuple are merged only for what is handed on.
+        self.packets: dict[tuple[Any, ...], array[int]] = {}
+        self.last: dict[tuple[Any, ...], tuple[int, float]] = {}
 
     def see(self, seg: Segment, offset: int) -> None:
         """Packet ``seg``, whose record starts at ``offset`` in the file."""
-        key = key_of(seg)
-        numbers = self.numbers.get(key)
-        if numbers is None:
-            numbers = self.numbers[key] = array("q")
-            self.offsets[key] = array("q")
-            self.sizes[key] = array("l")
-        numbers.append(seg.number)
-        self.offsets[key].append(offset)
-        self.sizes[key].append(len(seg.payload))
-        self.last_ts[key] = seg.ts
+        way = seg[2:6]
+        packets = self.packets.get(way)
+        if packets is None:
+            packets = self.packets[way] = array("q")
+        packets.extend((seg.number, offset, len(seg.payload)))
+        self.last[way] = (seg.number, seg.ts)
+
+    def _merged(self, key: Key) -> tuple[list[int], list[int], list[int]]:
+        """The 4-tuple's packets in capture order: (ids, offsets, payload sizes)."""
+        (a, b) = key
+        triples: list[tuple[int, int, int]] = []
+        for way in ((*a, *b), (*b, *a)):
+            packets = self.packets.get(way)
+            if packets:
+                triples.extend(zip(packets[0::3], packets[1::3], packets[2::3], strict=True))
+        triples.sort()
+        if not triples:
+            return [], [], []
+        ids, offsets, sizes = map(list, zip(*triples, strict=True))
+        return ids, offsets, sizes
 
     def finish(self, decoder: CaptureDecoder, conns: dict[int, list[Any]]) -> FileHandoff:
         """The handoff of this file, once ``decoder`` has read all of it (without its
@@ -116,19 +130,21 @@ class HandoffCollector:
         open_now = {id(f) for f in tracker.open_flows()} if not_last else set()
         parts: dict[Key, KeyPart] = {}
         heads: set[Key] = set()
+        merged: dict[Key, tuple[list[int], list[int], list[int]]] = {}
 
         def take(key: Key, lo: int, hi: float) -> KeyPart:
-            numbers, sizes = self.numbers[key], self.sizes[key]
+            if key not in merged:
+                merged[key] = self._merged(key)
+            numbers, offsets, sizes = merged[key]
             i, j = bisect_left(numbers, lo), bisect_right(numbers, hi)
             part = parts.setdefault(key, KeyPart())
             part.numbers.extend(n - self.shift for n in numbers[i:j])
-            part.offsets.extend(self.offsets[key][i:j])
+            part.offsets.extend(offsets[i:j])
             part.payload += sum(sizes[i:j])
             return part
 
         for flow in tracker.flows:
-            key = (flow.client, flow.server)
-            key = key if key[0] <= key[1] else (key[1], key[0])
+            key = _key(flow.client, flow.server)
             head = key not in heads
             heads.add(key)
             is_open = id(flow) in open_now
@@ -144,12 +160,15 @@ class HandoffCollector:
             elif later and head:
                 take(key, flow.first_packet, flow.first_packet).context.append(
                     flow.first_packet - self.shift)
-        if not_last:
-            still_open = {k for f in tracker.open_flows()
-                          for k in [tuple(sorted((f.client, f.server)))]}
-            for key, ts in self.last_ts.items():
-                if key not in still_open:
-                    parts.setdefault(key, KeyPart()).closed = ts
+        if not_last:  # each 4-tuple whose last connection is not open: its last packet
+            still_open = {_key(f.client, f.server) for f in tracker.open_flows()}
+            last: dict[Key, tuple[int, float]] = {}
+            for (src, sport, dst, dport), seen in self.last.items():
+                key = _key((src, sport), (dst, dport))
+                if key not in still_open and seen > last.get(key, (-1, 0.0)):
+                    last[key] = seen
+            for key, (_, ts) in last.items():
+                parts.setdefault(key, KeyPart()).closed = ts
         return FileHandoff(self.file_index, parts)
 
 
