@@ -163,12 +163,13 @@ def decode_file(path: str, file_index: int, files: list[str], *, continuation: b
     report = ProgressFile(progress)
     frames = 0
     see = collector.see if collector is not None else None
+    handed = FileHandoff(file_index, {})
     try:
         with open(path, "rb") as f:
             for step in decoder.driver.read(f, file_index):
                 if see is not None and step.segment is not None:
                     see(step.segment, step.record.offset)  # type: ignore[union-attr]
-                for rec in decoder.step(final(step) if later else step):
+                for rec in decoder.step(final(step)):
                     frames += rec.kind in _FRAME_KINDS
                     rows.add(rec)
                 if len(rows.columns) >= batch_rows:
@@ -185,7 +186,7 @@ def decode_file(path: str, file_index: int, files: list[str], *, continuation: b
     except (CaptureFormatError, OSError) as exc:
         rows.columns.add(DecodedRecord(float("nan"), None, None, "error", "CaptureWarning",
                                        {"reason": f"{path}: {exc}"}, (), files=()), None, None)
-        handed = FileHandoff(file_index, {})  # nothing crosses from a file not read
+        handed = FileHandoff(file_index, {})  # nothing is handed on from a file not read
     if len(rows.columns):
         yield rows.columns.batch()
     if handoff is not None and collector is not None:
@@ -249,6 +250,9 @@ def continue_connections(part: Part, files: list[str], *,
                         if state is None and number in fp.context:
                             foreign.add(started.id)
                     add(decoder.feed(event), file_index)
+                # (No flow started here where stage 1 started one: a SYN retransmitted
+                # across the file boundary. nsqviz decode goes on with the earlier
+                # connection, and so does this; stage 1's rows for it stand apart.)
                 if state is not None and started is not None:
                     snap, conn = pickle.loads(state)
                     decoder.adopt(snap, replacing=started)

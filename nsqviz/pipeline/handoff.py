@@ -44,7 +44,8 @@ from typing import Any
 from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.layers import Segment, packet_id
 
-__all__ = ["FileHandoff", "HandoffCollector", "KeyPart", "Part", "load", "plan", "save"]
+__all__ = ["FileHandoff", "FilePart", "HandoffCollector", "Key", "KeyPart", "Part", "key_of",
+           "load", "plan", "save"]
 
 Key = tuple[tuple[str, int], tuple[str, int]]
 """A connection's unordered 4-tuple: its two endpoints, the smaller first."""
@@ -62,8 +63,8 @@ def _key(a: tuple[str, int], b: tuple[str, int]) -> Key:
 class KeyPart:
     """What one file hands on for one 4-tuple."""
 
-    numbers: list[int] = field(default_factory=list)  # packets stage 2 reads (file's numbers)
-    offsets: list[int] = field(default_factory=list)  # where each is in the file
+    numbers: array[int] = field(default_factory=lambda: array("q"))  # packets stage 2 reads
+    offsets: array[int] = field(default_factory=lambda: array("q"))  # where each is in the file
     context: list[int] = field(default_factory=list)  # of those, SYNs read for what they end
     states: dict[int, bytes] = field(default_factory=dict)  # first packet -> pickled snapshot
     closed: float | None = None  # its last connection ended here; its last packet's time
