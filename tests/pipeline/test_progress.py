@@ -30,3 +30,20 @@ def test_bytes_frames_and_files_move_while_a_file_is_decoded(tmp_path):
     assert (snap.bytes_done, snap.frames, snap.files_done, snap.total_bytes) == (250, 39, 1, 300)
     progress.next_phase("analyses", frames=41)
     assert progress.snapshot()[3:7] == (2, 2, 300, 41)
+
+
+def test_the_crossing_connections_count_their_own_bytes_and_add_their_frames(tmp_path):
+    """Stage 2 ("continuing") reports the payload it decodes of what crossed file
+    boundaries, in a directory of its own; its frames add to stage 1's."""
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=_Tracker))
+    progress = Progress(spark, [100, 200], lambda snap: None, directory=str(tmp_path))
+    ProgressFile(str(tmp_path / "0")).update(100, 10, done=True)
+    ProgressFile(str(tmp_path / "1")).update(200, 20, done=True)
+    progress._sample()
+    progress.next_phase("continuing", total_bytes=80)
+    ProgressFile(str(tmp_path / "continuing" / "0")).update(30, 5)
+    progress._sample()
+    snap = progress.snapshot()
+    assert snap.phase == "continuing"
+    assert (snap.bytes_done, snap.total_bytes, snap.frames, snap.files_done) == (30, 80, 35, 2)
+    assert snap.text().startswith("continuing: files 2/2") and "35 frames" in snap.text()
