@@ -209,10 +209,10 @@ def measure(master: str, files: list[str], warmup: str, out: str) -> dict:
         result = run(spark, files, os.path.join(out, "run"), count=False)
     finally:
         frames.write_frames = write_frames
-    marks.append(_tree_cpu(os.getpid()))
-    (j0, p0), (j1, p1) = marks[0], marks[1]
-    cpu = {"jvm": j1 - j0, "python": p1 - p0,
-           "total": sum(marks[-1]) - sum(marks[0])}
+    # (Not after the analyses too: Spark ends idle Python workers, and their CPU time
+    # goes with them.)
+    (j0, p0), (j1, p1) = marks
+    cpu = {"jvm": j1 - j0, "python": p1 - p0}
     small_started = time.perf_counter()
     run(spark, samples(), os.path.join(out, "samples"), per_file=True, count=False)
     small_s = time.perf_counter() - small_started
@@ -375,8 +375,7 @@ def main(argv: list[str] | None = None) -> None:
             s2 = r["stage_2"]
             cpu = r["cpu_s"]
             print(f"  decode CPU s: JVM {cpu['jvm']:.1f}, Python {cpu['python']:.1f} ("
-                  f"{(cpu['jvm'] + cpu['python']) / r['decode_s']:.2f} cores busy); with "
-                  f"analyses {cpu['total']:.1f} ({cpu['total'] / r['total_s']:.2f}); stage 2: "
+                  f"{(cpu['jvm'] + cpu['python']) / r['decode_s']:.2f} cores busy); stage 2: "
                   f"{s2.get('keys', 0)} 4-tuples in {s2.get('parts', 0)} tasks, "
                   f"{s2.get('payload', 0) / 1e6:.1f} MB of payload")
         one, two = runs
