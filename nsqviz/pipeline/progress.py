@@ -107,6 +107,7 @@ class Progress:
         self.continuing_bytes = 0
         self.first_bytes: float | None = None  # when they first reported any
         self.decoding_seconds = 0.0
+        self.last_bytes = 0  # bytes reported at the last sample that saw them move
         self.started = time.perf_counter()
         self._stages: dict[int, tuple[int, int]] = {}  # stage -> (done, tasks), this phase
         self._stop = threading.Event()
@@ -139,6 +140,7 @@ class Progress:
             self.continuing_bytes = total_bytes or 0
             self.decoded = (0, 0, 0)
             self.first_bytes = None  # rates start again with this phase's first bytes
+            self.last_bytes = 0
         self._stages.clear()
 
     def _sample(self) -> None:
@@ -149,8 +151,10 @@ class Progress:
             now = time.perf_counter()
             if self.first_bytes is None and self.decoded[0]:
                 self.first_bytes = now
-            if self.first_bytes is not None:
+            if self.first_bytes is not None and self.decoded[0] != self.last_bytes:
+                # up to the latest bytes: a finished phase's rate does not decay
                 self.decoding_seconds = now - self.first_bytes
+                self.last_bytes = self.decoded[0]
         for stage in self.tracker.getActiveStageIds():
             info = self.tracker.getStageInfo(stage)
             if info is not None:

@@ -47,3 +47,24 @@ def test_the_crossing_connections_count_their_own_bytes_and_add_their_frames(tmp
     assert snap.phase == "continuing"
     assert (snap.bytes_done, snap.total_bytes, snap.frames, snap.files_done) == (30, 80, 35, 2)
     assert snap.text().startswith("continuing: files 2/2") and "35 frames" in snap.text()
+
+
+def test_a_rate_stops_where_the_bytes_stopped(tmp_path, monkeypatch):
+    """Once a phase's tasks have reported their last bytes, waiting for the next phase
+    does not make its MB/s decay."""
+    import nsqviz.pipeline.progress as progress_module
+
+    clock = [100.0]
+    monkeypatch.setattr(progress_module.time, "perf_counter", lambda: clock[0])
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=_Tracker))
+    progress = Progress(spark, [100], lambda snap: None, directory=str(tmp_path))
+    report = ProgressFile(str(tmp_path / "0"), interval=0)
+    report.update(10, 1)
+    progress._sample()
+    clock[0] += 2
+    report.update(50, 5, done=True)
+    progress._sample()
+    assert progress.snapshot().decoding_seconds == 2
+    clock[0] += 30  # the driver plans the next stage
+    progress._sample()
+    assert progress.snapshot().decoding_seconds == 2
