@@ -51,8 +51,8 @@ class PipelineResult:
 def run(spark, captures, out: str, *, partitions: int | None = None,
         ports: Mapping[str, Iterable[int]] | None = None,
         idle_split: float | None = IDLE_SPLIT, count: bool = True,
-        per_file: bool = False, progress: Callable[[Any], None] | None = None
-        ) -> PipelineResult:
+        per_file: bool = False, progress: Callable[[Any], None] | None = None,
+        work: str | None = None) -> PipelineResult:
     """Decode ``captures`` (files, directories, globs) and write every table under ``out``.
 
     All files are one capture set (a connection may continue from file to file) unless
@@ -60,7 +60,10 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
     per protocol name) and ``idle_split`` are the capture driver's options, as in
     ``nsqviz decode``. ``progress`` receives a :class:`~nsqviz.pipeline.progress.Snapshot`
     twice a second (:func:`~nsqviz.pipeline.progress.console`,
-    :class:`~nsqviz.pipeline.progress.NotebookBar`).
+    :class:`~nsqviz.pipeline.progress.NotebookBar`). ``work``: a directory the driver and
+    every executor reach, for the tasks' handoffs and progress reports (default: inside a
+    local ``out``; for a URI ``out``, a local temporary directory, which serves local
+    mode and a cluster on one host only).
     """
 
     from nsqviz.pipeline.source import expand_paths
@@ -73,7 +76,8 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
     # output's file system is the one executors and driver share, as for the captures).
     reports = None
     if progress:
-        reports = (os.path.join(result.out, "_progress") if "://" not in out
+        reports = (os.path.join(work, "progress") if work is not None
+                   else os.path.join(result.out, "_progress") if "://" not in out
                    else tempfile.mkdtemp(prefix="nsqviz-progress-"))
         os.makedirs(reports, exist_ok=True)
     tracker = (Progress(spark, sizes, progress, directory=reports) if progress
@@ -82,7 +86,7 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
         with tracker:
             _run(spark, files, _uri(out), result, tracker, partitions=partitions,
                  ports=ports, idle_split=idle_split, per_file=per_file, count=count,
-                 progress_dir=reports)
+                 progress_dir=reports, work=work)
     finally:
         if reports is not None:
             shutil.rmtree(reports, ignore_errors=True)
@@ -170,6 +174,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                    "(default: spark.sql.shuffle.partitions, 2x cores)")
     p.add_argument("--quiet", action="store_true",
                    help="no progress line on standard error")
+    p.add_argument("--work", metavar="DIR", default=None,
+                   help="a directory the driver and every executor reach, for what the "
+                   "decoding tasks hand on and report (default: inside --out; needed on a "
+                   "multi-host cluster when --out is a URI)")
     add_capture_set_options(p)
     return p
 
@@ -200,7 +208,7 @@ def run_args(args) -> int:
         result = run(spark, args.captures, args.out, partitions=args.partitions,
                      ports=options["ports"], idle_split=options["idle_split"],
                      per_file=not options["continuation"],
-                     progress=None if args.quiet else console)
+                     progress=None if args.quiet else console, work=args.work)
     except FileNotFoundError as exc:
         print(f"nsqviz pipeline: {exc}", file=sys.stderr)
         return 2

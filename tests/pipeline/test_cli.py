@@ -10,12 +10,22 @@ from nsqviz.cli import main
 from nsqviz.pipeline.source import expand_paths
 
 
-def test_cli_writes_every_table(spark, captures, tmp_path, capsys):
+def test_cli_writes_every_table(spark, captures, tmp_path, capsys, monkeypatch):
+    from nsqviz.pipeline import handoff
+
     out = tmp_path / "out"
+    work = tmp_path / "shared-work"
+    loaded = []
+    load = handoff.load
+    monkeypatch.setattr(handoff, "load", lambda d, n: loaded.append(d) or load(d, n))
     # A directory stands for all the rotated files in it.
     rotated_dir = os.path.dirname(captures["rotated"][0])
-    assert main(["pipeline", rotated_dir, "--out", str(out)]) == 0
+    assert main(["pipeline", rotated_dir, "--out", str(out), "--work", str(work)]) == 0
     text = capsys.readouterr().out
+    # the tasks' handoffs went through --work, and nothing is left there or in --out
+    assert loaded == [str(work / "handoff")]
+    assert list(work.iterdir()) == []
+    assert [p.name for p in out.iterdir() if p.name.startswith("_")] == []
     assert f"{len(captures['rotated'])} capture file(s)" in text
     for name in ("frames", "messages", "deliveries", "connections", "flow_control",
                  "heartbeats", "sticky_packets"):
