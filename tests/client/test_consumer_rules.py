@@ -371,7 +371,10 @@ def test_lost_connection_comes_back_only_through_discovery(tapped, fake_lookupd)
             await asyncio.sleep(0.2)
             dropped = time.monotonic()
             tap.drop()
-            await until(lambda: len(tap.connections) == 2, timeout=5)
+            # the new connection's first bytes, not just its accept (a loaded machine
+            # saw the connection listed before anything had passed through it)
+            await until(lambda: len(tap.connections) == 2 and tap.connections[1].events,
+                        timeout=5)
             return dropped
 
     dropped = run(main())
