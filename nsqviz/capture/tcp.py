@@ -55,6 +55,7 @@ __all__ = [
     "Gap",
     "Retransmission",
     "TcpEvent",
+    "four_tuple",
 ]
 
 _MASK = 0xFFFFFFFF
@@ -216,7 +217,7 @@ class FlowTracker:
     def _lookup(self, seg: Segment, out: list[TcpEvent]
                 ) -> tuple[Flow, dict[Direction, _Half], Direction]:
         a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
-        key = (a, b) if a <= b else (b, a)
+        key = four_tuple(a, b)
         entry = self._flows.get(key)
         if entry is not None:
             flow, halves = entry
@@ -403,15 +404,16 @@ class FlowTracker:
     def halves(self, flow: Flow) -> object:
         """What the tracker holds of ``flow`` besides the flow itself (both directions'
         reassembly state), for :meth:`adopt` in another tracker."""
-        return self._flows[_key(flow)][1]
+        return self._flows[four_tuple(flow.client, flow.server)][1]
 
     def adopt(self, flow: Flow, halves: object, *, replacing: Flow) -> None:
         """Go on with ``flow`` (and its :meth:`halves` from another tracker) where this
         tracker has just started ``replacing`` on the same 4-tuple: ``flow`` takes its id
         and its place. The Spark pipeline continues a connection that crosses a file
         boundary this way, from the state the earlier file's task left it in."""
-        key = _key(replacing)
-        if key != _key(flow) or self._flows.get(key, (None,))[0] is not replacing:
+        key = four_tuple(replacing.client, replacing.server)
+        current = self._flows.get(key, (None,))[0]
+        if key != four_tuple(flow.client, flow.server) or current is not replacing:
             raise ValueError(f"{flow.label} cannot replace {replacing.label} here")
         flow.id = replacing.id
         self._flows[key] = (flow, halves)  # type: ignore[assignment]
@@ -431,8 +433,9 @@ class FlowTracker:
         return out
 
 
-def _key(flow: Flow) -> tuple[Endpoint, Endpoint]:
-    a, b = flow.client, flow.server
+def four_tuple(a: Endpoint, b: Endpoint) -> tuple[Endpoint, Endpoint]:
+    """The unordered 4-tuple a flow is kept under: the same for both directions' packets
+    (its two endpoints, the smaller first)."""
     return (a, b) if a <= b else (b, a)
 
 

@@ -43,20 +43,18 @@ from typing import Any
 
 from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.layers import Segment, packet_id
+from nsqviz.capture.tcp import four_tuple
 
 __all__ = ["FileHandoff", "FilePart", "HandoffCollector", "Key", "KeyPart", "Part", "key_of",
            "load", "plan", "save"]
 
 Key = tuple[tuple[str, int], tuple[str, int]]
-"""A connection's unordered 4-tuple: its two endpoints, the smaller first."""
+"""A connection's unordered 4-tuple, as the flow tracker keys it (:func:`~nsqviz.capture.
+tcp.four_tuple`)."""
 
 
 def key_of(seg: Segment) -> Key:
-    return _key((seg.src, seg.sport), (seg.dst, seg.dport))
-
-
-def _key(a: tuple[str, int], b: tuple[str, int]) -> Key:
-    return (a, b) if a <= b else (b, a)
+    return four_tuple((seg.src, seg.sport), (seg.dst, seg.dport))
 
 
 @dataclass
@@ -145,7 +143,7 @@ class HandoffCollector:
             return part
 
         for flow in tracker.flows:
-            key = _key(flow.client, flow.server)
+            key = four_tuple(flow.client, flow.server)
             head = key not in heads
             heads.add(key)
             is_open = id(flow) in open_now
@@ -162,10 +160,10 @@ class HandoffCollector:
                 take(key, flow.first_packet, flow.first_packet).context.append(
                     flow.first_packet - self.shift)
         if not_last:  # each 4-tuple whose last connection is not open: its last packet
-            still_open = {_key(f.client, f.server) for f in tracker.open_flows()}
+            still_open = {four_tuple(f.client, f.server) for f in tracker.open_flows()}
             last: dict[Key, tuple[int, float]] = {}
             for (src, sport, dst, dport), seen in self.last.items():
-                key = _key((src, sport), (dst, dport))
+                key = four_tuple((src, sport), (dst, dport))
                 if key not in still_open and seen > last.get(key, (-1, 0.0)):
                     last[key] = seen
             for key, (_, ts) in last.items():
