@@ -139,8 +139,7 @@ _MAX_RECORD = 256 * 1024 * 1024  # no link type has frames this big: a corrupt l
 
 def _read_pcap(buf: _Buffer, endian: str, nsec: bool,
                only: Container[int] | None = None) -> Iterator[Record | CaptureWarning]:
-    header = _PCAP_HEADER[endian].unpack_from(buf.buf, 0)
-    snaplen, link = header[5], header[6] & 0xFFFF  # bits 16..31 carry the FCS length
+    snaplen, link = _pcap_snaplen_link(buf.buf, endian)
     buf.pos = 24
     rec = _PCAP_RECORD[endian]
     unpack = rec.unpack_from
@@ -344,6 +343,11 @@ def _read_pcapng(buf: _Buffer,
 # ----------------------------------------------------------------------------- opening
 
 
+def _pcap_snaplen_link(head: bytes, endian: str) -> tuple[int, int]:
+    header = _PCAP_HEADER[endian].unpack_from(head, 0)
+    return header[5], header[6] & 0xFFFF  # bits 16..31 carry the FCS length
+
+
 def _pcap_kind(head: bytes) -> tuple[str, bool] | None:
     """(byte order, nanosecond timestamps) of a classic pcap file header, else None."""
     for endian in "<>":
@@ -405,7 +409,7 @@ def read_records(path: str | os.PathLike[str],
             yield from read_capture(f, only={n for n, _ in pairs})
             return
         endian, nsec = pcap
-        link = _PCAP_HEADER[endian].unpack_from(head, 0)[6] & 0xFFFF
+        link = _pcap_snaplen_link(head, endian)[1]
         scale = 1e-9 if nsec else 1e-6
         unpack = _PCAP_RECORD[endian].unpack
         for number, offset in pairs:
