@@ -163,7 +163,7 @@ def decode_file(path: str, file_index: int, files: list[str], *, continuation: b
     report = ProgressFile(progress)
     frames = 0
     see = collector.see if collector is not None else None
-    handed = FileHandoff(file_index, {})
+    handed = FileHandoff(file_index, {})  # what a file that cannot be read hands on
     try:
         with open(path, "rb") as f:
             for step in decoder.driver.read(f, file_index):
@@ -186,7 +186,6 @@ def decode_file(path: str, file_index: int, files: list[str], *, continuation: b
     except (CaptureFormatError, OSError) as exc:
         rows.columns.add(DecodedRecord(float("nan"), None, None, "error", "CaptureWarning",
                                        {"reason": f"{path}: {exc}"}, (), files=()), None, None)
-        handed = FileHandoff(file_index, {})  # nothing is handed on from a file not read
     if len(rows.columns):
         yield rows.columns.batch()
     if handoff is not None and collector is not None:
