@@ -51,7 +51,11 @@ __all__ = [
     "typed_columns",
 ]
 
-BUILTIN = ("nsqviz.nsq.protocol:NSQ", "nsqviz.tubemq.protocol:TUBEMQ")
+BUILTIN = (
+    "nsqviz.nsq.protocol:NSQ",
+    "nsqviz.tubemq.protocol:TUBEMQ",
+    "nsqviz.lookupd.protocol:LOOKUPD",
+)
 """The protocols nsqviz ships, in detection order (``module:attribute``)."""
 
 

@@ -22,7 +22,10 @@ from nsqviz.stream.reassembly import Buffer, FramingError, Garbage, RawFrame, Re
 
 __all__ = [
     "Answer",
+    "COMMAND_EVENTS",
     "Closed",
+    "CommandFraming",
+    "command_of",
     "Identify",
     "LookupClientConnection",
     "LookupEvent",
@@ -32,6 +35,7 @@ __all__ = [
     "Ping",
     "Refused",
     "Register",
+    "ResponseFraming",
     "State",
     "TRANSITIONS",
     "Unregister",
@@ -117,6 +121,15 @@ class Closed(LookupEvent):
 
 
 Command = Magic | Identify | Register | Unregister | Ping
+
+COMMAND_EVENTS: dict[str, type[Identify | Register | Unregister | Ping]] = {
+    "IDENTIFY": Identify,
+    "REGISTER": Register,
+    "UNREGISTER": Unregister,
+    "PING": Ping,
+}
+"""The event of each verb of :data:`nsqviz.lookupd.grammar.COMMANDS` (a test checks the
+two tables name the same verbs)."""
 
 
 # ------------------------------------------------------------------------------ states
@@ -212,13 +225,18 @@ class ResponseFraming:
 # -------------------------------------------------------------------------- conversion
 
 
-def _event(parsed, verb: str) -> Command:
-    if verb == "IDENTIFY":
+def command_of(data: bytes) -> Command:
+    """The command event of one whole command's bytes (not the magic); raises
+    :class:`~nsqviz.lookupd.grammar.LookupError_` for what nsqlookupd refuses."""
+    parsed = grammar.parse_command(data)
+    verb = data.split(b"\n", 1)[0].split(b" ", 1)[0].decode("ascii")
+    kind = COMMAND_EVENTS[verb]
+    if kind is Identify:
         return Identify(dict(parsed.body))
-    if verb == "PING":
+    if kind is Ping:
         return Ping()
     channel = parsed.channel.name if parsed.channel is not None else None
-    return (Register if verb == "REGISTER" else Unregister)(parsed.topic, channel)
+    return kind(parsed.topic, channel)
 
 
 def encode(cmd: Command) -> bytes:
@@ -272,9 +290,8 @@ class LookupServerConnection:
         if self.state is State.INIT:
             self.state = State.CONNECTED
             return Magic()
-        verb = item.data.split(b"\n", 1)[0].split(b" ", 1)[0].strip().decode("ascii", "replace")
         try:
-            ev = _event(grammar.parse_command(item.data), verb)
+            ev = command_of(item.data)
         except LookupError_ as exc:
             off = item.offset + exc.offset if exc.offset is not None else item.offset
             return Refused(exc.code, exc.text, off)

@@ -41,6 +41,7 @@ __all__ = [
     "IDENTIFY_ANSWER",
     "IDENTIFY_REQUIRED",
     "MAGIC_V1",
+    "Magic",
     "PING",
     "REGISTER",
     "Response",
@@ -52,6 +53,9 @@ __all__ = [
 
 MAGIC_V1 = b"  V1"
 """The magic nsqd sends first; anything else is answered ``E_BAD_PROTOCOL`` and closed."""
+
+Magic = Const(MAGIC_V1)
+"""The magic as a grammar (what a hex view colours its 4 bytes with)."""
 
 
 class _SpaceThen(Subconstruct):
