@@ -12,8 +12,9 @@ module never name a protocol: they ask this module. A protocol is one
   protocol's own events into protocol-free :class:`Item` s (a command, a frame, an
   error, the TLS switch ...) and says what a gap in the capture costs it;
 * how its events read as **records**: fields as JSON-ready data, the one-line summary
-  ``nsqviz decode`` prints, a label for diagrams, the grammar a hex view colours the
-  bytes with, and the typed columns its Spark analyses aggregate on.
+  ``nsqviz decode`` prints, a label for diagrams, the names its records take (each
+  gets a colour of its own), the grammar a hex view colours the bytes with, and the
+  typed columns its Spark analyses aggregate on.
 
 How a protocol plugs in:
 
@@ -24,8 +25,9 @@ How a protocol plugs in:
 
 Nothing else is copied or edited: a capture's flows are offered to every registered
 protocol (:func:`detect`), records find their protocol from the event's class
-(:func:`of_event`), and the pipeline's frames table gets the typed columns of every
-protocol (:func:`typed_columns`).
+(:func:`of_event`), the pipeline's frames table gets the typed columns of every
+protocol (:func:`typed_columns`), and :mod:`nsqviz.palette` colours the names of every
+protocol.
 """
 
 from __future__ import annotations
@@ -175,6 +177,17 @@ class Protocol(ABC):
     @abstractmethod
     def label(self, event: Any) -> tuple[str, str]:
         """``(label, style)`` for diagrams: ``("SUB orders audit", "command")``."""
+
+    def names(self) -> tuple[str, ...]:
+        """The names its command and frame records take (``SUB``, ``FrameTypeMessage``,
+        an RPC method), in its tables' order: :mod:`nsqviz.palette` gives each its own
+        colour, the same in every view."""
+        return ()
+
+    def aliases(self) -> Mapping[str, str]:
+        """Other spellings of :meth:`names` (a request message's name for its method, the
+        magic in lower case), each to the name whose colour it takes."""
+        return {}
 
     def layout(self, kind: str, name: str) -> Any:
         """The grammar (a ``construct``) a hex view colours a unit's bytes with, or a

@@ -177,6 +177,9 @@ class LookupdProtocol(Protocol):
             return f"{event.code} {event.text}".rstrip(), "error"
         return name, "command"
 
+    def names(self) -> tuple[str, ...]:
+        return tuple(NAMES.values())
+
     def layout(self, kind: str, name: str) -> Any:
         if name == MAGIC:
             return grammar.Magic

@@ -18,7 +18,7 @@ from typing import Any
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
-from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
+from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES, MAGIC_NAME
 from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
@@ -215,6 +215,12 @@ class NsqProtocol(Protocol):
         if type(event) in COMMAND_NAMES:
             return command_label(event), "command"
         return event_label(event)
+
+    def names(self) -> tuple[str, ...]:
+        return (*COMMAND_NAMES.values(), *FRAME_NAMES.values())
+
+    def aliases(self) -> Mapping[str, str]:
+        return {MAGIC_NAME: COMMAND_NAMES[ev.Magic]}
 
     def layout(self, kind: str, name: str) -> Any:
         if name == "MAGIC":

@@ -248,6 +248,18 @@ class TubeMQProtocol(Protocol):
             return f"{event.code}: {event.field}", "error"
         return type(event).__name__, "note"
 
+    def names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in METHODS.values())
+
+    def aliases(self) -> Mapping[str, str]:
+        """A request or response message (``RegisterRequestC2M``) takes its method's."""
+        out: dict[str, str] = {}
+        for m in METHODS.values():
+            for message in (m.request, m.response):
+                if message is not None:
+                    out.setdefault(message, m.name)
+        return out
+
     def layout(self, kind: str, name: str) -> Any:
         """:func:`~nsqviz.tubemq.layout.frame_layout`: the frame's fields from the grammar
         and, inside the blocks, every protobuf field (a function of the bytes)."""
