@@ -58,7 +58,7 @@ Magic = Const(MAGIC_V1)
 """The magic as a grammar (what a hex view colours its 4 bytes with)."""
 
 
-class _SpaceThen(Subconstruct):
+class SpaceThen(Subconstruct):
     """An optional trailing parameter: present when the next byte is a space (so a bad
     channel name is reported as one, not as a missing newline); ``None`` when absent."""
 
@@ -80,7 +80,7 @@ def _TopicChannel(verb: bytes) -> Struct:
         "verb" / Const(verb),
         SP,
         "topic" / name_field("topic"),
-        "channel" / _SpaceThen(Struct(SP, "name" / name_field("channel"))),
+        "channel" / SpaceThen(Struct(SP, "name" / name_field("channel"))),
         LF,
     )
 

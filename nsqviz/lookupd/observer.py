@@ -43,9 +43,9 @@ from nsqviz.stream.reassembly import (
     Truncated,
 )
 
-__all__ = ["Observer", "Seen"]
+__all__ = ["ANSWER_STARTS", "Observer", "Seen"]
 
-_ANSWER_STARTS = (b"OK", b"{", b"E_")
+ANSWER_STARTS = (b"OK", b"{", b"E_")
 """How every answer nsqlookupd sends begins: what a resynchronisation looks for."""
 
 
@@ -68,7 +68,7 @@ class _PassiveResponses(ResponseFraming):
         end = len(buf) - 6
         while pos <= end:
             size = int.from_bytes(buf[pos:pos + 4], "big")
-            if 2 <= size <= self.max_size and bytes(buf[pos + 4:pos + 6]) in _ANSWER_STARTS:
+            if 2 <= size <= self.max_size and bytes(buf[pos + 4:pos + 6]) in ANSWER_STARTS:
                 return pos
             pos += 1
         return None
