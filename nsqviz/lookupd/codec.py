@@ -12,7 +12,7 @@ asked for it. Neither owns a socket or a clock. Framing uses the shared stream
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from struct import Struct as _Struct
 from typing import Any
 
@@ -55,7 +55,11 @@ class LookupProtocolError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class LookupEvent:
-    """Base of everything that happens on a lookup connection."""
+    """Base of everything that happens on a lookup connection. ``raw`` is the unit's
+    bytes with the packets they came from, where a capture's observer knows them (the
+    replay's hex view reads it); the roles leave it ``None``."""
+
+    raw: RawFrame | None = field(default=None, kw_only=True, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

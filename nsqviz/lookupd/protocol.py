@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from nsqviz.lookupd import grammar
@@ -116,6 +117,8 @@ def _item(seen: Seen, c2s: bool) -> Item:
     fields = _fields(event)
     if seen.refused is not None:
         fields["violation"] = _refusal(seen.refused)
+    if isinstance(raw, RawFrame):
+        event = replace(event, raw=raw)
     return Item("command" if c2s else "frame", NAMES[type(event)], fields, event, offset, raw)
 
 
