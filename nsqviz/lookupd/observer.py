@@ -53,11 +53,13 @@ ANSWER_STARTS = (b"OK", b"{", b"E_")
 class Seen:
     """One unit the observer decoded: ``event`` (a command, an :class:`Answer`, or a
     :class:`Refused` -- an error answer from nsqlookupd, or bytes that do not decode),
-    the bytes it came from, and ``refused``: what nsqlookupd answers to this command."""
+    the bytes it came from, ``refused``: what nsqlookupd answers to this command, and
+    ``asked``: the command an answer (an error too) answers."""
 
     event: LookupEvent
     raw: RawFrame | Garbage | Truncated | None
     refused: Refused | None = None
+    asked: LookupEvent | None = None
 
 
 class _PassiveResponses(ResponseFraming):
@@ -153,8 +155,8 @@ class Observer:
         if payload.startswith(b"E_"):
             code, _, text = payload.decode("utf-8", "replace").partition(" ")
             self.state = State.CLOSED
-            return Seen(Refused(code, text, item.offset), item)
-        return Seen(Answer(asked, payload), item)
+            return Seen(Refused(code, text, item.offset), item, asked=asked)
+        return Seen(Answer(asked, payload), item, asked=asked)
 
     # -- capture gaps -----------------------------------------------------------------
 

@@ -117,6 +117,8 @@ def _item(seen: Seen, c2s: bool) -> Item:
     fields = _fields(event)
     if seen.refused is not None:
         fields["violation"] = _refusal(seen.refused)
+    if seen.asked is not None:
+        fields["answers"] = NAMES[type(seen.asked)]
     if isinstance(raw, RawFrame):
         event = replace(event, raw=raw)
     return Item("command" if c2s else "frame", NAMES[type(event)], fields, event, offset, raw)

@@ -203,6 +203,7 @@ local function dissect_answer(tvb, s, off, len, tree, pinfo, conv, st, live, sum
   end
   if asked then
     t:add(F["response_to"], asked.frame):set_generated()
+    t:add(F["answers"], asked.verb):set_generated()
     label = label .. " (to " .. asked.verb .. ")"
   end
   t:append_text(", " .. label)

@@ -101,6 +101,7 @@ def field_decls() -> list[ProtoFieldDecl]:
         ProtoFieldDecl("error.text", "string", "lookupd.error.text", "Error text"),
         ProtoFieldDecl("response_to", "framenum", "lookupd.response_to",
                        "Answers the command in"),
+        ProtoFieldDecl("answers", "string", "lookupd.answers", "Answers the command"),
         ProtoFieldDecl("violation", "string", "lookupd.violation",
                        "Violation (nsqlookupd's error code)"),
         ProtoFieldDecl("violation.text", "string", "lookupd.violation.text", "Violation"),
