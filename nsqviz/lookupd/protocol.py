@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nsqviz.lookupd import grammar
 from nsqviz.lookupd.codec import (
@@ -28,10 +28,14 @@ from nsqviz.lookupd.codec import (
     Register,
     Unregister,
 )
+from nsqviz.lookupd.fields import FIELDS, PARAMS, PREFIX
 from nsqviz.lookupd.observer import Observer, Seen
 from nsqviz.protocols import Detection, Item, Lost, Protocol
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import RawFrame, Truncated
+
+if TYPE_CHECKING:
+    from nsqviz.records import DecodedRecord
 
 __all__ = ["ERROR", "LOOKUPD", "LookupdProtocol", "MAGIC", "NAMES", "RESPONSE"]
 
@@ -193,6 +197,45 @@ class LookupdProtocol(Protocol):
         if kind == "frame":
             return grammar.Response
         return None
+
+    filter_fields = FIELDS
+
+    def filter_values(self, record: DecodedRecord) -> Mapping[str, list[Any]]:
+        """As ``lookupd.lua`` shows the unit: the IDENTIFY body and the answer as the bytes
+        on the wire say them; ``lookupd.response_to`` is not known from a record alone."""
+        out: dict[str, list[Any]] = {}
+        if record.dir is not None:
+            out[f"{PREFIX}.dir"] = [str(record.dir)]
+        fields, name, kind = record.fields, record.name, record.kind
+        raw = getattr(record.event, "raw", None)
+        data = raw.data if isinstance(raw, RawFrame) else b""
+        problem = fields.get("violation") or (fields if kind == "error" else None)
+        if problem:
+            out[f"{PREFIX}.violation"] = [problem["code"]]
+            out[f"{PREFIX}.violation.text"] = [problem["text"]]
+        if kind == "command" and name == MAGIC:
+            out[f"{PREFIX}.magic"] = [_text(data)]
+        elif kind == "command":
+            out[f"{PREFIX}.command"] = [name]
+            for param in PARAMS:
+                if fields.get(param) is not None:
+                    out[f"{PREFIX}.{param}"] = [fields[param]]
+            nl = data.find(b"\n")
+            if nl >= 0 and data[nl + 1:]:  # IDENTIFY's body
+                out[f"{PREFIX}.body_size"] = [int.from_bytes(data[nl + 1:nl + 5], "big",
+                                                             signed=True)]
+                out[f"{PREFIX}.body"] = [_text(data[nl + 5:])]
+        elif kind == "frame":
+            out[f"{PREFIX}.size"] = [len(data) - 4] if data else []
+            if name == ERROR:
+                out[f"{PREFIX}.error.code"] = [fields["code"]]
+                if fields["text"]:
+                    out[f"{PREFIX}.error.text"] = [fields["text"]]
+            else:
+                out[f"{PREFIX}.response"] = [fields["data"]]
+            if "answers" in fields:
+                out[f"{PREFIX}.answers"] = [fields["answers"]]
+        return {k: v for k, v in out.items() if v}
 
     typed_schema = (
         ("topic", "string"),

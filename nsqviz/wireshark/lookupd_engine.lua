@@ -148,7 +148,7 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
       break
     end
     local value = s:sub(pos + 2, nl - 1):match("^[^ ]*")
-    t:add(F["param." .. p.name], tvb(pos + 1, #value))
+    t:add(F[p.name], tvb(pos + 1, #value))
     words[#words + 1] = value
     if not problem and not valid_name(value) then
       local code = "E_BAD_" .. p.name:upper()

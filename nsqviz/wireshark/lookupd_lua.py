@@ -1,6 +1,7 @@
-"""The nsqlookupd ``"  V1"`` Lua dissector: tables and fields generated from the lookup
-protocol's grammar, codec and error table (:mod:`nsqviz.lookupd`), followed by the engine
-``lookupd_engine.lua`` (framing, pairing, state) that reads them.
+"""The nsqlookupd ``"  V1"`` Lua dissector: tables generated from the lookup protocol's
+grammar, codec and error table (:mod:`nsqviz.lookupd`), its fields from the field
+registry (``LOOKUPD.filter_fields``, :mod:`nsqviz.lookupd.fields`), followed by the
+engine ``lookupd_engine.lua`` (framing, pairing, state) that reads them.
 
 The engine holds no verb, parameter, limit, state or error text of its own; every one
 of those comes from the tables written here.
@@ -13,12 +14,13 @@ from typing import Any
 from construct import Renamed
 
 from nsqviz.lookupd import codec, grammar
+from nsqviz.lookupd.fields import PREFIX
 from nsqviz.lookupd.observer import ANSWER_STARTS
 from nsqviz.lookupd.protocol import ERROR, LOOKUPD, MAGIC, NAMES, RESPONSE
-from nsqviz.wireshark.lua import ProtoFieldDecl, declare_fields, engine, literal
+from nsqviz.wireshark.lua import declare_fields, engine, literal
 from nsqviz.wireshark.nsq_spec import nsq_spec
 
-__all__ = ["field_decls", "render", "tables"]
+__all__ = ["render", "tables"]
 
 
 class SpecError(RuntimeError):
@@ -80,36 +82,6 @@ def tables() -> dict[str, Any]:
     }
 
 
-def field_decls() -> list[ProtoFieldDecl]:
-    """Every field of the dissector, in tree order."""
-    d = [
-        ProtoFieldDecl("dir", "string", "lookupd.dir",
-                       "Direction (c2s: nsqd to nsqlookupd, s2c: back)"),
-        ProtoFieldDecl("magic", "string", "lookupd.magic", "Magic"),
-        ProtoFieldDecl("command", "string", "lookupd.command", "Command"),
-    ]
-    for verb in grammar.COMMANDS.values():
-        for p in _params(verb):
-            d.append(ProtoFieldDecl(f"param.{p['name']}", "string", f"lookupd.{p['name']}",
-                                    p["name"].capitalize()))
-    d += [
-        ProtoFieldDecl("body_size", "int32", "lookupd.body_size", "Body size"),
-        ProtoFieldDecl("body", "string", "lookupd.body", "IDENTIFY body (JSON)"),
-        ProtoFieldDecl("size", "int32", "lookupd.size", "Answer size"),
-        ProtoFieldDecl("response", "string", "lookupd.response", "Answer"),
-        ProtoFieldDecl("error.code", "string", "lookupd.error.code", "Error code"),
-        ProtoFieldDecl("error.text", "string", "lookupd.error.text", "Error text"),
-        ProtoFieldDecl("response_to", "framenum", "lookupd.response_to",
-                       "Answers the command in"),
-        ProtoFieldDecl("answers", "string", "lookupd.answers", "Answers the command"),
-        ProtoFieldDecl("violation", "string", "lookupd.violation",
-                       "Violation (nsqlookupd's error code)"),
-        ProtoFieldDecl("violation.text", "string", "lookupd.violation.text", "Violation"),
-        ProtoFieldDecl("skipped", "bytes", "lookupd.skipped", "Skipped while resynchronising"),
-    ]
-    return d
-
-
 def render() -> str:
     """The complete ``lookupd.lua``."""
     head = (
@@ -122,7 +94,7 @@ def render() -> str:
     return "\n\n".join([
         head,
         "-- Tables (from nsqviz.lookupd.grammar / codec / protocol)\n" + body,
-        f'local lookupd = Proto("lookupd", {literal(LOOKUPD.title)})\n'
-        + declare_fields(field_decls()),
+        f"local lookupd = Proto({literal(PREFIX)}, {literal(LOOKUPD.title)})\n"
+        + declare_fields(PREFIX, LOOKUPD.filter_fields),
         engine("lookupd_engine.lua"),
     ])

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from nsqviz import protocols
 from nsqviz.capture.decode import decode_capture
 from nsqviz.cli import main as nsqviz_main
+from nsqviz.lookupd.protocol import LOOKUPD
 from nsqviz.wireshark.tshark import TsharkPdu, find_tshark, tshark_pdus
 
 pytestmark = pytest.mark.skipif(
@@ -36,7 +38,7 @@ def lua_dir(tmp_path_factory):
     return folder
 
 
-def _ours(path: Path) -> tuple[list[tuple], set[str]]:
+def _ours(path: Path, records: list | None = None) -> tuple[list[tuple], set[str]]:
     rows, other = [], set()
     for r in decode_capture(path):
         if r.protocol != "lookupd":
@@ -51,6 +53,8 @@ def _ours(path: Path) -> tuple[list[tuple], set[str]]:
         rows.append((r.flow, r.dir, r.kind, r.name, r.fields.get("topic"),
                      r.fields.get("channel"), code, r.fields.get("answers"),
                      tuple(r.packets)))
+        if records is not None:
+            records.append(r)
     return rows, other
 
 
@@ -83,3 +87,21 @@ def test_tshark_shows_what_nsqviz_decodes(sample, lua_dir):
     theirs = [t for t in map(_theirs, pdus) if t[0] not in other]
     assert ours, sample
     assert theirs == ours
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_filter_fields_hold_the_same_values(sample, lua_dir):
+    """Every ``lookupd.*`` field of every PDU has the values nsqviz's field registry gives
+    the record (``LOOKUPD.filter_values``), so a display filter selects the same units in
+    both -- but ``lookupd.response_to``, a packet number no record holds yet."""
+    records: list = []
+    _, other = _ours(DATA / sample, records)
+    pdus = [p for p in tshark_pdus(DATA / sample, lua_dir, protocol="lookupd")
+            if _theirs(p)[0] not in other]
+    assert len(pdus) == len(records)
+    for pdu, rec in zip(pdus, records, strict=True):
+        theirs = {k: [str(v) for v in vs] for k, vs in pdu.fields.items()
+                  if k != "lookupd.response_to"}
+        ours = {k: [str(v) for v in vs] for k, vs in LOOKUPD.filter_values(rec).items()}
+        assert theirs == ours, (rec.packets, rec.name)
+        assert set(ours) <= set(protocols.filter_fields())
