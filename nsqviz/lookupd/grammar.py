@@ -58,19 +58,19 @@ Magic = Const(MAGIC_V1)
 """The magic as a grammar (what a hex view colours its 4 bytes with)."""
 
 
-class SpaceThen(Subconstruct):
+class SpaceThen(Subconstruct):  # type: ignore[type-arg]
     """An optional trailing parameter: present when the next byte is a space (so a bad
     channel name is reported as one, not as a missing newline); ``None`` when absent."""
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: Any) -> Any:
         nxt = stream_read(stream, 1, path)
         stream_seek(stream, -1, 1, path)
         return self.subcon._parsereport(stream, context, path) if nxt == b" " else None
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
         return None if obj is None else self.subcon._build(obj, stream, context, path)
 
-    def _sizeof(self, context, path):
+    def _sizeof(self, context: Any, path: Any) -> int:
         raise SizeofError("an optional parameter has no fixed size", path=path)
 
 
@@ -182,5 +182,6 @@ def _refusal(verb: str, exc: GrammarError) -> LookupError_:
 
 def parse_response(data: bytes) -> bytes:
     """The data of one whole response frame."""
-    return parse_exactly(Response, data)
+    data_: bytes = parse_exactly(Response, data)
+    return data_
 
