@@ -137,24 +137,31 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
     summaries[#summaries + 1] = "[E_INVALID]"
     return
   end
-  t:add(F["command"], tvb(off, #verb))
-  local pos, words, problem, missing = off + #verb, {verb}, nil, false
+  -- the parameters the line holds, in the grammar's order: {field, offset, value}
+  local pos, found, problem = off + #verb, {}, nil
   for _, p in ipairs(cmd.params) do
     if s:sub(pos + 1, pos + 1) ~= " " then
-      if not p.optional then
+      if not p.optional then  -- no command nsqd could have meant: bytes refused
         problem = {code = "E_INVALID", text = fill(ERRORS.E_INVALID.texts[3], {verb = verb})}
-        missing = true
+        violation(t, problem)
+        summaries[#summaries + 1] = "[" .. problem.code .. "]"
+        return
       end
       break
     end
     local value = s:sub(pos + 2, nl - 1):match("^[^ ]*")
-    t:add(F[p.name], tvb(pos + 1, #value))
-    words[#words + 1] = value
+    found[#found + 1] = {p.name, pos + 1, value}
     if not problem and not valid_name(value) then
       local code = "E_BAD_" .. p.name:upper()
       problem = {code = code, text = fill(ERRORS[code].texts[1], {verb = verb, name = value})}
     end
     pos = pos + 1 + #value
+  end
+  t:add(F["command"], tvb(off, #verb))
+  local words = {verb}
+  for _, f in ipairs(found) do
+    t:add(F[f[1]], tvb(f[2], #f[3]))
+    words[#words + 1] = f[3]
   end
   if cmd.body then
     t:add(F["body_size"], tvb(nl, 4))
@@ -163,11 +170,6 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
     if not complete(s:sub(nl + 5, nl + 4 + size)) then
       problem = {code = "E_BAD_BODY", text = ERRORS.E_BAD_BODY.texts[4]}
     end
-  end
-  if missing then  -- no command nsqd could have meant: bytes refused
-    violation(t, problem)
-    summaries[#summaries + 1] = "[" .. problem.code .. "]"
-    return
   end
   problem = problem or judge(conv, key, live, verb)
   if live then conv.pending[#conv.pending + 1] = {frame = pinfo.number, verb = verb} end

@@ -19,6 +19,8 @@ from nsqviz import palette, protocols
 from nsqviz.capture.decode import decode_capture
 from nsqviz.capture.replay import Replay
 from nsqviz.cli import main as nsqviz_main
+from nsqviz.lookupd import grammar
+from nsqviz.lookupd.codec import COMMAND_EVENTS
 from nsqviz.lookupd.protocol import LOOKUPD
 from nsqviz.stream.direction import Direction
 from nsqviz.widgets.replay import ReplayView
@@ -59,6 +61,7 @@ def _decode(*args: str) -> str:
 def test_lookupd_is_registered_through_builtin():
     assert protocols.by_name("lookupd") is LOOKUPD
     assert "nsqviz.lookupd.protocol:LOOKUPD" in protocols.BUILTIN
+    assert set(COMMAND_EVENTS) == set(grammar.COMMANDS)
 
 
 def test_real_registration_decodes_with_no_error_record():

@@ -2,7 +2,9 @@
 tshark over the real captures in data/lookupd/, shows the same PDUs as ``nsqviz
 decode``: the same commands with the same topic and channel, the same answers (and
 which command each answers), on the same packets (every segment of a command nsqd wrote
-in pieces), with the same refusals.
+in pieces), with the same refusals -- and on a synthetic capture of what the real
+programs never send (refusals that leave no command, a garbage answer and the
+resynchronisation after it).
 
 Difference allowed, and checked to be only this: a connection whose client sent another
 protocol's magic (an NSQ client's ``"  V2"`` on the lookup port) is NSQ's in nsqviz (the
@@ -18,8 +20,10 @@ import pytest
 
 from nsqviz import protocols
 from nsqviz.capture.decode import decode_capture
+from nsqviz.capture.writer import PcapWriter, TcpConversation
 from nsqviz.cli import main as nsqviz_main
 from nsqviz.lookupd.protocol import LOOKUPD
+from nsqviz.stream.direction import Direction
 from nsqviz.wireshark.tshark import TsharkPdu, find_tshark, tshark_pdus
 
 pytestmark = pytest.mark.skipif(
@@ -28,6 +32,7 @@ pytestmark = pytest.mark.skipif(
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "lookupd"
 SAMPLES = sorted(p.name for p in DATA.glob("*.pcap"))
+T0 = 1_700_000_000.0
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +76,8 @@ def _theirs(pdu: TsharkPdu) -> tuple:
             kind, name = "error", code or "Undecodable"
         else:
             kind, name = "command", verb
+    elif f("lookupd.size") is None:  # bytes that frame as no answer
+        kind, name = "error", code or "Undecodable"
     else:
         kind = "frame"
         name = "Error" if f("lookupd.error.code") is not None else "Response"
@@ -78,6 +85,34 @@ def _theirs(pdu: TsharkPdu) -> tuple:
     answers = f("lookupd.answers")
     return (f"{client}->{server}", "c2s" if c2s else "s2c", kind, name, f("lookupd.topic"),
             f("lookupd.channel"), code, answers, pdu.packets)
+
+
+@pytest.fixture(scope="module")
+def edge_cases(tmp_path_factory) -> Path:
+    """What the real programs never send: a REGISTER without a topic, an unknown verb, a
+    bad channel name, a PING before IDENTIFY; an answer whose size cannot be, then a good
+    one to resynchronise on."""
+    path = tmp_path_factory.mktemp("lookupd") / "edge-cases.pcap"
+    with PcapWriter(str(path)) as w:
+        conv = TcpConversation(w, ("127.0.0.1", 50000), ("127.0.0.1", 4160), mss=1448)
+        conv.open(T0)
+        conv.send(Direction.C2S, b"  V1REGISTER\nNOPE x\nREGISTER orders bad*chan\nPING\n",
+                  T0 + 1)
+        conv.send(Direction.S2C, b"\x00\x00\x00\x02OK", T0 + 2)
+        conv.send(Direction.S2C, b"\xff\xff\xff\xff\x00\x00\x00\x02OK", T0 + 3)
+        conv.close(T0 + 4)
+    return path
+
+
+def test_edge_cases_agree(edge_cases, lua_dir):
+    ours, _ = _ours(edge_cases)
+    assert [(r[2], r[3], r[6]) for r in ours] == [
+        ("command", "MAGIC", None), ("error", "E_INVALID", "E_INVALID"),
+        ("error", "E_INVALID", "E_INVALID"), ("command", "REGISTER", "E_BAD_CHANNEL"),
+        ("command", "PING", None), ("frame", "Response", None),
+        ("error", "Undecodable", ""), ("frame", "Response", None)]
+    theirs = [_theirs(p) for p in tshark_pdus(edge_cases, lua_dir, protocol="lookupd")]
+    assert theirs == ours
 
 
 @pytest.mark.parametrize("sample", SAMPLES)
