@@ -275,20 +275,28 @@ def of_event(event: Any) -> Protocol | None:
 
 def detect(protocols: Iterable[Protocol], direction: str, data: bytes, *, from_start: bool,
            ports: Mapping[str, frozenset[int]], server_port: int) -> tuple[Protocol | None, str]:
-    """The protocol most sure a flow is its own (ties: the first), and why; ``None`` and
-    the reasons when none claims it. ``ports`` are each protocol's server ports."""
-    best: tuple[int, Protocol | None, str] = (0, None, "")
+    """The protocol most sure a flow is its own, and why; ``None`` and the reasons when
+    none claims it. ``ports`` are each protocol's server ports. A tie (two protocols
+    given one port, say) goes to the one whose bytes alone still look like it, else to
+    the first."""
+    verdicts = []
     reasons = []
     for proto in protocols:
         verdict = proto.detect(direction, data, from_start=from_start,
                                server_port=server_port in ports.get(proto.name, ()))
-        if verdict.score > best[0]:
-            best = (verdict.score, proto, verdict.why)
-        elif verdict.score == 0:
+        if verdict.score:
+            verdicts.append((verdict, proto))
+        else:
             reasons.append(f"{proto.title}: {verdict.why}")
-    if best[1] is None:
+    if not verdicts:
         return None, "; ".join(reasons)
-    return best[1], best[2]
+    top = max(v.score for v, _ in verdicts)
+    tied = [(v, p) for v, p in verdicts if v.score == top]
+    if len(tied) > 1:
+        for verdict, proto in tied:
+            if proto.detect(direction, data, from_start=from_start, server_port=False).score:
+                return proto, f"{verdict.why}, and the bytes look like it"
+    return tied[0][1], tied[0][0].why
 
 
 def typed_columns() -> list[tuple[str, str]]:

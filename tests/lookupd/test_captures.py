@@ -96,6 +96,19 @@ def test_forcing_nsq_on_the_lookup_port_changes_nothing():
     assert not [r for r in forced if r.kind == "error"]
 
 
+def test_a_port_given_to_two_protocols_goes_to_the_one_the_bytes_look_like():
+    """Mid-connection (no magic), port 4160 forced on NSQ too: a tie on the port, broken
+    by the bytes -- a REGISTER is the lookup protocol's, not NSQ's."""
+    ports = {p.name: p.server_ports for p in protocols.registered()}
+    ports["nsq"] = ports["nsq"] | {4160}
+    proto, why = protocols.detect(protocols.registered(), "c2s", b"REGISTER orders\n",
+                                  from_start=False, ports=ports, server_port=4160)
+    assert proto is LOOKUPD and "look like" in why
+    proto, _ = protocols.detect(protocols.registered(), "c2s", b"SUB orders c\n",
+                                from_start=False, ports=ports, server_port=4160)
+    assert proto.name == "nsq"
+
+
 def test_real_refusals_ride_on_their_commands():
     records = [r for r in decode_capture(ERRORS) if r.protocol == "lookupd"]
     refused = {(r.name, r.fields.get("topic")): r.fields["violation"]["code"]
