@@ -1,5 +1,6 @@
-"""The site's own Sphinx parts: the CLI reference read from ``nsqviz.cli``'s parsers,
-and a Binder launch link on every notebook page.
+"""The site's own Sphinx parts: the API reference of a package's every public name,
+the CLI reference read from ``nsqviz.cli``'s parsers, and a Binder launch link on every
+notebook page.
 
 The CLI reference is generated rather than written so that a sub-command a part
 registers later (``register(subparsers)`` in its ``cli`` module) appears on the site
@@ -9,11 +10,19 @@ without an edit here, with the same usage, choices, defaults and help ``--help``
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
+import sys
+import types
 from urllib.parse import quote
 
 from docutils import nodes
+from docutils.statemachine import StringList
 from sphinx.application import Sphinx
+from sphinx.errors import PycodeError
+from sphinx.pycode import ModuleAnalyzer
 from sphinx.util.docutils import SphinxDirective
+from sphinx.util.nodes import nested_parse_with_titles
 
 NOTEBOOKS = "notebooks/"
 
@@ -77,6 +86,73 @@ class CliDirective(SphinxDirective):
         return section
 
 
+def _is_data(value: object) -> bool:
+    return not (inspect.isclass(value) or inspect.isroutine(value) or inspect.ismodule(value))
+
+
+def _comment(name: str, value: object) -> list[str]:
+    """The ``#:`` comment (or string under the assignment) of ``name`` in the module of
+    the project that defines it -- the one holding ``value`` under that name and
+    documenting it there."""
+    for modname, module in sorted(sys.modules.items()):
+        if not modname.startswith("nsqviz") or vars(module).get(name, _is_data) is not value:
+            continue
+        try:
+            docs = ModuleAnalyzer.for_module(modname).find_attr_docs()
+        except PycodeError:
+            continue
+        if ("", name) in docs:
+            return list(docs["", name])
+    return []
+
+
+class ApiDirective(SphinxDirective):
+    """``.. nsqviz-api:: package``: the package's automodule, plus its tables and
+    constants.
+
+    A package's ``__all__`` names data it imports from the module defining it
+    (``COMMANDS``, ``TRANSITIONS``, ...); autodoc documents data only where it is
+    assigned, so those would silently be left out. They are written here as ``py:data``
+    entries under the package's name, with the comment their own module gives them.
+    Used inside ``eval-rst``: what it writes is reStructuredText.
+    """
+
+    required_arguments = 1
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        package = self.arguments[0]
+        module = importlib.import_module(package)
+        lines = [f".. automodule:: {package}", ""]
+        data = [name for name in getattr(module, "__all__", ())
+                if _is_data(getattr(module, name)) and name not in _assigned(package)]
+        if data:
+            lines += [".. rubric:: Tables and constants", ""]
+        for name in data:
+            value = getattr(module, name)
+            lines += [f".. py:data:: {name}", f"   :module: {package}"]
+            if isinstance(value, types.UnionType):
+                lines.append(f"   :value: {value!r}")
+            else:
+                kind = type(value)
+                where = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
+                lines.append(f"   :type: {where}{kind.__qualname__}")
+            lines += [""] + [f"   {line}" for line in _comment(name, value)] + [""]
+        content = StringList(lines, source=f"<nsqviz-api {package}>")
+        holder = nodes.section()
+        nested_parse_with_titles(self.state, content, holder)
+        return list(holder.children)
+
+
+def _assigned(package: str) -> set[str]:
+    """The names the package's own source assigns with a doc comment: autodoc documents
+    those itself (it takes a module's data only from there)."""
+    try:
+        return {name for _, name in ModuleAnalyzer.for_module(package).find_attr_docs()}
+    except PycodeError:
+        return set()
+
+
 def _binder_link(app: Sphinx, doctree: nodes.document) -> None:
     """Under a notebook page's title: open this notebook on Binder, in JupyterLab."""
     docname = app.env.docname
@@ -97,6 +173,7 @@ def _binder_link(app: Sphinx, doctree: nodes.document) -> None:
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("nsqviz_binder_repo", "", "html", types=[str])
     app.add_config_value("nsqviz_binder_ref", "HEAD", "html", types=[str])
+    app.add_directive("nsqviz-api", ApiDirective)
     app.add_directive("nsqviz-cli", CliDirective)
     app.connect("doctree-read", _binder_link)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
