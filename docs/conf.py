@@ -31,7 +31,6 @@ copyright = "the nsqviz team"  # noqa: A001 -- Sphinx's name for it
 extensions = [
     "myst_nb",  # Markdown pages and the notebooks (MyST-NB brings myst_parser)
     "sphinx.ext.autodoc",
-    "sphinx.ext.napoleon",
     "nsqviz_docs",  # the CLI reference from nsqviz.cli's parsers, Binder links
 ]
 
@@ -57,7 +56,6 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_typehints_format = "short"
 autoclass_content = "both"
-napoleon_google_docstring = False
 
 html_theme = "furo"
 html_title = "nsqviz"
