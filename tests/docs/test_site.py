@@ -16,7 +16,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import pytest
+
 from tests.docs.conftest import ROOT, Site
+
+pytestmark = pytest.mark.slow  # the build: ~10 s of CPU
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # the packages whose every public name (``__all__``) the API reference documents
