@@ -110,11 +110,13 @@ class ApiDirective(SphinxDirective):
     """``.. nsqviz-api:: package``: the package's automodule, plus its tables and
     constants.
 
-    A package's ``__all__`` names data it imports from the module defining it
-    (``COMMANDS``, ``TRANSITIONS``, ...); autodoc documents data only where it is
-    assigned, so those would silently be left out. They are written here as ``py:data``
-    entries under the package's name, with the comment their own module gives them.
-    Used inside ``eval-rst``: what it writes is reStructuredText.
+    autodoc alone would silently leave out two kinds of public names: data a package
+    imports from the module defining it (``COMMANDS``, ``TRANSITIONS``, ...: autodoc
+    documents data only where it is assigned), written here as ``py:data`` entries under
+    the package's name with the comment their own module gives them; and names a
+    package hands out through a module ``__getattr__`` (imported on first use, so
+    absent from the module until then), written as their own ``autoclass`` or
+    ``autofunction``. Used inside ``eval-rst``: what it writes is reStructuredText.
     """
 
     required_arguments = 1
@@ -124,7 +126,13 @@ class ApiDirective(SphinxDirective):
         package = self.arguments[0]
         module = importlib.import_module(package)
         lines = [f".. automodule:: {package}", ""]
-        data = [name for name in getattr(module, "__all__", ())
+        names = list(getattr(module, "__all__", ()))
+        for name in names:
+            value = getattr(module, name)
+            if name not in vars(module) and not _is_data(value):  # a lazy __getattr__'s
+                auto = "autoclass" if inspect.isclass(value) else "autofunction"
+                lines += [f".. {auto}:: {package}.{name}", ""]
+        data = [name for name in names
                 if _is_data(getattr(module, name)) and name not in _assigned(package)]
         if data:
             lines += [".. rubric:: Tables and constants", ""]
