@@ -80,6 +80,11 @@ class BackgroundServer(Generic[S]):
         started.result(timeout=30)
         return self
 
+    @property
+    def running(self) -> bool:
+        """Started and not stopped yet."""
+        return self._thread is not None
+
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` on the server's loop (to read or change its state safely)."""
         async def run() -> Any:

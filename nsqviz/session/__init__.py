@@ -10,8 +10,9 @@ from nsqviz.session.client import (
     nsqd_choice,
     start_server,
 )
+from nsqviz.session.outcomes import SessionClosed
 
 __all__ = [
-    "NSQD_CHOICE", "Arrival", "Connection", "Session", "Step", "default_broker", "nsqd_choice",
-    "start_server",
+    "NSQD_CHOICE", "Arrival", "Connection", "Session", "SessionClosed", "Step",
+    "default_broker", "nsqd_choice", "start_server",
 ]

@@ -38,6 +38,7 @@ from nsqviz.nsq import fastpath
 from nsqviz.nsq.codec import ClientConnection, LocalProtocolError
 from nsqviz.nsq.grammar import MAGIC_V2
 from nsqviz.nsq.labels import command_label, event_label
+from nsqviz.session.outcomes import SessionClosed, closed_message, made_where, why_not_in_flight
 
 __all__ = [
     "Arrival",
@@ -72,6 +73,7 @@ class Step:
     elapsed: float = 0.0  # seconds until the step was complete
     refused: str | None = None  # LocalProtocolError text when the codec refused to send
     note: str = ""  # why the session sent it on its own ("answers _heartbeat_")
+    why: str = ""  # why nsqd refused it, in words (E_FIN_FAILED: the msg_timeout ran out)
 
     @property
     def frames(self) -> list[ev.Event]:
@@ -84,8 +86,9 @@ class Step:
             return f"<Step {self.connection}: {label} refused: {self.refused}>"
         got = ", ".join(event_label(e)[0] for e in self.events) or "no answer"
         note = f" ({self.note})" if self.note else ""
+        why = f" -- why: {self.why}" if self.why else ""
         return (f"<Step {self.connection}: {command_label(self.command)}{note} -> {got}; "
-                f"{self.before.get('state')} -> {self.after.get('state')}>")
+                f"{self.before.get('state')} -> {self.after.get('state')}{why}>")
 
 
 @dataclass
@@ -240,6 +243,8 @@ class Connection:
 
     def step(self, command: ev.Command, *, check: bool = True, note: str = "") -> Step:
         """Send one command and wait for its answer (or the grace period)."""
+        if self.session.closed:
+            raise SessionClosed(closed_message("session", self.session.made))
         with self._stepping:
             return self._step(command, check=check, note=note)
 
@@ -282,8 +287,19 @@ class Connection:
                 self._lock.wait(left)
             self._waiting = None
             step.elapsed = time.monotonic() - started
+            step.why = self._why(step)
         s._changed()
         return step
+
+    def _why(self, step: Step) -> str:
+        """Why nsqd answered an error about a message id, from this connection's record."""
+        mid = getattr(step.command, "id", None)
+        error = next((e for e in step.events if isinstance(e, ev.Error)), None)
+        if error is None or mid is None:
+            return ""
+        return why_not_in_flight(
+            error, mid, delivered_at=self.arrived_at.get(mid), now=step.t,
+            features=self.codec.features, still_held=mid.decode() in step.before["in_flight"])
 
     def _answered(self, step: Step) -> bool:
         if any(isinstance(e, ev.Error | ev.Violation) for e in step.events):
@@ -472,6 +488,8 @@ class Session:
         self.ssl_context = ssl_context
         self.answer_heartbeats = answer_heartbeats
         self.connections: dict[str, Connection] = {}
+        self.closed = False
+        self.made = made_where()  # named when a step comes after close()
         self.entries: list[Entry] = []
         self.started = time.monotonic()
         self.wall_started = time.time()
@@ -480,6 +498,8 @@ class Session:
         self._listeners: list[Any] = []
 
     def connect(self, name: str = "consumer") -> Connection:
+        if self.closed:
+            raise SessionClosed(closed_message("session", self.made))
         if name in self.connections and not self.connections[name].closed:
             raise ValueError(f"a connection named {name!r} is already open")
         conn = Connection(self, name, timeout=self.timeout, grace=self.grace,
@@ -517,6 +537,10 @@ class Session:
                 and (name is None or e.connection == name)]
 
     def close(self) -> None:
+        """Close every connection (and the session's own server); a later step or
+        :meth:`connect` raises :class:`~nsqviz.session.outcomes.SessionClosed`, naming the
+        cell that made the session."""
+        self.closed = True
         for conn in self.connections.values():
             conn.close()
         if self.broker is not None and self._own_broker:

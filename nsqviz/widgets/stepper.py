@@ -17,6 +17,7 @@ from nsqviz.nsq import events as ev
 from nsqviz.nsq.commands import COMMANDS, MAGIC_NAME, BodyKind, ParamKind
 from nsqviz.nsq.labels import event_label
 from nsqviz.session.client import Connection, LocalProtocolError, Session, Step
+from nsqviz.session.outcomes import SessionClosed
 from nsqviz.widgets.steps import inflight_view, sequence, state_view, step_hexviews
 from nsqviz.widgets.style import CSS, esc, once
 
@@ -65,12 +66,17 @@ class Stepper:
     def do(self, verb: str, **params: Any) -> Step | None:
         """Send one command on the selected connection; refusals go to :attr:`status`."""
         p = {**self.params, **params}
-        conn = self.connection()
         check = p["check"]
         if verb != MAGIC_NAME and verb not in COMMANDS:
             raise ValueError(f"unknown command {verb!r}; one of {', '.join(VERBS)}")
         try:
+            conn = self.connection()
             step = conn.step(self._command(conn, verb, p), check=check)
+        except SessionClosed as exc:
+            self.reopened = ""
+            self.status = f"⚠ {exc}"
+            self._refresh()
+            return None
         except LocalProtocolError as exc:
             self.reopened = ""
             self.status = f"not sent — the codec refuses: {exc} (untick “check” to send anyway)"
@@ -82,6 +88,8 @@ class Stepper:
             return None
         said = [label for label, _ in map(event_label, step.events)]
         answer = ", ".join(said) if said else "no answer (none expected unless it fails)"
+        if step.why:
+            answer += f" -- why: {step.why}"
         self.status = f"{self.reopened + ' · ' if self.reopened else ''}{verb} → {answer}"
         self.reopened = ""
         self._refresh()

@@ -19,6 +19,7 @@ from nsqviz.nsq.labels import command_label, event_label, short_repr
 from nsqviz.nsq.states import Role, diagram
 from nsqviz.palette import name_of_event
 from nsqviz.session.client import Step
+from nsqviz.session.outcomes import DEFAULT_MSG_TIMEOUT_MS
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.opener import MAX_OPEN_BYTES, too_long
 from nsqviz.widgets.sequence import Arrow, SequenceDiagram, Span
@@ -168,6 +169,8 @@ def step_html(step: Step) -> str:
             f"no answer (as expected: nsqd answers it only if it fails) · this tool "
             f"waited {waited} for an error")
     meta = f'<div class="nv-mono nv-muted">{esc(said)}</div>'
+    if step.why:
+        meta += f'<div class="nv-err">why: {esc(step.why)}</div>'
     state = (
         '<div class="nv-mono">' + "<br>".join(changes) + "</div>"
         if changes else '<div class="nv-mono nv-muted">state unchanged</div>'
@@ -200,21 +203,23 @@ def state_view(conn: Connection) -> StateMachineView:
 
 def inflight_view(conn: Connection) -> TableView:
     """Messages delivered and not yet FIN'd or REQ'd, with the time left before nsqd
-    would requeue them (msg_timeout from IDENTIFY's response, else nsqd's 60 s)."""
+    would requeue them (msg_timeout from IDENTIFY's response, else nsqd's default) -- or,
+    once it ran out, that nsqd has taken the message back (the client cannot see that)."""
     features = conn.codec.features or {}
-    timeout_ms = int(features.get("msg_timeout") or 60000)
+    timeout_ms = int(features.get("msg_timeout") or DEFAULT_MSG_TIMEOUT_MS)
     now = conn.session.now()
     rows = []
     for mid in conn.in_flight:
         msg = conn.messages[mid]
         arrived = conn.arrived_at.get(mid, now)
-        left = max(0.0, timeout_ms / 1000 - (now - arrived))
+        left = timeout_ms / 1000 - (now - arrived)
         rows.append({
             "id": mid.decode("ascii", "replace"),
             "attempts": msg.attempts,
             "body": short_repr(msg.body, 30),
             "timeout": f"{timeout_ms} ms",
-            "expires in": f"{left * 1000:.1f} ms",
+            "expires in": f"{left * 1000:.1f} ms" if left > 0 else
+            f"ran out {-left * 1000:.1f} ms ago: nsqd took it back to deliver again",
         })
     return TableView(["id", "attempts", "body", "timeout", "expires in"], rows,
                      title=f"{conn.name}: in flight", empty="no message in flight")

@@ -44,3 +44,40 @@ def test_stepper_says_loudly_that_it_reopened_a_closed_connection():
         assert s.connections["consumer"].state == "CONNECTED"
         st.do("NOP")
         assert not st.status.startswith("⚠")
+
+
+def test_a_fin_after_msg_timeout_says_why():
+    with Session(msg_timeout=1.0) as s:  # seconds, as nsqd's --msg-timeout=1s
+        c = s.connect("consumer")
+        c.magic()
+        c.identify(feature_negotiation=True, msg_timeout=1000)
+        c.sub("pace-late", "learner")
+        c.rdy(1)
+        pub = s.connect("publisher")
+        pub.magic()
+        pub.pub("pace-late", "read slowly")
+        (m,) = c.wait()
+        c.rdy(0)  # nothing comes back to this connection: the id stays taken back
+        time.sleep(1.6)
+        step = c.fin(m.id)
+        assert [e.code for e in step.frames] == ["E_FIN_FAILED"]
+        assert step.why.startswith("its msg_timeout (1 s) ran out before this command")
+        assert "why: its msg_timeout (1 s) ran out" in repr(step)
+        assert "never delivered" in c.fin("00000000000000ff").why
+        assert "already finished" in c.fin(m.id).why
+
+
+def test_without_a_negotiated_msg_timeout_the_why_says_so():
+    with Session(msg_timeout=1.0) as s:
+        c = s.connect("consumer")
+        c.magic()
+        c.sub("pace-quiet", "learner")
+        c.rdy(1)
+        pub = s.connect("publisher")
+        pub.magic()
+        pub.pub("pace-quiet", "read slowly")
+        (m,) = c.wait()
+        c.rdy(0)
+        time.sleep(1.6)
+        why = c.touch(m.id).why
+        assert why.startswith("held for ") and "past the server's msg_timeout" in why, why

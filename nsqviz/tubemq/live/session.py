@@ -21,6 +21,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from nsqviz.session.outcomes import SessionClosed, closed_message, made_where
 from nsqviz.tubemq.grammar import FrameParts, parse_frame
 from nsqviz.tubemq.live.clients import client_id
 from nsqviz.tubemq.live.rpc import Call, Channel
@@ -41,7 +42,7 @@ from nsqviz.tubemq.tables import (
     EventType,
 )
 
-__all__ = ["ConsumerSteps", "ProducerSteps", "Step", "TubeSession", "default_sim"]
+__all__ = ["ConsumerSteps", "NotHeld", "ProducerSteps", "Step", "TubeSession", "default_sim"]
 
 UNDEFINED = META_VALUE_UNDEFINED
 
@@ -127,6 +128,21 @@ class TubeSession:
         self.master_address = master
         self.steps: list[Step] = []
         self.clients: dict[str, _Client] = {}
+        self._closed = False
+        self.made = made_where()  # named when a step comes after close()
+
+    @property
+    def closed(self) -> bool:
+        """:meth:`close` ran, or the embedded simulator it talks to was stopped."""
+        return self._closed or (self.sim is not None and not self.sim.running)
+
+    def check_open(self) -> None:
+        """Raise :class:`~nsqviz.session.outcomes.SessionClosed` once :attr:`closed`."""
+        if self._closed:
+            raise SessionClosed(closed_message("session", self.made))
+        if self.closed:
+            raise SessionClosed(closed_message("session's simulator", self.made,
+                                                how="stop"))
 
     def producer(self, name: str = "producer", topics: tuple[str, ...] = ("demo",),
                  **kw: Any) -> ProducerSteps:
@@ -142,13 +158,18 @@ class TubeSession:
         """What the embedded simulator's Master decided (joins, rebalance events)."""
         if self.sim is None:
             raise RuntimeError("only an embedded simulator shows its Master's decisions")
+        self.check_open()
         return self.sim.call(lambda: list(self.sim.simulation.master.history))
 
     def assignment(self) -> dict[str, dict[str, list[str]]]:
         """group -> consumer -> partition keys, as the embedded Master sees it."""
+        self.check_open()
         return self.sim.call(lambda: self.sim.simulation.master.assignment())
 
     def close(self) -> None:
+        """Disconnect every client; a later step raises
+        :class:`~nsqviz.session.outcomes.SessionClosed`."""
+        self._closed = True
         for client in self.clients.values():
             client.disconnect()
 
@@ -184,6 +205,7 @@ class _Client:
     def step(self, address: str, method: str, fields: dict[str, Any] | Message, *,
              check: bool = True, **envelope: Any) -> Step:
         """Send one request (``check=False``: even one the codec would refuse)."""
+        self.session.check_open()
         before = self.state()
         call = self._channel(address).call(method, fields, check=check, **envelope)
         self._absorb(call)
@@ -270,6 +292,14 @@ class ProducerSteps(_Client):
     def close(self) -> Step:
         return self.step(self.session.master_address, "producerCloseClientP2M",
                          {"clientId": self.client_id})
+
+
+class NotHeld(LookupError):
+    """A fetch or commit named a partition the consumer does not hold; one line in
+    IPython, like :class:`~nsqviz.session.outcomes.SessionClosed`."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
 
 
 class ConsumerSteps(_Client):
@@ -359,8 +389,13 @@ class ConsumerSteps(_Client):
             "readStatus": 0 if op == MSG_OPTYPE_REGISTER else 1, "qryPriorityId": UNDEFINED})
 
     def _held(self, key: str | None) -> dict[str, Any]:
-        if key is None:
+        if key is None and self.held:
             key = sorted(self.held)[0]
+        if key is None or key not in self.held:
+            raise NotHeld(f"{self.name} does not hold {key or 'any partition'} (it holds: "
+                          f"{', '.join(sorted(self.held)) or 'none'}) -- "
+                          f"the Master gives partitions in a heartbeat's event; act() "
+                          f"registers to them")
         self._pending_key = key
         return self.held[key]
 
