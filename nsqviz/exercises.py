@@ -191,10 +191,11 @@ def _config_default(name: str) -> object:
     return next(f.default for f in dataclasses.fields(Config) if f.name == name)
 
 
-def _abbrev(name: str, kind: str) -> str:
-    from nsqviz.wireshark.nsq_lua import PARAM_ABBREV
+def _abbrev(verb: str, name: str) -> str:
+    from nsqviz.nsq.commands import COMMANDS
+    from nsqviz.nsq.fields import param_abbrev
 
-    return PARAM_ABBREV(name, kind)
+    return param_abbrev(next(p for p in COMMANDS[verb].params if p.field == name))
 
 
 def _prefs() -> dict[str, str]:
@@ -343,10 +344,10 @@ EXERCISES: dict[str, list[Question]] = {
     "09-wireshark": [
         Question("Which display filter field holds a SUB's or PUB's topic?", "nsq.topic",
                  "every parameter is a filter field under `nsq.`.",
-                 lambda: _abbrev("topic", "name")),
+                 lambda: _abbrev("SUB", "topic")),
         Question("Which field finds a message and its FIN, REQ and TOUCH alike?",
                  "nsq.msg.id", "message ids live under `nsq.msg`, in frames and commands.",
-                 lambda: _abbrev("id", "message_id")),
+                 lambda: _abbrev("FIN", "id")),
         Question("Which Wireshark preference must be on for a frame split over segments to "
                  "be dissected whole?", "tcp.desegment_tcp_streams",
                  "TCP reassembly: the dissector asks TCP for the rest of the frame.",

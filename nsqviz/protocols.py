@@ -13,7 +13,11 @@ module never name a protocol: they ask this module. A protocol is one
   error, the TLS switch ...) and says what a gap in the capture costs it;
 * how its events read as **records**: fields as JSON-ready data, the one-line summary
   ``nsqviz decode`` prints, a label for diagrams, the grammar a hex view colours the
-  bytes with, and the typed columns its Spark analyses aggregate on.
+  bytes with, and the typed columns its Spark analyses aggregate on;
+* its **display-filter fields** (:attr:`Protocol.filter_fields`, declared in
+  ``nsqviz/<name>/fields.py``) and each record's values for them
+  (:meth:`Protocol.filter_values`): ``nsqviz decode -Y`` evaluates filters over them,
+  the Wireshark generator declares them, :func:`filter_fields` lists them all.
 
 How a protocol plugs in:
 
@@ -33,8 +37,13 @@ from __future__ import annotations
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from typing import Protocol as TypingProtocol
+
+from nsqviz.fields import CAPTURE_FIELDS, Field, by_abbrev
+
+if TYPE_CHECKING:
+    from nsqviz.records import DecodedRecord
 
 __all__ = [
     "BUILTIN",
@@ -45,6 +54,7 @@ __all__ = [
     "Protocol",
     "by_name",
     "detect",
+    "filter_fields",
     "of_event",
     "register",
     "registered",
@@ -187,6 +197,18 @@ class Protocol(ABC):
         """Values of :attr:`typed_schema` columns for one command or frame."""
         return {}
 
+    # -- display filters ------------------------------------------------------------
+
+    filter_fields: tuple[Field, ...] = ()
+    """Its display-filter fields, named ``<name>.*`` as its Wireshark dissector registers
+    them (the generator declares exactly these)."""
+
+    def filter_values(self, record: DecodedRecord) -> Mapping[str, list[Any]]:
+        """One record's values of :attr:`filter_fields` (a field absent from the record
+        is absent here; a field the unit holds several times has several values), typed
+        as the field is: ``str``, ``bytes``, ``int``, ``bool``, ``float`` seconds for times."""
+        return {}
+
 
 _BUILTINS: list[Protocol] = []
 _EXTRA: dict[str, Protocol] = {}
@@ -262,3 +284,8 @@ def typed_columns() -> list[tuple[str, str]]:
                 raise TypeError(f"typed column {name!r} is {out[name]} in one protocol and "
                                 f"{kind} in {proto.name}")
     return list(out.items())
+
+
+def filter_fields() -> dict[str, Field]:
+    """Every display-filter field by name: the capture layer's, then every protocol's."""
+    return by_abbrev([*CAPTURE_FIELDS, *(f for p in registered() for f in p.filter_fields)])

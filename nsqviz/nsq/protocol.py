@@ -19,6 +19,7 @@ from typing import Any
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
 from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
+from nsqviz.nsq.fields import FIELDS
 from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
@@ -162,6 +163,7 @@ class NsqProtocol(Protocol):
     title = "NSQ"
     package = "nsqviz.nsq"
     server_ports = frozenset({4150})
+    filter_fields = FIELDS
 
     def client_hello(self, data: bytes) -> bool:
         return data.startswith(grammar.MAGIC_V2)

@@ -27,6 +27,7 @@ from nsqviz.protocols import Detection, Item, Lost, Protocol
 from nsqviz.stream.direction import Direction
 from nsqviz.tubemq.codec import Observer
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
+from nsqviz.tubemq.fields import FIELDS
 from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE
 from nsqviz.tubemq.layout import frame_layout
 from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
@@ -192,6 +193,7 @@ class TubeMQProtocol(Protocol):
     title = "TubeMQ"
     package = "nsqviz.tubemq"
     server_ports = frozenset({DEFAULT_MASTER_PORT, DEFAULT_BROKER_PORT})
+    filter_fields = FIELDS
 
     def client_hello(self, data: bytes) -> bool:
         return _is_request_frame(data)

@@ -20,7 +20,6 @@ from typing import Any
 from nsqviz.nsq import events
 from nsqviz.stream.direction import Direction
 from nsqviz.wireshark.generate import tshark_args
-from nsqviz.wireshark.nsq_lua import PARAM_ABBREV
 from nsqviz.wireshark.nsq_spec import nsq_spec
 
 __all__ = ["TsharkPdu", "as_record", "find_tshark", "tshark_pdus"]
@@ -115,7 +114,7 @@ def _command_fields(verb: str, pdu: TsharkPdu) -> dict[str, Any]:
     spec = _COMMANDS[verb]
     out: dict[str, Any] = {}
     for p in spec.params:
-        value = pdu.first(PARAM_ABBREV(p.name, p.kind))
+        value = pdu.first(p.abbrev)
         out[p.name] = int(value) if p.kind == "decimal" else value
     if spec.body is None:
         return out

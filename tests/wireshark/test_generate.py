@@ -37,7 +37,7 @@ def test_generated_lua_declares_a_filter_field_for_every_parameter_and_layout_fi
     for cmd in nsq_spec().commands:
         assert f"{cmd.verb} = " in lua
         for p in cmd.params:
-            assert nsq_lua.PARAM_ABBREV(p.name, p.kind) in abbrevs
+            assert p.abbrev in abbrevs
     for name in ("nsq.command", "nsq.topic", "nsq.frame_type", "nsq.msg.id",
                  "nsq.msg.attempts", "nsq.error.code", "nsq.violation"):
         assert name in abbrevs

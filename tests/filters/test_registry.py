@@ -1,0 +1,43 @@
+"""The field registry: one declaration per field name, read by the Lua generators."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from nsqviz import protocols
+from nsqviz.fields import CAPTURE_FIELDS, Field, FieldType, by_abbrev
+from nsqviz.wireshark import generate
+
+_DECL = re.compile(r'^F\["([\w.]+)"\] = ProtoField\.(\w+)\("([\w.]+)"', re.M)
+
+
+@pytest.mark.parametrize("proto", [p.name for p in protocols.registered()
+                                   if p.name in generate.DISSECTORS])
+def test_each_dissector_declares_exactly_the_registry_fields_with_their_types(proto):
+    lua = generate.DISSECTORS[proto]()[f"{proto}.lua"]
+    declared = {abbrev: (key, typ) for key, typ, abbrev in _DECL.findall(lua)}
+    fields = protocols.by_name(proto).filter_fields
+    assert list(declared) == [f.abbrev for f in fields]
+    for f in fields:
+        key, typ = declared[f.abbrev]
+        assert typ == f.type.value
+        assert f"{proto}.{key}" == f.abbrev  # the engine's key is the name, once
+
+
+def test_every_protocol_field_is_under_its_protocol_name_and_capture_fields_under_layers():
+    for proto in protocols.registered():
+        assert all(f.protocol == proto.name for f in proto.filter_fields), proto.name
+    assert {f.protocol for f in CAPTURE_FIELDS} <= {"frame", "tcp", "ip", "ipv6"}
+    names = protocols.filter_fields()
+    for wanted in ("frame.number", "tcp.stream", "ip.addr", "nsq.msg.id", "nsq.error.code",
+                   "nsq.cut", "nsq.response_to", "tubemq.method", "tubemq.serial"):
+        assert wanted in names
+
+
+def test_one_name_with_two_types_is_refused():
+    a = Field("x.y", FieldType.STRING, "Y")
+    assert by_abbrev([a, a]) == {"x.y": a}
+    with pytest.raises(TypeError, match="x.y"):
+        by_abbrev([a, Field("x.y", FieldType.UINT32, "Y")])
