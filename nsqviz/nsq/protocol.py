@@ -14,18 +14,21 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
 from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
-from nsqviz.nsq.fields import FIELDS
+from nsqviz.nsq.fields import FIELDS, record_values
 from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
 from nsqviz.protocols import Detection, Item, Lost, Protocol
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
+
+if TYPE_CHECKING:
+    from nsqviz.records import DecodedRecord
 
 __all__ = ["NSQ", "NsqProtocol"]
 
@@ -164,6 +167,10 @@ class NsqProtocol(Protocol):
     package = "nsqviz.nsq"
     server_ports = frozenset({4150})
     filter_fields = FIELDS
+
+    def filter_values(self, record: DecodedRecord) -> dict[str, list[Any]]:
+        return record_values(record.kind, record.name, record.fields, record.dir,
+                             record.event)
 
     def client_hello(self, data: bytes) -> bool:
         return data.startswith(grammar.MAGIC_V2)

@@ -9,11 +9,16 @@ names come from :mod:`nsqviz.tubemq.tables`, the RPC status names from the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from nsqviz.fields import Field, FieldType
 from nsqviz.tubemq import tables
+from nsqviz.tubemq.events import ExceptionResponse, Request, Response
+from nsqviz.tubemq.grammar import HEADER_SIZE
 from nsqviz.tubemq.messages import ResponseHeader
 
-__all__ = ["FIELDS", "PREFIX", "status_names"]
+__all__ = ["FIELDS", "PREFIX", "record_values", "status_names"]
 
 PREFIX = "tubemq"
 """The first word of every TubeMQ field name (the dissector's ``Proto`` name)."""
@@ -63,3 +68,80 @@ def _fields() -> tuple[Field, ...]:
 
 FIELDS: tuple[Field, ...] = _fields()
 """Every TubeMQ field, in the dissector's tree order."""
+
+
+# ---------------------------------------------------------------------------- values
+# What the dissector adds to the packet tree for one frame, read off the frame's event
+# (and its reassembled bytes) so that a filter selects the packets tshark selects.
+
+_N = PREFIX + "."
+
+
+def _has(message: Any, name: str) -> bool:
+    return message is not None and message.HasField(name)
+
+
+def _envelope(out: dict[str, list[Any]], event: Any) -> None:
+    raw = event.raw
+    if raw is not None:
+        data = raw.data
+        out[_N + "token"] = [data[:4]]
+        count = int.from_bytes(data[8:12], "big", signed=True)
+        out[_N + "list_size"] = [count]
+        blocks, lengths, pos = [], [], HEADER_SIZE
+        for _ in range(max(count, 0)):
+            n = int.from_bytes(data[pos:pos + 4], "big", signed=True)
+            blocks.append(data[pos:pos + 4 + max(n, 0)])
+            lengths.append(n)
+            pos += 4 + max(n, 0)
+        out[_N + "block"] = blocks
+        out[_N + "block.length"] = lengths
+    out[_N + "serial"] = [event.serialNo]
+    if _has(event.connHeader, "flag"):
+        out[_N + "flag"] = [event.connHeader.flag]
+
+
+def _request_in(out: dict[str, list[Any]], event: Any) -> None:
+    request = event.request
+    if request is not None and request.raw is not None and request.raw.sources:
+        out[_N + "request_in"] = [request.raw.sources[-1].segment]
+        if event.latency is not None:
+            out[_N + "time"] = [event.latency]
+
+
+def record_values(kind: str, fields: Mapping[str, Any], direction: str | None,
+                  event: Any) -> dict[str, list[Any]]:
+    """One TubeMQ record's values of :data:`FIELDS`, as the dissector shows its frame."""
+    out: dict[str, list[Any]] = {}
+    if kind not in ("command", "frame", "error"):
+        return out
+    out[_N + "dir"] = [direction]
+    t = type(event)
+    if t is Request or t is Response or t is ExceptionResponse:
+        _envelope(out, event)
+        header, body = event.header, event.body
+        if t is Request:
+            for name, attr, msg in (("service", "serviceType", header),
+                                    ("protocol_ver", "protocolVer", header),
+                                    ("method", "method", body), ("timeout", "timeout", body)):
+                if _has(msg, attr):
+                    out[_N + name] = [getattr(msg, attr)]
+        else:
+            if _has(header, "status"):
+                out[_N + "status"] = [header.status]
+            if _has(header, "protocolVer"):
+                out[_N + "protocol_ver"] = [header.protocolVer]
+            _request_in(out, event)
+        if t is ExceptionResponse:
+            out[_N + "exception"] = [body.exceptionName if _has(body, "exceptionName") else ""]
+        elif t is Response and _has(body, "method"):
+            out[_N + "method"] = [body.method]
+        if t is not ExceptionResponse and event.message is not None and event.info is not None:
+            out[_N + "message"] = [getattr(event.info, "request" if t is Request
+                                           else "response")]
+    problems = fields.get("violations") or ([fields] if kind == "error" else [])
+    if problems:
+        out[_N + "violation"] = [p["code"] for p in problems]
+        out[_N + "violation.field"] = [p["field"] for p in problems]
+        out[_N + "violation.reason"] = [p["text"] for p in problems]
+    return out
