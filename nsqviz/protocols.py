@@ -203,6 +203,11 @@ class Protocol(ABC):
     """Its display-filter fields, named ``<name>.*`` as its Wireshark dissector registers
     them (the generator declares exactly these)."""
 
+    def record_names(self) -> frozenset[str]:
+        """Every name its command, frame and error records can carry (``nsqviz decode
+        --filter`` refuses a name no protocol uses)."""
+        return frozenset()
+
     def filter_values(self, record: DecodedRecord) -> Mapping[str, list[Any]]:
         """One record's values of :attr:`filter_fields` (a field absent from the record
         is absent here; a field the unit holds several times has several values), typed

@@ -149,6 +149,8 @@ RELATIONS = {
 _KEYWORDS = {"and": "and", "&&": "and", "or": "or", "||": "or", "not": "not", "!": "not",
              "in": "in"}
 FUNCTIONS = ("len", "count")
+MAX_DEPTH = 100
+"""Parentheses and ``not`` nest at most this deep (the parser recurses on them)."""
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+)
@@ -227,6 +229,7 @@ class _Parser:
     def __init__(self, expr: str) -> None:
         self.toks = tokens(expr)
         self.i = 0
+        self.depth = 0
 
     def peek(self) -> _Tok:
         return self.toks[self.i]
@@ -271,15 +274,21 @@ class _Parser:
 
     def unary(self) -> Node:
         tok = self.peek()
-        if self.keyword(tok) == "not":
-            self.take()
-            return Not(self.unary(), tok.pos)
-        if tok.kind == "symbol" and tok.text == "(":
-            self.take()
-            node = self.expr()
-            self.expect(")", "')'")
-            return node
-        return self.test()
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise FilterSyntaxError(f"nested deeper than {MAX_DEPTH} levels", tok.pos)
+        try:
+            if self.keyword(tok) == "not":
+                self.take()
+                return Not(self.unary(), tok.pos)
+            if tok.kind == "symbol" and tok.text == "(":
+                self.take()
+                node = self.expr()
+                self.expect(")", "')'")
+                return node
+            return self.test()
+        finally:
+            self.depth -= 1
 
     def operand(self) -> Operand:
         tok = self.take()

@@ -199,6 +199,10 @@ class TubeMQProtocol(Protocol):
     server_ports = frozenset({DEFAULT_MASTER_PORT, DEFAULT_BROKER_PORT})
     filter_fields = FIELDS
 
+    def record_names(self) -> frozenset[str]:
+        return frozenset(n for m in METHODS.values() for n in (m.name, m.request, m.response)
+                         if n)
+
     def filter_values(self, record: DecodedRecord) -> dict[str, list[Any]]:
         return record_values(record.kind, record.fields, record.dir, record.event)
 
