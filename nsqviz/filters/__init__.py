@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from nsqviz import protocols
 from nsqviz.filters.evaluate import Predicate, Values, build
 from nsqviz.filters.syntax import FilterSyntaxError, parse
-from nsqviz.filters.values import LAYERS, merge, packets, record_values
+from nsqviz.filters.values import ALL, LAYERS, Needs, merge, packets, record_values
 from nsqviz.records import DecodedRecord
 
 __all__ = ["Filter", "FilterError", "compile"]
@@ -54,6 +54,8 @@ class Filter:
 
     expression: str
     predicate: Predicate = field(repr=False)
+    needs: Needs = field(default=ALL, repr=False)
+    """The values the predicate reads (others are not computed)."""
     first_ts: float | None = field(default=None, repr=False)
     """Time zero of ``frame.time_relative`` (default: the first record's time)."""
 
@@ -67,16 +69,17 @@ class Filter:
         return self.first_ts
 
     def __call__(self, record: DecodedRecord) -> bool:
-        return self.predicate(record_values(record, self._t0(record)))
+        return self.predicate(record_values(record, self._t0(record), self.needs))
 
     def select(self, records: Iterable[DecodedRecord],
                first_ts: Callable[[], float | None] | None = None) -> Iterator[DecodedRecord]:
         """The records of the packets that pass, in their order. ``first_ts`` gives the
         capture's first packet time once known (``CaptureDecoder.first_ts``)."""
+        needs, predicate = self.needs, self.predicate
         for group in packets(records):
             t0 = first_ts() if first_ts is not None else None
             t0 = self._t0(group[0]) if t0 is None else t0
-            if self.predicate(merge(record_values(r, t0) for r in group)):
+            if predicate(merge([record_values(r, t0, needs) for r in group])):
                 yield from group
 
 
@@ -85,7 +88,7 @@ def compile(expression: str) -> Filter:  # noqa: A001 - the API's word, as re.co
     names = [p.name for p in protocols.registered()]
     try:
         tree = parse(expression)
-        predicate = build(tree, protocols.filter_fields(), [*LAYERS, *names])
+        predicate, used = build(tree, protocols.filter_fields(), [*LAYERS, *names])
     except FilterSyntaxError as exc:
         raise FilterError(expression, exc.message, exc.position, exc.length) from None
-    return Filter(expression, predicate)
+    return Filter(expression, predicate, Needs.of(used))

@@ -66,6 +66,7 @@ class _Builder:
         self.fields = fields
         self.protocols = frozenset(protocols)
         self.names = sorted([*fields, *protocols])
+        self.used: set[str] = set()
 
     def unknown(self, word: Word) -> FilterSyntaxError:
         close = nearest(word.text, self.names)
@@ -97,6 +98,7 @@ class _Builder:
         if op.text not in self.fields:
             raise self.unknown(op)
         name = op.text
+        self.used.add(name)
         return self.fields[name], lambda v: v.get(name, ())
 
     def node(self, node: Node) -> Predicate:
@@ -125,6 +127,7 @@ class _Builder:
         if not self.is_field(op):
             raise self.unknown(op)
         name = op.text
+        self.used.add(name)
         return lambda v: bool(v.get(name))
 
     def member(self, node: Member) -> Predicate:
@@ -224,7 +227,10 @@ def _address_test(op: str, get: Getter, net: Any, node: Relation) -> Predicate:
     return _test(op, get, lambda _x: net.network_address)
 
 
-def build(tree: Node, fields: Mapping[str, Field], protocols: Sequence[str]) -> Predicate:
+def build(tree: Node, fields: Mapping[str, Field],
+          protocols: Sequence[str]) -> tuple[Predicate, frozenset[str]]:
     """The predicate of ``tree`` over packets' values (``protocols``: names whose
-    presence can be tested, ``nsq``, ``tcp`` ...)."""
-    return _Builder(fields, protocols).node(tree)
+    presence can be tested, ``nsq``, ``tcp`` ...), and the names it reads."""
+    builder = _Builder(fields, protocols)
+    predicate = builder.node(tree)
+    return predicate, frozenset(builder.used)

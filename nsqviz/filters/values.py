@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import ipaddress
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -22,7 +23,7 @@ from nsqviz import protocols
 from nsqviz.records import DecodedRecord
 from nsqviz.stream.direction import Direction
 
-__all__ = ["LAYERS", "merge", "packet_key", "packets", "record_values"]
+__all__ = ["ALL", "LAYERS", "Needs", "merge", "packet_key", "packets", "record_values"]
 
 LAYERS = ("frame", "tcp", "ip", "ipv6")
 """The capture layers whose presence can be tested, beside the protocols' names."""
@@ -64,25 +65,49 @@ def _flow_values(out: dict[str, list[Any]], rec: DecodedRecord) -> None:
         out[name] = [name == flag]
 
 
-def record_values(rec: DecodedRecord, first_ts: float | None) -> dict[str, list[Any]]:
-    """Every field value of one record (``first_ts``: the capture's first packet time,
-    for ``frame.time_relative``)."""
+@dataclass(frozen=True, slots=True)
+class Needs:
+    """Which groups of values a filter reads (the rest is not computed): the frame's,
+    the connection's (TCP, IP), and those of the protocols named."""
+
+    frame: bool = True
+    flow: bool = True
+    protocols: frozenset[str] | None = None  # None: every protocol's
+
+    @classmethod
+    def of(cls, names: Iterable[str]) -> Needs:
+        layers = {n.partition(".")[0] for n in names}
+        return cls("frame" in layers, bool(layers & {"tcp", "ip", "ipv6"}),
+                   frozenset(n.partition(".")[0] for n in names if "." in n) - set(LAYERS))
+
+
+ALL = Needs()
+
+
+def record_values(rec: DecodedRecord, first_ts: float | None,
+                  needs: Needs = ALL) -> dict[str, list[Any]]:
+    """The field values of one record (``first_ts``: the capture's first packet time,
+    for ``frame.time_relative``); only the groups ``needs`` names."""
     out: dict[str, list[Any]] = {}
-    if rec.packets:
+    if rec.packets and needs.frame:
         out["frame"] = [True]
         out["frame.number"] = [rec.packets[-1]]
         if first_ts is not None and not math.isnan(rec.ts):
             out["frame.time_relative"] = [rec.ts - first_ts]
-    if rec.flow is not None:
+    if rec.flow is not None and needs.flow:
         _flow_values(out, rec)
-    if rec.protocol:
-        out[rec.protocol] = [True]
-        out.update(protocols.by_name(rec.protocol).filter_values(rec))
+    proto = rec.protocol
+    if proto:
+        out[proto] = [True]
+        if needs.protocols is None or proto in needs.protocols:
+            out.update(protocols.by_name(proto).filter_values(rec))
     return out
 
 
-def merge(values: Iterable[dict[str, list[Any]]]) -> dict[str, list[Any]]:
+def merge(values: Sequence[dict[str, list[Any]]]) -> dict[str, list[Any]]:
     """The values of several records as one packet's (lists joined, in order)."""
+    if len(values) == 1:
+        return values[0]
     out: dict[str, list[Any]] = {}
     for v in values:
         for name, items in v.items():
