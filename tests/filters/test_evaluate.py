@@ -6,6 +6,8 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nsqviz import filters
 
@@ -103,3 +105,32 @@ def test_every_registry_field_and_protocol_name_compiles():
 
     for name in [*protocols.filter_fields(), *(p.name for p in protocols.registered())]:
         filters.compile(name)
+
+
+_ALPHABET = 'nsq.cmdoatpi01239xX_-:/"\\(){}[],.=!<>~&| '
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=_ALPHABET, max_size=60))
+def test_any_text_compiles_or_is_a_filter_error(text):
+    """Never another exception: garbage is an error with a position inside the text."""
+    try:
+        flt = filters.compile(text)
+    except filters.FilterError as exc:
+        assert 0 <= exc.position <= len(text)
+        return
+    flt.matches(PUB_AND_RDY)
+    flt.matches(RESPONSE)
+
+
+_WORDS = ["nsq", "nsq.command", "nsq.count", "nsq.body", "nsq.frame_type", "frame.number",
+          "ip.addr", "frame.time_relative", "nsq.violation.fatal", "len(nsq.body)",
+          "count(nsq.command)", "==", "!=", "===", "~=", ">", "<=", "contains", "matches",
+          "in", "{", "}", "..", ",", "and", "or", "not", "(", ")", '"PUB"', "PUB", "1", "0x10",
+          "aa:bb", "10.0.0.0/8", '"(x"', "FrameTypeMessage", "True", "0.5"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=12))
+def test_any_sequence_of_tokens_compiles_or_is_a_filter_error(words):
+    test_any_text_compiles_or_is_a_filter_error.hypothesis.inner_test(" ".join(words))
