@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from nsqviz import protocols
 from nsqviz.filters.evaluate import Predicate, Values, build
 from nsqviz.filters.syntax import FilterSyntaxError, parse
-from nsqviz.filters.values import ALL, LAYERS, Needs, merge, packets, record_values
+from nsqviz.filters.values import ALL, LAYERS, Needs, packet_values, packets
 from nsqviz.records import DecodedRecord
 
 __all__ = ["Filter", "FilterError", "compile"]
@@ -69,7 +69,7 @@ class Filter:
         return self.first_ts
 
     def __call__(self, record: DecodedRecord) -> bool:
-        return self.predicate(record_values(record, self._t0(record), self.needs))
+        return self.predicate(packet_values([record], self._t0(record), self.needs))
 
     def select(self, records: Iterable[DecodedRecord],
                first_ts: Callable[[], float | None] | None = None) -> Iterator[DecodedRecord]:
@@ -79,7 +79,7 @@ class Filter:
         for group in packets(records):
             t0 = first_ts() if first_ts is not None else None
             t0 = self._t0(group[0]) if t0 is None else t0
-            if predicate(merge([record_values(r, t0, needs) for r in group])):
+            if predicate(packet_values(group, t0, needs)):
                 yield from group
 
 

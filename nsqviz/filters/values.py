@@ -23,7 +23,8 @@ from nsqviz import protocols
 from nsqviz.records import DecodedRecord
 from nsqviz.stream.direction import Direction
 
-__all__ = ["ALL", "LAYERS", "Needs", "merge", "packet_key", "packets", "record_values"]
+__all__ = ["ALL", "LAYERS", "Needs", "merge", "packet_key", "packet_values", "packets",
+           "record_values"]
 
 LAYERS = ("frame", "tcp", "ip", "ipv6")
 """The capture layers whose presence can be tested, beside the protocols' names."""
@@ -61,8 +62,8 @@ def _flow_values(out: dict[str, list[Any]], rec: DecodedRecord) -> None:
     if rec.flow_id is not None:
         out["tcp.stream"] = [rec.flow_id]
     flag = _FLAGS.get(rec.name) if rec.kind == _TCP_RECORD else None
-    for name in _FLAGS.values():
-        out[name] = [name == flag]
+    if flag is not None:
+        out[flag] = [True]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +118,18 @@ def merge(values: Sequence[dict[str, list[Any]]]) -> dict[str, list[Any]]:
             else:
                 seen.extend(items)
     return out
+
+
+def packet_values(group: Sequence[DecodedRecord], first_ts: float | None,
+                  needs: Needs = ALL) -> dict[str, list[Any]]:
+    """One packet's values: its records' joined, and the TCP flags no record set (a
+    FIN or RST is a record of its own, kind ``tcp``) as clear -- every TCP packet has
+    them, as in Wireshark."""
+    values = merge([record_values(r, first_ts, needs) for r in group])
+    if needs.flow and "tcp" in values:
+        for name in _FLAGS.values():
+            values.setdefault(name, [False])
+    return values
 
 
 def packet_key(rec: DecodedRecord) -> tuple[int, int] | None:

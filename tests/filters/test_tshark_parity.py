@@ -32,6 +32,7 @@ from nsqviz.capture.synth import NsqTalk, pubsub_session
 from nsqviz.capture.writer import PcapWriter, TcpConversation
 from nsqviz.cli import main as nsqviz_main
 from nsqviz.filters.values import packet_key
+from nsqviz.wireshark import generate
 from nsqviz.wireshark.generate import tshark_args
 from nsqviz.wireshark.lua import literal
 from nsqviz.wireshark.tshark import find_tshark
@@ -106,6 +107,8 @@ FILTERS = [
     'ip.src == 127.0.0.0/8 && nsq.dir == "s2c"',
     "ipv6.addr",
     '!(nsq.command == "NOP" || nsq.frame_type == 0)',
+    "tcp.flags.fin == 0 and nsq.command",
+    "tcp.flags.reset == 0 and not tcp.flags.fin == 1 and nsq",
     # TubeMQ
     "tubemq",
     "tubemq.method == 4",
@@ -124,8 +127,9 @@ FILTERS = [
     "tubemq.block.length > 1000",
     "tubemq.protocol_ver == 3",
 ]
+assert len(FILTERS) >= 40
 
-_SHOWN = "nsq or tubemq"
+_SHOWN = " or ".join(generate.DISSECTORS)  # a PDU of a protocol with a dissector
 _OPAQUE = "nsq.compressed or nsq.tls or nsq.cut"
 
 JUDGED_BEYOND_THE_DISSECTOR = {
