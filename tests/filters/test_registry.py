@@ -41,3 +41,14 @@ def test_one_name_with_two_types_is_refused():
     assert by_abbrev([a, a]) == {"x.y": a}
     with pytest.raises(TypeError, match="x.y"):
         by_abbrev([a, Field("x.y", FieldType.UINT32, "Y")])
+
+
+def test_nsqviz_fields_lists_the_registry(capsys):
+    from nsqviz.cli import main
+
+    assert main(["fields"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == list(protocols.filter_fields())
+    assert main(["fields", "FRAME_TYPE"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("nsq.frame_type") and "2=FrameTypeMessage" in line
