@@ -8,8 +8,8 @@ ones (``difflib``), at their position.
 
 Values are lists: a field a packet holds several times (``nsq.command`` in a packet
 with three commands) matches as Wireshark 4.0 does: ``==``, ``>``, ``contains``,
-``matches``, ``in`` and ``~=`` when **any** value does; ``!=`` (``!==``) and ``===`` when
-**all** do; a test on a field the packet lacks is false (so ``!=`` too).
+``matches``, ``in`` and ``!==`` (``~=``) when **any** value does; ``!=`` and ``===``
+when **all** do; a test on a field the packet lacks is false (so ``!=`` too).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ than ``or``::
                         | "in" "{" item ("," item)* "}" ]
     item     := operand [ ".." operand ]
     operand  := WORD | STRING | ("len" | "count") "(" WORD ")"
-    relation := "==" | "eq" | "!=" | "ne" | "===" | "all_eq" | "!==" | "all_ne" | "~="
-              | "any_ne" | ">" | "gt" | "<" | "lt" | ">=" | "ge" | "<=" | "le"
+    relation := "==" | "eq" | "any_eq" | "!=" | "ne" | "all_ne" | "===" | "all_eq"
+              | "!==" | "~=" | "any_ne" | ">" | "gt" | "<" | "lt" | ">=" | "ge" | "<=" | "le"
 
 A ``WORD`` is a field name, a protocol name or an unquoted literal (``PUB``, ``4150``,
 ``0x1f``, ``aa:bb:cc``, ``127.0.0.0/8``); which one is decided against the field
@@ -94,9 +94,9 @@ class Exists:
 
 @dataclass(frozen=True, slots=True)
 class Relation:
-    """``left OP right``; ``op`` is the canonical name: ``eq``, ``all_eq``, ``all_ne``
-    (what ``!=`` means since Wireshark 3.6), ``any_ne``, ``gt``, ``lt``, ``ge``, ``le``,
-    ``contains``, ``matches``."""
+    """``left OP right``; ``op`` is the canonical name: ``eq``, ``all_eq`` (``===``),
+    ``all_ne`` (what ``!=`` means since Wireshark 3.6), ``any_ne`` (``!==``, ``~=``),
+    ``gt``, ``lt``, ``ge``, ``le``, ``contains``, ``matches``."""
 
     op: str
     left: Operand
@@ -137,9 +137,9 @@ Node = Exists | Relation | Member | Not | And | Or
 
 RELATIONS = {
     "==": "eq", "eq": "eq", "any_eq": "eq",
-    "!=": "all_ne", "ne": "all_ne", "!==": "all_ne", "all_ne": "all_ne",
+    "!=": "all_ne", "ne": "all_ne", "all_ne": "all_ne",
     "===": "all_eq", "all_eq": "all_eq",
-    "~=": "any_ne", "any_ne": "any_ne",
+    "!==": "any_ne", "~=": "any_ne", "any_ne": "any_ne",
     ">": "gt", "gt": "gt", "<": "lt", "lt": "lt",
     ">=": "ge", "ge": "ge", "<=": "le", "le": "le",
     "contains": "contains", "matches": "matches", "~": "matches",

@@ -35,8 +35,9 @@ def test_chains_are_flat():
 
 
 @pytest.mark.parametrize("spelling,op", [
-    ("==", "eq"), ("eq", "eq"), ("!=", "all_ne"), ("ne", "all_ne"), ("!==", "all_ne"),
-    ("===", "all_eq"), ("~=", "any_ne"), (">", "gt"), ("gt", "gt"), ("<", "lt"),
+    ("==", "eq"), ("eq", "eq"), ("any_eq", "eq"), ("!=", "all_ne"), ("ne", "all_ne"),
+    ("all_ne", "all_ne"), ("===", "all_eq"), ("all_eq", "all_eq"), ("!==", "any_ne"),
+    ("~=", "any_ne"), ("any_ne", "any_ne"), (">", "gt"), ("gt", "gt"), ("<", "lt"),
     ("lt", "lt"), (">=", "ge"), ("ge", "ge"), ("<=", "le"), ("le", "le"),
     ("contains", "contains"), ("matches", "matches"), ("~", "matches"),
 ])

@@ -53,6 +53,8 @@ FILTERS = [
     "nsq.command == SUB",
     'nsq.command != "PUB"',
     'nsq.command ~= "PUB"',
+    'nsq.command !== "SUB"',
+    'nsq.command all_ne "RDY"',
     'nsq.command === "RDY"',
     'nsq.command eq "FIN" or nsq.command eq "REQ"',
     # sets and ranges
