@@ -206,6 +206,8 @@ def tokens(expr: str) -> list[_Tok]:
     while i < n:
         m = _TOKEN.match(expr, i)
         if m is None:
+            if expr[i] == "[":
+                raise FilterSyntaxError("slices (field[i:j]) are not supported", i)
             raise FilterSyntaxError(f"unexpected character {expr[i]!r}", i)
         kind = m.lastgroup or ""
         if kind == "space":
@@ -297,6 +299,10 @@ class _Parser:
         if tok.kind != "word" or self.keyword(tok) is not None or tok.text in RELATIONS:
             raise self.fail(tok, "a field or a value")
         nxt = self.peek()
+        if nxt.kind == "symbol" and nxt.text == "(" and tok.text not in FUNCTIONS:
+            raise FilterSyntaxError(f"unknown function {tok.text}() (known: "
+                                    f"{', '.join(f + '()' for f in FUNCTIONS)})", tok.pos,
+                                    len(tok.text))
         if tok.text in FUNCTIONS and nxt.kind == "symbol" and nxt.text == "(":
             self.take()
             arg = self.take()

@@ -71,6 +71,8 @@ def test_literals_sets_ranges_and_functions():
     ("nsq.command == $", 15, "unexpected character '$'"),
     (r'nsq.body == "\q"', 13, "unknown escape"),
     ("and a", 0, "'and' was unexpected"),
+    ('nsq.command[0:2] == "PU"', 11, "slices (field[i:j]) are not supported"),
+    ('upper(nsq.command) == "PUB"', 0, "unknown function upper() (known: len(), count())"),
 ])
 def test_errors_name_the_position(expr, position, words):
     with pytest.raises(FilterSyntaxError) as info:
