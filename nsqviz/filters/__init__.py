@@ -1,9 +1,15 @@
 """Wireshark display filters over decoded records: ``nsqviz decode -Y`` and its Python API.
 
->>> from nsqviz import filters
->>> only = filters.compile('nsq.msg.attempts > 1 or nsq.error.code == "E_INVALID"')
->>> [r for r in records if only(r)]                    # record by record
->>> list(only.select(records))                         # packet by packet, as tshark
+::
+
+    from nsqviz import filters
+    from nsqviz.capture.decode import CaptureDecoder
+
+    only = filters.compile('nsq.msg.attempts > 1 or nsq.error.code == "E_INVALID"')
+    decoder = CaptureDecoder()
+    records = list(decoder.decode(["capture.pcap"]))
+    [r for r in records if only(r)]                          # record by record
+    list(only.select(records, lambda: decoder.first_ts))     # packet by packet, as tshark
 
 The expression is Wireshark's syntax (:mod:`nsqviz.filters.syntax`) over the field
 registry (:func:`nsqviz.protocols.filter_fields`: the names the generated dissectors
