@@ -276,7 +276,7 @@ def record_values(kind: str, name: str, fields: Mapping[str, Any], direction: st
                   event: Any) -> dict[str, list[Any]]:
     """One NSQ record's values of :data:`FIELDS`, as the dissector shows its unit."""
     out: dict[str, list[Any]] = {}
-    if kind in ("command", "frame", "error"):
+    if kind in ("command", "frame", "error") and direction:
         out[_N + "dir"] = [direction]
     problem = fields.get("violation") if kind == "command" else fields if kind == "error" \
         else None

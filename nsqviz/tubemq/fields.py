@@ -115,7 +115,8 @@ def record_values(kind: str, fields: Mapping[str, Any], direction: str | None,
     out: dict[str, list[Any]] = {}
     if kind not in ("command", "frame", "error"):
         return out
-    out[_N + "dir"] = [direction]
+    if direction:
+        out[_N + "dir"] = [direction]
     t = type(event)
     if t is Request or t is Response or t is ExceptionResponse:
         _envelope(out, event)
