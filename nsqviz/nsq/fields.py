@@ -191,6 +191,11 @@ _N = PREFIX + "."
 _MESSAGE_ATTRS = tuple((f"{_N}msg.{f.name}", f.name, f.type) for f in MESSAGE)
 _FRAME_NUMBERS = dict(grammar.FRAME_TYPES)
 _SIZE, _FRAME_TYPE = (f"{_N}{f.name}" for f in FRAME_HEADER)
+_PREFIX_SIZE = FRAME_HEADER[0].size
+"""The width of a size prefix: a frame's, and (the same int32) a command body's."""
+_AFTER_SIZE = sum(f.size for f in FRAME_HEADER[1:])
+"""What a frame's size counts before its data: the frame type."""
+_MESSAGE_FIXED = sum(f.size for f in MESSAGE)
 
 
 def _text(data: bytes) -> str:
@@ -216,8 +221,9 @@ def _command_values(out: dict[str, list[Any]], name: str, event: Any) -> None:
         return
     data = raw.data
     line = data.index(b"\n") + 1
-    body = data[line + 4:]
-    out[_N + "body_size"] = [int.from_bytes(data[line:line + 4], "big", signed=True)]
+    body = data[line + _PREFIX_SIZE:]
+    out[_N + "body_size"] = [int.from_bytes(data[line:line + _PREFIX_SIZE], "big",
+                                            signed=True)]
     if spec.body is BodyKind.MESSAGES:
         bodies = event.bodies
         out[_N + "mpub.count"] = [len(bodies)]
@@ -233,10 +239,10 @@ def _frame_values(out: dict[str, list[Any]], name: str, event: Any) -> None:
         for abbrev, attr, typ in _MESSAGE_ATTRS:
             out[abbrev] = [_layout_value(typ, getattr(event, attr))]
         out[_N + "msg.time"] = [event.timestamp / 1e9]
-        size = 4 + 26 + len(event.body)
+        size = _AFTER_SIZE + _MESSAGE_FIXED + len(event.body)
     else:
         data = event.data
-        size = 4 + len(data)
+        size = _AFTER_SIZE + len(data)
         if name == "FrameTypeError":
             code, sp, text = data.partition(b" ")
             out[_N + "error.code"] = [_text(code)]
@@ -266,8 +272,9 @@ def _framed_line(out: dict[str, list[Any]], data: bytes) -> None:
         if len(data) == nl + 1:
             out[_N + "command"] = [_text(verb)]
         return
-    size = int.from_bytes(data[nl + 1:nl + 5], "big", signed=True)
-    if len(data) >= nl + 5 and size > 0 and len(data) == nl + 5 + size:
+    start = nl + 1 + _PREFIX_SIZE
+    size = int.from_bytes(data[nl + 1:start], "big", signed=True)
+    if len(data) >= start and size > 0 and len(data) == start + size:
         out[_N + "command"] = [_text(verb)]
         out[_N + "body_size"] = [size]
 
