@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from nsqviz.fields import Field, FieldType
-from nsqviz.tubemq import tables
+from nsqviz.tubemq import grammar, tables
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response
-from nsqviz.tubemq.grammar import HEADER_SIZE
 from nsqviz.tubemq.messages import ResponseHeader
 
 __all__ = ["FIELDS", "PREFIX", "record_values", "status_names"]
@@ -81,21 +80,21 @@ def _has(message: Any, name: str) -> bool:
     return message is not None and message.HasField(name)
 
 
+_BLOCK_PREFIX = grammar.Block.subcons[0].sizeof()
+"""The width of a block's length prefix."""
+
+
 def _envelope(out: dict[str, list[Any]], event: Any) -> None:
     raw = event.raw
-    if raw is not None:
-        data = raw.data
-        out[_N + "token"] = [data[:4]]
-        count = int.from_bytes(data[8:12], "big", signed=True)
-        out[_N + "list_size"] = [count]
-        blocks, lengths, pos = [], [], HEADER_SIZE
-        for _ in range(max(count, 0)):
-            n = int.from_bytes(data[pos:pos + 4], "big", signed=True)
-            blocks.append(data[pos:pos + 4 + max(n, 0)])
-            lengths.append(n)
-            pos += 4 + max(n, 0)
-        out[_N + "block"] = blocks
-        out[_N + "block.length"] = lengths
+    try:
+        parts = grammar.parse_frame(raw.data) if raw is not None else None
+    except grammar.GrammarError:  # framed under other limits than the default ones
+        parts = None
+    if parts is not None:
+        out[_N + "token"] = [grammar.BEGIN_TOKEN]
+        out[_N + "list_size"] = [len(parts.blocks)]
+        out[_N + "block"] = [len(b).to_bytes(_BLOCK_PREFIX, "big") + b for b in parts.blocks]
+        out[_N + "block.length"] = [len(b) for b in parts.blocks]
     out[_N + "serial"] = [event.serialNo]
     if _has(event.connHeader, "flag"):
         out[_N + "flag"] = [event.connHeader.flag]
