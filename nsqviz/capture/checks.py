@@ -18,8 +18,9 @@ from nsqviz.records import DecodedRecord
 
 __all__ = ["KINDS", "Seen", "UsageError", "display_filter", "nearest"]
 
-KINDS = ("command", "frame", "error", "gap", "tls", "truncated", "flow")
-"""The kinds of records ``--filter`` accepts as well as names."""
+KINDS = ("command", "frame", "error", "gap", "tls", "flow", "tcp")
+"""The kinds of records (:class:`~nsqviz.records.DecodedRecord`; ``tcp``: a connection's
+FIN or RST) that ``--filter`` accepts as well as names."""
 
 
 class UsageError(ValueError):
@@ -60,6 +61,7 @@ class Seen:
         names = self.names
         for rec in records:
             names.add(rec.name)
+            names.add(rec.kind)
             code = rec.fields.get("code")
             if isinstance(code, str):
                 names.add(code)
