@@ -52,3 +52,32 @@ def test_nsqviz_fields_lists_the_registry(capsys):
     assert main(["fields", "FRAME_TYPE"]) == 0
     (line,) = capsys.readouterr().out.splitlines()
     assert line.startswith("nsq.frame_type") and "2=FrameTypeMessage" in line
+
+
+def test_tshark_shows_each_fields_type_and_description(tmp_path):
+    """What Wireshark registers from the generated Lua (``tshark -G fields``): the
+    registry's type, title and description for every field."""
+    import shutil
+    import subprocess
+
+    from nsqviz.wireshark.generate import write_dissectors
+
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed (scripts/sysdeps.sh installs it)")
+    write_dissectors(tmp_path)
+    cmd = ["tshark", "-G", "fields", *(f"-Xlua_script:{p}" for p in sorted(tmp_path.glob("*.lua")))]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True).stdout
+    shown = {}
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if parts[0] == "F":
+            shown[parts[2]] = (parts[1], parts[3], parts[7] if len(parts) > 7 else "")
+    kinds = {"string": "FT_STRING", "bytes": "FT_BYTES", "bool": "FT_BOOLEAN",
+             "uint16": "FT_UINT16", "uint32": "FT_UINT32", "uint64": "FT_UINT64",
+             "int32": "FT_INT32", "int64": "FT_INT64", "framenum": "FT_FRAMENUM",
+             "absolute_time": "FT_ABSOLUTE_TIME", "relative_time": "FT_RELATIVE_TIME"}
+    for proto in protocols.registered():
+        if proto.name not in generate.DISSECTORS:
+            continue
+        for f in proto.filter_fields:
+            assert shown[f.abbrev] == (f.title, kinds[f.type.value], f.description), f.abbrev
