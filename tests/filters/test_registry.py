@@ -81,3 +81,40 @@ def test_tshark_shows_each_fields_type_and_description(tmp_path):
             continue
         for f in proto.filter_fields:
             assert shown[f.abbrev] == (f.title, kinds[f.type.value], f.description), f.abbrev
+
+
+def test_a_registered_protocol_only_declares_its_fields(monkeypatch):
+    """A protocol from outside nsqviz: its fields are in the registry, filters compile
+    over them and select its records by the values it gives -- nothing else edited."""
+    from nsqviz import filters
+    from nsqviz.records import DecodedRecord
+
+    class Toy(protocols.Protocol):
+        name, title, package, server_ports = "toy", "Toy", "toy_pkg", frozenset({9})
+        filter_fields = (Field("toy.op", FieldType.STRING, "Operation"),
+                         Field("toy.n", FieldType.UINT32, "Number"))
+
+        def filter_values(self, record):
+            return {"toy.op": [record.name], "toy.n": [record.fields["n"]]}
+
+        def client_hello(self, data): return False
+        def detect(self, direction, data, *, from_start, server_port): return None
+        def observer(self, *, midstream): return None
+        def fields(self, event): return {}
+        def summary(self, kind, name, fields): return ""
+        def label(self, event): return ("", "")
+
+    monkeypatch.setattr(protocols, "_EXTRA", {})
+    protocols.register(Toy())
+    assert protocols.filter_fields()["toy.n"].type is FieldType.UINT32
+
+    def rec(packet, name, n):
+        return DecodedRecord(1.0, "10.0.0.1:1->10.0.0.2:9", "c2s", "command", name, {"n": n},
+                             (packet,), 0, None, "toy")
+
+    records = [rec(1, "GET", 1), rec(2, "PUT", 5), rec(2, "GET", 7), rec(3, "GET", 9)]
+    flt = filters.compile('toy.op == "GET" and toy.n > 4 and tcp.dstport == 9')
+    assert [(r.packets[0], r.name) for r in flt.select(records)] == \
+        [(2, "PUT"), (2, "GET"), (3, "GET")]
+    with pytest.raises(filters.FilterError, match="did you mean toy.op"):
+        filters.compile("toy.opp")
