@@ -21,6 +21,7 @@ with records), and the few packets listed in :data:`JUDGED_BEYOND_THE_DISSECTOR`
 
 from __future__ import annotations
 
+import functools
 import subprocess
 from pathlib import Path
 
@@ -191,6 +192,11 @@ def tshark_selects(capture: Path, folder: Path, exprs: list[str], work: Path) ->
     return selected
 
 
+@functools.cache
+def _selects(capture: Path, exprs: tuple[str, ...]) -> list[set[int]]:
+    return nsqviz_selects(capture, list(exprs))
+
+
 def nsqviz_selects(capture: Path, exprs: list[str]) -> list[set[int]]:
     """The packets ``nsqviz decode -Y`` shows records of, for each filter."""
     decoder = CaptureDecoder()
@@ -211,7 +217,7 @@ def assert_same_selection(path: Path, lua_dir: Path, work: Path,
     shown, opaque = theirs[-2], theirs[-1]
     compared = shown - opaque
     assert compared, "no NSQ or TubeMQ PDU in the capture?"
-    ours = nsqviz_selects(path, FILTERS)
+    ours = _selects(path, tuple(FILTERS))
     known = known or set()
     wrong, differ = [], set()
     for expr, t, o in zip(FILTERS, theirs, ours, strict=False):
@@ -256,7 +262,7 @@ def test_the_filters_select_something_somewhere():
     tshark's."""
     hits = [0] * len(FILTERS)
     for capture in CAPTURES:
-        for i, sel in enumerate(nsqviz_selects(DATA / capture, FILTERS)):
+        for i, sel in enumerate(_selects(DATA / capture, tuple(FILTERS))):
             hits[i] += len(sel)
     never = [f for f, n in zip(FILTERS, hits, strict=True) if n == 0]
     assert never == [
