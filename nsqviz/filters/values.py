@@ -4,10 +4,12 @@ Wireshark filters **packets**: a unit that spans several segments belongs to the
 that completed it, and every unit completed in one packet adds its fields to that
 packet's tree -- so ``nsq.command == "PUB" and nsq.topic == "t"`` holds for a packet with
 a PUB to ``u`` and a SUB to ``t``, as it does in tshark. :func:`packets` groups a stream
-of records that way; :func:`record_values` gives one record's values: the capture
-layer's fields (:data:`nsqviz.fields.CAPTURE_FIELDS`), its protocol's
+of records that way (the capture decoder gives a packet's units together, when it reads
+the packet); :func:`record_values` gives one record's values: the capture layer's fields
+(:data:`nsqviz.fields.CAPTURE_FIELDS`), its protocol's
 (:meth:`~nsqviz.protocols.Protocol.filter_values`) and the names of the protocols
-present (``nsq``, ``tcp``, ``ip``), whose presence is a test of its own.
+present (``nsq``, ``tcp``, ``ip``), whose presence is a test of its own;
+:func:`packet_values` joins a packet's.
 """
 
 from __future__ import annotations
