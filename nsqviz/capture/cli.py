@@ -55,7 +55,8 @@ def register(subparsers: Any) -> None:
         "-Y", "--display-filter", metavar="EXPR", default=None,
         help="only packets that pass this Wireshark display filter (tshark's -Y; fields as"
              " the generated dissectors name them: nsq.command == \"PUB\","
-             " nsq.msg.attempts > 1, tubemq.method, frame.number, tcp.stream ...)",
+             " nsq.msg.attempts > 1, tubemq.method, frame.number, tcp.stream ...;"
+             " `nsqviz fields` lists them)",
     )
     p.add_argument("--width", type=int, default=None, metavar="N",
                    help="wrap lines longer than N characters at field boundaries (a"
