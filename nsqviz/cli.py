@@ -14,6 +14,7 @@ _PARTS = (
     "nsqviz.broker.cli",  # nsqviz broker
     "nsqviz.capture.cli",  # nsqviz decode
     "nsqviz.conformance.cli",  # nsqviz conformance
+    "nsqviz.filters.cli",  # nsqviz fields
     "nsqviz.lookupd.cli",  # nsqviz lookupd
     "nsqviz.pipeline.cli",  # nsqviz pipeline
     "nsqviz.tubemq.sim.cli",  # nsqviz tubemq-sim

@@ -24,7 +24,11 @@ How a protocol plugs in:
 
 1. write ``nsqviz/<name>/protocol.py`` with a subclass of :class:`Protocol` and one
    instance of it (NSQ's is :mod:`nsqviz.nsq.protocol`);
-2. add ``"nsqviz.<name>.protocol:INSTANCE"`` to :data:`BUILTIN` (or call
+2. declare its display-filter fields, named ``<name>.*``, in ``nsqviz/<name>/fields.py``
+   (:class:`nsqviz.fields.Field` s read off its tables, and a record's values for them)
+   and set :attr:`Protocol.filter_fields`, :meth:`Protocol.filter_values` and
+   :meth:`Protocol.record_names` from them;
+3. add ``"nsqviz.<name>.protocol:INSTANCE"`` to :data:`BUILTIN` (or call
    :func:`register` with the instance, for a protocol that lives outside nsqviz).
 
 Nothing else is copied or edited: a capture's flows are offered to every registered
@@ -219,6 +223,11 @@ class Protocol(ABC):
     filter_fields: tuple[Field, ...] = ()
     """Its display-filter fields, named ``<name>.*`` as its Wireshark dissector registers
     them (the generator declares exactly these)."""
+
+    def record_names(self) -> frozenset[str]:
+        """Every name its command, frame and error records can carry (``nsqviz decode
+        --filter`` refuses a name no protocol uses)."""
+        return frozenset()
 
     def filter_values(self, record: DecodedRecord) -> Mapping[str, list[Any]]:
         """One record's values of :attr:`filter_fields` (a field absent from the record

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from nsqviz import protocols
+from nsqviz.capture import checks
 from nsqviz.capture.decode import CaptureDecoder, FlowStats
 from nsqviz.capture.files import CaptureFormatError
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
@@ -46,8 +47,16 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--filter", action="append", default=[], metavar="NAME",
-        help="only records with this name (PUB, FrameTypeMessage, E_BAD_TOPIC ...) or kind"
-             " (command, frame, error, gap, tls); case-insensitive, repeatable",
+        help="only records with this name (PUB, FrameTypeMessage, E_BAD_TOPIC ...: an error"
+             " code also finds nsqd's error frames) or kind (command, frame, error, gap,"
+             " tls); case-insensitive, repeatable",
+    )
+    p.add_argument(
+        "-Y", "--display-filter", metavar="EXPR", default=None,
+        help="only packets that pass this Wireshark display filter (tshark's -Y; fields as"
+             " the generated dissectors name them: nsq.command == \"PUB\","
+             " nsq.msg.attempts > 1, tubemq.method, frame.number, tcp.stream ...;"
+             " `nsqviz fields` lists them)",
     )
     p.add_argument("--width", type=int, default=None, metavar="N",
                    help="wrap lines longer than N characters at field boundaries (a"
@@ -170,21 +179,39 @@ def _print_stats(decoder: CaptureDecoder, out: TextIO, as_json: bool,
                   f" undecoded bytes {d['undecoded_bytes']}\n")
 
 
+def _named(rec: DecodedRecord, names: set[str]) -> bool:
+    """``--filter``: the record's name or kind, or the code of the error it carries."""
+    code = rec.fields.get("code")
+    return (rec.name.lower() in names or rec.kind in names
+            or (isinstance(code, str) and code.lower() in names))
+
+
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     decoder = CaptureDecoder(**capture_set_options(args))
     match = _flow_matcher(args.flow)
     names = {n.lower() for n in args.filter}
+    try:
+        display = checks.display_filter(getattr(args, "display_filter", None))
+    except checks.UsageError as exc:
+        print(f"nsqviz decode: {exc}", file=sys.stderr)
+        return 2
     write = out.write
     t0: float | None = None
     sources = [sys.stdin.buffer if c == "-" else c for c in args.captures]
+    seen = checks.Seen() if args.flow or names else None
     try:
-        for rec in decoder.decode(sources):
+        records = decoder.decode(sources)
+        if seen is not None:
+            records = seen.watch(records)
+        if display is not None:
+            records = display.select(records, lambda: decoder.first_ts)
+        for rec in records:
             if args.stats:
                 continue
             if match is not None and rec.flow is not None and not match(rec):
                 continue
-            if names and rec.name.lower() not in names and rec.kind not in names:
+            if names and not _named(rec, names):
                 continue
             if args.json:
                 write(json_line(rec) + "\n")
@@ -208,4 +235,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except BrokenPipeError:  # `nsqviz decode x.pcap | head`
         sys.stderr.close()
         return 0
+    if seen is not None:
+        problem = seen.unmatched(args.flow, args.filter, decoder.stats, _flow_matcher)
+        if problem:
+            print(f"nsqviz decode: {problem}", file=sys.stderr)
+            return 2
     return 0

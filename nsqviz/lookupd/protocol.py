@@ -189,6 +189,9 @@ class LookupdProtocol(Protocol):
     def names(self) -> tuple[str, ...]:
         return tuple(NAMES.values())
 
+    def record_names(self) -> frozenset[str]:
+        return frozenset([*NAMES.values(), *grammar.ERRORS])
+
     def layout(self, kind: str, name: str) -> Any:
         if name == MAGIC:
             return grammar.Magic

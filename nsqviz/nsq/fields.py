@@ -11,6 +11,7 @@ compression and TLS -- are written out here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +27,11 @@ from construct import (
 
 from nsqviz.fields import Field, FieldType, by_abbrev
 from nsqviz.nsq import grammar
-from nsqviz.nsq.commands import COMMANDS, CommandSpec, Param, ParamKind
+from nsqviz.nsq.commands import COMMANDS, BodyKind, CommandSpec, Param, ParamKind
+from nsqviz.stream.direction import Direction
 
 __all__ = ["FIELDS", "FRAME_HEADER", "LayoutField", "MESSAGE", "PREFIX", "layout", "param_abbrev",
-           "param_title"]
+           "param_title", "record_values"]
 
 PREFIX = "nsq"
 """The first word of every NSQ field name (the dissector's ``Proto`` name)."""
@@ -179,3 +181,136 @@ FIELDS: tuple[Field, ...] = _fields()
 """Every NSQ field, in the dissector's tree order; a name several tables declare
 (``nsq.topic`` for SUB, PUB ...; ``nsq.msg.id`` for FIN and the message) appears once,
 as first declared."""
+
+
+# ---------------------------------------------------------------------------- values
+# What the dissector adds to the packet tree for one unit, read off the unit's event
+# (and its reassembled bytes) so that a filter selects the packets tshark selects.
+
+_N = PREFIX + "."
+_MESSAGE_ATTRS = tuple((f"{_N}msg.{f.name}", f.name, f.type) for f in MESSAGE)
+_FRAME_NUMBERS = dict(grammar.FRAME_TYPES)
+_SIZE, _FRAME_TYPE = (f"{_N}{f.name}" for f in FRAME_HEADER)
+_PREFIX_SIZE = FRAME_HEADER[0].size
+"""The width of a size prefix: a frame's, and (the same int32) a command body's."""
+_AFTER_SIZE = sum(f.size for f in FRAME_HEADER[1:])
+"""What a frame's size counts before its data: the frame type."""
+_MESSAGE_FIXED = sum(f.size for f in MESSAGE)
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
+def _layout_value(typ: str, value: Any) -> Any:
+    return value.decode("latin-1") if typ == "hexid" else value
+
+
+def _command_values(out: dict[str, list[Any]], name: str, event: Any) -> None:
+    out[_N + "command"] = [name]
+    spec = next((s for s in COMMANDS.values() if isinstance(event, s.event)), None)
+    if spec is None:  # the magic
+        out[_N + "magic"] = [grammar.MAGIC_V2.decode("latin-1")]
+        del out[_N + "command"]
+        return
+    for p in spec.params:
+        value = getattr(event, p.field)
+        out[param_abbrev(p)] = [value.decode("latin-1") if isinstance(value, bytes) else value]
+    raw = event.raw
+    if raw is None or spec.body is BodyKind.NONE:
+        return
+    data = raw.data
+    line = data.index(b"\n") + 1
+    body = data[line + _PREFIX_SIZE:]
+    out[_N + "body_size"] = [int.from_bytes(data[line:line + _PREFIX_SIZE], "big",
+                                            signed=True)]
+    if spec.body is BodyKind.MESSAGES:
+        bodies = event.bodies
+        out[_N + "mpub.count"] = [len(bodies)]
+        out[_N + "mpub.size"] = [len(b) for b in bodies]
+        out[_N + "mpub.body"] = list(bodies)
+    else:
+        out[_N + "body"] = [body]
+
+
+def _frame_values(out: dict[str, list[Any]], name: str, event: Any) -> None:
+    out[_FRAME_TYPE] = [_FRAME_NUMBERS[name]]
+    if name == "FrameTypeMessage":
+        for abbrev, attr, typ in _MESSAGE_ATTRS:
+            out[abbrev] = [_layout_value(typ, getattr(event, attr))]
+        out[_N + "msg.time"] = [event.timestamp / 1e9]
+        size = _AFTER_SIZE + _MESSAGE_FIXED + len(event.body)
+    else:
+        data = event.data
+        size = _AFTER_SIZE + len(data)
+        if name == "FrameTypeError":
+            code, sp, text = data.partition(b" ")
+            out[_N + "error.code"] = [_text(code)]
+            if sp:
+                out[_N + "error.text"] = [_text(text)]
+        else:
+            out[_N + "response"] = [data]
+            if data:
+                out[_N + "response.text"] = [_text(data)]
+    out[_SIZE] = [size]
+
+
+_BY_VERB = {spec.verb.encode(): spec for spec in COMMANDS.values()}
+
+
+def _framed_line(out: dict[str, list[Any]], data: bytes) -> None:
+    """Bytes refused as a command: when they are one whole command by the framing rule
+    (a line, and for a verb with a body its size and body), the dissector shows the
+    verb (and body size) of the unit it refuses, as it does for ``BOGUS``."""
+    nl = data.find(b"\n")
+    if nl < 0:
+        return
+    line = data[:nl].removesuffix(b"\r")
+    verb = line.split(b" ", 1)[0]
+    spec = _BY_VERB.get(verb)
+    if spec is None or spec.body is BodyKind.NONE or line.count(b" ") < len(spec.params):
+        if len(data) == nl + 1:
+            out[_N + "command"] = [_text(verb)]
+        return
+    start = nl + 1 + _PREFIX_SIZE
+    size = int.from_bytes(data[nl + 1:start], "big", signed=True)
+    if len(data) >= start and size > 0 and len(data) == start + size:
+        out[_N + "command"] = [_text(verb)]
+        out[_N + "body_size"] = [size]
+
+
+def record_values(kind: str, name: str, fields: Mapping[str, Any], direction: str | None,
+                  event: Any) -> dict[str, list[Any]]:
+    """One NSQ record's values of :data:`FIELDS`, as the dissector shows its unit."""
+    out: dict[str, list[Any]] = {}
+    if kind in ("command", "frame", "error") and direction:
+        out[_N + "dir"] = [direction]
+    problem = fields.get("violation") if kind == "command" else fields if kind == "error" \
+        else None
+    if kind == "command":
+        command = getattr(event, "command", None) or event
+        _command_values(out, name, command)
+    elif kind == "frame":
+        _frame_values(out, name, event)
+        switch = fields.get("compression_starts")
+        if switch:
+            out[_N + "switch"] = [switch["kind"]]
+            if switch.get("level") is not None:
+                out[_N + "switch.level"] = [switch["level"]]
+    elif kind == "tls" and "pending" in fields:
+        out[_N + "switch"] = ["tls"]
+    elif kind == "error" and direction == Direction.C2S and getattr(event, "raw", None):
+        _framed_line(out, event.raw.data)
+    elif kind == "gap" and name == "Skipped":
+        out[_N + "skipped.reason"] = [fields.get("text", "")]
+    if problem:
+        out[_N + "violation"] = [problem["code"]]
+        out[_N + "violation.text"] = [problem["text"]]
+        out[_N + "violation.fatal"] = [bool(problem["fatal"])]
+        if kind == "command":
+            out[_N + "violation.kept"] = [True]
+    if "cut" in fields:
+        out[_N + "cut"] = [b""]
+    if "response_to" in fields:
+        out[_N + "response_to"] = [fields["response_to"]]
+    return out

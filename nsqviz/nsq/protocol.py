@@ -14,12 +14,13 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
 from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES, MAGIC_NAME
-from nsqviz.nsq.fields import FIELDS
+from nsqviz.nsq.errors import ErrorCode
+from nsqviz.nsq.fields import FIELDS, record_values
 from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
@@ -27,7 +28,13 @@ from nsqviz.protocols import Detection, Item, Lost, Protocol
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
 
-__all__ = ["NSQ", "NsqProtocol"]
+if TYPE_CHECKING:
+    from nsqviz.records import DecodedRecord
+
+__all__ = ["NSQ", "NsqProtocol", "UNDECODABLE"]
+
+UNDECODABLE = "Undecodable"
+"""The name of an error record for bytes nsqd would refuse with no error code."""
 
 
 def _id_text(mid: bytes) -> str:
@@ -138,7 +145,7 @@ def _violation(e: ev.Violation) -> Item:
     fields = {**problem, "offset": e.offset}
     if e.raw is not None:
         fields["data"] = e.raw.data.hex()
-    return Item("error", e.code or "Undecodable", fields, e, e.offset, e.raw)
+    return Item("error", e.code or UNDECODABLE, fields, e, e.offset, e.raw)
 
 
 def _offset(raw: Any) -> int | None:
@@ -164,6 +171,14 @@ class NsqProtocol(Protocol):
     package = "nsqviz.nsq"
     server_ports = frozenset({4150})
     filter_fields = FIELDS
+
+    def record_names(self) -> frozenset[str]:
+        return frozenset([*COMMAND_NAMES.values(), *FRAME_NAMES.values(), *ErrorCode,
+                          UNDECODABLE])
+
+    def filter_values(self, record: DecodedRecord) -> dict[str, list[Any]]:
+        return record_values(record.kind, record.name, record.fields, record.dir,
+                             record.event)
 
     def client_hello(self, data: bytes) -> bool:
         return data.startswith(grammar.MAGIC_V2)

@@ -18,7 +18,7 @@ original text (:mod:`nsqviz.tubemq.metadata`). Bytes are hex.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
@@ -27,10 +27,14 @@ from nsqviz.protocols import Detection, Item, Lost, Protocol
 from nsqviz.stream.direction import Direction
 from nsqviz.tubemq.codec import Observer
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
-from nsqviz.tubemq.fields import FIELDS
+from nsqviz.tubemq.fields import FIELDS, record_values
 from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE
 from nsqviz.tubemq.layout import frame_layout
 from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
+
+if TYPE_CHECKING:
+    from nsqviz.records import DecodedRecord
+
 from nsqviz.tubemq.tables import (
     DEFAULT_BROKER_PORT,
     DEFAULT_MASTER_PORT,
@@ -194,6 +198,13 @@ class TubeMQProtocol(Protocol):
     package = "nsqviz.tubemq"
     server_ports = frozenset({DEFAULT_MASTER_PORT, DEFAULT_BROKER_PORT})
     filter_fields = FIELDS
+
+    def record_names(self) -> frozenset[str]:
+        return frozenset(n for m in METHODS.values() for n in (m.name, m.request, m.response)
+                         if n)
+
+    def filter_values(self, record: DecodedRecord) -> dict[str, list[Any]]:
+        return record_values(record.kind, record.fields, record.dir, record.event)
 
     def client_hello(self, data: bytes) -> bool:
         return _is_request_frame(data)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
-from nsqviz.fields import Field
+from nsqviz.fields import Field, FieldType
 
 __all__ = ["declare_fields", "engine", "literal"]
 
@@ -68,14 +68,26 @@ def literal(value: Any, indent: int = 0) -> str:
     raise TypeError(f"no Lua literal for {type(value).__name__}")
 
 
+_BLURB_AT = {FieldType.STRING: 2, FieldType.BYTES: 2, FieldType.ABSOLUTE_TIME: 3,
+             FieldType.RELATIVE_TIME: 2}
+"""Where each ``ProtoField`` constructor takes its description (0-based argument; the
+integer and boolean ones after base, value names and mask: 5). Wireshark 4.0 reads a
+string field's description as its third argument, not after a display base."""
+
+
 def _proto_field(key: str, field: Field) -> str:
-    """``F[key] = ProtoField.<type>(abbrev, title[, base[, value names]])``."""
+    """``F[key] = ProtoField.<type>(abbrev, title, [base, [value names, mask,]] blurb)``:
+    the arguments Wireshark's Lua API takes for the type, ``nil`` where not needed."""
     args = [literal(field.abbrev), literal(field.title)]
     base = f"base.{field.base}" if field.base else None
     if field.values is not None:
         args += [base or "base.DEC", literal(dict(field.values))]
     elif base is not None:
         args.append(base)
+    if field.description:
+        at = _BLURB_AT.get(field.type, 5)
+        args += ["nil"] * (at - len(args))
+        args.append(literal(field.description))
     return f"F[{literal(key)}] = ProtoField.{field.type.value}({', '.join(args)})"
 
 

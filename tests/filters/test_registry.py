@@ -41,3 +41,80 @@ def test_one_name_with_two_types_is_refused():
     assert by_abbrev([a, a]) == {"x.y": a}
     with pytest.raises(TypeError, match="x.y"):
         by_abbrev([a, Field("x.y", FieldType.UINT32, "Y")])
+
+
+def test_nsqviz_fields_lists_the_registry(capsys):
+    from nsqviz.cli import main
+
+    assert main(["fields"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == list(protocols.filter_fields())
+    assert main(["fields", "FRAME_TYPE"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("nsq.frame_type") and "2=FrameTypeMessage" in line
+
+
+def test_tshark_shows_each_fields_type_and_description(tmp_path):
+    """What Wireshark registers from the generated Lua (``tshark -G fields``): the
+    registry's type, title and description for every field."""
+    import shutil
+    import subprocess
+
+    from nsqviz.wireshark.generate import write_dissectors
+
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed (scripts/sysdeps.sh installs it)")
+    write_dissectors(tmp_path)
+    cmd = ["tshark", "-G", "fields", *(f"-Xlua_script:{p}" for p in sorted(tmp_path.glob("*.lua")))]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True).stdout
+    shown = {}
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if parts[0] == "F":
+            shown[parts[2]] = (parts[1], parts[3], parts[7] if len(parts) > 7 else "")
+    kinds = {"string": "FT_STRING", "bytes": "FT_BYTES", "bool": "FT_BOOLEAN",
+             "uint16": "FT_UINT16", "uint32": "FT_UINT32", "uint64": "FT_UINT64",
+             "int32": "FT_INT32", "int64": "FT_INT64", "framenum": "FT_FRAMENUM",
+             "absolute_time": "FT_ABSOLUTE_TIME", "relative_time": "FT_RELATIVE_TIME"}
+    for proto in protocols.registered():
+        if proto.name not in generate.DISSECTORS:
+            continue
+        for f in proto.filter_fields:
+            assert shown[f.abbrev] == (f.title, kinds[f.type.value], f.description), f.abbrev
+
+
+def test_a_registered_protocol_only_declares_its_fields(monkeypatch):
+    """A protocol from outside nsqviz: its fields are in the registry, filters compile
+    over them and select its records by the values it gives -- nothing else edited."""
+    from nsqviz import filters
+    from nsqviz.records import DecodedRecord
+
+    class Toy(protocols.Protocol):
+        name, title, package, server_ports = "toy", "Toy", "toy_pkg", frozenset({9})
+        filter_fields = (Field("toy.op", FieldType.STRING, "Operation"),
+                         Field("toy.n", FieldType.UINT32, "Number"))
+
+        def filter_values(self, record):
+            return {"toy.op": [record.name], "toy.n": [record.fields["n"]]}
+
+        def client_hello(self, data): return False
+        def detect(self, direction, data, *, from_start, server_port): return None
+        def observer(self, *, midstream): return None
+        def fields(self, event): return {}
+        def summary(self, kind, name, fields): return ""
+        def label(self, event): return ("", "")
+
+    monkeypatch.setattr(protocols, "_EXTRA", {})
+    protocols.register(Toy())
+    assert protocols.filter_fields()["toy.n"].type is FieldType.UINT32
+
+    def rec(packet, name, n):
+        return DecodedRecord(1.0, "10.0.0.1:1->10.0.0.2:9", "c2s", "command", name, {"n": n},
+                             (packet,), 0, None, "toy")
+
+    records = [rec(1, "GET", 1), rec(2, "PUT", 5), rec(2, "GET", 7), rec(3, "GET", 9)]
+    flt = filters.compile('toy.op == "GET" and toy.n > 4 and tcp.dstport == 9')
+    assert [(r.packets[0], r.name) for r in flt.select(records)] == \
+        [(2, "PUT"), (2, "GET"), (3, "GET")]
+    with pytest.raises(filters.FilterError, match="did you mean toy.op"):
+        filters.compile("toy.opp")
