@@ -60,10 +60,14 @@ class ErrorCode(enum.StrEnum):
     TOUCH_FAILED = ("E_TOUCH_FAILED", False,
                     "TOUCH of an id this client does not have in flight")
     AUTH_FIRST = ("E_AUTH_FIRST", True, "SUB or a publish before AUTH, when auth is on")
-    AUTH_FAILED = ("E_AUTH_FAILED", True, "the auth service could not be asked")
+    AUTH_FAILED = ("E_AUTH_FAILED", True,
+                   "asking the auth service failed: it answered other than 200 (a wrong "
+                   "secret: 403), was unreachable, or sent an unusable answer; nsqd hides "
+                   "which")
     AUTH_DISABLED = ("E_AUTH_DISABLED", True, "AUTH sent to an nsqd without auth service")
     UNAUTHORIZED = ("E_UNAUTHORIZED", True,
-                    "the secret grants nothing, or not this topic and channel")
+                    "the auth service answered 200 but granted nothing (AUTH), or nothing "
+                    "for this topic and channel (SUB, PUB)")
     IDENTIFY_FAILED = ("E_IDENTIFY_FAILED", True,
                        "IDENTIFY asked for both compressions, or the TLS handshake failed")
     SUB_FAILED = ("E_SUB_FAILED", True, "the channel cannot take another consumer")
