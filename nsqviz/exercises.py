@@ -379,7 +379,7 @@ def markdown(questions: list[Question]) -> str:
     """The exercises cell: numbered questions, each answer in a collapsed block."""
     parts = ["## Exercises", "",
              "Answer from what this notebook showed, then open the answer to check. "
-             "(The keys are checked against the code by `tests/notebooks/test_exercises.py`.)",
+             "(The project's tests check every answer key against the code.)",
              ""]
     for n, q in enumerate(questions, 1):
         key, why = html.escape(str(q.answer), quote=False), html.escape(q.why, quote=False)

@@ -150,7 +150,7 @@ def side_by_side(path: Path = COMPARISON) -> TableView:
              "known difference": r["difference"] or "none"}
             for r in doc["labs"]]
     return TableView(["lab", "embedded broker", doc["real_nsqd"], "known difference"], rows,
-                     title="the ten labs: the embedded broker and the real nsqd")
+                     title=f"the {len(rows)} labs: the embedded broker and the real nsqd")
 
 
 def main() -> int:

@@ -1,0 +1,46 @@
+"""One reading order, one set of times: the notebooks, their Next links and the README
+say what :mod:`nsqviz.course` says."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from nsqviz.course import COURSE, NEXT_ID, PATH_ID, next_cell, path_cell
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def _markdown(name: str) -> dict[str, str]:
+    nb = json.loads((NOTEBOOKS / name).read_text())
+    return {c["id"]: "".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"}
+
+
+def test_every_notebook_is_in_the_course_once():
+    assert sorted(lesson.file for lesson in COURSE) == sorted(
+        p.name for p in NOTEBOOKS.glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("lesson", COURSE[1:], ids=lambda lesson: lesson.number)
+def test_each_notebook_links_to_the_next_in_the_course(lesson):
+    cells = _markdown(lesson.file)
+    assert cells.get(NEXT_ID) == next_cell(lesson.file), \
+        "stale: run `python -m nsqviz.course notebooks`"
+    others = [cid for cid, text in cells.items() if "**Next:**" in text and cid != NEXT_ID]
+    assert not others, f"a second Next link in {others}"
+    stated = re.findall(r"About (\d+) minutes", "\n".join(cells.values()))
+    assert all(int(m) == lesson.minutes for m in stated), (stated, lesson.minutes)
+
+
+def test_the_path_table_is_the_course():
+    assert _markdown("01-wire-format.ipynb")[PATH_ID] == path_cell()
+
+
+def test_the_readme_reads_in_the_same_order_and_times():
+    readme = (ROOT / "README.md").read_text()
+    said = re.findall(r"(\d\d) \((\d+) min", readme)
+    assert said == [(lesson.number, str(lesson.minutes)) for lesson in COURSE[1:]]
