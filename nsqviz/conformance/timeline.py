@@ -46,10 +46,21 @@ def plot_rdy(conns: Iterable[Connection], ax, *, max_in_flight: int | None = Non
     t0 = min(s.t for c in conns for s in c.seen)
     end = max(s.t for c in conns for s in c.seen) - t0
     changes = sorted({t for steps in series.values() for t, _ in steps})
+    probed = False
     for label, steps in series.items():
         xs = [t - t0 for t, _ in steps] + [end]
         ys = [v for _, v in steps] + [steps[-1][1]]
-        ax.step(xs, ys, where="post", label=_short(label), linewidth=1.8)
+        (line,) = ax.step(xs, ys, where="post", label=_short(label), linewidth=1.8)
+        # backoff's test of the waters (RDY 0 -> RDY 1) often lasts milliseconds, too short
+        # for a step to show at this scale: a marker and a label make it visible
+        probes = [t - t0 for (t, v), (_, before) in zip(steps[1:], steps, strict=False)
+                  if v == 1 and before == 0]
+        ax.plot(probes, [1] * len(probes), "o", color=line.get_color(), markersize=6,
+                label="RDY 0 → RDY 1 (test the waters)" if probes and not probed else None)
+        for x in probes:
+            ax.annotate("RDY 1", (x, 1), textcoords="offset points", xytext=(3, 5),
+                        fontsize="x-small", color=line.get_color())
+        probed = probed or bool(probes)
     totals = []
     for t in changes:
         totals.append(sum(next((v for tt, v in reversed(steps) if tt <= t), 0)
