@@ -225,16 +225,20 @@ class SequenceDiagram(StaticView):
         svg = self.svg()
         openers = Openers(svg)
         rows = self._rows(openers)
+        # full size, scrolled sideways when wider than the page: scaled to fit, a long
+        # session's labels shrank to a few pixels
+        svg = svg.replace('<svg class="nv-seq" ', '<svg class="nv-seq" style="max-width:none" ', 1)
         if rows:
-            svg = (f'<div class="nv-seqwrap" style="position:relative;width:fit-content;'
-                   f'max-width:100%">{svg}{rows}</div>')
+            svg = (f'<div class="nv-seqwrap" style="position:relative;width:fit-content">'
+                   f'{svg}{rows}</div>')
             legend += " · click an arrow to open its bytes"
             head = OPEN_CSS + LINK_CSS
         else:
             head = ""
         return (
             f'{CSS if with_css else ""}{head}<div class="nsqviz nsqviz-seq nv-open">{title}'
-            f'{svg}<div class="nv-muted" style="font-size:11px">{legend} · dashed: unasked'
+            f'<div class="nv-seqscroll" style="overflow-x:auto;max-width:100%">{svg}</div>'
+            f'<div class="nv-muted" style="font-size:11px">{legend} · dashed: unasked'
             f"</div>{openers.html()}</div>"
         )
 
