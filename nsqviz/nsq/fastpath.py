@@ -16,7 +16,6 @@ Input to the decoders is exactly one frame or command, as cut by
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from struct import Struct
 from typing import Any
@@ -53,6 +52,7 @@ from nsqviz.nsq.grammar import (
     first_bad_name_byte,
     is_valid_topic_name,
 )
+from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.lexer import line_end, verb_of
 from nsqviz.stream.reassembly import Garbage, RawFrame
 
@@ -256,13 +256,10 @@ def _sized(data: bytes, pos: int, what: str, field: str, base: int = 0,
 def _json_body(data: bytes, nl: int) -> tuple[dict[str, Any], int]:
     body, end = _sized(data, nl + 1, "IDENTIFY body", "body size")
     try:
-        value = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadJSON(f"not JSON: {exc}", offset=nl + 5, field="body") from None
-    if not isinstance(value, dict):
-        raise BadJSON(f"expected a JSON object, got {type(value).__name__}", offset=nl + 5,
-                      field="body")
-    return value, end
+        return read_object(body), end
+    except BadJSON as exc:
+        exc.offset, exc.field = nl + 5, "body"
+        raise
 
 
 def _secret_body(data: bytes, nl: int) -> tuple[bytes, int]:

@@ -75,6 +75,7 @@ from nsqviz.nsq.identify_fields import (
     IDENTIFY_FIELDS,
     IdentifyField,
 )
+from nsqviz.nsq.json_object import read_object
 
 if TYPE_CHECKING:
     from construct.core import Context, PathType, StreamType
@@ -308,12 +309,10 @@ class _JSONObject(AdapterBase):
 
     def _decode(self, obj: bytes, context: Context, path: PathType) -> dict[str, Any]:
         try:
-            value = json.loads(obj)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise BadJSON(f"not JSON: {exc}", path=path) from None
-        if not isinstance(value, dict):
-            raise BadJSON(f"expected a JSON object, got {type(value).__name__}", path=path)
-        return value
+            return read_object(obj)
+        except BadJSON as exc:
+            exc.path = path
+            raise
 
     def _encode(self, obj: dict[str, Any], context: Context, path: PathType) -> bytes:
         return compact_json(obj)
