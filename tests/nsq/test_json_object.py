@@ -43,7 +43,8 @@ def test_go_depth_is_accepted_and_one_more_is_refused() -> None:
         read_object(nested(MAX_DEPTH + 1))
 
 
-@pytest.mark.parametrize("decode", [fp.decode_command, g.parse_command], ids=["fastpath", "grammar"])
+@pytest.mark.parametrize("decode", [fp.decode_command, g.parse_command],
+                         ids=["fastpath", "grammar"])
 def test_nsq_decoders_refuse_deep_nesting_with_offset_and_field(decode) -> None:
     with pytest.raises(g.BadJSON) as caught:
         decode(identify(nested(MAX_DEPTH + 50)))
