@@ -5,9 +5,11 @@ with the broker's addresses, then a REGISTER for every topic (``REGISTER topic``
 topic without channels, ``REGISTER topic channel`` for each channel); afterwards a
 REGISTER/UNREGISTER whenever a topic or channel is created or deleted, and a PING
 every 15 s (nsqd's fixed heartbeat) that keeps the broker in /lookup answers. Commands
-wait for their answer one at a time, as nsqd's ``lookupPeer.Command`` does. A lost
-connection is re-opened at the next command or heartbeat and registers everything
-again. All bytes go through :class:`~nsqviz.lookupd.codec.LookupClientConnection`.
+wait for their answer one at a time (at most :data:`READ_TIMEOUT` per read), as nsqd's
+``lookupPeer.Command`` does. Any failure -- a lost connection, a refusal, an answer
+that cannot be read -- is logged and the connection dropped; it is re-opened at the
+next command or heartbeat and registers everything again, as nsqd's ``lookupLoop``
+does. All bytes go through :class:`~nsqviz.lookupd.codec.LookupClientConnection`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import socket
 from nsqviz.broker.options import VERSION
 from nsqviz.lookupd.codec import (
     Answer,
+    BadAnswer,
     Closed,
     Identify,
     LookupClientConnection,
@@ -35,6 +38,13 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL = 15.0
 """Seconds between PINGs (nsqd's ``lookupLoop`` ticker)."""
+
+READ_TIMEOUT = 1.0
+"""Seconds an answer may take (nsqd's ``lookupPeer.Read`` deadline)."""
+
+
+class _PeerFailed(Exception):
+    """The lookupd refused a command, closed, or answered something unreadable."""
 
 
 class LookupPeers:
@@ -100,7 +110,7 @@ class _LookupPeer:
                 await self._connect()
             if cmd is not None and self._conn is not None:
                 await self._exchange(cmd)
-        except (OSError, ConnectionError, asyncio.IncompleteReadError, RuntimeError) as exc:
+        except (OSError, _PeerFailed) as exc:  # TimeoutError and ConnectionError are OSErrors
             log.warning("LOOKUPD(%s): %s - %s", self.address, cmd, exc)
             self._close()
 
@@ -130,12 +140,14 @@ class _LookupPeer:
         reader, writer = self._streams
         writer.write(self._conn.send(cmd))
         while True:
-            data = await reader.read(65536)
+            data = await asyncio.wait_for(reader.read(65536), READ_TIMEOUT)
             for ev in self._conn.receive(data):
                 if isinstance(ev, Answer):
                     return ev
+                if isinstance(ev, BadAnswer):
+                    raise _PeerFailed(f"parsing response - {ev.data[:200]!r}: {ev.reason}")
                 if isinstance(ev, Refused | Closed):
-                    raise RuntimeError(f"lookupd answered {ev}")
+                    raise _PeerFailed(f"lookupd answered {ev}")
 
     def _close(self) -> None:
         if self._streams is not None:

@@ -213,3 +213,36 @@ def test_command_lines_lookupd_and_broker_register():
     finally:
         proc.terminate()
         assert proc.wait(10) == 0
+
+
+def test_broker_logs_and_retries_after_an_unreadable_identify_answer(monkeypatch, caplog):
+    """Issue 24 item 1: a lookupd answering IDENTIFY with malformed JSON ended the peer
+    task silently, for good. nsqd logs ``parsing response``, closes, and reconnects at
+    its next command or heartbeat."""
+    import threading
+
+    monkeypatch.setattr("nsqviz.broker.lookup.HEARTBEAT_INTERVAL", 0.2)
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            conn.recv(65536)  # the magic and IDENTIFY
+            conn.sendall(struct.pack(">i", 9) + b"{not json")
+
+    threading.Thread(target=serve, daemon=True).start()
+    address = f"127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        with caplog.at_level("WARNING", logger="nsqviz.broker.lookup"), \
+                EmbeddedBroker(broadcast_address="127.0.0.1", lookupd_tcp_address=[address]):
+            assert _wait(lambda: len(accepted) >= 3)
+        assert "parsing response" in caplog.text
+    finally:
+        listener.close()
+        for conn in accepted:
+            conn.close()
