@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from typing import TYPE_CHECKING, Any
 
 from nsqviz.broker.options import VERSION
 from nsqviz.lookupd.codec import (
@@ -31,6 +32,9 @@ from nsqviz.lookupd.codec import (
     Register,
     Unregister,
 )
+
+if TYPE_CHECKING:
+    from nsqviz.broker.server import Broker
 
 __all__ = ["HEARTBEAT_INTERVAL", "LookupPeers"]
 
@@ -50,7 +54,8 @@ class _PeerFailed(Exception):
 class LookupPeers:
     """One :class:`_LookupPeer` per ``--lookupd-tcp-address`` of a broker."""
 
-    def __init__(self, broker, addresses: list[str], *, heartbeat_interval: float | None = None):
+    def __init__(self, broker: Broker, addresses: list[str], *,
+                 heartbeat_interval: float | None = None):
         self.broker = broker
         interval = heartbeat_interval or HEARTBEAT_INTERVAL
         self.peers = [_LookupPeer(broker, a, interval) for a in addresses]
@@ -75,13 +80,13 @@ class LookupPeers:
 
 
 class _LookupPeer:
-    def __init__(self, broker, address: str, heartbeat_interval: float):
+    def __init__(self, broker: Broker, address: str, heartbeat_interval: float):
         self.broker = broker
         self.address = address
         self.heartbeat_interval = heartbeat_interval
-        self.queue: asyncio.Queue = asyncio.Queue()
-        self.info: dict | None = None  # the lookupd's IDENTIFY answer
-        self._task: asyncio.Task | None = None
+        self.queue: asyncio.Queue[Register | Unregister] = asyncio.Queue()
+        self.info: dict[str, Any] | None = None  # the lookupd's IDENTIFY answer
+        self._task: asyncio.Task[None] | None = None
         self._conn: LookupClientConnection | None = None
         self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
@@ -96,13 +101,14 @@ class _LookupPeer:
     async def _run(self) -> None:
         await self._command(None)  # nsqd connects at start-up
         while True:
+            cmd: Register | Unregister | Ping
             try:
                 cmd = await asyncio.wait_for(self.queue.get(), self.heartbeat_interval)
             except TimeoutError:
                 cmd = Ping()
             await self._command(cmd)
 
-    async def _command(self, cmd) -> None:
+    async def _command(self, cmd: Register | Unregister | Ping | None) -> None:
         """Connect (and register everything) if needed, then send ``cmd`` and read its
         answer; failures are logged and the connection dropped, as nsqd does."""
         try:
@@ -136,7 +142,8 @@ class _LookupPeer:
             for channel in list(topic.channels):
                 await self._exchange(Register(topic.name, channel))
 
-    async def _exchange(self, cmd) -> Answer:
+    async def _exchange(self, cmd: Identify | Register | Unregister | Ping) -> Answer:
+        assert self._streams is not None and self._conn is not None  # _connect opened them
         reader, writer = self._streams
         writer.write(self._conn.send(cmd))
         while True:

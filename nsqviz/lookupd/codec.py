@@ -19,7 +19,7 @@ from typing import Any
 from nsqviz.lookupd import grammar
 from nsqviz.lookupd.grammar import BODY_VERBS, IDENTIFY_REQUIRED, MAGIC_V1, LookupError_
 from nsqviz.nsq.grammar import GrammarError
-from nsqviz.stream.reassembly import Buffer, FramingError, Garbage, RawFrame, Reassembler
+from nsqviz.stream.reassembly import Buffer, FramingError, Garbage, Reassembler, StreamEvent
 
 __all__ = [
     "Answer",
@@ -193,7 +193,7 @@ class CommandFraming:
             return nl + 1 - pos
         if len(buf) - (nl + 1) < 4:
             return None
-        (size,) = _I32.unpack_from(buf, nl + 1)
+        size: int = _I32.unpack_from(buf, nl + 1)[0]
         if not 0 <= size <= self.max_body_size:
             raise FramingError(f"IDENTIFY body size {size} out of range", code="E_BAD_BODY")
         return nl + 1 - pos + 4 + size
@@ -213,7 +213,7 @@ class ResponseFraming:
     def measure(self, buf: bytes, pos: int) -> int | None:
         if len(buf) - pos < 4:
             return None
-        (size,) = _I32.unpack_from(buf, pos)
+        size: int = _I32.unpack_from(buf, pos)[0]
         if not 0 <= size <= self.max_size:
             raise FramingError(f"response body size ({size}) is greater than limit "
                                f"({self.max_size})")
@@ -226,7 +226,7 @@ class ResponseFraming:
 # -------------------------------------------------------------------------- conversion
 
 
-def _event(parsed, verb: str) -> Command:
+def _event(parsed: Any, verb: str) -> Command:
     if verb == "IDENTIFY":
         return Identify(dict(parsed.body))
     if verb == "PING":
@@ -237,16 +237,15 @@ def _event(parsed, verb: str) -> Command:
 
 def encode(cmd: Command) -> bytes:
     """The bytes of a command, built by the grammar."""
-    kind = type(cmd)
-    if kind is Magic:
+    if isinstance(cmd, Magic):
         return MAGIC_V1
-    if kind is Identify:
-        return grammar.IDENTIFY.build({"body": cmd.info})
-    if kind is Ping:
-        return grammar.PING.build({})
-    con = grammar.REGISTER if kind is Register else grammar.UNREGISTER
+    if isinstance(cmd, Identify):
+        return bytes(grammar.IDENTIFY.build({"body": cmd.info}))
+    if isinstance(cmd, Ping):
+        return bytes(grammar.PING.build({}))
+    con = grammar.REGISTER if isinstance(cmd, Register) else grammar.UNREGISTER
     channel = {"name": cmd.channel} if cmd.channel is not None else None
-    return con.build({"topic": cmd.topic, "channel": channel})
+    return bytes(con.build({"topic": cmd.topic, "channel": channel}))
 
 
 # ------------------------------------------------------------------------------ server
@@ -278,7 +277,7 @@ class LookupServerConnection:
                 break
         return out
 
-    def _decode(self, item: RawFrame | Garbage) -> LookupEvent:
+    def _decode(self, item: StreamEvent) -> LookupEvent:
         if isinstance(item, Garbage):
             if item.code == "E_BAD_PROTOCOL":  # nsqlookupd sends the bare code
                 return Refused(item.code, "", item.offset)
