@@ -211,6 +211,28 @@ def test_req_requeues_with_attempts_plus_one(broker):
     wait_for(lambda: channel_stats(broker.http_address, "t", "c")["requeue_count"] == 2)
 
 
+@pytest.mark.parametrize("channel_first", [False, True],
+                         ids=["backlog-read-in-place", "fanned-out"])
+def test_req_zero_goes_behind_what_is_queued(broker, channel_first):
+    """Issue 24 item 7b: nsqd's REQ with timeout 0 is ``c.put``: the message goes to the
+    back of the channel's queue. Published before the first SUB, the topic's backlog is
+    read in place by its only channel, and the requeued message went before it."""
+    p = RawClient(broker.tcp_address)
+    if channel_first:
+        http(broker.http_address, "/channel/create?topic=t&channel=c", b"")
+    p.send(Pub("t", b"a"), Pub("t", b"b"))
+    p.expect_ok()
+    p.expect_ok()
+    c = subscriber(broker.tcp_address, "t", "c", rdy=1)
+    first = c.expect(Message)
+    assert first.body == b"a"
+    c.send(Req(first.id, 0))
+    second = c.expect(Message)
+    c.send(Fin(second.id))
+    third = c.expect(Message)
+    assert [(second.body, second.attempts), (third.body, third.attempts)] == [(b"b", 1), (b"a", 2)]
+
+
 def test_msg_timeout_requeues_and_touch_extends(broker):
     c = subscriber(broker.tcp_address, "t", "c", rdy=1, msg_timeout=2000)
     c.send(Pub("t", b"slow"))
