@@ -51,6 +51,7 @@ from nsqviz.nsq.grammar import (
     compact_json,
     first_bad_name_byte,
     is_valid_topic_name,
+    numbered,
 )
 from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.lexer import line_end, verb_of
@@ -237,16 +238,18 @@ _LENIENT: dict[ParamKind, Callable[[bytes], object]] = {
 
 
 def _sized(data: bytes, pos: int, what: str, field: str, base: int = 0,
-           cut: str = "body") -> tuple[bytes, int]:
+           cut: str = "body", index: int | None = None) -> tuple[bytes, int]:
     """``[4-byte size][N bytes]`` at ``pos``; returns the bytes and the position after.
 
-    ``base`` is where ``data`` itself starts in the command, for error offsets.
+    ``base`` is where ``data`` itself starts in the command, for error offsets;
+    ``index`` numbers one of MPUB's messages in the size error, as the grammar does.
     """
     if len(data) - pos < 4:
         raise GrammarError(f"{field} is cut short", offset=base + len(data), field=cut)
     (size,) = _I32.unpack_from(data, pos)
     if size < 1:
-        raise BadSize(f"invalid {what} size {size}", offset=base + pos, field=field)
+        name = what if index is None else numbered(what, index)
+        raise BadSize(f"invalid {name} size {size}", offset=base + pos, field=field)
     end = pos + 4 + size
     if end > len(data):
         raise GrammarError(f"{what} is cut short", offset=base + len(data), field=cut)
@@ -281,8 +284,8 @@ def _messages_body(data: bytes, nl: int) -> tuple[tuple[bytes, ...], int]:
         raise BadSize(f"MPUB invalid message count {count}", offset=base, field="num messages")
     pos = 4
     bodies = []
-    for _ in range(count):
-        msg, pos = _sized(body, pos, "message body", "message size", base, "message size")
+    for i in range(count):
+        msg, pos = _sized(body, pos, "message body", "message size", base, "message size", i)
         bodies.append(msg)
     if pos != len(body):
         rest = len(body) - pos

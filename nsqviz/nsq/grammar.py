@@ -329,18 +329,27 @@ JSONObject = _Located(_JSONObject(GreedyBytes), "body")
 
 def _body(subcon: Grammar, *, what: str, size_field: str = "body size") -> Grammar:
     """``[ 4-byte size ][ N-byte data ]``; nsqd refuses a size below 1, and so does
-    building (an empty body is not a body)."""
+    building (an empty body is not a body). Inside an array (MPUB's messages) ``what``
+    gets the element's index, as nsqd's ``MPUB invalid message(1) body size 0``."""
 
     class _CheckedSize(AdapterBase):
         def _decode(self, obj: int, context: Context, path: PathType) -> int:
             if obj < 1:
-                raise BadSize(f"invalid {what} size {obj}", path=path)
+                index = context.get("_index")
+                name = what if index is None else numbered(what, index)
+                raise BadSize(f"invalid {name} size {obj}", path=path)
             return obj
 
         def _encode(self, obj: int, context: Context, path: PathType) -> int:
             return self._decode(obj, context, path)
 
     return Prefixed(_Located(_CheckedSize(Int32sb), size_field), subcon)
+
+
+def numbered(what: str, index: int) -> str:
+    """``message body`` -> ``message(1) body``: how nsqd names one message of an MPUB."""
+    noun, _, rest = what.partition(" ")
+    return f"{noun}({index}) {rest}".rstrip()
 
 
 class _MessageCountAdapter(AdapterBase):
