@@ -1,12 +1,47 @@
-"""The listen backlog of every server here: the system's maximum, as Go's ``net.Listen``
-gives nsqd and nsqlookupd (``/proc/sys/net/core/somaxconn``). asyncio's default of 100
-made a burst of 500 connects wait about a second for SYN retransmits."""
+"""How every server here listens: the one bind-address rule, and the listen backlog.
+
+**Bind address.** Every server the project starts -- ``nsqviz broker``, ``nsqviz
+lookupd``, ``nsqviz tubemq-sim``, the embedded servers and the helper services the
+notebooks and tests start -- listens on loopback (:data:`LOOPBACK`) unless told
+otherwise. Its users run it on a laptop or on Binder, and the HTTP admin endpoints
+(create, delete, pause and empty topics and channels) have no authentication, as in
+nsqd and nsqlookupd. So binding every interface is an explicit choice:
+``0.0.0.0:PORT`` (IPv4), ``[::]:PORT`` (IPv6) or, as Go reads it, an empty host
+``:PORT``. (nsqlookupd itself defaults to ``0.0.0.0``; nsqd to ``0.0.0.0`` too.)
+
+**Backlog.** The system's maximum, as Go's ``net.Listen`` gives nsqd and nsqlookupd
+(``/proc/sys/net/core/somaxconn``). asyncio's default of 100 made a burst of 500
+connects wait about a second for SYN retransmits.
+"""
 
 from __future__ import annotations
 
 import socket
 
-__all__ = ["listen_backlog"]
+__all__ = ["LOOPBACK", "bind_help", "listen_backlog", "split_address"]
+
+LOOPBACK = "127.0.0.1"
+"""Where every server listens by default."""
+
+ADMIN = ("the HTTP admin endpoints (creating, deleting, pausing and emptying topics and "
+         "channels) have no authentication")
+
+
+def bind_help(everywhere: str = "--tcp-address/--http-address 0.0.0.0:PORT (every IPv4 "
+                                 "interface) or [::]:PORT",
+              unguarded: str = ADMIN) -> str:
+    """The rule as a server command's ``--help`` says it: how to bind every interface
+    with that command's options, and what is then open to anyone."""
+    return (f"It listens on loopback ({LOOPBACK}) only, by default. To accept connections "
+            f"from other machines give {everywhere}; {unguarded}, so do that only on a "
+            "network you trust.")
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too) as a host and a port to bind; an empty host is
+    every interface, as Go's ``net.Listen`` reads ``:4150``."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 def listen_backlog() -> int:

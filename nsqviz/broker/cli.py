@@ -10,6 +10,7 @@ import signal
 
 from nsqviz.broker.options import Options, add_arguments, options_from_args
 from nsqviz.broker.server import Broker
+from nsqviz.listen import bind_help
 
 __all__ = ["register", "run"]
 
@@ -21,6 +22,7 @@ def register(subparsers) -> None:
         description="An nsqd v1.3.0-compatible broker. SIGTERM/SIGINT stop it gracefully: "
         "with --data-path, queued, deferred and in-flight messages are written to disk "
         "and come back on the next start.",
+        epilog=bind_help(),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add_arguments(parser)

@@ -8,6 +8,7 @@ import logging
 import signal
 from dataclasses import fields
 
+from nsqviz.listen import bind_help
 from nsqviz.lookupd.server import FLAGS, Lookupd, LookupdOptions
 
 __all__ = ["register", "run"]
@@ -19,6 +20,7 @@ def register(subparsers) -> None:
         help="run an nsqlookupd-compatible discovery service (TCP \"  V1\" + HTTP API)",
         description="An nsqlookupd v1.3.0-compatible service: nsqd registers over TCP "
         "(--lookupd-tcp-address), consumers poll /lookup over HTTP.",
+        epilog=bind_help(),
     )
     defaults = LookupdOptions()
     for f in fields(LookupdOptions):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from nsqviz.broker.options import VERSION, parse_duration
 from nsqviz.embedded import ListeningServer
-from nsqviz.listen import listen_backlog
+from nsqviz.listen import LOOPBACK, listen_backlog, split_address
 from nsqviz.lookupd.codec import (
     Closed,
     Identify,
@@ -39,15 +39,14 @@ log = logging.getLogger(__name__)
 class LookupdOptions:
     """nsqlookupd's flags (names as ``--flag-name``; durations in seconds)."""
 
-    tcp_address: str = "0.0.0.0:4160"
-    http_address: str = "0.0.0.0:4161"
+    tcp_address: str = f"{LOOPBACK}:4160"  # nsqlookupd: 0.0.0.0 (see nsqviz.listen)
+    http_address: str = f"{LOOPBACK}:4161"
     broadcast_address: str = ""
     inactive_producer_timeout: float = 300.0
     tombstone_lifetime: float = 45.0
 
     def host_port(self, which: str) -> tuple[str, int]:
-        host, _, port = getattr(self, f"{which}_address").rpartition(":")
-        return host.strip("[]") or "0.0.0.0", int(port)
+        return split_address(getattr(self, f"{which}_address"))
 
 
 FLAGS = {
@@ -193,7 +192,7 @@ class EmbeddedLookupd(ListeningServer[Lookupd]):
     stop_timeout = 30.0
 
     def default_options(self) -> LookupdOptions:
-        return LookupdOptions(tcp_address="127.0.0.1:0", http_address="127.0.0.1:0",
+        return LookupdOptions(tcp_address=f"{LOOPBACK}:0", http_address=f"{LOOPBACK}:0",
                               broadcast_address="127.0.0.1")
 
     def make_server(self) -> Lookupd:

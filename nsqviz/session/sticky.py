@@ -25,6 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from nsqviz.listen import LOOPBACK
 from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.grammar import Frame as FrameGrammar
 from nsqviz.stream.reassembly import FramingRule, RawFrame, Reassembler, StreamEvent
@@ -193,7 +194,7 @@ def loopback(
     ``tubemq``: the frames are TubeMQ's (reassembled with TubeMQ's rule).
     """
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
+    listener.bind((LOOPBACK, 0))
     listener.listen(1)
     sender = socket.create_connection(listener.getsockname(), timeout=timeout)
     receiver, _ = listener.accept()
