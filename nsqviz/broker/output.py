@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import struct
 import time
 
 from nsqviz.broker.identify import Negotiated
@@ -66,8 +68,11 @@ class Output:
         if self._out and (not self.ready() or self.settings.output_buffer_timeout <= 0):
             self._flush()
 
-    def _fatal(self, code: str, text: str) -> None:
-        """Send the error, then close, as nsqd does after a FatalClientErr."""
+    def _fatal(self, code: str, text: str, *, unread: bool = False) -> None:
+        """Send the error, then close, as nsqd does after a FatalClientErr. ``unread``:
+        the client sent bytes nsqd would not have read when it closes, so its kernel
+        answers the close with an RST instead of a FIN; ours, having read them, is told
+        to do the same (``SO_LINGER`` 0: the error already went out)."""
         if self.closed:
             return
         try:
@@ -78,6 +83,9 @@ class Output:
             log.exception("could not build error frame %s", code)
         self._flush()
         self.closed = True
+        sock = self.transport.get_extra_info("socket")
+        if unread and sock is not None and not self.transport.get_write_buffer_size():
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.transport.close()
         self._teardown()
 

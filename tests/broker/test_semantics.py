@@ -89,6 +89,24 @@ def test_bad_magic_gets_e_bad_protocol_and_close(broker):
     c.expect_error("E_BAD_PROTOCOL", "", fatal=True)
 
 
+@pytest.mark.parametrize("sent,close", [(b"  V1", "FIN"), (b"GET / HTTP/1.0\r\n\r\n", "RST")])
+def test_bad_magic_closes_as_nsqd_does(broker, sent, close):
+    """Issue 24 item 7c: nsqd reads the 4-byte magic alone; bytes after a bad one are
+    unread when it closes, so its kernel sends an RST (after the error)."""
+    import socket
+
+    host, port = broker.tcp_address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(sent)
+        time.sleep(0.3)  # the error and the close are both in
+        assert sock.recv(100) == b"\0\0\0\x12\0\0\0\x01E_BAD_PROTOCOL"
+        try:
+            got = "FIN" if sock.recv(100) == b"" else "data"
+        except ConnectionResetError:
+            got = "RST"
+    assert got == close
+
+
 def test_http_request_on_tcp_port_is_refused_at_once(broker):
     """'GET ' is not the magic: refused without waiting for a 1.2 GB 'size'."""
     c = RawClient(broker.tcp_address, magic=False)
