@@ -83,10 +83,12 @@ class Output:
             log.exception("could not build error frame %s", code)
         self._flush()
         self.closed = True
-        sock = self.transport.get_extra_info("socket")
-        if unread and sock is not None and not self.transport.get_write_buffer_size():
+        transport = self.transport
+        assert transport is not None  # a connection that sent something has one
+        sock = transport.get_extra_info("socket")
+        if unread and sock is not None and not transport.get_write_buffer_size():
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.transport.close()
+        transport.close()
         self._teardown()
 
     def _close_quietly(self) -> None:
