@@ -39,7 +39,8 @@ _NO_NEWLINE = ("a line without its \\n: nsqd validates the topic of the whole li
 KNOWN: dict[str, str] = {
     r"double-space/RDY": _DOUBLE_SPACE,
     r"number/.*/empty|number/(RDY|DPUB)/huge": _NUMBER,
-    r"size/MPUB/one-short|mpub/(count-too-.*|message-size-.*)": _MPUB,
+    r"size/MPUB/one-short|mpub/(count-too-.*|message-size-(over|huge)"
+    r"|message-\d+/size-over-max-msg)": _MPUB,
     r"no-newline/(PUB|MPUB|DPUB)": _NO_NEWLINE,
 }
 
