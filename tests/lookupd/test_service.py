@@ -24,6 +24,10 @@ def _identify(info=INFO) -> bytes:
     return b"IDENTIFY\n" + struct.pack(">i", len(body)) + body
 
 
+def _raw_identify(body: bytes) -> bytes:
+    return b"IDENTIFY\n" + struct.pack(">i", len(body)) + body
+
+
 def _talk(address: str, data: bytes) -> list[bytes]:
     """Send ``data``, return the answers until the server closes or goes quiet."""
     host, _, port = address.rpartition(":")
@@ -62,6 +66,10 @@ SCRIPTS = {
     "twice": b"  V1" + _identify() + _identify(),
     "missing fields": b"  V1" + _identify({"tcp_port": 1}),
     "not json": b"  V1IDENTIFY\n\x00\x00\x00\x02{x",
+    # issue 24 item 2: nesting Go's decoder refuses (past 10000 levels), and just within
+    "too deep": b"  V1" + _raw_identify(b"[" * 10001 + b"]" * 10001),
+    "deep but within": b"  V1" + _raw_identify(json.dumps(INFO).encode()[:-1] + b', "deep": '
+                                               + b"[" * 9998 + b"]" * 9998 + b"}") + b"PING\n",
 }
 
 
