@@ -83,6 +83,30 @@ def test_identify_range_checks_are_fatal(broker, field, value, text):
     c.expect_error("E_BAD_BODY", text, fatal=True)
 
 
+def _deep_identify(levels: int) -> bytes:
+    """IDENTIFY whose body nests ``levels`` deep in all (the object is one level)."""
+    inner = levels - 1
+    body = b'{"client_id":"deep","x":' + b"[" * inner + b"]" * inner + b"}"
+    return b"IDENTIFY\n" + len(body).to_bytes(4, "big") + body
+
+
+@pytest.mark.parametrize("levels,answer", [
+    (10000, b"OK"), (10001, b"E_BAD_BODY IDENTIFY failed to decode JSON body")])
+def test_deep_identify_answered_like_nsqd(broker, real_nsqd, levels, answer):
+    """Issue 24 item 2: Go's decoder reads 10000 levels and refuses more; ours raised
+    RecursionError past about 1000 (E_INVALID internal error)."""
+    for server in (real_nsqd, broker):
+        c = RawClient(server.tcp_address)
+        c.send_raw(_deep_identify(levels))
+        ev = c.next()
+        if answer == b"OK":
+            assert isinstance(ev, Response) and ev.data == b"OK", (server, ev)
+        else:
+            assert isinstance(ev, Error) and ev.data == answer, (server, ev)
+            c.expect_closed()
+        c.close()
+
+
 def test_bad_magic_gets_e_bad_protocol_and_close(broker):
     c = RawClient(broker.tcp_address, magic=False)
     c.send_raw(b"  V1")
