@@ -29,12 +29,12 @@ def _raw_identify(body: bytes) -> bytes:
 
 
 def _talk(address: str, data: bytes) -> list[bytes]:
-    """Send ``data``, return the answers until the server closes or goes quiet."""
+    """Send ``data``, return the answers until the server closes or goes quiet (0.3 s
+    after an answer; the first may take up to 5 s on a loaded machine)."""
     host, _, port = address.rpartition(":")
     answers, buf = [], b""
     with socket.create_connection((host, int(port)), timeout=5) as s:
         s.sendall(data)
-        s.settimeout(0.3)
         while True:
             try:
                 chunk = s.recv(65536)
@@ -43,6 +43,7 @@ def _talk(address: str, data: bytes) -> list[bytes]:
             if not chunk:
                 break
             buf += chunk
+            s.settimeout(0.3)
     while len(buf) >= 4:
         (n,) = struct.unpack_from(">i", buf)
         answers.append(buf[4:4 + n])
