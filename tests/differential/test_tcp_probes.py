@@ -30,8 +30,9 @@ _NUMBER = ("numbers: nsqd's ByteToBase10 reads an empty number as 0 and wraps pa
 _MPUB = ("MPUB: nsqd checks the body size against --max-body-size and then reads the "
          "messages straight from the stream, ignoring that size; a lying size desynchronises "
          "nsqd's stream. The codec frames MPUB by its declared size (as the spec and every "
-         "client do), so it refuses the command instead; nsqd also numbers the message in "
-         "'invalid message(N) body size' and checks 'message too big' before reading it")
+         "client do), so it refuses the command instead; and nsqd checks a message's declared "
+         "size against --max-msg-size ('message too big') before reading it, where the codec "
+         "first finds that the size overruns the body ('cut short')")
 _NO_NEWLINE = ("a line without its \\n: nsqd validates the topic of the whole line (up to the "
                "next \\n, across the body) before it reads a body size; the codec reads the "
                "size first")
