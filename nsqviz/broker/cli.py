@@ -7,6 +7,7 @@ import asyncio
 import gc
 import logging
 import signal
+from typing import Any
 
 from nsqviz.broker.options import Options, add_arguments, options_from_args
 from nsqviz.broker.server import Broker
@@ -15,7 +16,7 @@ from nsqviz.listen import bind_help
 __all__ = ["register", "run"]
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "broker",
         help="run an nsqd-compatible broker (TCP protocol V2 + HTTP API)",

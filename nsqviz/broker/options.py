@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from nsqviz.listen import LOOPBACK, split_address
 
@@ -96,7 +98,7 @@ class Options:
 
 
 # flag -> (type, help). The help texts say what the option does in our words.
-_FLAGS: dict[str, tuple[object, str]] = {
+_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "tcp_address": (str, "<addr>:<port> to listen on for TCP clients (port 0: a free one)"),
     "http_address": (str, "<addr>:<port> to listen on for HTTP clients (port 0: a free one)"),
     "broadcast_address": (str, "address reported in /info (default: the hostname)"),

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 from dataclasses import fields
+from typing import Any
 
 from nsqviz.listen import bind_help
 from nsqviz.lookupd.server import FLAGS, Lookupd, LookupdOptions
@@ -14,7 +15,7 @@ from nsqviz.lookupd.server import FLAGS, Lookupd, LookupdOptions
 __all__ = ["register", "run"]
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "lookupd",
         help="run an nsqlookupd-compatible discovery service (TCP \"  V1\" + HTTP API)",

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import signal
+from typing import Any
 
 from nsqviz.listen import LOOPBACK, bind_help
 from nsqviz.tubemq.sim.cluster import SimConfig
@@ -15,7 +16,7 @@ from nsqviz.tubemq.tables import DEFAULT_BROKER_PORT, DEFAULT_MASTER_PORT
 __all__ = ["register", "run"]
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "tubemq-sim",
         epilog=bind_help("--host 0.0.0.0 (every IPv4 interface) or --host ::",
