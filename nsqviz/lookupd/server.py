@@ -22,6 +22,7 @@ from nsqviz.listen import LOOPBACK, listen_backlog, split_address
 from nsqviz.lookupd.codec import (
     Closed,
     Identify,
+    LookupEvent,
     LookupServerConnection,
     Ping,
     Refused,
@@ -119,7 +120,8 @@ class _PeerConnection(asyncio.Protocol):
         self.peer: Peer | None = None
         self.peer_id = ""
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)  # a TCP server's
         self.transport = transport
         host, port = transport.get_extra_info("peername")[:2]
         self.peer_id = f"{host}:{port}"
@@ -132,35 +134,36 @@ class _PeerConnection(asyncio.Protocol):
     def eof_received(self) -> bool:
         return False
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.lookupd.connections.discard(self)
         if self.peer is not None:
             self.lookupd.registry.remove_peer(self.peer_id)
 
-    def _on(self, ev) -> None:
+    def _on(self, ev: LookupEvent) -> None:
         reg = self.lookupd.registry
         now = time.monotonic()
-        kind = type(ev)
-        if kind is Refused:
+        if isinstance(ev, Refused):
             log.info("lookupd: refusing %s: %s %s", self.peer_id, ev.code, ev.text)
             self.transport.write(self.conn.refuse(ev))
             self.transport.close()
             return
-        if kind is Closed:
+        if isinstance(ev, Closed):
             return
         answer = b"OK"
-        if kind is Identify:
+        if isinstance(ev, Identify):
             info = {**ev.info, "remote_address": self.peer_id}
             self.peer = Peer(self.peer_id, info, now)
             reg.add_producer(("client", "", ""), self.peer)
             answer = self.lookupd.identify_answer()
-        elif kind is Register:
+        elif isinstance(ev, Register):
+            peer = self.peer
+            assert peer is not None  # the codec takes REGISTER only after IDENTIFY
             if ev.channel is not None:
-                reg.add_producer(("channel", ev.topic, ev.channel), self.peer)
-            reg.add_producer(("topic", ev.topic, ""), self.peer)
-        elif kind is Unregister:
+                reg.add_producer(("channel", ev.topic, ev.channel), peer)
+            reg.add_producer(("topic", ev.topic, ""), peer)
+        elif isinstance(ev, Unregister):
             self._unregister(ev)
-        elif kind is Ping:
+        elif isinstance(ev, Ping):
             if self.peer is not None:
                 self.peer.last_update = now
         else:  # the magic: no answer
