@@ -113,22 +113,46 @@ def test_bad_magic_gets_e_bad_protocol_and_close(broker):
     c.expect_error("E_BAD_PROTOCOL", "", fatal=True)
 
 
+def _close_kind(address: str, sent: bytes) -> tuple[bytes, str]:
+    """The first answer to ``sent`` (as one write) and how the server then closed."""
+    import socket
+
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(sent)
+        time.sleep(0.3)  # the error and the close are both in
+        got = b""
+        try:
+            while chunk := sock.recv(1 << 20):
+                got += chunk
+        except ConnectionResetError:
+            return got, "RST"
+    return got, "FIN"
+
+
 @pytest.mark.parametrize("sent,close", [(b"  V1", "FIN"), (b"GET / HTTP/1.0\r\n\r\n", "RST")])
 def test_bad_magic_closes_as_nsqd_does(broker, sent, close):
     """Issue 24 item 7c: nsqd reads the 4-byte magic alone; bytes after a bad one are
     unread when it closes, so its kernel sends an RST (after the error)."""
-    import socket
+    assert _close_kind(broker.tcp_address, sent) == (
+        b"\0\0\0\x12\0\0\0\x01E_BAD_PROTOCOL", close)
 
-    host, port = broker.tcp_address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=5) as sock:
-        sock.sendall(sent)
-        time.sleep(0.3)  # the error and the close are both in
-        assert sock.recv(100) == b"\0\0\0\x12\0\0\0\x01E_BAD_PROTOCOL"
-        try:
-            got = "FIN" if sock.recv(100) == b"" else "data"
-        except ConnectionResetError:
-            got = "RST"
-    assert got == close
+
+@pytest.mark.parametrize("size", [2_000, 200_000])
+def test_too_big_message_closes_as_nsqd_does(tmp_path, size):
+    """Issue 24 item 7c: a message over --max-msg-size is refused from its size; nsqd
+    closes with an RST only when bytes of it are still unread (beyond what its reader
+    has buffered), and so does the broker."""
+    from nsqviz.broker import EmbeddedBroker
+    from nsqviz.peers import RealNsqd
+    from tests.conftest import peer
+
+    sent = b"  V2PUB t\n" + size.to_bytes(4, "big") + b"x" * size
+    with RealNsqd(peer("nsqd"), data_path=str(tmp_path / "n"), max_msg_size=1000) as real, \
+            EmbeddedBroker(max_msg_size=1000) as ours:
+        theirs, mine = _close_kind(real.tcp_address, sent), _close_kind(ours.tcp_address, sent)
+    assert mine == theirs
+    assert theirs[1] == ("FIN" if size < 16384 else "RST")
 
 
 def test_http_request_on_tcp_port_is_refused_at_once(broker):
