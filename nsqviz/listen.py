@@ -1,4 +1,5 @@
-"""How every server here listens: the one bind-address rule, and the listen backlog.
+"""How every server here listens: the one bind-address rule, the listen backlog, and
+closing as a Go server closes with input it has not read.
 
 **Bind address.** Every server the project starts -- ``nsqviz broker``, ``nsqviz
 lookupd``, ``nsqviz tubemq-sim``, the embedded servers and the helper services the
@@ -9,6 +10,12 @@ nsqd and nsqlookupd. So binding every interface is an explicit choice:
 ``0.0.0.0:PORT`` (IPv4), ``[::]:PORT`` (IPv6) or, as Go reads it, an empty host
 ``:PORT``. (nsqlookupd itself defaults to ``0.0.0.0``; nsqd to ``0.0.0.0`` too.)
 
+**Closing with unread input.** nsqd and nsqlookupd read the 4-byte magic alone; when
+they close after a bad one, bytes the client sent after it are still in the kernel, which
+then answers the close with an RST, not a FIN. Our servers have read those bytes, so
+:func:`close_unread` tells the kernel to do the same (``SO_LINGER`` 0, once the error
+has been written).
+
 **Backlog.** The system's maximum, as Go's ``net.Listen`` gives nsqd and nsqlookupd
 (``/proc/sys/net/core/somaxconn``). asyncio's default of 100 made a burst of 500
 connects wait about a second for SYN retransmits.
@@ -16,9 +23,11 @@ connects wait about a second for SYN retransmits.
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import struct
 
-__all__ = ["LOOPBACK", "bind_help", "listen_backlog", "split_address"]
+__all__ = ["LOOPBACK", "bind_help", "close_unread", "listen_backlog", "split_address"]
 
 LOOPBACK = "127.0.0.1"
 """Where every server listens by default."""
@@ -42,6 +51,16 @@ def split_address(address: str) -> tuple[str, int]:
     every interface, as Go's ``net.Listen`` reads ``:4150``."""
     host, _, port = address.rpartition(":")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def close_unread(transport: asyncio.Transport) -> None:
+    """Close as a server that had not read all its input: an RST after what was
+    written (unless some of that still waits in our buffer: then a plain close, so that
+    it is not lost)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and not transport.get_write_buffer_size():
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.close()
 
 
 def listen_backlog() -> int:

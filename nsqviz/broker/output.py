@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
-import struct
 import time
 
 from nsqviz.broker.identify import Negotiated
+from nsqviz.listen import close_unread
 from nsqviz.nsq.codec import ServerConnection
 from nsqviz.nsq.events import Error, Response, ServerFrame
 
@@ -70,9 +69,8 @@ class Output:
 
     def _fatal(self, code: str, text: str, *, unread: bool = False) -> None:
         """Send the error, then close, as nsqd does after a FatalClientErr. ``unread``:
-        the client sent bytes nsqd would not have read when it closes, so its kernel
-        answers the close with an RST instead of a FIN; ours, having read them, is told
-        to do the same (``SO_LINGER`` 0: the error already went out)."""
+        the client sent bytes nsqd would not have read when it closes, so it closes with
+        an RST (:func:`~nsqviz.listen.close_unread`)."""
         if self.closed:
             return
         try:
@@ -85,10 +83,10 @@ class Output:
         self.closed = True
         transport = self.transport
         assert transport is not None  # a connection that sent something has one
-        sock = transport.get_extra_info("socket")
-        if unread and sock is not None and not transport.get_write_buffer_size():
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        transport.close()
+        if unread:
+            close_unread(transport)
+        else:
+            transport.close()
         self._teardown()
 
     def _close_quietly(self) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from nsqviz.broker.options import VERSION, parse_duration
 from nsqviz.embedded import ListeningServer
-from nsqviz.listen import LOOPBACK, listen_backlog, split_address
+from nsqviz.listen import LOOPBACK, close_unread, listen_backlog, split_address
 from nsqviz.lookupd.codec import (
     Closed,
     Identify,
@@ -29,7 +29,9 @@ from nsqviz.lookupd.codec import (
     Register,
     Unregister,
 )
+from nsqviz.lookupd.grammar import MAGIC_V1
 from nsqviz.lookupd.registry import Peer, Registry
+from nsqviz.nsq.errors import ErrorCode
 
 __all__ = ["EmbeddedLookupd", "Lookupd", "LookupdOptions"]
 
@@ -119,6 +121,7 @@ class _PeerConnection(asyncio.Protocol):
         self.conn = LookupServerConnection()
         self.peer: Peer | None = None
         self.peer_id = ""
+        self.received = 0  # bytes, so far
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)  # a TCP server's
@@ -128,6 +131,7 @@ class _PeerConnection(asyncio.Protocol):
         self.lookupd.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
+        self.received += len(data)
         for ev in self.conn.receive(data):
             self._on(ev)
 
@@ -145,7 +149,11 @@ class _PeerConnection(asyncio.Protocol):
         if isinstance(ev, Refused):
             log.info("lookupd: refusing %s: %s %s", self.peer_id, ev.code, ev.text)
             self.transport.write(self.conn.refuse(ev))
-            self.transport.close()
+            # nsqlookupd reads the magic alone: what came after a bad one is unread
+            if ev.code == ErrorCode.BAD_PROTOCOL and self.received > len(MAGIC_V1):
+                close_unread(self.transport)
+            else:
+                self.transport.close()
             return
         if isinstance(ev, Closed):
             return

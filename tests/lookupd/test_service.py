@@ -255,3 +255,26 @@ def test_broker_logs_and_retries_after_an_unreadable_identify_answer(monkeypatch
         listener.close()
         for conn in accepted:
             conn.close()
+
+
+@pytest.mark.parametrize("sent", [b"  V2", b"GET / HTTP/1.0\r\n\r\n"])
+def test_bad_magic_closes_as_nsqlookupd_does(real_lookupd, lookupd, sent):
+    """Issue 24 item 7c: nsqlookupd reads the 4-byte magic alone, so bytes after a bad
+    one are unread at its close: an RST after E_BAD_PROTOCOL, not a FIN."""
+
+    def close_kind(address: str) -> tuple[bytes, str]:
+        host, _, port = address.rpartition(":")
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(sent)
+            time.sleep(0.3)
+            got = b""
+            try:
+                while chunk := s.recv(65536):
+                    got += chunk
+            except ConnectionResetError:
+                return got, "RST"
+        return got, "FIN"
+
+    theirs = close_kind(real_lookupd.tcp_address)
+    assert close_kind(lookupd.tcp_address) == theirs
+    assert theirs[1] == ("RST" if len(sent) > 4 else "FIN")
