@@ -284,8 +284,9 @@ def test_req_zero_goes_behind_what_is_queued(broker, channel_first):
     back of the channel's queue. Published before the first SUB, the topic's backlog is
     read in place by its only channel, and the requeued message went before it."""
     p = RawClient(broker.tcp_address)
-    if channel_first:
-        http(broker.http_address, "/channel/create?topic=t&channel=c", b"")
+    if channel_first:  # as nsqd: the topic first
+        assert http(broker.http_address, "/topic/create?topic=t", b"")[0] == 200
+        assert http(broker.http_address, "/channel/create?topic=t&channel=c", b"")[0] == 200
     p.send(Pub("t", b"a"), Pub("t", b"b"))
     p.expect_ok()
     p.expect_ok()
