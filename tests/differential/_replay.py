@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.compression import compressor
+from nsqviz.nsq.framing import CommandFraming
 from nsqviz.nsq.observer import Observer
+from nsqviz.stream.reassembly import Garbage, Reassembler
 
 ID = b"{ID}"
 WAIT = b"{WAIT}"
@@ -90,17 +92,21 @@ def describe(event) -> str | None:
 
 
 async def replay(address: str, probe: Probe, *, quiet: float = 0.3,
-                 wait: float = 5.0, close_wait: float = 20.0) -> Outcome:
+                 wait: float = 5.0, close_wait: float = 30.0,
+                 limits: dict[str, int] | None = None) -> Outcome:
     """Send ``probe`` to ``address`` and collect the answers until the server closes or
     has been quiet for ``quiet`` seconds after the last chunk. An answer is waited for
     up to ``wait`` seconds; the close after a fatal error up to ``close_wait`` (nsqd
     creates an MPUB's topic, and writes its metadata, before it reads the body size: with
-    hundreds of probes at once that takes seconds)."""
+    hundreds of probes at once that takes seconds). ``limits``: the server's
+    ``max_body_size``/``max_msg_size``, for telling which chunk it refuses as it frames
+    it (the passive observer holds such bytes while it looks for the next frame)."""
     host, _, port = address.rpartition(":")
     reader, writer = await asyncio.open_connection(host, int(port))
     sock = writer.get_extra_info("socket")
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     observer = Observer(provenance=False)
+    framing = Reassembler(CommandFraming(**(limits or {})), provenance=False, resync=False)
     outcome = Outcome()
     state = {"compressor": None, "tls": False, "last_id": None, "fatal": False}
     arrived = asyncio.Condition()
@@ -159,8 +165,12 @@ async def replay(address: str, probe: Probe, *, quiet: float = 0.3,
         return outcome.closed or upgrade_due or not observer.client.pending
 
     async def settle() -> bool:
-        """Wait for the answers to what was sent, then run a due TLS handshake."""
+        """Wait for the answers to what was sent, then run a due TLS handshake; False
+        when nothing more is to be sent (closed, or a fatal error whose close did not
+        come: a chunk sent now would race it)."""
         await until(settled, close_wait if state["fatal"] else wait)
+        if state["fatal"]:
+            return False
         if outcome.closed or not state["tls"] or writer.get_extra_info("ssl_object"):
             return not outcome.closed
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -191,8 +201,10 @@ async def replay(address: str, probe: Probe, *, quiet: float = 0.3,
             if ID in chunk:
                 await until(lambda: state["last_id"] is not None, wait)
                 chunk = chunk.replace(ID, state["last_id"] or b"0" * 16)
-            if any(isinstance(e, ev.Violation) and e.fatal and e.code
-                   for e in observer.c2s(chunk)):
+            refused = [e for e in observer.c2s(chunk) if isinstance(e, ev.Violation)
+                       and e.fatal and e.code]
+            refused += [g for g in framing.feed(chunk) if isinstance(g, Garbage) and g.code]
+            if refused:
                 state["fatal"] = True  # a command nsqd refuses and closes on: no ask pends
             wire = state["compressor"].compress(chunk) if state["compressor"] else chunk
             try:
@@ -201,7 +213,8 @@ async def replay(address: str, probe: Probe, *, quiet: float = 0.3,
             except (ConnectionError, ssl.SSLError):
                 break
             await asyncio.sleep(probe.gap)
-        await settle()
+        else:
+            await settle()
         # done sending: wait until the server closes or stays quiet
         while not outcome.closed:
             count = len(outcome.frames) + len(outcome.messages)
@@ -229,12 +242,14 @@ def _mask_ids(outcome: Outcome, ids: list[bytes]) -> Outcome:
     return outcome
 
 
-async def replay_all(address: str, probes, *, limit: int = 64) -> dict[str, Outcome]:
-    """Every probe against ``address``, ``limit`` connections at a time."""
+async def replay_all(address: str, probes, *, limit: int = 64,
+                     limits: dict[str, int] | None = None) -> dict[str, Outcome]:
+    """Every probe against ``address``, ``limit`` connections at a time (``limits``: see
+    :func:`replay`)."""
     gate = asyncio.Semaphore(limit)
 
     async def one(probe: Probe) -> tuple[str, Outcome]:
         async with gate:
-            return probe.name, await replay(address, probe)
+            return probe.name, await replay(address, probe, limits=limits)
 
     return dict(await asyncio.gather(*(one(p) for p in probes)))

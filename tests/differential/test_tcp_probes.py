@@ -17,10 +17,11 @@ import re
 
 import pytest
 
-from tests.differential._probes import corpus
+from tests.differential._probes import LIMITS, corpus
 from tests.differential._replay import replay_all
 
 PROBES = corpus()
+FRAMING_LIMITS = {k: LIMITS[k] for k in ("max_body_size", "max_msg_size")}
 
 _DOUBLE_SPACE = ("the command line: nsqd v1.3.0 splits on every single space, so in `RDY  5` the "
                  "count it reads is the empty word between the two spaces (an empty number, "
@@ -61,8 +62,9 @@ def outcomes(server_pairs):
         results = {}
         for config, (real, ours) in server_pairs.items():
             probes = [p for p in PROBES if p.config == config]
-            theirs, mine = await asyncio.gather(replay_all(real.tcp_address, probes),
-                                                replay_all(ours.tcp_address, probes))
+            theirs, mine = await asyncio.gather(
+                replay_all(real.tcp_address, probes, limits=FRAMING_LIMITS),
+                replay_all(ours.tcp_address, probes, limits=FRAMING_LIMITS))
             results.update({p.name: (theirs[p.name], mine[p.name]) for p in probes})
         return results
 
