@@ -201,12 +201,13 @@ async def replay(address: str, probe: Probe, *, quiet: float = 0.3,
             if ID in chunk:
                 await until(lambda: state["last_id"] is not None, wait)
                 chunk = chunk.replace(ID, state["last_id"] or b"0" * 16)
-            refused = [e for e in observer.c2s(chunk) if isinstance(e, ev.Violation)
+            wire = state["compressor"].compress(chunk) if state["compressor"] else chunk
+            # the observer reads what goes on the wire (compressed, once negotiated)
+            refused = [e for e in observer.c2s(wire) if isinstance(e, ev.Violation)
                        and e.fatal and e.code]
             refused += [g for g in framing.feed(chunk) if isinstance(g, Garbage) and g.code]
             if refused:
                 state["fatal"] = True  # a command nsqd refuses and closes on: no ask pends
-            wire = state["compressor"].compress(chunk) if state["compressor"] else chunk
             try:
                 writer.write(wire)
                 await writer.drain()
