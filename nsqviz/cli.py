@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from nsqviz.capture.files import CaptureFormatError
+
 _PARTS = (
     "nsqviz.broker.cli",  # nsqviz broker
     "nsqviz.capture.cli",  # nsqviz decode
@@ -37,8 +39,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one sub-command. An input it cannot read (not a capture, a directory, a file
+    it may not open) is one line on stderr and exit status 2, whichever sub-command met
+    it, never a traceback."""
     args = build_parser().parse_args(argv)
-    return int(args.run(args) or 0)
+    try:
+        return int(args.run(args) or 0)
+    except CaptureFormatError as exc:
+        return _fail(args.command, str(exc))
+    except BrokenPipeError:  # `nsqviz ... | head`
+        sys.stderr.close()
+        return 0
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        return _fail(args.command, f"{exc.filename}: {exc.strerror or exc}")
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"nsqviz {command}: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

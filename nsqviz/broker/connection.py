@@ -41,7 +41,7 @@ from nsqviz.nsq import events
 from nsqviz.nsq.codec import ServerConfig, ServerConnection, State
 from nsqviz.nsq.commands import COMMANDS, name_of
 from nsqviz.nsq.errors import ErrorCode
-from nsqviz.nsq.grammar import compact_json
+from nsqviz.nsq.grammar import MAGIC_V2, compact_json
 
 __all__ = ["BrokerConnection", "handler_name"]
 
@@ -244,7 +244,10 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             log.info("closing %s: %s", self.remote_address, ev.text)
             self._close_quietly()
         elif ev.fatal:
-            self._fatal(ev.code, ev.text)
+            # nsqd reads the magic alone, unbuffered: what came after a bad one is unread
+            unread = (ev.code == ErrorCode.BAD_PROTOCOL and ev.raw is not None
+                      and len(ev.raw.data) > len(MAGIC_V2))
+            self._fatal(ev.code, ev.text, unread=unread)
         else:
             self._send_now(events.Error(self._not_owned(ev) or ev.error))
 

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import Any
+
+from nsqviz.listen import LOOPBACK, split_address
 
 __all__ = ["DURATION_FLAGS", "Options", "VERSION", "add_arguments", "options_from_args",
            "parse_duration"]
@@ -52,8 +56,8 @@ def _flag_bool(text: str) -> bool:
 class Options:
     """nsqd's options that the embedded broker implements (names as ``--flag-name``)."""
 
-    tcp_address: str = "127.0.0.1:4150"
-    http_address: str = "127.0.0.1:4151"
+    tcp_address: str = f"{LOOPBACK}:4150"  # nsqd: 0.0.0.0 (see nsqviz.listen)
+    http_address: str = f"{LOOPBACK}:4151"
     broadcast_address: str = ""
     data_path: str = ""
     mem_queue_size: int = 10000
@@ -87,19 +91,14 @@ class Options:
     http_client_request_timeout: float = 5.0
 
     def tcp_host_port(self) -> tuple[str, int]:
-        return _split(self.tcp_address)
+        return split_address(self.tcp_address)
 
     def http_host_port(self) -> tuple[str, int]:
-        return _split(self.http_address)
-
-
-def _split(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return (host.strip("[]") or "0.0.0.0", int(port))
+        return split_address(self.http_address)
 
 
 # flag -> (type, help). The help texts say what the option does in our words.
-_FLAGS: dict[str, tuple[object, str]] = {
+_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "tcp_address": (str, "<addr>:<port> to listen on for TCP clients (port 0: a free one)"),
     "http_address": (str, "<addr>:<port> to listen on for HTTP clients (port 0: a free one)"),
     "broadcast_address": (str, "address reported in /info (default: the hostname)"),

@@ -351,10 +351,23 @@ class Channel:
         msg = self._end_in_flight(client, msg_id)
         self.requeue_count += 1
         if delay <= 0:
-            self.backlog.memory.append(msg)  # nsqd puts it back in memory, even if full
+            self._put_back(msg)
             self.pump()
         else:
             self._defer(msg, delay)
+
+    def _put_back(self, msg: BrokerMessage) -> None:
+        """A requeued, timed-out or due deferred message goes behind every message
+        queued for the channel, as nsqd's ``c.put`` puts it (in memory, even if full).
+        While this channel reads the topic's backlog in place, the topic's messages
+        waiting in memory are queued for it too (nsqd's topic pump would have moved
+        them into the channel already): they become the channel's own first."""
+        waiting = self.topic.backlog.memory
+        if self.topic.sole_reader is self and waiting:
+            self.message_count += len(waiting)
+            self.backlog.memory.extend(waiting)
+            waiting.clear()
+        self.backlog.memory.append(msg)
 
     def touch(self, client: Consumer, msg_id: bytes) -> None:
         msg = client.in_flight.pop(msg_id, None)
@@ -380,7 +393,7 @@ class Channel:
                 self.in_flight_count -= 1
                 self.timeout_count += 1
                 client.timed_out(msg)
-                self.backlog.memory.append(msg)
+                self._put_back(msg)
                 dirty = True
             if not fl:
                 self.holders.discard(client)
@@ -388,7 +401,7 @@ class Channel:
         while deferred and deferred[0][0] <= now:
             msg = heapq.heappop(deferred)[2]
             msg.deliver_at = 0.0
-            self.backlog.memory.append(msg)
+            self._put_back(msg)
             dirty = True
         if dirty:
             self.pump()

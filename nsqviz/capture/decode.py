@@ -198,9 +198,7 @@ class CaptureDecoder:
 
     def _warning(self, w: CaptureWarning, file_index: int) -> DecodedRecord:
         self.warnings.append(w)
-        fields: dict[str, Any] = {"reason": w.reason}
-        if w.offset >= 0:
-            fields["file_offset"] = w.offset
+        fields: dict[str, Any] = {"reason": w.reason, "file_offset": w.offset}
         return DecodedRecord(float("nan"), None, None, "error", "CaptureWarning", fields,
                              (w.number,), files=(file_index,))
 

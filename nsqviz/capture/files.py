@@ -65,8 +65,8 @@ class Record(NamedTuple):
     linktype: int
     data: bytes
     orig_len: int
-    interface: int = 0
-    offset: int = -1  # where the record (pcap) or block (pcapng) starts in the file
+    interface: int
+    offset: int  # where the record (pcap) or block (pcapng) starts in the file
 
 
 @dataclass(frozen=True, slots=True)

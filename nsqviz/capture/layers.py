@@ -128,7 +128,7 @@ def _addr(raw: bytes) -> str:
 
 
 def _bad(rec: Record, reason: str) -> CaptureWarning:
-    return CaptureWarning(rec.number, -1, reason)
+    return CaptureWarning(rec.number, rec.offset, reason)
 
 
 _ETH_IPV4_TCP = Struct(">12sHBBHHHBBH4s4sHHIIBB")  # the common case, read in one go

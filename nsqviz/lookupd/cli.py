@@ -7,18 +7,21 @@ import asyncio
 import logging
 import signal
 from dataclasses import fields
+from typing import Any
 
+from nsqviz.listen import bind_help
 from nsqviz.lookupd.server import FLAGS, Lookupd, LookupdOptions
 
 __all__ = ["register", "run"]
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "lookupd",
         help="run an nsqlookupd-compatible discovery service (TCP \"  V1\" + HTTP API)",
         description="An nsqlookupd v1.3.0-compatible service: nsqd registers over TCP "
         "(--lookupd-tcp-address), consumers poll /lookup over HTTP.",
+        epilog=bind_help(),
     )
     defaults = LookupdOptions()
     for f in fields(LookupdOptions):

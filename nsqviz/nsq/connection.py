@@ -3,7 +3,6 @@ switch and the connection state (see :mod:`nsqviz.nsq.codec`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +15,8 @@ from nsqviz.nsq.events import (
     Truncated,
     Violation,
 )
+from nsqviz.nsq.grammar_errors import BadJSON
+from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.states import TRANSITIONS, Role, State
 from nsqviz.stream.reassembly import FramingError, FramingRule, Garbage, RawFrame, Reassembler
 from nsqviz.stream.reassembly import Truncated as StreamTruncated
@@ -225,7 +226,6 @@ def _garbage_raw(garbage: Garbage) -> RawFrame:
 
 def _json_or_none(data: bytes) -> dict[str, Any] | None:
     try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        return read_object(data)
+    except BadJSON:
         return None
-    return value if isinstance(value, dict) else None

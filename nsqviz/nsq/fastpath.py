@@ -16,7 +16,6 @@ Input to the decoders is exactly one frame or command, as cut by
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from struct import Struct
 from typing import Any
@@ -52,7 +51,9 @@ from nsqviz.nsq.grammar import (
     compact_json,
     first_bad_name_byte,
     is_valid_topic_name,
+    numbered,
 )
+from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.lexer import line_end, verb_of
 from nsqviz.stream.reassembly import Garbage, RawFrame
 
@@ -237,16 +238,18 @@ _LENIENT: dict[ParamKind, Callable[[bytes], object]] = {
 
 
 def _sized(data: bytes, pos: int, what: str, field: str, base: int = 0,
-           cut: str = "body") -> tuple[bytes, int]:
+           cut: str = "body", index: int | None = None) -> tuple[bytes, int]:
     """``[4-byte size][N bytes]`` at ``pos``; returns the bytes and the position after.
 
-    ``base`` is where ``data`` itself starts in the command, for error offsets.
+    ``base`` is where ``data`` itself starts in the command, for error offsets;
+    ``index`` numbers one of MPUB's messages in the size error, as the grammar does.
     """
     if len(data) - pos < 4:
         raise GrammarError(f"{field} is cut short", offset=base + len(data), field=cut)
     (size,) = _I32.unpack_from(data, pos)
     if size < 1:
-        raise BadSize(f"invalid {what} size {size}", offset=base + pos, field=field)
+        name = what if index is None else numbered(what, index)
+        raise BadSize(f"invalid {name} size {size}", offset=base + pos, field=field)
     end = pos + 4 + size
     if end > len(data):
         raise GrammarError(f"{what} is cut short", offset=base + len(data), field=cut)
@@ -256,13 +259,10 @@ def _sized(data: bytes, pos: int, what: str, field: str, base: int = 0,
 def _json_body(data: bytes, nl: int) -> tuple[dict[str, Any], int]:
     body, end = _sized(data, nl + 1, "IDENTIFY body", "body size")
     try:
-        value = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadJSON(f"not JSON: {exc}", offset=nl + 5, field="body") from None
-    if not isinstance(value, dict):
-        raise BadJSON(f"expected a JSON object, got {type(value).__name__}", offset=nl + 5,
-                      field="body")
-    return value, end
+        return read_object(body), end
+    except BadJSON as exc:
+        exc.offset, exc.field = nl + 5, "body"
+        raise
 
 
 def _secret_body(data: bytes, nl: int) -> tuple[bytes, int]:
@@ -284,8 +284,8 @@ def _messages_body(data: bytes, nl: int) -> tuple[tuple[bytes, ...], int]:
         raise BadSize(f"MPUB invalid message count {count}", offset=base, field="num messages")
     pos = 4
     bodies = []
-    for _ in range(count):
-        msg, pos = _sized(body, pos, "message body", "message size", base, "message size")
+    for i in range(count):
+        msg, pos = _sized(body, pos, "message body", "message size", base, "message size", i)
         bodies.append(msg)
     if pos != len(body):
         rest = len(body) - pos

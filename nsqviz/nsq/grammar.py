@@ -75,6 +75,7 @@ from nsqviz.nsq.identify_fields import (
     IDENTIFY_FIELDS,
     IdentifyField,
 )
+from nsqviz.nsq.json_object import read_object
 
 if TYPE_CHECKING:
     from construct.core import Context, PathType, StreamType
@@ -308,12 +309,10 @@ class _JSONObject(AdapterBase):
 
     def _decode(self, obj: bytes, context: Context, path: PathType) -> dict[str, Any]:
         try:
-            value = json.loads(obj)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise BadJSON(f"not JSON: {exc}", path=path) from None
-        if not isinstance(value, dict):
-            raise BadJSON(f"expected a JSON object, got {type(value).__name__}", path=path)
-        return value
+            return read_object(obj)
+        except BadJSON as exc:
+            exc.path = path
+            raise
 
     def _encode(self, obj: dict[str, Any], context: Context, path: PathType) -> bytes:
         return compact_json(obj)
@@ -330,18 +329,27 @@ JSONObject = _Located(_JSONObject(GreedyBytes), "body")
 
 def _body(subcon: Grammar, *, what: str, size_field: str = "body size") -> Grammar:
     """``[ 4-byte size ][ N-byte data ]``; nsqd refuses a size below 1, and so does
-    building (an empty body is not a body)."""
+    building (an empty body is not a body). Inside an array (MPUB's messages) ``what``
+    gets the element's index, as nsqd's ``MPUB invalid message(1) body size 0``."""
 
     class _CheckedSize(AdapterBase):
         def _decode(self, obj: int, context: Context, path: PathType) -> int:
             if obj < 1:
-                raise BadSize(f"invalid {what} size {obj}", path=path)
+                index = context.get("_index")
+                name = what if index is None else numbered(what, index)
+                raise BadSize(f"invalid {name} size {obj}", path=path)
             return obj
 
         def _encode(self, obj: int, context: Context, path: PathType) -> int:
             return self._decode(obj, context, path)
 
     return Prefixed(_Located(_CheckedSize(Int32sb), size_field), subcon)
+
+
+def numbered(what: str, index: int) -> str:
+    """``message body`` -> ``message(1) body``: how nsqd names one message of an MPUB."""
+    noun, _, rest = what.partition(" ")
+    return f"{noun}({index}) {rest}".rstrip()
 
 
 class _MessageCountAdapter(AdapterBase):

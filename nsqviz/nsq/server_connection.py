@@ -66,6 +66,10 @@ class ServerConnection(_Connection):
             self._advance(ev.Magic)
         self.identify: dict[str, Any] | None = None
         self.authenticated = False
+        # AUTH accepted and its answer not yet given: nsqd reads the next command only
+        # after the auth service answered, so commands pipelined behind AUTH are judged
+        # as after a successful AUTH (a failed one closes the connection before them)
+        self.auth_requested = False
         self.subscription: tuple[str, str] | None = None
         self.rdy = 0
         self.in_flight: set[bytes] = set()
@@ -262,7 +266,8 @@ class ServerConnection(_Connection):
         kind = type(cmd)
         config = self.config
         refuse = self._refuse
-        if BY_EVENT[kind].auth and config.auth_enabled and not self.authenticated:
+        authed = self.authenticated or self.auth_requested
+        if BY_EVENT[kind].auth and config.auth_enabled and not authed:
             text = f"AUTH required before {name_of(kind)}"
             return refuse(out, ErrorCode.AUTH_FIRST, text, offset, raw, command=cmd)
         if isinstance(cmd, ev.Fin | ev.Req | ev.Touch):
@@ -273,12 +278,13 @@ class ServerConnection(_Connection):
             if over := self._rdy_over_max(cmd, offset, raw):
                 return self._report(out, over)
         elif isinstance(cmd, ev.Auth):
-            if self.authenticated:
+            if authed:
                 return refuse(out, ErrorCode.INVALID, "AUTH already set", offset, raw,
                               command=cmd)
             if not config.auth_enabled:
                 return refuse(out, ErrorCode.AUTH_DISABLED, "AUTH disabled", offset, raw,
                               command=cmd)
+            self.auth_requested = True
         elif isinstance(cmd, ev.Sub):
             if self.identify and self.identify.get("heartbeat_interval") == -1:
                 text = "cannot SUB with heartbeats disabled"

@@ -13,6 +13,7 @@ by every test run.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import random
 from collections.abc import Callable
@@ -21,10 +22,13 @@ from pathlib import Path
 from nsqviz.capture.cli import json_line
 from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.files import CaptureFormatError
+from nsqviz.lookupd import codec as lookupd_codec
+from nsqviz.lookupd import grammar as lookupd_grammar
 from nsqviz.nsq import codec as nsq_codec
 from nsqviz.nsq import events as nsq_events
 from nsqviz.nsq import fastpath
 from nsqviz.nsq import grammar as nsq_grammar
+from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.observer import Observer as NsqObserver
 from nsqviz.tubemq import codec as tube_codec
 from nsqviz.tubemq import grammar as tube_grammar
@@ -103,6 +107,53 @@ def nsq_codec_target(data: bytes) -> None:
         receive(b"")
 
 
+def json_object_target(data: bytes) -> None:
+    """The one JSON-object reader of every decoder: a dict or BadJSON, nothing else."""
+    with contextlib.suppress(nsq_grammar.BadJSON):
+        read_object(data)
+
+
+# -------------------------------------------------------------------------- lookupd
+
+
+def lookupd_grammar_target(data: bytes) -> None:
+    """The ``"  V1"`` grammar: a command as nsqlookupd reads it, an answer as nsqd does."""
+    for parse in (lookupd_grammar.parse_command, lookupd_grammar.parse_response):
+        try:
+            parse(data)
+        except nsq_grammar.GrammarError as exc:
+            _check_offset(exc, data)
+
+
+LOOKUPD_INFO = {"broadcast_address": "h", "tcp_port": 4150, "http_port": 4151,
+                "version": "1.3.0"}
+
+
+def lookupd_codec_target(data: bytes) -> None:
+    """The lookup codec as nsqlookupd, and as nsqd waiting for the answer to IDENTIFY or
+    to IDENTIFY, REGISTER and PING; cut at random; then the close."""
+    if len(data) < 2:
+        return
+    role = data[0] % 3
+    stream = data[2:]
+    if role == 0:
+        server = lookupd_codec.LookupServerConnection()
+        if data[1] & 1:
+            stream = lookupd_grammar.MAGIC_V1 + stream  # mostly past the magic
+        receive = server.receive
+    else:
+        client = lookupd_codec.LookupClientConnection()
+        asked = [lookupd_codec.Magic(), lookupd_codec.Identify(LOOKUPD_INFO)]
+        if role == 2:
+            asked += [lookupd_codec.Register("t", "c"), lookupd_codec.Ping()]
+        for cmd in asked:
+            client.send(cmd)
+        receive = client.receive
+    for chunk in _chunks(stream, data[1]):
+        receive(chunk)
+    receive(b"")
+
+
 # --------------------------------------------------------------------------- TubeMQ
 
 
@@ -156,6 +207,9 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "tubemq_grammar": tubemq_grammar_target,
     "tubemq_codec": tubemq_codec_target,
     "capture": capture_target,
+    "json_object": json_object_target,
+    "lookupd_grammar": lookupd_grammar_target,
+    "lookupd_codec": lookupd_codec_target,
 }
 
 

@@ -359,6 +359,19 @@ def test_server_with_auth_refuses_sub_before_auth():
     assert v.code == "E_AUTH_FIRST" and v.fatal
 
 
+def test_server_takes_commands_pipelined_behind_auth():
+    """Issue 24 item 4: nsqd reads the command after AUTH once the auth service has
+    answered, so AUTH and PUB in one write are two commands, not E_AUTH_FIRST; a second
+    AUTH behind the first is already set."""
+    w = Wire.with_config(auth_enabled=True)
+    w.c2s(ev.Magic())
+    got = w.raw_c2s(w.client.send(ev.Auth(b"x")) + b"PUB t\n\0\0\0\x01x")
+    assert got == [ev.Auth(b"x"), ev.Pub("t", b"x")]
+    assert not w.server.authenticated  # that is the auth service's to say
+    v = violation(w.raw_c2s(b"AUTH\n\0\0\0\x01y"))
+    assert (v.code, v.text) == ("E_INVALID", "AUTH already set")
+
+
 def test_client_sees_garbage_from_the_server_as_a_fatal_violation():
     w = subscribed()
     v = violation(w.raw_s2c(b"HTTP/1.1 400 Bad Request\r\n\r\n"))

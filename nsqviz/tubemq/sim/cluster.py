@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nsqviz.listen import LOOPBACK
 from nsqviz.tubemq.metadata import (
     format_broker_info,
     format_partition,
@@ -80,7 +81,7 @@ class SimConfig:
     """
 
     topics: tuple[str, ...] = ("demo",)
-    host: str = "127.0.0.1"
+    host: str = LOOPBACK
     master_port: int = DEFAULT_MASTER_PORT
     broker_ports: tuple[int, ...] = (DEFAULT_BROKER_PORT, DEFAULT_BROKER_PORT + 1)
     partitions: int = 2
