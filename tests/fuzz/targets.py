@@ -3,7 +3,8 @@
 What the project promises for any bytes (issue 14): the grammars and fast paths raise
 nothing but their ``GrammarError``, with an offset inside the input; the codecs, in every
 role and at any chunking, turn bad bytes into events, never exceptions; reading a
-capture gives records and warnings, or a ``CaptureFormatError`` naming an offset.
+capture gives records and warnings, or a ``CaptureFormatError`` naming an offset; the
+HTTP layer answers every request, or closes, and never raises.
 
 The same targets run under hypothesis in ``make test`` (``test_fuzz.py``, a small
 budget) and under atheris in ``make fuzz`` (``python -m tests.fuzz``, long runs). An input
@@ -21,6 +22,9 @@ from pathlib import Path
 from nsqviz.capture.cli import json_line
 from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.files import CaptureFormatError
+from nsqviz.httpd import GET, POST, HTTPError, HTTPServerConnection, route_table, text
+from nsqviz.lookupd import codec as lookup_codec
+from nsqviz.lookupd import grammar as lookup_grammar
 from nsqviz.nsq import codec as nsq_codec
 from nsqviz.nsq import events as nsq_events
 from nsqviz.nsq import fastpath
@@ -132,6 +136,71 @@ def tubemq_codec_target(data: bytes) -> None:
     conn.receive(b"", now=0.0)
 
 
+# --------------------------------------------------------------------------- lookupd
+
+
+def lookupd_grammar_target(data: bytes) -> None:
+    """The lookup protocol's grammar: commands (nsqd to nsqlookupd) and answers."""
+    for parse in (lookup_grammar.parse_command, lookup_grammar.parse_response):
+        try:
+            parse(data)
+        except nsq_grammar.GrammarError as exc:
+            _check_offset(exc, data)
+
+
+_LOOKUP_ASKED = (lookup_codec.Magic(), lookup_codec.Ping(),
+                 lookup_codec.Identify({"broadcast_address": "h", "tcp_port": 1,
+                                        "http_port": 2, "version": "1.3.0"}),
+                 lookup_codec.Register("t", "c"), lookup_codec.Unregister("t", None))
+
+
+def lookupd_codec_target(data: bytes) -> None:
+    """The lookup codec as nsqlookupd (commands in) and as nsqd (answers in, after the
+    commands it sent), cut at random; then the close."""
+    if len(data) < 2:
+        return
+    stream = data[2:]
+    receive: Callable[[bytes], list[lookup_codec.LookupEvent]]
+    if data[0] & 1:
+        client = lookup_codec.LookupClientConnection()
+        for cmd in _LOOKUP_ASKED:
+            client.send(cmd)
+        receive = client.receive
+    else:
+        receive = lookup_codec.LookupServerConnection().receive
+        if data[1] & 1:
+            stream = lookup_grammar.MAGIC_V1 + stream
+    for chunk in _chunks(stream, data[1]):
+        receive(chunk)
+    receive(b"")
+
+
+# ------------------------------------------------------------------------------ HTTP
+
+
+def _echo(query: dict[str, list[str]], body: bytes) -> tuple[int, bytes, str | None]:
+    if "fail" in query:
+        raise HTTPError(400, "MISSING_ARG_TOPIC")
+    return text(b"%d" % len(body))
+
+
+_HTTP_ROUTE = route_table({"/get": (GET, _echo), "/post": (POST, _echo)})
+
+
+def http_target(data: bytes) -> None:
+    """The broker's and lookupd's HTTP layer, cut at random, then the close: it never
+    raises, and what it sends is HTTP/1.1 answers."""
+    if not data:
+        return
+    conn = HTTPServerConnection(_HTTP_ROUTE, max_body_size=1024)
+    for chunk in [*_chunks(data[1:], data[0]), b""]:
+        out = conn.receive(chunk)
+        if out and not out.startswith(b"HTTP/1.1 "):
+            raise AssertionError(f"not an HTTP answer: {out[:40]!r}")
+        if conn.closed:
+            break
+
+
 # -------------------------------------------------------------------------- captures
 
 
@@ -156,6 +225,9 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "tubemq_grammar": tubemq_grammar_target,
     "tubemq_codec": tubemq_codec_target,
     "capture": capture_target,
+    "lookupd_grammar": lookupd_grammar_target,
+    "lookupd_codec": lookupd_codec_target,
+    "http": http_target,
 }
 
 

@@ -12,10 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nsqviz.lookupd import codec as lookup_codec
+from nsqviz.lookupd import grammar as lookup_grammar
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.codec import ClientConnection, ServerConnection
 from nsqviz.tubemq import grammar as tube_grammar
-from tests.fuzz.targets import TARGETS, capture_seeds, regressions
+from tests.differential.test_http_framing import CASES as HTTP_CASES
+from tests.fuzz.targets import _LOOKUP_ASKED, TARGETS, capture_seeds, regressions
 
 
 def _nsq_seeds() -> list[bytes]:
@@ -36,6 +39,21 @@ def _nsq_seeds() -> list[bytes]:
 def _tubemq_seeds() -> list[bytes]:
     return [tube_grammar.frame_bytes(7, bytes(range(40))),
             tube_grammar.frame_bytes(1, b"\x08\x01\x10\x02" * 3)]
+
+
+def _lookupd_seeds() -> list[bytes]:
+    """Commands as nsqd sends them (built by the codec) and nsqlookupd's answers."""
+    client = lookup_codec.LookupClientConnection()
+    out = [client.send(cmd) for cmd in _LOOKUP_ASKED]
+    answers = [b"OK", b'{"tcp_port":4160,"http_port":4161,"version":"1.3.0"}',
+               b"E_INVALID invalid command HELLO"]
+    return out + [lookup_grammar.Response.build(a) for a in answers]
+
+
+def _http_seeds() -> list[bytes]:
+    """Requests of the HTTP framing cases (good and bad), aimed at the target's routes."""
+    return [b"".join(parts).replace(b"/pub?topic=framing", b"/post").replace(b"/ping", b"/get")
+            for parts in HTTP_CASES.values() if sum(map(len, parts)) < 4096]
 
 
 def _mutate(args) -> bytes:
@@ -85,6 +103,15 @@ STRATEGIES = {
     "tubemq_grammar": st.one_of(st.binary(max_size=300), mutated(_tubemq_seeds())),
     "tubemq_codec": st.one_of(st.binary(max_size=600), mutated(_tubemq_seeds(), _role_prefix)),
     "capture": mutated(capture_seeds()),
+    "lookupd_grammar": st.one_of(st.binary(max_size=300), mutated(_lookupd_seeds())),
+    "lookupd_codec": st.one_of(st.binary(max_size=600),
+                               mutated(_lookupd_seeds(), _role_prefix),
+                               st.tuples(_role_prefix, _joined(_lookupd_seeds())).map(
+                                   lambda t: t[0] + t[1])),
+    "http": st.one_of(st.binary(max_size=600), mutated(_http_seeds(), st.binary(min_size=1,
+                                                                               max_size=1)),
+                      st.tuples(st.binary(min_size=1, max_size=1),
+                                _joined(_http_seeds())).map(lambda t: t[0] + t[1])),
 }
 
 
