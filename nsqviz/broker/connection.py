@@ -397,9 +397,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
 
     def deliver(self, batch: list[BrokerMessage]) -> None:
         """Messages the channel just put in flight for us, as one buffered write."""
-        data = self.codec.send_messages(
-            [events.Message(m.timestamp, m.attempts, m.id, m.body) for m in batch]
-        )
+        data = self.codec.send_messages(batch)
         self.message_count += len(batch)
         self._out.append(data)
         self._out_size += len(data)

@@ -17,9 +17,9 @@ Input to the decoders is exactly one frame or command, as cut by
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from struct import Struct
-from typing import Any
+from typing import Any, Protocol
 
 from nsqviz.nsq.commands import (
     BY_EVENT,
@@ -65,6 +65,8 @@ __all__ = [
     "decode_messages",
     "encode_command",
     "encode_frame",
+    "encode_messages",
+    "MessageParts",
 ]
 
 _I32 = Struct(">i")
@@ -184,19 +186,45 @@ def decode_fins(
 def encode_frame(frame: ServerFrame) -> bytes:
     """Response, Error or Message -> the bytes nsqd sends."""
     if type(frame) is Message:
-        body = frame.body
-        mid = frame.id
-        if len(mid) != 16 or mid.translate(None, _HEXDIGITS):
-            raise BadMessageID(f"message id {mid!r} is not 16 hex digits")
-        return (
-            _MESSAGE_FRAME_HEADER.pack(30 + len(body), 2, frame.timestamp, frame.attempts, mid)
-            + body
-        )
+        return encode_messages((frame,))
     if type(frame) is Response:
         return _HEADER.pack(4 + len(frame.data), 0) + frame.data
     if type(frame) is Error:
         return _HEADER.pack(4 + len(frame.data), 1) + frame.data
     raise TypeError(f"not a frame: {frame!r}")
+
+
+class MessageParts(Protocol):
+    """What a message frame is made of: :class:`Message`, or a broker's own message
+    object that has the same four fields (encoded without a Message made for it)."""
+
+    @property
+    def timestamp(self) -> int: ...
+
+    @property
+    def attempts(self) -> int: ...
+
+    @property
+    def id(self) -> bytes: ...
+
+    @property
+    def body(self) -> bytes: ...
+
+
+def encode_messages(messages: Iterable[MessageParts]) -> bytes:
+    """The message frames of ``messages``, one after the other, as one bytes object:
+    a consumer's batch in a single write, each body copied once."""
+    pack = _MESSAGE_FRAME_HEADER.pack
+    parts: list[bytes] = []
+    append = parts.append
+    for m in messages:
+        mid = m.id
+        if len(mid) != 16 or mid.translate(None, _HEXDIGITS):
+            raise BadMessageID(f"message id {mid!r} is not 16 hex digits")
+        body = m.body
+        append(pack(30 + len(body), 2, m.timestamp, m.attempts, mid))
+        append(body)
+    return b"".join(parts)
 
 
 # --------------------------------------------------------------------------- commands
