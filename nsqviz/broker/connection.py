@@ -30,6 +30,7 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any, ClassVar
 
 from nsqviz.broker.access import AccessSteps
@@ -345,8 +346,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             else:
                 now = time.time_ns()
                 ids = broker.new_id.many(len(bodies))
-                topic.put_many([BrokerMessage(i, b, now)
-                                for i, b in zip(ids, bodies, strict=True)])
+                topic.put_many(list(map(BrokerMessage, ids, bodies, repeat(now))))
         except (OSError, ValueError) as exc:
             # nsqd: E_PUB_FAILED / E_MPUB_FAILED / E_DPUB_FAILED when the put fails (a
             # disk queue that cannot be written)

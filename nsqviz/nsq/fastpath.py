@@ -270,6 +270,13 @@ def _sized(data: bytes, pos: int, what: str, field: str, base: int = 0,
 
     ``base`` is where ``data`` itself starts in the command, for error offsets.
     """
+    start, end = _span(data, pos, what, field, base, cut)
+    return data[start:end], end
+
+
+def _span(data: bytes, pos: int, what: str, field: str, base: int = 0,
+          cut: str = "body") -> tuple[int, int]:
+    """:func:`_sized` without the copy: where the N bytes start and end in ``data``."""
     if len(data) - pos < 4:
         raise GrammarError(f"{field} is cut short", offset=base + len(data), field=cut)
     (size,) = _I32.unpack_from(data, pos)
@@ -278,7 +285,7 @@ def _sized(data: bytes, pos: int, what: str, field: str, base: int = 0,
     end = pos + 4 + size
     if end > len(data):
         raise GrammarError(f"{what} is cut short", offset=base + len(data), field=cut)
-    return data[pos + 4 : end], end
+    return pos + 4, end
 
 
 def _json_body(data: bytes, nl: int) -> tuple[dict[str, Any], int]:
@@ -302,22 +309,32 @@ def _message_body(data: bytes, nl: int) -> tuple[bytes, int]:
 
 
 def _messages_body(data: bytes, nl: int) -> tuple[tuple[bytes, ...], int]:
-    body, end = _sized(data, nl + 1, "MPUB body", "body size")
-    base = nl + 5
-    if len(body) < 4:
-        raise GrammarError("num messages is cut short", offset=base + len(body),
-                           field="num messages")
-    (count,) = _I32.unpack_from(body)
+    base, end = _span(data, nl + 1, "MPUB body", "body size")  # base: the body's offset
+    if end - base < 4:
+        raise GrammarError("num messages is cut short", offset=end, field="num messages")
+    (count,) = _I32.unpack_from(data, base)
     if count < 1:
         raise BadSize(f"MPUB invalid message count {count}", offset=base, field="num messages")
-    pos = 4
-    bodies = []
+    # each message is sliced straight out of the command (the MPUB body is not copied
+    # first); a size that does not fit goes to _sized, which names the fault
+    pos = base + 4
+    bodies: list[bytes] = []
+    append = bodies.append
+    unpack = _I32.unpack_from
     for _ in range(count):
-        msg, pos = _sized(body, pos, "message body", "message size", base, "message size")
-        bodies.append(msg)
-    if pos != len(body):
-        rest = len(body) - pos
-        raise BadSize(f"MPUB body has {rest} bytes after its last message", offset=base + pos,
+        if end - pos >= 4:
+            (size,) = unpack(data, pos)
+            stop = pos + 4 + size
+            if size >= 1 and stop <= end:
+                append(data[pos + 4 : stop])
+                pos = stop
+                continue
+        msg, rel = _sized(data[base:end], pos - base, "message body", "message size", base,
+                          "message size")
+        append(msg)
+        pos = base + rel
+    if pos != end:
+        raise BadSize(f"MPUB body has {end - pos} bytes after its last message", offset=pos,
                       field="body")
     return tuple(bodies), end
 
