@@ -12,9 +12,22 @@ codecs take as their model): framing ambiguities -- conflicting ``Content-Length
 headers, a length that is not digits, a malformed chunk -- are refused, never guessed,
 and chunked bodies are decoded. :class:`HTTPServerConnection` is the sans-IO part (bytes
 in, bytes out, no socket, no clock), so the fuzz targets drive it as the server does.
-Where h11 and Go's net/http (the server of the real nsqd and nsqlookupd, v1.3.0 built
-with Go 1.19) would answer differently, this module adds Go's rule on top of h11's
-events, each one named in :data:`GO_RULES`.
+Where h11 alone would answer otherwise than Go's net/http (the server of the real nsqd
+and nsqlookupd v1.3.0, built with Go 1.19), Go's rule is added on top of h11's events:
+
+* a request line whose HTTP major version is not 1: 505;
+* a first line that is not ``METHOD TARGET HTTP/x.y`` (an HTTP/0.9-style request): 400
+  as soon as its line end arrives, not once a blank line does;
+* an ``Expect`` other than ``100-continue``: 417;
+* a head above :data:`GO_MAX_HEADER_BYTES`: 431;
+* ``OPTIONS *``: 200 with no body, from the server itself;
+* a chunked body that breaks its framing under a found route: 500 ``INTERNAL_ERROR``,
+  what nsqd's body-reading handlers (/pub, /mpub) answer when the read fails.
+
+Three readings stay h11's, stricter or more RFC 9112-minded than Go 1.19's, none of them
+a body read two ways: a ``Content-Length`` list of equal values is read as that value
+(Go: 400), an empty ``Content-Length`` is refused (Go: no body), and chunked encoding is
+decoded on an HTTP/1.0 request (Go ignores it there).
 """
 
 from __future__ import annotations
@@ -32,7 +45,7 @@ import h11
 from nsqviz.listen import listen_backlog
 
 __all__ = [
-    "GET", "GO_MAX_HEADER_BYTES", "GO_RULES", "POST", "HTTPError", "HTTPServerConnection",
+    "GET", "GO_MAX_HEADER_BYTES", "POST", "HTTPError", "HTTPServerConnection",
     "Query", "Reply", "Route", "arg", "empty", "error_body", "json_reply", "route_table",
     "serve", "text",
 ]
@@ -42,18 +55,6 @@ log = logging.getLogger(__name__)
 GO_MAX_HEADER_BYTES = (1 << 20) + 4096
 """Go's ``http.DefaultMaxHeaderBytes`` (1 MiB) plus the 4096 bytes of bufio slack its
 server allows: a request head past this is answered 431."""
-
-GO_RULES = {
-    "version": "a request line whose HTTP major version is not 1 is answered 505",
-    "request line": "a first line that is not METHOD TARGET HTTP/x.y is answered 400 as "
-                    "soon as its line end arrives (an HTTP/0.9-style request included)",
-    "expect": "an Expect header other than 100-continue is answered 417",
-    "head size": f"a request head above {GO_MAX_HEADER_BYTES} bytes is answered 431",
-    "options *": "OPTIONS * is answered 200 with no body, by the server, not a handler",
-    "bad body": "a chunked body that breaks its framing fails the handler reading it: "
-                "nsqd answers 500 INTERNAL_ERROR",
-}
-"""Go's net/http answers that h11 alone does not give, checked against the real nsqd."""
 
 _PIECE = 4096
 """While a head is incomplete, bytes go to h11 this many at a time, so its size bound
