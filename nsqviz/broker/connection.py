@@ -30,6 +30,7 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any, ClassVar
 
 from nsqviz.broker.access import AccessSteps
@@ -348,8 +349,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             else:
                 now = time.time_ns()
                 ids = broker.new_id.many(len(bodies))
-                topic.put_many([BrokerMessage(i, b, now)
-                                for i, b in zip(ids, bodies, strict=True)])
+                topic.put_many(list(map(BrokerMessage, ids, bodies, repeat(now))))
         except (OSError, ValueError) as exc:
             # nsqd: E_PUB_FAILED / E_MPUB_FAILED / E_DPUB_FAILED when the put fails (a
             # disk queue that cannot be written)
@@ -400,9 +400,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
 
     def deliver(self, batch: list[BrokerMessage]) -> None:
         """Messages the channel just put in flight for us, as one buffered write."""
-        data = self.codec.send_messages(
-            [events.Message(m.timestamp, m.attempts, m.id, m.body) for m in batch]
-        )
+        data = self.codec.send_messages(batch)
         self.message_count += len(batch)
         self._out.append(data)
         self._out_size += len(data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,13 +113,15 @@ class ServerConnection(_Connection):
             self.in_flight.add(frame.id)
         return self._wrap(fastpath.encode_frame(frame))
 
-    def send_messages(self, messages: list[ev.Message], *, check: bool = True) -> bytes:
-        """Several message frames at once: the broker's hot path to a consumer."""
+    def send_messages(self, messages: Sequence[fastpath.MessageParts], *,
+                      check: bool = True) -> bytes:
+        """Several message frames at once: the broker's hot path to a consumer. Any
+        objects with a message's fields will do (the broker passes its own)."""
         if check:
             self._check_delivery(len(messages))
-        encode = fastpath.encode_frame
-        self.in_flight.update(m.id for m in messages)
-        return self._wrap(b"".join([encode(m) for m in messages]))
+        data = fastpath.encode_messages(messages)
+        self.in_flight.update([m.id for m in messages])
+        return self._wrap(data)
 
     def _check_delivery(self, count: int) -> None:
         """nsqd sends messages only to a subscribed client, and no more than its RDY."""

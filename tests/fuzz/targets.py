@@ -3,7 +3,8 @@
 What the project promises for any bytes (issue 14): the grammars and fast paths raise
 nothing but their ``GrammarError``, with an offset inside the input; the codecs, in every
 role and at any chunking, turn bad bytes into events, never exceptions; reading a
-capture gives records and warnings, or a ``CaptureFormatError`` naming an offset.
+capture gives records and warnings, or a ``CaptureFormatError`` naming an offset; the
+HTTP layer answers every request, or closes, and never raises.
 
 The same targets run under hypothesis in ``make test`` (``test_fuzz.py``, a small
 budget) and under atheris in ``make fuzz`` (``python -m tests.fuzz``, long runs). An input
@@ -22,6 +23,7 @@ from pathlib import Path
 from nsqviz.capture.cli import json_line
 from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.files import CaptureFormatError
+from nsqviz.httpd import GET, POST, HTTPError, HTTPServerConnection, route_table, text
 from nsqviz.lookupd import codec as lookupd_codec
 from nsqviz.lookupd import grammar as lookupd_grammar
 from nsqviz.nsq import codec as nsq_codec
@@ -183,6 +185,32 @@ def tubemq_codec_target(data: bytes) -> None:
     conn.receive(b"", now=0.0)
 
 
+# ------------------------------------------------------------------------------ HTTP
+
+
+def _echo(query: dict[str, list[str]], body: bytes) -> tuple[int, bytes, str | None]:
+    if "fail" in query:
+        raise HTTPError(400, "MISSING_ARG_TOPIC")
+    return text(b"%d" % len(body))
+
+
+_HTTP_ROUTE = route_table({"/get": (GET, _echo), "/post": (POST, _echo)})
+
+
+def http_target(data: bytes) -> None:
+    """The broker's and lookupd's HTTP layer, cut at random, then the close: it never
+    raises, and what it sends is HTTP/1.1 answers."""
+    if not data:
+        return
+    conn = HTTPServerConnection(_HTTP_ROUTE, max_body_size=1024)
+    for chunk in [*_chunks(data[1:], data[0]), b""]:
+        out = conn.receive(chunk)
+        if out and not out.startswith(b"HTTP/1.1 "):
+            raise AssertionError(f"not an HTTP answer: {out[:40]!r}")
+        if conn.closed:
+            break
+
+
 # -------------------------------------------------------------------------- captures
 
 
@@ -210,6 +238,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "json_object": json_object_target,
     "lookupd_grammar": lookupd_grammar_target,
     "lookupd_codec": lookupd_codec_target,
+    "http": http_target,
 }
 
 

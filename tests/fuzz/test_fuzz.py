@@ -17,6 +17,7 @@ from nsqviz.lookupd import grammar as lookupd_grammar
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.codec import ClientConnection, ServerConnection
 from nsqviz.tubemq import grammar as tube_grammar
+from tests.differential.test_http_framing import CASES as HTTP_CASES
 from tests.fuzz.targets import LOOKUPD_INFO, TARGETS, capture_seeds, regressions
 
 
@@ -45,6 +46,12 @@ def _lookupd_seeds() -> list[bytes]:
                (b"OK", b'{"tcp_port":4160,"http_port":4161,"version":"1.3.0",'
                        b'"broadcast_address":"l","hostname":"l"}', b"E_INVALID x")]
     return commands + answers
+
+
+def _http_seeds() -> list[bytes]:
+    """Requests of the HTTP framing cases (good and bad), aimed at the target's routes."""
+    return [b"".join(parts).replace(b"/pub?topic=framing", b"/post").replace(b"/ping", b"/get")
+            for parts in HTTP_CASES.values() if sum(map(len, parts)) < 4096]
 
 
 def _json_seeds() -> list[bytes]:
@@ -110,6 +117,10 @@ STRATEGIES = {
                                mutated(_lookupd_seeds(), _role_prefix),
                                st.tuples(_role_prefix, _joined(_lookupd_seeds())).map(
                                    lambda t: t[0] + t[1])),
+    "http": st.one_of(st.binary(max_size=600), mutated(_http_seeds(), st.binary(min_size=1,
+                                                                               max_size=1)),
+                      st.tuples(st.binary(min_size=1, max_size=1),
+                                _joined(_http_seeds())).map(lambda t: t[0] + t[1])),
 }
 
 
