@@ -7,6 +7,12 @@ per-flow counts in place of the frames (like ``tshark -q -z conv,tcp``). Several
 are one capture set (rotated files) unless ``--each-file``; ``--idle-split`` is the
 silence that ends a connection. ``nsqviz pipeline`` takes the same two options, with the
 same defaults, and finds the same connections.
+
+Live: ``-i IFACE [-f BPF]`` captures through tcpdump (or dumpcap)
+(:mod:`nsqviz.capture.live`), and ``tcpdump -U -w - | nsqviz decode -`` reads a capture
+as it is written; either way each record is printed (and flushed) as soon as its last
+packet is read, and connections that end or fall silent are forgotten, so memory stays
+bounded however long it runs (unless ``--stats``, which needs every flow's counts).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any, TextIO
 from nsqviz import protocols
 from nsqviz.capture.decode import CaptureDecoder, FlowStats
 from nsqviz.capture.files import CaptureFormatError
+from nsqviz.capture.live import TOOLS, CaptureToolError, LiveCapture
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
 from nsqviz.records import DecodedRecord, json_line, summary
 from nsqviz.stream.direction import Direction
@@ -36,8 +43,18 @@ def register(subparsers: Any) -> None:
         help="decode the NSQ (and every other known protocol's) traffic in captures",
         description=__doc__.splitlines()[0],
     )
-    p.add_argument("captures", nargs="+", metavar="CAPTURE",
-                   help="pcap or pcapng files; - reads one from standard input")
+    p.add_argument("captures", nargs="*", metavar="CAPTURE",
+                   help="pcap or pcapng files; - reads one from standard input (also while"
+                        " it is written: tcpdump -U -w - | nsqviz decode -)")
+    p.add_argument("-i", "--interface", metavar="IFACE",
+                   help="capture live from this interface (through tcpdump or dumpcap,"
+                        " which need the privilege to capture) instead of reading files")
+    p.add_argument("-f", dest="bpf", metavar="BPF",
+                   help="with -i: a capture filter in tcpdump's syntax (e.g. 'tcp port"
+                        " 4150')")
+    p.add_argument("--capture-tool", choices=TOOLS, default=None,
+                   help="with -i: the tool that captures (default: the first installed of"
+                        f" {', '.join(TOOLS)})")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument(
         "--flow", action="append", default=[], metavar="F",
@@ -170,14 +187,43 @@ def _print_stats(decoder: CaptureDecoder, out: TextIO, as_json: bool,
                   f" undecoded bytes {d['undecoded_bytes']}\n")
 
 
+def _usage_error(message: str) -> int:
+    print(f"nsqviz decode: {message}", file=sys.stderr)
+    return 2
+
+
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    decoder = CaptureDecoder(**capture_set_options(args))
+    if bool(args.captures) == bool(args.interface):
+        return _usage_error("give capture files (or - for standard input), or -i IFACE;"
+                            " not both")
+    if (args.bpf or args.capture_tool) and not args.interface:
+        return _usage_error("-f and --capture-tool go with -i IFACE")
+    capture: LiveCapture | None = None
+    if args.interface:
+        try:
+            capture = LiveCapture(args.interface, args.bpf, tool=args.capture_tool)
+        except CaptureToolError as exc:
+            return _usage_error(str(exc))
+    try:
+        return _decode(args, out, capture)
+    except KeyboardInterrupt:  # Ctrl-C: what was read is printed already
+        return 130
+    finally:
+        if capture is not None:
+            capture.stop()
+
+
+def _decode(args: argparse.Namespace, out: TextIO, capture: LiveCapture | None) -> int:
+    live = capture is not None or "-" in args.captures
+    decoder = CaptureDecoder(**capture_set_options(args), live=live and not args.stats)
     match = _flow_matcher(args.flow)
     names = {n.lower() for n in args.filter}
     write = out.write
+    flush = out.flush if live else None
     t0: float | None = None
-    sources = [sys.stdin.buffer if c == "-" else c for c in args.captures]
+    sources = ([capture.stdout] if capture is not None
+               else [sys.stdin.buffer if c == "-" else c for c in args.captures])
     try:
         for rec in decoder.decode(sources):
             if args.stats:
@@ -192,15 +238,22 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 if t0 is None and not math.isnan(rec.ts):
                     t0 = decoder.first_ts if decoder.first_ts is not None else rec.ts
                 write(wrap_line(_text_line(rec, t0 or 0.0), args.width) + "\n")
+            if flush is not None:
+                flush()
+        failure = capture.failure() if capture is not None else None
+        if failure:
+            print(f"nsqviz decode: {failure}", file=sys.stderr)
+            return 1
         if args.stats:
             _print_stats(decoder, out, args.json, match)
-        elif not any(s.protocol for s in decoder.stats):
+        elif not decoder.claimed:
             ports = ", ".join(f"{n} {sorted(p)}" for n, p in decoder.ports.items())
-            print(f"nsqviz decode: no known protocol in {len(decoder.stats)} TCP flows"
+            print(f"nsqviz decode: no known protocol in {decoder.flow_count} TCP flows"
                   f" (a server on another port than {ports}, and no handshake captured?"
                   " try --port P; --stats lists the flows)", file=sys.stderr)
     except CaptureFormatError as exc:
-        print(f"nsqviz decode: {exc}", file=sys.stderr)
+        failure = capture.failure() if capture is not None else None
+        print(f"nsqviz decode: {failure or exc}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:
         print(f"nsqviz decode: {exc.filename}: no such file", file=sys.stderr)

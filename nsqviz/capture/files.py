@@ -85,10 +85,14 @@ class CaptureWarning:
 class _Buffer:
     """A sliding window over a binary file: ``need(n)`` makes ``n`` bytes available at ``pos``."""
 
-    __slots__ = ("f", "buf", "pos", "base", "eof")
+    __slots__ = ("read", "buf", "pos", "base", "eof")
 
     def __init__(self, f: BinaryIO, head: bytes = b""):
-        self.f = f
+        # ``read1`` returns what one read of the underlying file gives -- on a pipe, the
+        # bytes already written -- where ``read(n)`` would wait for all ``n``: a record
+        # is yielded as soon as its last byte is written (``tcpdump -U -w - | nsqviz
+        # decode -``), and a regular file is still read a megabyte at a time.
+        self.read = getattr(f, "read1", f.read)
         self.buf = head
         self.pos = 0
         self.base = 0  # file offset of buf[0]
@@ -106,7 +110,7 @@ class _Buffer:
         parts = [rest]
         have = len(rest)
         while have < n:
-            more = self.f.read(max(_READ_SIZE, n - have))
+            more = self.read(max(_READ_SIZE, n - have))
             if not more:
                 self.eof = True
                 break
