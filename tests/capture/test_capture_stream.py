@@ -251,3 +251,16 @@ def test_bad_live_arguments_are_one_line_errors(capsys):
     assert "-f" in capsys.readouterr().err
     assert main(["decode"]) == 2
     assert "-i IFACE" in capsys.readouterr().err
+
+
+def test_decode_loads_only_its_own_part(tmp_path):
+    """A short live session starts fast: ``nsqviz decode`` imports neither the broker
+    nor asyncio (the other sub-commands' parts)."""
+    path = tmp_path / "empty.pcap"
+    PcapWriter(path).close()
+    code = ("import sys; from nsqviz.cli import main; main(['decode', '--json', sys.argv[1]]);"
+            " print(sorted(m for m in ('asyncio', 'nsqviz.broker', 'nsqviz.pipeline')"
+            " if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                         text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.stdout.strip() == "[]"
