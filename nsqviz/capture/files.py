@@ -41,6 +41,10 @@ __all__ = [
 
 _READ_SIZE = 1 << 20
 
+# A namedtuple's own __new__ is a Python-level function; tuple.__new__ builds the same
+# object in C, which counts once per packet (the capture readers' hot loop).
+_new_tuple = tuple.__new__
+
 
 class CaptureFormatError(Exception):
     """The file is not a capture this module can read: ``offset`` is the byte offset in
@@ -181,8 +185,8 @@ def _read_pcap(buf: _Buffer, endian: str, nsec: bool,
         p = buf.pos
         buf.pos = p + incl
         if only is None or number in only:
-            yield Record(number, sec + frac * scale, link, buf.buf[p : p + incl], orig, 0,
-                         start)
+            yield _new_tuple(Record, (number, sec + frac * scale, link, buf.buf[p : p + incl],
+                                      orig, 0, start))
 
 
 # ----------------------------------------------------------------------------- pcapng

@@ -70,6 +70,10 @@ MAX_PENDING_BYTES = 16 * 1024 * 1024
 """Out-of-order bytes held behind a hole before the hole is declared lost."""
 MAX_PENDING_SEGMENTS = 1024
 
+# A namedtuple's own __new__ is a Python-level function; tuple.__new__ builds the same
+# object in C, which counts once per segment (the capture readers' hot loop).
+_new_tuple = tuple.__new__
+
 LINGER = 60.0
 """Seconds an ended flow is remembered by :meth:`FlowTracker.sweep`: late packets of a
 closed connection (the last ACK, a retransmitted FIN) still belong to it, as in TCP's
@@ -328,7 +332,7 @@ class FlowTracker:
         delivered = half.delivered
         if off == delivered and not half.pending:  # the common case: next in order
             half.delivered = end
-            out.append(Data(flow, direction, off, payload, seg.number, seg.ts))
+            out.append(_new_tuple(Data, (flow, direction, off, payload, seg.number, seg.ts)))
             return
         if end <= delivered:
             out.append(Retransmission(flow, direction, off, len(payload), seg.number, seg.ts))
