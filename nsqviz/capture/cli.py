@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
+import stat
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -199,6 +201,14 @@ def _write(out: TextIO, lines: list[str], flush: bool) -> None:
             out.flush()
 
 
+def _stdin_is_file() -> bool:
+    """Standard input is a regular file (``< capture.pcap``), not a pipe being written."""
+    try:
+        return stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
+    except (OSError, ValueError):  # closed, or replaced by an object without a descriptor
+        return False
+
+
 def _usage_error(message: str) -> int:
     print(f"nsqviz decode: {message}", file=sys.stderr)
     return 2
@@ -227,7 +237,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _decode(args: argparse.Namespace, out: TextIO, capture: LiveCapture | None) -> int:
-    live = capture is not None or "-" in args.captures
+    live = capture is not None or ("-" in args.captures and not _stdin_is_file())
     decoder = CaptureDecoder(**capture_set_options(args), live=live and not args.stats)
     match = _flow_matcher(args.flow)
     names = {n.lower() for n in args.filter}
