@@ -167,7 +167,7 @@ def _print_stats(decoder: CaptureDecoder, out: TextIO, as_json: bool,
             out.write(json.dumps(_stats_dict(s)) + "\n")
         return
     out.write(f"{decoder.packets} packets, {decoder.not_tcp} not TCP,"
-              f" {len(decoder.warnings)} capture warnings, {len(decoder.stats)} TCP flows\n")
+              f" {decoder.warning_count} capture warnings, {len(decoder.stats)} TCP flows\n")
     for s in rows:
         d = _stats_dict(s)
         verdict = (protocols.by_name(s.protocol).title if s.protocol

@@ -153,7 +153,7 @@ class CaptureDecoder:
         )
         self.flows: dict[int, _FlowState] = {}
         self.warnings: list[CaptureWarning] = []
-        self.warning_count = 0
+        self.warning_count = 0  # also where warnings are not kept (live)
         self.flow_count = 0  # TCP flows seen
         self.claimed = 0  # flows a protocol claimed
         self.live = live
