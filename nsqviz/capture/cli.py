@@ -201,6 +201,20 @@ def _write(out: TextIO, lines: list[str], flush: bool) -> None:
             out.flush()
 
 
+def _stats_until_done(decoder: CaptureDecoder, sources: list[Any], out: TextIO,
+                      as_json: bool, match: Callable[[DecodedRecord], bool] | None) -> int:
+    """``--stats``: read to the end of the capture -- or, live, until Ctrl-C, which
+    here means "done, show me" -- then print the per-flow counts."""
+    code = 0
+    try:
+        for _ in decoder.decode(sources):
+            pass
+    except KeyboardInterrupt:
+        code = 130
+    _print_stats(decoder, out, as_json, match)
+    return code
+
+
 def _stdin_is_file() -> bool:
     """Standard input is a regular file (``< capture.pcap``), not a pipe being written."""
     try:
@@ -251,10 +265,10 @@ def _decode(args: argparse.Namespace, out: TextIO, capture: LiveCapture | None) 
     sources = ([capture.stdout] if capture is not None
                else [sys.stdin.buffer if c == "-" else c for c in args.captures])
     try:
+        if args.stats:
+            return _stats_until_done(decoder, sources, out, args.json, match)
         as_json, width = args.json, args.width
         for rec in decoder.decode(sources):
-            if args.stats:
-                continue
             if match is not None and rec.flow is not None and not match(rec):
                 continue
             if names and rec.name.lower() not in names and rec.kind not in names:
@@ -272,9 +286,7 @@ def _decode(args: argparse.Namespace, out: TextIO, capture: LiveCapture | None) 
         if failure:
             print(f"nsqviz decode: {failure}", file=sys.stderr)
             return 1
-        if args.stats:
-            _print_stats(decoder, out, args.json, match)
-        elif not decoder.claimed:
+        if not decoder.claimed:
             ports = ", ".join(f"{n} {sorted(p)}" for n, p in decoder.ports.items())
             print(f"nsqviz decode: no known protocol in {decoder.flow_count} TCP flows"
                   f" (a server on another port than {ports}, and no handshake captured?"

@@ -241,6 +241,34 @@ def test_live_capture_prints_each_record_within_a_second():
                 "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
 
+@pytest.mark.skipif(shutil.which("tcpdump") is None,
+                    reason="tcpdump is not installed (scripts/sysdeps.sh installs it)")
+@pytest.mark.skipif(os.geteuid() != 0, reason="capturing on lo needs root (or CAP_NET_RAW)")
+def test_live_stats_are_printed_at_ctrl_c():
+    with EmbeddedBroker() as broker:
+        port = broker.tcp_port
+        proc = _decode_process("-i", "lo", "-f", f"tcp port {port}", "--stats", "--json",
+                               "--port", f"nsq:{port}")
+        assert proc.stdout is not None and proc.stderr is not None
+        try:
+            while b"listening on" not in proc.stderr.readline():
+                assert proc.poll() is None, "the decoder or tcpdump exited"
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            codec = ClientConnection()
+            sock.sendall(b"".join(codec.send(c) for c in (Magic(), Pub("live", b"hi"))))
+            codec.receive(sock.recv(65536))
+            sock.close()
+            time.sleep(0.5)  # the packets reach the decoder
+        finally:
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=LINE_TIMEOUT)
+    assert proc.returncode == 130
+    assert b"Traceback" not in err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["protocol"], r["records"]) for r in rows] == [("nsq", {"command": 2,
+                                                                       "frame": 1})]
+
+
 def test_bad_live_arguments_are_one_line_errors(capsys):
     from nsqviz.cli import main
 
