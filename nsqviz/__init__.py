@@ -17,7 +17,7 @@ def _show_steps_as_html() -> None:
     if shell is None:
         return
     html = shell.display_formatter.formatters["text/html"]
-    html.for_type_by_name("nsqviz.session.client", "Step", _step_html)
+    html.for_type_by_name("nsqviz.session.entries", "Step", _step_html)
     html.for_type_by_name("nsqviz.tubemq.live.session", "Step", _tubemq_step_html)
 
 

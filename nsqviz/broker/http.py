@@ -13,8 +13,8 @@ import socket
 from struct import Struct
 
 from nsqviz.broker.message import BrokerMessage
-from nsqviz.broker.options import VERSION
 from nsqviz.broker.stats import stats, stats_text
+from nsqviz.goflags import VERSION
 from nsqviz.httpd import GET, POST, HTTPError, arg, empty, json_reply, route_table, serve, text
 from nsqviz.nsq import fastpath
 from nsqviz.nsq.grammar import (

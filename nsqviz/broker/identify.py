@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nsqviz.broker.options import VERSION, Options
+from nsqviz.broker.options import Options
+from nsqviz.goflags import VERSION
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.grammar import FEATURE_NEGOTIATION_FIELDS, IDENTIFY_FIELDS, IdentifyField
 

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import socket
 
-from nsqviz.broker.options import VERSION
+from nsqviz.goflags import VERSION
 from nsqviz.lookupd.codec import (
     Answer,
     Closed,

@@ -21,8 +21,9 @@ import os
 import time
 
 from nsqviz.broker.message import IDGenerator
-from nsqviz.broker.options import VERSION, Options
+from nsqviz.broker.options import Options
 from nsqviz.broker.queues import Channel, Topic
+from nsqviz.goflags import VERSION
 from nsqviz.listen import listen_backlog
 from nsqviz.nsq.grammar import is_valid_channel_name, is_valid_topic_name
 

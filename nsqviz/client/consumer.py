@@ -384,7 +384,7 @@ class Consumer:
     # -- messages ---------------------------------------------------------------------
 
     def _on_message(self, conn: NSQConnection, event) -> None:
-        msg = Message(event, conn, self, conn.last_recv)
+        msg = Message(event, conn, self.config, self._answered, conn.last_recv)
         self.stats["received"] += 1
         max_attempts = self.config.max_attempts
         if max_attempts and msg.attempts > max_attempts:

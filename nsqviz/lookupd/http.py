@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from nsqviz.broker.options import VERSION
+from nsqviz.goflags import VERSION
 from nsqviz.httpd import GET, POST, HTTPError, arg, empty, json_reply, route_table, serve, text
 from nsqviz.nsq.grammar import is_valid_channel_name, is_valid_topic_name
 

@@ -16,8 +16,8 @@ import socket
 import time
 from dataclasses import dataclass
 
-from nsqviz.broker.options import VERSION, parse_duration
 from nsqviz.embedded import ListeningServer
+from nsqviz.goflags import VERSION, parse_duration
 from nsqviz.listen import listen_backlog
 from nsqviz.lookupd.codec import (
     Closed,

@@ -18,7 +18,7 @@ from nsqviz.nsq import grammar
 from nsqviz.nsq.labels import command_label, event_label, short_repr
 from nsqviz.nsq.states import Role, diagram
 from nsqviz.palette import name_of_event
-from nsqviz.session.client import Step
+from nsqviz.session.entries import Step
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.opener import MAX_OPEN_BYTES, too_long
 from nsqviz.widgets.sequence import Arrow, SequenceDiagram, Span
