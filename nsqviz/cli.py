@@ -14,9 +14,9 @@ _PARTS = (
     "nsqviz.broker.cli",  # nsqviz broker
     "nsqviz.capture.cli",  # nsqviz decode
     "nsqviz.conformance.cli",  # nsqviz conformance
-    "nsqviz.lookupd.cli",  # nsqviz lookupd
+    "nsqviz.discovery.cli",  # nsqviz lookupd
     "nsqviz.pipeline.cli",  # nsqviz pipeline
-    "nsqviz.tubemq.sim.cli",  # nsqviz tubemq-sim
+    "nsqviz.tubemq_sim.cli",  # nsqviz tubemq-sim
     "nsqviz.wireshark.cli",  # nsqviz wireshark
 )
 

@@ -8,7 +8,7 @@ import logging
 import signal
 from dataclasses import fields
 
-from nsqviz.lookupd.server import FLAGS, Lookupd, LookupdOptions
+from nsqviz.discovery.server import FLAGS, Lookupd, LookupdOptions
 
 __all__ = ["register", "run"]
 

@@ -1,5 +1,5 @@
 """An nsqlookupd-compatible discovery service on asyncio: the ``"  V1"`` TCP protocol for
-nsqd and the HTTP API for clients (see :mod:`nsqviz.lookupd.http`).
+nsqd and the HTTP API for clients (see :mod:`nsqviz.discovery.http`).
 
 Each nsqd connection goes through a :class:`~nsqviz.lookupd.codec.LookupServerConnection`;
 the server only applies the commands' effects to the :class:`Registry`, answers, and
@@ -16,6 +16,7 @@ import socket
 import time
 from dataclasses import dataclass
 
+from nsqviz.discovery.registry import Peer, Registry
 from nsqviz.embedded import ListeningServer
 from nsqviz.goflags import VERSION, parse_duration
 from nsqviz.listen import listen_backlog
@@ -28,7 +29,6 @@ from nsqviz.lookupd.codec import (
     Register,
     Unregister,
 )
-from nsqviz.lookupd.registry import Peer, Registry
 
 __all__ = ["EmbeddedLookupd", "Lookupd", "LookupdOptions"]
 
@@ -73,7 +73,7 @@ class Lookupd:
         self._servers: list[asyncio.base_events.Server] = []
 
     async def start(self) -> None:
-        from nsqviz.lookupd.http import serve_http
+        from nsqviz.discovery.http import serve_http
 
         loop = asyncio.get_running_loop()
         host, port = self.opts.host_port("tcp")

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from nsqviz.tubemq.metadata import MetadataError, checksum, parse_partition
-from nsqviz.tubemq.sim import _codes as code
-from nsqviz.tubemq.sim.cluster import BrokerNode, SimConfig
-from nsqviz.tubemq.sim.master import fail, has, missing, ok
-from nsqviz.tubemq.sim.store import BrokerStore
 from nsqviz.tubemq.tables import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER
+from nsqviz.tubemq_sim import _codes as code
+from nsqviz.tubemq_sim.cluster import BrokerNode, SimConfig
+from nsqviz.tubemq_sim.master import fail, has, missing, ok
+from nsqviz.tubemq_sim.store import BrokerStore
 
 __all__ = ["Broker"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from nsqviz.embedded import BackgroundServer
-from nsqviz.tubemq.sim.cluster import SimConfig
-from nsqviz.tubemq.sim.server import SimServer
+from nsqviz.tubemq_sim.cluster import SimConfig
+from nsqviz.tubemq_sim.server import SimServer
 
 __all__ = ["EmbeddedSim"]
 
@@ -47,6 +47,6 @@ class EmbeddedSim(BackgroundServer[SimServer]):
 
     @property
     def simulation(self):
-        """The model (:class:`~nsqviz.tubemq.sim.state.Simulation`): Master, Brokers, stores.
+        """The model (:class:`~nsqviz.tubemq_sim.state.Simulation`): Master, Brokers, stores.
         Read it through :meth:`call` while the simulator runs."""
         return self.server.sim

@@ -24,7 +24,6 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from nsqviz.tubemq.live.rpc import AsyncChannel, Call
 from nsqviz.tubemq.metadata import (
     checksum,
     decode_payload,
@@ -42,6 +41,7 @@ from nsqviz.tubemq.tables import (
     EventStatus,
     EventType,
 )
+from nsqviz.tubemq_client.rpc import AsyncChannel, Call
 
 __all__ = ["Batch", "ClientError", "Consumer", "Producer", "Received"]
 

@@ -3,7 +3,7 @@ through the TubeMQ codec's server role.
 
 The server makes no protocol decision of its own: the codec turns bytes into requests
 (and violations into events); the method table names the handler and the response
-message; the model (:mod:`~nsqviz.tubemq.sim.master`, :mod:`~nsqviz.tubemq.sim.broker`)
+message; the model (:mod:`~nsqviz.tubemq_sim.master`, :mod:`~nsqviz.tubemq_sim.broker`)
 decides the answer; the codec turns it into bytes. Time is the wall clock (seconds
 since the epoch, as the real servers stamp ``appendTime``), passed in.
 """
@@ -18,10 +18,10 @@ from nsqviz.tubemq.codec import ServerConnection
 from nsqviz.tubemq.events import Request, Violation
 from nsqviz.tubemq.messages import STATUS_ERROR, STATUS_FATAL, make_exception, make_response
 from nsqviz.tubemq.protos import MESSAGES
-from nsqviz.tubemq.sim.broker import Broker
-from nsqviz.tubemq.sim.cluster import SimConfig
-from nsqviz.tubemq.sim.master import Master, RpcError
-from nsqviz.tubemq.sim.state import Simulation
+from nsqviz.tubemq_sim.broker import Broker
+from nsqviz.tubemq_sim.cluster import SimConfig
+from nsqviz.tubemq_sim.master import Master, RpcError
+from nsqviz.tubemq_sim.state import Simulation
 
 __all__ = ["SimServer", "answer", "exception_name"]
 

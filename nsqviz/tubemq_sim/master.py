@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nsqviz.tubemq.metadata import MetadataError, parse_subscribe_info
-from nsqviz.tubemq.sim import _codes as code
-from nsqviz.tubemq.sim.cluster import Part, SimConfig
-from nsqviz.tubemq.sim.events import (
+from nsqviz.tubemq.tables import META_VALUE_UNDEFINED, EventType
+from nsqviz.tubemq_sim import _codes as code
+from nsqviz.tubemq_sim.cluster import Part, SimConfig
+from nsqviz.tubemq_sim.events import (
     ConsumerJoined,
     ConsumerLeft,
     MasterEvent,
@@ -37,7 +38,6 @@ from nsqviz.tubemq.sim.events import (
     RebalanceQueued,
     RebalanceSent,
 )
-from nsqviz.tubemq.tables import META_VALUE_UNDEFINED, EventType
 
 __all__ = ["Master", "RpcError"]
 

@@ -7,9 +7,9 @@ import asyncio
 import logging
 import signal
 
-from nsqviz.tubemq.sim.cluster import SimConfig
-from nsqviz.tubemq.sim.server import SimServer
 from nsqviz.tubemq.tables import DEFAULT_BROKER_PORT, DEFAULT_MASTER_PORT
+from nsqviz.tubemq_sim.cluster import SimConfig
+from nsqviz.tubemq_sim.server import SimServer
 
 __all__ = ["register", "run"]
 

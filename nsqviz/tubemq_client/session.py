@@ -7,7 +7,7 @@ returns the :class:`Step`: the request and answer frames, their blocks, the thre
 protobuf messages on each side and the inner request and response, the serialNo that
 pairs them, the latency, and the client's state before and after.
 
-By default a session talks to an embedded simulator (:class:`~nsqviz.tubemq.sim.EmbeddedSim`
+By default a session talks to an embedded simulator (:class:`~nsqviz.tubemq_sim.EmbeddedSim`
 started once per process on free loopback ports) and can show what its Master decided
 (:meth:`TubeSession.master_history`); ``TubeSession("host:8715")`` talks to any Master.
 """
@@ -22,8 +22,6 @@ from typing import Any
 from google.protobuf.message import Message
 
 from nsqviz.tubemq.grammar import FrameParts, parse_frame
-from nsqviz.tubemq.live.clients import client_id
-from nsqviz.tubemq.live.rpc import Call, Channel
 from nsqviz.tubemq.metadata import (
     checksum,
     encode_payload,
@@ -40,6 +38,8 @@ from nsqviz.tubemq.tables import (
     EventStatus,
     EventType,
 )
+from nsqviz.tubemq_client.clients import client_id
+from nsqviz.tubemq_client.rpc import Call, Channel
 
 __all__ = ["ConsumerSteps", "ProducerSteps", "Step", "TubeSession", "default_sim"]
 
@@ -55,7 +55,7 @@ def default_sim(**fields: Any):
     global _default_sim
     with _default_lock:
         if _default_sim is None:
-            from nsqviz.tubemq.sim import EmbeddedSim
+            from nsqviz.tubemq_sim import EmbeddedSim
 
             sim = EmbeddedSim(**({"topics": ("demo",)} | fields)).start()
             atexit.register(sim.stop)
