@@ -61,6 +61,8 @@ from nsqviz.tubemq.messages import (
 from nsqviz.tubemq.tables import (
     METHODS,
     MSG_OPTYPE_UNREGISTER,
+    ErrorCode,
+    Kind,
     Outcome,
     State,
     accepted,
@@ -80,9 +82,6 @@ MAX_PENDING = 65536
 """Requests awaiting an answer that a connection remembers; the oldest is forgotten
 beyond this (a Java server never answers a request whose timeout is 0)."""
 
-HB_NO_NODE = 411
-
-
 class ProtocolError(Exception):
     """Base of the errors this module raises."""
 
@@ -99,16 +98,17 @@ def outcome(request: Request | None, answer: Answer) -> Outcome | None:
     if info is None:
         return None
     msg = answer.message
-    ok = msg.success if "success" in msg.DESCRIPTOR.fields_by_name else msg.errCode == 200
-    if info.kind == "register" and ok:
+    has_success = "success" in msg.DESCRIPTOR.fields_by_name
+    ok = msg.success if has_success else msg.errCode == ErrorCode.SUCCESS
+    if info.kind is Kind.REGISTER and ok:
         if request.message is not None and getattr(request.message, "opType", 0) == (
             MSG_OPTYPE_UNREGISTER
         ):
             return None  # unregistering one partition ends no session
         return Outcome.REGISTERED
-    if info.kind == "close" and ok:
+    if info.kind is Kind.CLOSE and ok:
         return Outcome.CLOSED
-    if info.kind == "heartbeat" and getattr(msg, "errCode", 0) == HB_NO_NODE:
+    if info.kind is Kind.HEARTBEAT and getattr(msg, "errCode", 0) == ErrorCode.HB_NO_NODE:
         return Outcome.NODE_UNKNOWN
     return None
 

@@ -30,6 +30,7 @@ from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated
 from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE
 from nsqviz.tubemq.layout import frame_layout
 from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
+from nsqviz.tubemq.protos import status_name
 from nsqviz.tubemq.tables import (
     DEFAULT_BROKER_PORT,
     DEFAULT_MASTER_PORT,
@@ -278,9 +279,7 @@ class TubeMQProtocol(Protocol):
         if t is Request:
             out["rpc_service"] = event.header.serviceType
         else:
-            status = event.header.status
-            out["rpc_status"] = ("SUCCESS", "ERROR", "FATAL")[status] if 0 <= status <= 2 \
-                else str(status)
+            out["rpc_status"] = status_name(event.header.status)
         message = event.message if t is not ExceptionResponse else None
         if message is not None:
             if "errCode" in message.DESCRIPTOR.fields_by_name and message.HasField("errCode"):

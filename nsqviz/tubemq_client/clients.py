@@ -38,6 +38,7 @@ from nsqviz.tubemq.tables import (
     META_VALUE_UNDEFINED,
     MSG_OPTYPE_REGISTER,
     MSG_OPTYPE_UNREGISTER,
+    ErrorCode,
     EventStatus,
     EventType,
 )
@@ -67,7 +68,7 @@ class ClientError(Exception):
 
 def _ok(call: Call) -> Message:
     message = call.result()
-    if message.errCode != 200:
+    if message.errCode != ErrorCode.SUCCESS:
         raise ClientError(call, f"{call.method.name}: {message.errCode} {message.errMsg}")
     return message
 
@@ -264,7 +265,7 @@ class Consumer:
             if kind.connects and key not in self.held:
                 answer = (await self._broker_register(broker, info, MSG_OPTYPE_REGISTER,
                                                       self.read_status)).message
-                if answer is not None and answer.errCode == 200:
+                if answer is not None and answer.errCode == ErrorCode.SUCCESS:
                     partition = format_partition(info["brokerId"], info["host"], info["port"],
                                                  info["topic"], info["partitionId"])
                     self.held[key] = _Held(
@@ -310,7 +311,7 @@ class Consumer:
                 "groupName": self.group, "topicName": part.topic, "lastPackConsumed": False,
                 "manualCommitOffset": False, "escFlowCtrl": False})
             answer = call.message
-            if answer is None or answer.errCode != 200:
+            if answer is None or answer.errCode != ErrorCode.SUCCESS:
                 continue
             self._next = (self._next + i + 1) % len(held)
             batch = Batch(part.key, offset=answer.currOffset)

@@ -24,7 +24,7 @@ from google.protobuf.message import Message
 from nsqviz.tubemq.codec import ClientConnection
 from nsqviz.tubemq.events import Answer, ExceptionResponse, Request, Response, Violation
 from nsqviz.tubemq.protos import MESSAGES
-from nsqviz.tubemq.tables import METHODS_BY_NAME, Method
+from nsqviz.tubemq.tables import METHODS_BY_NAME, ErrorCode, Method
 
 __all__ = ["AsyncChannel", "Call", "CallFailed", "Channel", "request_message"]
 
@@ -70,7 +70,7 @@ class Call:
 
     @property
     def ok(self) -> bool:
-        return self.err_code == 200
+        return self.err_code == ErrorCode.SUCCESS
 
     def result(self) -> Message:
         """The inner response; :class:`CallFailed` for an ERROR/FATAL answer or none."""

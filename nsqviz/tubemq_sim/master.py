@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nsqviz.tubemq.metadata import MetadataError, parse_subscribe_info
-from nsqviz.tubemq.tables import META_VALUE_UNDEFINED, EventType
-from nsqviz.tubemq_sim import _codes as code
+from nsqviz.tubemq.tables import META_VALUE_UNDEFINED, ErrorCode, EventType
 from nsqviz.tubemq_sim.cluster import Part, SimConfig
 from nsqviz.tubemq_sim.events import (
     ConsumerJoined,
@@ -60,13 +59,13 @@ def fail(err_code: int, err_msg: str, **extra: Any) -> dict[str, Any]:
 
 
 def ok(**fields: Any) -> dict[str, Any]:
-    return {"success": True, "errCode": code.SUCCESS, "errMsg": "OK!", **fields}
+    return {"success": True, "errCode": ErrorCode.SUCCESS, "errMsg": "OK!", **fields}
 
 
 def missing(req: Any, name: str) -> dict[str, Any] | None:
     """The real servers' check of a required string parameter (``getStringParameter``)."""
     if not str(getattr(req, name, "")).strip():
-        return fail(code.BAD_REQUEST, f"Request miss necessary {name} data!")
+        return fail(ErrorCode.BAD_REQUEST, f"Request miss necessary {name} data!")
     return None
 
 
@@ -164,7 +163,7 @@ class Master:
                 return {**bad, **base}
         self._check_master(req.clientId)
         if req.clientId not in self.producers:
-            return fail(code.HB_NO_NODE, f"Invalid node id:{req.clientId}, "
+            return fail(ErrorCode.HB_NO_NODE, f"Invalid node id:{req.clientId}, "
                         "you have to append node first!", **base)
         topics = frozenset(t.strip() for t in req.topicList if t.strip())
         self.producers[req.clientId] = (topics, now)
@@ -202,16 +201,16 @@ class Master:
         self._check_master(req.clientId)
         topics = frozenset(t.strip() for t in req.topicList if t.strip())
         if not topics:
-            return fail(code.BAD_REQUEST, "Request miss necessary subscribed topicList data!")
+            return fail(ErrorCode.BAD_REQUEST, "Request miss necessary subscribed topicList data!")
         undeployed = sorted(topics - set(self.config.topics))
         if undeployed:
-            return fail(code.TOPIC_NOT_DEPLOYED,
+            return fail(ErrorCode.TOPIC_NOT_DEPLOYED,
                         f"Requested topic [[{', '.join(undeployed)}]] not deployed!")
         group = self.groups.get(req.groupName)
         others = [c for c in group.members.values() if c.consumer_id != req.clientId] \
             if group else []
         if others and group.topics != topics:
-            return fail(code.CLIENT_INCONSISTENT_TOPICSET,
+            return fail(ErrorCode.CLIENT_INCONSISTENT_TOPICSET,
                         f"[Inconsistency subscribe error] group={req.groupName}, "
                         f"request topics {sorted(topics)} not equal to the group's "
                         f"{sorted(group.topics)}!")
@@ -240,10 +239,10 @@ class Master:
         self._check_master(req.clientId)
         group = self.groups.get(req.groupName)
         if group is None:
-            return fail(code.HB_NO_NODE, f"Not found groupName {req.groupName} in holder!")
+            return fail(ErrorCode.HB_NO_NODE, f"Not found groupName {req.groupName} in holder!")
         consumer = group.members.get(req.clientId)
         if consumer is None:
-            return fail(code.HB_NO_NODE, "Update consumer node exception:Invalid node id:"
+            return fail(ErrorCode.HB_NO_NODE, "Update consumer node exception:Invalid node id:"
                         f"{req.groupName}_{req.clientId}, you have to append node first!")
         consumer.last_seen = now
         if req.reportSubscribeInfo:

@@ -16,8 +16,8 @@ import time
 
 from nsqviz.tubemq.codec import ServerConnection
 from nsqviz.tubemq.events import Request, Violation
-from nsqviz.tubemq.messages import STATUS_ERROR, STATUS_FATAL, make_exception, make_response
-from nsqviz.tubemq.protos import MESSAGES
+from nsqviz.tubemq.messages import make_exception, make_response
+from nsqviz.tubemq.protos import MESSAGES, RpcStatus
 from nsqviz.tubemq_sim.broker import Broker
 from nsqviz.tubemq_sim.cluster import SimConfig
 from nsqviz.tubemq_sim.master import Master, RpcError
@@ -64,20 +64,20 @@ def answer(target: Master | Broker, request: Request, problems: list[Violation],
         text = "; ".join(v.reason for v in fatal) or "no request message"
         return make_exception(request, "java.io.IOException",
                               f"IPC server unable to read call parameters:{text}",
-                              status=STATUS_FATAL)
+                              status=RpcStatus.FATAL)
     wrong = [v for v in problems if v.code in ("UnknownService", "WrongService")]
     served = MASTER_SERVICES if isinstance(target, Master) else BROKER_SERVICES
     if wrong or request.header.serviceType not in served:
         text = wrong[0].reason if wrong else \
             f"No service {request.header.serviceType} found on the server"
-        return make_exception(request, "java.lang.Exception", text, status=STATUS_ERROR,
+        return make_exception(request, "java.lang.Exception", text, status=RpcStatus.ERROR,
                               protocol_ver=SERVER_VERSION)
     info = request.info
     try:
         fields = getattr(target, info.name)(request.message, now)
     except RpcError as exc:
         return make_exception(request, exception_name(exc.exception_name, version), exc.text,
-                              status=STATUS_ERROR, protocol_ver=SERVER_VERSION)
+                              status=RpcStatus.ERROR, protocol_ver=SERVER_VERSION)
     return make_response(request, MESSAGES[info.response](**fields),
                          protocol_ver=SERVER_VERSION)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 from importlib import resources
 
 from nsqviz.tubemq import grammar, protos, tables
-from nsqviz.tubemq.messages import STATUS_SUCCESS
 from nsqviz.wireshark.lua import ProtoFieldDecl, declare_fields, engine, literal
 from nsqviz.wireshark.nsq_spec import SpecError
 
@@ -44,9 +43,7 @@ def _field_numbers(name: str) -> dict[str, int]:
 
 
 def _status_names() -> dict[int, str]:
-    desc = protos.MESSAGES[ENVELOPE["response_header"]].DESCRIPTOR
-    status = desc.fields_by_name["status"].enum_type
-    return {v.number: v.name for v in status.values}
+    return {int(s): s.name for s in protos.RpcStatus}
 
 
 def field_decls() -> list[ProtoFieldDecl]:
@@ -99,7 +96,7 @@ def _tables() -> str:
         "FLAG_REQUEST": tables.RPC_FLAG_MSG_TYPE_REQUEST,
         "FLAG_RESPONSE": tables.RPC_FLAG_MSG_TYPE_RESPONSE,
         "STATUS": _status_names(),
-        "STATUS_SUCCESS": STATUS_SUCCESS,
+        "STATUS_SUCCESS": int(protos.RpcStatus.SUCCESS),
         "ENVELOPE": ENVELOPE,
         "PB": pb,
         "SERVER_PORTS": [tables.DEFAULT_MASTER_PORT, tables.DEFAULT_BROKER_PORT],
