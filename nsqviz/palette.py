@@ -4,12 +4,12 @@ A learner follows ``FIN`` from the sequence diagram to the replay lanes to a plo
 ``size`` from one hex view to the next, by its colour; so no view picks colours of its
 own. Two maps, both fixed by the protocol tables, not by what a view happens to show:
 
-* :func:`name_colour` -- a command, frame or RPC method: NSQ's command verbs and the
-  magic (:data:`nsqviz.nsq.commands.COMMAND_NAMES`), its frame types
-  (:data:`~nsqviz.nsq.commands.FRAME_NAMES`) and TubeMQ's RPC methods
-  (:data:`nsqviz.tubemq.tables.METHODS`; a request or response message, such as
-  ``RegisterRequestC2M``, takes its method's colour). Every name of those tables has
-  its own colour (:func:`names` is total and injective, a test checks it).
+* :func:`name_colour` -- a command, frame or RPC method: every name a registered
+  protocol lists (:meth:`nsqviz.protocols.Protocol.names`: NSQ's verbs, the magic and
+  frame types; TubeMQ's RPC methods), so a new protocol's names are coloured without an
+  edit here; its aliases (:meth:`~nsqviz.protocols.Protocol.aliases`: a TubeMQ request
+  or response message such as ``RegisterRequestC2M``) take their name's colour. Every
+  name has its own colour (:func:`names` is total and injective, a test checks it).
 * :func:`field_colour` -- a field of a hex view or field tree, by the field's name (the
   last name of its path: ``command.body.size`` and ``size`` of a frame are one ``size``
   colour). The names the NSQ grammar gives its fields each have their own colour; any
@@ -25,6 +25,8 @@ import colorsys
 import zlib
 from functools import cache
 from typing import Any
+
+from nsqviz.protocols import registered
 
 __all__ = ["SEPARATOR", "UNPARSED", "field_colour", "ink", "name_colour",
            "name_of_event", "names", "ordinal_colour"]
@@ -63,40 +65,29 @@ def _generated(n: int, *, offset: float) -> list[str]:
     return out
 
 
-def _nsq_names() -> list[str]:
-    from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
-
-    return [*COMMAND_NAMES.values(), *FRAME_NAMES.values()]
-
-
-def _tubemq_names() -> list[str]:
-    from nsqviz.tubemq.tables import METHODS
-
-    return [m.name for m in METHODS.values()]
-
-
 @cache
 def _names() -> dict[str, str]:
-    nsq = _nsq_names()
-    if len(nsq) > len(_NSQ_FILLS):
-        raise AssertionError("more NSQ names than hand-picked colours")  # pragma: no cover
-    out = dict(zip(nsq, _NSQ_FILLS, strict=False))
-    tube = _tubemq_names()
-    out.update(zip(tube, _generated(len(tube), offset=0.05), strict=True))
+    """Each registered protocol's names (:meth:`~nsqviz.protocols.Protocol.names`): the
+    first protocol's take the hand-picked fills, any beyond them and every other
+    protocol's generated ones, at a hue offset of their own. A name two protocols share
+    (``IDENTIFY``) keeps the first one's colour."""
+    out: dict[str, str] = {}
+    for i, proto in enumerate(registered()):
+        new = [n for n in dict.fromkeys(proto.names()) if n not in out]
+        fills = list(_NSQ_FILLS[:len(new)]) if i == 0 else []
+        offset = 0.55 if i == 0 else 0.05 + 0.3 * (i - 1)
+        fills += _generated(len(new) - len(fills), offset=offset)
+        out.update(zip(new, fills, strict=True))
     return out
 
 
 @cache
 def _aliases() -> dict[str, str]:
     """Other spellings of a table name: TubeMQ's message names, the magic in lower case."""
-    from nsqviz.nsq.commands import MAGIC_NAME
-    from nsqviz.tubemq.tables import METHODS
-
-    out = {MAGIC_NAME: MAGIC_NAME.upper()}
-    for m in METHODS.values():
-        for message in (m.request, m.response):
-            if message is not None:
-                out.setdefault(message, m.name)
+    out: dict[str, str] = {}
+    for proto in registered():
+        for alias, name in proto.aliases().items():
+            out.setdefault(alias, name)
     return out
 
 

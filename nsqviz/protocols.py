@@ -187,6 +187,16 @@ class Protocol(ABC):
         """Values of :attr:`typed_schema` columns for one command or frame."""
         return {}
 
+    def names(self) -> tuple[str, ...]:
+        """The names its commands, frames or methods carry in records, in table order:
+        :mod:`nsqviz.palette` gives each a colour of its own."""
+        return ()
+
+    def aliases(self) -> Mapping[str, str]:
+        """Other spellings of :meth:`names` that views meet (a message name for its
+        method), each mapped to the name whose colour it takes."""
+        return {}
+
 
 _BUILTINS: list[Protocol] = []
 _EXTRA: dict[str, Protocol] = {}

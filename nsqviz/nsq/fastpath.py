@@ -331,7 +331,8 @@ def _decode(data: bytes, raw: RawFrame | None, lenient: list[GrammarError] | Non
         raise GrammarError("command line has no newline", offset=len(data))
     end = line_end(data, 0, nl)
     pos = len(spec.wire)
-    make: Callable[..., Command] = spec.event  # (*line values, [body,] raw)
+    # positional (*line values, [body,] raw): the order tests/nsq/test_fastpath.py checks
+    make: Callable[..., Command] = spec.event
     values: list[object] = []
     for p in spec.params:
         # each separator, then each token, is checked before the next is looked at, as

@@ -218,6 +218,17 @@ class TubeMQProtocol(Protocol):
     def fields(self, event: Any) -> dict[str, Any]:
         return _fields(event)
 
+    def names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in METHODS.values())
+
+    def aliases(self) -> Mapping[str, str]:
+        out: dict[str, str] = {}
+        for m in METHODS.values():
+            for message in (m.request, m.response):
+                if message is not None:
+                    out.setdefault(message, m.name)
+        return out
+
     def summary(self, kind: str, name: str, fields: Mapping[str, Any]) -> str:
         parts = [f"#{fields.get('serialNo')}", str(fields.get("method", ""))]
         message = fields.get("message") or {}

@@ -8,6 +8,8 @@ produce the bytes the grammar builds.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath as fp
 from nsqviz.nsq import grammar as g
+from nsqviz.nsq.commands import COMMANDS
 from nsqviz.nsq.framing import CommandFraming, FrameFraming
 from nsqviz.stream import FramingError
 from tests.nsq._vectors import (
@@ -281,3 +284,24 @@ def test_no_construct_internal_text_reaches_a_reader(wire):
     for fn in (g.parse_command, g.parse_frame, fp.decode_command, fp.decode_frame):
         reason = _reason(fn, wire)
         assert "(parsing)" not in reason and "Error in path" not in reason, reason
+
+
+# ------------------------------------------------ the fast path's positional contract
+
+
+def _field_names(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def test_command_events_take_their_fields_in_the_table_order():
+    """The fast path builds a command as ``spec.event(*line values, [body,] raw)``
+    (keywords would cost the hot loop); this is the order that call relies on."""
+    for spec in COMMANDS.values():
+        body = [spec.event_body] if spec.event_body else []
+        assert _field_names(spec.event) == [p.field for p in spec.params] + body + ["raw"]
+
+
+def test_frame_events_take_their_fields_in_the_order_the_fast_path_passes_them():
+    assert _field_names(ev.Message) == ["timestamp", "attempts", "id", "body", "raw"]
+    assert _field_names(ev.Response) == ["data", "raw"]
+    assert _field_names(ev.Error) == ["data", "raw"]
