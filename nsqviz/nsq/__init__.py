@@ -22,12 +22,13 @@ and the tables every one of them reads: :mod:`~nsqviz.nsq.commands` (one entry p
 from nsqviz.nsq import events
 from nsqviz.nsq.codec import ClientConnection, ServerConfig, ServerConnection
 from nsqviz.nsq.commands import COMMANDS, CommandSpec
-from nsqviz.nsq.errors import ErrorCode, LocalProtocolError, ProtocolError
+from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.events import *  # noqa: F403 -- every event, as events.__all__ names them
 from nsqviz.nsq.grammar import GrammarError
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
 from nsqviz.nsq.states import TRANSITIONS, Role, State
+from nsqviz.sansio import LocalProtocolError, ProtocolError
 from nsqviz.stream import Direction
 
 __all__ = [

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT
-from nsqviz.nsq.errors import LocalProtocolError, ProtocolError
 from nsqviz.nsq.observer import Observer
 from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
 from nsqviz.nsq.states import State
+from nsqviz.sansio import LocalProtocolError, ProtocolError
 
 __all__ = [
     "DEFAULT_MAX_RDY_COUNT",

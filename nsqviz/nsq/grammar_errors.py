@@ -1,9 +1,10 @@
 """The errors the NSQ grammar raises: each names the offset, the field in the protocol's
-words and the reason (re-exported by :mod:`nsqviz.nsq.grammar`)."""
+words and the reason (below :class:`nsqviz.sansio.GrammarError`, the one family every
+protocol's grammar errors belong to)."""
 
 from __future__ import annotations
 
-from construct import ConstructError
+from nsqviz import sansio
 
 __all__ = [
     "BadJSON",
@@ -17,30 +18,10 @@ __all__ = [
 ]
 
 
-class GrammarError(ConstructError):
-    """Bytes that do not fit the grammar.
-
-    ``offset`` is where in the input it was noticed, ``field`` the name of the field that
-    failed (``"topic"``, ``"body size"`` ...; ``None`` for the line's own structure) and
-    ``reason`` says why, in the protocol's words.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        offset: int | None = None,
-        path: str | None = None,
-        field: str | None = None,
-    ):
-        super().__init__(message, path)
-        self.offset = offset
-        self.reason = message
-        self.field = field
-
-    def __str__(self) -> str:
-        where = f" at offset {self.offset}" if self.offset is not None else ""
-        return f"{type(self).__name__}{where}: {self.reason}"
+class GrammarError(sansio.GrammarError):
+    """Bytes that do not fit NSQ's grammar (the shared :class:`nsqviz.sansio.GrammarError`:
+    ``offset``, ``field`` in the protocol's words -- ``"topic"``, ``"body size"``;
+    ``None`` for the line's own structure -- and ``reason``)."""
 
 
 class BadSize(GrammarError):

@@ -23,11 +23,10 @@ Typical use::
     [response] = client.receive(answer, now=0.004)   # response.latency == 0.004
 """
 
+from nsqviz.sansio import LocalProtocolError, ProtocolError
 from nsqviz.tubemq.codec import (
     ClientConnection,
-    LocalProtocolError,
     Observer,
-    ProtocolError,
     ServerConnection,
 )
 from nsqviz.tubemq.events import (

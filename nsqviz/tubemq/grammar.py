@@ -46,6 +46,8 @@ from construct import (
 )
 from construct.core import StreamError, stream_read, stream_tell, stream_write
 
+from nsqviz import sansio
+
 __all__ = [
     "BEGIN_TOKEN",
     "CPP_READER",
@@ -110,15 +112,15 @@ longer block, and a bound keeps a hostile length from making a reader wait for 2
 # ---------------------------------------------------------------------------- errors
 
 
-class GrammarError(ConstructError):
-    """Bytes that do not fit the grammar: ``offset`` where, ``field`` which field (in the
-    protocol's words: ``MsgToken``, ``listSize``, ``block[2].length`` ...), and why."""
+class GrammarError(sansio.GrammarError):
+    """Bytes that do not fit TubeMQ's grammar (the shared :class:`nsqviz.sansio.
+    GrammarError`): ``offset`` where, ``field`` which field (in the protocol's words:
+    ``MsgToken``, ``listSize``, ``block[2].length`` ...), and why."""
+
+    field: str
 
     def __init__(self, reason: str, *, offset: int | None = None, field: str = ""):
-        super().__init__(reason)
-        self.reason = reason
-        self.offset = offset
-        self.field = field
+        super().__init__(reason, offset=offset, field=field)
 
     def __str__(self) -> str:
         where = f" at offset {self.offset}" if self.offset is not None else ""

@@ -109,7 +109,7 @@ class Channel:
         self.address = address
         self.timeout = timeout
         self.envelope = envelope  # make_request keywords for every call (protocol_ver ...)
-        self.codec = ClientConnection()
+        self.codec = ClientConnection(provenance=True)  # each call keeps its bytes
         self.sock = socket.create_connection(_split(address), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.local = self.sock.getsockname()[:2]
