@@ -167,7 +167,7 @@ def _share(max_in_flight: int, connections: int) -> int:
     from types import SimpleNamespace
 
     from nsqviz.client.consumer import Consumer
-    from nsqviz.nsq.codec import DEFAULT_MAX_RDY_COUNT
+    from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT
 
     me = SimpleNamespace(conns=dict.fromkeys(range(connections)),
                          config=SimpleNamespace(max_in_flight=max_in_flight))

@@ -1,4 +1,5 @@
-"""One asyncio connection to an nsqd, on the sans-IO :class:`~nsqviz.nsq.codec.ClientConnection`.
+"""One asyncio connection to an nsqd, on the sans-IO
+:class:`~nsqviz.nsq.client_connection.ClientConnection`.
 
 Every byte in and out goes through the codec: it frames and decodes what arrives, pairs
 responses with the commands that asked for them, switches on TLS and compression where
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nsqviz.client.config import Config
-from nsqviz.nsq.codec import ClientConnection, LocalProtocolError, State
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.events import (
     Auth,
@@ -46,6 +47,8 @@ from nsqviz.nsq.events import (
     TLSUpgrade,
     Violation,
 )
+from nsqviz.nsq.states import State
+from nsqviz.sansio import LocalProtocolError
 
 __all__ = ["ConnectionFailed", "NSQConnection", "NSQError"]
 

@@ -50,8 +50,8 @@ from nsqviz.client.config import Config
 from nsqviz.client.conn import ConnectionFailed, NSQConnection, NSQError
 from nsqviz.client.discovery import LookupdPoller
 from nsqviz.client.message import Message
-from nsqviz.nsq.codec import LocalProtocolError
 from nsqviz.nsq.events import Error, Fin, Rdy, Req
+from nsqviz.sansio import LocalProtocolError
 
 __all__ = ["Consumer"]
 

@@ -1,4 +1,4 @@
-"""The client's side of a sans-IO NSQ connection (see :mod:`nsqviz.nsq.codec`)."""
+"""The client's side of a sans-IO NSQ connection (see :mod:`nsqviz.nsq.connection`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,25 @@
-"""What the client and server connections share: the receive pipeline, the compression
-switch and the connection state (see :mod:`nsqviz.nsq.codec`)."""
+"""Sans-IO NSQ connections, one object per role, in the style of h11: what both roles share.
+
+A :class:`~nsqviz.nsq.client_connection.ClientConnection` or
+:class:`~nsqviz.nsq.server_connection.ServerConnection` owns no socket, no thread and no
+clock. Bytes that arrived go into ``receive(data)``, which returns the events they
+completed; an event you want to send goes into ``send(event)``, which returns the bytes
+to write. In between, the object tracks what the protocol says about the connection --
+magic sent, identified, authenticated, subscribed, RDY, messages in flight, closing,
+compression -- and refuses or reports what breaks it.
+
+Both directions use the same pipeline (:class:`nsqviz.sansio.Connection`, the base every
+protocol shares): optional decompression, the stream
+:class:`~nsqviz.stream.Reassembler` with NSQ's framing rule, then the grammar's fast
+path. That is what lets the broker, the notebook session, pcap replay and Spark show the
+same events for the same bytes.
+
+Misuse by *us* raises :class:`~nsqviz.sansio.LocalProtocolError` from ``send`` (h11's
+rule: you cannot send what the protocol forbids -- unless you ask with ``check=False``,
+which is how a notebook shows what nsqd answers to a bad command). Misbehaviour by the
+*peer* is data: ``receive`` returns a :class:`~nsqviz.nsq.events.Violation` carrying the
+error nsqd v1.3.0 would answer with, and after a fatal one the connection is ``CLOSED``.
+"""
 
 from __future__ import annotations
 

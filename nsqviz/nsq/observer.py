@@ -1,6 +1,6 @@
 """The passive observer of someone else's NSQ connection, for captures.
 
-It runs both roles of :mod:`nsqviz.nsq.codec` passively -- decoding without judging,
+It runs both roles of :mod:`nsqviz.nsq.connection` passively -- decoding without judging,
 reading on after undecodable bytes -- and carries between them what each side cannot
 see for itself: the commands awaiting an answer, the messages in flight, where the
 stream switched to compression or TLS, nsqd's ``max_rdy_count`` from its IDENTIFY

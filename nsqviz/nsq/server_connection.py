@@ -1,4 +1,4 @@
-"""nsqd's side of a sans-IO NSQ connection (see :mod:`nsqviz.nsq.codec`)."""
+"""nsqd's side of a sans-IO NSQ connection (see :mod:`nsqviz.nsq.connection`)."""
 
 from __future__ import annotations
 

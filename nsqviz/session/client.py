@@ -1,7 +1,7 @@
 """A stepping NSQ client for notebooks: one command per step, everything recorded.
 
 Each :class:`Connection` owns a TCP socket and a sans-IO
-:class:`~nsqviz.nsq.codec.ClientConnection`. A step (``conn.sub("orders", "audit")``)
+:class:`~nsqviz.nsq.client_connection.ClientConnection`. A step (``conn.sub("orders", "audit")``)
 builds one command event, lets the codec turn it into bytes (so the codec's state
 checks apply -- ``check=False`` sends it anyway, to see what the server answers), writes
 them, and waits for what the protocol says comes back: the response for commands nsqd
@@ -34,8 +34,9 @@ from typing import Any
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
-from nsqviz.nsq.codec import ClientConnection, LocalProtocolError
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.grammar import MAGIC_V2
+from nsqviz.sansio import LocalProtocolError
 from nsqviz.session.entries import Arrival, Entry, Step
 from nsqviz.session.transcript import save_json, save_pcap, transcript_json
 

@@ -1,6 +1,6 @@
 """What nsqd answers to each kind of malformed input, probed from the codec.
 
-The codec (:mod:`nsqviz.nsq.codec`) is where nsqviz decides which error nsqd v1.3.0
+The codec (:mod:`nsqviz.nsq.connection`) is where nsqviz decides which error nsqd v1.3.0
 gives to a bad command or frame -- its code, its text and whether it closes the
 connection. Rather than re-type those decisions in Lua, the generator feeds the codec
 one probe per situation (a parameter too few, a bad topic name, a message count of -7
@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nsqviz.nsq.codec import ClientConnection, ServerConnection
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import Violation
+from nsqviz.nsq.server_connection import ServerConnection
 from nsqviz.wireshark.nsq_spec import CommandSpec, NsqSpec, SpecError
 
 __all__ = ["Answer", "error_table"]

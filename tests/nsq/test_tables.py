@@ -15,12 +15,14 @@ from hypothesis import strategies as st
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath as fp
 from nsqviz.nsq import grammar as g
-from nsqviz.nsq.codec import ClientConnection, LocalProtocolError, ServerConnection
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.commands import BODY_VERBS, BY_EVENT, COMMANDS
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.framing import CommandFraming
 from nsqviz.nsq.observer import Observer
+from nsqviz.nsq.server_connection import ServerConnection
 from nsqviz.nsq.states import TRANSITIONS, Role, State, allowed_states, diagram
+from nsqviz.sansio import LocalProtocolError
 from nsqviz.stream import Reassembler
 from tests.broker._client import RawClient
 
