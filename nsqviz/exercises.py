@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from nsqviz.nsq import grammar_frames, identify_fields
+
 __all__ = ["EXERCISES", "Question", "markdown", "write"]
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -60,9 +62,8 @@ def _id_offset() -> int:
 
 
 def _frame_type(name: str) -> int:
-    from nsqviz.nsq import grammar
 
-    return grammar.FRAME_TYPES[name]
+    return grammar_frames.FRAME_TYPES[name]
 
 
 def _name_limit() -> int:
@@ -109,9 +110,8 @@ def _segments(coalesce: bool, mss: int = 48, sizes: tuple[int, ...] = (10, 10, 1
 
 
 def _identify(field: str, what: str) -> object:
-    from nsqviz.nsq import grammar
 
-    return getattr(grammar.IDENTIFY_FIELDS[field], what)
+    return getattr(identify_fields.IDENTIFY_FIELDS[field], what)
 
 
 def _both_compressions() -> str:

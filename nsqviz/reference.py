@@ -20,10 +20,12 @@ from construct import Int16ub, Int64sb
 
 from nsqviz.broker.options import _FLAGS as BROKER_HELP
 from nsqviz.broker.options import Options
-from nsqviz.nsq import framing, grammar
+from nsqviz.nsq import framing, grammar, identify_fields
+from nsqviz.nsq import wire as nsq_wire
 from nsqviz.nsq.commands import COMMANDS, FRAMES, BodyKind
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.states import CLOSERS, Role, State, allowed_states
+from nsqviz.nsq.wire import MAGIC_V2
 
 __all__ = ["cells", "commands", "errors", "frames", "identify", "limits", "message_layout",
            "names", "notebook", "write"]
@@ -53,7 +55,7 @@ def commands() -> str:
 
     magic_states = [s.value for s in State if s in allowed_states(Role.SERVER, Magic)]
     rows: list[tuple[object, ...]] = [(
-        f"`\"{grammar.MAGIC_V2.decode()}\"` (the magic: {len(grammar.MAGIC_V2)} bytes, no `\\n`)",
+        f"`\"{MAGIC_V2.decode()}\"` (the magic: {len(MAGIC_V2)} bytes, no `\\n`)",
         "—", "—", f"none; anything else: {ErrorCode.BAD_PROTOCOL.value}", "no",
         ", ".join(magic_states))]
     for spec in COMMANDS.values():
@@ -117,7 +119,7 @@ def message_layout() -> str:
 def identify() -> str:
     """Every IDENTIFY key with its default, range and the value that disables it."""
     rows = []
-    for f in grammar.IDENTIFY_FIELDS.values():
+    for f in identify_fields.IDENTIFY_FIELDS.values():
         low = "" if f.low is None else f.low
         high = "" if f.high is None else f.high
         span = f"{low} .. {high}" if (low != "" or high != "") else "—"
@@ -138,7 +140,7 @@ def errors() -> str:
 def name_limit() -> int:
     """The longest topic/channel name the grammar accepts (found by asking it)."""
     n = 1
-    while grammar.is_valid_topic_name("a" * (n + 1)):
+    while nsq_wire.is_valid_topic_name("a" * (n + 1)):
         n += 1
     return n
 
@@ -149,7 +151,7 @@ def names() -> str:
     examples = ["orders", "orders.v2_eu-1", "orders#ephemeral", "a" * limit,
                 "a" * (limit + 1), "orders!", "", "my topic", "orders#archive"]
     rows = [(f"`{e}`" if len(e) < 20 else f"`{e[:6]}…` ({len(e)} chars)",
-             "valid" if grammar.is_valid_topic_name(e) else "refused") for e in examples]
+             "valid" if nsq_wire.is_valid_topic_name(e) else "refused") for e in examples]
     return (f"Characters `[.a-zA-Z0-9_-]`, 1 to **{limit}** of them in all, optionally "
             f"ending in `#ephemeral` (never written to disk; an ephemeral channel goes away "
             f"with its last client, an ephemeral topic with its last channel). Anything "

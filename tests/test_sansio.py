@@ -9,6 +9,7 @@ import pytest
 
 from nsqviz import nsq, sansio, tubemq
 from nsqviz.nsq import grammar as nsq_grammar
+from nsqviz.nsq import grammar_errors
 from nsqviz.tubemq import grammar as tube_grammar
 
 ROLES = [nsq.ClientConnection, nsq.ServerConnection, tubemq.ClientConnection,
@@ -56,7 +57,7 @@ def test_a_peers_violation_names_code_field_reason_and_offset(role):
 
 def test_one_error_family():
     for error in (nsq_grammar.GrammarError, tube_grammar.GrammarError, tube_grammar.BadToken,
-                  nsq_grammar.UnknownCommand):
+                  grammar_errors.UnknownCommand):
         assert issubclass(error, sansio.GrammarError)
         assert issubclass(error, sansio.ProtocolError)
     assert nsq.LocalProtocolError is tubemq.LocalProtocolError is sansio.LocalProtocolError

@@ -40,9 +40,9 @@ from nsqviz.broker.output import CLOSE_WAIT, OK, FatalClientError
 from nsqviz.nsq import events
 from nsqviz.nsq.commands import COMMANDS, name_of
 from nsqviz.nsq.errors import ErrorCode
-from nsqviz.nsq.grammar import compact_json
 from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
 from nsqviz.nsq.states import State
+from nsqviz.nsq.wire import compact_json
 
 __all__ = ["BrokerConnection", "handler_name"]
 

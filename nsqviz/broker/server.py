@@ -26,7 +26,7 @@ from nsqviz.broker.options import Options
 from nsqviz.broker.topic import Topic
 from nsqviz.goflags import VERSION
 from nsqviz.listen import listen_backlog
-from nsqviz.nsq.grammar import is_valid_channel_name, is_valid_topic_name
+from nsqviz.nsq.wire import is_valid_channel_name, is_valid_topic_name
 
 __all__ = ["Broker"]
 

@@ -14,7 +14,7 @@ import time
 
 from nsqviz.goflags import VERSION
 from nsqviz.httpd import GET, POST, HTTPError, arg, empty, json_reply, route_table, serve, text
-from nsqviz.nsq.grammar import is_valid_channel_name, is_valid_topic_name
+from nsqviz.nsq.wire import is_valid_channel_name, is_valid_topic_name
 
 __all__ = ["serve_http"]
 

@@ -24,7 +24,7 @@ from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.commands import COMMANDS, CommandSpec
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.events import *  # noqa: F403 -- every event, as events.__all__ names them
-from nsqviz.nsq.grammar import GrammarError
+from nsqviz.nsq.grammar_errors import GrammarError
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
 from nsqviz.nsq.server_connection import ServerConfig, ServerConnection

@@ -12,7 +12,7 @@ from nsqviz.nsq.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     FrameFraming,
 )
-from nsqviz.nsq.grammar import GrammarError
+from nsqviz.nsq.grammar_errors import GrammarError
 from nsqviz.nsq.states import TRANSITIONS, Role, refusal
 from nsqviz.sansio import LocalProtocolError
 from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame

@@ -39,8 +39,7 @@ from nsqviz.nsq.events import (
     Response,
     ServerFrame,
 )
-from nsqviz.nsq.grammar import (
-    MAGIC_V2,
+from nsqviz.nsq.grammar_errors import (
     BadJSON,
     BadMessageID,
     BadName,
@@ -49,11 +48,9 @@ from nsqviz.nsq.grammar import (
     GrammarError,
     UnknownCommand,
     UnknownFrameType,
-    compact_json,
-    first_bad_name_byte,
-    is_valid_topic_name,
 )
 from nsqviz.nsq.lexer import line_end, verb_of
+from nsqviz.nsq.wire import MAGIC_V2, compact_json, first_bad_name_byte, is_valid_topic_name
 from nsqviz.stream.reassembly import Garbage, RawFrame
 
 __all__ = [

@@ -32,6 +32,7 @@ from nsqviz.nsq.commands import (
 from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
+from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.protocols import Detection, Item, Lost, Protocol
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
@@ -194,12 +195,12 @@ class NsqProtocol(Protocol):
     server_ports = frozenset({4150})
 
     def client_hello(self, data: bytes) -> bool:
-        return data.startswith(grammar.MAGIC_V2)
+        return data.startswith(MAGIC_V2)
 
     def detect(self, direction: str, data: bytes, *, from_start: bool,
                server_port: bool) -> Detection:
         if from_start:
-            if grammar.MAGIC_V2.startswith(data[:4]):  # also when the magic came split
+            if MAGIC_V2.startswith(data[:4]):  # also when the magic came split
                 return Detection(3, "magic")
             if server_port:
                 return Detection(2, "server port (no magic: nsqd will refuse it)")
@@ -283,7 +284,7 @@ def _looks_like_nsq(direction: str, data: bytes) -> bool:
     if direction == Direction.C2S:
         head = data[:16].split(b"\n", 1)[0].split(b" ", 1)[0]
         verb = head.decode("ascii", "replace")
-        return data.startswith(grammar.MAGIC_V2) or verb in grammar.COMMANDS
+        return data.startswith(MAGIC_V2) or verb in grammar.COMMANDS
     try:
         return len(data) >= 8 and FrameFraming().measure(data, 0) is not None
     except FramingError:

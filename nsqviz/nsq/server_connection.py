@@ -15,7 +15,7 @@ from nsqviz.nsq.framing import (
     DEFAULT_MAX_MSG_SIZE,
     CommandFraming,
 )
-from nsqviz.nsq.grammar import GrammarError
+from nsqviz.nsq.grammar_errors import GrammarError
 from nsqviz.nsq.lexer import verb_of
 from nsqviz.nsq.refusals import nsqd_answer
 from nsqviz.nsq.states import TRANSITIONS, Role, State, refusal

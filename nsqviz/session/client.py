@@ -35,7 +35,7 @@ from typing import Any
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
 from nsqviz.nsq.client_connection import ClientConnection
-from nsqviz.nsq.grammar import MAGIC_V2
+from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.sansio import LocalProtocolError
 from nsqviz.session.entries import Arrival, Entry, Step
 from nsqviz.session.transcript import save_json, save_pcap, transcript_json

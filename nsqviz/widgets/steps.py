@@ -17,6 +17,7 @@ from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
 from nsqviz.nsq.labels import command_label, event_label, short_repr
 from nsqviz.nsq.states import Role, diagram
+from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.palette import name_of_event
 from nsqviz.session.entries import Step
 from nsqviz.widgets.hexview import HexView
@@ -130,7 +131,7 @@ def _bytes_html(data: bytes, sent: bool, title: str) -> str:
 
 def command_hex(data: bytes, title: str = "") -> HexView:
     """A client-to-server chunk: the magic, or one command."""
-    if data == grammar.MAGIC_V2:
+    if data == MAGIC_V2:
         return HexView(annotate(grammar.Magic, data), title or "magic")
     return HexView(annotate(grammar.Command, data), title)
 

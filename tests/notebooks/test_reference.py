@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nsqviz.nsq import identify_fields
 from nsqviz import reference
 from nsqviz.broker.options import Options
 from nsqviz.nsq import framing, grammar
@@ -29,7 +30,7 @@ def test_card_states_every_fact_the_tables_hold():
         assert f"`{code.value}` | {'fatal' if code.fatal else '**non-fatal**'}" in text
     assert {c.value for c in ErrorCode if not c.fatal} == {
         "E_FIN_FAILED", "E_REQ_FAILED", "E_TOUCH_FAILED"}
-    for key in grammar.IDENTIFY_FIELDS:
+    for key in identify_fields.IDENTIFY_FIELDS:
         assert f"| {key} |" in text
     opts = Options()
     for n in (opts.max_msg_size, opts.max_body_size, framing.DEFAULT_MAX_FRAME_SIZE,

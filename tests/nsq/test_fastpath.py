@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath as fp
 from nsqviz.nsq import grammar as g
+from nsqviz.nsq import grammar_errors
 from nsqviz.nsq.commands import COMMANDS
 from nsqviz.nsq.framing import CommandFraming, FrameFraming
 from nsqviz.stream import FramingError
@@ -244,12 +245,12 @@ def test_hand_picked_malformed_commands_fail_alike(wire):
 @pytest.mark.parametrize(
     "event, error",
     [
-        (ev.Sub("bad name", "c"), g.BadName),
-        (ev.Pub("t", b""), g.BadSize),
-        (ev.Fin(b"xyz"), g.BadMessageID),
-        (ev.Req(ID, -1), g.BadNumber),
-        (ev.Rdy(-5), g.BadNumber),
-        (ev.Dpub("t#ephemeral#ephemeral", 1, b"x"), g.BadName),
+        (ev.Sub("bad name", "c"), grammar_errors.BadName),
+        (ev.Pub("t", b""), grammar_errors.BadSize),
+        (ev.Fin(b"xyz"), grammar_errors.BadMessageID),
+        (ev.Req(ID, -1), grammar_errors.BadNumber),
+        (ev.Rdy(-5), grammar_errors.BadNumber),
+        (ev.Dpub("t#ephemeral#ephemeral", 1, b"x"), grammar_errors.BadName),
     ],
 )
 def test_encoders_refuse_what_the_grammar_refuses(event, error):
@@ -258,9 +259,9 @@ def test_encoders_refuse_what_the_grammar_refuses(event, error):
 
 
 def test_encoding_a_message_with_a_bad_id_is_refused():
-    with pytest.raises(g.BadMessageID):
+    with pytest.raises(grammar_errors.BadMessageID):
         fp.encode_frame(ev.Message(0, 1, b"0123456789abcdeZ", b"x"))
-    with pytest.raises(g.BadMessageID):
+    with pytest.raises(grammar_errors.BadMessageID):
         g.Frame.build(
             {
                 "frame_type": "FrameTypeMessage",
