@@ -1,7 +1,9 @@
 """What nsqviz needs from a protocol, and the registry of the protocols it knows.
 
-The capture decoder, the replay, the Spark pipeline, ``nsqviz decode`` and the records
-module never name a protocol: they ask this module. A protocol is one
+The capture decoder, the replay, the Spark pipeline's frames table, ``nsqviz decode``,
+the records module and the palette never name a protocol: they ask this module. (The
+Spark *analyses* -- NSQ's message lifecycle, TubeMQ's RPC pairs -- and the Wireshark
+dissectors are written per protocol.) A protocol is one
 :class:`Protocol` instance that says
 
 * how to **detect** it on a TCP connection: the bytes only its client sends first
@@ -22,10 +24,12 @@ How a protocol plugs in:
 2. add ``"nsqviz.<name>.protocol:INSTANCE"`` to :data:`BUILTIN` (or call
    :func:`register` with the instance, for a protocol that lives outside nsqviz).
 
-Nothing else is copied or edited: a capture's flows are offered to every registered
-protocol (:func:`detect`), records find their protocol from the event's class
-(:func:`of_event`), and the pipeline's frames table gets the typed columns of every
-protocol (:func:`typed_columns`).
+For decoding, records, colours and the frames table nothing else is edited: a capture's
+flows are offered to every registered protocol (:func:`detect`), records find their
+protocol from the event's class (:func:`of_event`), the palette colours every
+protocol's :meth:`Protocol.names`, and the pipeline's frames table gets the typed
+columns of every protocol (:func:`typed_columns`). A Wireshark dissector
+(:mod:`nsqviz.wireshark`) or a protocol-specific Spark analysis is written for it.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame
 
 __all__ = ["ClientConnection"]
 
-_IDENTIFY_OK = "IDENTIFY"
 _TLS_OK = "TLS OK"
 _COMPRESSED_OK = "compressed OK"
 
@@ -260,6 +259,3 @@ class ClientConnection(_Connection):
         self.pending.insert(0, _COMPRESSED_OK)
         out.append(ev.CompressionStarted(kind, level))
         return True
-
-
-# ------------------------------------------------------------------------------ server

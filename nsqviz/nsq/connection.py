@@ -47,9 +47,6 @@ DEFAULT_MAX_RDY_COUNT = 2500
 """nsqd's --max-rdy-count default; clients must assume it without feature negotiation."""
 
 
-# ------------------------------------------------------------------------------ common
-
-
 class _Connection(Connection):
     """What both roles share beyond the sans-IO base (:class:`nsqviz.sansio.Connection`):
     the state, the compression switch and the TLS switch point.
@@ -212,7 +209,7 @@ class _Connection(Connection):
         return self._codec.compress(data) if self._codec is not None else data
 
 
-# ------------------------------------------------------------------------------ client
+# ---------------------------------------------------------------- helpers both roles use
 
 
 def _garbage_raw(garbage: Garbage) -> RawFrame:

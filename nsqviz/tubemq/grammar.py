@@ -1,6 +1,8 @@
 """The TubeMQ RPC frame as a declarative ``construct`` grammar.
 
-This module is the single definition of TubeMQ's framing bytes (FACTS.md section 1)::
+This module is the reference definition of TubeMQ's framing bytes (Apache InLong's
+``NettyProtocolEncoder``/``NettyProtocolDecoder``); :mod:`nsqviz.tubemq.framing`'s
+splitter is a second one for hot loops, tested against it::
 
     MsgToken  FF 7F F4 FE          4 bytes, RPC_PROTOCOL_BEGIN_TOKEN
     serialNo                       4 bytes, chosen by the requester, echoed by the answer

@@ -1,8 +1,10 @@
 """TubeMQ's tables: services, methods, session states and their transitions, error codes.
 
 Everything else -- the grammar's message choice, the codec's checks, record names, the
-views -- reads these tables; nothing re-types them. Facts from FACTS.md sections 2-5
-(Apache InLong TubeMQ ``RpcConstants``, ``PbEnDecoder``, ``TErrCodeConstants``).
+views, the simulator, the clients, the pipeline and the Lua generator -- reads these
+tables (the RPC status is ``RPC.proto``'s enum, :class:`nsqviz.tubemq.protos.RpcStatus`).
+Facts from Apache InLong TubeMQ's ``RpcConstants``, ``PbEnDecoder`` and
+``TErrCodeConstants`` (see :mod:`nsqviz.tubemq`).
 """
 
 from __future__ import annotations

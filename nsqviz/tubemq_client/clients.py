@@ -1,4 +1,4 @@
-"""A TubeMQ producer and consumer on asyncio, on the codec (FACTS.md §8).
+"""A TubeMQ producer and consumer on asyncio, on the codec (the Go client's sequences).
 
 They follow the real clients' sequences -- register with the Master, heartbeat, send
 to a Broker partition; register with the Master, act on the rebalance events its
@@ -52,7 +52,7 @@ _ids = itertools.count(1)
 
 
 def client_id(group: str = "", host: str = "127.0.0.1") -> str:
-    """``[group_]ip-pid-timestampMs-counter-py`` (the Go client's form, FACTS.md §6)."""
+    """``[group_]ip-pid-timestampMs-counter-py`` (the Go client's form)."""
     prefix = f"{group}_" if group else ""
     return f"{prefix}{host}-{os.getpid()}-{int(time.time()) * 1000}-{next(_ids)}-py"
 

@@ -207,7 +207,7 @@ class _Client:
 
 
 class ProducerSteps(_Client):
-    """A producer, one request per method (FACTS.md §8, producer)."""
+    """A producer, one request per method (the Go client's producer sequence)."""
 
     def __init__(self, session: TubeSession, name: str, topics: list[str], *,
                  client: str | None = None, **kw: Any):
@@ -273,7 +273,7 @@ class ProducerSteps(_Client):
 
 
 class ConsumerSteps(_Client):
-    """A consumer of one group, one request per method (FACTS.md §8, consumer)."""
+    """A consumer of one group, one request per method (the Go client's consumer sequence)."""
 
     def __init__(self, session: TubeSession, name: str, group: str, topics: list[str], *,
                  client: str | None = None, **kw: Any):

@@ -2,11 +2,11 @@
 tells producers where the partitions are and balances each consumer group's partitions
 over its members with rebalance events carried in heartbeat responses.
 
-Each public method is named after the Java handler of one RPC method (``TMaster``,
-FACTS.md §3), takes the decoded inner request (a protobuf message) and the time, and
+Each public method is named after the Java handler of one RPC method (``TMaster``;
+ids from ``RpcConstants``), takes the decoded inner request (a protobuf message) and the time, and
 returns the inner response as a dict of its fields in the protocol's words -- the
 server turns it into the response message the method table names. The checks, codes
-and texts follow the real handlers (FACTS.md §5, §8).
+and texts follow the real handlers (``TMaster``, ``TErrCodeConstants``).
 
 Balancing is the real server-side balance, faster: instead of a round every 60 s the
 Master balances a group as soon as a member joins or leaves (or, a round having

@@ -39,7 +39,7 @@ _CLIENT_PREFIX = {1: "com.tencent.tubemq.", 2: "com.apache.tubemq."}
 def exception_name(name: str, protocol_ver: int) -> str:
     """A Java exception class name as the server writes it for a client of
     ``protocol_ver``: ``org.apache.inlong.tubemq.`` becomes ``com.tencent.tubemq.`` (1) or
-    ``com.apache.tubemq.`` (2, sic), and stays for 3 (FACTS.md §2)."""
+    ``com.apache.tubemq.`` (2, sic), and stays for 3 (``NettyRpcServer``)."""
     prefix = _CLIENT_PREFIX.get(protocol_ver)
     if prefix and name.startswith(_PREFIX):
         return prefix + name[len(_PREFIX):]

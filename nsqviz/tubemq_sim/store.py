@@ -3,7 +3,7 @@ group's offsets into it, with the real broker's commit rule.
 
 Offsets count in the real broker's index units: every stored message takes one
 28-byte index entry, so the offsets a consumer sees are 0, 28, 56, ... as on a real
-TubeMQ Broker (FACTS.md §4). A group's position in a partition is two numbers, as in
+TubeMQ Broker (``DataStoreUtils``). A group's position in a partition is two numbers, as in
 the broker's ``DefaultOffsetManager``:
 
 * ``offset``: what the group has committed;

@@ -31,7 +31,7 @@ ENVELOPE = {
     "exception_body": "RspExceptionBody",
 }
 """The content's three messages: RpcConnHeader, then a request's or an answer's header
-and body (FACTS.md section 2; :mod:`nsqviz.tubemq.messages` decodes the same)."""
+and body (``RPC.proto``; :mod:`nsqviz.tubemq.messages` decodes the same)."""
 
 
 def _field_numbers(name: str) -> dict[str, int]:
