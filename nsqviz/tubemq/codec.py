@@ -124,6 +124,7 @@ def _content(buf: bytes, start: int, end: int) -> tuple[int, Any, Callable[[int]
     """``(serialNo, content, where)`` of the measured frame ``buf[start:end]``; ``where``
     maps a content offset to an offset in ``buf`` (past the block lengths)."""
     serial, count = _SERIAL_COUNT.unpack_from(buf, start + 4)
+    content: bytes | memoryview
     if count == 1:
         content = memoryview(buf)[start + HEADER_SIZE + 4 : end]  # a view: no copy
     elif count == 0:
@@ -198,7 +199,7 @@ class _Connection(SansIOConnection):
         except GrammarError as exc:
             error = exc if type(exc).__name__ == garbage.code else None
         field = error.field if error is not None else "MsgToken"
-        offset = garbage.offset + (error.offset if error is not None else 0)
+        offset = garbage.offset + (error.offset or 0 if error is not None else 0)
         reason = error.reason if error is not None else garbage.reason
         if garbage.resynced:
             reason += ("; resynchronised (a guess) on the MsgToken at "

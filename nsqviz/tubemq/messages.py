@@ -18,7 +18,7 @@ from collections.abc import Callable
 from google.protobuf.message import DecodeError, Message
 
 from nsqviz.stream.reassembly import RawFrame
-from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Violation
+from nsqviz.tubemq.events import Event, ExceptionResponse, Request, Response, Violation
 from nsqviz.tubemq.framing import join_content, join_frame, split_content
 from nsqviz.tubemq.grammar import Content, GrammarError
 from nsqviz.tubemq.metadata import checksum
@@ -315,8 +315,8 @@ def decode_answer(
         body = d.message("RspExceptionBody", parts.body, "RspExceptionBody", starts[2])
         if body is None:
             return None, d.violations
-        event = ExceptionResponse(serialNo, conn, header, body, raw, request)
-        return event, _about(d.violations, event)
+        failed = ExceptionResponse(serialNo, conn, header, body, raw, request)
+        return failed, _about(d.violations, failed)
     body = d.message("RspResponseBody", parts.body, "RspResponseBody", starts[2])
     if body is None:
         return None, d.violations
@@ -343,7 +343,7 @@ def decode_answer(
     return event, _about(d.violations, event)
 
 
-def _about(violations: list[Violation], event) -> list[Violation]:
+def _about(violations: list[Violation], event: Event) -> list[Violation]:
     """The violations, each pointing at the event it is about."""
     return [Violation(v.code, v.field, v.reason, v.offset, v.fatal, v.resynced, v.raw, event)
             for v in violations]

@@ -26,7 +26,13 @@ from google.protobuf.message import Message
 from nsqviz.protocols import Detection, Item, Lost, Protocol
 from nsqviz.stream.direction import Direction
 from nsqviz.tubemq.codec import Observer
-from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
+from nsqviz.tubemq.events import (
+    ExceptionResponse,
+    Request,
+    Response,
+    Truncated,
+    Violation,
+)
 from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE
 from nsqviz.tubemq.layout import frame_layout
 from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
@@ -146,7 +152,7 @@ class _Observer:
         return Lost(partial, length)
 
 
-def _items(events: list) -> list[Item]:
+def _items(events: list[Any]) -> list[Item]:
     out: list[Item] = []
     last: dict[int, Item] = {}  # id(raw frame) -> the item decoded from it
     for e in events:

@@ -58,7 +58,7 @@ def _statements(text: str) -> list[tuple[str, int]]:
         m = _TOKEN.match(text, pos)
         if m is None:  # only trailing whitespace is left
             break
-        line += text.count("\n", pos, m.start(m.lastindex))
+        line += text.count("\n", pos, m.start(m.lastindex or 0))
         pos = m.end()
         comment, string, word, punct = m.groups()
         if comment:
