@@ -11,6 +11,7 @@ someone else asks for the partition (and told 410 that once, as the real broker 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,9 @@ from nsqviz.tubemq_sim.master import fail, has, missing, ok
 from nsqviz.tubemq_sim.store import BrokerStore
 
 __all__ = ["Broker"]
+
+Check = Callable[[], dict[str, Any] | None]
+"""One of a handler's parameter checks: the failure answer, or ``None``."""
 
 
 
@@ -98,8 +102,9 @@ class Broker:
 
     def consumerRegisterC2B(self, req: Any, now: float) -> dict[str, Any]:  # noqa: N802
         base = {"currOffset": -1}
-        for check in (lambda: missing(req, "clientId"), lambda: self._topic(req),
-                      lambda: missing(req, "groupName")):
+        checks: tuple[Check, ...] = (lambda: missing(req, "clientId"), lambda: self._topic(req),
+                                     lambda: missing(req, "groupName"))
+        for check in checks:
             if bad := check():
                 return {**bad, **base}
         topic, group, cid = req.topicName.strip(), req.groupName.strip(), req.clientId.strip()
@@ -170,8 +175,9 @@ class Broker:
 
     def getMessagesC2B(self, req: Any, now: float) -> dict[str, Any]:  # noqa: N802
         base = {"currOffset": -1, "escFlowCtrl": False, "currDataDlt": -1, "minLimitTime": 0}
-        for check in (lambda: missing(req, "clientId"), lambda: missing(req, "groupName"),
-                      lambda: self._topic(req)):
+        checks: tuple[Check, ...] = (lambda: missing(req, "clientId"),
+                                     lambda: missing(req, "groupName"), lambda: self._topic(req))
+        for check in checks:
             if bad := check():
                 return {**bad, **base}
         topic, group, cid = req.topicName.strip(), req.groupName.strip(), req.clientId.strip()
@@ -187,6 +193,7 @@ class Broker:
         holder.last_seen = now
         log = self.store.log(topic, req.partitionId)
         pos = self.store.group_offset(group, topic, req.partitionId)
+        assert pos is not None  # a registered holder has its group's offset
         if req.lastPackConsumed:
             pos.commit(True)
         offset = pos.offset
@@ -203,8 +210,10 @@ class Broker:
 
     def consumerCommitC2B(self, req: Any, now: float) -> dict[str, Any]:  # noqa: N802
         base = {"currOffset": -1}
-        for check in (lambda: missing(req, "clientId"), lambda: missing(req, "groupName"),
-                      lambda: self._partition(req)):
+        checks: tuple[Check, ...] = (lambda: missing(req, "clientId"),
+                                     lambda: missing(req, "groupName"),
+                                     lambda: self._partition(req))
+        for check in checks:
             if bad := check():
                 return {**bad, **base}
         topic, group, cid = req.topicName.strip(), req.groupName.strip(), req.clientId.strip()
@@ -215,6 +224,8 @@ class Broker:
             return fail(ErrorCode.UNAUTHORIZED, "The partition has been registered by other "
                         f"consumer: {holder.consumer_id}", **base)
         consumed = req.lastPackConsumed if has(req, "lastPackConsumed") else True
-        offset = self.store.group_offset(group, topic, req.partitionId).commit(consumed)
+        pos = self.store.group_offset(group, topic, req.partitionId)
+        assert pos is not None  # a registered holder has its group's offset
+        offset = pos.commit(consumed)
         return ok(currOffset=offset,
                   maxOffset=self.store.log(topic, req.partitionId).max_offset)

@@ -14,7 +14,7 @@ from nsqviz.tubemq_sim.server import SimServer
 __all__ = ["register", "run"]
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "tubemq-sim",
         help="run a simulated TubeMQ Master and Brokers (for real TubeMQ clients)",

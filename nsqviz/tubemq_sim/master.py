@@ -70,7 +70,7 @@ def missing(req: Any, name: str) -> dict[str, Any] | None:
 
 
 def has(req: Any, name: str) -> bool:
-    return req.HasField(name)
+    return bool(req.HasField(name))
 
 
 @dataclass
@@ -209,7 +209,7 @@ class Master:
         group = self.groups.get(req.groupName)
         others = [c for c in group.members.values() if c.consumer_id != req.clientId] \
             if group else []
-        if others and group.topics != topics:
+        if others and group is not None and group.topics != topics:
             return fail(ErrorCode.CLIENT_INCONSISTENT_TOPICSET,
                         f"[Inconsistency subscribe error] group={req.groupName}, "
                         f"request topics {sorted(topics)} not equal to the group's "

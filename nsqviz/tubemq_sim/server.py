@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from nsqviz.tubemq.codec import ServerConnection
-from nsqviz.tubemq.events import Request, Violation
+from nsqviz.tubemq.events import Answer, Request, Violation
 from nsqviz.tubemq.messages import make_exception, make_response
 from nsqviz.tubemq.protos import MESSAGES, RpcStatus
 from nsqviz.tubemq_sim.broker import Broker
@@ -47,7 +49,7 @@ def exception_name(name: str, protocol_ver: int) -> str:
 
 
 def answer(target: Master | Broker, request: Request, problems: list[Violation],
-           now: float):
+           now: float) -> Answer | None:
     """The answer the Java server gives ``request`` (``None``: it gives none).
 
     A request the envelope rules refuse gets ERROR (a service/method pair not allowed,
@@ -73,6 +75,8 @@ def answer(target: Master | Broker, request: Request, problems: list[Violation],
         return make_exception(request, "java.lang.Exception", text, status=RpcStatus.ERROR,
                               protocol_ver=SERVER_VERSION)
     info = request.info
+    # a request with a message has a method with a request (and response) message
+    assert info is not None and info.response is not None
     try:
         fields = getattr(target, info.name)(request.message, now)
     except RpcError as exc:
@@ -90,7 +94,7 @@ class SimServer:
         self.sim: Simulation | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._writers: set[asyncio.StreamWriter] = set()
-        self._expire_task: asyncio.Task | None = None
+        self._expire_task: asyncio.Task[None] | None = None
         self.master_port = 0
         self.broker_ports: list[int] = []
 
@@ -130,14 +134,17 @@ class SimServer:
         for writer in list(self._writers):
             writer.close()
         await asyncio.sleep(0)
-        self.sim.save()
+        if self.sim is not None:
+            self.sim.save()
 
     async def _expire_loop(self) -> None:
         while True:
             await asyncio.sleep(EXPIRE_EVERY)
-            self.sim.expire(time.time())
+            if self.sim is not None:
+                self.sim.expire(time.time())
 
-    def _handler(self, target: Master | Broker):
+    def _handler(self, target: Master | Broker) -> Callable[
+            [asyncio.StreamReader, asyncio.StreamWriter], Coroutine[Any, Any, None]]:
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             self._writers.add(writer)
             codec = ServerConnection()
