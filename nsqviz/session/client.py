@@ -30,7 +30,8 @@ import socket
 import ssl
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
@@ -39,6 +40,10 @@ from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.sansio import LocalProtocolError
 from nsqviz.session.entries import Arrival, Entry, Step
 from nsqviz.session.transcript import save_json, save_pcap, transcript_json
+
+if TYPE_CHECKING:
+    from nsqviz.broker import EmbeddedBroker
+    from nsqviz.peers import NsqdProcess
 
 __all__ = [
     "Arrival",
@@ -65,7 +70,7 @@ named: unset (or ``embedded``) for the embedded broker, ``real`` for the real ns
 by :mod:`nsqviz.peers`: ``$NSQD``, PATH, ``../shared/peers/``), or ``host:port`` of a
 running nsqd. A notebook runs unchanged against each: ``NSQVIZ_NSQD=real make lab``."""
 
-_default_brokers: dict[str, Any] = {}
+_default_brokers: dict[str, NsqdProcess | EmbeddedBroker] = {}
 _default_lock = threading.Lock()
 
 
@@ -74,13 +79,13 @@ def nsqd_choice() -> str:
     return os.environ.get(NSQD_CHOICE, "").strip() or "embedded"
 
 
-def start_server(kind: str, **options: Any):
+def start_server(kind: str, **options: Any) -> NsqdProcess | EmbeddedBroker:
     """A new server of ``kind`` (``"embedded"`` or ``"real"``) on free loopback ports,
     with nsqd's options (underscored names); stopped at interpreter exit."""
     if kind == "real":
         from nsqviz.peers import RealNsqd
 
-        server = RealNsqd(**options).start()
+        server: NsqdProcess | EmbeddedBroker = RealNsqd(**options).start()
     elif kind == "embedded":
         from nsqviz.broker import EmbeddedBroker
 
@@ -91,7 +96,7 @@ def start_server(kind: str, **options: Any):
     return server
 
 
-def default_broker(kind: str = "embedded"):
+def default_broker(kind: str = "embedded") -> NsqdProcess | EmbeddedBroker:
     """The process's server of ``kind``: started on first use, stopped at interpreter exit."""
     with _default_lock:
         if kind not in _default_brokers:
@@ -244,7 +249,8 @@ class Connection:
         )
 
     def wait(
-        self, predicate=None, *, count: int = 1, timeout: float | None = None
+        self, predicate: Callable[[ev.Event], bool] | None = None, *, count: int = 1,
+        timeout: float | None = None
     ) -> list[ev.Event]:
         """Block until ``count`` events matching ``predicate`` arrived unasked.
 
@@ -428,7 +434,7 @@ class Session:
         self.wall_started = time.time()
         self._count = 0
         self._lock = threading.Lock()
-        self._listeners: list[Any] = []
+        self._listeners: list[Callable[[Session], None]] = []
 
     def connect(self, name: str = "consumer") -> Connection:
         if name in self.connections and not self.connections[name].closed:
@@ -455,7 +461,7 @@ class Session:
         for fn in list(self._listeners):
             fn(self)
 
-    def on_change(self, fn) -> None:
+    def on_change(self, fn: Callable[[Session], None]) -> None:
         """Call ``fn(session)`` after each step and each arrival (the stepper redraws)."""
         self._listeners.append(fn)
 

@@ -46,8 +46,9 @@ class AuthService:
 
     @property
     def address(self) -> str:
+        assert self._server is not None, "not started"
         host, port = self._server.server_address[:2]
-        return f"{host}:{port}"
+        return f"{host!s}:{port}"
 
     def answer(self, query: dict[str, str]) -> tuple[int, dict[str, Any]]:
         """What the service says to one request: 200 + authorizations, or 403."""

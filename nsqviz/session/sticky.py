@@ -24,6 +24,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.grammar import Frame as FrameGrammar
@@ -230,7 +231,7 @@ def loopback(
     return reassemble(label, frames, chunks, unit="recv() chunk", **framing_for(frames, tubemq))
 
 
-def framing_for(frames: list[bytes], tubemq: bool) -> dict:
+def framing_for(frames: list[bytes], tubemq: bool) -> dict[str, Any]:
     """:func:`reassemble`'s framing arguments for NSQ (none: the defaults) or TubeMQ
     requests (its rule, block marks, frame name, and what a click on a frame lays out)."""
     if not tubemq:

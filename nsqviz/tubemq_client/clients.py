@@ -92,10 +92,10 @@ class Producer:
         self.broker_checksum = -1
         self.brokers: dict[int, str] = {}  # brokerId -> host:port
         self.partitions: dict[str, list[tuple[int, int]]] = {}  # topic -> (brokerId, pid)
-        self._rr: dict[str, itertools.cycle] = {}
+        self._rr: dict[str, itertools.cycle[tuple[int, int]]] = {}
         self._master: AsyncChannel | None = None
         self._channels: dict[str, AsyncChannel] = {}
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> Producer:
         self._master = await self.channel(self.master_address).connect()
@@ -114,6 +114,7 @@ class Producer:
             self.brokers[info["brokerId"]] = f"{info['host']}:{info['port']}"
 
     async def heartbeat(self) -> Message:
+        assert self._master is not None, "start() first"
         answer = _ok(await self._master.call("producerHeartbeatP2M", {
             "clientId": self.client_id, "brokerCheckSum": self.broker_checksum,
             "hostName": self.host, "topicList": self.topics}))
@@ -218,7 +219,7 @@ class Consumer:
         self._report: Message | None = None
         self._master: AsyncChannel | None = None
         self._channels: dict[str, AsyncChannel] = {}
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._next = 0
 
     async def start(self) -> Consumer:
@@ -243,6 +244,7 @@ class Consumer:
             request["event"] = self._report
             request["subscribeInfo"] = [h.subscribe_info for h in self.held.values()]
             self._report = None
+        assert self._master is not None, "start() first"
         answer = _ok(await self._master.call("consumerHeartbeatC2M", request))
         if answer.HasField("event"):
             event = answer.event
@@ -276,7 +278,8 @@ class Consumer:
                 del self.held[key]
                 await self._broker_register(broker, info, MSG_OPTYPE_UNREGISTER, 1)
 
-    async def _broker_register(self, broker: str, info: dict, op: int, read_status: int) -> Call:
+    async def _broker_register(self, broker: str, info: dict[str, Any], op: int,
+                               read_status: int) -> Call:
         return await self._channel(broker).call("consumerRegisterC2B", {
             "opType": op, "clientId": self.client_id, "groupName": self.group,
             "topicName": info["topic"], "partitionId": info["partitionId"],

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import atexit
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
+from nsqviz.tubemq.events import Answer, Request
 from nsqviz.tubemq.grammar import FrameParts, parse_frame
 from nsqviz.tubemq.metadata import (
     checksum,
@@ -41,6 +43,9 @@ from nsqviz.tubemq.tables import (
 from nsqviz.tubemq_client.clients import client_id
 from nsqviz.tubemq_client.rpc import Call, Channel
 
+if TYPE_CHECKING:
+    from nsqviz.tubemq_sim import EmbeddedSim
+
 __all__ = ["ConsumerSteps", "ProducerSteps", "Step", "TubeSession", "default_sim"]
 
 UNDEFINED = META_VALUE_UNDEFINED
@@ -49,7 +54,7 @@ _default_sim = None
 _default_lock = threading.Lock()
 
 
-def default_sim(**fields: Any):
+def default_sim(**fields: Any) -> EmbeddedSim:
     """The process's embedded simulator: started on first use (topic ``demo``, two
     Brokers of two partitions), stopped at interpreter exit."""
     global _default_sim
@@ -75,11 +80,11 @@ class Step:
     after: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def request(self):
+    def request(self) -> Request:
         return self.call.request
 
     @property
-    def answer(self):
+    def answer(self) -> Answer | None:
         return self.call.answer
 
     @property
@@ -138,15 +143,20 @@ class TubeSession:
         client = self.clients[name] = ConsumerSteps(self, name, group, list(topics), **kw)
         return client
 
-    def master_history(self) -> list:
+    def master_history(self) -> list[Any]:
         """What the embedded simulator's Master decided (joins, rebalance events)."""
-        if self.sim is None:
+        sim = self.sim
+        if sim is None:
             raise RuntimeError("only an embedded simulator shows its Master's decisions")
-        return self.sim.call(lambda: list(self.sim.simulation.master.history))
+        history: list[Any] = sim.call(lambda: list(sim.simulation.master.history))
+        return history
 
     def assignment(self) -> dict[str, dict[str, list[str]]]:
         """group -> consumer -> partition keys, as the embedded Master sees it."""
-        return self.sim.call(lambda: self.sim.simulation.master.assignment())
+        sim = self.sim
+        assignment: dict[str, dict[str, list[str]]] = sim.call(
+            lambda: sim.simulation.master.assignment())
+        return assignment
 
     def close(self) -> None:
         for client in self.clients.values():
@@ -195,7 +205,7 @@ class _Client:
     def _absorb(self, call: Call) -> None:
         """Update the client's own bookkeeping from an answer."""
 
-    def _learn_brokers(self, infos) -> None:
+    def _learn_brokers(self, infos: Iterable[str]) -> None:
         for text in infos:
             info = parse_broker_info(text)
             self.brokers[info["brokerId"]] = f"{info['host']}:{info['port']}"
@@ -327,7 +337,8 @@ class ConsumerSteps(_Client):
     def act(self) -> list[Step]:
         """Do what the last event says: register (opType 31) to each partition of a
         CONNECT, unregister (32) from each of a DISCONNECT; one step per partition."""
-        event, steps = self.event, []
+        event = self.event
+        steps: list[Step] = []
         if event is None:
             return steps
         connect = event.opType in (EventType.CONNECT, EventType.ONLY_CONNECT)

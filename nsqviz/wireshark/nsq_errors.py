@@ -12,6 +12,7 @@ in. When the codec's answer changes, the regenerated dissector changes with it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import Violation
@@ -34,7 +35,7 @@ class Answer:
     text: str
     fatal: bool
 
-    def lua(self) -> dict:
+    def lua(self) -> dict[str, Any]:
         return {"code": self.code, "text": self.text, "fatal": self.fatal}
 
 
@@ -147,7 +148,7 @@ def _frame_answers(spec: NsqSpec) -> dict[str, Answer]:
     }
 
 
-def error_table(spec: NsqSpec) -> dict:
+def error_table(spec: NsqSpec) -> dict[str, Any]:
     """``{"commands": {verb: {situation: answer}}, "unknown": answer, "framing": {...},
     "frames": {...}}`` as plain data for the Lua generator."""
     commands = {c.verb: {k: a.lua() for k, a in _command_answers(c).items()}

@@ -29,6 +29,7 @@ from nsqviz.nsq.commands import COMMANDS, BodyKind, ParamKind
 from nsqviz.nsq.commands import CommandSpec as TableEntry
 from nsqviz.nsq.commands import Param as TableParam
 from nsqviz.nsq.events import NON_FATAL_ERRORS, Response
+from nsqviz.nsq.grammar_base import Grammar
 from nsqviz.nsq.protocol import NSQ
 from nsqviz.nsq.wire import MAGIC_V2
 
@@ -97,7 +98,7 @@ class NsqSpec:
     heartbeat: bytes
 
 
-def _unwrap(con):
+def _unwrap(con: Grammar) -> Grammar:
     while isinstance(con, Renamed | Rebuild) or (
         isinstance(con, Subconstruct) and type(con).__name__ == "_Located"
     ):
@@ -108,7 +109,10 @@ def _unwrap(con):
 _FORMATS = {">l": ("int32", 4), ">i": ("int32", 4), ">q": ("int64", 8), ">H": ("uint16", 2)}
 
 
-def _layout_field(name: str, con) -> LayoutField:
+def _layout_field(field: str | None, con: Grammar) -> LayoutField:
+    if field is None:
+        raise SpecError(f"{con!r}: a field without a name")
+    name = field
     con = _unwrap(con)
     while isinstance(con, Adapter) and not isinstance(con, FormatField):
         if type(con).__name__ == "_HexIDAdapter":
@@ -120,8 +124,8 @@ def _layout_field(name: str, con) -> LayoutField:
     if isinstance(con, FormatField):
         if con.fmtstr not in _FORMATS:
             raise SpecError(f"{name}: format {con.fmtstr!r} not rendered")
-        typ, size = _FORMATS[con.fmtstr]
-        return LayoutField(name, typ, size)
+        typ, width = _FORMATS[con.fmtstr]
+        return LayoutField(name, typ, width)
     if con is GreedyBytes:
         return LayoutField(name, "bytes", 0)
     raise SpecError(f"{name}: {con!r} is not a fixed-layout field")
