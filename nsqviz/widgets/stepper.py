@@ -244,6 +244,7 @@ class Stepper:
 
     def _clicked(self, verb: str) -> None:
         ui = self._ui
+        assert ui is not None, "clicked before the controls were built"
         ident = {"feature_negotiation": ui["fn"].value, "heartbeat_interval": ui["hb"].value,
                  "client_id": "nsqviz"}
         for key in ("snappy", "deflate"):

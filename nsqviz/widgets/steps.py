@@ -82,7 +82,7 @@ def sequence(session: Session, *, last: int | None = None, title: str = "",
             row(entry.t, entry.connection, entry.command, True)
             for e in entry.events:
                 label, kind = event_label(e)
-                size = len(e.raw.data) if getattr(e, "raw", None) is not None else 0
+                size = _size(e)
                 n = f"{size} B · {entry.elapsed * 1000:.1f} ms" if size else ""
                 arrows.append(Arrow("nsqd", entry.connection, label, kind, note=n,
                                     name=name_of_event(e) or "",
@@ -91,7 +91,7 @@ def sequence(session: Session, *, last: int | None = None, title: str = "",
         else:
             for e in entry.events:
                 label, kind = event_label(e)
-                size = len(e.raw.data) if getattr(e, "raw", None) is not None else 0
+                size = _size(e)
                 arrows.append(Arrow("nsqd", entry.connection, label, kind,
                                     note=f"{size} B" if size else "", t=t, unasked=True,
                                     name=name_of_event(e) or "",
@@ -180,7 +180,13 @@ def step_html(step: Step) -> str:
     )
 
 
-def _brief(value) -> str:
+def _size(event: object) -> int:
+    """How many bytes an event came in (0: not off the wire)."""
+    raw = getattr(event, "raw", None)
+    return len(raw.data) if raw is not None else 0
+
+
+def _brief(value: object) -> str:
     text = str(value)
     return text if len(text) <= 60 else text[:59] + "…"
 
