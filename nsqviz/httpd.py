@@ -12,7 +12,8 @@ import asyncio
 import json
 import logging
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from nsqviz.listen import listen_backlog
 
@@ -27,7 +28,9 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Al
             413: "Request Entity Too Large", 500: "Internal Server Error"}
 
 Reply = tuple[int, bytes, str | None]
-Route = Callable[[str, str, dict, bytes], Reply]
+Query = dict[str, list[str]]
+"""A request's query string, as ``urllib.parse.parse_qs`` reads it."""
+Route = Callable[[str, str, Query, bytes], Reply]
 
 
 class HTTPError(Exception):
@@ -42,7 +45,7 @@ class HTTPError(Exception):
 JSON = "application/json; charset=utf-8"
 
 
-def _dumps(obj) -> bytes:
+def _dumps(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()  # as Go's encoding/json
 
 
@@ -50,7 +53,7 @@ def error_body(code: str) -> bytes:
     return _dumps({"message": code})
 
 
-def json_reply(obj) -> Reply:
+def json_reply(obj: object) -> Reply:
     return 200, _dumps(obj), JSON
 
 
@@ -85,7 +88,8 @@ async def serve(route: Route, host: str, port: int, *, max_body_size: int,
                                       backlog=listen_backlog())
 
 
-async def _one_request(route: Route, limit: int, reader, writer) -> bool:
+async def _one_request(route: Route, limit: int, reader: asyncio.StreamReader,
+                       writer: asyncio.StreamWriter) -> bool:
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     try:
@@ -93,7 +97,7 @@ async def _one_request(route: Route, limit: int, reader, writer) -> bool:
     except ValueError:
         _respond(writer, 400, error_body("INVALID_REQUEST"), JSON, False)
         return False
-    headers = {}
+    headers: dict[str, str] = {}
     for line in lines[1:]:
         if ":" in line:
             k, v = line.split(":", 1)
@@ -123,7 +127,8 @@ async def _one_request(route: Route, limit: int, reader, writer) -> bool:
     return keep
 
 
-def _respond(writer, status: int, data: bytes, ctype: str | None, keep: bool) -> None:
+def _respond(writer: asyncio.StreamWriter, status: int, data: bytes, ctype: str | None,
+             keep: bool) -> None:
     content_type = f"Content-Type: {ctype}\r\n" if ctype else ""
     head = (
         f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\n"
@@ -134,24 +139,26 @@ def _respond(writer, status: int, data: bytes, ctype: str | None, keep: bool) ->
     writer.write(head.encode("latin-1") + data)
 
 
-def arg(query: dict, name: str) -> str | None:
+def arg(query: Query, name: str) -> str | None:
     """The first value of a query parameter (``None`` if absent)."""
     values = query.get(name)
     return values[0] if values else None
 
 
-def route_table(routes: dict[str, tuple[tuple[str, ...], Callable]], *context) -> Route:
+def route_table(routes: Mapping[str, tuple[tuple[str, ...], Callable[..., Reply]]],
+                *context: Any) -> Route:
     """A :data:`Route` from ``{path: (methods, handler)}``; each handler is called as
     ``handler(*context, query, body)``."""
 
-    def route(method: str, path: str, query: dict, body: bytes) -> Reply:
+    def route(method: str, path: str, query: Query, body: bytes) -> Reply:
         entry = routes.get(path)
         if entry is None:
             raise HTTPError(404, "NOT_FOUND")
         methods, fn = entry
         if method not in methods:
             raise HTTPError(405, "METHOD_NOT_ALLOWED")
-        return fn(*context, query, body)
+        reply: Reply = fn(*context, query, body)
+        return reply
 
     return route
 

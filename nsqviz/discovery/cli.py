@@ -13,7 +13,7 @@ from nsqviz.discovery.server import FLAGS, Lookupd, LookupdOptions
 __all__ = ["register", "run"]
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "lookupd",
         help="run an nsqlookupd-compatible discovery service (TCP \"  V1\" + HTTP API)",

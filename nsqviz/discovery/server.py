@@ -14,7 +14,9 @@ import json
 import logging
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from nsqviz.discovery.registry import Peer, Registry
 from nsqviz.embedded import ListeningServer
@@ -50,7 +52,7 @@ class LookupdOptions:
         return host.strip("[]") or "0.0.0.0", int(port)
 
 
-FLAGS = {
+FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "tcp_address": (str, "<addr>:<port> to listen on for nsqd (port 0: a free one)"),
     "http_address": (str, "<addr>:<port> to listen on for HTTP clients (port 0: a free one)"),
     "broadcast_address": (str, "address of this lookupd given to nsqd (default: hostname)"),
@@ -120,7 +122,8 @@ class _PeerConnection(asyncio.Protocol):
         self.peer: Peer | None = None
         self.peer_id = ""
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         host, port = transport.get_extra_info("peername")[:2]
         self.peer_id = f"{host}:{port}"
@@ -133,12 +136,12 @@ class _PeerConnection(asyncio.Protocol):
     def eof_received(self) -> bool:
         return False
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.lookupd.connections.discard(self)
         if self.peer is not None:
             self.lookupd.registry.remove_peer(self.peer_id)
 
-    def _on(self, ev) -> None:
+    def _on(self, ev: Any) -> None:
         reg = self.lookupd.registry
         now = time.monotonic()
         kind = type(ev)
@@ -156,6 +159,7 @@ class _PeerConnection(asyncio.Protocol):
             reg.add_producer(("client", "", ""), self.peer)
             answer = self.lookupd.identify_answer()
         elif kind is Register:
+            assert self.peer is not None  # the codec refuses REGISTER before IDENTIFY
             if ev.channel is not None:
                 reg.add_producer(("channel", ev.topic, ev.channel), self.peer)
             reg.add_producer(("topic", ev.topic, ""), self.peer)
