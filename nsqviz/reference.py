@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from construct import Int16ub, Int64sb
 
@@ -43,7 +45,7 @@ def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _table(head: tuple[str, ...], rows: list[tuple[object, ...]]) -> str:
+def _table(head: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -82,7 +84,7 @@ def states() -> str:
     return _table(("state", "accepted (→ next state)"), rows)
 
 
-def _server_rows():
+def _server_rows() -> Iterator[tuple[State, list[tuple[str, State]]]]:
     from nsqviz.nsq.commands import name_of
     from nsqviz.nsq.states import TRANSITIONS
 
@@ -100,10 +102,11 @@ def frames() -> str:
 
 def message_layout() -> str:
     """The data of a FrameTypeMessage, field by field, from the grammar's ``Message``."""
-    widths = {Int64sb: ("int64, big-endian", 8), Int16ub: ("uint16, big-endian", 2)}
+    widths: dict[object, tuple[str | None, int | None]] = {
+        Int64sb: ("int64, big-endian", 8), Int16ub: ("uint16, big-endian", 2)}
     rows, offset = [], 0
     for sub in grammar.Message.subcons:
-        kind, size = widths.get(sub.subcon, (None, None))
+        kind, size = widths.get(getattr(sub, "subcon", None), (None, None))
         if kind is None:
             try:
                 size = sub.sizeof()
@@ -252,7 +255,7 @@ def cells() -> list[tuple[str, str]]:
     ]
 
 
-def notebook() -> dict:
+def notebook() -> dict[str, Any]:
     """The reference notebook as nbformat-4 JSON (markdown only: it needs no kernel)."""
     intro = ("# 00 · NSQ V2 reference card\n\n"
              "Generated from nsqviz's own tables — the command table, the transition table, "
