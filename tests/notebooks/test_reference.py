@@ -8,6 +8,7 @@ from nsqviz.nsq import identify_fields
 from nsqviz import reference
 from nsqviz.broker.options import Options
 from nsqviz.nsq import framing, grammar
+from nsqviz.nsq import wire as nsq_wire
 from nsqviz.nsq.commands import COMMANDS, FRAMES
 from nsqviz.nsq.errors import ErrorCode
 
@@ -43,5 +44,5 @@ def test_card_states_every_fact_the_tables_hold():
 
 
 def test_name_limit_is_found_by_asking_the_grammar(monkeypatch):
-    monkeypatch.setattr(grammar, "is_valid_topic_name", lambda n: 1 <= len(n) <= 10)
+    monkeypatch.setattr(nsq_wire, "is_valid_topic_name", lambda n: 1 <= len(n) <= 10)
     assert reference.name_limit() == 10
