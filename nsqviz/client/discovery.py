@@ -53,7 +53,7 @@ class LookupdPoller:
         self.jitter = jitter
         self.rng = rng or random.Random()
         self.polls = 0
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
