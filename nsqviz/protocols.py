@@ -36,13 +36,17 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 from typing import Protocol as TypingProtocol
+
+from nsqviz import sansio
+from nsqviz.stream.direction import Direction
 
 __all__ = [
     "BUILTIN",
     "ConnectionObserver",
+    "ObservedConnection",
     "Detection",
     "Item",
     "Lost",
@@ -127,6 +131,35 @@ class ConnectionObserver(TypingProtocol):
     def end(self, direction: str, segment: int) -> list[Item]:
         """``direction`` ended (FIN, RST, end of capture): what is left in it."""
         ...
+
+
+class ObservedConnection:
+    """A protocol's sans-IO :class:`nsqviz.sansio.Observer` behind
+    :class:`ConnectionObserver`: each direction's events become items through ``items``.
+    A protocol whose gaps cost more than the frame in progress overrides :meth:`gap`."""
+
+    __slots__ = ("codec", "items")
+
+    def __init__(self, codec: sansio.Observer,
+                 items: Callable[[list[Any]], list[Item]]) -> None:
+        self.codec = codec
+        self.items = items
+
+    @property
+    def encrypted(self) -> bool:
+        return self.codec.encrypted
+
+    def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
+        codec = self.codec
+        events = (codec.c2s if direction == Direction.C2S else codec.s2c)(data, segment=segment)
+        return self.items(events) if events else []
+
+    def end(self, direction: str, segment: int) -> list[Item]:
+        return self.feed(direction, b"", segment)
+
+    def gap(self, direction: str) -> Lost:
+        partial, length = self.codec.gap(direction)
+        return Lost(partial, length)
 
 
 class Protocol(ABC):

@@ -183,11 +183,13 @@ class Observer(ABC):
 
     server: Connection
     client: Connection
+    encrypted: bool = False
+    """True once the connection switched to TLS: nothing more is decodable."""
 
     def c2s(self, data: bytes, *, segment: int | None = None,
             now: float | None = None) -> list[Any]:
         """Bytes the client sent; returns its commands or requests (and violations)."""
-        if self._blind():
+        if self.encrypted:
             return []
         events = self.server.receive(data, segment=segment, now=now)
         return self._saw_c2s(events, now)
@@ -195,7 +197,7 @@ class Observer(ABC):
     def s2c(self, data: bytes, *, segment: int | None = None,
             now: float | None = None) -> list[Any]:
         """Bytes the server sent; returns its frames or answers (and violations)."""
-        if self._blind():
+        if self.encrypted:
             return []
         events = self.client.receive(data, segment=segment, now=now)
         return self._saw_s2c(events, now)
@@ -203,10 +205,6 @@ class Observer(ABC):
     def gap(self, direction: Direction | str) -> tuple[bytes, int | None]:
         """Bytes of ``direction`` are missing here; see :meth:`Connection.gap`."""
         return (self.server if direction == Direction.C2S else self.client).gap()
-
-    def _blind(self) -> bool:
-        """Nothing more can be decoded (the connection switched to TLS)."""
-        return False
 
     @abstractmethod
     def _saw_c2s(self, events: list[Any], now: float | None) -> list[Any]:

@@ -54,9 +54,6 @@ class Observer(SansIOObserver):
         self.client = ClientConnection(provenance=provenance, passive=True, midstream=midstream)
         self.encrypted = False
 
-    def _blind(self) -> bool:
-        return self.encrypted
-
     def _saw_c2s(self, events: list[Any], now: float | None) -> list[Any]:
         client = self.client
         for ev in events:

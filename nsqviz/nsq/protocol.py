@@ -33,7 +33,7 @@ from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
 from nsqviz.nsq.wire import MAGIC_V2
-from nsqviz.protocols import Detection, Item, Lost, Protocol
+from nsqviz.protocols import Detection, Item, Lost, ObservedConnection, Protocol
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
 
@@ -99,34 +99,19 @@ def _command_typed(spec: CommandSpec, event: Any) -> dict[str, Any]:
     return out
 
 
-class _Observer:
-    """The codec's :class:`Observer` behind the :class:`~nsqviz.protocols.
-    ConnectionObserver` interface."""
+class _Observer(ObservedConnection):
+    """NSQ's observer behind the :class:`~nsqviz.protocols.ConnectionObserver` interface:
+    a gap in a compressed direction loses the rest of it."""
 
-    __slots__ = ("codec",)
-
-    def __init__(self, midstream: bool) -> None:
-        self.codec = Observer(provenance=True, midstream=midstream)
-
-    @property
-    def encrypted(self) -> bool:
-        return self.codec.encrypted
-
-    def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
-        codec = self.codec
-        events = (codec.c2s if direction == Direction.C2S else codec.s2c)(data, segment=segment)
-        return _items(events) if events else []
-
-    def end(self, direction: str, segment: int) -> list[Item]:
-        return self.feed(direction, b"", segment)
+    __slots__ = ()
+    codec: Observer
 
     def gap(self, direction: str) -> Lost:
         conn = self.codec.server if direction == Direction.C2S else self.codec.client
         if conn.compression:
             return Lost(dead=f"a gap in a {conn.compression}-compressed stream: the rest of"
                              " this direction cannot be decompressed")
-        partial, length = self.codec.gap(Direction(direction))
-        return Lost(partial, length)
+        return super().gap(direction)
 
 
 def _items(events: list[ev.Event]) -> list[Item]:
@@ -212,7 +197,7 @@ class NsqProtocol(Protocol):
         return Detection(0, "no magic, port not an NSQ port, not NSQ-like")
 
     def observer(self, *, midstream: bool) -> _Observer:
-        return _Observer(midstream)
+        return _Observer(Observer(provenance=True, midstream=midstream), _items)
 
     def fields(self, event: Any) -> dict[str, Any]:
         return _fields(event)

@@ -23,8 +23,7 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from nsqviz.protocols import Detection, Item, Lost, Protocol
-from nsqviz.stream.direction import Direction
+from nsqviz.protocols import Detection, Item, ObservedConnection, Protocol
 from nsqviz.tubemq.codec import Observer
 from nsqviz.tubemq.events import (
     ExceptionResponse,
@@ -129,29 +128,6 @@ def _problem(v: Violation) -> dict[str, Any]:
             "offset": v.offset}
 
 
-class _Observer:
-    """The codec's :class:`Observer` behind the :class:`~nsqviz.protocols.
-    ConnectionObserver` interface."""
-
-    __slots__ = ("codec",)
-    encrypted = False  # TubeMQ's TLS ports are other ports: nothing switches mid-stream
-
-    def __init__(self, midstream: bool) -> None:
-        self.codec = Observer(provenance=True, midstream=midstream)
-
-    def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
-        codec = self.codec
-        events = (codec.c2s if direction == Direction.C2S else codec.s2c)(data, segment=segment)
-        return _items(events) if events else []
-
-    def end(self, direction: str, segment: int) -> list[Item]:
-        return self.feed(direction, b"", segment)
-
-    def gap(self, direction: str) -> Lost:
-        partial, length = self.codec.gap(direction)
-        return Lost(partial, length)
-
-
 def _items(events: list[Any]) -> list[Item]:
     out: list[Item] = []
     last: dict[int, Item] = {}  # id(raw frame) -> the item decoded from it
@@ -218,8 +194,8 @@ class TubeMQProtocol(Protocol):
             return Detection(1, "starts with the begin token FF7FF4FE")
         return Detection(0, "no begin token, port not a TubeMQ port")
 
-    def observer(self, *, midstream: bool) -> _Observer:
-        return _Observer(midstream)
+    def observer(self, *, midstream: bool) -> ObservedConnection:
+        return ObservedConnection(Observer(provenance=True, midstream=midstream), _items)
 
     def fields(self, event: Any) -> dict[str, Any]:
         return _fields(event)
