@@ -17,9 +17,9 @@ _PARTS = {
     "decode": "nsqviz.capture.cli",
     "conformance": "nsqviz.conformance.cli",
     "fields": "nsqviz.filters.cli",
-    "lookupd": "nsqviz.lookupd.cli",
+    "lookupd": "nsqviz.discovery.cli",
     "pipeline": "nsqviz.pipeline.cli",
-    "tubemq-sim": "nsqviz.tubemq.sim.cli",
+    "tubemq-sim": "nsqviz.tubemq_sim.cli",
     "wireshark": "nsqviz.wireshark.cli",
 }
 """Sub-command -> the module that registers it."""

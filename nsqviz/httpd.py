@@ -36,7 +36,7 @@ import asyncio
 import json
 import logging
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -328,7 +328,8 @@ def arg(query: Query, name: str) -> str | None:
     return values[0] if values else None
 
 
-def route_table(routes: dict[str, tuple[tuple[str, ...], Handler]], *context: object) -> Route:
+def route_table(routes: Mapping[str, tuple[tuple[str, ...], Handler]],
+                *context: object) -> Route:
     """A :data:`Route` from ``{path: (methods, handler)}``; each handler is called as
     ``handler(*context, query, body)``."""
 

@@ -1,4 +1,4 @@
-"""Records: the one serializer of decoded traffic, for every output.
+"""Records: the serializer of decoded traffic, for every output of ``nsqviz decode``.
 
 A :class:`DecodedRecord` is one row of ``nsqviz decode``: a command, a frame, an error, a
 gap, a TLS note or (for the pipeline) a flow's start or end. This module is the only
@@ -130,7 +130,10 @@ def summary(rec: DecodedRecord) -> str:
 # --------------------------------------------------------------------------- JSON
 
 compact_json = json.JSONEncoder(separators=(",", ":")).encode
-"""``json.dumps(obj, separators=(",", ":"))``: the one compact JSON encoder."""
+"""``json.dumps(obj, separators=(",", ":"))`` for records. Other compact encoders exist
+where bytes must match a peer's (Go's ``encoding/json`` in :func:`nsqviz.nsq.wire.
+compact_json` and :mod:`nsqviz.httpd`, the discovery server's sorted keys) or a view's
+(:mod:`nsqviz.widgets.style`); records and their outputs use this one."""
 
 _encode_str = json.encoder.encode_basestring_ascii
 """What ``json.dumps`` writes for a string: the encoder's own (C) escaper."""

@@ -1,6 +1,6 @@
 """One client connection: protocol V2 on the shared sans-IO codec, driven by asyncio.
 
-The codec (:class:`nsqviz.nsq.codec.ServerConnection`) owns the bytes: it cuts and
+The codec (:class:`nsqviz.nsq.server_connection.ServerConnection`) owns the bytes: it cuts and
 parses commands, checks syntax and per-connection state, and builds every frame we
 send. This module owns what needs the broker: topics and channels, RDY flow control,
 in-flight timeouts, heartbeats, output buffering, TLS/compression switch points, AUTH
@@ -39,10 +39,11 @@ from nsqviz.broker.identify import IdentifyRefused, Negotiated, negotiate
 from nsqviz.broker.message import BrokerMessage
 from nsqviz.broker.output import CLOSE_WAIT, OK, FatalClientError
 from nsqviz.nsq import events
-from nsqviz.nsq.codec import ServerConfig, ServerConnection, State
 from nsqviz.nsq.commands import COMMANDS, name_of
 from nsqviz.nsq.errors import ErrorCode
-from nsqviz.nsq.grammar import MAGIC_V2, compact_json
+from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
+from nsqviz.nsq.states import State
+from nsqviz.nsq.wire import MAGIC_V2, compact_json
 
 __all__ = ["BrokerConnection", "handler_name"]
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from nsqviz.broker.options import VERSION
+from nsqviz.goflags import VERSION
 from nsqviz.lookupd.codec import (
     Answer,
     BadAnswer,
@@ -34,7 +34,19 @@ from nsqviz.lookupd.codec import (
 )
 
 if TYPE_CHECKING:
-    from nsqviz.broker.server import Broker
+    from nsqviz.broker.options import Options
+    from nsqviz.broker.topic import Topic
+
+
+class Broker(Protocol):
+    """What a lookup peer reads of its broker (:class:`nsqviz.broker.server.Broker`),
+    named here so that the server, which starts the peers, and this module do not import
+    each other."""
+
+    opts: Options
+    tcp_port: int
+    http_port: int
+    topics: dict[str, Topic]
 
 __all__ = ["HEARTBEAT_INTERVAL", "LookupPeers"]
 

@@ -9,40 +9,14 @@ in seconds (floats) internally; on the command line they take Go-style values
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from nsqviz.goflags import parse_duration
 from nsqviz.listen import LOOPBACK, split_address
 
-__all__ = ["DURATION_FLAGS", "Options", "VERSION", "add_arguments", "options_from_args",
-           "parse_duration"]
-
-VERSION = "1.3.0"
-"""The nsqd version the broker reproduces; reported in IDENTIFY, /info and /stats."""
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """A Go duration (``1m30s``, ``250ms``) in seconds; a bare number means seconds."""
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(text) or not text:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (use e.g. 60s, 250ms, 15m)")
-    return total
-
+__all__ = ["DURATION_FLAGS", "Options", "add_arguments", "options_from_args"]
 
 def _flag_bool(text: str) -> bool:
     if text.lower() in ("1", "t", "true", "yes", "on"):

@@ -12,8 +12,8 @@ import time
 
 from nsqviz.broker.identify import Negotiated
 from nsqviz.listen import close_unread
-from nsqviz.nsq.codec import ServerConnection
 from nsqviz.nsq.events import Error, Response, ServerFrame
+from nsqviz.nsq.server_connection import ServerConnection
 
 __all__ = ["CLOSE_WAIT", "HEARTBEAT", "OK", "FatalClientError", "Output"]
 

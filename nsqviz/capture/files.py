@@ -200,7 +200,6 @@ BYTE_ORDER_MAGIC = 0x1A2B3C4D
 
 _BLOCK_HEAD = {e: Struct(e + "II") for e in "<>"}  # type total_length
 _U32 = {e: Struct(e + "I") for e in "<>"}
-_SHB_FIXED = {e: Struct(e + "IHHq") for e in "<>"}  # bom major minor section_length
 _IDB_FIXED = {e: Struct(e + "HHI") for e in "<>"}  # linktype reserved snaplen
 _EPB_FIXED = {e: Struct(e + "IIIII") for e in "<>"}  # if ts_hi ts_lo caplen origlen
 _PB_FIXED = {e: Struct(e + "HHIIII") for e in "<>"}  # if drops ts_hi ts_lo caplen origlen

@@ -38,8 +38,7 @@ from nsqviz.nsq.events import (
     Response,
     ServerFrame,
 )
-from nsqviz.nsq.grammar import (
-    MAGIC_V2,
+from nsqviz.nsq.grammar_errors import (
     BadJSON,
     BadMessageID,
     BadName,
@@ -48,13 +47,11 @@ from nsqviz.nsq.grammar import (
     GrammarError,
     UnknownCommand,
     UnknownFrameType,
-    compact_json,
-    first_bad_name_byte,
-    is_valid_topic_name,
     numbered,
 )
 from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.lexer import line_end, verb_of
+from nsqviz.nsq.wire import MAGIC_V2, compact_json, first_bad_name_byte, is_valid_topic_name
 from nsqviz.stream.reassembly import Garbage, RawFrame
 
 __all__ = [
@@ -376,7 +373,8 @@ def _decode(data: bytes, raw: RawFrame | None, lenient: list[GrammarError] | Non
         raise GrammarError("command line has no newline", offset=len(data))
     end = line_end(data, 0, nl)
     pos = len(spec.wire)
-    make: Callable[..., Command] = spec.event  # (*line values, [body,] raw)
+    # positional (*line values, [body,] raw): the order tests/nsq/test_fastpath.py checks
+    make: Callable[..., Command] = spec.event
     values: list[object] = []
     for p in spec.params:
         # each separator, then each token, is checked before the next is looked at, as

@@ -15,8 +15,8 @@ from struct import Struct as _Struct
 
 from nsqviz.nsq.commands import BODY_VERBS, BY_VERB, BodyKind
 from nsqviz.nsq.errors import ErrorCode
-from nsqviz.nsq.grammar import MAGIC_V2
 from nsqviz.nsq.lexer import line_end, verb_of
+from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.stream.reassembly import Buffer, FramingError
 
 __all__ = [

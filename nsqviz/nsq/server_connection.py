@@ -1,4 +1,4 @@
-"""nsqd's side of a sans-IO NSQ connection (see :mod:`nsqviz.nsq.codec`)."""
+"""nsqd's side of a sans-IO NSQ connection (see :mod:`nsqviz.nsq.connection`)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,17 @@ from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
 from nsqviz.nsq.commands import BY_EVENT, BY_VERB, name_of
 from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _garbage_raw
-from nsqviz.nsq.errors import ErrorCode, LocalProtocolError, not_in_flight
+from nsqviz.nsq.errors import ErrorCode, not_in_flight
 from nsqviz.nsq.framing import (
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_MSG_SIZE,
     CommandFraming,
 )
-from nsqviz.nsq.grammar import GrammarError
+from nsqviz.nsq.grammar_errors import GrammarError
 from nsqviz.nsq.lexer import verb_of
 from nsqviz.nsq.refusals import nsqd_answer
 from nsqviz.nsq.states import TRANSITIONS, Role, State, refusal
+from nsqviz.sansio import LocalProtocolError
 from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame
 
 __all__ = ["ServerConfig", "ServerConnection"]
@@ -164,7 +165,7 @@ class ServerConnection(_Connection):
         everything received from now on, including bytes already buffered."""
         self._start_compression(kind, level)
         self._held = self._reasm.take_remaining()
-        self._reasm = self._reassembler(expect_magic=False)
+        self._reasm = self._reassembler(after_gap=True)
 
     def tls_started(self) -> None:
         """The TLS handshake finished; commands now arrive over TLS."""

@@ -23,7 +23,7 @@ from nsqviz.nsq.events import (
     Sub,
     Touch,
 )
-from nsqviz.nsq.grammar import FEATURE_NEGOTIATION_FIELDS
+from nsqviz.nsq.identify_fields import FEATURE_NEGOTIATION_FIELDS
 from tests.broker._client import RawClient, channel_stats, http, stats, subscriber, wait_for
 
 

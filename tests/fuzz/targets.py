@@ -26,12 +26,13 @@ from nsqviz.capture.files import CaptureFormatError
 from nsqviz.httpd import GET, POST, HTTPError, HTTPServerConnection, route_table, text
 from nsqviz.lookupd import codec as lookupd_codec
 from nsqviz.lookupd import grammar as lookupd_grammar
-from nsqviz.nsq import codec as nsq_codec
 from nsqviz.nsq import events as nsq_events
 from nsqviz.nsq import fastpath
 from nsqviz.nsq import grammar as nsq_grammar
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.observer import Observer as NsqObserver
+from nsqviz.nsq.server_connection import ServerConnection
 from nsqviz.tubemq import codec as tube_codec
 from nsqviz.tubemq import grammar as tube_grammar
 
@@ -77,15 +78,15 @@ _NSQ_ROLES = ("client", "server", "server-snappy", "server-deflate", "observer")
 
 def _nsq_peer(role: str):
     if role == "client":  # a consumer that subscribed: it reads frames
-        c = nsq_codec.ClientConnection()
+        c = ClientConnection()
         for cmd in (nsq_events.Magic(), nsq_events.Sub("t", "c"), nsq_events.Rdy(100)):
             c.send(cmd)
         return c.receive
     if role.startswith("server"):
-        s = nsq_codec.ServerConnection()
+        s = ServerConnection()
         if "-" in role:
             kind = role.split("-")[1]
-            client = nsq_codec.ClientConnection()
+            client = ClientConnection()
             s.receive(client.send(nsq_events.Magic())
                       + client.send(nsq_events.Identify({kind: True})))
             s.start_compression(kind, 6 if kind == "deflate" else None)

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from nsqviz.lookupd import grammar as lookupd_grammar
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import ClientConnection, ServerConnection
+from nsqviz.nsq.client_connection import ClientConnection
+from nsqviz.nsq.server_connection import ServerConnection
 from nsqviz.tubemq import grammar as tube_grammar
 from tests.differential.test_http_framing import CASES as HTTP_CASES
 from tests.fuzz.targets import LOOKUPD_INFO, TARGETS, capture_seeds, regressions

@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from nsqviz.broker import EmbeddedBroker
-from nsqviz.lookupd import EmbeddedLookupd
+from nsqviz.discovery import EmbeddedLookupd
 
 INFO = {"broadcast_address": "127.0.0.1", "tcp_port": 4150, "http_port": 4151,
         "version": "1.3.0", "hostname": "h"}

@@ -11,13 +11,10 @@ import json
 import pytest
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import (
-    ClientConnection,
-    LocalProtocolError,
-    ProtocolError,
-    ServerConnection,
-    State,
-)
+from nsqviz.nsq.client_connection import ClientConnection
+from nsqviz.nsq.server_connection import ServerConnection
+from nsqviz.nsq.states import State
+from nsqviz.sansio import LocalProtocolError, ProtocolError
 from tests.nsq._wire import Wire, features, kinds, message, mid, subscribed
 
 # ---------------------------------------------------------------- a full session

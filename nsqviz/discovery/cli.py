@@ -7,15 +7,14 @@ import asyncio
 import logging
 import signal
 from dataclasses import fields
-from typing import Any
 
+from nsqviz.discovery.server import FLAGS, Lookupd, LookupdOptions
 from nsqviz.listen import bind_help
-from nsqviz.lookupd.server import FLAGS, Lookupd, LookupdOptions
 
 __all__ = ["register", "run"]
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "lookupd",
         help="run an nsqlookupd-compatible discovery service (TCP \"  V1\" + HTTP API)",

@@ -1,5 +1,6 @@
 """What the simulated cluster is made of: its Brokers, topics and partitions, and the
-metadata strings the Master hands out about them (FACTS.md §6).
+metadata strings the Master hands out about them (the formats of ``corebase/cluster``'s
+``BrokerInfo``, ``TopicInfo``, ``Partition``).
 
 A :class:`SimConfig` is all a simulator needs to start: the topics it serves, how many
 Brokers and partitions per Broker (at least 2 x 2 by default, so that a group of two

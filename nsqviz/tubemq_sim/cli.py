@@ -6,17 +6,16 @@ import argparse
 import asyncio
 import logging
 import signal
-from typing import Any
 
 from nsqviz.listen import LOOPBACK, bind_help
-from nsqviz.tubemq.sim.cluster import SimConfig
-from nsqviz.tubemq.sim.server import SimServer
 from nsqviz.tubemq.tables import DEFAULT_BROKER_PORT, DEFAULT_MASTER_PORT
+from nsqviz.tubemq_sim.cluster import SimConfig
+from nsqviz.tubemq_sim.server import SimServer
 
 __all__ = ["register", "run"]
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "tubemq-sim",
         epilog=bind_help("--host 0.0.0.0 (every IPv4 interface) or --host ::",

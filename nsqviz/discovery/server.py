@@ -1,5 +1,5 @@
 """An nsqlookupd-compatible discovery service on asyncio: the ``"  V1"`` TCP protocol for
-nsqd and the HTTP API for clients (see :mod:`nsqviz.lookupd.http`).
+nsqd and the HTTP API for clients (see :mod:`nsqviz.discovery.http`).
 
 Each nsqd connection goes through a :class:`~nsqviz.lookupd.codec.LookupServerConnection`;
 the server only applies the commands' effects to the :class:`Registry`, answers, and
@@ -14,10 +14,13 @@ import json
 import logging
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from nsqviz.broker.options import VERSION, parse_duration
+from nsqviz.discovery.registry import Peer, Registry
 from nsqviz.embedded import ListeningServer
+from nsqviz.goflags import VERSION, parse_duration
 from nsqviz.listen import LOOPBACK, close_unread, listen_backlog, split_address
 from nsqviz.lookupd.codec import (
     Closed,
@@ -30,7 +33,6 @@ from nsqviz.lookupd.codec import (
     Unregister,
 )
 from nsqviz.lookupd.grammar import MAGIC_V1
-from nsqviz.lookupd.registry import Peer, Registry
 from nsqviz.nsq.errors import ErrorCode
 
 __all__ = ["EmbeddedLookupd", "Lookupd", "LookupdOptions"]
@@ -52,7 +54,7 @@ class LookupdOptions:
         return split_address(getattr(self, f"{which}_address"))
 
 
-FLAGS = {
+FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "tcp_address": (str, "<addr>:<port> to listen on for nsqd (port 0: a free one)"),
     "http_address": (str, "<addr>:<port> to listen on for HTTP clients (port 0: a free one)"),
     "broadcast_address": (str, "address of this lookupd given to nsqd (default: hostname)"),
@@ -75,7 +77,7 @@ class Lookupd:
         self._servers: list[asyncio.base_events.Server] = []
 
     async def start(self) -> None:
-        from nsqviz.lookupd.http import serve_http
+        from nsqviz.discovery.http import serve_http
 
         loop = asyncio.get_running_loop()
         host, port = self.opts.host_port("tcp")
