@@ -11,9 +11,9 @@ import pytest
 from nsqviz.broker.options import options_from_args
 from nsqviz.cli import build_parser, main
 from nsqviz.listen import LOOPBACK, split_address
-from nsqviz.lookupd.server import Lookupd, LookupdOptions
+from nsqviz.discovery.server import Lookupd, LookupdOptions
 from nsqviz.session.services import AuthService
-from nsqviz.tubemq.sim.cli import config_from_args
+from nsqviz.tubemq_sim.cli import config_from_args
 
 
 def _defaults(command: str):

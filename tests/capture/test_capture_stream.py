@@ -34,7 +34,7 @@ from nsqviz.capture.files import read_capture
 from nsqviz.capture.synth import NsqTalk, pubsub_session
 from nsqviz.capture.tcp import LINGER
 from nsqviz.capture.writer import PcapWriter, TcpConversation
-from nsqviz.nsq.codec import ClientConnection
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import Identify, Magic, Pub, Rdy, Sub
 from nsqviz.stream.direction import Direction
 
