@@ -10,8 +10,8 @@ import pytest
 
 from nsqviz.broker.options import options_from_args
 from nsqviz.cli import build_parser, main
-from nsqviz.listen import LOOPBACK, split_address
 from nsqviz.discovery.server import Lookupd, LookupdOptions
+from nsqviz.listen import LOOPBACK, split_address
 from nsqviz.session.services import AuthService
 from nsqviz.tubemq_sim.cli import config_from_args
 

@@ -16,8 +16,8 @@ from nsqviz.lookupd.codec import LookupServerConnection, Refused
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath as fp
 from nsqviz.nsq import grammar as g
-from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
 from nsqviz.nsq.json_object import MAX_DEPTH, _read_deep, read_object
+from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
 
 
 def nested(depth: int) -> bytes:
