@@ -1,7 +1,9 @@
 """What nsqviz needs from a protocol, and the registry of the protocols it knows.
 
-The capture decoder, the replay, the Spark pipeline, ``nsqviz decode`` and the records
-module never name a protocol: they ask this module. A protocol is one
+The capture decoder, the replay, the Spark pipeline's frames table, ``nsqviz decode``,
+the records module and the palette never name a protocol: they ask this module. (The
+Spark *analyses* -- NSQ's message lifecycle, TubeMQ's RPC pairs -- and the Wireshark
+dissectors are written per protocol.) A protocol is one
 :class:`Protocol` instance that says
 
 * how to **detect** it on a TCP connection: the bytes only its client sends first
@@ -31,33 +33,35 @@ How a protocol plugs in:
 3. add ``"nsqviz.<name>.protocol:INSTANCE"`` to :data:`BUILTIN` (or call
    :func:`register` with the instance, for a protocol that lives outside nsqviz).
 
-Nothing else is copied or edited: a capture's flows are offered to every registered
-protocol (:func:`detect`), records find their protocol from the event's class
-(:func:`of_event`), the pipeline's frames table gets the typed columns of every
-protocol (:func:`typed_columns`), and :mod:`nsqviz.palette` colours the names of every
-protocol.
+For decoding, records, colours and the frames table nothing else is edited: a capture's
+flows are offered to every registered protocol (:func:`detect`), records find their
+protocol from the event's class (:func:`of_event`), the palette colours every
+protocol's :meth:`Protocol.names`, and the pipeline's frames table gets the typed
+columns of every protocol (:func:`typed_columns`). A Wireshark dissector
+(:mod:`nsqviz.wireshark`) or a protocol-specific Spark analysis is written for it.
 """
 
 from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
 from typing import Protocol as TypingProtocol
 
+from nsqviz import sansio
 from nsqviz.fields import CAPTURE_FIELDS, Field, by_abbrev
-
-if TYPE_CHECKING:
-    from nsqviz.records import DecodedRecord
+from nsqviz.stream.direction import Direction
 
 __all__ = [
     "BUILTIN",
     "ConnectionObserver",
+    "ObservedConnection",
     "Detection",
     "Item",
     "Lost",
     "Protocol",
+    "RecordView",
     "by_name",
     "detect",
     "filter_fields",
@@ -145,6 +149,57 @@ class ConnectionObserver(TypingProtocol):
         ...
 
 
+class ObservedConnection:
+    """A protocol's sans-IO :class:`nsqviz.sansio.Observer` behind
+    :class:`ConnectionObserver`: each direction's events become items through ``items``.
+    A protocol whose gaps cost more than the frame in progress overrides :meth:`gap`."""
+
+    __slots__ = ("codec", "items")
+
+    def __init__(self, codec: sansio.Observer,
+                 items: Callable[[list[Any]], list[Item]]) -> None:
+        self.codec = codec
+        self.items = items
+
+    @property
+    def encrypted(self) -> bool:
+        return self.codec.encrypted
+
+    def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
+        codec = self.codec
+        events = (codec.c2s if direction == Direction.C2S else codec.s2c)(data, segment=segment)
+        return self.items(events) if events else []
+
+    def end(self, direction: str, segment: int) -> list[Item]:
+        return self.feed(direction, b"", segment)
+
+    def gap(self, direction: str) -> Lost:
+        partial, length = self.codec.gap(direction)
+        return Lost(partial, length)
+
+
+class RecordView(TypingProtocol):
+    """What a protocol reads of one decoded record to give its filter values (a
+    :class:`nsqviz.records.DecodedRecord` is one; named here so that this module and
+    the records module, which asks it for each record's protocol, do not import each
+    other)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def fields(self) -> dict[str, Any]: ...
+
+    @property
+    def dir(self) -> str | None: ...
+
+    @property
+    def event(self) -> Any: ...
+
+
 class Protocol(ABC):
     """One protocol, as the protocol-free parts of nsqviz see it. See the module doc."""
 
@@ -229,7 +284,7 @@ class Protocol(ABC):
         --filter`` refuses a name no protocol uses)."""
         return frozenset()
 
-    def filter_values(self, record: DecodedRecord) -> Mapping[str, list[Any]]:
+    def filter_values(self, record: RecordView) -> Mapping[str, list[Any]]:
         """One record's values of :attr:`filter_fields` (a field absent from the record
         is absent here; a field the unit holds several times has several values), typed
         as the field is: ``str``, ``bytes``, ``int``, ``bool``, ``float`` seconds for times."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from nsqviz.lookupd import grammar
 from nsqviz.lookupd.grammar import BODY_VERBS, IDENTIFY_REQUIRED, MAGIC_V1, LookupError_
+from nsqviz.nsq.grammar import GrammarError
 from nsqviz.stream.reassembly import (
     Buffer,
     FramingError,
@@ -29,6 +30,7 @@ from nsqviz.stream.reassembly import (
 
 __all__ = [
     "Answer",
+    "BadAnswer",
     "COMMAND_EVENTS",
     "Closed",
     "CommandFraming",
@@ -111,6 +113,18 @@ class Answer(LookupEvent):
 
     command: LookupEvent | None
     data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class BadAnswer(LookupEvent):
+    """An answer to ``command`` that nsqd cannot read (an IDENTIFY answer that is not a
+    JSON object): nsqd logs ``parsing response`` and closes, so the connection is
+    finished; ``reason`` says what is wrong, ``offset`` where the answer starts."""
+
+    command: LookupEvent | None
+    data: bytes
+    reason: str
+    offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,7 +372,9 @@ class LookupClientConnection:
         return encode(cmd)
 
     def receive(self, data: bytes) -> list[LookupEvent]:
-        """Answers from nsqlookupd, each paired with its command; ``b""`` is EOF."""
+        """Answers from nsqlookupd, each paired with its command; ``b""`` is EOF. Bytes
+        that are not an answer end in a :class:`Refused` or :class:`BadAnswer` event
+        (the connection is then finished); no input raises."""
         if not data:
             self.state = State.CLOSED
             return [Closed()]
@@ -375,7 +391,12 @@ class LookupClientConnection:
                 self.state = State.CLOSED
                 out.append(Refused(code, text, item.offset))
                 break
-            if type(asked) is Identify and payload.startswith(b"{"):
-                self.peer_info = grammar.IDENTIFY_ANSWER.parse(payload)
+            if type(asked) is Identify:
+                try:
+                    self.peer_info = grammar.IDENTIFY_ANSWER.parse(payload)
+                except GrammarError as exc:
+                    self.state = State.CLOSED
+                    out.append(BadAnswer(asked, payload, exc.reason, item.offset))
+                    break
             out.append(Answer(asked, payload))
         return out

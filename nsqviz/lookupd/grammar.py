@@ -23,15 +23,9 @@ from typing import Any
 from construct import Const, GreedyBytes, Int32sb, Prefixed, SizeofError, Struct, Subconstruct
 from construct.core import stream_read, stream_seek
 
-from nsqviz.nsq.grammar import (
-    LF,
-    SP,
-    GrammarError,
-    JSONObject,
-    body,
-    name_field,
-    parse_exactly,
-)
+from nsqviz.nsq.grammar import LF, SP, JSONObject, body, name_field
+from nsqviz.nsq.grammar_base import parse_exactly
+from nsqviz.nsq.grammar_errors import GrammarError
 
 __all__ = [
     "BODY_VERBS",

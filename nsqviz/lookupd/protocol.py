@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nsqviz.lookupd import grammar
 from nsqviz.lookupd.codec import (
@@ -30,12 +30,9 @@ from nsqviz.lookupd.codec import (
 )
 from nsqviz.lookupd.fields import FIELDS, PARAMS, PREFIX
 from nsqviz.lookupd.observer import Observer, Seen
-from nsqviz.protocols import Detection, Item, Lost, Protocol
+from nsqviz.protocols import Detection, Item, Lost, Protocol, RecordView
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import RawFrame, Truncated
-
-if TYPE_CHECKING:
-    from nsqviz.records import DecodedRecord
 
 __all__ = ["ERROR", "LOOKUPD", "LookupdProtocol", "MAGIC", "NAMES", "RESPONSE"]
 
@@ -203,7 +200,7 @@ class LookupdProtocol(Protocol):
 
     filter_fields = FIELDS
 
-    def filter_values(self, record: DecodedRecord) -> Mapping[str, list[Any]]:
+    def filter_values(self, record: RecordView) -> Mapping[str, list[Any]]:
         """As ``lookupd.lua`` shows the unit: the IDENTIFY body and the answer as the bytes
         on the wire say them; ``lookupd.response_to`` is not known from a record alone."""
         out: dict[str, list[Any]] = {}

@@ -26,7 +26,7 @@ from construct import (
 )
 
 from nsqviz.fields import Field, FieldType, by_abbrev
-from nsqviz.nsq import grammar
+from nsqviz.nsq import grammar, grammar_frames
 from nsqviz.nsq.commands import COMMANDS, BodyKind, CommandSpec, Param, ParamKind
 from nsqviz.stream.direction import Direction
 
@@ -138,7 +138,7 @@ def _fields() -> tuple[Field, ...]:
         _n("mpub.size", i32, "Message size", "One MPUB message's size"),
         _n("mpub.body", b, "Message body", "One MPUB message's body"),
     ]
-    frame_types = {v: k for k, v in grammar.FRAME_TYPES.items()}
+    frame_types = {v: k for k, v in grammar_frames.FRAME_TYPES.items()}
     for f in FRAME_HEADER:
         out.append(_n(f.name, _LAYOUT_TYPES[f.type], _label(f.name),
                       values=frame_types if f.name == "frame_type" else None))
@@ -189,7 +189,7 @@ as first declared."""
 
 _N = PREFIX + "."
 _MESSAGE_ATTRS = tuple((f"{_N}msg.{f.name}", f.name, f.type) for f in MESSAGE)
-_FRAME_NUMBERS = dict(grammar.FRAME_TYPES)
+_FRAME_NUMBERS = dict(grammar_frames.FRAME_TYPES)
 _SIZE, _FRAME_TYPE = (f"{_N}{f.name}" for f in FRAME_HEADER)
 _PREFIX_SIZE = FRAME_HEADER[0].size
 """The width of a size prefix: a frame's, and (the same int32) a command body's."""

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nsqviz.nsq import framing, grammar
+from nsqviz.nsq import framing, grammar, grammar_frames
+from nsqviz.nsq import wire as nsq_wire
 from nsqviz.nsq.commands import COMMANDS, BodyKind, ParamKind
 from nsqviz.nsq.commands import CommandSpec as TableEntry
 from nsqviz.nsq.commands import Param as TableParam
 from nsqviz.nsq.events import NON_FATAL_ERRORS, Response
 from nsqviz.nsq.fields import FRAME_HEADER, MESSAGE, LayoutField, param_abbrev
 from nsqviz.nsq.protocol import NSQ
+from nsqviz.nsq.wire import MAGIC_V2
 
 __all__ = [
     "CommandSpec",
@@ -107,10 +109,10 @@ def _command(spec: TableEntry) -> CommandSpec:
 def _name_rule() -> tuple[int, str]:
     """The topic/channel rule, checked against the grammar's regular expression (the
     Lua side spells it as a character class plus an optional suffix)."""
-    pattern = grammar._NAME_RE.pattern
+    pattern = nsq_wire.NAME_RE.pattern
     if pattern != r"^[.a-zA-Z0-9_-]+(#ephemeral)?$":
         raise SpecError(f"name rule {pattern!r} changed: teach the generator")
-    ok = grammar.is_valid_topic_name
+    ok = nsq_wire.is_valid_topic_name
     if not (ok("a" * 64) and not ok("a" * 65)):
         raise SpecError("name length limit changed: teach the generator")
     return 64, "#ephemeral"
@@ -124,10 +126,10 @@ def nsq_spec() -> NsqSpec:
     if not Response(heartbeat).is_heartbeat:
         raise SpecError("the heartbeat response changed: teach the generator")
     return NsqSpec(
-        magic=grammar.MAGIC_V2,
+        magic=MAGIC_V2,
         commands=commands,
         frame_header=FRAME_HEADER,
-        frame_types=dict(grammar.FRAME_TYPES),
+        frame_types=dict(grammar_frames.FRAME_TYPES),
         message=MESSAGE,
         max_line=framing.DEFAULT_MAX_LINE,
         max_body_size=framing.DEFAULT_MAX_BODY_SIZE,

@@ -63,7 +63,7 @@ def _flatten(node: Any, out: dict[str, list[Any]], prefix: str) -> None:
             _flatten(value, out, prefix)
 
 
-def _endpoint(layers: dict, side: str) -> str:
+def _endpoint(layers: dict[str, Any], side: str) -> str:
     ip = layers.get("ip") or layers.get("ipv6") or {}
     addr = ip.get(f"ip.{side}") or ip.get(f"ipv6.{side}")
     if "ipv6" in layers:
@@ -182,7 +182,7 @@ def as_record(pdu: TsharkPdu) -> dict[str, Any] | None:
         return None
     server = pdu.dst if client == pdu.src else pdu.src
     direction = Direction.C2S if client == pdu.src else Direction.S2C
-    record = {"flow": f"{client}->{server}", "dir": direction,
+    record: dict[str, Any] = {"flow": f"{client}->{server}", "dir": direction,
               "kind": kind, "name": name, "fields": fields, "packets": list(pdu.packets)}
     if kind == "error" and f("nsq.command") is None and f("nsq.frame_type") is None \
             and f("nsq.magic") is None:

@@ -16,7 +16,6 @@ from importlib import resources
 
 from nsqviz.tubemq import grammar, protos, tables
 from nsqviz.tubemq.fields import PREFIX, status_names
-from nsqviz.tubemq.messages import STATUS_SUCCESS
 from nsqviz.tubemq.protocol import TUBEMQ
 from nsqviz.wireshark.lua import declare_fields, engine, literal
 from nsqviz.wireshark.nsq_spec import SpecError
@@ -35,7 +34,7 @@ ENVELOPE = {
     "exception_body": "RspExceptionBody",
 }
 """The content's three messages: RpcConnHeader, then a request's or an answer's header
-and body (FACTS.md section 2; :mod:`nsqviz.tubemq.messages` decodes the same)."""
+and body (``RPC.proto``; :mod:`nsqviz.tubemq.messages` decodes the same)."""
 
 
 def _field_numbers(name: str) -> dict[str, int]:
@@ -65,7 +64,7 @@ def _tables() -> str:
         "FLAG_REQUEST": tables.RPC_FLAG_MSG_TYPE_REQUEST,
         "FLAG_RESPONSE": tables.RPC_FLAG_MSG_TYPE_RESPONSE,
         "STATUS": status_names(),
-        "STATUS_SUCCESS": STATUS_SUCCESS,
+        "STATUS_SUCCESS": int(protos.RpcStatus.SUCCESS),
         "ENVELOPE": ENVELOPE,
         "PB": pb,
         "SERVER_PORTS": [tables.DEFAULT_MASTER_PORT, tables.DEFAULT_BROKER_PORT],

@@ -25,7 +25,8 @@ pytestmark = pytest.mark.slow  # the build: ~10 s of CPU
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # the packages whose every public name (``__all__``) the API reference documents
 API = ("nsqviz.nsq", "nsqviz.tubemq", "nsqviz.client", "nsqviz.capture",
-       "nsqviz.capture.replay", "nsqviz.broker", "nsqviz.lookupd", "nsqviz.tubemq.sim",
+       "nsqviz.capture.replay", "nsqviz.broker", "nsqviz.discovery", "nsqviz.tubemq_sim",
+       "nsqviz.tubemq_client", "nsqviz.filters",
        "nsqviz.embedded", "nsqviz.session")
 
 

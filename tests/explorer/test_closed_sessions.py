@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from nsqviz.session import Session, SessionClosed
-from nsqviz.tubemq.live.session import NotHeld, TubeSession
-from nsqviz.tubemq.sim import EmbeddedSim
+from nsqviz.tubemq_client.session import NotHeld, TubeSession
+from nsqviz.tubemq_sim import EmbeddedSim
 from nsqviz.widgets.stepper import Stepper
 
 

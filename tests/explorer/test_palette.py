@@ -114,3 +114,43 @@ def test_a_tubemq_method_has_one_colour_in_the_replay_and_the_sequence_diagram()
     ]).html()
     assert _fills_of(diagram, "RegisterRequestP2M") == {fill}
     assert f'fill="{fill}"' in diagram
+
+
+def test_a_new_protocols_names_are_coloured_without_an_edit(monkeypatch):
+    """A third protocol (one registered from outside) brings names the palette has never
+    seen: each gets its own colour, a shared name keeps the first protocol's, and the
+    names already coloured keep theirs."""
+    from nsqviz import protocols
+
+    class Third(protocols.Protocol):
+        name, title, package = "third", "Third", "tests.third"
+
+        def names(self):
+            return ("IDENTIFY", *(f"VERB{i}" for i in range(40)))
+
+        def client_hello(self, data):
+            return False
+
+        def detect(self, direction, data, *, from_start, server_port):
+            return protocols.Detection(0, "never")
+
+        def observer(self, *, midstream):
+            raise NotImplementedError
+
+        def fields(self, event):
+            return {}
+
+        def summary(self, kind, name, fields):
+            return ""
+
+        def label(self, event):
+            return "", ""
+
+    before = palette.names()
+    monkeypatch.setattr(protocols, "_EXTRA", {"third": Third()})
+    monkeypatch.setattr(palette, "_names", palette._names.__wrapped__)
+    after = palette.names()
+    assert {k: after[k] for k in before} == before
+    assert after["IDENTIFY"] == before["IDENTIFY"]
+    assert len(set(after.values())) == len(after)
+    assert {f"VERB{i}" for i in range(40)} <= set(after)

@@ -3,7 +3,7 @@ group's offsets into it, with the real broker's commit rule.
 
 Offsets count in the real broker's index units: every stored message takes one
 28-byte index entry, so the offsets a consumer sees are 0, 28, 56, ... as on a real
-TubeMQ Broker (FACTS.md §4). A group's position in a partition is two numbers, as in
+TubeMQ Broker (``DataStoreUtils``). A group's position in a partition is two numbers, as in
 the broker's ``DefaultOffsetManager``:
 
 * ``offset``: what the group has committed;
@@ -24,6 +24,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from nsqviz.tubemq.metadata import checksum
 
@@ -50,13 +51,13 @@ class StoredMessage:
     msg_type: str
     append_time: int  # ms
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"id": self.message_id, "flag": self.flag, "checksum": self.checksum,
                 "msgType": self.msg_type, "time": self.append_time,
                 "data": base64.b64encode(self.payload).decode()}
 
     @classmethod
-    def from_json(cls, d: dict) -> StoredMessage:
+    def from_json(cls, d: dict[str, Any]) -> StoredMessage:
         return cls(d["id"], d["flag"], base64.b64decode(d["data"]), d["checksum"],
                    d["msgType"], d["time"])
 
@@ -160,7 +161,7 @@ class BrokerStore:
 
     # -- persistence ---------------------------------------------------------------
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "next_message_id": self.next_message_id,
             "logs": [{"topic": t, "partitionId": p, "messages": [m.to_json() for m in log.messages]}
@@ -170,7 +171,7 @@ class BrokerStore:
         }
 
     @classmethod
-    def from_json(cls, d: dict) -> BrokerStore:
+    def from_json(cls, d: dict[str, Any]) -> BrokerStore:
         store = cls()
         store.next_message_id = d["next_message_id"]
         for entry in d["logs"]:

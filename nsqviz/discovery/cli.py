@@ -8,17 +8,19 @@ import logging
 import signal
 from dataclasses import fields
 
-from nsqviz.lookupd.server import FLAGS, Lookupd, LookupdOptions
+from nsqviz.discovery.server import FLAGS, Lookupd, LookupdOptions
+from nsqviz.listen import bind_help
 
 __all__ = ["register", "run"]
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "lookupd",
         help="run an nsqlookupd-compatible discovery service (TCP \"  V1\" + HTTP API)",
         description="An nsqlookupd v1.3.0-compatible service: nsqd registers over TCP "
         "(--lookupd-tcp-address), consumers poll /lookup over HTTP.",
+        epilog=bind_help(),
     )
     defaults = LookupdOptions()
     for f in fields(LookupdOptions):

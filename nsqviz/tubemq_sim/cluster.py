@@ -1,5 +1,6 @@
 """What the simulated cluster is made of: its Brokers, topics and partitions, and the
-metadata strings the Master hands out about them (FACTS.md §6).
+metadata strings the Master hands out about them (the formats of ``corebase/cluster``'s
+``BrokerInfo``, ``TopicInfo``, ``Partition``).
 
 A :class:`SimConfig` is all a simulator needs to start: the topics it serves, how many
 Brokers and partitions per Broker (at least 2 x 2 by default, so that a group of two
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nsqviz.listen import LOOPBACK
 from nsqviz.tubemq.metadata import (
     format_broker_info,
     format_partition,
@@ -80,7 +82,7 @@ class SimConfig:
     """
 
     topics: tuple[str, ...] = ("demo",)
-    host: str = "127.0.0.1"
+    host: str = LOOPBACK
     master_port: int = DEFAULT_MASTER_PORT
     broker_ports: tuple[int, ...] = (DEFAULT_BROKER_PORT, DEFAULT_BROKER_PORT + 1)
     partitions: int = 2

@@ -11,17 +11,20 @@ someone else asks for the partition (and told 410 that once, as the real broker 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from nsqviz.tubemq.metadata import MetadataError, checksum, parse_partition
-from nsqviz.tubemq.sim import _codes as code
-from nsqviz.tubemq.sim.cluster import BrokerNode, SimConfig
-from nsqviz.tubemq.sim.master import fail, has, missing, ok
-from nsqviz.tubemq.sim.store import BrokerStore
-from nsqviz.tubemq.tables import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER
+from nsqviz.tubemq.tables import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER, ErrorCode
+from nsqviz.tubemq_sim.cluster import BrokerNode, SimConfig
+from nsqviz.tubemq_sim.master import fail, has, missing, ok
+from nsqviz.tubemq_sim.store import BrokerStore
 
 __all__ = ["Broker"]
+
+Check = Callable[[], dict[str, Any] | None]
+"""One of a handler's parameter checks: the failure answer, or ``None``."""
 
 
 
@@ -51,7 +54,7 @@ class Broker:
         if bad := missing(req, "topicName"):
             return bad
         if req.topicName.strip() not in self.config.topics:
-            return fail(code.FORBIDDEN, f"topicName {req.topicName.strip()} not existed, "
+            return fail(ErrorCode.FORBIDDEN, f"topicName {req.topicName.strip()} not existed, "
                         "please check your configure")
         return None
 
@@ -61,7 +64,8 @@ class Broker:
         pid = req.partitionId
         real = pid if pid < 10000 else pid % 10000
         if not 0 <= real < self.config.partitions:
-            return fail(code.FORBIDDEN, f"partitionId {req.topicName.strip()}-{pid} not existed,"
+            return fail(ErrorCode.FORBIDDEN,
+                        f"partitionId {req.topicName.strip()}-{pid} not existed,"
                         " please check your configure")
         return None
 
@@ -77,19 +81,20 @@ class Broker:
         topic = req.topicName.strip()
         data = bytes(req.data)
         if not data:
-            return fail(code.BAD_REQUEST, "data length is zero!")
+            return fail(ErrorCode.BAD_REQUEST, "data length is zero!")
         if len(data) > self.config.max_msg_size:
-            return fail(code.BAD_REQUEST, "data length over max length, allowed max length is "
+            return fail(ErrorCode.BAD_REQUEST, "data length over max length, allowed max length is "
                         f"{self.config.max_msg_size}, data length is {len(data)}")
         crc = checksum(data)
         if req.checkSum != -1 and req.checkSum != crc:
-            return fail(code.FORBIDDEN, f"Checksum msg data failure: {req.checkSum} of {topic} "
+            return fail(ErrorCode.FORBIDDEN,
+                        f"Checksum msg data failure: {req.checkSum} of {topic} "
                         f"not equal to the data's checksum of {crc}")
         msg_type = req.msgType.strip() if has(req, "msgType") else ""
         message, offset = self.store.append(topic, req.partitionId, flag=req.flag,
                                             payload=data, msg_type=msg_type,
                                             now_ms=int(now * 1000))
-        return {"success": True, "errCode": code.SUCCESS, "errMsg": str(message.message_id),
+        return {"success": True, "errCode": ErrorCode.SUCCESS, "errMsg": str(message.message_id),
                 "requireAuth": False, "messageId": message.message_id,
                 "appendTime": message.append_time, "appendOffset": offset}
 
@@ -97,8 +102,9 @@ class Broker:
 
     def consumerRegisterC2B(self, req: Any, now: float) -> dict[str, Any]:  # noqa: N802
         base = {"currOffset": -1}
-        for check in (lambda: missing(req, "clientId"), lambda: self._topic(req),
-                      lambda: missing(req, "groupName")):
+        checks: tuple[Check, ...] = (lambda: missing(req, "clientId"), lambda: self._topic(req),
+                                     lambda: missing(req, "groupName"))
+        for check in checks:
             if bad := check():
                 return {**bad, **base}
         topic, group, cid = req.topicName.strip(), req.groupName.strip(), req.clientId.strip()
@@ -107,7 +113,7 @@ class Broker:
             return self._register(req, now, topic, group, cid, part_str, base)
         if req.opType == MSG_OPTYPE_UNREGISTER:
             return self._unregister(req, topic, group, cid, part_str, base)
-        return fail(code.BAD_REQUEST, f"Invalid request:{req.opType}", **base)
+        return fail(ErrorCode.BAD_REQUEST, f"Invalid request:{req.opType}", **base)
 
     def _register(self, req: Any, now: float, topic: str, group: str, cid: str,
                   part_str: str, base: dict[str, Any]) -> dict[str, Any]:
@@ -120,9 +126,9 @@ class Broker:
             else:
                 text = f"[Duplicated Register] Partition {self.broker_id}#{part_str} " \
                        f"has been registered by {holder.consumer_id}"
-            return fail(code.PARTITION_OCCUPIED, text, **base)
+            return fail(ErrorCode.PARTITION_OCCUPIED, text, **base)
         if not 0 <= req.partitionId < self.config.partitions:
-            return fail(code.FORBIDDEN, f"Topic {topic}-{req.partitionId} not existed, "
+            return fail(ErrorCode.FORBIDDEN, f"Topic {topic}-{req.partitionId} not existed, "
                         "please check your configure", **base)
         filters = frozenset(f.strip() for f in req.filterCondStr if f.strip())
         self.holders[part_str] = _Holder(cid, now, filters)
@@ -135,10 +141,10 @@ class Broker:
                     base: dict[str, Any]) -> dict[str, Any]:
         holder = self.holders.get(part_str)
         if holder is None:
-            return fail(code.HB_NO_NODE, f"UnRegistered Consumer {cid}, "
+            return fail(ErrorCode.HB_NO_NODE, f"UnRegistered Consumer {cid}, "
                         "you have to register firstly!", **base)
         if holder.consumer_id != cid:
-            return fail(code.DUPLICATE_PARTITION, f"[Duplicated Request]Partition {part_str} "
+            return fail(ErrorCode.DUPLICATE_PARTITION, f"[Duplicated Request]Partition {part_str} "
                         f"has been consumed by {holder.consumer_id};Current consumer {cid}, "
                         f"broker={self.node.host}", **base)
         pos = self.store.group_offset(group, topic, req.partitionId)
@@ -160,37 +166,39 @@ class Broker:
                 continue
             holder = self.holders.get(self._part_str(group, part["topic"], part["partitionId"]))
             if holder is None:
-                failures.append(f"{code.HB_NO_NODE}:{info}")
+                failures.append(f"{ErrorCode.HB_NO_NODE}:{info}")
             elif holder.consumer_id != cid:
-                failures.append(f"{code.DUPLICATE_PARTITION}:{info}")
+                failures.append(f"{ErrorCode.DUPLICATE_PARTITION}:{info}")
             else:
                 holder.last_seen = now
         return ok(requireAuth=False, hasPartFailure=bool(failures), failureInfo=failures)
 
     def getMessagesC2B(self, req: Any, now: float) -> dict[str, Any]:  # noqa: N802
         base = {"currOffset": -1, "escFlowCtrl": False, "currDataDlt": -1, "minLimitTime": 0}
-        for check in (lambda: missing(req, "clientId"), lambda: missing(req, "groupName"),
-                      lambda: self._topic(req)):
+        checks: tuple[Check, ...] = (lambda: missing(req, "clientId"),
+                                     lambda: missing(req, "groupName"), lambda: self._topic(req))
+        for check in checks:
             if bad := check():
                 return {**bad, **base}
         topic, group, cid = req.topicName.strip(), req.groupName.strip(), req.clientId.strip()
         part_str = self._part_str(group, topic, req.partitionId)
         holder = self.holders.get(part_str)
         if holder is None:
-            return fail(code.HB_NO_NODE, f"UnRegistered Consumer:{cid}, "
+            return fail(ErrorCode.HB_NO_NODE, f"UnRegistered Consumer:{cid}, "
                         "you have to register firstly!", **base)
         if holder.consumer_id != cid:
-            return fail(code.DUPLICATE_PARTITION, f"[Duplicated Request] Partition={part_str} "
+            return fail(ErrorCode.DUPLICATE_PARTITION, f"[Duplicated Request] Partition={part_str} "
                         f"of Broker={self.broker_id} has been consumed by {holder.consumer_id};"
                         f"Current consumer {cid}", **base)
         holder.last_seen = now
         log = self.store.log(topic, req.partitionId)
         pos = self.store.group_offset(group, topic, req.partitionId)
+        assert pos is not None  # a registered holder has its group's offset
         if req.lastPackConsumed:
             pos.commit(True)
         offset = pos.offset
         if offset >= log.max_offset:
-            return fail(code.NOT_FOUND, "The request offset reached maxOffset!", **base)
+            return fail(ErrorCode.NOT_FOUND, "The request offset reached maxOffset!", **base)
         messages, read = log.read(offset, self.config.fetch_max_bytes, holder.filters)
         pos.tmp = read
         if not messages:
@@ -202,18 +210,22 @@ class Broker:
 
     def consumerCommitC2B(self, req: Any, now: float) -> dict[str, Any]:  # noqa: N802
         base = {"currOffset": -1}
-        for check in (lambda: missing(req, "clientId"), lambda: missing(req, "groupName"),
-                      lambda: self._partition(req)):
+        checks: tuple[Check, ...] = (lambda: missing(req, "clientId"),
+                                     lambda: missing(req, "groupName"),
+                                     lambda: self._partition(req))
+        for check in checks:
             if bad := check():
                 return {**bad, **base}
         topic, group, cid = req.topicName.strip(), req.groupName.strip(), req.clientId.strip()
         holder = self.holders.get(self._part_str(group, topic, req.partitionId))
         if holder is None:
-            return fail(code.UNAUTHORIZED, "The partition not registered by consumers", **base)
+            return fail(ErrorCode.UNAUTHORIZED, "The partition not registered by consumers", **base)
         if holder.consumer_id != cid:
-            return fail(code.UNAUTHORIZED, "The partition has been registered by other "
+            return fail(ErrorCode.UNAUTHORIZED, "The partition has been registered by other "
                         f"consumer: {holder.consumer_id}", **base)
         consumed = req.lastPackConsumed if has(req, "lastPackConsumed") else True
-        offset = self.store.group_offset(group, topic, req.partitionId).commit(consumed)
+        pos = self.store.group_offset(group, topic, req.partitionId)
+        assert pos is not None  # a registered holder has its group's offset
+        offset = pos.commit(consumed)
         return ok(currOffset=offset,
                   maxOffset=self.store.log(topic, req.partitionId).max_offset)

@@ -3,7 +3,7 @@ through the TubeMQ codec's server role.
 
 The server makes no protocol decision of its own: the codec turns bytes into requests
 (and violations into events); the method table names the handler and the response
-message; the model (:mod:`~nsqviz.tubemq.sim.master`, :mod:`~nsqviz.tubemq.sim.broker`)
+message; the model (:mod:`~nsqviz.tubemq_sim.master`, :mod:`~nsqviz.tubemq_sim.broker`)
 decides the answer; the codec turns it into bytes. Time is the wall clock (seconds
 since the epoch, as the real servers stamp ``appendTime``), passed in.
 """
@@ -13,15 +13,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from nsqviz.tubemq.codec import ServerConnection
-from nsqviz.tubemq.events import Request, Violation
-from nsqviz.tubemq.messages import STATUS_ERROR, STATUS_FATAL, make_exception, make_response
-from nsqviz.tubemq.protos import MESSAGES
-from nsqviz.tubemq.sim.broker import Broker
-from nsqviz.tubemq.sim.cluster import SimConfig
-from nsqviz.tubemq.sim.master import Master, RpcError
-from nsqviz.tubemq.sim.state import Simulation
+from nsqviz.tubemq.events import Answer, Request, Violation
+from nsqviz.tubemq.messages import make_exception, make_response
+from nsqviz.tubemq.protos import MESSAGES, RpcStatus
+from nsqviz.tubemq_sim.broker import Broker
+from nsqviz.tubemq_sim.cluster import SimConfig
+from nsqviz.tubemq_sim.master import Master, RpcError
+from nsqviz.tubemq_sim.state import Simulation
 
 __all__ = ["SimServer", "answer", "exception_name"]
 
@@ -39,7 +41,7 @@ _CLIENT_PREFIX = {1: "com.tencent.tubemq.", 2: "com.apache.tubemq."}
 def exception_name(name: str, protocol_ver: int) -> str:
     """A Java exception class name as the server writes it for a client of
     ``protocol_ver``: ``org.apache.inlong.tubemq.`` becomes ``com.tencent.tubemq.`` (1) or
-    ``com.apache.tubemq.`` (2, sic), and stays for 3 (FACTS.md §2)."""
+    ``com.apache.tubemq.`` (2, sic), and stays for 3 (``NettyRpcServer``)."""
     prefix = _CLIENT_PREFIX.get(protocol_ver)
     if prefix and name.startswith(_PREFIX):
         return prefix + name[len(_PREFIX):]
@@ -47,7 +49,7 @@ def exception_name(name: str, protocol_ver: int) -> str:
 
 
 def answer(target: Master | Broker, request: Request, problems: list[Violation],
-           now: float):
+           now: float) -> Answer | None:
     """The answer the Java server gives ``request`` (``None``: it gives none).
 
     A request the envelope rules refuse gets ERROR (a service/method pair not allowed,
@@ -64,20 +66,22 @@ def answer(target: Master | Broker, request: Request, problems: list[Violation],
         text = "; ".join(v.reason for v in fatal) or "no request message"
         return make_exception(request, "java.io.IOException",
                               f"IPC server unable to read call parameters:{text}",
-                              status=STATUS_FATAL)
+                              status=RpcStatus.FATAL)
     wrong = [v for v in problems if v.code in ("UnknownService", "WrongService")]
     served = MASTER_SERVICES if isinstance(target, Master) else BROKER_SERVICES
     if wrong or request.header.serviceType not in served:
         text = wrong[0].reason if wrong else \
             f"No service {request.header.serviceType} found on the server"
-        return make_exception(request, "java.lang.Exception", text, status=STATUS_ERROR,
+        return make_exception(request, "java.lang.Exception", text, status=RpcStatus.ERROR,
                               protocol_ver=SERVER_VERSION)
     info = request.info
+    # a request with a message has a method with a request (and response) message
+    assert info is not None and info.response is not None
     try:
         fields = getattr(target, info.name)(request.message, now)
     except RpcError as exc:
         return make_exception(request, exception_name(exc.exception_name, version), exc.text,
-                              status=STATUS_ERROR, protocol_ver=SERVER_VERSION)
+                              status=RpcStatus.ERROR, protocol_ver=SERVER_VERSION)
     return make_response(request, MESSAGES[info.response](**fields),
                          protocol_ver=SERVER_VERSION)
 
@@ -90,7 +94,7 @@ class SimServer:
         self.sim: Simulation | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._writers: set[asyncio.StreamWriter] = set()
-        self._expire_task: asyncio.Task | None = None
+        self._expire_task: asyncio.Task[None] | None = None
         self.master_port = 0
         self.broker_ports: list[int] = []
 
@@ -130,14 +134,17 @@ class SimServer:
         for writer in list(self._writers):
             writer.close()
         await asyncio.sleep(0)
-        self.sim.save()
+        if self.sim is not None:
+            self.sim.save()
 
     async def _expire_loop(self) -> None:
         while True:
             await asyncio.sleep(EXPIRE_EVERY)
-            self.sim.expire(time.time())
+            if self.sim is not None:
+                self.sim.expire(time.time())
 
-    def _handler(self, target: Master | Broker):
+    def _handler(self, target: Master | Broker) -> Callable[
+            [asyncio.StreamReader, asyncio.StreamWriter], Coroutine[Any, Any, None]]:
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             self._writers.add(writer)
             codec = ServerConnection()

@@ -13,9 +13,9 @@ Three ways to run it:
 * without sockets: :class:`Simulation`, the model the servers run.
 """
 
-from nsqviz.tubemq.sim.cluster import SimConfig
-from nsqviz.tubemq.sim.embedded import EmbeddedSim
-from nsqviz.tubemq.sim.server import SimServer
-from nsqviz.tubemq.sim.state import Simulation
+from nsqviz.tubemq_sim.cluster import SimConfig
+from nsqviz.tubemq_sim.embedded import EmbeddedSim
+from nsqviz.tubemq_sim.server import SimServer
+from nsqviz.tubemq_sim.state import Simulation
 
 __all__ = ["EmbeddedSim", "SimConfig", "SimServer", "Simulation"]

@@ -24,7 +24,7 @@ from google.protobuf.message import Message
 from nsqviz.tubemq.codec import ClientConnection
 from nsqviz.tubemq.events import Answer, ExceptionResponse, Request, Response, Violation
 from nsqviz.tubemq.protos import MESSAGES
-from nsqviz.tubemq.tables import METHODS_BY_NAME, Method
+from nsqviz.tubemq.tables import METHODS_BY_NAME, ErrorCode, Method
 
 __all__ = ["AsyncChannel", "Call", "CallFailed", "Channel", "request_message"]
 
@@ -52,7 +52,9 @@ class Call:
 
     @property
     def method(self) -> Method:
-        return self.request.info
+        info = self.request.info
+        assert info is not None, "a call is made by method name"
+        return info
 
     @property
     def latency(self) -> float | None:
@@ -70,7 +72,7 @@ class Call:
 
     @property
     def ok(self) -> bool:
-        return self.err_code == 200
+        return self.err_code == ErrorCode.SUCCESS
 
     def result(self) -> Message:
         """The inner response; :class:`CallFailed` for an ERROR/FATAL answer or none."""
@@ -109,7 +111,7 @@ class Channel:
         self.address = address
         self.timeout = timeout
         self.envelope = envelope  # make_request keywords for every call (protocol_ver ...)
-        self.codec = ClientConnection()
+        self.codec = ClientConnection(provenance=True)  # each call keeps its bytes
         self.sock = socket.create_connection(_split(address), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.local = self.sock.getsockname()[:2]
@@ -192,8 +194,8 @@ class AsyncChannel:
         self.codec = ClientConnection(provenance=False)
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
-        self._waiting: dict[int, tuple[Call, asyncio.Future]] = {}
-        self._task: asyncio.Task | None = None
+        self._waiting: dict[int, tuple[Call, asyncio.Future[Call]]] = {}
+        self._task: asyncio.Task[None] | None = None
         self._connecting: asyncio.Lock | None = None
 
     async def connect(self) -> AsyncChannel:
@@ -211,15 +213,17 @@ class AsyncChannel:
                    timeout: float = 15.0, **envelope: Any) -> Call:
         if self._writer is None:
             await self.connect()
+        writer = self._writer
+        assert writer is not None
         info, msg = request_message(method, message)
         loop = asyncio.get_running_loop()
         now = loop.time()
         request, data = self.codec.request(info.id, msg, now=now,
                                            **{**self.envelope, **envelope})
         call = Call(request, data, t=now)
-        future = loop.create_future()
+        future: asyncio.Future[Call] = loop.create_future()
         self._waiting[request.serialNo] = (call, future)
-        self._writer.write(data)
+        writer.write(data)
         try:
             await asyncio.wait_for(future, timeout)
         except TimeoutError:
@@ -228,12 +232,15 @@ class AsyncChannel:
 
     async def _read(self) -> None:
         loop = asyncio.get_running_loop()
+        reader = self._reader
+        assert reader is not None
         try:
-            while data := await self._reader.read(65536):
+            while data := await reader.read(65536):
                 for event in self.codec.receive(data, now=loop.time()):
                     if isinstance(event, Response | ExceptionResponse):
-                        call, future = self._waiting.pop(event.serialNo, (None, None))
-                        if call is not None:
+                        waiting = self._waiting.pop(event.serialNo, None)
+                        if waiting is not None:
+                            call, future = waiting
                             call.answer = event
                             if not future.done():
                                 future.set_result(call)

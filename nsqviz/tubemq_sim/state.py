@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nsqviz.tubemq.sim.broker import Broker
-from nsqviz.tubemq.sim.cluster import SimConfig
-from nsqviz.tubemq.sim.master import Master
-from nsqviz.tubemq.sim.store import BrokerStore
+from nsqviz.tubemq_sim.broker import Broker
+from nsqviz.tubemq_sim.cluster import SimConfig
+from nsqviz.tubemq_sim.master import Master
+from nsqviz.tubemq_sim.store import BrokerStore
 
 __all__ = ["Simulation"]
 

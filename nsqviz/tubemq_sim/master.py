@@ -2,11 +2,11 @@
 tells producers where the partitions are and balances each consumer group's partitions
 over its members with rebalance events carried in heartbeat responses.
 
-Each public method is named after the Java handler of one RPC method (``TMaster``,
-FACTS.md §3), takes the decoded inner request (a protobuf message) and the time, and
+Each public method is named after the Java handler of one RPC method (``TMaster``;
+ids from ``RpcConstants``), takes the decoded inner request (a protobuf message) and the time, and
 returns the inner response as a dict of its fields in the protocol's words -- the
 server turns it into the response message the method table names. The checks, codes
-and texts follow the real handlers (FACTS.md §5, §8).
+and texts follow the real handlers (``TMaster``, ``TErrCodeConstants``).
 
 Balancing is the real server-side balance, faster: instead of a round every 60 s the
 Master balances a group as soon as a member joins or leaves (or, a round having
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nsqviz.tubemq.metadata import MetadataError, parse_subscribe_info
-from nsqviz.tubemq.sim import _codes as code
-from nsqviz.tubemq.sim.cluster import Part, SimConfig
-from nsqviz.tubemq.sim.events import (
+from nsqviz.tubemq.tables import META_VALUE_UNDEFINED, ErrorCode, EventType
+from nsqviz.tubemq_sim.cluster import Part, SimConfig
+from nsqviz.tubemq_sim.events import (
     ConsumerJoined,
     ConsumerLeft,
     MasterEvent,
@@ -37,7 +37,6 @@ from nsqviz.tubemq.sim.events import (
     RebalanceQueued,
     RebalanceSent,
 )
-from nsqviz.tubemq.tables import META_VALUE_UNDEFINED, EventType
 
 __all__ = ["Master", "RpcError"]
 
@@ -60,18 +59,18 @@ def fail(err_code: int, err_msg: str, **extra: Any) -> dict[str, Any]:
 
 
 def ok(**fields: Any) -> dict[str, Any]:
-    return {"success": True, "errCode": code.SUCCESS, "errMsg": "OK!", **fields}
+    return {"success": True, "errCode": ErrorCode.SUCCESS, "errMsg": "OK!", **fields}
 
 
 def missing(req: Any, name: str) -> dict[str, Any] | None:
     """The real servers' check of a required string parameter (``getStringParameter``)."""
     if not str(getattr(req, name, "")).strip():
-        return fail(code.BAD_REQUEST, f"Request miss necessary {name} data!")
+        return fail(ErrorCode.BAD_REQUEST, f"Request miss necessary {name} data!")
     return None
 
 
 def has(req: Any, name: str) -> bool:
-    return req.HasField(name)
+    return bool(req.HasField(name))
 
 
 @dataclass
@@ -164,7 +163,7 @@ class Master:
                 return {**bad, **base}
         self._check_master(req.clientId)
         if req.clientId not in self.producers:
-            return fail(code.HB_NO_NODE, f"Invalid node id:{req.clientId}, "
+            return fail(ErrorCode.HB_NO_NODE, f"Invalid node id:{req.clientId}, "
                         "you have to append node first!", **base)
         topics = frozenset(t.strip() for t in req.topicList if t.strip())
         self.producers[req.clientId] = (topics, now)
@@ -202,16 +201,16 @@ class Master:
         self._check_master(req.clientId)
         topics = frozenset(t.strip() for t in req.topicList if t.strip())
         if not topics:
-            return fail(code.BAD_REQUEST, "Request miss necessary subscribed topicList data!")
+            return fail(ErrorCode.BAD_REQUEST, "Request miss necessary subscribed topicList data!")
         undeployed = sorted(topics - set(self.config.topics))
         if undeployed:
-            return fail(code.TOPIC_NOT_DEPLOYED,
+            return fail(ErrorCode.TOPIC_NOT_DEPLOYED,
                         f"Requested topic [[{', '.join(undeployed)}]] not deployed!")
         group = self.groups.get(req.groupName)
         others = [c for c in group.members.values() if c.consumer_id != req.clientId] \
             if group else []
-        if others and group.topics != topics:
-            return fail(code.CLIENT_INCONSISTENT_TOPICSET,
+        if others and group is not None and group.topics != topics:
+            return fail(ErrorCode.CLIENT_INCONSISTENT_TOPICSET,
                         f"[Inconsistency subscribe error] group={req.groupName}, "
                         f"request topics {sorted(topics)} not equal to the group's "
                         f"{sorted(group.topics)}!")
@@ -240,10 +239,10 @@ class Master:
         self._check_master(req.clientId)
         group = self.groups.get(req.groupName)
         if group is None:
-            return fail(code.HB_NO_NODE, f"Not found groupName {req.groupName} in holder!")
+            return fail(ErrorCode.HB_NO_NODE, f"Not found groupName {req.groupName} in holder!")
         consumer = group.members.get(req.clientId)
         if consumer is None:
-            return fail(code.HB_NO_NODE, "Update consumer node exception:Invalid node id:"
+            return fail(ErrorCode.HB_NO_NODE, "Update consumer node exception:Invalid node id:"
                         f"{req.groupName}_{req.clientId}, you have to append node first!")
         consumer.last_seen = now
         if req.reportSubscribeInfo:

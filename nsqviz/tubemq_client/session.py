@@ -7,7 +7,7 @@ returns the :class:`Step`: the request and answer frames, their blocks, the thre
 protobuf messages on each side and the inner request and response, the serialNo that
 pairs them, the latency, and the client's state before and after.
 
-By default a session talks to an embedded simulator (:class:`~nsqviz.tubemq.sim.EmbeddedSim`
+By default a session talks to an embedded simulator (:class:`~nsqviz.tubemq_sim.EmbeddedSim`
 started once per process on free loopback ports) and can show what its Master decided
 (:meth:`TubeSession.master_history`); ``TubeSession("host:8715")`` talks to any Master.
 """
@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import atexit
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
 from nsqviz.session.outcomes import SessionClosed, closed_message, made_where
+from nsqviz.tubemq.events import Answer, Request
 from nsqviz.tubemq.grammar import FrameParts, parse_frame
-from nsqviz.tubemq.live.clients import client_id
-from nsqviz.tubemq.live.rpc import Call, Channel
 from nsqviz.tubemq.metadata import (
     checksum,
     encode_payload,
@@ -41,6 +41,11 @@ from nsqviz.tubemq.tables import (
     EventStatus,
     EventType,
 )
+from nsqviz.tubemq_client.clients import client_id
+from nsqviz.tubemq_client.rpc import Call, Channel
+
+if TYPE_CHECKING:
+    from nsqviz.tubemq_sim import EmbeddedSim
 
 __all__ = ["ConsumerSteps", "NotHeld", "ProducerSteps", "Step", "TubeSession", "default_sim"]
 
@@ -50,13 +55,13 @@ _default_sim = None
 _default_lock = threading.Lock()
 
 
-def default_sim(**fields: Any):
+def default_sim(**fields: Any) -> EmbeddedSim:
     """The process's embedded simulator: started on first use (topic ``demo``, two
     Brokers of two partitions), stopped at interpreter exit."""
     global _default_sim
     with _default_lock:
         if _default_sim is None:
-            from nsqviz.tubemq.sim import EmbeddedSim
+            from nsqviz.tubemq_sim import EmbeddedSim
 
             sim = EmbeddedSim(**({"topics": ("demo",)} | fields)).start()
             atexit.register(sim.stop)
@@ -76,11 +81,11 @@ class Step:
     after: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def request(self):
+    def request(self) -> Request:
         return self.call.request
 
     @property
-    def answer(self):
+    def answer(self) -> Answer | None:
         return self.call.answer
 
     @property
@@ -142,7 +147,7 @@ class TubeSession:
             raise SessionClosed(closed_message("session", self.made))
         if self.closed:
             raise SessionClosed(closed_message("session's simulator", self.made,
-                                                how="stop"))
+                                               how="stop"))
 
     def producer(self, name: str = "producer", topics: tuple[str, ...] = ("demo",),
                  **kw: Any) -> ProducerSteps:
@@ -154,17 +159,22 @@ class TubeSession:
         client = self.clients[name] = ConsumerSteps(self, name, group, list(topics), **kw)
         return client
 
-    def master_history(self) -> list:
+    def master_history(self) -> list[Any]:
         """What the embedded simulator's Master decided (joins, rebalance events)."""
-        if self.sim is None:
+        sim = self.sim
+        if sim is None:
             raise RuntimeError("only an embedded simulator shows its Master's decisions")
         self.check_open()
-        return self.sim.call(lambda: list(self.sim.simulation.master.history))
+        history: list[Any] = sim.call(lambda: list(sim.simulation.master.history))
+        return history
 
     def assignment(self) -> dict[str, dict[str, list[str]]]:
         """group -> consumer -> partition keys, as the embedded Master sees it."""
         self.check_open()
-        return self.sim.call(lambda: self.sim.simulation.master.assignment())
+        sim = self.sim
+        assignment: dict[str, dict[str, list[str]]] = sim.call(
+            lambda: sim.simulation.master.assignment())
+        return assignment
 
     def close(self) -> None:
         """Disconnect every client; a later step raises
@@ -217,7 +227,7 @@ class _Client:
     def _absorb(self, call: Call) -> None:
         """Update the client's own bookkeeping from an answer."""
 
-    def _learn_brokers(self, infos) -> None:
+    def _learn_brokers(self, infos: Iterable[str]) -> None:
         for text in infos:
             info = parse_broker_info(text)
             self.brokers[info["brokerId"]] = f"{info['host']}:{info['port']}"
@@ -229,7 +239,7 @@ class _Client:
 
 
 class ProducerSteps(_Client):
-    """A producer, one request per method (FACTS.md §8, producer)."""
+    """A producer, one request per method (the Go client's producer sequence)."""
 
     def __init__(self, session: TubeSession, name: str, topics: list[str], *,
                  client: str | None = None, **kw: Any):
@@ -303,7 +313,7 @@ class NotHeld(LookupError):
 
 
 class ConsumerSteps(_Client):
-    """A consumer of one group, one request per method (FACTS.md §8, consumer)."""
+    """A consumer of one group, one request per method (the Go client's consumer sequence)."""
 
     def __init__(self, session: TubeSession, name: str, group: str, topics: list[str], *,
                  client: str | None = None, **kw: Any):
@@ -357,7 +367,8 @@ class ConsumerSteps(_Client):
     def act(self) -> list[Step]:
         """Do what the last event says: register (opType 31) to each partition of a
         CONNECT, unregister (32) from each of a DISCONNECT; one step per partition."""
-        event, steps = self.event, []
+        event = self.event
+        steps: list[Step] = []
         if event is None:
             return steps
         connect = event.opType in (EventType.CONNECT, EventType.ONLY_CONNECT)

@@ -11,27 +11,49 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Protocol
 
-from nsqviz.broker.options import VERSION
-from nsqviz.httpd import GET, POST, HTTPError, arg, empty, json_reply, route_table, serve, text
-from nsqviz.nsq.grammar import is_valid_channel_name, is_valid_topic_name
+from nsqviz.discovery.registry import Registry
+from nsqviz.goflags import VERSION
+from nsqviz.httpd import (
+    GET,
+    POST,
+    HTTPError,
+    Query,
+    Reply,
+    arg,
+    empty,
+    json_reply,
+    route_table,
+    serve,
+    text,
+)
+from nsqviz.nsq.wire import is_valid_channel_name, is_valid_topic_name
 
 __all__ = ["serve_http"]
 
 
-async def serve_http(lookupd, host: str, port: int) -> asyncio.base_events.Server:
+class Service(Protocol):
+    """What the HTTP API reads of the service (:class:`~nsqviz.discovery.server.Lookupd`),
+    named here so that this module does not import the server that starts it."""
+
+    @property
+    def registry(self) -> Registry: ...
+
+
+async def serve_http(lookupd: Service, host: str, port: int) -> asyncio.base_events.Server:
     return await serve(route_table(_ROUTES, lookupd), host, port,
                        max_body_size=5 * 1024 * 1024, timeout=60.0)
 
 
-def _topic(query) -> str:
+def _topic(query: Query) -> str:
     name = arg(query, "topic")
     if name is None:
         raise HTTPError(400, "MISSING_ARG_TOPIC")
     return name
 
 
-def _topic_channel(query) -> tuple[str, str]:
+def _topic_channel(query: Query) -> tuple[str, str]:
     """nsq's ``GetTopicChannelArgs``: both present and valid."""
     topic = _topic(query)
     if not is_valid_topic_name(topic):
@@ -44,25 +66,25 @@ def _topic_channel(query) -> tuple[str, str]:
     return topic, channel
 
 
-def _ping(lookupd, query, body):
+def _ping(lookupd: Service, query: Query, body: bytes) -> Reply:
     return text(b"OK")
 
 
-def _info(lookupd, query, body):
+def _info(lookupd: Service, query: Query, body: bytes) -> Reply:
     return json_reply({"version": VERSION})
 
 
-def _topics(lookupd, query, body):
+def _topics(lookupd: Service, query: Query, body: bytes) -> Reply:
     regs = lookupd.registry.find_registrations("topic", "*", "")
     return json_reply({"topics": [r[1] for r in regs]})
 
 
-def _channels(lookupd, query, body):
+def _channels(lookupd: Service, query: Query, body: bytes) -> Reply:
     regs = lookupd.registry.find_registrations("channel", _topic(query), "*")
     return json_reply({"channels": [r[2] for r in regs]})
 
 
-def _lookup(lookupd, query, body):
+def _lookup(lookupd: Service, query: Query, body: bytes) -> Reply:
     reg = lookupd.registry
     topic = _topic(query)
     if not reg.find_registrations("topic", topic, ""):
@@ -72,7 +94,7 @@ def _lookup(lookupd, query, body):
     return json_reply({"channels": channels, "producers": [p.peer.json() for p in producers]})
 
 
-def _nodes(lookupd, query, body):
+def _nodes(lookupd: Service, query: Query, body: bytes) -> Reply:
     reg = lookupd.registry
     now = time.monotonic()
     nodes = []
@@ -86,7 +108,7 @@ def _nodes(lookupd, query, body):
     return json_reply({"producers": nodes})
 
 
-def _topic_create(lookupd, query, body):
+def _topic_create(lookupd: Service, query: Query, body: bytes) -> Reply:
     topic = _topic(query)
     if not is_valid_topic_name(topic):
         raise HTTPError(400, "INVALID_ARG_TOPIC")
@@ -94,7 +116,7 @@ def _topic_create(lookupd, query, body):
     return empty()
 
 
-def _topic_delete(lookupd, query, body):
+def _topic_delete(lookupd: Service, query: Query, body: bytes) -> Reply:
     reg = lookupd.registry
     topic = _topic(query)
     for key in reg.find_registrations("channel", topic, "*"):
@@ -104,7 +126,7 @@ def _topic_delete(lookupd, query, body):
     return empty()
 
 
-def _tombstone(lookupd, query, body):
+def _tombstone(lookupd: Service, query: Query, body: bytes) -> Reply:
     topic = _topic(query)
     node = arg(query, "node")
     if node is None:
@@ -113,14 +135,14 @@ def _tombstone(lookupd, query, body):
     return empty()
 
 
-def _channel_create(lookupd, query, body):
+def _channel_create(lookupd: Service, query: Query, body: bytes) -> Reply:
     topic, channel = _topic_channel(query)
     lookupd.registry.add_registration(("channel", topic, channel))
     lookupd.registry.add_registration(("topic", topic, ""))
     return empty()
 
 
-def _channel_delete(lookupd, query, body):
+def _channel_delete(lookupd: Service, query: Query, body: bytes) -> Reply:
     reg = lookupd.registry
     topic, channel = _topic_channel(query)
     regs = reg.find_registrations("channel", topic, channel)

@@ -7,16 +7,19 @@ import asyncio
 import logging
 import signal
 
-from nsqviz.tubemq.sim.cluster import SimConfig
-from nsqviz.tubemq.sim.server import SimServer
+from nsqviz.listen import LOOPBACK, bind_help
 from nsqviz.tubemq.tables import DEFAULT_BROKER_PORT, DEFAULT_MASTER_PORT
+from nsqviz.tubemq_sim.cluster import SimConfig
+from nsqviz.tubemq_sim.server import SimServer
 
 __all__ = ["register", "run"]
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "tubemq-sim",
+        epilog=bind_help("--host 0.0.0.0 (every IPv4 interface) or --host ::",
+                         "no client needs credentials to produce or consume"),
         help="run a simulated TubeMQ Master and Brokers (for real TubeMQ clients)",
         description="A simulated Apache InLong TubeMQ cluster on loopback: one Master and "
         "N Brokers with P partitions of each topic. Real TubeMQ clients work against it "
@@ -24,7 +27,7 @@ def register(subparsers) -> None:
         "message and committed offset is written out and read back on the next start.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--host", default=LOOPBACK, help="address to listen on")
     parser.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT)
     parser.add_argument("--broker-port", type=int, default=DEFAULT_BROKER_PORT,
                         help="port of Broker 1; Broker n listens on this + n - 1 (0 = free ports)")

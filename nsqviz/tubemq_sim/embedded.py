@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from nsqviz.embedded import BackgroundServer
-from nsqviz.tubemq.sim.cluster import SimConfig
-from nsqviz.tubemq.sim.server import SimServer
+from nsqviz.tubemq_sim.cluster import SimConfig
+from nsqviz.tubemq_sim.server import SimServer
+from nsqviz.tubemq_sim.state import Simulation
 
 __all__ = ["EmbeddedSim"]
 
@@ -39,14 +40,14 @@ class EmbeddedSim(BackgroundServer[SimServer]):
 
     @property
     def master_address(self) -> str:
-        return self.server.master_address
+        return self._running().master_address
 
     @property
     def broker_addresses(self) -> list[str]:
-        return self.server.broker_addresses
+        return self._running().broker_addresses
 
     @property
-    def simulation(self):
-        """The model (:class:`~nsqviz.tubemq.sim.state.Simulation`): Master, Brokers, stores.
+    def simulation(self) -> Simulation | None:
+        """The model (:class:`~nsqviz.tubemq_sim.state.Simulation`): Master, Brokers, stores.
         Read it through :meth:`call` while the simulator runs."""
-        return self.server.sim
+        return self._running().sim

@@ -1,4 +1,4 @@
-"""A TubeMQ producer and consumer on asyncio, on the codec (FACTS.md §8).
+"""A TubeMQ producer and consumer on asyncio, on the codec (the Go client's sequences).
 
 They follow the real clients' sequences -- register with the Master, heartbeat, send
 to a Broker partition; register with the Master, act on the rebalance events its
@@ -24,7 +24,6 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from nsqviz.tubemq.live.rpc import AsyncChannel, Call
 from nsqviz.tubemq.metadata import (
     checksum,
     decode_payload,
@@ -39,9 +38,11 @@ from nsqviz.tubemq.tables import (
     META_VALUE_UNDEFINED,
     MSG_OPTYPE_REGISTER,
     MSG_OPTYPE_UNREGISTER,
+    ErrorCode,
     EventStatus,
     EventType,
 )
+from nsqviz.tubemq_client.rpc import AsyncChannel, Call
 
 __all__ = ["Batch", "ClientError", "Consumer", "Producer", "Received"]
 
@@ -51,7 +52,7 @@ _ids = itertools.count(1)
 
 
 def client_id(group: str = "", host: str = "127.0.0.1") -> str:
-    """``[group_]ip-pid-timestampMs-counter-py`` (the Go client's form, FACTS.md §6)."""
+    """``[group_]ip-pid-timestampMs-counter-py`` (the Go client's form)."""
     prefix = f"{group}_" if group else ""
     return f"{prefix}{host}-{os.getpid()}-{int(time.time()) * 1000}-{next(_ids)}-py"
 
@@ -67,7 +68,7 @@ class ClientError(Exception):
 
 def _ok(call: Call) -> Message:
     message = call.result()
-    if message.errCode != 200:
+    if message.errCode != ErrorCode.SUCCESS:
         raise ClientError(call, f"{call.method.name}: {message.errCode} {message.errMsg}")
     return message
 
@@ -91,10 +92,10 @@ class Producer:
         self.broker_checksum = -1
         self.brokers: dict[int, str] = {}  # brokerId -> host:port
         self.partitions: dict[str, list[tuple[int, int]]] = {}  # topic -> (brokerId, pid)
-        self._rr: dict[str, itertools.cycle] = {}
+        self._rr: dict[str, itertools.cycle[tuple[int, int]]] = {}
         self._master: AsyncChannel | None = None
         self._channels: dict[str, AsyncChannel] = {}
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> Producer:
         self._master = await self.channel(self.master_address).connect()
@@ -113,6 +114,7 @@ class Producer:
             self.brokers[info["brokerId"]] = f"{info['host']}:{info['port']}"
 
     async def heartbeat(self) -> Message:
+        assert self._master is not None, "start() first"
         answer = _ok(await self._master.call("producerHeartbeatP2M", {
             "clientId": self.client_id, "brokerCheckSum": self.broker_checksum,
             "hostName": self.host, "topicList": self.topics}))
@@ -217,7 +219,7 @@ class Consumer:
         self._report: Message | None = None
         self._master: AsyncChannel | None = None
         self._channels: dict[str, AsyncChannel] = {}
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._next = 0
 
     async def start(self) -> Consumer:
@@ -242,6 +244,7 @@ class Consumer:
             request["event"] = self._report
             request["subscribeInfo"] = [h.subscribe_info for h in self.held.values()]
             self._report = None
+        assert self._master is not None, "start() first"
         answer = _ok(await self._master.call("consumerHeartbeatC2M", request))
         if answer.HasField("event"):
             event = answer.event
@@ -264,7 +267,7 @@ class Consumer:
             if kind.connects and key not in self.held:
                 answer = (await self._broker_register(broker, info, MSG_OPTYPE_REGISTER,
                                                       self.read_status)).message
-                if answer is not None and answer.errCode == 200:
+                if answer is not None and answer.errCode == ErrorCode.SUCCESS:
                     partition = format_partition(info["brokerId"], info["host"], info["port"],
                                                  info["topic"], info["partitionId"])
                     self.held[key] = _Held(
@@ -275,7 +278,8 @@ class Consumer:
                 del self.held[key]
                 await self._broker_register(broker, info, MSG_OPTYPE_UNREGISTER, 1)
 
-    async def _broker_register(self, broker: str, info: dict, op: int, read_status: int) -> Call:
+    async def _broker_register(self, broker: str, info: dict[str, Any], op: int,
+                               read_status: int) -> Call:
         return await self._channel(broker).call("consumerRegisterC2B", {
             "opType": op, "clientId": self.client_id, "groupName": self.group,
             "topicName": info["topic"], "partitionId": info["partitionId"],
@@ -310,7 +314,7 @@ class Consumer:
                 "groupName": self.group, "topicName": part.topic, "lastPackConsumed": False,
                 "manualCommitOffset": False, "escFlowCtrl": False})
             answer = call.message
-            if answer is None or answer.errCode != 200:
+            if answer is None or answer.errCode != ErrorCode.SUCCESS:
                 continue
             self._next = (self._next + i + 1) % len(held)
             batch = Batch(part.key, offset=answer.currOffset)

@@ -1,5 +1,5 @@
 """An nsqlookupd-compatible discovery service on asyncio: the ``"  V1"`` TCP protocol for
-nsqd and the HTTP API for clients (see :mod:`nsqviz.lookupd.http`).
+nsqd and the HTTP API for clients (see :mod:`nsqviz.discovery.http`).
 
 Each nsqd connection goes through a :class:`~nsqviz.lookupd.codec.LookupServerConnection`;
 the server only applies the commands' effects to the :class:`Registry`, answers, and
@@ -14,21 +14,26 @@ import json
 import logging
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from nsqviz.broker.options import VERSION, parse_duration
+from nsqviz.discovery.registry import Peer, Registry
 from nsqviz.embedded import ListeningServer
-from nsqviz.listen import listen_backlog
+from nsqviz.goflags import VERSION, parse_duration
+from nsqviz.listen import LOOPBACK, close_unread, listen_backlog, split_address
 from nsqviz.lookupd.codec import (
     Closed,
     Identify,
+    LookupEvent,
     LookupServerConnection,
     Ping,
     Refused,
     Register,
     Unregister,
 )
-from nsqviz.lookupd.registry import Peer, Registry
+from nsqviz.lookupd.grammar import MAGIC_V1
+from nsqviz.nsq.errors import ErrorCode
 
 __all__ = ["EmbeddedLookupd", "Lookupd", "LookupdOptions"]
 
@@ -39,18 +44,17 @@ log = logging.getLogger(__name__)
 class LookupdOptions:
     """nsqlookupd's flags (names as ``--flag-name``; durations in seconds)."""
 
-    tcp_address: str = "0.0.0.0:4160"
-    http_address: str = "0.0.0.0:4161"
+    tcp_address: str = f"{LOOPBACK}:4160"  # nsqlookupd: 0.0.0.0 (see nsqviz.listen)
+    http_address: str = f"{LOOPBACK}:4161"
     broadcast_address: str = ""
     inactive_producer_timeout: float = 300.0
     tombstone_lifetime: float = 45.0
 
     def host_port(self, which: str) -> tuple[str, int]:
-        host, _, port = getattr(self, f"{which}_address").rpartition(":")
-        return host.strip("[]") or "0.0.0.0", int(port)
+        return split_address(getattr(self, f"{which}_address"))
 
 
-FLAGS = {
+FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "tcp_address": (str, "<addr>:<port> to listen on for nsqd (port 0: a free one)"),
     "http_address": (str, "<addr>:<port> to listen on for HTTP clients (port 0: a free one)"),
     "broadcast_address": (str, "address of this lookupd given to nsqd (default: hostname)"),
@@ -73,7 +77,7 @@ class Lookupd:
         self._servers: list[asyncio.base_events.Server] = []
 
     async def start(self) -> None:
-        from nsqviz.lookupd.http import serve_http
+        from nsqviz.discovery.http import serve_http
 
         loop = asyncio.get_running_loop()
         host, port = self.opts.host_port("tcp")
@@ -119,49 +123,57 @@ class _PeerConnection(asyncio.Protocol):
         self.conn = LookupServerConnection()
         self.peer: Peer | None = None
         self.peer_id = ""
+        self.received = 0  # bytes, so far
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)  # a TCP server's
         self.transport = transport
         host, port = transport.get_extra_info("peername")[:2]
         self.peer_id = f"{host}:{port}"
         self.lookupd.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
+        self.received += len(data)
         for ev in self.conn.receive(data):
             self._on(ev)
 
     def eof_received(self) -> bool:
         return False
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.lookupd.connections.discard(self)
         if self.peer is not None:
             self.lookupd.registry.remove_peer(self.peer_id)
 
-    def _on(self, ev) -> None:
+    def _on(self, ev: LookupEvent) -> None:
         reg = self.lookupd.registry
         now = time.monotonic()
-        kind = type(ev)
-        if kind is Refused:
+        if isinstance(ev, Refused):
             log.info("lookupd: refusing %s: %s %s", self.peer_id, ev.code, ev.text)
             self.transport.write(self.conn.refuse(ev))
-            self.transport.close()
+            # nsqlookupd reads the magic alone: what came after a bad one is unread
+            if ev.code == ErrorCode.BAD_PROTOCOL and self.received > len(MAGIC_V1):
+                close_unread(self.transport)
+            else:
+                self.transport.close()
             return
-        if kind is Closed:
+        if isinstance(ev, Closed):
             return
         answer = b"OK"
-        if kind is Identify:
+        if isinstance(ev, Identify):
             info = {**ev.info, "remote_address": self.peer_id}
             self.peer = Peer(self.peer_id, info, now)
             reg.add_producer(("client", "", ""), self.peer)
             answer = self.lookupd.identify_answer()
-        elif kind is Register:
+        elif isinstance(ev, Register):
+            peer = self.peer
+            assert peer is not None  # the codec takes REGISTER only after IDENTIFY
             if ev.channel is not None:
-                reg.add_producer(("channel", ev.topic, ev.channel), self.peer)
-            reg.add_producer(("topic", ev.topic, ""), self.peer)
-        elif kind is Unregister:
+                reg.add_producer(("channel", ev.topic, ev.channel), peer)
+            reg.add_producer(("topic", ev.topic, ""), peer)
+        elif isinstance(ev, Unregister):
             self._unregister(ev)
-        elif kind is Ping:
+        elif isinstance(ev, Ping):
             if self.peer is not None:
                 self.peer.last_update = now
         else:  # the magic: no answer
@@ -193,7 +205,7 @@ class EmbeddedLookupd(ListeningServer[Lookupd]):
     stop_timeout = 30.0
 
     def default_options(self) -> LookupdOptions:
-        return LookupdOptions(tcp_address="127.0.0.1:0", http_address="127.0.0.1:0",
+        return LookupdOptions(tcp_address=f"{LOOPBACK}:0", http_address=f"{LOOPBACK}:0",
                               broadcast_address="127.0.0.1")
 
     def make_server(self) -> Lookupd:
