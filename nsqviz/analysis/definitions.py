@@ -50,6 +50,7 @@ file).
 
 from __future__ import annotations
 
+from nsqviz.nsq.commands import COMMANDS
 from nsqviz.stream.direction import Direction
 
 __all__ = ["DEFAULT_MSG_TIMEOUT_MS", "MESSAGE_KEY", "STARVATION_RATIO", "TABLES", "VIEWS"]
@@ -289,6 +290,10 @@ WITH base AS (
            AS frames_c2s,
          CAST(sum(CASE WHEN {_FRAMES} AND dir = '{_S2C}' THEN 1 ELSE 0 END) AS BIGINT)
            AS frames_s2c,
+         CAST(sum(CASE WHEN {_FRAMES} AND dir = '{_C2S}' THEN size ELSE 0 END) AS BIGINT)
+           AS frame_bytes_c2s,
+         CAST(sum(CASE WHEN {_FRAMES} AND dir = '{_S2C}' THEN size ELSE 0 END) AS BIGINT)
+           AS frame_bytes_s2c,
          max(size) FILTER (WHERE name = 'FlowEnd' AND dir = '{_C2S}') AS bytes_c2s,
          max(size) FILTER (WHERE name = 'FlowEnd' AND dir = '{_S2C}') AS bytes_s2c,
          min_by(reason, seq) FILTER (WHERE name = 'FlowEnd') AS ended_by,
@@ -317,7 +322,7 @@ WITH base AS (
   FROM heartbeats GROUP BY conn_id
 )
 SELECT b.conn_id, b.flow, b.start_ts, b.end_ts, b.frames_c2s, b.frames_s2c, b.bytes_c2s,
-       b.bytes_s2c, b.ended_by, b.ended_from, b.end_packet, b.last_frame,
+       b.bytes_s2c, b.frame_bytes_c2s, b.frame_bytes_s2c, b.ended_by, b.ended_from, b.end_packet, b.last_frame,
        b.last_frame_packet, b.messages_in, b.messages_published, b.errors, b.error_codes,
        b.tls,
        get_json_object(i.identify, '$.client_id') AS client_id,
@@ -340,7 +345,36 @@ FROM base AS b LEFT JOIN conn_info AS i ON b.conn_id = i.conn_id
 LEFT JOIN beats AS h ON b.conn_id = h.conn_id
 """
 """One row per connection: who (IDENTIFY), what (SUB/PUB), negotiated, how long, how
-much, errors, RDY, heartbeats, and how it ended (FIN/RST, which side first, packet)."""
+much (bytes on the wire, and of the frames they carried: their ratio is compression's),
+errors, RDY, heartbeats, and how it ended (FIN/RST, which side first, packet)."""
+
+_ANSWERED = ", ".join(f"'{v}'" for v, spec in COMMANDS.items() if spec.answered)
+_SILENT = ", ".join(f"'{v}'" for v, spec in COMMANDS.items() if not spec.answered)
+
+_PUBLISHES = f"""
+WITH asked AS (
+  SELECT conn_id, seq, ts, packets, name,
+         row_number() OVER (PARTITION BY conn_id ORDER BY seq) AS k
+  FROM frames WHERE dir = '{_C2S}' AND kind = 'command' AND name IN ({_ANSWERED})
+), answers AS (
+  SELECT conn_id, ts, packets, name, data,
+         row_number() OVER (PARTITION BY conn_id ORDER BY seq) AS k
+  FROM frames
+  WHERE dir = '{_S2C}' AND ((name = 'FrameTypeResponse' AND data <> '_heartbeat_')
+     OR (name = 'FrameTypeError' AND split_part(data, ' ', 2) NOT IN ({_SILENT})))
+)
+SELECT q.conn_id, q.ts, element_at(q.packets, 1) AS packet, q.name AS command,
+       a.name AS answer,
+       CASE WHEN a.name = 'FrameTypeError' THEN split_part(a.data, ' ', 1) ELSE a.data END
+         AS answer_text,
+       element_at(a.packets, 1) AS answer_packet, a.ts - q.ts AS latency_s
+FROM asked AS q LEFT JOIN answers AS a ON a.conn_id = q.conn_id AND a.k = q.k
+WHERE q.name IN ('PUB', 'MPUB', 'DPUB')
+"""
+"""One row per PUB/MPUB/DPUB: nsqd's answer (OK or its error) and the latency. nsqd
+answers the commands it answers (:data:`nsqviz.nsq.commands.COMMANDS`) one at a time,
+in order, so the k-th answer on a connection -- heartbeats and the errors that answer
+FIN/REQ/TOUCH/RDY/NOP left out -- is the k-th such command's."""
 
 _FLOW_CONTROL = f"""
 WITH ev AS (
@@ -424,6 +458,7 @@ VIEWS: dict[str, str] = {
     "heartbeats": _HEARTBEATS,
     "errors": _ERRORS,
     "connections": _CONNECTIONS,
+    "publishes": _PUBLISHES,
     "flow_control": _FLOW_CONTROL,
     "sticky_packets": _STICKY_PACKETS,
     "rpc_pairs": _RPC_PAIRS,

@@ -1,0 +1,107 @@
+"""``nsqviz.open(path)``: one capture for a notebook -- its frames and every analysis as
+pandas DataFrames, its replay view, and one message's lifecycle as a picture.
+
+The capture is decoded once, in this process, by the pipeline's own decoding tasks
+(:func:`nsqviz.analysis.engine.frames_of`), and the analyses run on DuckDB the first
+time one is asked for (:func:`nsqviz.analysis.engine.analyse`): the same definitions
+``nsqviz pipeline`` runs on Spark, so a notebook and a cluster agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from nsqviz.analysis.definitions import TABLES
+from nsqviz.capture.driver import IDLE_SPLIT
+
+__all__ = ["Capture", "open_capture"]
+
+
+class Capture:
+    """A capture (one file, or rotated files of one capture set) and its analyses.
+
+    Every table is a pandas DataFrame: :attr:`frames` (one row per command, frame, error,
+    gap and connection start/end, with its packet numbers), :attr:`messages`,
+    :attr:`deliveries`, :attr:`connections`, :attr:`errors`, :attr:`heartbeats`,
+    :attr:`publishes`, :attr:`flow_control`, :attr:`sticky_packets`, :attr:`rpc_pairs`,
+    :attr:`rpc_latency` (:mod:`nsqviz.analysis.definitions` says what each row is).
+    """
+
+    def __init__(self, *captures: str, idle_split: float | None = IDLE_SPLIT,
+                 ports: Mapping[str, Iterable[int]] | None = None):
+        from nsqviz.analysis.engine import frames_of
+        from nsqviz.pipeline.source import expand_paths
+
+        self.files = expand_paths(list(captures))
+        self.arrow = frames_of(self.files, idle_split=idle_split, ports=ports)
+        self._tables: dict[str, Any] | None = None
+        self._frames: Any = None
+
+    def __repr__(self) -> str:
+        return f"Capture({', '.join(map(repr, self.files))}, {self.arrow.num_rows} records)"
+
+    @property
+    def frames(self) -> Any:
+        """The frames table (:func:`nsqviz.records.frame_schema`) as a DataFrame."""
+        if self._frames is None:
+            self._frames = self.arrow.to_pandas()
+        return self._frames
+
+    def table(self, name: str) -> Any:
+        """Analysis ``name`` (one of :data:`nsqviz.analysis.definitions.TABLES`)."""
+        if name not in TABLES:
+            raise KeyError(f"no table {name!r}; choose from {', '.join(TABLES)}")
+        if self._tables is None:
+            from nsqviz.analysis.engine import analyse
+
+            self._tables = {k: v.to_pandas() for k, v in analyse(self.arrow).items()}
+        return self._tables[name]
+
+    messages = property(lambda self: self.table("messages"), doc="One row per message.")
+    deliveries = property(lambda self: self.table("deliveries"), doc="One row per delivery.")
+    connections = property(lambda self: self.table("connections"),
+                           doc="One row per connection.")
+    errors = property(lambda self: self.table("errors"),
+                      doc="One row per error, with the command it answers.")
+    heartbeats = property(lambda self: self.table("heartbeats"),
+                          doc="One row per heartbeat, with the client's answer.")
+    publishes = property(lambda self: self.table("publishes"),
+                         doc="One row per PUB/MPUB/DPUB, with nsqd's answer.")
+    flow_control = property(lambda self: self.table("flow_control"),
+                            doc="RDY and in-flight per connection over time.")
+    sticky_packets = property(lambda self: self.table("sticky_packets"),
+                              doc="Frames per packet and packets per frame.")
+    rpc_pairs = property(lambda self: self.table("rpc_pairs"),
+                         doc="One row per RPC request (TubeMQ), with its answer.")
+    rpc_latency = property(lambda self: self.table("rpc_latency"),
+                           doc="RPC latency per protocol and method.")
+
+    def replay(self, upto: int | None = None) -> Any:
+        """The replay view (:class:`~nsqviz.widgets.replay.ReplayView`) of the capture's
+        first file, as of packet ``upto``."""
+        from nsqviz.capture.replay import Replay
+        from nsqviz.widgets.replay import ReplayView
+
+        return ReplayView(Replay.load(self.files[0]), upto=upto)
+
+    def lifecycle(self, msg_id: str) -> Any:
+        """Message ``msg_id``'s publish, deliveries and answers on a time axis, with the
+        timers that ran (:class:`~nsqviz.analysis.lifecycle.Lifecycle`)."""
+        from nsqviz.analysis.lifecycle import Lifecycle
+
+        rows = self.messages[self.messages.msg_id == msg_id]
+        if rows.empty:
+            from difflib import get_close_matches
+
+            near = get_close_matches(msg_id, list(self.messages.msg_id), n=3, cutoff=0.5)
+            raise KeyError(f"no message {msg_id!r} in the capture"
+                           + (f" (nearest: {', '.join(near)})" if near else ""))
+        return Lifecycle(rows.to_dict("records"), t0=float(self.frames.ts.min()))
+
+
+def open_capture(*captures: str, idle_split: float | None = IDLE_SPLIT,
+                 ports: Mapping[str, Iterable[int]] | None = None) -> Capture:
+    """Decode ``captures`` (files, directories, globs: one capture set) into a
+    :class:`Capture`."""
+    return Capture(*captures, idle_split=idle_split, ports=ports)
