@@ -11,6 +11,7 @@ import importlib
 import sys
 
 _PARTS = (
+    "nsqviz.analysis.cli",  # nsqviz messages, connections, stats
     "nsqviz.broker.cli",  # nsqviz broker
     "nsqviz.capture.cli",  # nsqviz decode
     "nsqviz.conformance.cli",  # nsqviz conformance

@@ -75,7 +75,8 @@ def _code(of: str = "") -> str:
 
 
 _CONN_INFO = f"""
-SELECT conn_id, topic, channel, sub_packet, identify, identify_packet, negotiated,
+SELECT conn_id, topic, channel, sub_packet, identify, identify_seq, identify_packet,
+       negotiated,
        negotiated_packet,
        CASE WHEN identify IS NOT NULL OR negotiated IS NOT NULL THEN
             coalesce(try_cast(get_json_object(negotiated, '$.msg_timeout') AS BIGINT),
@@ -87,6 +88,7 @@ FROM (
          min_by(channel, seq) FILTER (WHERE name = 'SUB') AS channel,
          min_by(element_at(packets, 1), seq) FILTER (WHERE name = 'SUB') AS sub_packet,
          min_by(data, seq) FILTER (WHERE name = 'IDENTIFY') AS identify,
+         min(seq) FILTER (WHERE name = 'IDENTIFY') AS identify_seq,
          min_by(element_at(packets, 1), seq) FILTER (WHERE name = 'IDENTIFY')
            AS identify_packet,
          min_by(data, seq) FILTER (WHERE name = 'FrameTypeResponse' AND data LIKE '{{%')
@@ -352,10 +354,18 @@ _ANSWERED = ", ".join(f"'{v}'" for v, spec in COMMANDS.items() if spec.answered)
 _SILENT = ", ".join(f"'{v}'" for v, spec in COMMANDS.items() if not spec.answered)
 
 _PUBLISHES = f"""
-WITH asked AS (
-  SELECT conn_id, seq, ts, packets, name,
-         row_number() OVER (PARTITION BY conn_id ORDER BY seq) AS k
+WITH commands AS (
+  SELECT conn_id, seq, 0 AS extra, ts, packets, name
   FROM frames WHERE dir = '{_C2S}' AND kind = 'command' AND name IN ({_ANSWERED})
+  UNION ALL
+  SELECT f.conn_id, f.seq, 1 AS extra, f.ts, f.packets, 'upgrade' AS name
+  FROM frames AS f JOIN conn_info AS i ON f.conn_id = i.conn_id
+  WHERE f.name = 'IDENTIFY' AND f.seq = i.identify_seq AND (
+    get_json_object(i.negotiated, '$.snappy') = 'true'
+    OR get_json_object(i.negotiated, '$.deflate') = 'true'
+    OR get_json_object(i.negotiated, '$.tls_v1') = 'true')
+), asked AS (
+  SELECT *, row_number() OVER (PARTITION BY conn_id ORDER BY seq, extra) AS k FROM commands
 ), answers AS (
   SELECT conn_id, ts, packets, name, data,
          row_number() OVER (PARTITION BY conn_id ORDER BY seq) AS k
@@ -373,7 +383,8 @@ WHERE q.name IN ('PUB', 'MPUB', 'DPUB')
 """
 """One row per PUB/MPUB/DPUB: nsqd's answer (OK or its error) and the latency. nsqd
 answers the commands it answers (:data:`nsqviz.nsq.commands.COMMANDS`) one at a time,
-in order, so the k-th answer on a connection -- heartbeats and the errors that answer
+in order -- and one more OK after an IDENTIFY that negotiated snappy, DEFLATE or TLS,
+once the connection is upgraded -- so the k-th answer on a connection -- heartbeats and the errors that answer
 FIN/REQ/TOUCH/RDY/NOP left out -- is the k-th such command's."""
 
 _FLOW_CONTROL = f"""
