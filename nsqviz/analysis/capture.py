@@ -19,7 +19,8 @@ __all__ = ["Capture", "open_capture"]
 
 
 class Capture:
-    """A capture (one file, or rotated files of one capture set) and its analyses.
+    """A capture (one file, or rotated files of one capture set) and its analyses
+    (``fields=False``: the frames without their ``fields`` column, for big captures).
 
     Every table is a pandas DataFrame: :attr:`frames` (one row per command, frame, error,
     gap and connection start/end, with its packet numbers), :attr:`messages`,
@@ -29,12 +30,12 @@ class Capture:
     """
 
     def __init__(self, *captures: str, idle_split: float | None = IDLE_SPLIT,
-                 ports: Mapping[str, Iterable[int]] | None = None):
+                 ports: Mapping[str, Iterable[int]] | None = None, fields: bool = True):
         from nsqviz.analysis.engine import frames_of
         from nsqviz.pipeline.source import expand_paths
 
         self.files = expand_paths(list(captures))
-        self.arrow = frames_of(self.files, idle_split=idle_split, ports=ports)
+        self.arrow = frames_of(self.files, idle_split=idle_split, ports=ports, fields=fields)
         self._tables: dict[str, Any] | None = None
         self._frames: Any = None
 

@@ -46,7 +46,7 @@ def _open(args: argparse.Namespace) -> Any:
     options = capture_set_options(args)
     try:
         return Capture(*args.captures, idle_split=options["idle_split"],
-                       ports=options["ports"])
+                       ports=options["ports"], fields=False)
     except FileNotFoundError as exc:
         print(f"{args.prog}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -101,7 +101,8 @@ def _messages(args: argparse.Namespace) -> int:
             "packet": d["packet"], "attempts": d["attempts"], "channel": r["channel"],
             "connection": d["conn_id"], "ts": d["ts"], "outcome": d["outcome"],
             "outcome_packet": d["outcome_packet"], "outcome_ts": d["outcome_ts"],
-            "req_delay_ms": d["req_delay_ms"], "touches": d["touches"],
+            "req_delay_ms": None if d["req_delay_ms"] is None else int(d["req_delay_ms"]),
+            "touches": d["touches"],
             "msg_timeout_ms": d["msg_timeout_ms"], "redelivered_ts": d["next_delivery_ts"],
         } for d in r["deliveries"]]
         if args.json:

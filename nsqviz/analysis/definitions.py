@@ -324,7 +324,8 @@ WITH base AS (
   FROM heartbeats GROUP BY conn_id
 )
 SELECT b.conn_id, b.flow, b.start_ts, b.end_ts, b.frames_c2s, b.frames_s2c, b.bytes_c2s,
-       b.bytes_s2c, b.frame_bytes_c2s, b.frame_bytes_s2c, b.ended_by, b.ended_from, b.end_packet, b.last_frame,
+       b.bytes_s2c, b.frame_bytes_c2s, b.frame_bytes_s2c, b.ended_by, b.ended_from,
+       b.end_packet, b.last_frame,
        b.last_frame_packet, b.messages_in, b.messages_published, b.errors, b.error_codes,
        b.tls,
        get_json_object(i.identify, '$.client_id') AS client_id,
@@ -383,9 +384,9 @@ WHERE q.name IN ('PUB', 'MPUB', 'DPUB')
 """
 """One row per PUB/MPUB/DPUB: nsqd's answer (OK or its error) and the latency. nsqd
 answers the commands it answers (:data:`nsqviz.nsq.commands.COMMANDS`) one at a time,
-in order -- and one more OK after an IDENTIFY that negotiated snappy, DEFLATE or TLS,
-once the connection is upgraded -- so the k-th answer on a connection -- heartbeats and the errors that answer
-FIN/REQ/TOUCH/RDY/NOP left out -- is the k-th such command's."""
+in order, and once more (OK) after an IDENTIFY that negotiated snappy, DEFLATE or TLS,
+when the connection is upgraded; so the k-th answer on a connection (heartbeats and
+the errors that answer FIN/REQ/TOUCH/RDY/NOP left out) is the k-th such command's."""
 
 _FLOW_CONTROL = f"""
 WITH ev AS (

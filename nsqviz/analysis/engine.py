@@ -48,10 +48,12 @@ def duckdb_sql(text: str) -> str:
 
 
 def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
-              ports: Mapping[str, Iterable[int]] | None = None) -> Any:
+              ports: Mapping[str, Iterable[int]] | None = None, fields: bool = True) -> Any:
     """The frames table (:func:`nsqviz.records.frame_schema`) of ``captures`` -- files,
     directories or globs, one capture set as ``nsqviz pipeline`` reads them -- decoded
-    in this process by the pipeline's own tasks, as a ``pyarrow.Table``."""
+    in this process by the pipeline's own tasks, as a ``pyarrow.Table``. Without
+    ``fields`` the table leaves out that column (every record's fields as JSON, bodies
+    in hex: most of its bytes, and nothing the analyses read), batch by batch."""
     import pyarrow as pa
 
     from nsqviz.pipeline.decode import decode_set
@@ -59,8 +61,13 @@ def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
     from nsqviz.records import frame_schema
 
     files = expand_paths(list(captures))
+    schema = frame_schema()
     batches = decode_set(files, idle_split=idle_split, ports=ports)
-    return pa.Table.from_batches(list(batches), schema=frame_schema())
+    if not fields:
+        keep = [n for n in schema.names if n != "fields"]
+        schema = pa.schema([schema.field(n) for n in keep])
+        batches = (b.select(keep) for b in batches)
+    return pa.Table.from_batches(list(batches), schema=schema)
 
 
 def analyse(frames: Any, tables: Iterable[str] = TABLES) -> dict[str, Any]:
