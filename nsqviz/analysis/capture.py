@@ -36,7 +36,7 @@ class Capture:
 
         self.files = expand_paths(list(captures))
         self.arrow = frames_of(self.files, idle_split=idle_split, ports=ports, fields=fields)
-        self._tables: dict[str, Any] | None = None
+        self._tables: dict[str, Any] = {}
         self._frames: Any = None
 
     def __repr__(self) -> str:
@@ -53,11 +53,26 @@ class Capture:
         """Analysis ``name`` (one of :data:`nsqviz.analysis.definitions.TABLES`)."""
         if name not in TABLES:
             raise KeyError(f"no table {name!r}; choose from {', '.join(TABLES)}")
-        if self._tables is None:
+        if name not in self._tables:  # computed when first asked for, each once
             from nsqviz.analysis.engine import analyse
 
-            self._tables = {k: v.to_pandas() for k, v in analyse(self.arrow).items()}
+            self._tables[name] = analyse(self.arrow, [name])[name].to_pandas()
         return self._tables[name]
+
+    @property
+    def t0(self) -> float:
+        """The time of the capture's first record (what relative times count from)."""
+        import pyarrow.compute as pc
+
+        first = pc.min(self.arrow["ts"]).as_py()
+        return 0.0 if first is None else float(first)
+
+    def where(self, name: str) -> Any:
+        """The frames of record name ``name`` (``"RDY"``, ``"FrameTypeError"`` ...), as a
+        DataFrame -- without converting the whole table."""
+        import pyarrow.compute as pc
+
+        return self.arrow.filter(pc.equal(self.arrow["name"], name)).to_pandas()
 
     messages = property(lambda self: self.table("messages"), doc="One row per message.")
     deliveries = property(lambda self: self.table("deliveries"), doc="One row per delivery.")
@@ -98,7 +113,7 @@ class Capture:
             near = get_close_matches(msg_id, list(self.messages.msg_id), n=3, cutoff=0.5)
             raise KeyError(f"no message {msg_id!r} in the capture"
                            + (f" (nearest: {', '.join(near)})" if near else ""))
-        return Lifecycle(rows.to_dict("records"), t0=float(self.frames.ts.min()))
+        return Lifecycle(rows.to_dict("records"), t0=self.t0)
 
 
 def open_capture(*captures: str, idle_split: float | None = IDLE_SPLIT,

@@ -90,7 +90,7 @@ def _messages(args: argparse.Namespace) -> int:
                       + (f"; nearest: {', '.join(near)}" if near else ""), file=sys.stderr)
                 return 2
         msgs = msgs[msgs.msg_id.isin(args.id)]
-    t0 = float(cap.frames.ts.min()) if len(cap.frames) else 0.0
+    t0 = cap.t0
     out = sys.stdout
     for r in msgs.to_dict("records"):
         r = {k: _v(v) for k, v in r.items()}
@@ -142,9 +142,7 @@ def _messages(args: argparse.Namespace) -> int:
 def _connections(args: argparse.Namespace) -> int:
     cap = _open(args)
     conns = cap.connections.sort_values(["start_ts", "conn_id"])
-    frames, errors = cap.frames, cap.errors
-    t0 = float(frames.ts.min()) if len(frames) else 0.0
-    rdy = frames[frames.name == "RDY"]
+    errors, t0, rdy = cap.errors, cap.t0, cap.where("RDY")
     out = sys.stdout
     for c in conns.to_dict("records"):
         c = {k: _v(v) for k, v in c.items()}

@@ -62,7 +62,7 @@ def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
 
     files = expand_paths(list(captures))
     schema = frame_schema()
-    batches = decode_set(files, idle_split=idle_split, ports=ports)
+    batches = decode_set(files, idle_split=idle_split, ports=ports, fields=fields)
     if not fields:
         keep = [n for n in schema.names if n != "fields"]
         schema = pa.schema([schema.field(n) for n in keep])
