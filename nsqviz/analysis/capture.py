@@ -9,6 +9,7 @@ time one is asked for (:func:`nsqviz.analysis.engine.analyse`): the same definit
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -40,7 +41,8 @@ class Capture:
         self._frames: Any = None
 
     def __repr__(self) -> str:
-        return f"Capture({', '.join(map(repr, self.files))}, {self.arrow.num_rows} records)"
+        names = ", ".join(repr(os.path.basename(f)) for f in self.files)
+        return f"Capture({names}, {self.arrow.num_rows} records)"
 
     @property
     def frames(self) -> Any:

@@ -99,5 +99,9 @@ class Lifecycle:
                 f'</div><svg width="{_W + _LEFT}" height="{height}" '
                 f'font-family="sans-serif">{axis}{"".join(parts)}</svg></div>')
 
+    def __repr__(self) -> str:
+        n = sum(len(r["deliveries"]) for r in self.rows)
+        return f"Lifecycle({self.rows[0]['msg_id']}, {n} deliveries)"
+
     def _repr_html_(self) -> str:
         return self.html()
