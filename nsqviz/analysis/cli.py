@@ -1,8 +1,8 @@
 """``nsqviz messages``, ``nsqviz connections`` and ``nsqviz stats``: the analyses of
 captures, in-process (:mod:`nsqviz.analysis.engine`), as text or JSON.
 
-Every line names its packets (Wireshark's numbers; past a capture set's first file,
-``file:number``) and its time since the capture's first record, so each answer can be
+Every line names its packets (Wireshark's numbers: in rotated files, the number in the
+frame's own file) and its time since the capture's first record, so each answer can be
 checked in ``nsqviz decode`` or Wireshark.
 """
 
@@ -15,7 +15,6 @@ import sys
 from difflib import get_close_matches
 from typing import Any
 
-from nsqviz.capture.layers import split_packet_id
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
 
 __all__ = ["register"]
@@ -65,12 +64,9 @@ def _v(value: Any) -> Any:
     return value
 
 
-def _pkt(pid: Any) -> str:
-    pid = _v(pid)
-    if pid is None:
-        return "?"
-    f, n = split_packet_id(int(pid))
-    return f"{f}:{n}" if f else str(n)
+def _pkt(number: Any) -> str:
+    number = _v(number)
+    return "?" if number is None else str(int(number))
 
 
 def _t(ts: Any, t0: float) -> str:

@@ -43,9 +43,9 @@ operator must trust:
   missed heartbeats* when its last two heartbeats went unanswered and it then ended
   with FIN or RST.
 
-Packet numbers are the first packet of a frame (``element_at(packets, 1)``: a
-:func:`~nsqviz.capture.layers.packet_id`, the packet number itself in a capture's first
-file).
+Packet numbers are the first packet of a frame (``element_at(packets, 1)``): Wireshark's
+number in the frame's file (``packet_files`` names it; in rotated files numbers restart
+with each file).
 """
 
 from __future__ import annotations
@@ -416,10 +416,11 @@ FROM run
 """RDY and in-flight per connection over time, with the starvation test at each step."""
 
 _STICKY_PACKETS = f"""
-WITH fr AS (SELECT dir, conn_id, packets FROM frames WHERE {_FRAMES}),
+WITH fr AS (SELECT dir, conn_id, packets, packet_files FROM frames WHERE {_FRAMES}),
 per_packet AS (
   SELECT dir, CAST(count(*) AS INT) AS n
-  FROM (SELECT dir, conn_id, explode(packets) AS p FROM fr) AS x GROUP BY dir, conn_id, p
+  FROM (SELECT dir, conn_id, explode(arrays_zip(packet_files, packets)) AS p FROM fr) AS x
+  GROUP BY dir, conn_id, p
 )
 SELECT dir, 'packets_per_frame' AS measure, CAST(size(packets) AS INT) AS n, count(*) AS count
 FROM fr GROUP BY dir, size(packets)

@@ -26,11 +26,8 @@ def _pct(values: list[float]) -> dict[str, Any]:
     return out
 
 
-def _packet(pid: int) -> str:
-    from nsqviz.capture.layers import split_packet_id
-
-    f, n = split_packet_id(int(pid))
-    return f"{f}:{n}" if f else str(n)
+def _packet(number: int) -> str:
+    return str(int(number))
 
 
 def stats(cap: Any) -> dict[str, Any]:
@@ -39,14 +36,15 @@ def stats(cap: Any) -> dict[str, Any]:
     fr = cap.frames
     units = fr[fr.kind.isin(["command", "frame"])]
     by_name = Counter(zip(units.name, units.dir, strict=True))
-    per_packet: Counter[tuple[str, int]] = Counter()
+    per_packet: Counter[tuple[str, str, int]] = Counter()
     split: list[int] = []
-    for conn, packets in zip(units.conn_id, units.packets, strict=True):
-        for p in packets:
-            per_packet[(conn, int(p))] += 1
+    for conn, files, packets in zip(units.conn_id, units.packet_files, units.packets,
+                                    strict=True):
+        for f, p in zip(files, packets, strict=True):
+            per_packet[(conn, f, int(p))] += 1
         if len(packets) > 1:
             split.append(int(packets[0]))
-    glued = sorted({p for (_, p), n in per_packet.items() if n > 1})
+    glued = sorted({p for (_, _, p), n in per_packet.items() if n > 1})
     hb = cap.heartbeats
     deliv = cap.deliveries
     answered = deliv[deliv.outcome.isin(["FIN", "REQ"])]
