@@ -62,6 +62,16 @@ class Capture:
         return self._tables[name]
 
     @property
+    def warnings(self) -> list[str]:
+        """What the capture files said was wrong with them (a file that is not a capture,
+        a damaged record): the records of no connection."""
+        import pyarrow.compute as pc
+
+        mine = self.arrow.filter(pc.and_(pc.is_null(self.arrow["conn_id"]),
+                                         pc.equal(self.arrow["kind"], "error")))
+        return [str(r) for r in mine["reason"].to_pylist()]
+
+    @property
     def t0(self) -> float:
         """The time of the capture's first record (what relative times count from)."""
         import pyarrow.compute as pc

@@ -44,11 +44,16 @@ def _open(args: argparse.Namespace) -> Any:
 
     options = capture_set_options(args)
     try:
-        return Capture(*args.captures, idle_split=options["idle_split"],
-                       ports=options["ports"], fields=False)
+        cap = Capture(*args.captures, idle_split=options["idle_split"],
+                      ports=options["ports"], fields=False)
     except FileNotFoundError as exc:
         print(f"{args.prog}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    for warning in cap.warnings:
+        print(f"{args.prog}: {warning}", file=sys.stderr)
+    if cap.warnings and cap.arrow.num_rows == len(cap.warnings):
+        raise SystemExit(2)  # nothing but warnings: no capture was read
+    return cap
 
 
 def _v(value: Any) -> Any:

@@ -83,3 +83,9 @@ def test_open_gives_dataframes_and_a_lifecycle_picture():
     assert "msg_timeout 2000 ms" in html
     with pytest.raises(KeyError, match="nearest"):
         cap.lifecycle(msg[:-1])
+
+
+def test_a_file_that_is_not_a_capture_is_one_line_and_exit_2():
+    out = _nsqviz("stats", str(DATA / "README.md"))
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "README.md" in out.stderr
