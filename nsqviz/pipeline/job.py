@@ -109,11 +109,10 @@ def _run(spark, files, uri, result, tracker, *, count, **options) -> None:
                                   **options)
     result.frames_seconds = time.perf_counter()
     # The analyses never look at `fields` (the hex of every body: most of the bytes);
-    # what they need is in the typed columns, small enough to keep in memory. Kept
-    # partitioned by connection: most analyses group or window by connection, and then
-    # need no shuffle of their own (one shuffle here instead of one per analysis).
-    frames = spark.read.parquet(f"{uri}/frames").drop("fields").repartition(
-        "conn_id").persist(StorageLevel.MEMORY_AND_DISK)
+    # what they need is in the typed columns, small enough to keep in memory.
+    frames = spark.read.parquet(f"{uri}/frames").drop("fields").persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
     if isinstance(tracker, Progress):  # counting fills the cache the analyses read
         tracker.next_phase("analyses", frames=frames.where(
             "kind in ('command', 'frame')").count())
