@@ -27,7 +27,8 @@ class Capture:
     gap and connection start/end, with its packet numbers), :attr:`messages`,
     :attr:`deliveries`, :attr:`connections`, :attr:`errors`, :attr:`heartbeats`,
     :attr:`publishes`, :attr:`flow_control`, :attr:`sticky_packets`, :attr:`rpc_pairs`,
-    :attr:`rpc_latency` (:mod:`nsqviz.analysis.definitions` says what each row is).
+    :attr:`rpc_latency` (:mod:`nsqviz.analysis.definitions` says what each row is);
+    :meth:`filter` selects records by a Wireshark display filter.
     """
 
     def __init__(self, *captures: str, idle_split: float | None = IDLE_SPLIT,
@@ -104,6 +105,22 @@ class Capture:
                          doc="One row per RPC request (TubeMQ), with its answer.")
     rpc_latency = property(lambda self: self.table("rpc_latency"),
                            doc="RPC latency per protocol and method.")
+
+    def filter(self, expression: str) -> Any:
+        """The records a Wireshark display filter (:mod:`nsqviz.filters`, as ``nsqviz
+        decode -Y``) selects, packet by packet as tshark does, as a DataFrame of their
+        ``nsqviz decode --json`` objects -- e.g. ``cap.filter("nsq.msg.attempts > 1")``.
+        The capture is decoded again for it (filters read the decoded records, not the
+        frames table). A bad expression raises :class:`~nsqviz.filters.FilterError`."""
+        import pandas as pd
+
+        from nsqviz import filters
+        from nsqviz.capture.decode import CaptureDecoder
+
+        only = filters.compile(expression)
+        decoder = CaptureDecoder()
+        chosen = only.select(decoder.decode(self.files), lambda: decoder.first_ts)
+        return pd.DataFrame([rec.as_json() for rec in chosen])
 
     def replay(self, upto: int | None = None) -> Any:
         """The replay view (:class:`~nsqviz.widgets.replay.ReplayView`) of the capture's

@@ -52,6 +52,8 @@ from __future__ import annotations
 
 from nsqviz.nsq.commands import COMMANDS
 from nsqviz.stream.direction import Direction
+from nsqviz.tubemq.protos import RpcStatus
+from nsqviz.tubemq.tables import ErrorCode
 
 __all__ = ["DEFAULT_MSG_TIMEOUT_MS", "MESSAGE_KEY", "STARVATION_RATIO", "TABLES", "VIEWS"]
 
@@ -451,11 +453,12 @@ FROM joined WHERE r = 1
 """One row per RPC request (TubeMQ): method, the answer's status and errCode, latency
 in ms (null: unanswered), with both packets."""
 
-_RPC_LATENCY = """
+_OK = int(ErrorCode.SUCCESS)
+_RPC_LATENCY = f"""
 SELECT protocol, method, count(*) AS requests, count(answer_ts) AS answers,
        CAST(sum(CASE WHEN answer_ts IS NULL THEN 1 ELSE 0 END) AS BIGINT) AS unanswered,
-       CAST(sum(CASE WHEN status <> 'SUCCESS' OR coalesce(err_code, 200) <> 200 THEN 1
-                     ELSE 0 END) AS BIGINT) AS errors,
+       CAST(sum(CASE WHEN status <> '{RpcStatus.SUCCESS.name}' OR coalesce(err_code, {_OK})
+                          <> {_OK} THEN 1 ELSE 0 END) AS BIGINT) AS errors,
        min(latency_ms) AS min_ms, percentile(latency_ms, 0.5) AS p50_ms,
        percentile(latency_ms, 0.95) AS p95_ms, max(latency_ms) AS max_ms,
        avg(latency_ms) AS mean_ms

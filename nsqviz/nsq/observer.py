@@ -1,6 +1,6 @@
 """The passive observer of someone else's NSQ connection, for captures.
 
-It runs both roles of :mod:`nsqviz.nsq.codec` passively -- decoding without judging,
+It runs both roles of :mod:`nsqviz.nsq.connection` passively -- decoding without judging,
 reading on after undecodable bytes -- and carries between them what each side cannot
 see for itself: the commands awaiting an answer, the messages in flight, where the
 stream switched to compression or TLS, nsqd's ``max_rdy_count`` from its IDENTIFY
@@ -16,20 +16,18 @@ from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import (
     Command,
     CompressionStarted,
-    Event,
-    Magic,
     Message,
     Response,
     TLSUpgrade,
     Violation,
 )
 from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
-from nsqviz.stream.direction import Direction
+from nsqviz.sansio import Observer as SansIOObserver
 
 __all__ = ["Observer"]
 
 
-class Observer:
+class Observer(SansIOObserver):
     """Watches both directions of someone else's NSQ connection (a capture).
 
     Commands go through a passive :class:`ServerConnection`, frames through a passive
@@ -39,6 +37,9 @@ class Observer:
     the ``max_rdy_count`` nsqd announced (else ``config``'s, 2500 by default).
     Feed the two directions in the order the bytes were captured.
     """
+
+    server: ServerConnection
+    client: ClientConnection
 
     def __init__(
         self,
@@ -50,33 +51,19 @@ class Observer:
         self.server = ServerConnection(
             config, provenance=provenance, passive=True, midstream=midstream
         )
-        self.client = ClientConnection(provenance=provenance, passive=True)
-        if midstream:
-            self.client._advance(Magic)
+        self.client = ClientConnection(provenance=provenance, passive=True, midstream=midstream)
         self.encrypted = False
 
-    def c2s(self, data: bytes, *, segment: int | None = None) -> list[Event]:
-        """Bytes the client sent; returns commands (and violations)."""
-        if self.encrypted:
-            return []
-        events = self.server.receive(data, segment=segment)
+    def _saw_c2s(self, events: list[Any], now: float | None) -> list[Any]:
         client = self.client
         for ev in events:
             if isinstance(ev, Command):
-                client._sent(ev)
+                client.sent(ev)
             elif type(ev) is Violation and ev.command is not None:
-                client._sent(ev.command)  # sent all the same: its answer comes back
+                client.sent(ev.command)  # sent all the same: its answer comes back
         return events
 
-    def gap(self, direction: Direction) -> tuple[bytes, int | None]:
-        """Bytes of ``direction`` are missing here; see :meth:`ClientConnection.gap`."""
-        return (self.server if direction == Direction.C2S else self.client).gap()
-
-    def s2c(self, data: bytes, *, segment: int | None = None) -> list[Event]:
-        """Bytes the server sent; returns frames (and what they switched on)."""
-        if self.encrypted:
-            return []
-        events = self.client.receive(data, segment=segment)
+    def _saw_s2c(self, events: list[Any], now: float | None) -> list[Any]:
         server = self.server
         for ev in events:
             if isinstance(ev, Message):

@@ -13,20 +13,36 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
-from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
+from nsqviz.nsq.commands import (
+    BY_EVENT,
+    COMMAND_NAMES,
+    COMMANDS,
+    FRAME_NAMES,
+    MAGIC_NAME,
+    MESSAGE_ID,
+    BodyKind,
+    CommandSpec,
+    ParamKind,
+)
+from nsqviz.nsq.errors import ErrorCode
+from nsqviz.nsq.fields import FIELDS, record_values
 from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
-from nsqviz.protocols import Detection, Item, Lost, Protocol
+from nsqviz.nsq.wire import MAGIC_V2
+from nsqviz.protocols import Detection, Item, Lost, ObservedConnection, Protocol, RecordView
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
 
-__all__ = ["NSQ", "NsqProtocol"]
+__all__ = ["NSQ", "NsqProtocol", "UNDECODABLE"]
+
+UNDECODABLE = "Undecodable"
+"""The name of an error record for bytes nsqd would refuse with no error code."""
 
 
 def _id_text(mid: bytes) -> str:
@@ -35,67 +51,72 @@ def _id_text(mid: bytes) -> str:
     return mid.decode("ascii", "backslashreplace")
 
 
-_FIELD_MAKERS: dict[type, Callable[[Any], dict[str, Any]]] = {
-    ev.Pub: lambda e: {"topic": e.topic, "body": e.body.hex()},
-    ev.Message: lambda e: {"timestamp": e.timestamp, "attempts": e.attempts,
-                           "id": _id_text(e.id), "body": e.body.hex()},
-    ev.Fin: lambda e: {"id": _id_text(e.id)},
-    ev.Rdy: lambda e: {"count": e.count},
-    ev.Response: lambda e: {"data": e.data.hex()},
-    ev.Error: lambda e: {"data": e.data.hex(), "code": e.code, "text": e.text},
-    ev.Mpub: lambda e: {"topic": e.topic, "bodies": [b.hex() for b in e.bodies]},
-    ev.Req: lambda e: {"id": _id_text(e.id), "timeout": e.timeout},
-    ev.Touch: lambda e: {"id": _id_text(e.id)},
-}
-
-
-def _plain(value: Any) -> Any:
+def _plain(name: str, value: Any) -> Any:
+    """A field's value as a record holds it: the message id as its text, other bytes
+    as hex, tuples as lists."""
+    if name == MESSAGE_ID.field and isinstance(value, bytes):
+        return _id_text(value)
     if isinstance(value, bytes | bytearray):
         return bytes(value).hex()
     if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
+        return [_plain("", v) for v in value]
     return value
 
 
 def _fields(event: Any) -> dict[str, Any]:
-    maker = _FIELD_MAKERS.get(type(event))
-    if maker is not None:
-        return maker(event)
-    return {
-        f.name: _plain(getattr(event, f.name))
-        for f in dataclasses.fields(event)
-        if f.name != "raw"
-    }
+    """Every dataclass field but ``raw``, in the class's order; an error frame adds the
+    code and text it carries in its data."""
+    out = {f.name: _plain(f.name, getattr(event, f.name))
+           for f in dataclasses.fields(event) if f.name != "raw"}
+    if type(event) is ev.Error:
+        out["code"], out["text"] = event.code, event.text
+    return out
 
 
-class _Observer:
-    """The codec's :class:`Observer` behind the :class:`~nsqviz.protocols.
-    ConnectionObserver` interface."""
+def _command_summary(spec: CommandSpec, f: Mapping[str, Any]) -> str:
+    """A command's one line, read from its table entry: each parameter as
+    ``name=value[unit]``, then its body (JSON text; size and start of a message; the
+    count of messages; an AUTH secret is not shown)."""
+    parts = [f"{p.summary_name}={f[p.field]}{p.unit}" for p in spec.params]
+    if spec.body is BodyKind.MESSAGE:
+        parts.append(f"body={len(f['body']) // 2}B {_short(f['body'])}")
+    elif spec.body is BodyKind.MESSAGES:
+        parts.append(f"messages={len(f['bodies'])}")
+    elif spec.body is BodyKind.JSON:
+        parts.append(json.dumps(f["data"], separators=(",", ":"))[:120])
+    return " ".join(parts)
 
-    __slots__ = ("codec",)
 
-    def __init__(self, midstream: bool) -> None:
-        self.codec = Observer(provenance=True, midstream=midstream)
+def _command_typed(spec: CommandSpec, event: Any) -> dict[str, Any]:
+    """A command's typed columns, read from its table entry (the parameters' columns,
+    the sha1 of each body, IDENTIFY's JSON)."""
+    out: dict[str, Any] = {}
+    for p in spec.params:
+        if p.column is not None:
+            value = getattr(event, p.field)
+            out[p.column] = _id_text(value) if p.kind is ParamKind.ID else value
+    if spec.body is BodyKind.MESSAGE:
+        out["bodies"] = [_sha1(event.body)]
+    elif spec.body is BodyKind.MESSAGES:
+        out["bodies"] = [_sha1(b) for b in event.bodies]
+    elif spec.body is BodyKind.JSON:
+        out["data"] = json.dumps(event.data, separators=(",", ":"))
+    return out
 
-    @property
-    def encrypted(self) -> bool:
-        return self.codec.encrypted
 
-    def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
-        codec = self.codec
-        events = (codec.c2s if direction == Direction.C2S else codec.s2c)(data, segment=segment)
-        return _items(events) if events else []
+class _Observer(ObservedConnection):
+    """NSQ's observer behind the :class:`~nsqviz.protocols.ConnectionObserver` interface:
+    a gap in a compressed direction loses the rest of it."""
 
-    def end(self, direction: str, segment: int) -> list[Item]:
-        return self.feed(direction, b"", segment)
+    __slots__ = ()
+    codec: Observer
 
     def gap(self, direction: str) -> Lost:
         conn = self.codec.server if direction == Direction.C2S else self.codec.client
         if conn.compression:
             return Lost(dead=f"a gap in a {conn.compression}-compressed stream: the rest of"
                              " this direction cannot be decompressed")
-        partial, length = self.codec.gap(Direction(direction))
-        return Lost(partial, length)
+        return super().gap(direction)
 
 
 def _items(events: list[ev.Event]) -> list[Item]:
@@ -137,7 +158,7 @@ def _violation(e: ev.Violation) -> Item:
     fields = {**problem, "offset": e.offset}
     if e.raw is not None:
         fields["data"] = e.raw.data.hex()
-    return Item("error", e.code or "Undecodable", fields, e, e.offset, e.raw)
+    return Item("error", e.code or UNDECODABLE, fields, e, e.offset, e.raw)
 
 
 def _offset(raw: Any) -> int | None:
@@ -162,14 +183,23 @@ class NsqProtocol(Protocol):
     title = "NSQ"
     package = "nsqviz.nsq"
     server_ports = frozenset({4150})
+    filter_fields = FIELDS
+
+    def record_names(self) -> frozenset[str]:
+        return frozenset([*COMMAND_NAMES.values(), *FRAME_NAMES.values(), *ErrorCode,
+                          UNDECODABLE])
+
+    def filter_values(self, record: RecordView) -> dict[str, list[Any]]:
+        return record_values(record.kind, record.name, record.fields, record.dir,
+                             record.event)
 
     def client_hello(self, data: bytes) -> bool:
-        return data.startswith(grammar.MAGIC_V2)
+        return data.startswith(MAGIC_V2)
 
     def detect(self, direction: str, data: bytes, *, from_start: bool,
                server_port: bool) -> Detection:
         if from_start:
-            if grammar.MAGIC_V2.startswith(data[:4]):  # also when the magic came split
+            if MAGIC_V2.startswith(data[:4]):  # also when the magic came split
                 return Detection(3, "magic")
             if server_port:
                 return Detection(2, "server port (no magic: nsqd will refuse it)")
@@ -181,30 +211,20 @@ class NsqProtocol(Protocol):
         return Detection(0, "no magic, port not an NSQ port, not NSQ-like")
 
     def observer(self, *, midstream: bool) -> _Observer:
-        return _Observer(midstream)
+        return _Observer(Observer(provenance=True, midstream=midstream), _items)
 
     def fields(self, event: Any) -> dict[str, Any]:
         return _fields(event)
 
     def summary(self, kind: str, name: str, fields: Mapping[str, Any]) -> str:
         f = fields
-        if name in ("PUB", "DPUB"):
-            extra = f" defer={f['defer_time']}ms" if name == "DPUB" else ""
-            return f"topic={f['topic']}{extra} body={len(f['body']) // 2}B {_short(f['body'])}"
-        if name == "MPUB":
-            return f"topic={f['topic']} messages={len(f['bodies'])}"
-        if name == "SUB":
-            return f"topic={f['topic']} channel={f['channel']}"
-        if name == "RDY":
-            return f"count={f['count']}"
-        if name in ("FIN", "TOUCH", "REQ"):
-            return f"id={f['id']}" + (f" timeout={f['timeout']}ms" if name == "REQ" else "")
-        if name == "IDENTIFY":
-            return json.dumps(f["data"], separators=(",", ":"))[:120]
-        if name == "FrameTypeMessage":
+        spec = COMMANDS.get(name) if kind == "command" else None
+        if spec is not None:
+            return _command_summary(spec, f)
+        if name == FRAME_NAMES[ev.Message]:
             body = f"body={len(f['body']) // 2}B {_short(f['body'])}"
             return f"id={f['id']} attempts={f['attempts']} {body}"
-        if name in ("FrameTypeResponse", "FrameTypeError"):
+        if name in (FRAME_NAMES[ev.Response], FRAME_NAMES[ev.Error]):
             text = _short(f["data"], 60)
             if "compression_starts" in f:
                 text += f"  [stream switches to {f['compression_starts']['kind']}]"
@@ -216,8 +236,14 @@ class NsqProtocol(Protocol):
             return command_label(event), "command"
         return event_label(event)
 
+    def names(self) -> tuple[str, ...]:
+        return (*COMMAND_NAMES.values(), *FRAME_NAMES.values())
+
+    def aliases(self) -> Mapping[str, str]:
+        return {MAGIC_NAME: COMMAND_NAMES[ev.Magic]}
+
     def layout(self, kind: str, name: str) -> Any:
-        if name == "MAGIC":
+        if name == COMMAND_NAMES[ev.Magic]:
             return grammar.Magic
         if kind == "command":
             return grammar.Command
@@ -241,35 +267,15 @@ class NsqProtocol(Protocol):
         if type(event) is ev.Violation and event.command is not None:
             event = event.command
         kind = type(event)
+        spec = BY_EVENT.get(kind)
+        if spec is not None:
+            return _command_typed(spec, event)
         if kind is ev.Message:
             return {"msg_id": _id_text(event.id), "attempts": event.attempts,
                     "msg_ts": event.timestamp / 1e9, "bodies": [_sha1(event.body)]}
         if kind is ev.Response or kind is ev.Error:
             return {"data": event.data.decode("utf-8", "replace")}
-        if kind is ev.Identify:
-            return {"data": json.dumps(event.data, separators=(",", ":"))}
-        out: dict[str, Any] = {}
-        mid = getattr(event, "id", None)
-        if isinstance(mid, bytes):
-            out["msg_id"] = _id_text(mid)
-        topic = getattr(event, "topic", None)
-        if topic is not None:
-            out["topic"] = topic
-            channel = getattr(event, "channel", None)
-            if channel is not None:
-                out["channel"] = channel
-        if kind is ev.Rdy:
-            out["count"] = event.count
-        elif kind is ev.Req:
-            out["delay_ms"] = event.timeout
-        elif kind is ev.Pub:
-            out["bodies"] = [_sha1(event.body)]
-        elif kind is ev.Dpub:
-            out["delay_ms"] = event.defer_time
-            out["bodies"] = [_sha1(event.body)]
-        elif kind is ev.Mpub:
-            out["bodies"] = [_sha1(b) for b in event.bodies]
-        return out
+        return {}
 
 
 def _looks_like_nsq(direction: str, data: bytes) -> bool:
@@ -277,7 +283,7 @@ def _looks_like_nsq(direction: str, data: bytes) -> bool:
     if direction == Direction.C2S:
         head = data[:16].split(b"\n", 1)[0].split(b" ", 1)[0]
         verb = head.decode("ascii", "replace")
-        return data.startswith(grammar.MAGIC_V2) or verb in grammar.COMMANDS
+        return data.startswith(MAGIC_V2) or verb in grammar.COMMANDS
     try:
         return len(data) >= 8 and FrameFraming().measure(data, 0) is not None
     except FramingError:

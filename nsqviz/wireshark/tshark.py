@@ -20,7 +20,6 @@ from typing import Any
 from nsqviz.nsq import events
 from nsqviz.stream.direction import Direction
 from nsqviz.wireshark.generate import tshark_args
-from nsqviz.wireshark.nsq_lua import PARAM_ABBREV
 from nsqviz.wireshark.nsq_spec import nsq_spec
 
 __all__ = ["TsharkPdu", "as_record", "find_tshark", "tshark_pdus"]
@@ -64,7 +63,7 @@ def _flatten(node: Any, out: dict[str, list[Any]], prefix: str) -> None:
             _flatten(value, out, prefix)
 
 
-def _endpoint(layers: dict, side: str) -> str:
+def _endpoint(layers: dict[str, Any], side: str) -> str:
     ip = layers.get("ip") or layers.get("ipv6") or {}
     addr = ip.get(f"ip.{side}") or ip.get(f"ipv6.{side}")
     if "ipv6" in layers:
@@ -115,7 +114,7 @@ def _command_fields(verb: str, pdu: TsharkPdu) -> dict[str, Any]:
     spec = _COMMANDS[verb]
     out: dict[str, Any] = {}
     for p in spec.params:
-        value = pdu.first(PARAM_ABBREV(p.name, p.kind))
+        value = pdu.first(p.abbrev)
         out[p.name] = int(value) if p.kind == "decimal" else value
     if spec.body is None:
         return out
@@ -183,7 +182,7 @@ def as_record(pdu: TsharkPdu) -> dict[str, Any] | None:
         return None
     server = pdu.dst if client == pdu.src else pdu.src
     direction = Direction.C2S if client == pdu.src else Direction.S2C
-    record = {"flow": f"{client}->{server}", "dir": direction,
+    record: dict[str, Any] = {"flow": f"{client}->{server}", "dir": direction,
               "kind": kind, "name": name, "fields": fields, "packets": list(pdu.packets)}
     if kind == "error" and f("nsq.command") is None and f("nsq.frame_type") is None \
             and f("nsq.magic") is None:

@@ -89,3 +89,14 @@ def test_a_file_that_is_not_a_capture_is_one_line_and_exit_2():
     out = _nsqviz("stats", str(DATA / "README.md"))
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and "README.md" in out.stderr
+
+
+def test_filter_selects_the_redelivery_by_a_display_filter():
+    import nsqviz
+
+    cap = nsqviz.open(str(DATA / "nsqd" / "debugging.pcap"))
+    again = cap.filter("nsq.msg.attempts > 1")
+    msgs = again[again.name == "FrameTypeMessage"]
+    assert len(msgs) == 1
+    second = cap.deliveries[cap.deliveries.attempts == 2]
+    assert list(msgs.packets.iloc[0]) == [second.packet.iloc[0]]
