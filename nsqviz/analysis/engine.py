@@ -73,7 +73,8 @@ def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
 
 def analyse(frames: Any, tables: Iterable[str] = TABLES) -> dict[str, Any]:
     """Run the definitions on DuckDB over ``frames`` (an Arrow table of the frames
-    table; its ``fields`` column is never read) and return ``tables`` as Arrow tables.
+    table; its ``fields`` column is never read) and return ``tables`` as Arrow tables,
+    rows sorted by all their columns.
     Each view is materialised once, so a table several others read is computed once."""
     import duckdb
 
@@ -87,7 +88,9 @@ def analyse(frames: Any, tables: Iterable[str] = TABLES) -> dict[str, Any]:
         for name, text in VIEWS.items():
             if name in needed:
                 con.execute(f"CREATE TEMP TABLE {name} AS {duckdb_sql(text)}")
-        return {name: con.sql(f"SELECT * FROM {name}").to_arrow_table()
+        # Rows in one order (by every column, left to right): DuckDB's parallel plans
+        # give them in any, and a notebook's stored output must not depend on that.
+        return {name: con.sql(f"SELECT * FROM {name} ORDER BY ALL").to_arrow_table()
                 for name in VIEWS if name in wanted}
     finally:
         con.close()
