@@ -39,6 +39,7 @@ class Capture:
         self.files = expand_paths(list(captures))
         self.arrow = frames_of(self.files, idle_split=idle_split, ports=ports, fields=fields)
         self._tables: dict[str, Any] = {}
+        self._arrow_tables: dict[str, Any] = {}
         self._frames: Any = None
 
     def __repr__(self) -> str:
@@ -56,11 +57,19 @@ class Capture:
         """Analysis ``name`` (one of :data:`nsqviz.analysis.definitions.TABLES`)."""
         if name not in TABLES:
             raise KeyError(f"no table {name!r}; choose from {', '.join(TABLES)}")
-        if name not in self._tables:  # computed when first asked for, each once
+        if name not in self._tables:
+            self._tables[name] = self.arrow_table(name).to_pandas()
+        return self._tables[name]
+
+    def arrow_table(self, name: str) -> Any:
+        """Analysis ``name`` as an Arrow table (what :meth:`table` converts)."""
+        if name not in TABLES:
+            raise KeyError(f"no table {name!r}; choose from {', '.join(TABLES)}")
+        if name not in self._arrow_tables:  # computed when first asked for, each once
             from nsqviz.analysis.engine import analyse
 
-            self._tables[name] = analyse(self.arrow, [name])[name].to_pandas()
-        return self._tables[name]
+            self._arrow_tables[name] = analyse(self.arrow, [name])[name]
+        return self._arrow_tables[name]
 
     @property
     def warnings(self) -> list[str]:
