@@ -150,7 +150,7 @@ def _max_frame() -> int:
 
 
 def _pipeline(attr: str) -> object:
-    from nsqviz.analysis import definitions
+    from nsqviz.pipeline import definitions
 
     return getattr(definitions, attr)
 

@@ -13,8 +13,8 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nsqviz.analysis.definitions import TABLES
 from nsqviz.capture.driver import IDLE_SPLIT
+from nsqviz.pipeline.definitions import TABLES
 
 __all__ = ["Capture", "open_capture"]
 
@@ -27,7 +27,7 @@ class Capture:
     gap and connection start/end, with its packet numbers), :attr:`messages`,
     :attr:`deliveries`, :attr:`connections`, :attr:`errors`, :attr:`heartbeats`,
     :attr:`publishes`, :attr:`flow_control`, :attr:`sticky_packets`, :attr:`rpc_pairs`,
-    :attr:`rpc_latency` (:mod:`nsqviz.analysis.definitions` says what each row is);
+    :attr:`rpc_latency` (:mod:`nsqviz.pipeline.definitions` says what each row is);
     :meth:`filter` selects records by a Wireshark display filter.
     """
 
@@ -54,7 +54,7 @@ class Capture:
         return self._frames
 
     def table(self, name: str) -> Any:
-        """Analysis ``name`` (one of :data:`nsqviz.analysis.definitions.TABLES`)."""
+        """Analysis ``name`` (one of :data:`nsqviz.pipeline.definitions.TABLES`)."""
         if name not in TABLES:
             raise KeyError(f"no table {name!r}; choose from {', '.join(TABLES)}")
         if name not in self._tables:

@@ -1,5 +1,5 @@
 """The analyses in-process: the frames of a capture as an Arrow table, and DuckDB
-running :data:`nsqviz.analysis.definitions.VIEWS` over it.
+running :data:`nsqviz.pipeline.definitions.VIEWS` over it.
 
 The definitions are written in Spark SQL's names; :data:`DUCKDB_NAMES` is the one place
 that says how DuckDB spells the few functions it names differently, and the session's
@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nsqviz.analysis.definitions import TABLES, VIEWS
 from nsqviz.capture.driver import IDLE_SPLIT
+from nsqviz.pipeline.definitions import TABLES, VIEWS
 
 __all__ = ["DUCKDB_NAMES", "analyse", "duckdb_sql", "frames_of"]
 

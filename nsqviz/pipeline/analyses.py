@@ -1,6 +1,6 @@
-"""The analyses on Spark: :data:`nsqviz.analysis.definitions.VIEWS` run by Spark SQL.
+"""The analyses on Spark: :data:`nsqviz.pipeline.definitions.VIEWS` run by Spark SQL.
 
-The definitions (and the rules they apply) live in :mod:`nsqviz.analysis.definitions`,
+The definitions (and the rules they apply) live in :mod:`nsqviz.pipeline.definitions`,
 shared with the in-process engine; this module only registers them as Spark views.
 The frames are read once into memory and the views several tables read --
 ``conn_info``, ``deliveries``, ``heartbeats``, ``rpc_pairs`` -- are cached, so no
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nsqviz.analysis.definitions import TABLES, VIEWS
+from nsqviz.pipeline.definitions import TABLES, VIEWS
 
 __all__ = ["TABLES", "release", "tables"]
 

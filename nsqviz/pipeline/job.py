@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsqviz.analysis.definitions import TABLES as ANALYSES
 from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
+from nsqviz.pipeline.definitions import TABLES as ANALYSES
 from nsqviz.pipeline.progress import Progress, console
 
 __all__ = ["PipelineResult", "main", "run"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nsqviz.analysis.definitions import TABLES
+from nsqviz.pipeline.definitions import TABLES
 
 pytestmark = [pytest.mark.spark]
 
