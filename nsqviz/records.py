@@ -117,9 +117,14 @@ def summary(rec: DecodedRecord) -> str:
     """The Info column: the fields that identify this record at a glance."""
     if rec.kind in ("command", "frame") and rec.protocol is not None:
         text = protocols.by_name(rec.protocol).summary(rec.kind, rec.name, rec.fields)
-        problem = rec.fields.get("violation")
+        fields = rec.fields
+        problem = fields.get("violation")
         if problem:
             text += f"  [refused: {problem['code'] or 'closes'} {problem['text']}]"
+        if "refused" in fields:
+            text += f"  [refused: {fields['refused']}]"
+        if "response_to" in fields:
+            text += f"  [response to {fields['response_to']}]"
         return text
     if rec.kind in ("gap", "error", "tls", "flow"):
         return "  ".join(f"{k}={_clip(v)}" for k, v in rec.fields.items()

@@ -326,7 +326,11 @@ class CaptureDecoder:
             elif kind == "annotation":
                 # Not a unit of its own: it says something about the one just before it.
                 if out and out[-1].dir == direction:
-                    out[-1].fields.update(item.fields)
+                    fields = item.fields
+                    asked = fields.get("response_to")
+                    if asked is not None and asked >= _FILE0:  # a packet of a later file
+                        fields = {**fields, "response_to": split_packet_id(asked)[1]}
+                    out[-1].fields.update(fields)
             elif kind == "tls":
                 counts["tls"] = counts.get("tls", 0) + 1
                 out.append(self._record(flow, direction, "tls", item.name, item.fields, ts,

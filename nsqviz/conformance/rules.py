@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from nsqviz.nsq import events as ev
+from nsqviz.nsq.commands import name_of
+from nsqviz.nsq.errors import not_in_flight
 from nsqviz.stream.direction import Direction
 
 __all__ = ["RULES", "Connection", "Seen", "Verdict", "check_backoff", "check_connection",
@@ -32,6 +34,7 @@ RULES: dict[str, str] = {
     "rdy-update": "a RDY is re-sent only when the count left is 0 or < 25 % of the last sent",
     "heartbeat": "every _heartbeat_ is answered before the next one",
     "in-flight": "FIN, REQ and TOUCH only for messages in flight on that connection",
+    "state": "every command in a state nsqd's transition table allows it in",
     "backoff": "after a failure (REQ): RDY 0, then RDY 1 to test the waters, then more",
     "cls-before-close": "a subscribed connection the client ends sends CLS first and "
                         "waits for CLOSE_WAIT",
@@ -46,13 +49,15 @@ RULES: dict[str, str] = {
 class Seen:
     """One decoded event of a connection: when, which way, what, from which packets;
     ``violation``: what nsqd answers to it, where the codec judged the command (as sent,
-    in ``event``) out of bounds."""
+    in ``event``) out of bounds; ``refused``: nsqd's answer to a well-formed command it
+    refuses where it was sent (its state, its flight), as the observer judged it."""
 
     t: float
     direction: Direction
     event: ev.Event
     packets: tuple[int, ...]
     violation: ev.Violation | None = None
+    refused: str = ""
 
     @classmethod
     def of(cls, t: float, direction: Direction, event: ev.Event,
@@ -102,7 +107,7 @@ def check_connection(conn: Connection) -> list[Verdict]:
     """Every per-connection rule for ``conn``."""
     return [check(conn) for check in (
         _handshake, _feature_negotiation, _initial_rdy, _max_rdy_count, _rdy_update,
-        _heartbeat, _in_flight, _cls_before_close)]
+        _heartbeat, _in_flight, _state, _cls_before_close)]
 
 
 def _commands(conn: Connection) -> list[Seen]:
@@ -254,6 +259,27 @@ def _in_flight(conn: Connection) -> Verdict:
                   f"(first {bad[0].event.id.decode()})", *bad)
     return _v("in-flight", PASS, f"{len(answers)} answers, each for a message in flight",
               *answers[:3])
+
+
+def _state(conn: Connection) -> Verdict:
+    commands = [s for s in _commands(conn) if type(s.event) is not ev.Magic]
+    if not commands:
+        return _v("state", NOT_EXERCISED, "no command after the magic")
+    bad = [s for s in commands if s.refused and not _not_in_flight(s)]
+    if bad:
+        return _v("state", FAIL, f"{len(bad)} command(s) sent in a state that forbids them "
+                  f"(first: {name_of(type(bad[0].event))}, nsqd answers {bad[0].refused})",
+                  *bad)
+    return _v("state", PASS, f"{len(commands)} commands, each in a state that allows it",
+              *commands[:3])
+
+
+def _not_in_flight(s: Seen) -> bool:
+    """Is ``s`` refused for its id (the in-flight rule's matter), not for its state?"""
+    cmd = s.event
+    if not isinstance(cmd, ev.Fin | ev.Req | ev.Touch):
+        return False
+    return s.refused == " ".join(not_in_flight(name_of(type(cmd)), cmd.id))
 
 
 def _cls_before_close(conn: Connection) -> Verdict:

@@ -109,6 +109,10 @@ def _items(events: list[ev.Event]) -> list[Item]:
                             e.raw))
         elif isinstance(e, ev.Violation):
             out.append(_violation(e))
+        elif type(e) is ev.Answered:
+            out.append(Item("annotation", "Answered", {"response_to": e.packet}, e))
+        elif type(e) is ev.Refused:
+            out.append(Item("annotation", "Refused", {"refused": e.answer}, e))
         elif isinstance(e, ev.CompressionStarted):
             out.append(Item("annotation", "CompressionStarted",
                             {"compression_starts": {"kind": e.kind, "level": e.level}}, e))

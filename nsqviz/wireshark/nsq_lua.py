@@ -111,7 +111,6 @@ def _tables(spec: NsqSpec) -> str:
                    "max_msg_size": spec.max_msg_size, "max_frame_size": spec.max_frame_size,
                    "name_max": spec.name_max},
         "NAME_SUFFIX": spec.name_suffix,
-        "NON_FATAL": {code: True for code in spec.non_fatal_errors},
         "SERVER_PORTS": list(spec.server_ports),
         "HEARTBEAT": spec.heartbeat,
         "ERRORS": error_table(spec),

@@ -27,7 +27,7 @@ from nsqviz.nsq import framing, grammar
 from nsqviz.nsq.commands import COMMANDS, BodyKind, ParamKind
 from nsqviz.nsq.commands import CommandSpec as TableEntry
 from nsqviz.nsq.commands import Param as TableParam
-from nsqviz.nsq.events import NON_FATAL_ERRORS, Response
+from nsqviz.nsq.events import Response
 from nsqviz.nsq.protocol import NSQ
 
 __all__ = [
@@ -90,7 +90,6 @@ class NsqSpec:
     max_frame_size: int
     name_max: int
     name_suffix: str
-    non_fatal_errors: tuple[str, ...]
     server_ports: tuple[int, ...]
     heartbeat: bytes
 
@@ -185,7 +184,6 @@ def nsq_spec() -> NsqSpec:
         max_frame_size=framing.DEFAULT_MAX_FRAME_SIZE,
         name_max=name_max,
         name_suffix=suffix,
-        non_fatal_errors=tuple(sorted(NON_FATAL_ERRORS)),
         server_ports=tuple(sorted(NSQ.server_ports)),
         heartbeat=heartbeat,
     )

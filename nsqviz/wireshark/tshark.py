@@ -181,6 +181,8 @@ def as_record(pdu: TsharkPdu) -> dict[str, Any] | None:
                                                 "level": None if level is None else int(level)}
     else:
         return None
+    if kind == "frame" and f("nsq.response_to") is not None:
+        fields["response_to"] = int(f("nsq.response_to"))
     server = pdu.dst if client == pdu.src else pdu.src
     direction = Direction.C2S if client == pdu.src else Direction.S2C
     record = {"flow": f"{client}->{server}", "dir": direction,
