@@ -87,11 +87,17 @@ class Lost(NamedTuple):
     ``partial`` is the start of the unit the gap cut, ``length`` that unit's full size
     when its size prefix arrived before the gap (then the next boundary is proven);
     a non-empty ``dead`` says why nothing more of this direction can be decoded.
+    ``unit``: that unit decoded as far as it was captured (a ``command`` or ``frame``
+    whose fields hold ``"cut": {"captured": N, "length": M}``, no event), when its head
+    says what it was -- a capture cut by its snaplen keeps the heads of long units.
+    When more than that unit is missing the capture layer calls :meth:`ConnectionObserver.
+    gap` again, at the unit boundary (nothing buffered): a unit then went unseen.
     """
 
     partial: bytes = b""
     length: int | None = None
     dead: str = ""
+    unit: Item | None = None
 
 
 class Detection(NamedTuple):

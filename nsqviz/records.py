@@ -121,6 +121,9 @@ def summary(rec: DecodedRecord) -> str:
         problem = fields.get("violation")
         if problem:
             text += f"  [refused: {problem['code'] or 'closes'} {problem['text']}]"
+        if "cut" in fields:
+            cut = fields["cut"]
+            text += f"  [{cut['captured']} of {cut['length'] or '?'} bytes captured]"
         if "refused" in fields:
             text += f"  [refused: {fields['refused']}]"
         if "response_to" in fields:

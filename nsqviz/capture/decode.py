@@ -367,17 +367,28 @@ class CaptureDecoder:
         observer = state.observer
         side = state.sides[direction]
         resync = None
+        proto = state.protocol.name if state.protocol is not None else None
         if observer is not None and not side.dead and not observer.encrypted:
             lost = observer.gap(direction)
             if lost.dead:
                 side.dead = lost.dead
                 fields["consequence"] = side.dead
             else:
-                if lost.partial:
-                    fields["lost_partial_frame"] = lost.partial.hex()
+                partial = lost.partial
+                unit = lost.unit
+                if unit is not None:  # decoded as far as it was captured: a unit, not a gap
+                    counts[unit.kind] = counts.get(unit.kind, 0) + 1
+                    asked = unit.fields.get("response_to")
+                    if asked is not None and asked >= _FILE0:
+                        unit.fields["response_to"] = split_packet_id(asked)[1]
+                    yield self._record(flow, direction, unit.kind, unit.name, unit.fields,
+                                       gap.ts, _packets(unit.raw, gap.number), None, proto,
+                                       gap.offset - len(partial), lost.length)
+                elif partial:
+                    fields["lost_partial_frame"] = partial.hex()
                 side.epoch = gap.offset + gap.size
                 length = lost.length
-                remainder = None if length is None else length - len(lost.partial)
+                remainder = None if length is None else length - len(partial)
                 if remainder is not None and remainder >= gap.size:
                     side.skip = remainder - gap.size
                     side.epoch += side.skip
@@ -389,7 +400,8 @@ class CaptureDecoder:
                 else:
                     side.resyncing = True
                     side.skip = 0
-        proto = state.protocol.name if state.protocol is not None else None
+                    if unit is not None:
+                        observer.gap(direction)  # more than that unit is missing
         yield self._record(flow, direction, "gap", "Gap", fields, gap.ts, (gap.number,), gap,
                            proto, gap.offset, gap.size)
         if resync is not None:

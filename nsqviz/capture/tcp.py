@@ -292,6 +292,12 @@ class FlowTracker:
                                   seg.number))
             if payload:
                 self._insert(flow, direction, half, off, payload, seg, out)
+            if seg.missing and not half.pending and half.delivered == off + len(payload):
+                # In order and cut by the snaplen: its end will never be captured. A hole
+                # now, at the packet that was cut, so what follows is read in order.
+                out.append(Gap(flow, direction, half.delivered, seg.missing, seg.number, seg.ts,
+                               self._cut_reason(half, half.delivered, half.delivered + 1)))
+                half.delivered += seg.missing
             while half.pending and half.lost and self._cut_covers(half):
                 self._declare_hole(flow, direction, half, seg.number, seg.ts, out, "")
 

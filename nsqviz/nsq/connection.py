@@ -172,6 +172,10 @@ class _Connection:
     def _tls_pending(self) -> bool:
         return False
 
+    def unframed(self) -> RawFrame:
+        """The bytes of the frame in progress, with the segments they came from."""
+        return self._reasm.remaining()
+
     def gap(self) -> tuple[bytes, int | None]:
         """Bytes are missing from the stream here (a capture lost them).
 

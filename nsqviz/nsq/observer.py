@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from nsqviz.nsq.client_connection import ClientConnection
-from nsqviz.nsq.commands import BY_EVENT, name_of
+from nsqviz.nsq.commands import BY_EVENT, COMMANDS, FRAME_NAMES, name_of
 from nsqviz.nsq.errors import not_in_flight
 from nsqviz.nsq.events import (
     Answered,
@@ -41,8 +41,10 @@ from nsqviz.nsq.events import (
     Touch,
     Violation,
 )
+from nsqviz.nsq.grammar import MessageID
 from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
 from nsqviz.stream.direction import Direction
+from nsqviz.stream.reassembly import RawFrame
 
 __all__ = ["WAITING_KEPT", "Observer"]
 
@@ -128,13 +130,45 @@ class Observer:
                 waiting[-1] = waiting[-1]._replace(expect=(ev.code, ev.text))
         return events
 
-    def gap(self, direction: Direction) -> tuple[bytes, int | None]:
-        """Bytes of ``direction`` are missing here; see :meth:`ClientConnection.gap`.
-        From here on the observer knows neither the whole state nor which command an
-        answer is for."""
+    def gap(self, direction: Direction) -> tuple[RawFrame, int | None]:
+        """Bytes of ``direction`` are missing here: the unit they cut (what was captured
+        of it, with its packets) and its length when its size prefix was captured (see
+        :meth:`ClientConnection.gap`). Then either :meth:`recovered` (that unit's head
+        says what it was) or :meth:`lost` (a unit went unseen)."""
+        conn = self.server if direction == Direction.C2S else self.client
+        raw = conn.unframed()
+        return raw, conn.gap()[1]
+
+    def lost(self) -> None:
+        """A unit went unseen: from here on the observer knows neither the whole state
+        nor which command an answer is for."""
         self.server.lost_bytes()
         self.waiting.clear()
-        return (self.server if direction == Direction.C2S else self.client).gap()
+
+    def recovered(self, direction: Direction, name: str, fields: dict[str, Any],
+                  packet: int) -> int | None:
+        """A unit the capture cut short (in ``packet``), decoded as far as it was
+        captured (:func:`~nsqviz.nsq.cut.cut_unit`): what it tells both sides -- a
+        command awaits its answer; a message id is in flight; a response or error
+        answers a command, whose packet is returned."""
+        if direction == Direction.C2S:
+            spec = COMMANDS[name]
+            self.server._advance(spec.event)
+            self.client._advance(spec.event)
+            if spec.answered:
+                self.client.pending.append(f"{name} (cut short)")
+            self.waiting.append(_Waiting(packet, spec.answered, None, None))
+            return None
+        if name == FRAME_NAMES[Message]:
+            mid = fields.get("id", "").encode()
+            if len(mid) == MessageID.sizeof():  # captured whole
+                self.server.in_flight.add(mid)
+                self.client.in_flight.add(mid)
+            return None
+        data = bytes.fromhex(fields["data"])
+        frame = Response(data) if name == FRAME_NAMES[Response] else Error(data)
+        self.client._on_reply(frame, [])
+        return self._answered(frame)
 
     def s2c(self, data: bytes, *, segment: int | None = None) -> list[Event]:
         """Bytes the server sent; returns frames (and what they switched on), each

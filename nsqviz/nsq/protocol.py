@@ -19,6 +19,7 @@ from typing import Any
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
 from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
+from nsqviz.nsq.cut import cut_unit
 from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
@@ -90,12 +91,26 @@ class _Observer:
         return self.feed(direction, b"", segment)
 
     def gap(self, direction: str) -> Lost:
-        conn = self.codec.server if direction == Direction.C2S else self.codec.client
+        codec = self.codec
+        conn = codec.server if direction == Direction.C2S else codec.client
         if conn.compression:
             return Lost(dead=f"a gap in a {conn.compression}-compressed stream: the rest of"
                              " this direction cannot be decompressed")
-        partial, length = self.codec.gap(Direction(direction))
-        return Lost(partial, length)
+        raw, length = codec.gap(Direction(direction))
+        cut = cut_unit(direction, raw.data, length) if raw.data else None
+        if cut is None:
+            codec.lost()
+            return Lost(raw.data, length)
+        name, fields = cut
+        packet = raw.sources[-1].segment if raw.sources else None
+        if length is None or packet is None:  # where the next unit starts is a guess
+            codec.lost()
+        else:
+            asked = codec.recovered(Direction(direction), name, fields, packet)
+            if asked is not None:
+                fields["response_to"] = asked
+        kind = "command" if direction == Direction.C2S else "frame"
+        return Lost(raw.data, length, unit=Item(kind, name, fields, None, raw.offset, raw))
 
 
 def _items(events: list[ev.Event]) -> list[Item]:
@@ -155,6 +170,13 @@ def _short(data_hex: str, limit: int = 24) -> str:
     return repr(text + ("..." if len(raw) > limit else ""))
 
 
+def _body(f: Mapping[str, Any]) -> str:
+    """``body=<size>B 'start...'``: the whole size, also of a body the capture cut short."""
+    if "body" not in f:
+        return "body=?"
+    return f"body={f.get('body_size', len(f['body']) // 2)}B {_short(f['body'])}"
+
+
 def _sha1(body: bytes) -> str:
     return hashlib.sha1(body).hexdigest()
 
@@ -191,12 +213,13 @@ class NsqProtocol(Protocol):
         return _fields(event)
 
     def summary(self, kind: str, name: str, fields: Mapping[str, Any]) -> str:
-        f = fields
+        f = fields  # a unit cut short by the capture has only the fields it captured
         if name in ("PUB", "DPUB"):
-            extra = f" defer={f['defer_time']}ms" if name == "DPUB" else ""
-            return f"topic={f['topic']}{extra} body={len(f['body']) // 2}B {_short(f['body'])}"
+            extra = f" defer={f['defer_time']}ms" if "defer_time" in f else ""
+            return f"topic={f.get('topic', '?')}{extra} {_body(f)}"
         if name == "MPUB":
-            return f"topic={f['topic']} messages={len(f['bodies'])}"
+            count = len(f["bodies"]) if "bodies" in f else f.get("messages", "?")
+            return f"topic={f.get('topic', '?')} messages={count}"
         if name == "SUB":
             return f"topic={f['topic']} channel={f['channel']}"
         if name == "RDY":
@@ -204,10 +227,11 @@ class NsqProtocol(Protocol):
         if name in ("FIN", "TOUCH", "REQ"):
             return f"id={f['id']}" + (f" timeout={f['timeout']}ms" if name == "REQ" else "")
         if name == "IDENTIFY":
-            return json.dumps(f["data"], separators=(",", ":"))[:120]
+            if "data" in f:
+                return json.dumps(f["data"], separators=(",", ":"))
+            return _body(f)
         if name == "FrameTypeMessage":
-            body = f"body={len(f['body']) // 2}B {_short(f['body'])}"
-            return f"id={f['id']} attempts={f['attempts']} {body}"
+            return f"id={f.get('id', '?')} attempts={f.get('attempts', '?')} {_body(f)}"
         if name in ("FrameTypeResponse", "FrameTypeError"):
             text = _short(f["data"], 60)
             if "compression_starts" in f:

@@ -240,6 +240,14 @@ class Reassembler:
         sources = self._sources(off, base + end) if self.provenance else ()
         return RawFrame(buf[start:end], off, sources)
 
+    def remaining(self) -> RawFrame:
+        """The unframed bytes (kept: :meth:`take_remaining` hands them back) as a frame
+        with the segments they came from -- the start of a frame a gap cut short."""
+        self._join()
+        data = bytes(self._buf)
+        sources = self._sources(self._base, self._base + len(data)) if data else ()
+        return RawFrame(data, self._base, sources)
+
     def take_remaining(self) -> bytes:
         """Hand back the unframed bytes, e.g. when the stream switches to compression."""
         self._join()

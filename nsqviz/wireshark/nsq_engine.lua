@@ -558,11 +558,96 @@ local function stalled(st, s, cap)
   st.last_nl = s:sub(cap, cap) == "\n"
 end
 
-local function cut_short(tree, range, st, summaries)
+-- The head of a command the snaplen cut (s: its captured bytes, from off): its line,
+-- body size and the captured start of its body, as nsqviz's cut units; the verb, or nil
+-- when too little was captured to name it
+local function cut_command(t, tvb, s, off, pinfo, conv, live)
+  local nl = s:find("\n", 1, true)
+  if not nl then return nil end
+  local line = s:sub(1, nl - 1)
+  if line:sub(-1) == "\r" then line = line:sub(1, -2) end
+  local words = {}
+  for w in (line .. " "):gmatch("([^ ]*) ") do words[#words + 1] = w end
+  local verb = words[1]
+  local spec = COMMANDS[verb]
+  if not spec or not spec.body then return nil end  -- a line-only command is whole
+  t:add(F["command"], tvb(off, #verb), verb)
+  local pos = #verb + 1
+  for i, p in ipairs(spec.params) do
+    local value = words[i + 1]
+    if not value then break end
+    local range = tvb(off + pos, math.max(#value, 1))
+    if p.kind == "decimal" and value:find("^%d+$") then
+      t:add(F["param." .. p.name], range, u64(value))
+    else
+      t:add(F["param." .. p.name], range, value)
+    end
+    pos = pos + #value + 1
+  end
+  if #s >= nl + 4 then
+    t:add(F["body_size"], tvb(off + nl, 4))
+    t:add(F["body"], tvb(off + nl + 4, #s - nl - 4))
+    if spec.body == "messages" and #s >= nl + 8 then t:add(F["mpub.count"], tvb(off + nl + 4, 4)) end
+  end
+  if live then wait_answer(conv, pinfo, off, verb, spec.answered, nil) end
+  return verb
+end
+
+-- The head of a frame the snaplen cut: its size and type, the message header fields
+-- wholly captured (and the captured start of the id), the captured start of its data;
+-- a response or error answers a command as a whole one does. The frame type's name,
+-- or nil
+local function cut_frame(t, tvb, s, off, pinfo, conv, live)
+  if #s < FRAME_HEADER_SIZE then return nil end
+  local pos = off
+  for _, f in ipairs(FRAME_HEADER) do
+    t:add(F["frame." .. f.name], tvb(pos, f.size))
+    pos = pos + f.size
+  end
+  local name = FRAME_TYPES[be32(s, 5)]
+  local stop = off + #s
+  if name == "FrameTypeMessage" then
+    for _, f in ipairs(MESSAGE) do
+      if f.size == 0 then
+        t:add(F["msg." .. f.name], tvb(pos, stop - pos))
+        break
+      end
+      if stop - pos < f.size then
+        if f.type == "hexid" and stop > pos then t:add(F["msg." .. f.name], tvb(pos, stop - pos)) end
+        break
+      end
+      t:add(F["msg." .. f.name], tvb(pos, f.size))
+      pos = pos + f.size
+    end
+    return name
+  end
+  local data = s:sub(FRAME_HEADER_SIZE + 1)
+  t:add(F["response"], tvb(pos, stop - pos))
+  local key = pinfo.number .. ":" .. off
+  local asked = conv.answers[key]
+  if live and data ~= HEARTBEAT then
+    asked = answered_by(conv, name == "FrameTypeError" and data or nil)
+    if asked then
+      conv.answers[key] = asked
+      conv.answered_in[asked.key] = pinfo.number
+    end
+  end
+  if asked then t:add(F["response_to"], asked.frame):set_generated() end
+  return name
+end
+
+-- A PDU cut short by the snaplen (its length len, when its size prefix was captured):
+-- decoded as far as it was captured, the rest marked cut
+local function cut_short(tree, tvb, off, cap, len, pinfo, conv, st, live, summaries)
+  local range = tvb(off, cap - off)
   local t = pdu_tree(tree, range, st)
+  local head = st.dir == "c2s" and cut_command or cut_frame
+  local name = head(t, tvb, tvb:raw(off, cap - off), off, pinfo, conv, live)
   t:add(F["cut"], range)
+  t:add(F["cut.captured"], cap - off):set_generated()
+  if len then t:add(F["cut.length"], len):set_generated() end
   t:add_proto_expert_info(ef_cut)
-  summaries[#summaries + 1] = "[cut by snaplen]"
+  summaries[#summaries + 1] = (name and name .. " " or "") .. "[cut by snaplen]"
 end
 
 local function not_v2(tree, range, st)

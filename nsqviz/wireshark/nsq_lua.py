@@ -74,6 +74,8 @@ def field_decls(spec: NsqSpec) -> list[ProtoFieldDecl]:
         ProtoFieldDecl("skipped.reason", "string", "nsq.skipped.reason",
                        "Undecodable while resynchronising"),
         ProtoFieldDecl("cut", "bytes", "nsq.cut", "Cut short by the capture's snaplen"),
+        ProtoFieldDecl("cut.captured", "uint32", "nsq.cut.captured", "Bytes captured"),
+        ProtoFieldDecl("cut.length", "uint32", "nsq.cut.length", "Bytes sent"),
         ProtoFieldDecl("switch", "string", "nsq.switch",
                        "Stream switches to (after this frame, both directions)"),
         ProtoFieldDecl("switch.level", "uint16", "nsq.switch.level", "Deflate level"),

@@ -12,6 +12,7 @@ behind.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from construct import (
     Adapter,
@@ -94,7 +95,7 @@ class NsqSpec:
     heartbeat: bytes
 
 
-def _unwrap(con):
+def _unwrap(con: Any) -> Any:
     while isinstance(con, Renamed | Rebuild) or (
         isinstance(con, Subconstruct) and type(con).__name__ == "_Located"
     ):
@@ -105,7 +106,9 @@ def _unwrap(con):
 _FORMATS = {">l": ("int32", 4), ">i": ("int32", 4), ">q": ("int64", 8), ">H": ("uint16", 2)}
 
 
-def _layout_field(name: str, con) -> LayoutField:
+def _layout_field(name: str | None, con: Any) -> LayoutField:
+    if name is None:
+        raise SpecError("a layout field without a name")
     con = _unwrap(con)
     while isinstance(con, Adapter) and not isinstance(con, FormatField):
         if type(con).__name__ == "_HexIDAdapter":

@@ -14,10 +14,11 @@ The differences allowed, and checked to be only these:
   ``TLSUpgrade`` record); nsqviz's closing ``Encrypted`` byte count has no PDU in
   Wireshark.
 * **bytes missing from the capture** (the snaplen sample): nsqviz reports each hole as
-  a ``Gap`` record and the way it found the next frame as a ``Resync`` record;
-  Wireshark shows the PDU the snaplen cut as ``nsq.cut`` in the packet that was cut.
-  Both must agree on every frame outside the holes, and Wireshark must mark a cut in
-  every packet nsqviz names as cut short.
+  a ``Gap`` record and the way it found the next frame as a ``Resync`` record, and the
+  unit the snaplen cut as that unit decoded as far as it was captured (``cut``);
+  Wireshark shows the PDU the snaplen cut, as far as it was captured, with ``nsq.cut``
+  in the packet that was cut. Both must agree on every unit, cut ones included, and
+  Wireshark must mark a cut in every packet nsqviz names as cut short.
 * **violations**: the code, nsqd's text and fatality are compared; nsqviz's stream
   ``offset`` and ``data`` hex are not (Wireshark shows the bytes themselves). Bytes the
   framing rule cannot cut into a PDU are reported by Wireshark in the packet where they
@@ -134,6 +135,7 @@ def assert_tshark_agrees(path: Path, lua_dir: Path) -> list[dict]:
             continue
         if r["kind"] == "gap" and r["name"] in ("Gap", "Resync"):
             continue
+
         if r["name"] == "TLSUpgrade":
             r = {**r, "fields": {}}
         if "refused" in r["fields"]:
