@@ -43,7 +43,8 @@ __all__ = [
 
 
 class DecodedRecord(NamedTuple):
-    """One row of ``nsqviz decode``: a command, a frame, an error, a gap or a TLS note.
+    """One row of ``nsqviz decode``: a command, a frame, an error, a gap, a TLS note or a
+    TCP FIN/RST of a decoded connection.
 
     ``flow`` is the connection's ``client->server`` label; ``packets`` the 1-based packet
     numbers (each in its own file) that carried the bytes and ``files`` the index of the
@@ -55,7 +56,7 @@ class DecodedRecord(NamedTuple):
     ts: float
     flow: str | None
     dir: str | None
-    kind: str  # "command" | "frame" | "error" | "gap" | "tls" | "flow"
+    kind: str  # "command" | "frame" | "error" | "gap" | "tls" | "tcp" | "flow"
     name: str
     fields: dict[str, Any]
     packets: tuple[int, ...]
@@ -129,7 +130,7 @@ def summary(rec: DecodedRecord) -> str:
         if "response_to" in fields:
             text += f"  [response to {fields['response_to']}]"
         return text
-    if rec.kind in ("gap", "error", "tls", "flow"):
+    if rec.kind in ("gap", "error", "tls", "flow", "tcp"):
         return "  ".join(f"{k}={_clip(v)}" for k, v in rec.fields.items()
                          if k not in ("data", "pending"))
     return ""

@@ -46,8 +46,8 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--filter", action="append", default=[], metavar="NAME",
-        help="only records with this name (PUB, FrameTypeMessage, E_BAD_TOPIC ...) or kind"
-             " (command, frame, error, gap, tls); case-insensitive, repeatable",
+        help="only records with this name (PUB, FrameTypeMessage, E_BAD_TOPIC, FIN ...) or"
+             " kind (command, frame, error, gap, tls, tcp); case-insensitive, repeatable",
     )
     p.add_argument("--width", type=int, default=None, metavar="N",
                    help="wrap lines longer than N characters at field boundaries (a"
@@ -172,7 +172,7 @@ def _print_stats(decoder: CaptureDecoder, out: TextIO, as_json: bool,
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    decoder = CaptureDecoder(**capture_set_options(args))
+    decoder = CaptureDecoder(**capture_set_options(args), tcp_records=True)
     match = _flow_matcher(args.flow)
     names = {n.lower() for n in args.filter}
     write = out.write

@@ -20,8 +20,11 @@ What this module adds is the capture's honesty layer around the protocols' obser
   stream) ends decoding of that direction, said so.
 
 Output is a stream of :class:`~nsqviz.records.DecodedRecord`, the rows ``nsqviz
-decode`` prints; with ``flow_records`` also a ``flow`` record where each flow starts and
-where each direction ends (what the pipeline's connections table is built from).
+decode`` prints; with ``tcp_records`` also a ``tcp`` record (``FIN``, ``RST``, and the
+``side`` that sent it) where a decoded connection's peer closes or resets it, as
+``nsqviz decode`` shows them; with ``flow_records`` a ``flow`` record where each flow
+starts and where each direction ends (what the pipeline's connections table is built
+from).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from nsqviz.stream.direction import Direction
 __all__ = ["CaptureDecoder", "FlowSnapshot", "FlowStats", "decode_capture"]
 
 _FILE0 = 1 << 40  # packet ids below this are in the first file
+_SIDES = {Direction.C2S: "client", Direction.S2C: "server"}  # who sent a direction's bytes
 
 
 # ---------------------------------------------------------------------------- stats
@@ -88,10 +92,11 @@ class _Side:
 
 
 class _FlowState:
-    __slots__ = ("flow", "stats", "protocol", "observer", "sides")
+    __slots__ = ("flow", "stats", "protocol", "observer", "sides", "reset")
 
     def __init__(self, flow: Flow) -> None:
         self.flow = flow
+        self.reset = False  # a RST was seen
         self.stats = FlowStats(flow)
         self.protocol: Protocol | None = None
         self.observer: ConnectionObserver | None = None
@@ -120,13 +125,14 @@ class CaptureDecoder:
     def __init__(self, *, protocols: Iterable[Protocol] | None = None,
                  ports: Mapping[str, Iterable[int]] | None = None,
                  continuation: bool = True, idle_split: float | None = IDLE_SPLIT,
-                 flow_records: bool = False):
+                 flow_records: bool = False, tcp_records: bool = False):
         self.protocols = tuple(protocols) if protocols is not None else _registered()
         extra = ports or {}
         self.ports = {p.name: p.server_ports | frozenset(extra.get(p.name, ()))
                       for p in self.protocols}
         self.server_ports = frozenset().union(*self.ports.values())
         self.flow_records = flow_records
+        self.tcp_records = tcp_records
         hellos = [p.client_hello for p in self.protocols]
         self.driver = CaptureDriver(
             server_ports=self.server_ports,
@@ -410,6 +416,12 @@ class CaptureDecoder:
 
     def _on_end(self, state: _FlowState, end: FlowEnd) -> Iterator[DecodedRecord]:
         yield from self._end_side(state, end)
+        if self.tcp_records and end.sender is not None and state.protocol is not None and (
+                end.how == "fin" or not state.reset):  # a RST ends both: one record
+            state.reset = state.reset or end.how == "rst"
+            yield self._record(state.flow, end.sender, "tcp", end.how.upper(),
+                               {"side": _SIDES[end.sender]}, end.ts, (end.number,), None,
+                               state.protocol.name)
         side = state.sides[end.direction]
         if side.frames:
             state.stats.frames_per_packet[side.frames] += 1

@@ -143,13 +143,15 @@ class FlowStart:
 class FlowEnd:
     """One direction ended: ``how`` is ``"fin"``, ``"rst"``, ``"idle"`` (silent longer than
     the tracker's ``idle_split``), ``"reused"`` (a new connection's SYN on its 4-tuple) or
-    ``"capture"`` (the capture ended)."""
+    ``"capture"`` (the capture ended). ``sender``: the direction of the segment that
+    ended it -- the FIN's own, the RST's (which ends both directions) -- else ``None``."""
 
     flow: Flow
     direction: Direction
     how: str
     number: int
     ts: float
+    sender: Direction | None = None
 
 
 TcpEvent = Data | Gap | Retransmission | FlowStart | FlowEnd
@@ -305,7 +307,7 @@ class FlowTracker:
             half.fin_at = half.offset_of(seq) + len(payload) + seg.missing
         if flags & RST:
             for d, h in halves.items():
-                self._end(flow, d, h, "rst", seg.number, seg.ts, out)
+                self._end(flow, d, h, "rst", seg.number, seg.ts, out, sender=direction)
             return out
         if half.pending_bytes > MAX_PENDING_BYTES or len(half.pending) > MAX_PENDING_SEGMENTS:
             self._declare_hole(flow, direction, half, seg.number, seg.ts, out,
@@ -313,7 +315,7 @@ class FlowTracker:
         for d, h in halves.items():
             if h.fin_at is not None and h.delivered >= h.fin_at and not h.ended:
                 h.ended = True
-                out.append(FlowEnd(flow, d, "fin", seg.number, seg.ts))
+                out.append(FlowEnd(flow, d, "fin", seg.number, seg.ts, d))
         return out
 
     def _insert(self, flow: Flow, direction: Direction, half: _Half, off: int, payload: bytes,
@@ -386,7 +388,7 @@ class FlowTracker:
         return ""
 
     def _end(self, flow: Flow, direction: Direction, half: _Half, how: str, number: int, ts: float,
-             out: list[TcpEvent]) -> None:
+             out: list[TcpEvent], sender: Direction | None = None) -> None:
         if half.ended:
             return
         while half.pending:
@@ -405,7 +407,7 @@ class FlowTracker:
                            ts, reason))
             half.delivered = tail_to
         half.ended = True
-        out.append(FlowEnd(flow, direction, how, number, ts))
+        out.append(FlowEnd(flow, direction, how, number, ts, sender))
 
     def halves(self, flow: Flow) -> object:
         """What the tracker holds of ``flow`` besides the flow itself (both directions'
