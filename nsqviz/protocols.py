@@ -185,6 +185,10 @@ class Protocol(ABC):
         or ``None`` when there is none."""
         return None
 
+    bytes_fields: frozenset[str] = frozenset()
+    """Record fields whose values are bytes written as hex (``nsqviz decode -V`` shows
+    them as text, escaped where not printable)."""
+
     typed_schema: tuple[tuple[str, str], ...] = ()
     """Typed columns of the frames table, as ``(name, arrow type name)``: what this
     protocol's analyses join and aggregate on."""

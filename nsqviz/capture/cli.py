@@ -1,7 +1,8 @@
 """``nsqviz decode CAPTURE...``: the conversations in pcap/pcapng files, one line a frame.
 
 Modelled on tshark: a one-line summary per command or frame (packet numbers, time since
-the first packet, endpoints, direction, name, the fields that matter), ``--json`` for
+the first packet, endpoints, direction, name, the fields that matter), ``-V`` for every
+field of each beneath it (as ``tshark -V`` prints the packet details), ``--json`` for
 one JSON object per line, ``--flow`` and ``--filter`` to narrow it down, ``--stats`` for
 per-flow counts in place of the frames (like ``tshark -q -z conv,tcp``). Several files
 are one capture set (rotated files) unless ``--each-file``; ``--idle-split`` is the
@@ -24,7 +25,7 @@ from nsqviz import protocols
 from nsqviz.capture.decode import CaptureDecoder, FlowStats
 from nsqviz.capture.files import CaptureFormatError
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
-from nsqviz.records import DecodedRecord, json_line, summary
+from nsqviz.records import DecodedRecord, details, json_line, packet_list, summary
 from nsqviz.stream.direction import Direction
 
 __all__ = ["register", "run", "wrap_line"]
@@ -49,6 +50,9 @@ def register(subparsers: Any) -> None:
         help="only records with this name (PUB, FrameTypeMessage, E_BAD_TOPIC, FIN ...) or"
              " kind (command, frame, error, gap, tls, tcp); case-insensitive, repeatable",
     )
+    p.add_argument("-V", "--verbose", action="store_true",
+                   help="every field of each record on lines of its own, untruncated:"
+                        " bytes as text (escaped where not printable), JSON decoded")
     p.add_argument("--width", type=int, default=None, metavar="N",
                    help="wrap lines longer than N characters at field boundaries (a"
                         " continuation line is indented); default: no wrapping")
@@ -75,9 +79,7 @@ def _flow_matcher(specs: list[str]) -> Callable[[DecodedRecord], bool] | None:
 
 
 def _text_line(rec: DecodedRecord, t0: float) -> str:
-    packets = ",".join(map(str, rec.packets))
-    if len(packets) > 14:
-        packets = f"{rec.packets[0]}..{rec.packets[-1]}({len(rec.packets)})"
+    packets = packet_list(rec.packets)
     ts = rec.ts - t0 if not math.isnan(rec.ts) else float("nan")
     if rec.flow is None:
         where = "(capture)"
@@ -192,6 +194,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 if t0 is None and not math.isnan(rec.ts):
                     t0 = decoder.first_ts if decoder.first_ts is not None else rec.ts
                 write(wrap_line(_text_line(rec, t0 or 0.0), args.width) + "\n")
+                if args.verbose:
+                    write("".join(f"{_INDENT}{line}\n" for line in details(rec)))
         if args.stats:
             _print_stats(decoder, out, args.json, match)
         elif not any(s.protocol for s in decoder.stats):

@@ -22,13 +22,13 @@ from construct import ConstructError
 
 from nsqviz.nsq import grammar
 from nsqviz.nsq.commands import BY_VERB, BodyKind, ParamKind
+from nsqviz.nsq.framing import SIZE_PREFIX
 from nsqviz.nsq.grammar import GrammarError
 from nsqviz.nsq.lexer import split_line
 from nsqviz.stream.direction import Direction
 
 __all__ = ["cut_unit"]
 
-_SIZE = 4  # every size prefix of NSQ V2 (bodies, frames, MPUB's count and messages)
 _HEADER = grammar.Frame.subcons[:2]  # size, frame type
 _MESSAGE = grammar.Message.subcons[:-1]  # timestamp, attempts, id: before the body
 
@@ -66,14 +66,14 @@ def _command(data: bytes) -> tuple[str, dict[str, Any]] | None:
     for param, token in zip(spec.params, tokens[1:], strict=False):
         fields[param.field] = (int(token) if param.kind is ParamKind.DECIMAL and token.isdigit()
                                else _text(token))
-    start = nl + 1 + _SIZE
+    start = nl + 1 + SIZE_PREFIX
     if len(data) < start:
         return spec.verb, fields
     size = _int(data[nl + 1:start])
     body = data[start:start + size]
     fields["body_size"] = size
-    if spec.body is BodyKind.MESSAGES and len(body) >= _SIZE:
-        fields["messages"] = _int(body[:_SIZE])
+    if spec.body is BodyKind.MESSAGES and len(body) >= SIZE_PREFIX:
+        fields["messages"] = _int(body[:SIZE_PREFIX])
     fields["body"] = body.hex()
     return spec.verb, fields
 
@@ -90,7 +90,7 @@ def _frame(data: bytes) -> tuple[str, dict[str, Any]] | None:
         if isinstance(fields.get("id"), bytes):
             fields["id"] = _text(fields["id"])
         pos += sum(s.sizeof() for s in _MESSAGE)
-        fields["body_size"] = header["size"] - (pos - _SIZE)
+        fields["body_size"] = header["size"] - (pos - SIZE_PREFIX)
         fields["body"] = data[pos:].hex()
     else:
         fields["data"] = data[pos:].hex()

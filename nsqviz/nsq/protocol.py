@@ -19,11 +19,13 @@ from typing import Any
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
 from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
+from nsqviz.nsq.connection import _json_or_none
 from nsqviz.nsq.cut import cut_unit
-from nsqviz.nsq.framing import FrameFraming
+from nsqviz.nsq.framing import SIZE_PREFIX, FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
 from nsqviz.protocols import Detection, Item, Lost, Protocol
+from nsqviz.records import escaped
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
 
@@ -36,13 +38,34 @@ def _id_text(mid: bytes) -> str:
     return mid.decode("ascii", "backslashreplace")
 
 
+def _response(e: ev.Response) -> dict[str, Any]:
+    """A response's bytes and, when they are a JSON object (IDENTIFY's and AUTH's
+    answers), that object decoded under ``json``."""
+    out: dict[str, Any] = {"data": e.data.hex()}
+    if e.data[:1] == b"{":
+        doc = _json_or_none(e.data)
+        if doc is not None:
+            out["json"] = doc
+    return out
+
+
+def _identify(e: ev.Identify) -> dict[str, Any]:
+    """IDENTIFY's JSON decoded under ``data`` and, off the wire, its bytes under ``body``."""
+    out: dict[str, Any] = {"data": e.data}
+    if e.raw is not None:
+        raw = e.raw.data
+        out["body"] = raw[raw.index(b"\n") + 1 + SIZE_PREFIX:].hex()
+    return out
+
+
 _FIELD_MAKERS: dict[type, Callable[[Any], dict[str, Any]]] = {
+    ev.Identify: _identify,
     ev.Pub: lambda e: {"topic": e.topic, "body": e.body.hex()},
     ev.Message: lambda e: {"timestamp": e.timestamp, "attempts": e.attempts,
                            "id": _id_text(e.id), "body": e.body.hex()},
     ev.Fin: lambda e: {"id": _id_text(e.id)},
     ev.Rdy: lambda e: {"count": e.count},
-    ev.Response: lambda e: {"data": e.data.hex()},
+    ev.Response: _response,
     ev.Error: lambda e: {"data": e.data.hex(), "code": e.code, "text": e.text},
     ev.Mpub: lambda e: {"topic": e.topic, "bodies": [b.hex() for b in e.bodies]},
     ev.Req: lambda e: {"id": _id_text(e.id), "timeout": e.timeout},
@@ -164,10 +187,9 @@ def _offset(raw: Any) -> int | None:
 
 
 def _short(data_hex: str, limit: int = 24) -> str:
+    """The first ``limit`` bytes as quoted text, escaped where not printable."""
     raw = bytes.fromhex(data_hex)
-    text = raw[:limit].decode("ascii", "replace")
-    text = "".join(c if c.isprintable() else "." for c in text)
-    return repr(text + ("..." if len(raw) > limit else ""))
+    return f"'{escaped(raw[:limit])}{'...' if len(raw) > limit else ''}'"
 
 
 def _body(f: Mapping[str, Any]) -> str:
@@ -188,6 +210,7 @@ class NsqProtocol(Protocol):
     title = "NSQ"
     package = "nsqviz.nsq"
     server_ports = frozenset({4150})
+    bytes_fields = frozenset({"body", "bodies", "data", "secret", "pending"})
 
     def client_hello(self, data: bytes) -> bool:
         return data.startswith(grammar.MAGIC_V2)

@@ -10,6 +10,7 @@ two can be compared field by field (``tests/wireshark``, notebook 09).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -64,7 +65,7 @@ def _flatten(node: Any, out: dict[str, list[Any]], prefix: str) -> None:
             _flatten(value, out, prefix)
 
 
-def _endpoint(layers: dict, side: str) -> str:
+def _endpoint(layers: dict[str, Any], side: str) -> str:
     ip = layers.get("ip") or layers.get("ipv6") or {}
     addr = ip.get(f"ip.{side}") or ip.get(f"ipv6.{side}")
     if "ipv6" in layers:
@@ -124,6 +125,7 @@ def _command_fields(verb: str, pdu: TsharkPdu) -> dict[str, Any]:
     (name,) = [f for f in event.__dataclass_fields__ if f not in out and f != "raw"]
     if spec.body == "json":
         out[name] = json.loads(bytes.fromhex(_hex(pdu.first("nsq.body"))))
+        out["body"] = _hex(pdu.first("nsq.body"))
     elif spec.body == "messages":
         out[name] = [_hex(b) for b in pdu.fields.get("nsq.mpub.body", [])]
     else:
@@ -218,6 +220,10 @@ def as_record(pdu: TsharkPdu) -> dict[str, Any] | None:
             fields = {"data": data.encode().hex(), "code": code, "text": text or ""}
         else:
             fields = {"data": _hex(f("nsq.response"))}
+            data = bytes.fromhex(fields["data"])
+            if data[:1] == b"{":  # Wireshark's JSON dissector shows it decoded
+                with contextlib.suppress(ValueError):
+                    fields["json"] = json.loads(data)
             switch = f("nsq.switch")
             if switch in ("snappy", "deflate"):
                 level = f("nsq.switch.level")
@@ -229,7 +235,7 @@ def as_record(pdu: TsharkPdu) -> dict[str, Any] | None:
         fields["response_to"] = int(f("nsq.response_to"))
     server = pdu.dst if client == pdu.src else pdu.src
     direction = Direction.C2S if client == pdu.src else Direction.S2C
-    record = {"flow": f"{client}->{server}", "dir": direction,
+    record: dict[str, Any] = {"flow": f"{client}->{server}", "dir": direction,
               "kind": kind, "name": name, "fields": fields, "packets": list(pdu.packets)}
     if kind == "error" and f("nsq.command") is None and f("nsq.frame_type") is None \
             and f("nsq.magic") is None:
