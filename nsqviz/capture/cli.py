@@ -8,6 +8,12 @@ per-flow counts in place of the frames (like ``tshark -q -z conv,tcp``). Several
 are one capture set (rotated files) unless ``--each-file``; ``--idle-split`` is the
 silence that ends a connection. ``nsqviz pipeline`` takes the same two options, with the
 same defaults, and finds the same connections.
+
+Beyond the frames: each response and error names the packet of the command it answers
+(``[response to N]``, ``response_to``); a command the server refuses in its state or for
+its message id is marked (``[refused: ...]``, judged only on connections seen from their
+start); a unit the capture's snaplen cut shows what was captured of it (``[N of M bytes
+captured]``, ``cut``); each decoded connection's TCP ``FIN`` and ``RST`` are records of it.
 """
 
 from __future__ import annotations
