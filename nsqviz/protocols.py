@@ -64,6 +64,7 @@ class Item(NamedTuple):
       unit; ``fields`` may hold a ``"violation"`` (what the server refuses in it);
     * ``"error"``: bytes that could not be decoded as a unit (``name`` the server's
       error code, or ``"Undecodable"``); ``"truncated"``: the stream ended inside a unit;
+      ``"skipped"``: the rest of undecodable bytes whose start an ``"error"`` reported;
     * ``"tls"``: the connection switches to TLS here (nothing after it is readable);
     * ``"annotation"``: ``fields`` to add to the previous record of the same direction
       (a compression switch that takes effect right after a response, say).

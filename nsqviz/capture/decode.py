@@ -355,6 +355,11 @@ class CaptureDecoder:
                     counts["error"] = counts.get("error", 0) + 1
                     out.append(self._record(flow, direction, "error", item.name, fields, ts,
                                             packets, item.event, proto, offset, size))
+            elif kind == "skipped":  # the rest of bytes an error record already reported
+                counts["gap"] = counts.get("gap", 0) + 1
+                fields = {**item.fields, "offset": offset, "size": size, "continued": True}
+                out.append(self._record(flow, direction, "gap", item.name, fields, ts,
+                                        _packets(raw, number), item.event, proto, offset, size))
             elif kind == "truncated":
                 counts["error"] = counts.get("error", 0) + 1
                 fields = item.fields

@@ -52,7 +52,9 @@ class _Connection:
 
     def _reassembler(self, *, expect_magic: bool) -> Reassembler:
         rule = self._rule(expect_magic=expect_magic)
-        return Reassembler(rule, provenance=self.provenance, resync=self.passive)
+        # an observer reports refused bytes where they start, as the peer answers them
+        return Reassembler(rule, provenance=self.provenance, resync=self.passive,
+                           report_at_start=self.passive)
 
     def _advance(self, event: type[Event]) -> None:
         """Take the transition ``event`` leads to from the current state, if any."""
@@ -225,6 +227,13 @@ def _garbage_raw(garbage: Garbage) -> RawFrame:
     """Undecodable bytes as a frame of their own, so that a violation says which bytes
     (and, with provenance, which packets) it is about."""
     return RawFrame(garbage.data, garbage.offset, garbage.sources)
+
+
+def _continued(garbage: Garbage) -> Violation:
+    """The rest of undecodable bytes whose start was reported (with the peer's answer):
+    shown, skipped to the next frame, answered by nobody."""
+    return Violation("", garbage.reason, False, garbage.offset, _garbage_raw(garbage),
+                     continued=True)
 
 
 def _json_or_none(data: bytes) -> dict[str, Any] | None:

@@ -304,6 +304,9 @@ class Violation(Observation):
     field: str | None = _field(default=None, compare=False)
     reason: str = _field(default="", compare=False)
     field_offset: int | None = _field(default=None, compare=False)
+    continued: bool = _field(default=False, compare=False)
+    """The rest of undecodable bytes an earlier violation reported the start of: skipped
+    until the next frame, no answer of its own."""
 
     @property
     def error(self) -> bytes | None:

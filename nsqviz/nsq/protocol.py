@@ -169,6 +169,9 @@ def _items(events: list[ev.Event]) -> list[Item]:
 def _violation(e: ev.Violation) -> Item:
     """A command nsqd refuses is that command with its violation attached; bytes that
     do not decode as a command are an error of their own."""
+    if e.continued:
+        return Item("skipped", "Skipped", {"offset": e.offset, "reason": e.text}, e, e.offset,
+                    e.raw)
     problem = {"code": e.code, "text": e.text, "fatal": e.fatal}
     cmd = e.command
     if cmd is not None:

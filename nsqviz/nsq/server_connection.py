@@ -8,7 +8,7 @@ from typing import Any
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
 from nsqviz.nsq.commands import BY_EVENT, BY_VERB, name_of
-from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _garbage_raw
+from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _continued, _garbage_raw
 from nsqviz.nsq.errors import ErrorCode, LocalProtocolError, not_in_flight
 from nsqviz.nsq.framing import (
     DEFAULT_MAX_BODY_SIZE,
@@ -186,6 +186,9 @@ class ServerConnection(_Connection):
     # -- receiving -----------------------------------------------------------------
 
     def _on_garbage(self, garbage: Garbage, out: list[ev.Event]) -> None:
+        if garbage.continued:
+            out.append(_continued(garbage))
+            return
         # nsqd answers a wrong magic with the bare code E_BAD_PROTOCOL.
         text = "" if garbage.code == ErrorCode.BAD_PROTOCOL else garbage.reason
         out.append(ev.Violation(garbage.code, text, True, garbage.offset, _garbage_raw(garbage),

@@ -83,3 +83,32 @@ def test_fin_and_rst_are_records_of_their_connection(capsys):
     for r in tcp:
         assert r["fields"]["side"] == ("client" if r["dir"] == "c2s" else "server")
     assert "tcp     RST" in _decode(capsys, "--port", "35785", str(DATA / "nsqd" / "errors.pcap"))
+
+
+def test_a_refused_command_is_a_record_where_it_starts_before_the_answer(tmp_path, capsys):
+    """A PUB too big for nsqd: nsqd answers E_BAD_MESSAGE after reading its size, while the
+    client is still sending the body. The error record is stamped where the PUB starts,
+    printed before nsqd's answer (which names it); the body's bytes after it are skipped
+    to the next frame, said so once they end."""
+    path = tmp_path / "too-big.pcap"
+    error = b"E_BAD_MESSAGE PUB message too big 2000000 > 1048576"
+    with PcapWriter(path) as w:
+        conv = TcpConversation(w, ("10.9.0.1", 40900), ("10.9.0.2", 4150), mss=1000)
+        conv.open(1.0)
+        conv.send("c2s", b"  V2", 1.01)
+        conv.send("c2s", b"PUB t\n" + (2_000_000).to_bytes(4, "big") + b"a" * 1500, 1.02)
+        conv.send("s2c", (len(error) + 4).to_bytes(4, "big") + (1).to_bytes(4, "big") + error,
+                  1.03)
+        conv.send("c2s", b"b" * 800, 1.04)
+        conv.close(1.05)
+    rows = _json(capsys, str(path))
+    names = [r["name"] for r in rows]
+    assert names.index("E_BAD_MESSAGE") < names.index("FrameTypeError")
+    refused = rows[names.index("E_BAD_MESSAGE")]
+    answer = rows[names.index("FrameTypeError")]
+    assert refused["packets"][0] < answer["packets"][0]
+    assert answer["fields"]["response_to"] == refused["packets"][-1]
+    (rest,) = [r for r in rows if r["name"] == "Skipped"]
+    assert rest["fields"]["continued"] is True
+    offset = refused["fields"]["offset"]
+    assert rest["fields"]["offset"] + rest["fields"]["size"] == offset + 10 + 1500 + 800

@@ -23,9 +23,10 @@ The differences allowed, and checked to be only these:
   every packet nsqviz names as cut short.
 * **violations**: the code, nsqd's text and fatality are compared; nsqviz's stream
   ``offset`` and ``data`` hex are not (Wireshark shows the bytes themselves). Bytes the
-  framing rule cannot cut into a PDU are reported by Wireshark in the packet where they
-  start, by nsqviz when it finds the next boundary (with every packet they spanned):
-  their first packet is compared, and records are compared in order of first packet.
+  framing rule cannot cut into a PDU are reported by both where they start (nsqviz
+  with the packets they spanned so far); the rest, up to the next boundary, is
+  Wireshark's "undecodable (continued)" and nsqviz's ``continued`` ``Skipped`` record,
+  not compared: the first packet is, and records are compared in order of first packet.
 * TCP ``FIN``/``RST`` records are nsqviz's (Wireshark's TCP layer shows the flags).
 * ``ts`` is not compared (tshark's JSON has it per packet, not per PDU).
 * ``refused`` (nsqviz's observer judging a well-formed command against nsqd's state
@@ -139,8 +140,8 @@ def assert_tshark_agrees(path: Path, lua_dir: Path) -> list[dict]:
             for packet in r["packets"]:
                 assert marks.get((r["flow"], r["dir"], packet)) == switch[1], (r, switch)
             continue
-        if r["kind"] == "gap" and r["name"] in ("Gap", "Resync"):
-            continue
+        if r["kind"] == "gap" and (r["name"] in ("Gap", "Resync") or r["fields"].get("continued")):
+            continue  # Wireshark marks continued undecodable bytes nsq.skipped, not a PDU
         if "cut" in r["fields"] and len(r["packets"]) > 1:
             unseen.add((r["flow"], r["packets"][-1]))
             continue  # Wireshark's TCP cannot reassemble segments the snaplen cut
@@ -163,9 +164,8 @@ def assert_tshark_agrees(path: Path, lua_dir: Path) -> list[dict]:
     for r in expected:
         if r["kind"] == "error":
             r["fields"] = {k: r["fields"][k] for k in ("code", "text", "fatal")}
-    # Bytes that cannot be cut into a PDU: Wireshark shows the violation in the packet
-    # where they start (and the rest as continued undecodable bytes); nsqviz reports
-    # them once the framing rule finds the next boundary, naming every packet.
+    # Bytes that cannot be cut into a PDU: both show the violation where they start,
+    # Wireshark in that packet, nsqviz naming the packets they spanned so far.
     for r in got:
         if r.pop("unframed", False):
             match = next(e for e in expected if e["kind"] == "error" and e["flow"] == r["flow"]
