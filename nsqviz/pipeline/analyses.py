@@ -97,7 +97,9 @@ def _per_connection(frames: DataFrame) -> DataFrame:
 def deliveries(frames: DataFrame) -> DataFrame:
     """One row per delivery: message id, channel, connection, attempt, and how it ended."""
     info = _per_connection(frames).select("conn_id", "topic", "channel", "msg_timeout_ms")
-    ev = frames.where(F.col("name").isin("FrameTypeMessage", "FIN", "REQ", "TOUCH")).drop(
+    # a message frame the capture cut short of its id (snaplen) cannot be followed
+    ev = frames.where(F.col("name").isin("FrameTypeMessage", "FIN", "REQ", "TOUCH")
+                      & F.col("msg_id").isNotNull()).drop(
         "topic", "channel").join(info, "conn_id", "left")
     msg = (
         ev.where(F.col("name") == "FrameTypeMessage")
