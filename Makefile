@@ -1,11 +1,14 @@
 # The two commands of the README are `make lab` and `make test`; everything else is a helper.
-.PHONY: lab test bench fuzz lint venv sysdeps clean
+.PHONY: lab test docs bench fuzz lint venv sysdeps clean
 
 lab: venv
 	scripts/lab.sh
 
 test: venv
 	scripts/test.sh
+
+docs: venv
+	scripts/docs.sh
 
 bench: venv
 	.venv/bin/python -m benchmarks

@@ -37,7 +37,7 @@ import tempfile
 import time
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import ClientConnection
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.peers import NsqdProcess, PeerNotFound, RealNsqd, require
 
 TOPIC = "sub_bench"  # the tools' default topic and channel

@@ -1,6 +1,6 @@
 """Decode throughput of the codec for a consumer's stream of message frames.
 
-A subscribed :class:`~nsqviz.nsq.codec.ClientConnection` receives a stream of
+A subscribed :class:`~nsqviz.nsq.client_connection.ClientConnection` receives a stream of
 FrameTypeMessage frames with 200-byte bodies, fed in 64 KiB chunks (what one ``recv``
 returns on a busy socket), and turns it into :class:`~nsqviz.nsq.events.Message`
 events. The same chunks are decoded in the same run by
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
 from nsqviz.nsq import grammar as g
-from nsqviz.nsq.codec import ClientConnection
+from nsqviz.nsq.client_connection import ClientConnection
 
 CHUNK = 64 * 1024
 BODY = 200

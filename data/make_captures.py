@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from nsqviz.broker.embedded import EmbeddedBroker
-from nsqviz.nsq.codec import ClientConnection
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import Fin, Identify, Magic, Pub, Rdy, Req, Sub
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,21 +10,28 @@ import argparse
 import importlib
 import sys
 
-_PARTS = (
-    "nsqviz.broker.cli",  # nsqviz broker
-    "nsqviz.capture.cli",  # nsqviz decode
-    "nsqviz.conformance.cli",  # nsqviz conformance
-    "nsqviz.lookupd.cli",  # nsqviz lookupd
-    "nsqviz.pipeline.cli",  # nsqviz pipeline
-    "nsqviz.tubemq.sim.cli",  # nsqviz tubemq-sim
-    "nsqviz.wireshark.cli",  # nsqviz wireshark
-)
+from nsqviz.capture.files import CaptureFormatError
+
+_PARTS = {
+    "broker": "nsqviz.broker.cli",
+    "decode": "nsqviz.capture.cli",
+    "conformance": "nsqviz.conformance.cli",
+    "fields": "nsqviz.filters.cli",
+    "lookupd": "nsqviz.discovery.cli",
+    "pipeline": "nsqviz.pipeline.cli",
+    "tubemq-sim": "nsqviz.tubemq_sim.cli",
+    "wireshark": "nsqviz.wireshark.cli",
+}
+"""Sub-command -> the module that registers it."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every sub-command, or of ``command`` alone: a run of one sub-command
+    imports only its own part (``nsqviz decode`` does not load the broker and asyncio,
+    a quarter of a second of a short decode)."""
     parser = argparse.ArgumentParser(prog="nsqviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in _PARTS:
+    for name in [_PARTS[command]] if command in _PARTS else _PARTS.values():
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -36,8 +43,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.run(args) or 0)
+    """Run one sub-command. An input it cannot read (not a capture, a directory, a file
+    it may not open) is one line on stderr and exit status 2, whichever sub-command met
+    it, never a traceback."""
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except CaptureFormatError as exc:
+        return _fail(args.command, str(exc))
+    except BrokenPipeError:  # `nsqviz ... | head`
+        sys.stderr.close()
+        return 0
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        return _fail(args.command, f"{exc.filename}: {exc.strerror or exc}")
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"nsqviz {command}: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -51,6 +51,11 @@ class BackgroundServer(Generic[S]):
     thread_name = "nsqviz-server"
     stop_timeout = 60.0
 
+    def _running(self) -> S:
+        """The server, which runs (an error before :meth:`start`)."""
+        assert self.server is not None, "not started"
+        return self.server
+
     def __init__(self) -> None:
         self.server: S | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -118,10 +123,6 @@ class ListeningServer(BackgroundServer[L]):
 
     def default_options(self) -> Any:
         raise NotImplementedError
-
-    def _running(self) -> L:
-        assert self.server is not None, "not started"
-        return self.server
 
     @property
     def tcp_address(self) -> str:

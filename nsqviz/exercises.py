@@ -17,6 +17,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nsqviz.nsq import grammar_frames, identify_fields
+
+if TYPE_CHECKING:
+    from nsqviz.capture.replay import Replay
 
 __all__ = ["EXERCISES", "Question", "markdown", "write"]
 
@@ -60,9 +66,8 @@ def _id_offset() -> int:
 
 
 def _frame_type(name: str) -> int:
-    from nsqviz.nsq import grammar
 
-    return grammar.FRAME_TYPES[name]
+    return grammar_frames.FRAME_TYPES[name]
 
 
 def _name_limit() -> int:
@@ -109,9 +114,8 @@ def _segments(coalesce: bool, mss: int = 48, sizes: tuple[int, ...] = (10, 10, 1
 
 
 def _identify(field: str, what: str) -> object:
-    from nsqviz.nsq import grammar
 
-    return getattr(grammar.IDENTIFY_FIELDS[field], what)
+    return getattr(identify_fields.IDENTIFY_FIELDS[field], what)
 
 
 def _both_compressions() -> str:
@@ -121,7 +125,7 @@ def _both_compressions() -> str:
     return f"{code.value}, {'fatal' if code.fatal else 'non-fatal'}"
 
 
-def _replay(name: str):
+def _replay(name: str) -> Replay:
     from nsqviz.capture.replay import Replay
 
     return Replay.load(DATA / name)
@@ -167,11 +171,13 @@ def _share(max_in_flight: int, connections: int) -> int:
     from types import SimpleNamespace
 
     from nsqviz.client.consumer import Consumer
-    from nsqviz.nsq.codec import DEFAULT_MAX_RDY_COUNT
+    from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT
 
     me = SimpleNamespace(conns=dict.fromkeys(range(connections)),
                          config=SimpleNamespace(max_in_flight=max_in_flight))
-    return Consumer._share(me, SimpleNamespace(max_rdy_count=DEFAULT_MAX_RDY_COUNT))
+    conn: Any = SimpleNamespace(max_rdy_count=DEFAULT_MAX_RDY_COUNT)
+    consumer: Any = me  # the two attributes the rule reads
+    return Consumer._share(consumer, conn)
 
 
 def _starved(in_flight: int, rdy: int) -> bool:
@@ -180,7 +186,8 @@ def _starved(in_flight: int, rdy: int) -> bool:
     from nsqviz.client.consumer import Consumer
 
     conn = SimpleNamespace(in_flight=in_flight, rdy=rdy)
-    return Consumer.is_starved(SimpleNamespace(conns={"c": conn}))
+    consumer: Any = SimpleNamespace(conns={"c": conn})  # the one attribute the rule reads
+    return Consumer.is_starved(consumer)
 
 
 def _config_default(name: str) -> object:
@@ -191,10 +198,11 @@ def _config_default(name: str) -> object:
     return next(f.default for f in dataclasses.fields(Config) if f.name == name)
 
 
-def _abbrev(name: str, kind: str) -> str:
-    from nsqviz.wireshark.nsq_lua import PARAM_ABBREV
+def _abbrev(verb: str, name: str) -> str:
+    from nsqviz.nsq.commands import COMMANDS
+    from nsqviz.nsq.fields import param_abbrev
 
-    return PARAM_ABBREV(name, kind)
+    return param_abbrev(next(p for p in COMMANDS[verb].params if p.field == name))
 
 
 def _prefs() -> dict[str, str]:
@@ -203,7 +211,7 @@ def _prefs() -> dict[str, str]:
     return preferences(DATA / "no-such-folder")
 
 
-def _tube(attr: str) -> object:
+def _tube(attr: str) -> Any:
     from nsqviz.tubemq import grammar
 
     return getattr(grammar, attr)
@@ -343,10 +351,10 @@ EXERCISES: dict[str, list[Question]] = {
     "09-wireshark": [
         Question("Which display filter field holds a SUB's or PUB's topic?", "nsq.topic",
                  "every parameter is a filter field under `nsq.`.",
-                 lambda: _abbrev("topic", "name")),
+                 lambda: _abbrev("SUB", "topic")),
         Question("Which field finds a message and its FIN, REQ and TOUCH alike?",
                  "nsq.msg.id", "message ids live under `nsq.msg`, in frames and commands.",
-                 lambda: _abbrev("id", "message_id")),
+                 lambda: _abbrev("FIN", "id")),
         Question("Which Wireshark preference must be on for a frame split over segments to "
                  "be dissected whole?", "tcp.desegment_tcp_streams",
                  "TCP reassembly: the dissector asks TCP for the rest of the frame.",
@@ -387,7 +395,7 @@ def markdown(questions: list[Question]) -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
-def _cell(text: str, name: str) -> dict:
+def _cell(text: str, name: str) -> dict[str, Any]:
     lines = text.split("\n")
     return {"cell_type": "markdown", "id": f"exercises-{name[:2]}", "metadata": {},
             "source": [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])}

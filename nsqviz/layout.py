@@ -36,7 +36,7 @@ import io
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from construct import (
     Array,
@@ -173,7 +173,7 @@ def format_path(path: tuple[PathPart, ...]) -> str:
 class _Trace:
     """One ``_parsereport`` call: which construct read which bytes and what it returned."""
 
-    con: Construct
+    con: Construct[Any, Any]
     start: int
     end: int = -1
     value: Any = None
@@ -186,7 +186,8 @@ _hook_lock = threading.Lock()
 _local = threading.local()
 
 
-def _tracing_parsereport(self, stream, context, path):
+def _tracing_parsereport(self: Construct[Any, Any], stream: IO[bytes], context: Any,
+                         path: Any) -> Any:
     stack: list[_Trace] | None = getattr(_local, "stack", None)
     if stack is None:
         return _original_parsereport(self, stream, context, path)
@@ -206,14 +207,14 @@ def _tracing_parsereport(self, stream, context, path):
     return node.value
 
 
-def _tell(stream, default: int) -> int:
+def _tell(stream: IO[bytes], default: int) -> int:
     try:
         return stream.tell()
     except (OSError, ValueError):
         return default
 
 
-def annotate(con: Construct, data: bytes, **contextkw: Any) -> Layout:
+def annotate(con: Construct[Any, Any], data: bytes, **contextkw: Any) -> Layout:
     """Parse ``data`` with ``con`` and attribute every byte to a named field.
 
     Never raises for bad input: a parse error is returned in ``Layout.error`` with the
@@ -226,7 +227,7 @@ def annotate(con: Construct, data: bytes, **contextkw: Any) -> Layout:
     error: Exception | None = None
     error_offset: int | None = None
     with _hook_lock:
-        Construct._parsereport = _tracing_parsereport
+        setattr(Construct, "_parsereport", _tracing_parsereport)  # noqa: B010 - a hook
         _local.stack = [top]
         try:
             con.parse_stream(stream, **contextkw)
@@ -237,7 +238,7 @@ def annotate(con: Construct, data: bytes, **contextkw: Any) -> Layout:
                 error_offset = _deepest_end(top)
         finally:
             _local.stack = None
-            Construct._parsereport = _original_parsereport
+            setattr(Construct, "_parsereport", _original_parsereport)  # noqa: B010
     if not top.children:  # parse_stream always reports the root; be defensive anyway
         raise RuntimeError("construct did not report its root parse")
     trace = top.children[0]
@@ -361,7 +362,7 @@ def _named_children(node: _Trace) -> list[tuple[PathPart, _Trace]]:
     return [(f"_{i}", kid) for i, kid in enumerate(kids)]
 
 
-def _unnamed(sc: Construct, i: int, seen: dict[str, int]) -> str:
+def _unnamed(sc: Construct[Any, Any], i: int, seen: dict[str, int]) -> str:
     """The name of an unnamed subcon: its grammar's ``layout_name`` (``separator``;
     ``separator2`` for the second in one struct), else its position (``_1``)."""
     word = getattr(sc, "layout_name", None)
@@ -376,7 +377,7 @@ _FORMATS = {"b": "int8", "B": "uint8", "h": "int16", "H": "uint16", "i": "int32"
             "f": "float32", "d": "float64"}
 
 
-def _kind(chain: list[Construct], width: int) -> str:
+def _kind(chain: list[Construct[Any, Any]], width: int) -> str:
     """A short type label for a field, from the wrappers it was folded through."""
     if any(isinstance(c, Const) for c in chain):
         return "const"

@@ -1,12 +1,66 @@
-"""The listen backlog of every server here: the system's maximum, as Go's ``net.Listen``
-gives nsqd and nsqlookupd (``/proc/sys/net/core/somaxconn``). asyncio's default of 100
-made a burst of 500 connects wait about a second for SYN retransmits."""
+"""How every server here listens: the one bind-address rule, the listen backlog, and
+closing as a Go server closes with input it has not read.
+
+**Bind address.** Every server the project starts -- ``nsqviz broker``, ``nsqviz
+lookupd``, ``nsqviz tubemq-sim``, the embedded servers and the helper services the
+notebooks and tests start -- listens on loopback (:data:`LOOPBACK`) unless told
+otherwise. Its users run it on a laptop or on Binder, and the HTTP admin endpoints
+(create, delete, pause and empty topics and channels) have no authentication, as in
+nsqd and nsqlookupd. So binding every interface is an explicit choice:
+``0.0.0.0:PORT`` (IPv4), ``[::]:PORT`` (IPv6) or, as Go reads it, an empty host
+``:PORT``. (nsqlookupd itself defaults to ``0.0.0.0``; nsqd to ``0.0.0.0`` too.)
+
+**Closing with unread input.** nsqd and nsqlookupd read the 4-byte magic alone; when
+they close after a bad one, bytes the client sent after it are still in the kernel, which
+then answers the close with an RST, not a FIN. Our servers have read those bytes, so
+:func:`close_unread` tells the kernel to do the same (``SO_LINGER`` 0, once the error
+has been written).
+
+**Backlog.** The system's maximum, as Go's ``net.Listen`` gives nsqd and nsqlookupd
+(``/proc/sys/net/core/somaxconn``). asyncio's default of 100 made a burst of 500
+connects wait about a second for SYN retransmits.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import struct
 
-__all__ = ["listen_backlog"]
+__all__ = ["LOOPBACK", "bind_help", "close_unread", "listen_backlog", "split_address"]
+
+LOOPBACK = "127.0.0.1"
+"""Where every server listens by default."""
+
+ADMIN = ("the HTTP admin endpoints (creating, deleting, pausing and emptying topics and "
+         "channels) have no authentication")
+
+
+def bind_help(everywhere: str = "--tcp-address/--http-address 0.0.0.0:PORT (every IPv4 "
+                                 "interface) or [::]:PORT",
+              unguarded: str = ADMIN) -> str:
+    """The rule as a server command's ``--help`` says it: how to bind every interface
+    with that command's options, and what is then open to anyone."""
+    return (f"It listens on loopback ({LOOPBACK}) only, by default. To accept connections "
+            f"from other machines give {everywhere}; {unguarded}, so do that only on a "
+            "network you trust.")
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too) as a host and a port to bind; an empty host is
+    every interface, as Go's ``net.Listen`` reads ``:4150``."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def close_unread(transport: asyncio.Transport) -> None:
+    """Close as a server that had not read all its input: an RST after what was
+    written (unless some of that still waits in our buffer: then a plain close, so that
+    it is not lost)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and not transport.get_write_buffer_size():
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.close()
 
 
 def listen_backlog() -> int:

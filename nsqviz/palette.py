@@ -4,12 +4,13 @@ A learner follows ``FIN`` from the sequence diagram to the replay lanes to a plo
 ``size`` from one hex view to the next, by its colour; so no view picks colours of its
 own. Two maps, both fixed by the protocol tables, not by what a view happens to show:
 
-* :func:`name_colour` -- a command, frame or RPC method: NSQ's command verbs and the
-  magic (:data:`nsqviz.nsq.commands.COMMAND_NAMES`), its frame types
-  (:data:`~nsqviz.nsq.commands.FRAME_NAMES`) and TubeMQ's RPC methods
-  (:data:`nsqviz.tubemq.tables.METHODS`; a request or response message, such as
-  ``RegisterRequestC2M``, takes its method's colour). Every name of those tables has
-  its own colour (:func:`names` is total and injective, a test checks it).
+* :func:`name_colour` -- a command, frame or RPC method: the names every registered
+  protocol gives its records (:meth:`nsqviz.protocols.Protocol.names`: NSQ's verbs,
+  the magic and frame types, TubeMQ's RPC methods, the lookup protocol's verbs and
+  answers), and their other spellings (:meth:`~nsqviz.protocols.Protocol.aliases`: a
+  request message such as ``RegisterRequestC2M`` takes its method's colour). Every
+  name has its own colour (:func:`names` is total and injective, a test checks it);
+  a protocol registered later gets colours for its names without an edit here.
 * :func:`field_colour` -- a field of a hex view or field tree, by the field's name (the
   last name of its path: ``command.body.size`` and ``size`` of a frame are one ``size``
   colour). The names the NSQ grammar gives its fields each have their own colour; any
@@ -36,13 +37,14 @@ UNPARSED = "#fecaca"
 OTHER = "#e5e7eb"
 """A name outside the tables (a gap, a TLS record)."""
 
-_NSQ_FILLS = (
+_HAND_FILLS = (
     "#8ecae6", "#ffb703", "#90be6d", "#f4a6c1", "#b8a1e3", "#f9c74f", "#7fd1b9",
     "#f8961e", "#a3c4f3", "#e9c46a", "#c1d37f", "#9bf6ff", "#d4a373",
     "#b5e48c", "#ffadad", "#cdb4db", "#ff99c8", "#a0c4ff",
 )
-"""Hand-picked pastels, far apart, for NSQ's few names: the magic and the 12 commands,
-then the frame types (response green, error red, message lilac)."""
+"""Hand-picked pastels, far apart, for the first registered protocol's names (NSQ's: the
+magic and the 12 commands, then the frame types -- response green, error red, message
+lilac); names beyond them take generated fills."""
 
 
 def _hex(r: float, g: float, b: float) -> str:
@@ -63,40 +65,34 @@ def _generated(n: int, *, offset: float) -> list[str]:
     return out
 
 
-def _nsq_names() -> list[str]:
-    from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
-
-    return [*COMMAND_NAMES.values(), *FRAME_NAMES.values()]
-
-
-def _tubemq_names() -> list[str]:
-    from nsqviz.tubemq.tables import METHODS
-
-    return [m.name for m in METHODS.values()]
-
-
 @cache
 def _names() -> dict[str, str]:
-    nsq = _nsq_names()
-    if len(nsq) > len(_NSQ_FILLS):
-        raise AssertionError("more NSQ names than hand-picked colours")  # pragma: no cover
-    out = dict(zip(nsq, _NSQ_FILLS, strict=False))
-    tube = _tubemq_names()
-    out.update(zip(tube, _generated(len(tube), offset=0.05), strict=True))
+    """Every registered protocol's names (:meth:`~nsqviz.protocols.Protocol.names`), in
+    registration order: the first protocol's take the hand-picked fills while they last,
+    every other name the next generated one (a name two protocols share keeps the fill
+    it got first)."""
+    from nsqviz import protocols
+
+    out: dict[str, str] = {}
+    fresh = [n for proto in protocols.registered() for n in proto.names()]
+    first = protocols.registered()[0].names()
+    for name, fill in zip(first, _HAND_FILLS, strict=False):
+        out.setdefault(name, fill)
+    rest = [n for n in dict.fromkeys(fresh) if n not in out]
+    out.update(zip(rest, _generated(len(rest), offset=0.05), strict=True))
     return out
 
 
 @cache
 def _aliases() -> dict[str, str]:
-    """Other spellings of a table name: TubeMQ's message names, the magic in lower case."""
-    from nsqviz.nsq.commands import MAGIC_NAME
-    from nsqviz.tubemq.tables import METHODS
+    """Other spellings of a name (TubeMQ's message names, the magic in lower case), as
+    each protocol gives them (:meth:`~nsqviz.protocols.Protocol.aliases`)."""
+    from nsqviz import protocols
 
-    out = {MAGIC_NAME: MAGIC_NAME.upper()}
-    for m in METHODS.values():
-        for message in (m.request, m.response):
-            if message is not None:
-                out.setdefault(message, m.name)
+    out: dict[str, str] = {}
+    for proto in protocols.registered():
+        for alias, name in proto.aliases().items():
+            out.setdefault(alias, name)
     return out
 
 
@@ -132,7 +128,7 @@ def ink(fill: str) -> str:
 
 # ---------------------------------------------------------------------------- fields
 
-_FIELD_FILLS = (*_NSQ_FILLS, *_generated(18, offset=0.6))
+_FIELD_FILLS = (*_HAND_FILLS, *_generated(18, offset=0.6))
 
 
 def _walk_names(con: Any, out: dict[str, None], seen: set[int]) -> None:

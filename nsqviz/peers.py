@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from nsqviz.broker.options import DURATION_FLAGS
 
@@ -62,7 +63,7 @@ def _executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
-def find(name: str, explicit: str | os.PathLike | None = None) -> Path | None:
+def find(name: str, explicit: str | os.PathLike[str] | None = None) -> Path | None:
     """The path of the real program ``name``, or None (see the module doc for the order).
 
     A path given explicitly or through the environment that is not an executable is an
@@ -84,7 +85,7 @@ def find(name: str, explicit: str | os.PathLike | None = None) -> Path | None:
     return shared if _executable(shared) else None
 
 
-def require(name: str, explicit: str | os.PathLike | None = None) -> Path:
+def require(name: str, explicit: str | os.PathLike[str] | None = None) -> Path:
     """Like :func:`find`, but a missing program raises :class:`PeerNotFound` saying why."""
     path = find(name, explicit)
     if path is None:
@@ -111,20 +112,20 @@ class NsqdProcess:
     stderr) is kept in :attr:`log`.
     """
 
-    def __init__(self, command: list[str], *, data_path: str | None = None, **flags):
+    def __init__(self, command: list[str], *, data_path: str | None = None, **flags: Any):
         self.command = command
         self.flags = flags
         self.data_path = data_path
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[str] | None = None
         self.log: list[str] = []
         self.tcp_address = ""
         self.http_address = ""
         self.https_address = ""
-        self._tmp: tempfile.TemporaryDirectory | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._reader: threading.Thread | None = None
 
     @classmethod
-    def nsqviz(cls, *, data_path: str | None = None, **flags) -> NsqdProcess:
+    def nsqviz(cls, *, data_path: str | None = None, **flags: Any) -> NsqdProcess:
         """``nsqviz broker`` with nsqd's flags, run by this Python."""
         return cls([sys.executable, "-m", "nsqviz.cli", "broker"], data_path=data_path, **flags)
 
@@ -173,8 +174,11 @@ class NsqdProcess:
         ready = threading.Event()
         wanted = {"TCP", "HTTP"}
 
+        process = self.process
+
         def read() -> None:
-            for line in self.process.stdout:
+            assert process.stdout is not None  # stdout=PIPE
+            for line in process.stdout:
                 self.log.append(line.rstrip("\n"))
                 match = _LISTENING.search(line)
                 if match:
@@ -224,7 +228,7 @@ class NsqdProcess:
     def __enter__(self) -> NsqdProcess:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
@@ -232,7 +236,7 @@ class RealNsqd(NsqdProcess):
     """The real nsqd (found by :func:`require`) as an :class:`NsqdProcess`; its HTTPS
     listener, when TLS is configured, also goes to a free loopback port."""
 
-    def __init__(self, binary: str | os.PathLike | None = None, *, data_path: str | None = None,
-                 **flags):
+    def __init__(self, binary: str | os.PathLike[str] | None = None, *,
+                 data_path: str | None = None, **flags: Any):
         flags = {"https_address": "127.0.0.1:0", **flags}
         super().__init__([str(require("nsqd", binary))], data_path=data_path, **flags)

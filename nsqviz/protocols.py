@@ -1,7 +1,9 @@
 """What nsqviz needs from a protocol, and the registry of the protocols it knows.
 
-The capture decoder, the replay, the Spark pipeline, ``nsqviz decode`` and the records
-module never name a protocol: they ask this module. A protocol is one
+The capture decoder, the replay, the Spark pipeline's frames table, ``nsqviz decode``,
+the records module and the palette never name a protocol: they ask this module. (The
+Spark *analyses* -- NSQ's message lifecycle, TubeMQ's RPC pairs -- and the Wireshark
+dissectors are written per protocol.) A protocol is one
 :class:`Protocol` instance that says
 
 * how to **detect** it on a TCP connection: the bytes only its client sends first
@@ -12,46 +14,68 @@ module never name a protocol: they ask this module. A protocol is one
   protocol's own events into protocol-free :class:`Item` s (a command, a frame, an
   error, the TLS switch ...) and says what a gap in the capture costs it;
 * how its events read as **records**: fields as JSON-ready data, the one-line summary
-  ``nsqviz decode`` prints, a label for diagrams, the grammar a hex view colours the
-  bytes with, and the typed columns its Spark analyses aggregate on.
+  ``nsqviz decode`` prints, a label for diagrams, the names its records take (each
+  gets a colour of its own), the grammar a hex view colours the bytes with, and the
+  typed columns its Spark analyses aggregate on;
+* its **display-filter fields** (:attr:`Protocol.filter_fields`, declared in
+  ``nsqviz/<name>/fields.py``) and each record's values for them
+  (:meth:`Protocol.filter_values`): ``nsqviz decode -Y`` evaluates filters over them,
+  the Wireshark generator declares them, :func:`filter_fields` lists them all.
 
 How a protocol plugs in:
 
 1. write ``nsqviz/<name>/protocol.py`` with a subclass of :class:`Protocol` and one
    instance of it (NSQ's is :mod:`nsqviz.nsq.protocol`);
-2. add ``"nsqviz.<name>.protocol:INSTANCE"`` to :data:`BUILTIN` (or call
+2. declare its display-filter fields, named ``<name>.*``, in ``nsqviz/<name>/fields.py``
+   (:class:`nsqviz.fields.Field` s read off its tables, and a record's values for them)
+   and set :attr:`Protocol.filter_fields`, :meth:`Protocol.filter_values` and
+   :meth:`Protocol.record_names` from them;
+3. add ``"nsqviz.<name>.protocol:INSTANCE"`` to :data:`BUILTIN` (or call
    :func:`register` with the instance, for a protocol that lives outside nsqviz).
 
-Nothing else is copied or edited: a capture's flows are offered to every registered
-protocol (:func:`detect`), records find their protocol from the event's class
-(:func:`of_event`), and the pipeline's frames table gets the typed columns of every
-protocol (:func:`typed_columns`).
+For decoding, records, colours and the frames table nothing else is edited: a capture's
+flows are offered to every registered protocol (:func:`detect`), records find their
+protocol from the event's class (:func:`of_event`), the palette colours every
+protocol's :meth:`Protocol.names`, and the pipeline's frames table gets the typed
+columns of every protocol (:func:`typed_columns`). A Wireshark dissector
+(:mod:`nsqviz.wireshark`) or a protocol-specific Spark analysis is written for it.
 """
 
 from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 from typing import Protocol as TypingProtocol
+
+from nsqviz import sansio
+from nsqviz.fields import CAPTURE_FIELDS, Field, by_abbrev
+from nsqviz.stream.direction import Direction
 
 __all__ = [
     "BUILTIN",
     "ConnectionObserver",
+    "ObservedConnection",
     "Detection",
     "Item",
     "Lost",
     "Protocol",
+    "RecordView",
     "by_name",
     "detect",
+    "filter_fields",
     "of_event",
     "register",
     "registered",
     "typed_columns",
 ]
 
-BUILTIN = ("nsqviz.nsq.protocol:NSQ", "nsqviz.tubemq.protocol:TUBEMQ")
+BUILTIN = (
+    "nsqviz.nsq.protocol:NSQ",
+    "nsqviz.tubemq.protocol:TUBEMQ",
+    "nsqviz.lookupd.protocol:LOOKUPD",
+)
 """The protocols nsqviz ships, in detection order (``module:attribute``)."""
 
 
@@ -132,6 +156,57 @@ class ConnectionObserver(TypingProtocol):
         ...
 
 
+class ObservedConnection:
+    """A protocol's sans-IO :class:`nsqviz.sansio.Observer` behind
+    :class:`ConnectionObserver`: each direction's events become items through ``items``.
+    A protocol whose gaps cost more than the frame in progress overrides :meth:`gap`."""
+
+    __slots__ = ("codec", "items")
+
+    def __init__(self, codec: sansio.Observer,
+                 items: Callable[[list[Any]], list[Item]]) -> None:
+        self.codec = codec
+        self.items = items
+
+    @property
+    def encrypted(self) -> bool:
+        return self.codec.encrypted
+
+    def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
+        codec = self.codec
+        events = (codec.c2s if direction == Direction.C2S else codec.s2c)(data, segment=segment)
+        return self.items(events) if events else []
+
+    def end(self, direction: str, segment: int) -> list[Item]:
+        return self.feed(direction, b"", segment)
+
+    def gap(self, direction: str) -> Lost:
+        partial, length = self.codec.gap(direction)
+        return Lost(partial, length)
+
+
+class RecordView(TypingProtocol):
+    """What a protocol reads of one decoded record to give its filter values (a
+    :class:`nsqviz.records.DecodedRecord` is one; named here so that this module and
+    the records module, which asks it for each record's protocol, do not import each
+    other)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def fields(self) -> dict[str, Any]: ...
+
+    @property
+    def dir(self) -> str | None: ...
+
+    @property
+    def event(self) -> Any: ...
+
+
 class Protocol(ABC):
     """One protocol, as the protocol-free parts of nsqviz see it. See the module doc."""
 
@@ -179,6 +254,17 @@ class Protocol(ABC):
     def label(self, event: Any) -> tuple[str, str]:
         """``(label, style)`` for diagrams: ``("SUB orders audit", "command")``."""
 
+    def names(self) -> tuple[str, ...]:
+        """The names its command and frame records take (``SUB``, ``FrameTypeMessage``,
+        an RPC method), in its tables' order: :mod:`nsqviz.palette` gives each its own
+        colour, the same in every view."""
+        return ()
+
+    def aliases(self) -> Mapping[str, str]:
+        """Other spellings of :meth:`names` (a request message's name for its method, the
+        magic in lower case), each to the name whose colour it takes."""
+        return {}
+
     def layout(self, kind: str, name: str) -> Any:
         """The grammar (a ``construct``) a hex view colours a unit's bytes with, or a
         function from the bytes to a :class:`nsqviz.layout.Layout` (a protocol whose
@@ -196,6 +282,23 @@ class Protocol(ABC):
 
     def typed(self, event: Any) -> dict[str, Any]:
         """Values of :attr:`typed_schema` columns for one command or frame."""
+        return {}
+
+    # -- display filters ------------------------------------------------------------
+
+    filter_fields: tuple[Field, ...] = ()
+    """Its display-filter fields, named ``<name>.*`` as its Wireshark dissector registers
+    them (the generator declares exactly these)."""
+
+    def record_names(self) -> frozenset[str]:
+        """Every name its command, frame and error records can carry (``nsqviz decode
+        --filter`` refuses a name no protocol uses)."""
+        return frozenset()
+
+    def filter_values(self, record: RecordView) -> Mapping[str, list[Any]]:
+        """One record's values of :attr:`filter_fields` (a field absent from the record
+        is absent here; a field the unit holds several times has several values), typed
+        as the field is: ``str``, ``bytes``, ``int``, ``bool``, ``float`` seconds for times."""
         return {}
 
 
@@ -247,20 +350,28 @@ def of_event(event: Any) -> Protocol | None:
 
 def detect(protocols: Iterable[Protocol], direction: str, data: bytes, *, from_start: bool,
            ports: Mapping[str, frozenset[int]], server_port: int) -> tuple[Protocol | None, str]:
-    """The protocol most sure a flow is its own (ties: the first), and why; ``None`` and
-    the reasons when none claims it. ``ports`` are each protocol's server ports."""
-    best: tuple[int, Protocol | None, str] = (0, None, "")
+    """The protocol most sure a flow is its own, and why; ``None`` and the reasons when
+    none claims it. ``ports`` are each protocol's server ports. A tie (two protocols
+    given one port, say) goes to the one whose bytes alone still look like it, else to
+    the first."""
+    verdicts = []
     reasons = []
     for proto in protocols:
         verdict = proto.detect(direction, data, from_start=from_start,
                                server_port=server_port in ports.get(proto.name, ()))
-        if verdict.score > best[0]:
-            best = (verdict.score, proto, verdict.why)
-        elif verdict.score == 0:
+        if verdict.score:
+            verdicts.append((verdict, proto))
+        else:
             reasons.append(f"{proto.title}: {verdict.why}")
-    if best[1] is None:
+    if not verdicts:
         return None, "; ".join(reasons)
-    return best[1], best[2]
+    top = max(v.score for v, _ in verdicts)
+    tied = [(v, p) for v, p in verdicts if v.score == top]
+    if len(tied) > 1:
+        for verdict, proto in tied:
+            if proto.detect(direction, data, from_start=from_start, server_port=False).score:
+                return proto, f"{verdict.why}, and the bytes look like it"
+    return tied[0][1], tied[0][0].why
 
 
 def typed_columns() -> list[tuple[str, str]]:
@@ -273,3 +384,8 @@ def typed_columns() -> list[tuple[str, str]]:
                 raise TypeError(f"typed column {name!r} is {out[name]} in one protocol and "
                                 f"{kind} in {proto.name}")
     return list(out.items())
+
+
+def filter_fields() -> dict[str, Field]:
+    """Every display-filter field by name: the capture layer's, then every protocol's."""
+    return by_abbrev([*CAPTURE_FIELDS, *(f for p in registered() for f in p.filter_fields)])

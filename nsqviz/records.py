@@ -1,4 +1,4 @@
-"""Records: the one serializer of decoded traffic, for every output.
+"""Records: the serializer of decoded traffic, for every output of ``nsqviz decode``.
 
 A :class:`DecodedRecord` is one row of ``nsqviz decode``: a command, a frame, an error, a
 gap, a TLS note or (for the pipeline) a flow's start or end. This module is the only
@@ -197,7 +197,10 @@ def summary(rec: DecodedRecord) -> str:
 # --------------------------------------------------------------------------- JSON
 
 compact_json = json.JSONEncoder(separators=(",", ":")).encode
-"""``json.dumps(obj, separators=(",", ":"))``: the one compact JSON encoder."""
+"""``json.dumps(obj, separators=(",", ":"))`` for records. Other compact encoders exist
+where bytes must match a peer's (Go's ``encoding/json`` in :func:`nsqviz.nsq.wire.
+compact_json` and :mod:`nsqviz.httpd`, the discovery server's sorted keys) or a view's
+(:mod:`nsqviz.widgets.style`); records and their outputs use this one."""
 
 _encode_str = json.encoder.encode_basestring_ascii
 """What ``json.dumps`` writes for a string: the encoder's own (C) escaper."""
@@ -205,25 +208,47 @@ _encode_str = json.encoder.encode_basestring_ascii
 
 def fields_json(fields: dict[str, Any], *, compact: bool = False) -> str:
     """Exactly ``json.dumps(fields)`` (``compact``: with ``separators=(",", ":")``),
-    written faster: keys and strings go straight to the encoder's string escaper, ints
-    are formatted directly, anything else goes through the encoder. A string of ASCII
-    letters and digits (ids, and the hex of bodies: most of the bytes) needs no escaping
-    and is copied as it is; ``bytes.isalnum`` (a table lookup per byte) tells so several
-    times faster than the escaper or ``str.isalnum`` (a Unicode lookup per character)."""
+    written faster (see :func:`_fields_parts`)."""
+    parts: list[str] = []
+    if not _fields_parts(fields, parts, compact):
+        return (compact_json if compact else json.dumps)(fields)
+    return "".join(parts)
+
+
+def _fields_parts(fields: dict[str, Any], parts: list[str], compact: bool) -> bool:
+    """Append the pieces of ``json.dumps(fields)`` to ``parts``, to be joined once (a body's
+    hex is the bulk of a record: every concatenation would copy it again); False when
+    ``fields`` has a key ``json.dumps`` would convert (then ``parts`` is of no use).
+
+    Keys and strings go straight to the encoder's string escaper, ints are formatted
+    directly, anything else goes through the encoder. A string of ASCII letters and
+    digits (ids, and the hex of bodies: most of the bytes) needs no escaping and is
+    copied as it is; ``bytes.isalnum`` (a table lookup per byte) tells so several times
+    faster than the escaper or ``str.isalnum`` (a Unicode lookup per character)."""
     dumps, sep, kv = (compact_json, ",", ":") if compact else (json.dumps, ", ", ": ")
-    parts = []
-    for k, v in fields.items():
+    add = parts.append
+    add("{")
+    for i, (k, v) in enumerate(fields.items()):
         if type(k) is not str:
-            return dumps(fields)  # json.dumps turns such keys into strings
+            return False  # json.dumps turns such keys into strings
+        if i:
+            add(sep)
+        add(_encode_str(k))
+        add(kv)
         t = type(v)
         if t is str:
-            text = f'"{v}"' if v.isascii() and v.encode().isalnum() else _encode_str(v)
+            if v.isascii() and v.encode().isalnum():
+                add('"')
+                add(v)
+                add('"')
+            else:
+                add(_encode_str(v))
         elif t is int:
-            text = str(v)
+            add(str(v))
         else:
-            text = dumps(v)
-        parts.append(f"{_encode_str(k)}{kv}{text}")
-    return "{" + sep.join(parts) + "}"
+            add(dumps(v))
+    add("}")
+    return True
 
 
 def json_line(rec: DecodedRecord) -> str:
@@ -233,9 +258,12 @@ def json_line(rec: DecodedRecord) -> str:
     flow = "null" if rec.flow is None else f'"{rec.flow}"'  # ip:port->ip:port: no escapes
     direction = "null" if rec.dir is None else f'"{rec.dir}"'
     name = f'"{rec.name}"' if rec.name.isidentifier() else json.dumps(rec.name)
-    packets = ", ".join(map(str, rec.packets))
-    return (f'{{"ts": {ts}, "flow": {flow}, "dir": {direction}, "kind": "{rec.kind}", '
-            f'"name": {name}, "fields": {fields_json(rec.fields)}, "packets": [{packets}]}}')
+    parts = [f'{{"ts": {ts}, "flow": {flow}, "dir": {direction}, "kind": "{rec.kind}", '
+             f'"name": {name}, "fields": ']
+    if not _fields_parts(rec.fields, parts, False):
+        return json.dumps(rec.as_json())
+    parts.append(f', "packets": [{", ".join(map(str, rec.packets))}]}}')
+    return "".join(parts)
 
 
 # ------------------------------------------------------------------------- tables

@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from construct import Int16ub, Int64sb
 
 from nsqviz.broker.options import _FLAGS as BROKER_HELP
 from nsqviz.broker.options import Options
-from nsqviz.nsq import framing, grammar
+from nsqviz.nsq import framing, grammar, identify_fields
+from nsqviz.nsq import wire as nsq_wire
 from nsqviz.nsq.commands import COMMANDS, FRAMES, BodyKind
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.states import CLOSERS, Role, State, allowed_states
+from nsqviz.nsq.wire import MAGIC_V2
 
 __all__ = ["cells", "commands", "errors", "frames", "identify", "limits", "message_layout",
            "names", "notebook", "write"]
@@ -41,7 +45,7 @@ def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _table(head: tuple[str, ...], rows: list[tuple[object, ...]]) -> str:
+def _table(head: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -53,7 +57,7 @@ def commands() -> str:
 
     magic_states = [s.value for s in State if s in allowed_states(Role.SERVER, Magic)]
     rows: list[tuple[object, ...]] = [(
-        f"`\"{grammar.MAGIC_V2.decode()}\"` (the magic: {len(grammar.MAGIC_V2)} bytes, no `\\n`)",
+        f"`\"{MAGIC_V2.decode()}\"` (the magic: {len(MAGIC_V2)} bytes, no `\\n`)",
         "—", "—", f"none; anything else: {ErrorCode.BAD_PROTOCOL.value}", "no",
         ", ".join(magic_states))]
     for spec in COMMANDS.values():
@@ -80,7 +84,7 @@ def states() -> str:
     return _table(("state", "accepted (→ next state)"), rows)
 
 
-def _server_rows():
+def _server_rows() -> Iterator[tuple[State, list[tuple[str, State]]]]:
     from nsqviz.nsq.commands import name_of
     from nsqviz.nsq.states import TRANSITIONS
 
@@ -98,10 +102,11 @@ def frames() -> str:
 
 def message_layout() -> str:
     """The data of a FrameTypeMessage, field by field, from the grammar's ``Message``."""
-    widths = {Int64sb: ("int64, big-endian", 8), Int16ub: ("uint16, big-endian", 2)}
+    widths: dict[object, tuple[str | None, int | None]] = {
+        Int64sb: ("int64, big-endian", 8), Int16ub: ("uint16, big-endian", 2)}
     rows, offset = [], 0
     for sub in grammar.Message.subcons:
-        kind, size = widths.get(sub.subcon, (None, None))
+        kind, size = widths.get(getattr(sub, "subcon", None), (None, None))
         if kind is None:
             try:
                 size = sub.sizeof()
@@ -117,7 +122,7 @@ def message_layout() -> str:
 def identify() -> str:
     """Every IDENTIFY key with its default, range and the value that disables it."""
     rows = []
-    for f in grammar.IDENTIFY_FIELDS.values():
+    for f in identify_fields.IDENTIFY_FIELDS.values():
         low = "" if f.low is None else f.low
         high = "" if f.high is None else f.high
         span = f"{low} .. {high}" if (low != "" or high != "") else "—"
@@ -138,7 +143,7 @@ def errors() -> str:
 def name_limit() -> int:
     """The longest topic/channel name the grammar accepts (found by asking it)."""
     n = 1
-    while grammar.is_valid_topic_name("a" * (n + 1)):
+    while nsq_wire.is_valid_topic_name("a" * (n + 1)):
         n += 1
     return n
 
@@ -149,7 +154,7 @@ def names() -> str:
     examples = ["orders", "orders.v2_eu-1", "orders#ephemeral", "a" * limit,
                 "a" * (limit + 1), "orders!", "", "my topic", "orders#archive"]
     rows = [(f"`{e}`" if len(e) < 20 else f"`{e[:6]}…` ({len(e)} chars)",
-             "valid" if grammar.is_valid_topic_name(e) else "refused") for e in examples]
+             "valid" if nsq_wire.is_valid_topic_name(e) else "refused") for e in examples]
     return (f"Characters `[.a-zA-Z0-9_-]`, 1 to **{limit}** of them in all, optionally "
             f"ending in `#ephemeral` (never written to disk; an ephemeral channel goes away "
             f"with its last client, an ephemeral topic with its last channel). Anything "
@@ -250,7 +255,7 @@ def cells() -> list[tuple[str, str]]:
     ]
 
 
-def notebook() -> dict:
+def notebook() -> dict[str, Any]:
     """The reference notebook as nbformat-4 JSON (markdown only: it needs no kernel)."""
     intro = ("# 00 · NSQ V2 reference card\n\n"
              "Generated from nsqviz's own tables — the command table, the transition table, "

@@ -26,6 +26,6 @@ quiet_pip() {
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "== installing nsqviz and its extras into .venv"
     quiet_pip install --quiet --upgrade pip
-    quiet_pip install --quiet -e ".[lab,spark,dev]"
+    quiet_pip install --quiet -e ".[lab,spark,dev,docs]"
     echo "$want" > "$stamp"
 fi

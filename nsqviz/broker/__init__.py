@@ -2,7 +2,7 @@
 
 Real NSQ clients (pynsq, gnsq, nsqjs ...) use it unchanged, so a workshop needs nothing
 but ``pip install``. Every byte goes through the project's sans-IO codec
-(:mod:`nsqviz.nsq.codec`), so what a notebook shows of its traffic is what the grammar
+(:mod:`nsqviz.nsq.connection`), so what a notebook shows of its traffic is what the grammar
 says. Three ways to run it:
 
 * command line: ``nsqviz broker --tcp-address 127.0.0.1:4150 --data-path ./nsqd`` (nsqd's

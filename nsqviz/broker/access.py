@@ -16,7 +16,7 @@ from nsqviz.broker.identify import Negotiated
 from nsqviz.broker.output import OK, FatalClientError, Output
 from nsqviz.nsq.errors import ErrorCode, go_quote
 from nsqviz.nsq.events import Response
-from nsqviz.nsq.grammar import compact_json
+from nsqviz.nsq.wire import compact_json
 
 __all__ = ["AccessSteps"]
 

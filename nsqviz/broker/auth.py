@@ -12,12 +12,14 @@ and nsqd asks again on the next PUB/SUB.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
+
+from nsqviz.nsq.grammar_errors import BadJSON
+from nsqviz.nsq.json_object import read_object
 
 __all__ = ["AuthState", "Authorization", "query_auth"]
 
@@ -82,7 +84,7 @@ def query_auth(addresses: list[str], *, remote_ip: str, tls: bool, common_name: 
             errors.append(f"{addr}: HTTP {status}")
             continue
         try:
-            data = json.loads(body)
+            data = read_object(body)
             auths = [
                 Authorization(a["topic"], tuple(a.get("channels") or ()),
                               tuple(a.get("permissions") or ()))
@@ -93,7 +95,7 @@ def query_auth(addresses: list[str], *, remote_ip: str, tls: bool, common_name: 
                 for c in a.channels:
                     re.compile(c)
             ttl = float(data.get("ttl", 0))
-        except (ValueError, KeyError, TypeError, AttributeError, re.error) as exc:
+        except (BadJSON, ValueError, KeyError, TypeError, AttributeError, re.error) as exc:
             errors.append(f"{addr}: bad answer {exc}")
             continue
         return AuthState(str(data.get("identity", "")), str(data.get("identity_url", "")),

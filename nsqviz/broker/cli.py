@@ -7,20 +7,23 @@ import asyncio
 import gc
 import logging
 import signal
+from typing import Any
 
 from nsqviz.broker.options import Options, add_arguments, options_from_args
 from nsqviz.broker.server import Broker
+from nsqviz.listen import bind_help
 
 __all__ = ["register", "run"]
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "broker",
         help="run an nsqd-compatible broker (TCP protocol V2 + HTTP API)",
         description="An nsqd v1.3.0-compatible broker. SIGTERM/SIGINT stop it gracefully: "
         "with --data-path, queued, deferred and in-flight messages are written to disk "
         "and come back on the next start.",
+        epilog=bind_help(),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add_arguments(parser)

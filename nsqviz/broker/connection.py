@@ -1,6 +1,6 @@
 """One client connection: protocol V2 on the shared sans-IO codec, driven by asyncio.
 
-The codec (:class:`nsqviz.nsq.codec.ServerConnection`) owns the bytes: it cuts and
+The codec (:class:`nsqviz.nsq.server_connection.ServerConnection`) owns the bytes: it cuts and
 parses commands, checks syntax and per-connection state, and builds every frame we
 send. This module owns what needs the broker: topics and channels, RDY flow control,
 in-flight timeouts, heartbeats, output buffering, TLS/compression switch points, AUTH
@@ -30,6 +30,7 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any, ClassVar
 
 from nsqviz.broker.access import AccessSteps
@@ -38,10 +39,11 @@ from nsqviz.broker.identify import IdentifyRefused, Negotiated, negotiate
 from nsqviz.broker.message import BrokerMessage
 from nsqviz.broker.output import CLOSE_WAIT, OK, FatalClientError
 from nsqviz.nsq import events
-from nsqviz.nsq.codec import ServerConfig, ServerConnection, State
 from nsqviz.nsq.commands import COMMANDS, name_of
 from nsqviz.nsq.errors import ErrorCode
-from nsqviz.nsq.grammar import compact_json
+from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
+from nsqviz.nsq.states import State
+from nsqviz.nsq.wire import MAGIC_V2, compact_json
 
 __all__ = ["BrokerConnection", "handler_name"]
 
@@ -244,7 +246,10 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             log.info("closing %s: %s", self.remote_address, ev.text)
             self._close_quietly()
         elif ev.fatal:
-            self._fatal(ev.code, ev.text)
+            # nsqd reads the magic alone, unbuffered: what came after a bad one is unread
+            unread = (ev.code == ErrorCode.BAD_PROTOCOL and ev.raw is not None
+                      and len(ev.raw.data) > len(MAGIC_V2))
+            self._fatal(ev.code, ev.text, unread=unread)
         else:
             self._send_now(events.Error(self._not_owned(ev) or ev.error))
 
@@ -345,8 +350,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             else:
                 now = time.time_ns()
                 ids = broker.new_id.many(len(bodies))
-                topic.put_many([BrokerMessage(i, b, now)
-                                for i, b in zip(ids, bodies, strict=True)])
+                topic.put_many(list(map(BrokerMessage, ids, bodies, repeat(now))))
         except (OSError, ValueError) as exc:
             # nsqd: E_PUB_FAILED / E_MPUB_FAILED / E_DPUB_FAILED when the put fails (a
             # disk queue that cannot be written)
@@ -397,9 +401,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
 
     def deliver(self, batch: list[BrokerMessage]) -> None:
         """Messages the channel just put in flight for us, as one buffered write."""
-        data = self.codec.send_messages(
-            [events.Message(m.timestamp, m.attempts, m.id, m.body) for m in batch]
-        )
+        data = self.codec.send_messages(batch)
         self.message_count += len(batch)
         self._out.append(data)
         self._out_size += len(data)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from nsqviz.broker.options import Options
 from nsqviz.broker.server import Broker
 from nsqviz.embedded import ListeningServer
+from nsqviz.listen import LOOPBACK
 
 __all__ = ["EmbeddedBroker"]
 
@@ -22,7 +23,7 @@ class EmbeddedBroker(ListeningServer[Broker]):
     thread_name = "nsqviz-broker"
 
     def default_options(self) -> Options:
-        return Options(tcp_address="127.0.0.1:0", http_address="127.0.0.1:0")
+        return Options(tcp_address=f"{LOOPBACK}:0", http_address=f"{LOOPBACK}:0")
 
     def make_server(self) -> Broker:
         return Broker(self.opts)

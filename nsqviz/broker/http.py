@@ -13,16 +13,13 @@ import socket
 from struct import Struct
 
 from nsqviz.broker.message import BrokerMessage
-from nsqviz.broker.options import VERSION
 from nsqviz.broker.stats import stats, stats_text
+from nsqviz.goflags import VERSION
 from nsqviz.httpd import GET, POST, HTTPError, arg, empty, json_reply, route_table, serve, text
 from nsqviz.nsq import fastpath
-from nsqviz.nsq.grammar import (
-    GrammarError,
-    is_valid_channel_name,
-    is_valid_topic_name,
-)
+from nsqviz.nsq.grammar_errors import GrammarError
 from nsqviz.nsq.refusals import nsqd_answer
+from nsqviz.nsq.wire import is_valid_channel_name, is_valid_topic_name
 
 __all__ = ["serve_http"]
 

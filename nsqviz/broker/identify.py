@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nsqviz.broker.options import VERSION, Options
+from nsqviz.broker.options import Options
+from nsqviz.goflags import VERSION
 from nsqviz.nsq.errors import ErrorCode
-from nsqviz.nsq.grammar import FEATURE_NEGOTIATION_FIELDS, IDENTIFY_FIELDS, IdentifyField
+from nsqviz.nsq.identify_fields import FEATURE_NEGOTIATION_FIELDS, IDENTIFY_FIELDS, IdentifyField
 
 __all__ = ["IdentifyRefused", "Negotiated", "negotiate"]
 

@@ -5,9 +5,11 @@ with the broker's addresses, then a REGISTER for every topic (``REGISTER topic``
 topic without channels, ``REGISTER topic channel`` for each channel); afterwards a
 REGISTER/UNREGISTER whenever a topic or channel is created or deleted, and a PING
 every 15 s (nsqd's fixed heartbeat) that keeps the broker in /lookup answers. Commands
-wait for their answer one at a time, as nsqd's ``lookupPeer.Command`` does. A lost
-connection is re-opened at the next command or heartbeat and registers everything
-again. All bytes go through :class:`~nsqviz.lookupd.codec.LookupClientConnection`.
+wait for their answer one at a time (at most :data:`READ_TIMEOUT` per read), as nsqd's
+``lookupPeer.Command`` does. Any failure -- a lost connection, a refusal, an answer
+that cannot be read -- is logged and the connection dropped; it is re-opened at the
+next command or heartbeat and registers everything again, as nsqd's ``lookupLoop``
+does. All bytes go through :class:`~nsqviz.lookupd.codec.LookupClientConnection`.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from typing import TYPE_CHECKING, Any, Protocol
 
-from nsqviz.broker.options import VERSION
+from nsqviz.goflags import VERSION
 from nsqviz.lookupd.codec import (
     Answer,
+    BadAnswer,
     Closed,
     Identify,
     LookupClientConnection,
@@ -29,6 +33,21 @@ from nsqviz.lookupd.codec import (
     Unregister,
 )
 
+if TYPE_CHECKING:
+    from nsqviz.broker.options import Options
+    from nsqviz.broker.topic import Topic
+
+
+class Broker(Protocol):
+    """What a lookup peer reads of its broker (:class:`nsqviz.broker.server.Broker`),
+    named here so that the server, which starts the peers, and this module do not import
+    each other."""
+
+    opts: Options
+    tcp_port: int
+    http_port: int
+    topics: dict[str, Topic]
+
 __all__ = ["HEARTBEAT_INTERVAL", "LookupPeers"]
 
 log = logging.getLogger(__name__)
@@ -36,11 +55,19 @@ log = logging.getLogger(__name__)
 HEARTBEAT_INTERVAL = 15.0
 """Seconds between PINGs (nsqd's ``lookupLoop`` ticker)."""
 
+READ_TIMEOUT = 1.0
+"""Seconds an answer may take (nsqd's ``lookupPeer.Read`` deadline)."""
+
+
+class _PeerFailed(Exception):
+    """The lookupd refused a command, closed, or answered something unreadable."""
+
 
 class LookupPeers:
     """One :class:`_LookupPeer` per ``--lookupd-tcp-address`` of a broker."""
 
-    def __init__(self, broker, addresses: list[str], *, heartbeat_interval: float | None = None):
+    def __init__(self, broker: Broker, addresses: list[str], *,
+                 heartbeat_interval: float | None = None):
         self.broker = broker
         interval = heartbeat_interval or HEARTBEAT_INTERVAL
         self.peers = [_LookupPeer(broker, a, interval) for a in addresses]
@@ -65,13 +92,13 @@ class LookupPeers:
 
 
 class _LookupPeer:
-    def __init__(self, broker, address: str, heartbeat_interval: float):
+    def __init__(self, broker: Broker, address: str, heartbeat_interval: float):
         self.broker = broker
         self.address = address
         self.heartbeat_interval = heartbeat_interval
-        self.queue: asyncio.Queue = asyncio.Queue()
-        self.info: dict | None = None  # the lookupd's IDENTIFY answer
-        self._task: asyncio.Task | None = None
+        self.queue: asyncio.Queue[Register | Unregister] = asyncio.Queue()
+        self.info: dict[str, Any] | None = None  # the lookupd's IDENTIFY answer
+        self._task: asyncio.Task[None] | None = None
         self._conn: LookupClientConnection | None = None
         self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
@@ -86,13 +113,14 @@ class _LookupPeer:
     async def _run(self) -> None:
         await self._command(None)  # nsqd connects at start-up
         while True:
+            cmd: Register | Unregister | Ping
             try:
                 cmd = await asyncio.wait_for(self.queue.get(), self.heartbeat_interval)
             except TimeoutError:
                 cmd = Ping()
             await self._command(cmd)
 
-    async def _command(self, cmd) -> None:
+    async def _command(self, cmd: Register | Unregister | Ping | None) -> None:
         """Connect (and register everything) if needed, then send ``cmd`` and read its
         answer; failures are logged and the connection dropped, as nsqd does."""
         try:
@@ -100,7 +128,7 @@ class _LookupPeer:
                 await self._connect()
             if cmd is not None and self._conn is not None:
                 await self._exchange(cmd)
-        except (OSError, ConnectionError, asyncio.IncompleteReadError, RuntimeError) as exc:
+        except (OSError, _PeerFailed) as exc:  # TimeoutError and ConnectionError are OSErrors
             log.warning("LOOKUPD(%s): %s - %s", self.address, cmd, exc)
             self._close()
 
@@ -126,16 +154,19 @@ class _LookupPeer:
             for channel in list(topic.channels):
                 await self._exchange(Register(topic.name, channel))
 
-    async def _exchange(self, cmd) -> Answer:
+    async def _exchange(self, cmd: Identify | Register | Unregister | Ping) -> Answer:
+        assert self._streams is not None and self._conn is not None  # _connect opened them
         reader, writer = self._streams
         writer.write(self._conn.send(cmd))
         while True:
-            data = await reader.read(65536)
+            data = await asyncio.wait_for(reader.read(65536), READ_TIMEOUT)
             for ev in self._conn.receive(data):
                 if isinstance(ev, Answer):
                     return ev
+                if isinstance(ev, BadAnswer):
+                    raise _PeerFailed(f"parsing response - {ev.data[:200]!r}: {ev.reason}")
                 if isinstance(ev, Refused | Closed):
-                    raise RuntimeError(f"lookupd answered {ev}")
+                    raise _PeerFailed(f"lookupd answered {ev}")
 
     def _close(self) -> None:
         if self._streams is not None:

@@ -9,7 +9,9 @@ against :data:`nsqviz.nsq.grammar_frames.Message`, the one definition of the lay
 
 from __future__ import annotations
 
+import array
 import itertools
+import sys
 import time
 from struct import Struct
 
@@ -60,10 +62,15 @@ class IDGenerator:
         return b"%016x" % next(self._counter)
 
     def many(self, n: int) -> list[bytes]:
-        """``n`` consecutive ids (an MPUB's worth) in one go."""
+        """``n`` consecutive ids (an MPUB's worth) in one go: the 64-bit values packed
+        big-endian and hex-encoded at once, then cut into ids."""
         start = next(self._counter)
         self._counter = itertools.count(start + n)
-        return [b"%016x" % i for i in range(start, start + n)]
+        values = array.array("Q", range(start, start + n))
+        if sys.byteorder == "little":
+            values.byteswap()
+        digits = values.tobytes().hex().encode()
+        return [digits[k : k + 16] for k in range(0, 16 * n, 16)]
 
 
 def encode_record(msg: BrokerMessage) -> bytes:

@@ -9,36 +9,14 @@ in seconds (floats) internally; on the command line they take Go-style values
 from __future__ import annotations
 
 import argparse
-import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import Any
 
-__all__ = ["DURATION_FLAGS", "Options", "VERSION", "add_arguments", "options_from_args",
-           "parse_duration"]
+from nsqviz.goflags import parse_duration
+from nsqviz.listen import LOOPBACK, split_address
 
-VERSION = "1.3.0"
-"""The nsqd version the broker reproduces; reported in IDENTIFY, /info and /stats."""
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """A Go duration (``1m30s``, ``250ms``) in seconds; a bare number means seconds."""
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(text) or not text:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (use e.g. 60s, 250ms, 15m)")
-    return total
-
+__all__ = ["DURATION_FLAGS", "Options", "add_arguments", "options_from_args"]
 
 def _flag_bool(text: str) -> bool:
     if text.lower() in ("1", "t", "true", "yes", "on"):
@@ -52,8 +30,8 @@ def _flag_bool(text: str) -> bool:
 class Options:
     """nsqd's options that the embedded broker implements (names as ``--flag-name``)."""
 
-    tcp_address: str = "127.0.0.1:4150"
-    http_address: str = "127.0.0.1:4151"
+    tcp_address: str = f"{LOOPBACK}:4150"  # nsqd: 0.0.0.0 (see nsqviz.listen)
+    http_address: str = f"{LOOPBACK}:4151"
     broadcast_address: str = ""
     data_path: str = ""
     mem_queue_size: int = 10000
@@ -87,19 +65,14 @@ class Options:
     http_client_request_timeout: float = 5.0
 
     def tcp_host_port(self) -> tuple[str, int]:
-        return _split(self.tcp_address)
+        return split_address(self.tcp_address)
 
     def http_host_port(self) -> tuple[str, int]:
-        return _split(self.http_address)
-
-
-def _split(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return (host.strip("[]") or "0.0.0.0", int(port))
+        return split_address(self.http_address)
 
 
 # flag -> (type, help). The help texts say what the option does in our words.
-_FLAGS: dict[str, tuple[object, str]] = {
+_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "tcp_address": (str, "<addr>:<port> to listen on for TCP clients (port 0: a free one)"),
     "http_address": (str, "<addr>:<port> to listen on for HTTP clients (port 0: a free one)"),
     "broadcast_address": (str, "address reported in /info (default: the hostname)"),

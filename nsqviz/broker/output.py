@@ -11,8 +11,9 @@ import logging
 import time
 
 from nsqviz.broker.identify import Negotiated
-from nsqviz.nsq.codec import ServerConnection
+from nsqviz.listen import close_unread
 from nsqviz.nsq.events import Error, Response, ServerFrame
+from nsqviz.nsq.server_connection import ServerConnection
 
 __all__ = ["CLOSE_WAIT", "HEARTBEAT", "OK", "FatalClientError", "Output"]
 
@@ -66,8 +67,10 @@ class Output:
         if self._out and (not self.ready() or self.settings.output_buffer_timeout <= 0):
             self._flush()
 
-    def _fatal(self, code: str, text: str) -> None:
-        """Send the error, then close, as nsqd does after a FatalClientErr."""
+    def _fatal(self, code: str, text: str, *, unread: bool = False) -> None:
+        """Send the error, then close, as nsqd does after a FatalClientErr. ``unread``:
+        the client sent bytes nsqd would not have read when it closes, so it closes with
+        an RST (:func:`~nsqviz.listen.close_unread`)."""
         if self.closed:
             return
         try:
@@ -78,7 +81,12 @@ class Output:
             log.exception("could not build error frame %s", code)
         self._flush()
         self.closed = True
-        self.transport.close()
+        transport = self.transport
+        assert transport is not None  # a connection that sent something has one
+        if unread:
+            close_unread(transport)
+        else:
+            transport.close()
         self._teardown()
 
     def _close_quietly(self) -> None:

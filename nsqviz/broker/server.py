@@ -20,11 +20,13 @@ import logging
 import os
 import time
 
+from nsqviz.broker.channel import Channel
 from nsqviz.broker.message import IDGenerator
-from nsqviz.broker.options import VERSION, Options
-from nsqviz.broker.queues import Channel, Topic
+from nsqviz.broker.options import Options
+from nsqviz.broker.topic import Topic
+from nsqviz.goflags import VERSION
 from nsqviz.listen import listen_backlog
-from nsqviz.nsq.grammar import is_valid_channel_name, is_valid_topic_name
+from nsqviz.nsq.wire import is_valid_channel_name, is_valid_topic_name
 
 __all__ = ["Broker"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import resource
 
-from nsqviz.broker.options import VERSION
+from nsqviz.goflags import VERSION
 
 __all__ = ["stats", "stats_text"]
 

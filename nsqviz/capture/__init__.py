@@ -8,6 +8,8 @@
 * :mod:`~nsqviz.capture.decode` -- protocol detection and decoding through each
   protocol's observer (:mod:`nsqviz.protocols`), into :mod:`nsqviz.records`;
 * :mod:`~nsqviz.capture.cli` and :mod:`~nsqviz.capture.options` -- ``nsqviz decode``;
+* :mod:`~nsqviz.capture.live` -- ``nsqviz decode -i``: tcpdump (or dumpcap) as a child
+  writing the capture to a pipe;
 * :mod:`~nsqviz.capture.writer` -- pcap/pcapng writers and synthetic TCP conversations;
 * :mod:`~nsqviz.capture.synth` -- NSQ conversations built by the codec, for tests;
 * :mod:`~nsqviz.capture.replay` -- what the replay view draws.

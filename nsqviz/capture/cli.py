@@ -14,6 +14,12 @@ Beyond the frames: each response and error names the packet of the command it an
 its message id is marked (``[refused: ...]``, judged only on connections seen from their
 start); a unit the capture's snaplen cut shows what was captured of it (``[N of M bytes
 captured]``, ``cut``); each decoded connection's TCP ``FIN`` and ``RST`` are records of it.
+
+Live: ``-i IFACE [-f BPF]`` captures through tcpdump (or dumpcap)
+(:mod:`nsqviz.capture.live`), and ``tcpdump -U -w - | nsqviz decode -`` reads a capture
+as it is written; either way each record is printed (and flushed) as soon as its last
+packet is read, and connections that end or fall silent are forgotten, so memory stays
+bounded however long it runs (unless ``--stats``, which needs every flow's counts).
 """
 
 from __future__ import annotations
@@ -21,15 +27,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
+import stat
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 from nsqviz import protocols
+from nsqviz.capture import checks
 from nsqviz.capture.decode import CaptureDecoder, FlowStats
 from nsqviz.capture.files import CaptureFormatError
+from nsqviz.capture.live import TOOLS, CaptureToolError, LiveCapture
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
 from nsqviz.records import DecodedRecord, details, json_line, packet_list, summary
 from nsqviz.stream.direction import Direction
@@ -43,8 +53,18 @@ def register(subparsers: Any) -> None:
         help="decode the NSQ (and every other known protocol's) traffic in captures",
         description=__doc__.splitlines()[0],
     )
-    p.add_argument("captures", nargs="+", metavar="CAPTURE",
-                   help="pcap or pcapng files; - reads one from standard input")
+    p.add_argument("captures", nargs="*", metavar="CAPTURE",
+                   help="pcap or pcapng files; - reads one from standard input (also while"
+                        " it is written: tcpdump -U -w - | nsqviz decode -)")
+    p.add_argument("-i", "--interface", metavar="IFACE",
+                   help="capture live from this interface (through tcpdump or dumpcap,"
+                        " which need the privilege to capture) instead of reading files")
+    p.add_argument("-f", dest="bpf", metavar="BPF",
+                   help="with -i: a capture filter in tcpdump's syntax (e.g. 'tcp port"
+                        " 4150')")
+    p.add_argument("--capture-tool", choices=TOOLS, default=None,
+                   help="with -i: the tool that captures (default: the first installed of"
+                        f" {', '.join(TOOLS)})")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument(
         "--flow", action="append", default=[], metavar="F",
@@ -53,8 +73,16 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--filter", action="append", default=[], metavar="NAME",
-        help="only records with this name (PUB, FrameTypeMessage, E_BAD_TOPIC, FIN ...) or"
-             " kind (command, frame, error, gap, tls, tcp); case-insensitive, repeatable",
+        help="only records with this name (PUB, FrameTypeMessage, E_BAD_TOPIC, FIN ...: an"
+             " error code also finds nsqd's error frames) or kind (command, frame, error,"
+             " gap, tls, tcp); case-insensitive, repeatable",
+    )
+    p.add_argument(
+        "-Y", "--display-filter", metavar="EXPR", default=None,
+        help="only packets that pass this Wireshark display filter (tshark's -Y; fields as"
+             " the generated dissectors name them: nsq.command == \"PUB\","
+             " nsq.msg.attempts > 1, tubemq.method, frame.number, tcp.stream ...;"
+             " `nsqviz fields` lists them)",
     )
     p.add_argument("-V", "--verbose", action="store_true",
                    help="every field of each record on lines of its own, untruncated:"
@@ -156,7 +184,7 @@ def _print_stats(decoder: CaptureDecoder, out: TextIO, as_json: bool,
             out.write(json.dumps(_stats_dict(s)) + "\n")
         return
     out.write(f"{decoder.packets} packets, {decoder.not_tcp} not TCP,"
-              f" {len(decoder.warnings)} capture warnings, {len(decoder.stats)} TCP flows\n")
+              f" {decoder.warning_count} capture warnings, {len(decoder.stats)} TCP flows\n")
     for s in rows:
         d = _stats_dict(s)
         verdict = (protocols.by_name(s.protocol).title if s.protocol
@@ -178,39 +206,132 @@ def _print_stats(decoder: CaptureDecoder, out: TextIO, as_json: bool,
                   f" undecoded bytes {d['undecoded_bytes']}\n")
 
 
+def _named(rec: DecodedRecord, names: set[str]) -> bool:
+    """``--filter``: the record's name or kind, or the code of the error it carries."""
+    code = rec.fields.get("code")
+    return (rec.name.lower() in names or rec.kind in names
+            or (isinstance(code, str) and code.lower() in names))
+
+
+_BATCH = 32  # lines: fewer system calls, yet small enough to stay in the CPU cache
+
+
+def _write(out: TextIO, lines: list[str], flush: bool) -> None:
+    """Write ``lines`` (each ended by a newline) and empty the list."""
+    if lines:
+        out.write("\n".join(lines) + "\n")
+        lines.clear()
+        if flush:
+            out.flush()
+
+
+def _stats_until_done(decoder: CaptureDecoder, records: Iterable[DecodedRecord], out: TextIO,
+                      as_json: bool, match: Callable[[DecodedRecord], bool] | None) -> int:
+    """``--stats``: read to the end of the capture -- or, live, until Ctrl-C, which
+    here means "done, show me" -- then print the per-flow counts."""
+    code = 0
+    try:
+        for _ in records:
+            pass
+    except KeyboardInterrupt:
+        code = 130
+    _print_stats(decoder, out, as_json, match)
+    return code
+
+
+def _stdin_is_file() -> bool:
+    """Standard input is a regular file (``< capture.pcap``), not a pipe being written."""
+    try:
+        return stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
+    except (OSError, ValueError):  # closed, or replaced by an object without a descriptor
+        return False
+
+
+def _usage_error(message: str) -> int:
+    print(f"nsqviz decode: {message}", file=sys.stderr)
+    return 2
+
+
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    decoder = CaptureDecoder(**capture_set_options(args), tcp_records=True)
+    if bool(args.captures) == bool(args.interface):
+        return _usage_error("give capture files (or - for standard input), or -i IFACE;"
+                            " not both")
+    if (args.bpf or args.capture_tool) and not args.interface:
+        return _usage_error("-f and --capture-tool go with -i IFACE")
+    capture: LiveCapture | None = None
+    if args.interface:
+        try:
+            capture = LiveCapture(args.interface, args.bpf, tool=args.capture_tool)
+        except CaptureToolError as exc:
+            return _usage_error(str(exc))
+    try:
+        return _decode(args, out, capture)
+    except KeyboardInterrupt:  # Ctrl-C: what was read is printed already
+        return 130
+    finally:
+        if capture is not None:
+            capture.stop()
+
+
+def _decode(args: argparse.Namespace, out: TextIO, capture: LiveCapture | None) -> int:
+    live = capture is not None or ("-" in args.captures and not _stdin_is_file())
+    decoder = CaptureDecoder(**capture_set_options(args), live=live and not args.stats,
+                             tcp_records=True)
     match = _flow_matcher(args.flow)
     names = {n.lower() for n in args.filter}
-    write = out.write
-    t0: float | None = None
-    sources = [sys.stdin.buffer if c == "-" else c for c in args.captures]
     try:
-        for rec in decoder.decode(sources):
-            if args.stats:
-                continue
+        display = checks.display_filter(getattr(args, "display_filter", None))
+    except checks.UsageError as exc:
+        return _usage_error(str(exc))
+    seen = checks.Seen() if args.flow or names else None
+    # Lines go out in small batches (with PYTHONUNBUFFERED every write is a system call;
+    # one large write costs more, its text being copied and encoded in fresh memory), or
+    # each at once, flushed, when decoding live.
+    batch: list[str] = []
+    keep = batch.append
+    limit = 1 if live else _BATCH
+    t0: float | None = None
+    sources = ([capture.stdout] if capture is not None
+               else [sys.stdin.buffer if c == "-" else c for c in args.captures])
+    try:
+        records: Iterable[DecodedRecord] = decoder.decode(sources)
+        if seen is not None:
+            records = seen.watch(records)
+        if args.stats:
+            code = _stats_until_done(decoder, records, out, args.json, match)
+            return code or _unmatched(args, seen, decoder)
+        if display is not None:
+            records = display.select(records, lambda: decoder.first_ts)
+        as_json, width = args.json, args.width
+        for rec in records:
             if match is not None and rec.flow is not None and not match(rec):
                 continue
-            if names and rec.name.lower() not in names and rec.kind not in names:
+            if names and not _named(rec, names):
                 continue
-            if args.json:
-                write(json_line(rec) + "\n")
+            if as_json:
+                keep(json_line(rec))
             else:
                 if t0 is None and not math.isnan(rec.ts):
                     t0 = decoder.first_ts if decoder.first_ts is not None else rec.ts
-                write(wrap_line(_text_line(rec, t0 or 0.0), args.width) + "\n")
+                keep(wrap_line(_text_line(rec, t0 or 0.0), width))
                 if args.verbose:
-                    write("".join(f"{_INDENT}{line}\n" for line in details(rec)))
-        if args.stats:
-            _print_stats(decoder, out, args.json, match)
-        elif not any(s.protocol for s in decoder.stats):
+                    batch.extend(f"{_INDENT}{line}" for line in details(rec))
+            if len(batch) >= limit:
+                _write(out, batch, live)
+        _write(out, batch, live)
+        failure = capture.failure() if capture is not None else None
+        if failure:
+            print(f"nsqviz decode: {failure}", file=sys.stderr)
+            return 1
+        if not decoder.claimed:
             ports = ", ".join(f"{n} {sorted(p)}" for n, p in decoder.ports.items())
-            print(f"nsqviz decode: no known protocol in {len(decoder.stats)} TCP flows"
+            print(f"nsqviz decode: no known protocol in {decoder.flow_count} TCP flows"
                   f" (a server on another port than {ports}, and no handshake captured?"
                   " try --port P; --stats lists the flows)", file=sys.stderr)
     except CaptureFormatError as exc:
-        print(f"nsqviz decode: {exc}", file=sys.stderr)
+        failure = capture.failure() if capture is not None else None
+        print(f"nsqviz decode: {failure or exc}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:
         print(f"nsqviz decode: {exc.filename}: no such file", file=sys.stderr)
@@ -218,4 +339,15 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except BrokenPipeError:  # `nsqviz decode x.pcap | head`
         sys.stderr.close()
         return 0
+    return _unmatched(args, seen, decoder)
+
+
+def _unmatched(args: argparse.Namespace, seen: checks.Seen | None,
+               decoder: CaptureDecoder) -> int:
+    """``--flow`` or ``--filter`` values that matched nothing known: exit 2, naming the
+    nearest choices."""
+    if seen is not None:
+        problem = seen.unmatched(args.flow, args.filter, decoder.stats, _flow_matcher)
+        if problem:
+            return _usage_error(problem)
     return 0

@@ -20,15 +20,17 @@ What this module adds is the capture's honesty layer around the protocols' obser
   stream) ends decoding of that direction, said so.
 
 Output is a stream of :class:`~nsqviz.records.DecodedRecord`, the rows ``nsqviz
-decode`` prints; with ``tcp_records`` also a ``tcp`` record (``FIN``, ``RST``, and the
-``side`` that sent it) where a decoded connection's peer closes or resets it, as
-``nsqviz decode`` shows them; with ``flow_records`` a ``flow`` record where each flow
-starts and where each direction ends (what the pipeline's connections table is built
-from).
+decode`` prints, each as soon as the packet that completes it has been read (so a
+capture read from a pipe while tcpdump writes it is decoded as it is made); with
+``tcp_records`` also a ``tcp`` record (``FIN``, ``RST``, and the ``side`` that sent it)
+where a decoded connection's peer closes or resets it, as ``nsqviz decode`` shows them;
+with ``flow_records`` a ``flow`` record where each flow starts and where each direction
+ends (what the pipeline's connections table is built from).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -38,7 +40,7 @@ from typing import Any, BinaryIO, NamedTuple
 from nsqviz import protocols
 from nsqviz.capture.driver import IDLE_SPLIT, CaptureDriver, Step, split_packet_id
 from nsqviz.capture.files import CaptureWarning
-from nsqviz.capture.tcp import Data, Flow, FlowEnd, FlowStart, Gap, Retransmission
+from nsqviz.capture.tcp import Data, Flow, FlowEnd, FlowStart, Gap, Retransmission, TcpEvent
 from nsqviz.protocols import ConnectionObserver, Item, Protocol
 from nsqviz.records import DecodedRecord
 from nsqviz.stream.direction import Direction
@@ -47,6 +49,13 @@ __all__ = ["CaptureDecoder", "FlowSnapshot", "FlowStats", "decode_capture"]
 
 _FILE0 = 1 << 40  # packet ids below this are in the first file
 _SIDES = {Direction.C2S: "client", Direction.S2C: "server"}  # who sent a direction's bytes
+
+# A namedtuple's own __new__ is a Python-level function; tuple.__new__ builds the same
+# object in C, which counts once per record (the capture readers' hot loop).
+_new_tuple = tuple.__new__
+
+SWEEP_EVERY = 5.0
+"""Seconds of capture time between two sweeps of a live decoder's flows."""
 
 
 # ---------------------------------------------------------------------------- stats
@@ -120,12 +129,21 @@ class CaptureDecoder:
     ``idle_split`` are the :class:`~nsqviz.capture.driver.CaptureDriver`'s options.
     Records come out in capture order (a unit when its last packet arrives, as
     Wireshark shows a reassembled PDU).
+
+    ``live``: the capture is being made while it is read and may run for hours, so
+    memory must not grow with it: every :data:`SWEEP_EVERY` seconds of capture time the
+    flows silent for longer than ``idle_split`` are ended (their records come out then)
+    and the flows ended :data:`~nsqviz.capture.tcp.LINGER` seconds ago are forgotten,
+    their statistics with them (:attr:`stats` lists the flows still held; the counts
+    :attr:`flow_count` and :attr:`claimed` cover all), and capture warnings are counted,
+    not kept.
     """
 
     def __init__(self, *, protocols: Iterable[Protocol] | None = None,
                  ports: Mapping[str, Iterable[int]] | None = None,
                  continuation: bool = True, idle_split: float | None = IDLE_SPLIT,
-                 flow_records: bool = False, tcp_records: bool = False):
+                 flow_records: bool = False, live: bool = False,
+                 tcp_records: bool = False):
         self.protocols = tuple(protocols) if protocols is not None else _registered()
         extra = ports or {}
         self.ports = {p.name: p.server_ports | frozenset(extra.get(p.name, ()))
@@ -141,6 +159,11 @@ class CaptureDecoder:
         )
         self.flows: dict[int, _FlowState] = {}
         self.warnings: list[CaptureWarning] = []
+        self.warning_count = 0  # also where warnings are not kept (live)
+        self.flow_count = 0  # TCP flows seen
+        self.claimed = 0  # flows a protocol claimed
+        self.live = live
+        self._next_sweep = -math.inf
         self.packets = 0
         self.not_tcp = 0
         self.first_ts: float | None = None  # of the first packet: text output's time zero
@@ -159,22 +182,36 @@ class CaptureDecoder:
         """The records one :class:`~nsqviz.capture.driver.Step` of the driver completes."""
         if step.warning is not None:
             return [self._warning(step.warning, step.file_index)]
+        out: list[DecodedRecord] = []
         if step.record is not None:
             self.packets += 1
+            ts = step.record.ts
             if self.first_ts is None:
-                self.first_ts = step.record.ts
+                self.first_ts = ts
+            if self.live and ts >= self._next_sweep:
+                self._next_sweep = ts + SWEEP_EVERY
+                self._sweep(ts, out)
             if step.segment is None:
                 self.not_tcp += 1
-                return []
-        out: list[DecodedRecord] = []
-        for tcp_event in step.events:
+                return out
+        self._events(step.events, out)
+        return out
+
+    def _events(self, events: list[TcpEvent], out: list[DecodedRecord]) -> None:
+        for tcp_event in events:
             if type(tcp_event) is Data:  # the hot path
                 records = self._on_data(self.flows[tcp_event.flow.id], tcp_event)
                 if records:
                     out.extend(records)
             else:
                 out.extend(self._on_tcp(tcp_event))
-        return out
+
+    def _sweep(self, now: float, out: list[DecodedRecord]) -> None:
+        """End the idle flows and forget the long-ended ones (``live``)."""
+        events, gone = self.driver.tracker.sweep(now)
+        self._events(events, out)
+        for flow in gone:
+            del self.flows[flow.id]
 
     def feed(self, tcp_event: Any) -> list[DecodedRecord]:
         """The records one TCP event completes -- for callers that drive the
@@ -203,10 +240,10 @@ class CaptureDecoder:
         return self.flows[flow_id].stats
 
     def _warning(self, w: CaptureWarning, file_index: int) -> DecodedRecord:
-        self.warnings.append(w)
-        fields: dict[str, Any] = {"reason": w.reason}
-        if w.offset >= 0:
-            fields["file_offset"] = w.offset
+        self.warning_count += 1
+        if not self.live:
+            self.warnings.append(w)
+        fields: dict[str, Any] = {"reason": w.reason, "file_offset": w.offset}
         return DecodedRecord(float("nan"), None, None, "error", "CaptureWarning", fields,
                              (w.number,), files=(file_index,))
 
@@ -218,6 +255,7 @@ class CaptureDecoder:
         flow = tcp_event.flow
         if kind is FlowStart:
             self.flows[flow.id] = _FlowState(flow)
+            self.flow_count += 1
             if self.flow_records:
                 yield self._record(flow, None, "flow", "FlowStart",
                                    {"midstream": flow.midstream}, tcp_event.ts,
@@ -242,8 +280,9 @@ class CaptureDecoder:
             files, packets = tuple(f for f, _ in pairs), tuple(n for _, n in pairs)
         else:
             files, packets = (0,) * len(ids), ids
-        return DecodedRecord(ts, flow.label, direction, kind, name, fields, packets, flow.id,
-                             event, protocol, files, offset, size)
+        return _new_tuple(DecodedRecord, (ts, flow.label, direction, kind, name, fields,
+                                          packets, flow.id, event, protocol, files, offset,
+                                          size))
 
     def _detect(self, state: _FlowState, data: Data) -> None:
         flow, stats = state.flow, state.stats
@@ -257,6 +296,7 @@ class CaptureDecoder:
             return
         stats.protocol = proto.name
         state.protocol = proto
+        self.claimed += 1
         # With the handshake captured both streams are seen from their first byte.
         midstream = not flow.syn_seen
         state.observer = proto.observer(midstream=midstream)

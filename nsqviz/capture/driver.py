@@ -111,6 +111,6 @@ class CaptureDriver:
     def finish(self, file_index: int = 0) -> Step:
         """End of the capture: close every open flow; a new file starts afresh."""
         events = self.tracker.finish()
-        self.flows += len(self.tracker.flows)
+        self.flows += self.tracker.numbered
         self.tracker = self._tracker()
         return Step(file_index, None, None, None, events)

@@ -41,6 +41,10 @@ __all__ = [
 
 _READ_SIZE = 1 << 20
 
+# A namedtuple's own __new__ is a Python-level function; tuple.__new__ builds the same
+# object in C, which counts once per packet (the capture readers' hot loop).
+_new_tuple = tuple.__new__
+
 
 class CaptureFormatError(Exception):
     """The file is not a capture this module can read: ``offset`` is the byte offset in
@@ -65,8 +69,8 @@ class Record(NamedTuple):
     linktype: int
     data: bytes
     orig_len: int
-    interface: int = 0
-    offset: int = -1  # where the record (pcap) or block (pcapng) starts in the file
+    interface: int
+    offset: int  # where the record (pcap) or block (pcapng) starts in the file
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +89,14 @@ class CaptureWarning:
 class _Buffer:
     """A sliding window over a binary file: ``need(n)`` makes ``n`` bytes available at ``pos``."""
 
-    __slots__ = ("f", "buf", "pos", "base", "eof")
+    __slots__ = ("read", "buf", "pos", "base", "eof")
 
     def __init__(self, f: BinaryIO, head: bytes = b""):
-        self.f = f
+        # ``read1`` returns what one read of the underlying file gives -- on a pipe, the
+        # bytes already written -- where ``read(n)`` would wait for all ``n``: a record
+        # is yielded as soon as its last byte is written (``tcpdump -U -w - | nsqviz
+        # decode -``), and a regular file is still read a megabyte at a time.
+        self.read = getattr(f, "read1", f.read)
         self.buf = head
         self.pos = 0
         self.base = 0  # file offset of buf[0]
@@ -106,7 +114,7 @@ class _Buffer:
         parts = [rest]
         have = len(rest)
         while have < n:
-            more = self.f.read(max(_READ_SIZE, n - have))
+            more = self.read(max(_READ_SIZE, n - have))
             if not more:
                 self.eof = True
                 break
@@ -177,8 +185,8 @@ def _read_pcap(buf: _Buffer, endian: str, nsec: bool,
         p = buf.pos
         buf.pos = p + incl
         if only is None or number in only:
-            yield Record(number, sec + frac * scale, link, buf.buf[p : p + incl], orig, 0,
-                         start)
+            yield _new_tuple(Record, (number, sec + frac * scale, link, buf.buf[p : p + incl],
+                                      orig, 0, start))
 
 
 # ----------------------------------------------------------------------------- pcapng
@@ -192,7 +200,6 @@ BYTE_ORDER_MAGIC = 0x1A2B3C4D
 
 _BLOCK_HEAD = {e: Struct(e + "II") for e in "<>"}  # type total_length
 _U32 = {e: Struct(e + "I") for e in "<>"}
-_SHB_FIXED = {e: Struct(e + "IHHq") for e in "<>"}  # bom major minor section_length
 _IDB_FIXED = {e: Struct(e + "HHI") for e in "<>"}  # linktype reserved snaplen
 _EPB_FIXED = {e: Struct(e + "IIIII") for e in "<>"}  # if ts_hi ts_lo caplen origlen
 _PB_FIXED = {e: Struct(e + "HHIIII") for e in "<>"}  # if drops ts_hi ts_lo caplen origlen

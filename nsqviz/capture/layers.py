@@ -128,10 +128,16 @@ def _addr(raw: bytes) -> str:
 
 
 def _bad(rec: Record, reason: str) -> CaptureWarning:
-    return CaptureWarning(rec.number, -1, reason)
+    return CaptureWarning(rec.number, rec.offset, reason)
 
 
-_ETH_IPV4_TCP = Struct(">12sHBBHHHBBH4s4sHHIIBB")  # the common case, read in one go
+# The common case, read in one go: only the fields used (x: skipped -- MAC addresses, TOS,
+# IP id, TTL, checksum), as every field unpacked is an object made per packet.
+_ETH_IPV4_TCP = Struct(">12xHBxH2xHxB2x4s4sHHIIBB")
+
+# A namedtuple's own __new__ is a Python-level function; tuple.__new__ builds the same
+# object in C, which counts once per packet (the capture readers' hot loop).
+_new_tuple = tuple.__new__
 
 
 def decode_record(rec: Record) -> Segment | CaptureWarning | None:
@@ -141,15 +147,15 @@ def decode_record(rec: Record) -> Segment | CaptureWarning | None:
     # Fast path -- Ethernet, IPv4 without options, unfragmented TCP, nothing cut -- which
     # is most packets of most captures; anything else takes the general path below.
     if link == LINKTYPE_ETHERNET and len(data) >= 54:
-        (_, etype, ver_ihl, _tos, total, _id, frag, _ttl, proto, _csum, s, d,
+        (etype, ver_ihl, total, frag, proto, s, d,
          sport, dport, seq, ack, doff, flags) = _ETH_IPV4_TCP.unpack_from(data, 0)
         if (etype == ETHERTYPE_IPV4 and ver_ihl == 0x45 and proto == _IP_TCP
                 and not frag & 0x3FFF and doff >= 0x50):
             start = 34 + (doff >> 4) * 4
             end = 14 + total
             if total and start <= end <= len(data):
-                return Segment(rec.number, rec.ts, _addr(s), sport, _addr(d), dport, seq, ack,
-                               flags, data[start:end])
+                return _new_tuple(Segment, (rec.number, rec.ts, _addr(s), sport, _addr(d), dport,
+                                            seq, ack, flags, data[start:end], 0))
     # ---- link layer: find the network protocol and where its header starts
     if link == LINKTYPE_ETHERNET:
         if len(data) < 14:

@@ -1,7 +1,7 @@
 """Synthetic NSQ conversations written as captures, with known ground truth.
 
-Both ends are the project's own codec (a :class:`~nsqviz.nsq.codec.ClientConnection`
-and a :class:`~nsqviz.nsq.codec.ServerConnection` talking to each other), so the bytes
+Both ends are the project's own codec (a :class:`~nsqviz.nsq.client_connection.ClientConnection`
+and a :class:`~nsqviz.nsq.server_connection.ServerConnection` talking to each other), so the bytes
 are exactly what the grammar builds -- compression included -- and a
 :class:`~nsqviz.capture.writer.TcpConversation` turns each side's writes into TCP
 segments. Tests use this to know what a decoder must find; the benchmark uses it to
@@ -17,7 +17,8 @@ from typing import Any
 from nsqviz import tubemq
 from nsqviz.capture.writer import TcpConversation
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import ClientConnection, ServerConnection
+from nsqviz.nsq.client_connection import ClientConnection
+from nsqviz.nsq.server_connection import ServerConnection
 from nsqviz.records import compact_json
 from nsqviz.stream.direction import Direction
 

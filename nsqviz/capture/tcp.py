@@ -34,6 +34,11 @@ reused port.
 ``idle_split``: a flow silent for longer than this many seconds ends there
 (``FlowEnd.how == "idle"``) and its next packet starts a new, mid-stream flow -- the
 same 4-tuple reused much later without a captured handshake.
+
+A capture read while it is being made (``nsqviz decode -i``) runs for hours, so the
+tracker cannot keep every flow it has seen: :meth:`FlowTracker.sweep` ends the flows
+silent for longer than ``idle_split`` without waiting for their next packet, and forgets
+the flows that ended more than :data:`LINGER` seconds ago.
 """
 
 from __future__ import annotations
@@ -64,6 +69,15 @@ _HALF = 1 << 31
 MAX_PENDING_BYTES = 16 * 1024 * 1024
 """Out-of-order bytes held behind a hole before the hole is declared lost."""
 MAX_PENDING_SEGMENTS = 1024
+
+# A namedtuple's own __new__ is a Python-level function; tuple.__new__ builds the same
+# object in C, which counts once per segment (the capture readers' hot loop).
+_new_tuple = tuple.__new__
+
+LINGER = 60.0
+"""Seconds an ended flow is remembered by :meth:`FlowTracker.sweep`: late packets of a
+closed connection (the last ACK, a retransmitted FIN) still belong to it, as in TCP's
+TIME-WAIT (twice Linux's 30-second maximum segment lifetime)."""
 
 
 Endpoint = tuple[str, int]
@@ -201,7 +215,8 @@ class FlowTracker:
         self.client_hello = client_hello
         self.idle_split = idle_split
         self._flows: dict[tuple[Endpoint, Endpoint], tuple[Flow, dict[Direction, _Half]]] = {}
-        self.flows: list[Flow] = []
+        self.flows: list[Flow] = []  # every flow not forgotten by sweep(), in id order
+        self.numbered = 0  # flows numbered so far (forgotten ones included)
 
     # -- flow lookup ---------------------------------------------------------------
 
@@ -246,7 +261,7 @@ class FlowTracker:
                 return flow, halves, direction
         client_src = self._client_is_src(seg)
         flow = Flow(
-            self.first_id + len(self.flows),
+            self.first_id + self.numbered,
             a if client_src else b,
             b if client_src else a,
             bool(seg.flags & SYN),
@@ -257,6 +272,7 @@ class FlowTracker:
             h.last_ts = seg.ts
         self._flows[key] = (flow, halves)
         self.flows.append(flow)
+        self.numbered += 1
         out.append(FlowStart(flow, seg.number, seg.ts))
         return flow, halves, Direction.C2S if client_src else Direction.S2C
 
@@ -324,7 +340,7 @@ class FlowTracker:
         delivered = half.delivered
         if off == delivered and not half.pending:  # the common case: next in order
             half.delivered = end
-            out.append(Data(flow, direction, off, payload, seg.number, seg.ts))
+            out.append(_new_tuple(Data, (flow, direction, off, payload, seg.number, seg.ts)))
             return
         if end <= delivered:
             out.append(Retransmission(flow, direction, off, len(payload), seg.number, seg.ts))
@@ -431,6 +447,35 @@ class FlowTracker:
         """The flows with a direction not yet ended (what :meth:`finish` would close)."""
         return [flow for flow, halves in self._flows.values()
                 if not (halves[Direction.C2S].ended and halves[Direction.S2C].ended)]
+
+    def sweep(self, now: float) -> tuple[list[TcpEvent], list[Flow]]:
+        """At capture time ``now``: end every flow silent for longer than ``idle_split``
+        (as its next packet would), and forget the flows that ended at least
+        :data:`LINGER` seconds before ``now``. Returns the events of the flows ended
+        here, and the flows forgotten (their ids are never reused; a later packet on
+        one's 4-tuple starts a new flow). Linear in the flows held; a reader of a live
+        capture calls it every few seconds of capture time, so what it holds is the
+        connections open in the last ``idle_split`` seconds and those closed in the
+        last :data:`LINGER`."""
+        out: list[TcpEvent] = []
+        gone: list[Flow] = []
+        idle = self.idle_split
+        for key, (flow, halves) in list(self._flows.items()):
+            last = max(halves[Direction.C2S].last_ts, halves[Direction.S2C].last_ts)
+            ended = halves[Direction.C2S].ended and halves[Direction.S2C].ended
+            if not ended and idle is not None and now - last > idle:
+                for d, h in halves.items():
+                    self._end(flow, d, h, "idle", h.last_number, h.last_ts, out)
+                ended = True
+            elif ended and now - last < LINGER:
+                ended = False
+            if ended:
+                del self._flows[key]
+                gone.append(flow)
+        if gone:
+            ids = {flow.id for flow in gone}
+            self.flows = [flow for flow in self.flows if flow.id not in ids]
+        return out, gone
 
     def finish(self) -> list[TcpEvent]:
         """End of capture: report what is still waiting, close every open direction."""

@@ -1,4 +1,5 @@
-"""One asyncio connection to an nsqd, on the sans-IO :class:`~nsqviz.nsq.codec.ClientConnection`.
+"""One asyncio connection to an nsqd, on the sans-IO
+:class:`~nsqviz.nsq.client_connection.ClientConnection`.
 
 Every byte in and out goes through the codec: it frames and decodes what arrives, pairs
 responses with the commands that asked for them, switches on TLS and compression where
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nsqviz.client.config import Config
-from nsqviz.nsq.codec import ClientConnection, LocalProtocolError, State
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.events import (
     Auth,
@@ -46,6 +47,8 @@ from nsqviz.nsq.events import (
     TLSUpgrade,
     Violation,
 )
+from nsqviz.nsq.states import State
+from nsqviz.sansio import LocalProtocolError
 
 __all__ = ["ConnectionFailed", "NSQConnection", "NSQError"]
 
@@ -87,8 +90,8 @@ class NSQConnection(asyncio.Protocol):
         self.on_refused = on_refused
         self.transport: asyncio.Transport | None = None
         self.closed = asyncio.get_event_loop().create_future()
-        self._answers: deque[asyncio.Future] = deque()
-        self._switches: deque[asyncio.Future] = deque()
+        self._answers: deque[asyncio.Future[Any]] = deque()
+        self._switches: deque[asyncio.Future[Any]] = deque()
         self._out: list[bytes] = []
         self._flush_scheduled = False
         self._loop = asyncio.get_event_loop()
@@ -147,17 +150,20 @@ class NSQConnection(asyncio.Protocol):
             await self._switches.popleft()
         if self.codec.auth_required:
             if cfg.auth_secret is None:
-                raise self._fail(NSQError(ErrorCode.UNAUTHORIZED,
-                                          "nsqd requires AUTH; no auth_secret"))
+                error = NSQError(ErrorCode.UNAUTHORIZED, "nsqd requires AUTH; no auth_secret")
+                self._fail(error)
+                raise error
             secret = cfg.auth_secret
             await self.command(Auth(secret.encode() if isinstance(secret, str) else secret))
         if topic is not None:
+            assert channel is not None, "a subscription names a topic and a channel"
             await self.command(Sub(topic, channel))
         self._arm_watchdog()
 
     async def _start_tls(self) -> None:
         ctx = self.config.tls_context or _unverified_context()
         self._flush()
+        assert self.transport is not None, "TLS starts on an open connection"
         self.transport = await self._loop.start_tls(self.transport, self, ctx,
                                                     server_hostname=self.host)
         self.codec.tls_established()
@@ -177,7 +183,7 @@ class NSQConnection(asyncio.Protocol):
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
-    def command(self, cmd: Command) -> asyncio.Future:
+    def command(self, cmd: Command) -> asyncio.Future[Any]:
         """Send a command nsqd answers; the future gets the Response (or NSQError)."""
         fut = self._loop.create_future()
         self.send(cmd)
@@ -193,7 +199,8 @@ class NSQConnection(asyncio.Protocol):
 
     # -- receiving ----------------------------------------------------------------
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None:
@@ -287,7 +294,7 @@ class NSQConnection(asyncio.Protocol):
         self._watchdog = self._loop.call_later(timeout - silent + 0.01, self._check_alive,
                                                timeout)
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self._fail(ConnectionFailed(f"{self.address} connection lost: {exc}") if exc else None)
 
     def _fail(self, exc: BaseException | None) -> BaseException | None:

@@ -42,7 +42,7 @@ import logging
 import random
 import time
 import types
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -50,14 +50,15 @@ from nsqviz.client.config import Config
 from nsqviz.client.conn import ConnectionFailed, NSQConnection, NSQError
 from nsqviz.client.discovery import LookupdPoller
 from nsqviz.client.message import Message
-from nsqviz.nsq.codec import LocalProtocolError
 from nsqviz.nsq.events import Error, Fin, Rdy, Req
+from nsqviz.nsq.events import Message as MessageFrame
+from nsqviz.sansio import LocalProtocolError
 
 __all__ = ["Consumer"]
 
 
 @types.coroutine
-def _resume(coro, waiting_on):
+def _resume(coro: Coroutine[Any, Any, Any], waiting_on: Any) -> Generator[Any, Any, Any]:
     """Continue a coroutine that was started by hand and is waiting on ``waiting_on``:
     what a task runs for the part of an eagerly started handler after its first wait."""
     try:
@@ -94,8 +95,8 @@ class Consumer:
         channel: str,
         handler: Handler,
         *,
-        nsqd_tcp_addresses: list[str] | str = (),
-        lookupd_http_addresses: list[str] | str = (),
+        nsqd_tcp_addresses: Sequence[str] | str = (),
+        lookupd_http_addresses: Sequence[str] | str = (),
         giving_up: Callable[[Message], Any] | None = None,
         concurrency: int = 1,
         drain_timeout: float = 30.0,
@@ -131,10 +132,10 @@ class Consumer:
         self._older: dict[bytes, Message] = {}
         self._connecting: set[str] = set()
         self._closing = False
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._poller: LookupdPoller | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.closed: asyncio.Future | None = None
+        self.closed: asyncio.Future[bool] | None = None
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -156,11 +157,15 @@ class Consumer:
     async def __aenter__(self) -> Consumer:
         return await self.start()
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def _spawn(self, coro: Awaitable) -> asyncio.Task:
-        task = self._loop.create_task(coro)
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        assert self._loop is not None, "start() first"
+        return self._loop
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = self._running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -169,9 +174,11 @@ class Consumer:
         """Graceful stop: CLS everywhere, wait for CLOSE_WAIT and for in-flight messages
         to be answered (at most ``timeout``, default ``drain_timeout``), close.
         Returns True if every in-flight message was answered."""
+        closed = self.closed
+        assert closed is not None, "start() first"
         if self._closing:
-            await asyncio.shield(self.closed)
-            return self.closed.result()
+            await asyncio.shield(closed)
+            return closed.result()
         self._closing = True
         if self._poller is not None:
             self._poller.stop()
@@ -186,7 +193,7 @@ class Consumer:
             await conn.close(cls=False)
         if self._executor is not None:
             self._executor.shutdown(wait=False)
-        self.closed.set_result(drained)
+        closed.set_result(drained)
         return drained
 
     async def drain(self, timeout: float) -> bool:
@@ -370,8 +377,10 @@ class Consumer:
         for c in list(self.conns.values()):
             if c.rdy != 0:
                 self._send_rdy(c, 0)
-        wait = self.config.backoff_strategy(self.backoff_level)
-        self._backoff_timer = self._loop.call_later(wait, self._test_the_waters)
+        strategy = self.config.backoff_strategy
+        assert strategy is not None  # Config fills in the default
+        wait = strategy(self.backoff_level)
+        self._backoff_timer = self._running_loop().call_later(wait, self._test_the_waters)
 
     def _test_the_waters(self) -> None:
         self._backoff_timer = None
@@ -383,8 +392,8 @@ class Consumer:
 
     # -- messages ---------------------------------------------------------------------
 
-    def _on_message(self, conn: NSQConnection, event) -> None:
-        msg = Message(event, conn, self, conn.last_recv)
+    def _on_message(self, conn: NSQConnection, event: MessageFrame) -> None:
+        msg = Message(event, conn, self.config, self._answered, conn.last_recv)
         self.stats["received"] += 1
         max_attempts = self.config.max_attempts
         if max_attempts and msg.attempts > max_attempts:
@@ -401,10 +410,12 @@ class Consumer:
         if self._is_async:
             self._run_async(msg)
         else:
-            fut = self._loop.run_in_executor(self._executor, self.handler, msg)
-            fut.add_done_callback(lambda f, m=msg: self._settle(m, f.exception(),
-                                                                 None if f.exception() else
-                                                                 f.result()))
+            fut = self._running_loop().run_in_executor(self._executor, self.handler, msg)
+
+            def ran(f: asyncio.Future[Any], m: Message = msg) -> None:
+                self._settle(m, f.exception(), None if f.exception() else f.result())
+
+            fut.add_done_callback(ran)
 
     def _run_async(self, msg: Message) -> None:
         """Run an ``async def`` handler eagerly: up to its first real wait it runs right
@@ -419,10 +430,13 @@ class Consumer:
         except Exception as exc:  # the handler failed: requeue (with backoff)
             self._settle(msg, exc, None)
             return
-        task = self._loop.create_task(_resume(coro, waiting_on))
-        task.add_done_callback(lambda t, m=msg: self._settle(
-            m, t.exception() if not t.cancelled() else None,
-            None if t.cancelled() or t.exception() else t.result()))
+        task = self._running_loop().create_task(_resume(coro, waiting_on))
+
+        def ran(t: asyncio.Task[Any], m: Message = msg) -> None:
+            self._settle(m, t.exception() if not t.cancelled() else None,
+                         None if t.cancelled() or t.exception() else t.result())
+
+        task.add_done_callback(ran)
 
     def _settle(self, msg: Message, exc: BaseException | None, result: Any) -> None:
         """The handler returned ``result`` (or raised ``exc``): FIN, or REQ with backoff."""
@@ -457,7 +471,8 @@ class Consumer:
     def _on_refused(self, conn: NSQConnection, error: Error, message_id: bytes | None) -> None:
         """nsqd refused a FIN/REQ/TOUCH (the message timed out first): tell the message."""
         self.stats["refused"] += 1
-        msg = self._recent.get(message_id) or self._older.get(message_id)
+        msg = None if message_id is None else (
+            self._recent.get(message_id) or self._older.get(message_id))
         if msg is None:
             msg = next((m for m in self._unanswered if m.id == message_id), None)
         if msg is not None:

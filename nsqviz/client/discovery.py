@@ -11,12 +11,13 @@ skipped for that poll; the others still count. Times: ``time.monotonic``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Callable
+
+from nsqviz.nsq.json_object import read_object
 
 __all__ = ["LookupdPoller", "query_lookupd"]
 
@@ -31,7 +32,7 @@ def query_lookupd(address: str, topic: str, timeout: float = 5.0) -> list[str]:
     req = urllib.request.Request(url, headers={"Accept": "application/vnd.nsq; version=1.0"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            doc = json.loads(r.read())
+            doc = read_object(r.read())
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             return []
@@ -53,7 +54,7 @@ class LookupdPoller:
         self.jitter = jitter
         self.rng = rng or random.Random()
         self.polls = 0
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())

@@ -11,13 +11,16 @@ error -- the failure stays with its message.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
+from nsqviz.client.config import Config
+from nsqviz.client.conn import NSQConnection
 from nsqviz.nsq.events import Error, Fin, Req, Touch
+from nsqviz.nsq.events import Message as MessageFrame
 
-if TYPE_CHECKING:
-    from nsqviz.client.conn import NSQConnection
-    from nsqviz.client.consumer import Consumer
+Answered = Callable[["Message", Fin | Req, bool], None]
+"""Where a message's FIN or REQ goes (the consumer's bookkeeping: RDY, backoff); passed
+in so that a message does not know the consumer that made it."""
 
 __all__ = ["Message"]
 
@@ -26,15 +29,17 @@ class Message:
     """A message delivered to this consumer (``id``, ``body``, ``attempts``, ``timestamp``)."""
 
     __slots__ = ("id", "body", "attempts", "timestamp", "conn", "received_at", "deadline",
-                 "responded", "async_", "refused", "_consumer")
+                 "responded", "async_", "refused", "_config", "_answered")
 
-    def __init__(self, event, conn: NSQConnection, consumer: Consumer, now: float):
+    def __init__(self, event: MessageFrame, conn: NSQConnection, config: Config,
+                 answered: Answered, now: float):
         self.id: bytes = event.id
         self.body: bytes = event.body
         self.attempts: int = event.attempts
         self.timestamp: int = event.timestamp
         self.conn = conn
-        self._consumer = consumer
+        self._config = config
+        self._answered = answered
         self.received_at = now
         self.deadline = now + conn.msg_timeout
         self.responded = False
@@ -60,7 +65,7 @@ class Message:
         """REQ after ``delay`` seconds (default: ``requeue_delay * attempts``, capped);
         ``backoff`` counts it as a failure for the consumer's backoff."""
         if delay is None:
-            cfg = self._consumer.config
+            cfg = self._config
             delay = min(cfg.requeue_delay * self.attempts, cfg.max_requeue_delay)
         self._answer(Req(self.id, int(delay * 1000)), success=not backoff)
 
@@ -71,8 +76,8 @@ class Message:
         self.conn.send(Touch(self.id))
         self.deadline = time.monotonic() + self.conn.msg_timeout
 
-    def _answer(self, cmd, *, success: bool) -> None:
+    def _answer(self, cmd: Fin | Req, *, success: bool) -> None:
         if self.responded:
             raise RuntimeError(f"message {self.id.decode()} was already answered")
         self.responded = True
-        self._consumer._answered(self, cmd, success)  # noqa: SLF001 - the consumer's hook
+        self._answered(self, cmd, success)

@@ -21,7 +21,7 @@ from typing import Any
 
 from nsqviz.client.config import Config
 from nsqviz.client.conn import ConnectionFailed, NSQConnection, NSQError
-from nsqviz.nsq.events import Dpub, Mpub, Pub
+from nsqviz.nsq.events import Command, Dpub, Mpub, Pub
 from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_MSG_SIZE
 
 __all__ = ["MessageTooBig", "Producer", "split_mpub"]
@@ -96,7 +96,7 @@ class Producer:
         await self.connection()
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def connection(self) -> NSQConnection:
@@ -125,7 +125,7 @@ class Producer:
                 return conn
             raise ConnectionFailed(f"no nsqd reachable of {self.addresses}: {last}")
 
-    async def _publish(self, cmd) -> None:
+    async def _publish(self, cmd: Command) -> None:
         delay = self.retry_delay
         for attempt in range(self.retries + 1):
             try:
@@ -140,7 +140,7 @@ class Producer:
                 await asyncio.sleep(delay)
                 delay *= 2
 
-    def _check(self, body: bytes, i: int = 0) -> bytes:
+    def _check(self, body: bytes | str, i: int = 0) -> bytes:
         if isinstance(body, str):
             body = body.encode()
         if not body:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 from nsqviz.client.consumer import Consumer
 from nsqviz.client.producer import Producer
 
 __all__ = ["SyncConsumer", "SyncProducer"]
+
+T = TypeVar("T")
 
 
 class _LoopThread:
@@ -25,7 +27,7 @@ class _LoopThread:
         self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self._thread.start()
 
-    def run(self, coro: Coroutine, timeout: float | None = None) -> Any:
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def stop(self) -> None:
@@ -43,7 +45,7 @@ class SyncProducer:
         self.producer: Producer = self._thread.run(self._make(args, kwargs))
 
     @staticmethod
-    async def _make(args, kwargs) -> Producer:
+    async def _make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Producer:
         return Producer(*args, **kwargs)
 
     def publish(self, topic: str, body: bytes | str) -> None:
@@ -62,7 +64,7 @@ class SyncProducer:
     def __enter__(self) -> SyncProducer:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -75,7 +77,7 @@ class SyncConsumer:
         self.consumer: Consumer = self._thread.run(self._start(args, kwargs))
 
     @staticmethod
-    async def _start(args, kwargs) -> Consumer:
+    async def _start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Consumer:
         return await Consumer(*args, **kwargs).start()
 
     def is_starved(self) -> bool:
@@ -94,5 +96,5 @@ class SyncConsumer:
     def __enter__(self) -> SyncConsumer:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

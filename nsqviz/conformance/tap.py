@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from nsqviz.listen import LOOPBACK
 from nsqviz.nsq.events import Event
 from nsqviz.nsq.observer import Observer
 from nsqviz.stream.direction import Direction
@@ -92,8 +93,8 @@ class WireTap:
         async def listen() -> None:
             self._flowing = asyncio.Event()
             self._flowing.set()
-            self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-            self.address = f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+            self._server = await asyncio.start_server(self._accept, LOOPBACK, 0)
+            self.address = f"{LOOPBACK}:{self._server.sockets[0].getsockname()[1]}"
 
         asyncio.run_coroutine_threadsafe(listen(), self.loop).result(10)
         return self

@@ -1,12 +1,10 @@
-"""An nsqlookupd-compatible discovery service and the ``"  V1"`` protocol nsqd speaks to it.
+"""The ``"  V1"`` protocol nsqd speaks to nsqlookupd: wire format, tables and codec.
 
 * :mod:`~nsqviz.lookupd.grammar`: the protocol's bytes (construct) and error table;
 * :mod:`~nsqviz.lookupd.codec`: sans-IO connections for both roles, the state table;
-* :mod:`~nsqviz.lookupd.registry`: the registration database;
-* :mod:`~nsqviz.lookupd.server` / :mod:`~nsqviz.lookupd.http`: the asyncio service
-  (``nsqviz lookupd`` on the command line, :class:`EmbeddedLookupd` in-process).
+* :mod:`~nsqviz.lookupd.observer`, :mod:`~nsqviz.lookupd.protocol`,
+  :mod:`~nsqviz.lookupd.fields`: the protocol as captures, views, Spark and Wireshark
+  see it (a registered :class:`nsqviz.protocols.Protocol`).
+
+The nsqlookupd-compatible service that speaks it is :mod:`nsqviz.discovery`.
 """
-
-from nsqviz.lookupd.server import EmbeddedLookupd, Lookupd, LookupdOptions
-
-__all__ = ["EmbeddedLookupd", "Lookupd", "LookupdOptions"]

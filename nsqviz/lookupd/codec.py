@@ -12,17 +12,29 @@ asked for it. Neither owns a socket or a clock. Framing uses the shared stream
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from struct import Struct as _Struct
 from typing import Any
 
 from nsqviz.lookupd import grammar
 from nsqviz.lookupd.grammar import BODY_VERBS, IDENTIFY_REQUIRED, MAGIC_V1, LookupError_
-from nsqviz.stream.reassembly import Buffer, FramingError, Garbage, RawFrame, Reassembler
+from nsqviz.nsq.grammar import GrammarError
+from nsqviz.stream.reassembly import (
+    Buffer,
+    FramingError,
+    Garbage,
+    RawFrame,
+    Reassembler,
+    Truncated,
+)
 
 __all__ = [
     "Answer",
+    "BadAnswer",
+    "COMMAND_EVENTS",
     "Closed",
+    "CommandFraming",
+    "command_of",
     "Identify",
     "LookupClientConnection",
     "LookupEvent",
@@ -32,6 +44,7 @@ __all__ = [
     "Ping",
     "Refused",
     "Register",
+    "ResponseFraming",
     "State",
     "TRANSITIONS",
     "Unregister",
@@ -51,7 +64,11 @@ class LookupProtocolError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class LookupEvent:
-    """Base of everything that happens on a lookup connection."""
+    """Base of everything that happens on a lookup connection. ``raw`` is the unit's
+    bytes with the packets they came from, where a capture's observer knows them (the
+    replay's hex view reads it); the roles leave it ``None``."""
+
+    raw: RawFrame | None = field(default=None, kw_only=True, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +116,18 @@ class Answer(LookupEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class BadAnswer(LookupEvent):
+    """An answer to ``command`` that nsqd cannot read (an IDENTIFY answer that is not a
+    JSON object): nsqd logs ``parsing response`` and closes, so the connection is
+    finished; ``reason`` says what is wrong, ``offset`` where the answer starts."""
+
+    command: LookupEvent | None
+    data: bytes
+    reason: str
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class Refused(LookupEvent):
     """A command nsqlookupd refuses (always fatal): ``code`` from the error table."""
 
@@ -117,6 +146,15 @@ class Closed(LookupEvent):
 
 
 Command = Magic | Identify | Register | Unregister | Ping
+
+COMMAND_EVENTS: dict[str, type[Identify | Register | Unregister | Ping]] = {
+    "IDENTIFY": Identify,
+    "REGISTER": Register,
+    "UNREGISTER": Unregister,
+    "PING": Ping,
+}
+"""The event of each verb of :data:`nsqviz.lookupd.grammar.COMMANDS` (a test checks the
+two tables name the same verbs)."""
 
 
 # ------------------------------------------------------------------------------ states
@@ -179,7 +217,7 @@ class CommandFraming:
             return nl + 1 - pos
         if len(buf) - (nl + 1) < 4:
             return None
-        (size,) = _I32.unpack_from(buf, nl + 1)
+        size: int = _I32.unpack_from(buf, nl + 1)[0]
         if not 0 <= size <= self.max_body_size:
             raise FramingError(f"IDENTIFY body size {size} out of range", code="E_BAD_BODY")
         return nl + 1 - pos + 4 + size
@@ -199,7 +237,7 @@ class ResponseFraming:
     def measure(self, buf: bytes, pos: int) -> int | None:
         if len(buf) - pos < 4:
             return None
-        (size,) = _I32.unpack_from(buf, pos)
+        size: int = _I32.unpack_from(buf, pos)[0]
         if not 0 <= size <= self.max_size:
             raise FramingError(f"response body size ({size}) is greater than limit "
                                f"({self.max_size})")
@@ -212,27 +250,34 @@ class ResponseFraming:
 # -------------------------------------------------------------------------- conversion
 
 
-def _event(parsed, verb: str) -> Command:
-    if verb == "IDENTIFY":
+def command_of(data: bytes) -> Command:
+    """The command event of one whole command's bytes (not the magic); raises
+    :class:`~nsqviz.lookupd.grammar.LookupError_` for what nsqlookupd refuses."""
+    parsed = grammar.parse_command(data)
+    verb = data.split(b"\n", 1)[0].split(b" ", 1)[0].decode("ascii")
+    kind = COMMAND_EVENTS[verb]
+    if kind is Identify:
         return Identify(dict(parsed.body))
-    if verb == "PING":
+    if kind is Ping:
         return Ping()
     channel = parsed.channel.name if parsed.channel is not None else None
-    return (Register if verb == "REGISTER" else Unregister)(parsed.topic, channel)
+    return Register(parsed.topic, channel) if kind is Register else \
+        Unregister(parsed.topic, channel)
 
 
 def encode(cmd: Command) -> bytes:
     """The bytes of a command, built by the grammar."""
-    kind = type(cmd)
-    if kind is Magic:
+    if isinstance(cmd, Magic):
         return MAGIC_V1
-    if kind is Identify:
-        return grammar.IDENTIFY.build({"body": cmd.info})
-    if kind is Ping:
-        return grammar.PING.build({})
-    con = grammar.REGISTER if kind is Register else grammar.UNREGISTER
-    channel = {"name": cmd.channel} if cmd.channel is not None else None
-    return con.build({"topic": cmd.topic, "channel": channel})
+    if isinstance(cmd, Identify):
+        built: bytes = grammar.IDENTIFY.build({"body": cmd.info})
+    elif isinstance(cmd, Ping):
+        built = grammar.PING.build({})
+    else:
+        con = grammar.REGISTER if isinstance(cmd, Register) else grammar.UNREGISTER
+        channel = {"name": cmd.channel} if cmd.channel is not None else None
+        built = con.build({"topic": cmd.topic, "channel": channel})
+    return built
 
 
 # ------------------------------------------------------------------------------ server
@@ -264,7 +309,8 @@ class LookupServerConnection:
                 break
         return out
 
-    def _decode(self, item: RawFrame | Garbage) -> LookupEvent:
+    def _decode(self, item: RawFrame | Garbage | Truncated) -> LookupEvent:
+        assert not isinstance(item, Truncated)  # only Reassembler.finish() makes those
         if isinstance(item, Garbage):
             if item.code == "E_BAD_PROTOCOL":  # nsqlookupd sends the bare code
                 return Refused(item.code, "", item.offset)
@@ -272,9 +318,8 @@ class LookupServerConnection:
         if self.state is State.INIT:
             self.state = State.CONNECTED
             return Magic()
-        verb = item.data.split(b"\n", 1)[0].split(b" ", 1)[0].strip().decode("ascii", "replace")
         try:
-            ev = _event(grammar.parse_command(item.data), verb)
+            ev = command_of(item.data)
         except LookupError_ as exc:
             off = item.offset + exc.offset if exc.offset is not None else item.offset
             return Refused(exc.code, exc.text, off)
@@ -327,7 +372,9 @@ class LookupClientConnection:
         return encode(cmd)
 
     def receive(self, data: bytes) -> list[LookupEvent]:
-        """Answers from nsqlookupd, each paired with its command; ``b""`` is EOF."""
+        """Answers from nsqlookupd, each paired with its command; ``b""`` is EOF. Bytes
+        that are not an answer end in a :class:`Refused` or :class:`BadAnswer` event
+        (the connection is then finished); no input raises."""
         if not data:
             self.state = State.CLOSED
             return [Closed()]
@@ -344,7 +391,12 @@ class LookupClientConnection:
                 self.state = State.CLOSED
                 out.append(Refused(code, text, item.offset))
                 break
-            if type(asked) is Identify and payload.startswith(b"{"):
-                self.peer_info = grammar.IDENTIFY_ANSWER.parse(payload)
+            if type(asked) is Identify:
+                try:
+                    self.peer_info = grammar.IDENTIFY_ANSWER.parse(payload)
+                except GrammarError as exc:
+                    self.state = State.CLOSED
+                    out.append(BadAnswer(asked, payload, exc.reason, item.offset))
+                    break
             out.append(Answer(asked, payload))
         return out

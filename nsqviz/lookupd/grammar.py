@@ -23,15 +23,9 @@ from typing import Any
 from construct import Const, GreedyBytes, Int32sb, Prefixed, SizeofError, Struct, Subconstruct
 from construct.core import stream_read, stream_seek
 
-from nsqviz.nsq.grammar import (
-    LF,
-    SP,
-    GrammarError,
-    JSONObject,
-    body,
-    name_field,
-    parse_exactly,
-)
+from nsqviz.nsq.grammar import LF, SP, JSONObject, body, name_field
+from nsqviz.nsq.grammar_base import parse_exactly
+from nsqviz.nsq.grammar_errors import GrammarError
 
 __all__ = [
     "BODY_VERBS",
@@ -41,6 +35,7 @@ __all__ = [
     "IDENTIFY_ANSWER",
     "IDENTIFY_REQUIRED",
     "MAGIC_V1",
+    "Magic",
     "PING",
     "REGISTER",
     "Response",
@@ -53,20 +48,23 @@ __all__ = [
 MAGIC_V1 = b"  V1"
 """The magic nsqd sends first; anything else is answered ``E_BAD_PROTOCOL`` and closed."""
 
+Magic = Const(MAGIC_V1)
+"""The magic as a grammar (what a hex view colours its 4 bytes with)."""
 
-class _SpaceThen(Subconstruct):
+
+class SpaceThen(Subconstruct):  # type: ignore[type-arg]
     """An optional trailing parameter: present when the next byte is a space (so a bad
     channel name is reported as one, not as a missing newline); ``None`` when absent."""
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: Any) -> Any:
         nxt = stream_read(stream, 1, path)
         stream_seek(stream, -1, 1, path)
         return self.subcon._parsereport(stream, context, path) if nxt == b" " else None
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
         return None if obj is None else self.subcon._build(obj, stream, context, path)
 
-    def _sizeof(self, context, path):
+    def _sizeof(self, context: Any, path: Any) -> int:
         raise SizeofError("an optional parameter has no fixed size", path=path)
 
 
@@ -76,7 +74,7 @@ def _TopicChannel(verb: bytes) -> Struct:
         "verb" / Const(verb),
         SP,
         "topic" / name_field("topic"),
-        "channel" / _SpaceThen(Struct(SP, "name" / name_field("channel"))),
+        "channel" / SpaceThen(Struct(SP, "name" / name_field("channel"))),
         LF,
     )
 
@@ -178,5 +176,6 @@ def _refusal(verb: str, exc: GrammarError) -> LookupError_:
 
 def parse_response(data: bytes) -> bytes:
     """The data of one whole response frame."""
-    return parse_exactly(Response, data)
+    data_: bytes = parse_exactly(Response, data)
+    return data_
 

@@ -10,7 +10,7 @@ As with h11, a newcomer needs only this package::
         ...
 
 The modules behind it: :mod:`~nsqviz.nsq.events` (what happens on a connection),
-:mod:`~nsqviz.nsq.codec` (the connection objects), :mod:`~nsqviz.nsq.observer` (the
+:mod:`~nsqviz.nsq.connection` (the connection objects), :mod:`~nsqviz.nsq.observer` (the
 capture :class:`Observer`), :mod:`~nsqviz.nsq.compression` (snappy, DEFLATE),
 :mod:`~nsqviz.nsq.grammar` (the ``construct`` definition of every byte),
 :mod:`~nsqviz.nsq.fastpath` (its struct-based twin for hot loops),
@@ -20,14 +20,16 @@ and the tables every one of them reads: :mod:`~nsqviz.nsq.commands` (one entry p
 """
 
 from nsqviz.nsq import events
-from nsqviz.nsq.codec import ClientConnection, ServerConfig, ServerConnection
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.commands import COMMANDS, CommandSpec
-from nsqviz.nsq.errors import ErrorCode, LocalProtocolError, ProtocolError
+from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.events import *  # noqa: F403 -- every event, as events.__all__ names them
-from nsqviz.nsq.grammar import GrammarError
+from nsqviz.nsq.grammar_errors import GrammarError
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
+from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
 from nsqviz.nsq.states import TRANSITIONS, Role, State
+from nsqviz.sansio import LocalProtocolError, ProtocolError
 from nsqviz.stream import Direction
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""The client's side of a sans-IO NSQ connection (see :mod:`nsqviz.nsq.codec`)."""
+"""The client's side of a sans-IO NSQ connection (see :mod:`nsqviz.nsq.connection`)."""
 
 from __future__ import annotations
 
@@ -14,18 +14,17 @@ from nsqviz.nsq.connection import (
     _garbage_raw,
     _json_or_none,
 )
-from nsqviz.nsq.errors import LocalProtocolError
 from nsqviz.nsq.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     FrameFraming,
 )
-from nsqviz.nsq.grammar import GrammarError
+from nsqviz.nsq.grammar_errors import GrammarError
 from nsqviz.nsq.states import TRANSITIONS, Role, refusal
+from nsqviz.sansio import LocalProtocolError
 from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame
 
 __all__ = ["ClientConnection"]
 
-_IDENTIFY_OK = "IDENTIFY"
 _TLS_OK = "TLS OK"
 _COMPRESSED_OK = "compressed OK"
 
@@ -52,9 +51,12 @@ class ClientConnection(_Connection):
         provenance: bool = False,
         passive: bool = False,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        midstream: bool = False,
     ):
         self.max_frame_size = max_frame_size
         super().__init__(provenance=provenance, passive=passive)
+        if midstream:  # a capture that starts after the magic
+            self._advance(ev.Magic)
         self.identify: dict[str, Any] | None = None
         self.features: dict[str, Any] | None = None
         self.auth_required = False
@@ -101,7 +103,7 @@ class ClientConnection(_Connection):
         if check:
             self._check(cmd)
         data = fastpath.encode_command(cmd)
-        self._sent(cmd)
+        self.sent(cmd)
         return self._wrap(data)
 
     def send_all(self, cmds: list[ev.Command], *, check: bool = True) -> bytes:
@@ -113,7 +115,7 @@ class ClientConnection(_Connection):
             if check:
                 self._check(cmd)
             parts.append(encode(cmd))
-            self._sent(cmd)
+            self.sent(cmd)
         return self._wrap(b"".join(parts))
 
     def _check(self, cmd: ev.Command) -> None:
@@ -151,7 +153,10 @@ class ClientConnection(_Connection):
         ):
             raise LocalProtocolError(f"AUTH required before {name_of(kind)}")
 
-    def _sent(self, cmd: ev.Command) -> None:
+    def sent(self, cmd: ev.Command) -> None:
+        """Track ``cmd`` as sent (its answer is awaited, RDY and in flight updated)
+        without encoding it: :meth:`send` calls it, and an observer for a command it saw
+        the client send."""
         kind = type(cmd)
         self._advance(kind)
         if kind is ev.Magic:
@@ -181,7 +186,7 @@ class ClientConnection(_Connection):
             out.append(_continued(garbage))
             return
         out.append(ev.Violation(garbage.code, garbage.reason, True, garbage.offset,
-                             _garbage_raw(garbage)))
+                                _garbage_raw(garbage), reason=garbage.reason))
         self._fail()
 
     def _bulk(
@@ -203,7 +208,8 @@ class ClientConnection(_Connection):
             frame = fastpath.decode_frame_at(buf, start, end, raw)
         except GrammarError as exc:
             offset = base + start + (exc.offset or 0)
-            out.append(ev.Violation("", exc.reason, True, offset, raw))
+            out.append(ev.Violation("", exc.reason, True, offset, raw, field=exc.field,
+                                    reason=exc.reason))
             self._fail()
             return False
         out.append(frame)
@@ -262,6 +268,3 @@ class ClientConnection(_Connection):
         self.pending.insert(0, _COMPRESSED_OK)
         out.append(ev.CompressionStarted(kind, level))
         return True
-
-
-# ------------------------------------------------------------------------------ server

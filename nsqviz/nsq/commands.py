@@ -58,12 +58,22 @@ class BodyKind(enum.Enum):
 class Param:
     """One parameter of a command line: the event's (and the grammar's) field name, its
     kind, the word nsqd's errors use for it, and -- where nsqd reads a missing one as a
-    value -- that value (the spec requires the parameter all the same)."""
+    value -- that value (the spec requires the parameter all the same). ``column`` is
+    its column in the typed frames table (:attr:`NsqProtocol.typed_schema
+    <nsqviz.nsq.protocol.NsqProtocol.typed_schema>`); ``short`` and ``unit`` how a
+    record's one-line summary shows it (``defer=100ms``)."""
 
     field: str
     kind: ParamKind
     words: str
     default: int | None = None
+    column: str | None = None
+    short: str | None = None
+    unit: str = ""
+
+    @property
+    def summary_name(self) -> str:
+        return self.short or self.field
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +122,9 @@ _EVENT_BODY = {
     BodyKind.MESSAGES: "bodies",
 }
 
-TOPIC = Param("topic", ParamKind.NAME, "topic")
-CHANNEL = Param("channel", ParamKind.NAME, "channel")
-MESSAGE_ID = Param("id", ParamKind.ID, "message ID")
+TOPIC = Param("topic", ParamKind.NAME, "topic", column="topic")
+CHANNEL = Param("channel", ParamKind.NAME, "channel", column="channel")
+MESSAGE_ID = Param("id", ParamKind.ID, "message ID", column="msg_id")
 NONE, JSON, SECRET, MESSAGE, MESSAGES = BodyKind
 
 COMMANDS: dict[str, CommandSpec] = {
@@ -125,12 +135,15 @@ COMMANDS: dict[str, CommandSpec] = {
         CommandSpec("SUB", ev.Sub, (TOPIC, CHANNEL), NONE, "OK", auth=True),
         CommandSpec("PUB", ev.Pub, (TOPIC,), MESSAGE, "OK", auth=True),
         CommandSpec("MPUB", ev.Mpub, (TOPIC,), MESSAGES, "OK", auth=True),
-        CommandSpec("DPUB", ev.Dpub, (TOPIC, Param("defer_time", ParamKind.DECIMAL, "timeout")),
+        CommandSpec("DPUB", ev.Dpub, (TOPIC, Param("defer_time", ParamKind.DECIMAL, "timeout",
+                                                    column="delay_ms", short="defer", unit="ms")),
                     MESSAGE, "OK", auth=True),
-        CommandSpec("RDY", ev.Rdy, (Param("count", ParamKind.DECIMAL, "count", default=1),),
+        CommandSpec("RDY", ev.Rdy, (Param("count", ParamKind.DECIMAL, "count", default=1,
+                                          column="count"),),
                     NONE, "", auth=False),
         CommandSpec("FIN", ev.Fin, (MESSAGE_ID,), NONE, "", auth=False, params_word="params"),
-        CommandSpec("REQ", ev.Req, (MESSAGE_ID, Param("timeout", ParamKind.DECIMAL, "timeout")),
+        CommandSpec("REQ", ev.Req, (MESSAGE_ID, Param("timeout", ParamKind.DECIMAL, "timeout",
+                                                      column="delay_ms", unit="ms")),
                     NONE, "", auth=False, params_word="params"),
         CommandSpec("TOUCH", ev.Touch, (MESSAGE_ID,), NONE, "", auth=False,
                     params_word="params"),

@@ -1,9 +1,28 @@
-"""What the client and server connections share: the receive pipeline, the compression
-switch and the connection state (see :mod:`nsqviz.nsq.codec`)."""
+"""Sans-IO NSQ connections, one object per role, in the style of h11: what both roles share.
+
+A :class:`~nsqviz.nsq.client_connection.ClientConnection` or
+:class:`~nsqviz.nsq.server_connection.ServerConnection` owns no socket, no thread and no
+clock. Bytes that arrived go into ``receive(data)``, which returns the events they
+completed; an event you want to send goes into ``send(event)``, which returns the bytes
+to write. In between, the object tracks what the protocol says about the connection --
+magic sent, identified, authenticated, subscribed, RDY, messages in flight, closing,
+compression -- and refuses or reports what breaks it.
+
+Both directions use the same pipeline (:class:`nsqviz.sansio.Connection`, the base every
+protocol shares): optional decompression, the stream
+:class:`~nsqviz.stream.Reassembler` with NSQ's framing rule, then the grammar's fast
+path. That is what lets the broker, the notebook session, pcap replay and Spark show the
+same events for the same bytes.
+
+Misuse by *us* raises :class:`~nsqviz.sansio.LocalProtocolError` from ``send`` (h11's
+rule: you cannot send what the protocol forbids -- unless you ask with ``check=False``,
+which is how a notebook shows what nsqd answers to a bad command). Misbehaviour by the
+*peer* is data: ``receive`` returns a :class:`~nsqviz.nsq.events.Violation` carrying the
+error nsqd v1.3.0 would answer with, and after a fatal one the connection is ``CLOSED``.
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,8 +35,11 @@ from nsqviz.nsq.events import (
     Truncated,
     Violation,
 )
+from nsqviz.nsq.grammar_errors import BadJSON
+from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.states import TRANSITIONS, Role, State
-from nsqviz.stream.reassembly import FramingError, FramingRule, Garbage, RawFrame, Reassembler
+from nsqviz.sansio import Connection
+from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame, Reassembler
 from nsqviz.stream.reassembly import Truncated as StreamTruncated
 
 __all__ = ["DEFAULT_MAX_RDY_COUNT"]
@@ -26,11 +48,9 @@ DEFAULT_MAX_RDY_COUNT = 2500
 """nsqd's --max-rdy-count default; clients must assume it without feature negotiation."""
 
 
-# ------------------------------------------------------------------------------ common
-
-
-class _Connection:
-    """What both roles share: the receive pipeline and the compression switch.
+class _Connection(Connection):
+    """What both roles share beyond the sans-IO base (:class:`nsqviz.sansio.Connection`):
+    the state, the compression switch and the TLS switch point.
 
     A ``passive`` connection observes someone else's traffic (a capture): it decodes
     without judging -- the real peer's verdicts are in the other direction -- reads on
@@ -40,18 +60,15 @@ class _Connection:
     role: Role  # whose row of the transition table this connection follows
 
     def __init__(self, *, provenance: bool, passive: bool = False) -> None:
-        self.provenance = provenance
-        self.passive = passive
         self.state = State.INIT
         self.compression: str | None = None
         self.tls = False
         self._codec: Snappy | Deflate | None = None
-        self._reasm = self._reassembler(expect_magic=True)
-        self._eof = False
         self._held = b""  # received before a compression switch, still to decompress
+        super().__init__(provenance=provenance, passive=passive)
 
-    def _reassembler(self, *, expect_magic: bool) -> Reassembler:
-        rule = self._rule(expect_magic=expect_magic)
+    def _reassembler(self, *, after_gap: bool) -> Reassembler:
+        rule = self._rule(expect_magic=not after_gap)
         # an observer reports refused bytes where they start, as the peer answers them
         return Reassembler(rule, provenance=self.provenance, resync=self.passive,
                            report_at_start=self.passive)
@@ -76,37 +93,27 @@ class _Connection:
         True if the stream changes form after it."""
         raise NotImplementedError
 
-    def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:  # pragma: no cover
-        raise NotImplementedError
+    def _truncated(self, item: StreamTruncated) -> Truncated:
+        return Truncated(item.offset, item.data, item.expected)
 
-    def receive(self, data: bytes, *, segment: int | None = None) -> list[Event]:
-        """Feed bytes that arrived; ``b""`` means the peer closed its side."""
-        out: list[Event] = []
-        if self._eof:
-            return out
-        if not data:
-            self._eof = True
-            for ev in self._reasm.finish():
-                if isinstance(ev, StreamTruncated):
-                    out.append(Truncated(ev.offset, ev.data, ev.expected))
-                else:
-                    self._on_garbage(ev, out)
-            out.append(ConnectionClosed())
-            self._advance(ConnectionClosed)
-            return out
-        if self.state is State.CLOSED:
-            return out
+    def _closed_event(self) -> ConnectionClosed:
+        return ConnectionClosed()
+
+    def _ended(self) -> None:
+        self._advance(ConnectionClosed)
+
+    def _receive(self, data: bytes, out: list[Any], segment: int | None,
+                 now: float | None) -> None:
         if self._held:
             data, self._held = self._held + data, b""
         codec = self._codec
         if codec is None:
             self._pump(data, out, segment)
-            return out
+            return
         for piece in self._decompress(codec, data, out):
             self._pump(piece, out, segment)
             if self.closed:
                 break
-        return out
 
     @property
     def closed(self) -> bool:
@@ -155,7 +162,7 @@ class _Connection:
         return i, pos
 
     def _switch(self, rest: bytes, out: list[Event], segment: int | None) -> None:
-        self._reasm = self._reassembler(expect_magic=False)
+        self._reasm = self._reassembler(after_gap=True)
         if not rest:
             return
         if self._tls_pending():
@@ -179,21 +186,10 @@ class _Connection:
         return self._reasm.remaining()
 
     def gap(self) -> tuple[bytes, int | None]:
-        """Bytes are missing from the stream here (a capture lost them).
-
-        The frame in progress is lost: it is dropped and returned, with the length it
-        was to have when its size prefix arrived (``None`` otherwise), so that the
-        caller knows whether the next frame boundary is proven or must be searched for.
-        A live socket never loses bytes; only a capture needs this.
-        """
-        partial = self._reasm.take_remaining()
+        """See :meth:`nsqviz.sansio.Connection.gap`; bytes held back for a compression
+        switch go with the frame in progress."""
         self._held = b""
-        self._reasm = self._reassembler(expect_magic=False)
-        try:
-            length = self._reasm.rule.measure(partial, 0) if partial else None
-        except FramingError:
-            length = None
-        return partial, length
+        return super().gap()
 
     def _decompress(self, codec: Snappy | Deflate, data: bytes, out: list[Event]
                     ) -> Iterator[bytes]:
@@ -206,8 +202,8 @@ class _Connection:
             except StopIteration:
                 return
             except Exception as exc:  # snappy and zlib raise their own types
-                out.append(Violation("", f"bad {self.compression} stream: {exc}", True,
-                                     self._reasm.offset))
+                text = f"bad {self.compression} stream: {exc}"
+                out.append(Violation("", text, True, self._reasm.offset, reason=text))
                 self._advance(Error)  # nothing after a broken stream is readable
                 return
             yield piece
@@ -220,7 +216,7 @@ class _Connection:
         return self._codec.compress(data) if self._codec is not None else data
 
 
-# ------------------------------------------------------------------------------ client
+# ---------------------------------------------------------------- helpers both roles use
 
 
 def _garbage_raw(garbage: Garbage) -> RawFrame:
@@ -233,12 +229,11 @@ def _continued(garbage: Garbage) -> Violation:
     """The rest of undecodable bytes whose start was reported (with the peer's answer):
     shown, skipped to the next frame, answered by nobody."""
     return Violation("", garbage.reason, False, garbage.offset, _garbage_raw(garbage),
-                     continued=True)
+                     reason=garbage.reason, continued=True)
 
 
 def _json_or_none(data: bytes) -> dict[str, Any] | None:
     try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        return read_object(data)
+    except BadJSON:
         return None
-    return value if isinstance(value, dict) else None

@@ -11,19 +11,9 @@ import enum
 
 __all__ = [
     "ErrorCode",
-    "LocalProtocolError",
-    "ProtocolError",
     "go_quote",
     "not_in_flight",
 ]
-
-
-class ProtocolError(Exception):
-    """Base of the errors the codec raises."""
-
-
-class LocalProtocolError(ProtocolError):
-    """We were about to send something the protocol forbids in the current state."""
 
 
 class ErrorCode(enum.StrEnum):

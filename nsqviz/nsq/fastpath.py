@@ -16,10 +16,9 @@ Input to the decoders is exactly one frame or command, as cut by
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from struct import Struct
-from typing import Any
+from typing import Any, Protocol
 
 from nsqviz.nsq.commands import (
     BY_EVENT,
@@ -39,8 +38,7 @@ from nsqviz.nsq.events import (
     Response,
     ServerFrame,
 )
-from nsqviz.nsq.grammar import (
-    MAGIC_V2,
+from nsqviz.nsq.grammar_errors import (
     BadJSON,
     BadMessageID,
     BadName,
@@ -49,11 +47,11 @@ from nsqviz.nsq.grammar import (
     GrammarError,
     UnknownCommand,
     UnknownFrameType,
-    compact_json,
-    first_bad_name_byte,
-    is_valid_topic_name,
+    numbered,
 )
+from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.lexer import line_end, verb_of
+from nsqviz.nsq.wire import MAGIC_V2, compact_json, first_bad_name_byte, is_valid_topic_name
 from nsqviz.stream.reassembly import Garbage, RawFrame
 
 __all__ = [
@@ -65,6 +63,8 @@ __all__ = [
     "decode_messages",
     "encode_command",
     "encode_frame",
+    "encode_messages",
+    "MessageParts",
 ]
 
 _I32 = Struct(">i")
@@ -184,19 +184,45 @@ def decode_fins(
 def encode_frame(frame: ServerFrame) -> bytes:
     """Response, Error or Message -> the bytes nsqd sends."""
     if type(frame) is Message:
-        body = frame.body
-        mid = frame.id
-        if len(mid) != 16 or mid.translate(None, _HEXDIGITS):
-            raise BadMessageID(f"message id {mid!r} is not 16 hex digits")
-        return (
-            _MESSAGE_FRAME_HEADER.pack(30 + len(body), 2, frame.timestamp, frame.attempts, mid)
-            + body
-        )
+        return encode_messages((frame,))
     if type(frame) is Response:
         return _HEADER.pack(4 + len(frame.data), 0) + frame.data
     if type(frame) is Error:
         return _HEADER.pack(4 + len(frame.data), 1) + frame.data
     raise TypeError(f"not a frame: {frame!r}")
+
+
+class MessageParts(Protocol):
+    """What a message frame is made of: :class:`Message`, or a broker's own message
+    object that has the same four fields (encoded without a Message made for it)."""
+
+    @property
+    def timestamp(self) -> int: ...
+
+    @property
+    def attempts(self) -> int: ...
+
+    @property
+    def id(self) -> bytes: ...
+
+    @property
+    def body(self) -> bytes: ...
+
+
+def encode_messages(messages: Iterable[MessageParts]) -> bytes:
+    """The message frames of ``messages``, one after the other, as one bytes object:
+    a consumer's batch in a single write, each body copied once."""
+    pack = _MESSAGE_FRAME_HEADER.pack
+    parts: list[bytes] = []
+    append = parts.append
+    for m in messages:
+        mid = m.id
+        if len(mid) != 16 or mid.translate(None, _HEXDIGITS):
+            raise BadMessageID(f"message id {mid!r} is not 16 hex digits")
+        body = m.body
+        append(pack(30 + len(body), 2, m.timestamp, m.attempts, mid))
+        append(body)
+    return b"".join(parts)
 
 
 # --------------------------------------------------------------------------- commands
@@ -237,32 +263,38 @@ _LENIENT: dict[ParamKind, Callable[[bytes], object]] = {
 
 
 def _sized(data: bytes, pos: int, what: str, field: str, base: int = 0,
-           cut: str = "body") -> tuple[bytes, int]:
+           cut: str = "body", index: int | None = None) -> tuple[bytes, int]:
     """``[4-byte size][N bytes]`` at ``pos``; returns the bytes and the position after.
 
-    ``base`` is where ``data`` itself starts in the command, for error offsets.
+    ``base`` is where ``data`` itself starts in the command, for error offsets;
+    ``index`` numbers one of MPUB's messages in the size error, as the grammar does.
     """
+    start, end = _span(data, pos, what, field, base, cut, index)
+    return data[start:end], end
+
+
+def _span(data: bytes, pos: int, what: str, field: str, base: int = 0,
+          cut: str = "body", index: int | None = None) -> tuple[int, int]:
+    """:func:`_sized` without the copy: where the N bytes start and end in ``data``."""
     if len(data) - pos < 4:
         raise GrammarError(f"{field} is cut short", offset=base + len(data), field=cut)
     (size,) = _I32.unpack_from(data, pos)
     if size < 1:
-        raise BadSize(f"invalid {what} size {size}", offset=base + pos, field=field)
+        name = what if index is None else numbered(what, index)
+        raise BadSize(f"invalid {name} size {size}", offset=base + pos, field=field)
     end = pos + 4 + size
     if end > len(data):
         raise GrammarError(f"{what} is cut short", offset=base + len(data), field=cut)
-    return data[pos + 4 : end], end
+    return pos + 4, end
 
 
 def _json_body(data: bytes, nl: int) -> tuple[dict[str, Any], int]:
     body, end = _sized(data, nl + 1, "IDENTIFY body", "body size")
     try:
-        value = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadJSON(f"not JSON: {exc}", offset=nl + 5, field="body") from None
-    if not isinstance(value, dict):
-        raise BadJSON(f"expected a JSON object, got {type(value).__name__}", offset=nl + 5,
-                      field="body")
-    return value, end
+        return read_object(body), end
+    except BadJSON as exc:
+        exc.offset, exc.field = nl + 5, "body"
+        raise
 
 
 def _secret_body(data: bytes, nl: int) -> tuple[bytes, int]:
@@ -274,22 +306,32 @@ def _message_body(data: bytes, nl: int) -> tuple[bytes, int]:
 
 
 def _messages_body(data: bytes, nl: int) -> tuple[tuple[bytes, ...], int]:
-    body, end = _sized(data, nl + 1, "MPUB body", "body size")
-    base = nl + 5
-    if len(body) < 4:
-        raise GrammarError("num messages is cut short", offset=base + len(body),
-                           field="num messages")
-    (count,) = _I32.unpack_from(body)
+    base, end = _span(data, nl + 1, "MPUB body", "body size")  # base: the body's offset
+    if end - base < 4:
+        raise GrammarError("num messages is cut short", offset=end, field="num messages")
+    (count,) = _I32.unpack_from(data, base)
     if count < 1:
         raise BadSize(f"MPUB invalid message count {count}", offset=base, field="num messages")
-    pos = 4
-    bodies = []
-    for _ in range(count):
-        msg, pos = _sized(body, pos, "message body", "message size", base, "message size")
-        bodies.append(msg)
-    if pos != len(body):
-        rest = len(body) - pos
-        raise BadSize(f"MPUB body has {rest} bytes after its last message", offset=base + pos,
+    # each message is sliced straight out of the command (the MPUB body is not copied
+    # first); a size that does not fit goes to _sized, which names the fault
+    pos = base + 4
+    bodies: list[bytes] = []
+    append = bodies.append
+    unpack = _I32.unpack_from
+    for i in range(count):
+        if end - pos >= 4:
+            (size,) = unpack(data, pos)
+            stop = pos + 4 + size
+            if size >= 1 and stop <= end:
+                append(data[pos + 4 : stop])
+                pos = stop
+                continue
+        msg, rel = _sized(data[base:end], pos - base, "message body", "message size", base,
+                          "message size", i)
+        append(msg)
+        pos = base + rel
+    if pos != end:
+        raise BadSize(f"MPUB body has {end - pos} bytes after its last message", offset=pos,
                       field="body")
     return tuple(bodies), end
 
@@ -331,7 +373,8 @@ def _decode(data: bytes, raw: RawFrame | None, lenient: list[GrammarError] | Non
         raise GrammarError("command line has no newline", offset=len(data))
     end = line_end(data, 0, nl)
     pos = len(spec.wire)
-    make: Callable[..., Command] = spec.event  # (*line values, [body,] raw)
+    # positional (*line values, [body,] raw): the order tests/nsq/test_fastpath.py checks
+    make: Callable[..., Command] = spec.event
     values: list[object] = []
     for p in spec.params:
         # each separator, then each token, is checked before the next is looked at, as

@@ -15,8 +15,8 @@ from struct import Struct as _Struct
 
 from nsqviz.nsq.commands import BODY_VERBS, BY_VERB, BodyKind
 from nsqviz.nsq.errors import ErrorCode
-from nsqviz.nsq.grammar import MAGIC_V2
 from nsqviz.nsq.lexer import line_end, verb_of
+from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.stream.reassembly import Buffer, FramingError
 
 __all__ = [
@@ -48,6 +48,9 @@ DEFAULT_MAX_LINE = 16 * 1024
 """nsqd reads a command line with a 16 KiB buffered reader; longer lines cannot be read."""
 
 _VERB_STARTS = frozenset(verb[0] for verb in BY_VERB)
+_BODY_VERB_STARTS = frozenset(verb[0] for verb in BODY_VERBS)
+"""First bytes of the verbs with a body: a line starting otherwise (FIN, RDY ...) needs
+no look at its verb to be known body-less."""
 
 
 class FrameFraming:
@@ -201,7 +204,7 @@ class CommandFraming:
             nl = find(b"\n", pos, pos + limit + 1)
             if nl < 0:
                 return pos
-            if verb_of(buf, pos, nl) in BODY_VERBS:
+            if buf[pos] in _BODY_VERB_STARTS and verb_of(buf, pos, nl) in BODY_VERBS:
                 return pos
             pos = nl + 1
             append(pos)

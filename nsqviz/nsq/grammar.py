@@ -1,11 +1,12 @@
 """The NSQ V2 wire protocol as declarative ``construct`` grammars.
 
-This module is the single definition of NSQ's bytes. Everything that parses or builds
-NSQ traffic -- the codec, the broker, pcap replay, the Spark pipeline, the widgets --
-goes through these definitions, or through the struct-based fast path in
-:mod:`nsqviz.nsq.fastpath`, which is differentially tested against them.
+These definitions are the reference for NSQ's bytes, but not the only decoder: the
+struct-based fast path in :mod:`nsqviz.nsq.fastpath` is a second definition, written for
+hot loops and differentially tested against this one (same accept/reject, same error
+class, field and offset). Everything that parses or builds NSQ traffic -- the codec, the
+broker, pcap replay, the Spark pipeline, the widgets -- goes through one of the two.
 
-The layouts follow the protocol spec (``shared/seeds``):
+The layouts follow NSQ's protocol spec (https://nsq.io/clients/tcp_protocol_spec.html):
 
 * the magic ``"  V2"`` a client sends first;
 * commands: a text line ``VERB[ param...]\\n``, some followed by a body prefixed with a
@@ -15,10 +16,13 @@ The layouts follow the protocol spec (``shared/seeds``):
 * messages (the data of a ``FrameTypeMessage``): ``[timestamp:int64 ns][attempts:uint16]
   [id:16 ASCII hex][body]``.
 
-This module holds the magic and the commands and re-exports the rest: the frames and
-messages are in :mod:`nsqviz.nsq.grammar_frames`, the errors (and how a failure is given
-its field and offset) in :mod:`nsqviz.nsq.grammar_errors`, the IDENTIFY keys in
-:mod:`nsqviz.nsq.identify_fields`.
+This module holds the magic and the commands; the frames and messages are in
+:mod:`nsqviz.nsq.grammar_frames`, the errors (and how a failure is given its field and
+offset) in :mod:`nsqviz.nsq.grammar_errors`, the IDENTIFY keys in
+:mod:`nsqviz.nsq.identify_fields`, the constants and name rules the hot paths share in
+:mod:`nsqviz.nsq.wire`. Five names are re-exported (``Frame``, ``Message``,
+``parse_frame``, ``GrammarError``, ``MAGIC_V2``) so that a notebook reads the whole wire
+format as ``grammar.<name>``; code imports them from where they are defined.
 
 Every definition parses and builds, and ``build(parse(x)) == x`` for every valid ``x``
 (JSON bodies keep their original bytes through :class:`construct.RawCopy`) -- except
@@ -29,8 +33,6 @@ with ``\\n``. The commands are built from the command table
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -48,8 +50,8 @@ from construct import (
 )
 from construct.core import stream_read, stream_tell, stream_write
 
-from nsqviz.nsq.commands import BODY_VERBS, BodyKind, CommandSpec, Param, ParamKind
 from nsqviz.nsq.commands import COMMANDS as TABLE
+from nsqviz.nsq.commands import BodyKind, CommandSpec, Param, ParamKind
 from nsqviz.nsq.grammar_base import (
     AdapterBase,
     ConstBase,
@@ -60,75 +62,51 @@ from nsqviz.nsq.grammar_base import (
 )
 from nsqviz.nsq.grammar_errors import (
     BadJSON,
-    BadMessageID,
     BadName,
     BadNumber,
     BadSize,
     GrammarError,
     UnknownCommand,
-    UnknownFrameType,
+    numbered,
 )
-from nsqviz.nsq.grammar_frames import FRAME_TYPES, Frame, Message, MessageID, hex_id, parse_frame
-from nsqviz.nsq.identify_fields import (
-    AUTH_RESPONSE_FIELDS,
-    FEATURE_NEGOTIATION_FIELDS,
-    IDENTIFY_FIELDS,
-    IdentifyField,
-)
+from nsqviz.nsq.grammar_frames import Frame, Message, hex_id, parse_frame
+from nsqviz.nsq.json_object import read_object
+from nsqviz.nsq.wire import MAGIC_V2, compact_json, first_bad_name_byte, is_valid_topic_name
 
 if TYPE_CHECKING:
     from construct.core import Context, PathType, StreamType
 
 __all__ = [
-    "AUTH_RESPONSE_FIELDS",
-    "BODY_VERBS",
-    "COMMANDS",
+    # the grammar's own definitions
+    "AUTH",
     "CLS",
+    "COMMANDS",
     "DPUB",
-    "FEATURE_NEGOTIATION_FIELDS",
     "FIN",
-    "FRAME_TYPES",
-    "Grammar",
     "IDENTIFY",
-    "IDENTIFY_FIELDS",
-    "MAGIC_V2",
+    "LF",
     "MPUB",
     "NOP",
     "PUB",
-    "REQ",
     "RDY",
+    "REQ",
+    "SP",
     "SUB",
     "TOUCH",
-    "AUTH",
-    "BadJSON",
-    "BadMessageID",
-    "BadName",
-    "BadNumber",
-    "BadSize",
     "Command",
-    "Frame",
-    "GrammarError",
-    "Spelled",
-    "IdentifyField",
+    "JSONObject",
     "Magic",
-    "Message",
-    "MessageID",
-    "UnknownCommand",
-    "UnknownFrameType",
-    "is_valid_channel_name",
-    "is_valid_topic_name",
-    "compact_json",
-    "parse_command",
-    "parse_exactly",
-    "parse_frame",
+    "Spelled",
     "body",
     "name_field",
-    "JSONObject",
-    "LF",
-    "SP",
+    "parse_command",
+    # re-exported so that this module is the whole wire format in one namespace
+    "Frame",
+    "GrammarError",
+    "MAGIC_V2",
+    "Message",
+    "parse_frame",
 ]
-
-MAGIC_V2 = b"  V2"
 
 # ------------------------------------------------------------------- text primitives
 
@@ -174,17 +152,6 @@ class _LineEnd(_Separator):
 
 SP = _Separator(b" ")
 LF = _LineEnd()
-
-_NAME_RE = re.compile(r"^[.a-zA-Z0-9_-]+(#ephemeral)?$")
-
-
-def is_valid_topic_name(name: str) -> bool:
-    """nsqd's rule: ``[.a-zA-Z0-9_-]``, optional ``#ephemeral`` suffix, 1..64 in total."""
-    return 1 <= len(name) <= 64 and _NAME_RE.match(name) is not None
-
-
-is_valid_channel_name = is_valid_topic_name
-
 
 class Token(ConstructBase):
     """The bytes of one command parameter: everything up to the next space or newline.
@@ -249,16 +216,6 @@ class _NameAdapter(AdapterBase):
         return obj.encode("ascii")
 
 
-def first_bad_name_byte(name: bytes) -> int:
-    """Where in an invalid name nsqd's rule breaks: the first byte outside
-    ``[.a-zA-Z0-9_-]`` (a ``#ephemeral`` suffix allowed), else the 65th byte."""
-    stem = name.removesuffix(b"#ephemeral") if len(name) > len(b"#ephemeral") else name
-    for i, byte in enumerate(stem):
-        if not _NAME_RE.match(chr(byte)):
-            return i
-    return min(64, len(name))
-
-
 class Spelled(int):
     """An int that remembers how it was written (``007``), so that building what was
     parsed gives back the same bytes: nsqd reads ``RDY 007`` as 7, and so do we."""
@@ -308,21 +265,13 @@ class _JSONObject(AdapterBase):
 
     def _decode(self, obj: bytes, context: Context, path: PathType) -> dict[str, Any]:
         try:
-            value = json.loads(obj)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise BadJSON(f"not JSON: {exc}", path=path) from None
-        if not isinstance(value, dict):
-            raise BadJSON(f"expected a JSON object, got {type(value).__name__}", path=path)
-        return value
+            return read_object(obj)
+        except BadJSON as exc:
+            exc.path = path
+            raise
 
     def _encode(self, obj: dict[str, Any], context: Context, path: PathType) -> bytes:
         return compact_json(obj)
-
-
-def compact_json(value: Any) -> bytes:
-    """``value`` as JSON without spaces, as Go's ``encoding/json`` writes it: how
-    clients send IDENTIFY bodies and how nsqd answers IDENTIFY and AUTH."""
-    return json.dumps(value, separators=(",", ":")).encode()
 
 
 JSONObject = _Located(_JSONObject(GreedyBytes), "body")
@@ -330,12 +279,15 @@ JSONObject = _Located(_JSONObject(GreedyBytes), "body")
 
 def _body(subcon: Grammar, *, what: str, size_field: str = "body size") -> Grammar:
     """``[ 4-byte size ][ N-byte data ]``; nsqd refuses a size below 1, and so does
-    building (an empty body is not a body)."""
+    building (an empty body is not a body). Inside an array (MPUB's messages) ``what``
+    gets the element's index, as nsqd's ``MPUB invalid message(1) body size 0``."""
 
     class _CheckedSize(AdapterBase):
         def _decode(self, obj: int, context: Context, path: PathType) -> int:
             if obj < 1:
-                raise BadSize(f"invalid {what} size {obj}", path=path)
+                index = context.get("_index")
+                name = what if index is None else numbered(what, index)
+                raise BadSize(f"invalid {name} size {obj}", path=path)
             return obj
 
         def _encode(self, obj: int, context: Context, path: PathType) -> int:

@@ -1,12 +1,14 @@
 """The errors the NSQ grammar raises: each names the offset, the field in the protocol's
-words and the reason (re-exported by :mod:`nsqviz.nsq.grammar`)."""
+words and the reason (below :class:`nsqviz.sansio.GrammarError`, the one family every
+protocol's grammar errors belong to)."""
 
 from __future__ import annotations
 
-from construct import ConstructError
+from nsqviz import sansio
 
 __all__ = [
     "BadJSON",
+    "numbered",
     "BadMessageID",
     "BadName",
     "BadNumber",
@@ -17,30 +19,10 @@ __all__ = [
 ]
 
 
-class GrammarError(ConstructError):
-    """Bytes that do not fit the grammar.
-
-    ``offset`` is where in the input it was noticed, ``field`` the name of the field that
-    failed (``"topic"``, ``"body size"`` ...; ``None`` for the line's own structure) and
-    ``reason`` says why, in the protocol's words.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        offset: int | None = None,
-        path: str | None = None,
-        field: str | None = None,
-    ):
-        super().__init__(message, path)
-        self.offset = offset
-        self.reason = message
-        self.field = field
-
-    def __str__(self) -> str:
-        where = f" at offset {self.offset}" if self.offset is not None else ""
-        return f"{type(self).__name__}{where}: {self.reason}"
+class GrammarError(sansio.GrammarError):
+    """Bytes that do not fit NSQ's grammar (the shared :class:`nsqviz.sansio.GrammarError`:
+    ``offset``, ``field`` in the protocol's words -- ``"topic"``, ``"body size"``;
+    ``None`` for the line's own structure -- and ``reason``)."""
 
 
 class BadSize(GrammarError):
@@ -69,3 +51,9 @@ class BadNumber(GrammarError):
 
 class BadJSON(GrammarError):
     """An IDENTIFY body (or a JSON response) that is not a JSON object."""
+
+
+def numbered(what: str, index: int) -> str:
+    """``message body`` -> ``message(1) body``: how nsqd names one message of an MPUB."""
+    noun, _, rest = what.partition(" ")
+    return f"{noun}({index}) {rest}".rstrip()

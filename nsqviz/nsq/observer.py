@@ -1,6 +1,6 @@
 """The passive observer of someone else's NSQ connection, for captures.
 
-It runs both roles of :mod:`nsqviz.nsq.codec` passively -- decoding without judging,
+It runs both roles of :mod:`nsqviz.nsq.connection` passively -- decoding without judging,
 reading on after undecodable bytes -- and carries between them what each side cannot
 see for itself: the commands awaiting an answer, the messages in flight, where the
 stream switched to compression or TLS, nsqd's ``max_rdy_count`` from its IDENTIFY
@@ -30,7 +30,6 @@ from nsqviz.nsq.events import (
     Command,
     CompressionStarted,
     Error,
-    Event,
     Fin,
     Magic,
     Message,
@@ -41,8 +40,9 @@ from nsqviz.nsq.events import (
     Touch,
     Violation,
 )
-from nsqviz.nsq.grammar import MessageID
+from nsqviz.nsq.grammar_frames import MessageID
 from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
+from nsqviz.sansio import Observer as SansIOObserver
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import RawFrame
 
@@ -77,7 +77,7 @@ def _answers(waiting: _Waiting, frame: Response | Error) -> bool:
     return False
 
 
-class Observer:
+class Observer(SansIOObserver):
     """Watches both directions of someone else's NSQ connection (a capture).
 
     Commands go through a passive :class:`ServerConnection`, frames through a passive
@@ -87,6 +87,9 @@ class Observer:
     the ``max_rdy_count`` nsqd announced (else ``config``'s, 2500 by default).
     Feed the two directions in the order the bytes were captured.
     """
+
+    server: ServerConnection
+    client: ClientConnection
 
     def __init__(
         self,
@@ -98,30 +101,32 @@ class Observer:
         self.server = ServerConnection(
             config, provenance=provenance, passive=True, midstream=midstream
         )
-        self.client = ClientConnection(provenance=provenance, passive=True)
-        if midstream:
-            self.client._advance(Magic)
+        self.client = ClientConnection(provenance=provenance, passive=True, midstream=midstream)
         self.encrypted = False
         self.waiting: deque[_Waiting] = deque(maxlen=WAITING_KEPT)
         """The commands nsqd may still answer, oldest first (see the module doc)."""
         self._extra_oks = 0  # OK frames a compression/TLS switch brings: no command's
+        self._segment: int | None = None  # the packet the bytes being read came in
 
-    def c2s(self, data: bytes, *, segment: int | None = None) -> list[Event]:
+    def c2s(self, data: bytes, *, segment: int | None = None,
+            now: float | None = None) -> list[Any]:
         """Bytes the client sent; returns commands (and violations, and the
         :class:`Refused` verdicts of an observer that saw the whole connection)."""
-        if self.encrypted:
-            return []
-        events = self.server.receive(data, segment=segment)
+        self._segment = segment
+        return super().c2s(data, segment=segment, now=now)
+
+    def _saw_c2s(self, events: list[Any], now: float | None) -> list[Any]:
+        segment = self._segment
         client = self.client
         waiting = self.waiting
         for ev in events:
             if isinstance(ev, Command):
-                client._sent(ev)
+                client.sent(ev)
                 if segment is not None and type(ev) is not Magic:
                     waiting.append(_Waiting(segment, BY_EVENT[type(ev)].answered, None, ev))
             elif type(ev) is Violation:
                 if ev.command is not None:
-                    client._sent(ev.command)  # sent all the same: its answer comes back
+                    client.sent(ev.command)  # sent all the same: its answer comes back
                 if segment is not None and (ev.code or ev.command is not None):
                     answered = ev.command is not None and BY_EVENT[type(ev.command)].answered
                     expect = (ev.code, ev.text) if ev.code else None
@@ -130,7 +135,7 @@ class Observer:
                 waiting[-1] = waiting[-1]._replace(expect=(ev.code, ev.text))
         return events
 
-    def gap(self, direction: Direction) -> tuple[RawFrame, int | None]:
+    def gap_unit(self, direction: Direction | str) -> tuple[RawFrame, int | None]:
         """Bytes of ``direction`` are missing here: the unit they cut (what was captured
         of it, with its packets) and its length when its size prefix was captured (see
         :meth:`ClientConnection.gap`). Then either :meth:`recovered` (that unit's head
@@ -170,12 +175,13 @@ class Observer:
         self.client._on_reply(frame, [])
         return self._answered(frame)
 
-    def s2c(self, data: bytes, *, segment: int | None = None) -> list[Event]:
+    def s2c(self, data: bytes, *, segment: int | None = None,
+            now: float | None = None) -> list[Any]:
         """Bytes the server sent; returns frames (and what they switched on), each
         response or error followed by the :class:`Answered` that names its command."""
-        if self.encrypted:
-            return []
-        events = self.client.receive(data, segment=segment)
+        return super().s2c(data, segment=segment, now=now)
+
+    def _saw_s2c(self, events: list[Any], now: float | None) -> list[Any]:
         server = self.server
         links: list[tuple[int, Answered]] = []
         for i, ev in enumerate(events):

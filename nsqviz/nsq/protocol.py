@@ -13,23 +13,39 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
-from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
+from nsqviz.nsq.commands import (
+    BY_EVENT,
+    COMMAND_NAMES,
+    COMMANDS,
+    FRAME_NAMES,
+    MAGIC_NAME,
+    MESSAGE_ID,
+    BodyKind,
+    CommandSpec,
+    ParamKind,
+)
 from nsqviz.nsq.connection import _json_or_none
 from nsqviz.nsq.cut import cut_unit
+from nsqviz.nsq.errors import ErrorCode
+from nsqviz.nsq.fields import FIELDS, record_values
 from nsqviz.nsq.framing import SIZE_PREFIX, FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
-from nsqviz.protocols import Detection, Item, Lost, Protocol
+from nsqviz.nsq.wire import MAGIC_V2
+from nsqviz.protocols import Detection, Item, Lost, ObservedConnection, Protocol, RecordView
 from nsqviz.records import escaped
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
 
-__all__ = ["NSQ", "NsqProtocol"]
+__all__ = ["NSQ", "NsqProtocol", "UNDECODABLE"]
+
+UNDECODABLE = "Undecodable"
+"""The name of an error record for bytes nsqd would refuse with no error code."""
 
 
 def _id_text(mid: bytes) -> str:
@@ -38,88 +54,91 @@ def _id_text(mid: bytes) -> str:
     return mid.decode("ascii", "backslashreplace")
 
 
-def _response(e: ev.Response) -> dict[str, Any]:
-    """A response's bytes and, when they are a JSON object (IDENTIFY's and AUTH's
-    answers), that object decoded under ``json``."""
-    out: dict[str, Any] = {"data": e.data.hex()}
-    if e.data[:1] == b"{":
-        doc = _json_or_none(e.data)
-        if doc is not None:
-            out["json"] = doc
-    return out
-
-
-def _identify(e: ev.Identify) -> dict[str, Any]:
-    """IDENTIFY's JSON decoded under ``data`` and, off the wire, its bytes under ``body``."""
-    out: dict[str, Any] = {"data": e.data}
-    if e.raw is not None:
-        raw = e.raw.data
-        out["body"] = raw[raw.index(b"\n") + 1 + SIZE_PREFIX:].hex()
-    return out
-
-
-_FIELD_MAKERS: dict[type, Callable[[Any], dict[str, Any]]] = {
-    ev.Identify: _identify,
-    ev.Pub: lambda e: {"topic": e.topic, "body": e.body.hex()},
-    ev.Message: lambda e: {"timestamp": e.timestamp, "attempts": e.attempts,
-                           "id": _id_text(e.id), "body": e.body.hex()},
-    ev.Fin: lambda e: {"id": _id_text(e.id)},
-    ev.Rdy: lambda e: {"count": e.count},
-    ev.Response: _response,
-    ev.Error: lambda e: {"data": e.data.hex(), "code": e.code, "text": e.text},
-    ev.Mpub: lambda e: {"topic": e.topic, "bodies": [b.hex() for b in e.bodies]},
-    ev.Req: lambda e: {"id": _id_text(e.id), "timeout": e.timeout},
-    ev.Touch: lambda e: {"id": _id_text(e.id)},
-}
-
-
-def _plain(value: Any) -> Any:
+def _plain(name: str, value: Any) -> Any:
+    """A field's value as a record holds it: the message id as its text, other bytes
+    as hex, tuples as lists."""
+    if name == MESSAGE_ID.field and isinstance(value, bytes):
+        return _id_text(value)
     if isinstance(value, bytes | bytearray):
         return bytes(value).hex()
     if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
+        return [_plain("", v) for v in value]
     return value
 
 
 def _fields(event: Any) -> dict[str, Any]:
-    maker = _FIELD_MAKERS.get(type(event))
-    if maker is not None:
-        return maker(event)
-    return {
-        f.name: _plain(getattr(event, f.name))
-        for f in dataclasses.fields(event)
-        if f.name != "raw"
-    }
+    """Every dataclass field but ``raw``, in the class's order; an error frame adds the
+    code and text it carries in its data."""
+    out = {f.name: _plain(f.name, getattr(event, f.name))
+           for f in dataclasses.fields(event) if f.name != "raw"}
+    kind = type(event)
+    if kind is ev.Error:
+        out["code"], out["text"] = event.code, event.text
+    elif kind is ev.Response and event.data[:1] == b"{":
+        # IDENTIFY's and AUTH's answers: the JSON object decoded beside its bytes
+        doc = _json_or_none(event.data)
+        if doc is not None:
+            out["json"] = doc
+    elif kind is ev.Identify and event.raw is not None:
+        # IDENTIFY's JSON decoded under ``data`` and, off the wire, its bytes under ``body``
+        raw = event.raw.data
+        out["body"] = raw[raw.index(b"\n") + 1 + SIZE_PREFIX:].hex()
+    return out
 
 
-class _Observer:
-    """The codec's :class:`Observer` behind the :class:`~nsqviz.protocols.
-    ConnectionObserver` interface."""
+def _command_summary(spec: CommandSpec, f: Mapping[str, Any]) -> str:
+    """A command's one line, read from its table entry: each parameter as
+    ``name=value[unit]``, then its body (JSON text; size and start of a message; the
+    count of messages; an AUTH secret is not shown)."""
+    # a unit cut short by the capture has only the fields it captured (``?`` for the
+    # first parameter it lost, and what follows it)
+    parts: list[str] = []
+    for p in spec.params:
+        if p.field not in f:
+            if not parts:
+                parts.append(f"{p.summary_name}=?")
+            break
+        parts.append(f"{p.summary_name}={f[p.field]}{p.unit}")
+    if spec.body is BodyKind.MESSAGE:
+        parts.append(_body(f))
+    elif spec.body is BodyKind.MESSAGES:
+        parts.append(f"messages={len(f['bodies']) if 'bodies' in f else f.get('messages', '?')}")
+    elif spec.body is BodyKind.JSON:
+        parts.append(json.dumps(f["data"], separators=(",", ":")) if "data" in f else _body(f))
+    return " ".join(parts)
 
-    __slots__ = ("codec",)
 
-    def __init__(self, midstream: bool) -> None:
-        self.codec = Observer(provenance=True, midstream=midstream)
+def _command_typed(spec: CommandSpec, event: Any) -> dict[str, Any]:
+    """A command's typed columns, read from its table entry (the parameters' columns,
+    the sha1 of each body, IDENTIFY's JSON)."""
+    out: dict[str, Any] = {}
+    for p in spec.params:
+        if p.column is not None:
+            value = getattr(event, p.field)
+            out[p.column] = _id_text(value) if p.kind is ParamKind.ID else value
+    if spec.body is BodyKind.MESSAGE:
+        out["bodies"] = [_sha1(event.body)]
+    elif spec.body is BodyKind.MESSAGES:
+        out["bodies"] = [_sha1(b) for b in event.bodies]
+    elif spec.body is BodyKind.JSON:
+        out["data"] = json.dumps(event.data, separators=(",", ":"))
+    return out
 
-    @property
-    def encrypted(self) -> bool:
-        return self.codec.encrypted
 
-    def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
-        codec = self.codec
-        events = (codec.c2s if direction == Direction.C2S else codec.s2c)(data, segment=segment)
-        return _items(events) if events else []
+class _Observer(ObservedConnection):
+    """NSQ's observer behind the :class:`~nsqviz.protocols.ConnectionObserver` interface:
+    a gap in a compressed direction loses the rest of it."""
 
-    def end(self, direction: str, segment: int) -> list[Item]:
-        return self.feed(direction, b"", segment)
+    __slots__ = ()
+    codec: Observer
 
     def gap(self, direction: str) -> Lost:
-        codec = self.codec
-        conn = codec.server if direction == Direction.C2S else codec.client
+        conn = self.codec.server if direction == Direction.C2S else self.codec.client
         if conn.compression:
             return Lost(dead=f"a gap in a {conn.compression}-compressed stream: the rest of"
                              " this direction cannot be decompressed")
-        raw, length = codec.gap(Direction(direction))
+        codec = self.codec
+        raw, length = codec.gap_unit(Direction(direction))
         cut = cut_unit(direction, raw.data, length) if raw.data else None
         if cut is None:
             codec.lost()
@@ -147,10 +166,6 @@ def _items(events: list[ev.Event]) -> list[Item]:
                             e.raw))
         elif isinstance(e, ev.Violation):
             out.append(_violation(e))
-        elif type(e) is ev.Answered:
-            out.append(Item("annotation", "Answered", {"response_to": e.packet}, e))
-        elif type(e) is ev.Refused:
-            out.append(Item("annotation", "Refused", {"refused": e.answer}, e))
         elif isinstance(e, ev.CompressionStarted):
             out.append(Item("annotation", "CompressionStarted",
                             {"compression_starts": {"kind": e.kind, "level": e.level}}, e))
@@ -158,6 +173,10 @@ def _items(events: list[ev.Event]) -> list[Item]:
             out.append(Item("tls", "TLSUpgrade", {
                 "pending": e.pending.hex(),
                 "note": "the connection switches to TLS here; what follows is encrypted"}, e))
+        elif type(e) is ev.Answered:
+            out.append(Item("annotation", "Answered", {"response_to": e.packet}, e))
+        elif type(e) is ev.Refused:
+            out.append(Item("annotation", "Refused", {"refused": e.answer}, e))
         elif isinstance(e, ev.Truncated):
             out.append(Item("truncated", "Truncated", {
                 "offset": e.offset, "expected": e.expected, "data": e.data.hex(),
@@ -182,7 +201,7 @@ def _violation(e: ev.Violation) -> Item:
     fields = {**problem, "offset": e.offset}
     if e.raw is not None:
         fields["data"] = e.raw.data.hex()
-    return Item("error", e.code or "Undecodable", fields, e, e.offset, e.raw)
+    return Item("error", e.code or UNDECODABLE, fields, e, e.offset, e.raw)
 
 
 def _offset(raw: Any) -> int | None:
@@ -214,14 +233,23 @@ class NsqProtocol(Protocol):
     package = "nsqviz.nsq"
     server_ports = frozenset({4150})
     bytes_fields = frozenset({"body", "bodies", "data", "secret", "pending"})
+    filter_fields = FIELDS
+
+    def record_names(self) -> frozenset[str]:
+        return frozenset([*COMMAND_NAMES.values(), *FRAME_NAMES.values(), *ErrorCode,
+                          UNDECODABLE])
+
+    def filter_values(self, record: RecordView) -> dict[str, list[Any]]:
+        return record_values(record.kind, record.name, record.fields, record.dir,
+                             record.event)
 
     def client_hello(self, data: bytes) -> bool:
-        return data.startswith(grammar.MAGIC_V2)
+        return data.startswith(MAGIC_V2)
 
     def detect(self, direction: str, data: bytes, *, from_start: bool,
                server_port: bool) -> Detection:
         if from_start:
-            if grammar.MAGIC_V2.startswith(data[:4]):  # also when the magic came split
+            if MAGIC_V2.startswith(data[:4]):  # also when the magic came split
                 return Detection(3, "magic")
             if server_port:
                 return Detection(2, "server port (no magic: nsqd will refuse it)")
@@ -233,32 +261,19 @@ class NsqProtocol(Protocol):
         return Detection(0, "no magic, port not an NSQ port, not NSQ-like")
 
     def observer(self, *, midstream: bool) -> _Observer:
-        return _Observer(midstream)
+        return _Observer(Observer(provenance=True, midstream=midstream), _items)
 
     def fields(self, event: Any) -> dict[str, Any]:
         return _fields(event)
 
     def summary(self, kind: str, name: str, fields: Mapping[str, Any]) -> str:
-        f = fields  # a unit cut short by the capture has only the fields it captured
-        if name in ("PUB", "DPUB"):
-            extra = f" defer={f['defer_time']}ms" if "defer_time" in f else ""
-            return f"topic={f.get('topic', '?')}{extra} {_body(f)}"
-        if name == "MPUB":
-            count = len(f["bodies"]) if "bodies" in f else f.get("messages", "?")
-            return f"topic={f.get('topic', '?')} messages={count}"
-        if name == "SUB":
-            return f"topic={f['topic']} channel={f['channel']}"
-        if name == "RDY":
-            return f"count={f['count']}"
-        if name in ("FIN", "TOUCH", "REQ"):
-            return f"id={f['id']}" + (f" timeout={f['timeout']}ms" if name == "REQ" else "")
-        if name == "IDENTIFY":
-            if "data" in f:
-                return json.dumps(f["data"], separators=(",", ":"))
-            return _body(f)
-        if name == "FrameTypeMessage":
+        f = fields
+        spec = COMMANDS.get(name) if kind == "command" else None
+        if spec is not None:
+            return _command_summary(spec, f)
+        if name == FRAME_NAMES[ev.Message]:
             return f"id={f.get('id', '?')} attempts={f.get('attempts', '?')} {_body(f)}"
-        if name in ("FrameTypeResponse", "FrameTypeError"):
+        if name in (FRAME_NAMES[ev.Response], FRAME_NAMES[ev.Error]):
             text = _short(f["data"], 60)
             if "compression_starts" in f:
                 text += f"  [stream switches to {f['compression_starts']['kind']}]"
@@ -270,8 +285,14 @@ class NsqProtocol(Protocol):
             return command_label(event), "command"
         return event_label(event)
 
+    def names(self) -> tuple[str, ...]:
+        return (*COMMAND_NAMES.values(), *FRAME_NAMES.values())
+
+    def aliases(self) -> Mapping[str, str]:
+        return {MAGIC_NAME: COMMAND_NAMES[ev.Magic]}
+
     def layout(self, kind: str, name: str) -> Any:
-        if name == "MAGIC":
+        if name == COMMAND_NAMES[ev.Magic]:
             return grammar.Magic
         if kind == "command":
             return grammar.Command
@@ -295,35 +316,15 @@ class NsqProtocol(Protocol):
         if type(event) is ev.Violation and event.command is not None:
             event = event.command
         kind = type(event)
+        spec = BY_EVENT.get(kind)
+        if spec is not None:
+            return _command_typed(spec, event)
         if kind is ev.Message:
             return {"msg_id": _id_text(event.id), "attempts": event.attempts,
                     "msg_ts": event.timestamp / 1e9, "bodies": [_sha1(event.body)]}
         if kind is ev.Response or kind is ev.Error:
             return {"data": event.data.decode("utf-8", "replace")}
-        if kind is ev.Identify:
-            return {"data": json.dumps(event.data, separators=(",", ":"))}
-        out: dict[str, Any] = {}
-        mid = getattr(event, "id", None)
-        if isinstance(mid, bytes):
-            out["msg_id"] = _id_text(mid)
-        topic = getattr(event, "topic", None)
-        if topic is not None:
-            out["topic"] = topic
-            channel = getattr(event, "channel", None)
-            if channel is not None:
-                out["channel"] = channel
-        if kind is ev.Rdy:
-            out["count"] = event.count
-        elif kind is ev.Req:
-            out["delay_ms"] = event.timeout
-        elif kind is ev.Pub:
-            out["bodies"] = [_sha1(event.body)]
-        elif kind is ev.Dpub:
-            out["delay_ms"] = event.defer_time
-            out["bodies"] = [_sha1(event.body)]
-        elif kind is ev.Mpub:
-            out["bodies"] = [_sha1(b) for b in event.bodies]
-        return out
+        return {}
 
 
 def _looks_like_nsq(direction: str, data: bytes) -> bool:
@@ -331,7 +332,7 @@ def _looks_like_nsq(direction: str, data: bytes) -> bool:
     if direction == Direction.C2S:
         head = data[:16].split(b"\n", 1)[0].split(b" ", 1)[0]
         verb = head.decode("ascii", "replace")
-        return data.startswith(grammar.MAGIC_V2) or verb in grammar.COMMANDS
+        return data.startswith(MAGIC_V2) or verb in grammar.COMMANDS
     try:
         return len(data) >= 8 and FrameFraming().measure(data, 0) is not None
     except FramingError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from nsqviz.nsq.commands import BY_VERB, BodyKind
 from nsqviz.nsq.errors import ErrorCode, go_quote, not_in_flight
-from nsqviz.nsq.grammar import BadJSON, BadMessageID, BadName, BadNumber, GrammarError
+from nsqviz.nsq.grammar_errors import BadJSON, BadMessageID, BadName, BadNumber, GrammarError
 from nsqviz.nsq.lexer import split_line
 
 __all__ = ["nsqd_answer"]

@@ -1,7 +1,8 @@
-"""nsqd's side of a sans-IO NSQ connection (see :mod:`nsqviz.nsq.codec`)."""
+"""nsqd's side of a sans-IO NSQ connection (see :mod:`nsqviz.nsq.connection`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,16 +10,17 @@ from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
 from nsqviz.nsq.commands import BY_EVENT, BY_VERB, name_of
 from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _continued, _garbage_raw
-from nsqviz.nsq.errors import ErrorCode, LocalProtocolError, not_in_flight
+from nsqviz.nsq.errors import ErrorCode, not_in_flight
 from nsqviz.nsq.framing import (
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_MSG_SIZE,
     CommandFraming,
 )
-from nsqviz.nsq.grammar import GrammarError
+from nsqviz.nsq.grammar_errors import GrammarError
 from nsqviz.nsq.lexer import verb_of
 from nsqviz.nsq.refusals import nsqd_answer
 from nsqviz.nsq.states import TRANSITIONS, Role, State, refusal
+from nsqviz.sansio import LocalProtocolError
 from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame
 
 __all__ = ["ServerConfig", "ServerConnection"]
@@ -69,6 +71,10 @@ class ServerConnection(_Connection):
             self._advance(ev.Magic)
         self.identify: dict[str, Any] | None = None
         self.authenticated = False
+        # AUTH accepted and its answer not yet given: nsqd reads the next command only
+        # after the auth service answered, so commands pipelined behind AUTH are judged
+        # as after a successful AUTH (a failed one closes the connection before them)
+        self.auth_requested = False
         self.subscription: tuple[str, str] | None = None
         self.rdy = 0
         self.in_flight: set[bytes] = set()
@@ -120,13 +126,15 @@ class ServerConnection(_Connection):
             self.in_flight.add(frame.id)
         return self._wrap(fastpath.encode_frame(frame))
 
-    def send_messages(self, messages: list[ev.Message], *, check: bool = True) -> bytes:
-        """Several message frames at once: the broker's hot path to a consumer."""
+    def send_messages(self, messages: Sequence[fastpath.MessageParts], *,
+                      check: bool = True) -> bytes:
+        """Several message frames at once: the broker's hot path to a consumer. Any
+        objects with a message's fields will do (the broker passes its own)."""
         if check:
             self._check_delivery(len(messages))
-        encode = fastpath.encode_frame
-        self.in_flight.update(m.id for m in messages)
-        return self._wrap(b"".join([encode(m) for m in messages]))
+        data = fastpath.encode_messages(messages)
+        self.in_flight.update([m.id for m in messages])
+        return self._wrap(data)
 
     def _check_delivery(self, count: int) -> None:
         """nsqd sends messages only to a subscribed client, and no more than its RDY."""
@@ -169,7 +177,7 @@ class ServerConnection(_Connection):
         everything received from now on, including bytes already buffered."""
         self._start_compression(kind, level)
         self._held = self._reasm.take_remaining()
-        self._reasm = self._reassembler(expect_magic=False)
+        self._reasm = self._reassembler(after_gap=True)
 
     def tls_started(self) -> None:
         """The TLS handshake finished; commands now arrive over TLS."""
@@ -302,7 +310,8 @@ class ServerConnection(_Connection):
         kind = type(cmd)
         config = self.config
         refuse = self._refuse
-        if BY_EVENT[kind].auth and config.auth_enabled and not self.authenticated:
+        authed = self.authenticated or self.auth_requested
+        if BY_EVENT[kind].auth and config.auth_enabled and not authed:
             text = f"AUTH required before {name_of(kind)}"
             return refuse(out, ErrorCode.AUTH_FIRST, text, offset, raw, command=cmd)
         if isinstance(cmd, ev.Fin | ev.Req | ev.Touch):
@@ -313,12 +322,13 @@ class ServerConnection(_Connection):
             if over := self._rdy_over_max(cmd, offset, raw):
                 return self._report(out, over)
         elif isinstance(cmd, ev.Auth):
-            if self.authenticated:
+            if authed:
                 return refuse(out, ErrorCode.INVALID, "AUTH already set", offset, raw,
                               command=cmd)
             if not config.auth_enabled:
                 return refuse(out, ErrorCode.AUTH_DISABLED, "AUTH disabled", offset, raw,
                               command=cmd)
+            self.auth_requested = True
         elif isinstance(cmd, ev.Sub):
             if self.identify and self.identify.get("heartbeat_interval") == -1:
                 text = "cannot SUB with heartbeats disabled"

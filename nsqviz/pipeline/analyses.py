@@ -39,6 +39,8 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from nsqviz.stream.direction import Direction
+from nsqviz.tubemq.protos import RpcStatus
+from nsqviz.tubemq.tables import ErrorCode
 
 __all__ = [
     "connections",
@@ -393,7 +395,9 @@ def rpc_latency(frames: DataFrame, pairs: DataFrame | None = None) -> DataFrame:
     mean) over the answered requests."""
     pairs = rpc_pairs(frames) if pairs is None else pairs
     lat = F.col("latency_ms")
-    failed = (F.col("status") != "SUCCESS") | (F.coalesce(F.col("err_code"), F.lit(200)) != 200)
+    ok = int(ErrorCode.SUCCESS)
+    failed = ((F.col("status") != RpcStatus.SUCCESS.name)
+              | (F.coalesce(F.col("err_code"), F.lit(ok)) != ok))
     return pairs.groupBy("protocol", "method").agg(
         F.count("*").alias("requests"),
         F.count("answer_ts").alias("answers"),

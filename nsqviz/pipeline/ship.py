@@ -8,7 +8,7 @@ conda-pack) and point ``spark.pyspark.python`` at it::
 
     python -m nsqviz.pipeline.ship dist/
     spark-submit --master spark://HOST:7077 --py-files dist/nsqviz.zip \\
-        dist/nsqviz_pipeline_main.py /shared/captures/ --out /shared/out
+        dist/nsqviz_pipeline_main.py /data/captures/ --out /data/out
 
 Capture paths must be readable by every executor under the same name (a shared file
 system): the pcap source opens them by path.

@@ -1,7 +1,7 @@
 """A stepping NSQ client for notebooks: one command per step, everything recorded.
 
 Each :class:`Connection` owns a TCP socket and a sans-IO
-:class:`~nsqviz.nsq.codec.ClientConnection`. A step (``conn.sub("orders", "audit")``)
+:class:`~nsqviz.nsq.client_connection.ClientConnection`. A step (``conn.sub("orders", "audit")``)
 builds one command event, lets the codec turn it into bytes (so the codec's state
 checks apply -- ``check=False`` sends it anyway, to see what the server answers), writes
 them, and waits for what the protocol says comes back: the response for commands nsqd
@@ -30,14 +30,20 @@ import socket
 import ssl
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
-from nsqviz.nsq.codec import ClientConnection, LocalProtocolError
-from nsqviz.nsq.grammar import MAGIC_V2
-from nsqviz.nsq.labels import command_label, event_label
+from nsqviz.nsq.client_connection import ClientConnection
+from nsqviz.nsq.wire import MAGIC_V2
+from nsqviz.sansio import LocalProtocolError
+from nsqviz.session.entries import Arrival, Entry, Step
+from nsqviz.session.transcript import save_json, save_pcap, transcript_json
+
+if TYPE_CHECKING:
+    from nsqviz.broker import EmbeddedBroker
+    from nsqviz.peers import NsqdProcess
 
 __all__ = [
     "Arrival",
@@ -55,56 +61,6 @@ ANSWERED = (ev.Identify, ev.Auth, ev.Sub, ev.Pub, ev.Mpub, ev.Dpub, ev.Cls)
 """Commands nsqd always answers; the others get a frame only when they fail."""
 
 
-@dataclass
-class Step:
-    """One command sent and what came back for it."""
-
-    index: int
-    connection: str
-    command: ev.Command
-    sent: bytes  # the command's bytes as the grammar builds them (before compression)
-    wire_out: bytes  # what went into the socket (compressed, if negotiated)
-    received: list[tuple[float, bytes]] = field(default_factory=list)  # (t, wire bytes)
-    events: list[ev.Event] = field(default_factory=list)
-    before: dict[str, Any] = field(default_factory=dict)
-    after: dict[str, Any] = field(default_factory=dict)
-    t: float = 0.0  # seconds since the session started, when the bytes were written
-    elapsed: float = 0.0  # seconds until the step was complete
-    refused: str | None = None  # LocalProtocolError text when the codec refused to send
-    note: str = ""  # why the session sent it on its own ("answers _heartbeat_")
-
-    @property
-    def frames(self) -> list[ev.Event]:
-        """Frames from the server among the events (responses, errors, messages)."""
-        return [e for e in self.events if isinstance(e, ev.Response | ev.Error | ev.Message)]
-
-    def __repr__(self) -> str:  # no times or ports: notebooks store this text
-        if self.refused:
-            label = command_label(self.command)
-            return f"<Step {self.connection}: {label} refused: {self.refused}>"
-        got = ", ".join(event_label(e)[0] for e in self.events) or "no answer"
-        note = f" ({self.note})" if self.note else ""
-        return (f"<Step {self.connection}: {command_label(self.command)}{note} -> {got}; "
-                f"{self.before.get('state')} -> {self.after.get('state')}>")
-
-
-@dataclass
-class Arrival:
-    """Frames that arrived when no step was waiting: pushed messages, heartbeats, EOF."""
-
-    index: int
-    connection: str
-    t: float
-    received: bytes
-    events: list[ev.Event]
-    after: dict[str, Any]
-
-    def __repr__(self) -> str:
-        got = ", ".join(event_label(e)[0] for e in self.events)
-        return f"<Arrival {self.connection}: {got}>"
-
-
-Entry = Step | Arrival
 
 # ---------------------------------------------------------------------- the broker
 
@@ -114,7 +70,7 @@ named: unset (or ``embedded``) for the embedded broker, ``real`` for the real ns
 by :mod:`nsqviz.peers`: ``$NSQD``, PATH, ``../shared/peers/``), or ``host:port`` of a
 running nsqd. A notebook runs unchanged against each: ``NSQVIZ_NSQD=real make lab``."""
 
-_default_brokers: dict[str, Any] = {}
+_default_brokers: dict[str, NsqdProcess | EmbeddedBroker] = {}
 _default_lock = threading.Lock()
 
 
@@ -123,13 +79,13 @@ def nsqd_choice() -> str:
     return os.environ.get(NSQD_CHOICE, "").strip() or "embedded"
 
 
-def start_server(kind: str, **options: Any):
+def start_server(kind: str, **options: Any) -> NsqdProcess | EmbeddedBroker:
     """A new server of ``kind`` (``"embedded"`` or ``"real"``) on free loopback ports,
     with nsqd's options (underscored names); stopped at interpreter exit."""
     if kind == "real":
         from nsqviz.peers import RealNsqd
 
-        server = RealNsqd(**options).start()
+        server: NsqdProcess | EmbeddedBroker = RealNsqd(**options).start()
     elif kind == "embedded":
         from nsqviz.broker import EmbeddedBroker
 
@@ -140,7 +96,7 @@ def start_server(kind: str, **options: Any):
     return server
 
 
-def default_broker(kind: str = "embedded"):
+def default_broker(kind: str = "embedded") -> NsqdProcess | EmbeddedBroker:
     """The process's server of ``kind``: started on first use, stopped at interpreter exit."""
     with _default_lock:
         if kind not in _default_brokers:
@@ -293,7 +249,8 @@ class Connection:
         )
 
     def wait(
-        self, predicate=None, *, count: int = 1, timeout: float | None = None
+        self, predicate: Callable[[ev.Event], bool] | None = None, *, count: int = 1,
+        timeout: float | None = None
     ) -> list[ev.Event]:
         """Block until ``count`` events matching ``predicate`` arrived unasked.
 
@@ -477,7 +434,7 @@ class Session:
         self.wall_started = time.time()
         self._count = 0
         self._lock = threading.Lock()
-        self._listeners: list[Any] = []
+        self._listeners: list[Callable[[Session], None]] = []
 
     def connect(self, name: str = "consumer") -> Connection:
         if name in self.connections and not self.connections[name].closed:
@@ -504,7 +461,7 @@ class Session:
         for fn in list(self._listeners):
             fn(self)
 
-    def on_change(self, fn) -> None:
+    def on_change(self, fn: Callable[[Session], None]) -> None:
         """Call ``fn(session)`` after each step and each arrival (the stepper redraws)."""
         self._listeners.append(fn)
 
@@ -531,16 +488,10 @@ class Session:
     # -- saving -------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        from nsqviz.session.transcript import transcript_json
-
         return transcript_json(self)
 
-    def save_json(self, path) -> None:
-        from nsqviz.session.transcript import save_json
-
+    def save_json(self, path: str | os.PathLike[str]) -> None:
         save_json(self, path)
 
-    def save_pcap(self, path) -> int:
-        from nsqviz.session.transcript import save_pcap
-
+    def save_pcap(self, path: str | os.PathLike[str]) -> int:
         return save_pcap(self, path)

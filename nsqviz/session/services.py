@@ -20,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from nsqviz.listen import LOOPBACK
+
 __all__ = ["AuthService", "Grant", "self_signed_certificate"]
 
 
@@ -36,7 +38,7 @@ class Grant:
 
 @dataclass
 class AuthService:
-    """An nsqd auth service on 127.0.0.1 and a free port; records every request."""
+    """An nsqd auth service on loopback and a free port; records every request."""
 
     grants: dict[str, Grant] = field(default_factory=dict)
     requests: list[dict[str, str]] = field(default_factory=list)
@@ -46,8 +48,9 @@ class AuthService:
 
     @property
     def address(self) -> str:
+        assert self._server is not None, "start() it first"
         host, port = self._server.server_address[:2]
-        return f"{host}:{port}"
+        return f"{host!s}:{port}"
 
     def answer(self, query: dict[str, str]) -> tuple[int, dict[str, Any]]:
         """What the service says to one request: 200 + authorizations, or 403."""
@@ -86,7 +89,7 @@ class AuthService:
             def log_message(self, *args: Any) -> None:  # keep notebook output clean
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
         threading.Thread(target=self._server.serve_forever, name="nsqviz-auth",
                          daemon=True).start()
         return self

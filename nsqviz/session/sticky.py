@@ -24,7 +24,9 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
+from nsqviz.listen import LOOPBACK
 from nsqviz.nsq.framing import FrameFraming
 from nsqviz.nsq.grammar import Frame as FrameGrammar
 from nsqviz.stream.reassembly import FramingRule, RawFrame, Reassembler, StreamEvent
@@ -193,7 +195,7 @@ def loopback(
     ``tubemq``: the frames are TubeMQ's (reassembled with TubeMQ's rule).
     """
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
+    listener.bind((LOOPBACK, 0))
     listener.listen(1)
     sender = socket.create_connection(listener.getsockname(), timeout=timeout)
     receiver, _ = listener.accept()
@@ -230,7 +232,7 @@ def loopback(
     return reassemble(label, frames, chunks, unit="recv() chunk", **framing_for(frames, tubemq))
 
 
-def framing_for(frames: list[bytes], tubemq: bool) -> dict:
+def framing_for(frames: list[bytes], tubemq: bool) -> dict[str, Any]:
     """:func:`reassemble`'s framing arguments for NSQ (none: the defaults) or TubeMQ
     requests (its rule, block marks, frame name, and what a click on a frame lays out)."""
     if not tubemq:

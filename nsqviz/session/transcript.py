@@ -17,20 +17,50 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
+from nsqviz.capture.writer import PcapWriter, TcpConversation
 from nsqviz.records import event_json
+from nsqviz.session.entries import Entry, Step
 from nsqviz.stream import Direction
 
-if TYPE_CHECKING:
-    from nsqviz.session.client import Session
-
-__all__ = ["save_json", "save_pcap", "transcript_json"]
+__all__ = ["Recorded", "save_json", "save_pcap", "transcript_json"]
 
 
-def transcript_json(session: Session) -> dict[str, Any]:
-    from nsqviz.session.client import Step
+class _Codec(Protocol):
+    @property
+    def compression(self) -> str | None: ...
+    @property
+    def tls(self) -> bool: ...
 
+
+class _Connection(Protocol):
+    @property
+    def local(self) -> tuple[Any, ...]: ...
+    @property
+    def peer(self) -> tuple[Any, ...]: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def codec(self) -> _Codec: ...
+
+
+class Recorded(Protocol):
+    """What the writers read of a session (a :class:`~nsqviz.session.client.Session`):
+    named here so that this module does not import the session that calls it."""
+
+    @property
+    def address(self) -> tuple[str, int]: ...
+    @property
+    def wall_started(self) -> float: ...
+    @property
+    def connections(self) -> Mapping[str, _Connection]: ...
+    @property
+    def entries(self) -> Sequence[Entry]: ...
+
+
+def transcript_json(session: Recorded) -> dict[str, Any]:
     conns = {
         name: {"local": list(c.local), "peer": list(c.peer), "state": c.state,
                "compression": c.codec.compression, "tls": c.codec.tls}
@@ -62,17 +92,14 @@ def transcript_json(session: Session) -> dict[str, Any]:
     }
 
 
-def save_json(session: Session, path: str | os.PathLike[str]) -> None:
+def save_json(session: Recorded, path: str | os.PathLike[str]) -> None:
     with open(path, "w") as f:
         json.dump(transcript_json(session), f, indent=1)
 
 
-def save_pcap(session: Session, path: str | os.PathLike[str]) -> int:
+def save_pcap(session: Recorded, path: str | os.PathLike[str]) -> int:
     """Write every connection's bytes as a TCP conversation; returns the packet count."""
-    from nsqviz.capture.writer import PcapWriter, TcpConversation
-    from nsqviz.session.client import Step
-
-    chunks: list[tuple[float, str, str, bytes]] = []  # (t, connection, direction, data)
+    chunks: list[tuple[float, str, Direction, bytes]] = []  # (t, connection, direction, data)
     for e in list(session.entries):
         if isinstance(e, Step):
             if e.wire_out:

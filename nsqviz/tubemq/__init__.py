@@ -21,13 +21,28 @@ Typical use::
     _, answer = server.respond(request, MESSAGES["CloseResponseM2P"](
         success=True, errCode=200, errMsg="OK!"))
     [response] = client.receive(answer, now=0.004)   # response.latency == 0.004
+
+Sources: the facts come from Apache InLong's TubeMQ (``github.com/apache/inlong``,
+paths below ``inlong-tubemq/``; ``core`` is ``tubemq-core/src/main/java/org/apache/
+inlong/tubemq``), where the module docstrings cite them by class:
+
+* framing: ``core/corerpc/netty/NettyProtocolEncoder.java``, ``NettyProtocolDecoder.java``;
+* envelope, services, method ids, versions: ``core/corerpc/RpcConstants.java``,
+  ``core/corerpc/codec/PbEnDecoder.java``, ``core/corerpc/netty/NettyRpcServer.java``;
+* messages: ``tubemq-core/src/main/proto/{RPC,MasterService,BrokerService}.proto``;
+* error codes, separators, ports: ``core/corebase/TErrCodeConstants.java``,
+  ``TokenConstants.java``, ``TBaseConstants.java``;
+* metadata strings and payloads: ``core/corebase/cluster/*.java``,
+  ``core/corebase/Message.java``, ``core/corebase/utils/DataConverterUtil.java``;
+* server behaviour: ``tubemq-server/.../master/TMaster.java``,
+  ``tubemq-server/.../broker/BrokerServiceServer.java``;
+* client sequences: the Go client, ``tubemq-client-twins/tubemq-client-go``.
 """
 
+from nsqviz.sansio import LocalProtocolError, ProtocolError
 from nsqviz.tubemq.codec import (
     ClientConnection,
-    LocalProtocolError,
     Observer,
-    ProtocolError,
     ServerConnection,
 )
 from nsqviz.tubemq.events import (

@@ -35,8 +35,10 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from nsqviz.stream.direction import Direction
-from nsqviz.stream.reassembly import FramingError, Garbage, RawFrame, Reassembler
+from nsqviz.sansio import Connection as SansIOConnection
+from nsqviz.sansio import LocalProtocolError
+from nsqviz.sansio import Observer as SansIOObserver
+from nsqviz.stream.reassembly import Garbage, RawFrame, Reassembler
 from nsqviz.stream.reassembly import Truncated as StreamTruncated
 from nsqviz.tubemq.events import (
     Answer,
@@ -61,6 +63,8 @@ from nsqviz.tubemq.messages import (
 from nsqviz.tubemq.tables import (
     METHODS,
     MSG_OPTYPE_UNREGISTER,
+    ErrorCode,
+    Kind,
     Outcome,
     State,
     accepted,
@@ -69,9 +73,7 @@ from nsqviz.tubemq.tables import (
 
 __all__ = [
     "ClientConnection",
-    "LocalProtocolError",
     "Observer",
-    "ProtocolError",
     "ServerConnection",
     "outcome",
 ]
@@ -79,17 +81,6 @@ __all__ = [
 MAX_PENDING = 65536
 """Requests awaiting an answer that a connection remembers; the oldest is forgotten
 beyond this (a Java server never answers a request whose timeout is 0)."""
-
-HB_NO_NODE = 411
-
-
-class ProtocolError(Exception):
-    """Base of the errors this module raises."""
-
-
-class LocalProtocolError(ProtocolError):
-    """We were about to send something the protocol forbids in the current state."""
-
 
 def outcome(request: Request | None, answer: Answer) -> Outcome | None:
     """What ``answer`` does to the session (the input of the transition table)."""
@@ -99,16 +90,17 @@ def outcome(request: Request | None, answer: Answer) -> Outcome | None:
     if info is None:
         return None
     msg = answer.message
-    ok = msg.success if "success" in msg.DESCRIPTOR.fields_by_name else msg.errCode == 200
-    if info.kind == "register" and ok:
+    has_success = "success" in msg.DESCRIPTOR.fields_by_name
+    ok = msg.success if has_success else msg.errCode == ErrorCode.SUCCESS
+    if info.kind is Kind.REGISTER and ok:
         if request.message is not None and getattr(request.message, "opType", 0) == (
             MSG_OPTYPE_UNREGISTER
         ):
             return None  # unregistering one partition ends no session
         return Outcome.REGISTERED
-    if info.kind == "close" and ok:
+    if info.kind is Kind.CLOSE and ok:
         return Outcome.CLOSED
-    if info.kind == "heartbeat" and getattr(msg, "errCode", 0) == HB_NO_NODE:
+    if info.kind is Kind.HEARTBEAT and getattr(msg, "errCode", 0) == ErrorCode.HB_NO_NODE:
         return Outcome.NODE_UNKNOWN
     return None
 
@@ -132,6 +124,7 @@ def _content(buf: bytes, start: int, end: int) -> tuple[int, Any, Callable[[int]
     """``(serialNo, content, where)`` of the measured frame ``buf[start:end]``; ``where``
     maps a content offset to an offset in ``buf`` (past the block lengths)."""
     serial, count = _SERIAL_COUNT.unpack_from(buf, start + 4)
+    content: bytes | memoryview
     if count == 1:
         content = memoryview(buf)[start + HEADER_SIZE + 4 : end]  # a view: no copy
     elif count == 0:
@@ -155,42 +148,35 @@ def _content(buf: bytes, start: int, end: int) -> tuple[int, Any, Callable[[int]
     return serial, content, where
 
 
-class _Connection:
-    """What both roles share: framing, the pending requests, the session state.
+class _Connection(SansIOConnection):
+    """What both roles share beyond the sans-IO base (:class:`nsqviz.sansio.Connection`):
+    the frame limits, the pending requests, the session state.
 
     A ``passive`` connection observes someone else's traffic: it never refuses, and it
     reads on after bytes that do not frame by resynchronising on the next MsgToken.
     """
 
     def __init__(
-        self, *, limits: Limits = DEFAULT_LIMITS, provenance: bool = True, passive: bool = False
+        self, *, limits: Limits = DEFAULT_LIMITS, provenance: bool = False, passive: bool = False
     ) -> None:
         self.limits = limits
-        self.provenance = provenance
-        self.passive = passive
         self.state = State.INIT
         self.pending: dict[int, tuple[Request, float | None]] = {}
-        self.closed = False
-        self._rule = TubeFraming(limits)
-        self._reasm = Reassembler(self._rule, provenance=provenance, resync=passive)
+        super().__init__(provenance=provenance, passive=passive)
 
-    def receive(
-        self, data: bytes, *, segment: int | None = None, now: float | None = None
-    ) -> list[Event]:
-        """Feed bytes that arrived at time ``now``; ``b""`` means the peer closed its side."""
-        out: list[Event] = []
-        if self.closed:
-            return out
-        if not data:
-            self.closed = True
-            for item in self._reasm.finish():
-                if type(item) is StreamTruncated:
-                    raw = RawFrame(item.data, item.offset, item.sources)
-                    out.append(Truncated(item.offset, item.data, item.expected, raw))
-                else:
-                    self._on_garbage(item, out)
-            out.append(ConnectionClosed())
-            return out
+    def _reassembler(self, *, after_gap: bool) -> Reassembler:
+        return Reassembler(TubeFraming(self.limits), provenance=self.provenance,
+                           resync=self.passive)
+
+    def _truncated(self, item: StreamTruncated) -> Truncated:
+        raw = RawFrame(item.data, item.offset, item.sources)
+        return Truncated(item.offset, item.data, item.expected, raw)
+
+    def _closed_event(self) -> ConnectionClosed:
+        return ConnectionClosed()
+
+    def _receive(self, data: bytes, out: list[Any], segment: int | None,
+                 now: float | None) -> None:
         reasm = self._reasm
         buf, base, items = reasm.cut(data, segment=segment)
         prov = self.provenance
@@ -201,25 +187,9 @@ class _Connection:
                 self._on_frame(buf, pos, item, base, raw, now, out)
                 pos = item
             else:
+                assert isinstance(item, Garbage)
                 self._on_garbage(item, out)
                 pos = item.offset - base + len(item.data)
-        return out
-
-    def gap(self) -> tuple[bytes, int | None]:
-        """Bytes are missing from the stream here (a capture lost them).
-
-        The frame in progress is dropped and returned, with the length it was to have
-        when all its block lengths had arrived (``None`` otherwise), so that the caller
-        knows whether the next frame boundary is proven or must be searched for.
-        """
-        partial = self._reasm.take_remaining()
-        self._rule = TubeFraming(self.limits)
-        self._reasm = Reassembler(self._rule, provenance=self.provenance, resync=self.passive)
-        try:
-            length = TubeFraming(self.limits).measure(partial, 0) if partial else None
-        except FramingError:
-            length = None
-        return partial, length
 
     def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:
         raw = RawFrame(garbage.data, garbage.offset, garbage.sources)
@@ -229,7 +199,7 @@ class _Connection:
         except GrammarError as exc:
             error = exc if type(exc).__name__ == garbage.code else None
         field = error.field if error is not None else "MsgToken"
-        offset = garbage.offset + (error.offset if error is not None else 0)
+        offset = garbage.offset + (error.offset or 0 if error is not None else 0)
         reason = error.reason if error is not None else garbage.reason
         if garbage.resynced:
             reason += ("; resynchronised (a guess) on the MsgToken at "
@@ -239,15 +209,18 @@ class _Connection:
         out.append(Violation(garbage.code or "BadToken", field, reason, offset, True,
                              garbage.resynced, raw))
 
-    def _remember(self, request: Request, now: float | None) -> None:
+    def expect(self, request: Request, now: float | None) -> None:
+        """Remember ``request`` as awaiting its answer (sent at ``now``): :meth:`send`
+        does it, and an observer for a request it saw the client send."""
         pending = self.pending
         if len(pending) >= MAX_PENDING:
             del pending[next(iter(pending))]
         pending[request.serialNo] = (request, now)
 
-    def _answered(self, answer: Answer, now: float | None) -> Answer:
+    def answered(self, answer: Answer, now: float | None) -> Answer:
         """Pair ``answer`` with its request (forgetting it), move the state; the answer
-        with its request and latency filled in."""
+        with its request and latency filled in. :meth:`send` and :meth:`receive` do it,
+        and an observer for an answer it saw the server send."""
         entry = self.pending.pop(answer.serialNo, None)
         if entry is None:
             return answer
@@ -265,7 +238,7 @@ class _Connection:
 class ClientConnection(_Connection):
     """The client's side: sends requests, receives their answers."""
 
-    def __init__(self, *, limits: Limits = DEFAULT_LIMITS, provenance: bool = True,
+    def __init__(self, *, limits: Limits = DEFAULT_LIMITS, provenance: bool = False,
                  passive: bool = False, first_serial: int = 1) -> None:
         super().__init__(limits=limits, provenance=provenance, passive=passive)
         self._next_serial = first_serial  # Java: a per-connection counter from 1
@@ -292,7 +265,7 @@ class ClientConnection(_Connection):
         awaiting its answer, a method the service does not accept or the state forbids."""
         if check and not self.passive:
             self._check(request)
-        self._remember(request, now)
+        self.expect(request, now)
         return encode(request)
 
     def _check(self, request: Request) -> None:
@@ -326,7 +299,7 @@ class ClientConnection(_Connection):
                     "ResponseWithoutRequest", "serialNo",
                     f"no request with serialNo {serial} awaits an answer", base + start + 4,
                     raw=raw))
-            answer = self._answered(answer, now)
+            answer = self.answered(answer, now)
             out.append(answer)
             violations = [dataclasses.replace(v, event=answer) for v in violations]
         out.extend(violations)
@@ -346,7 +319,7 @@ class ServerConnection(_Connection):
                     f"serialNo {serial} is already awaiting an answer", base + start + 4,
                     raw=raw, event=request))
             else:
-                self._remember(request, now)
+                self.expect(request, now)
             info = METHODS.get(request.body.method)
             if info is not None and self.state not in info.states:
                 violations.append(Violation(
@@ -378,11 +351,11 @@ class ServerConnection(_Connection):
                 missing = ", ".join(message.FindInitializationErrors())
                 raise LocalProtocolError(f"{message.DESCRIPTOR.name} lacks required field(s) "
                                          f"{missing}")
-        self._answered(answer, now)
+        self.answered(answer, now)
         return encode(answer)
 
 
-class Observer:
+class Observer(SansIOObserver):
     """Watches both directions of someone else's TubeMQ connection (a capture).
 
     Requests go through a passive :class:`ServerConnection`, answers through a passive
@@ -390,6 +363,9 @@ class Observer:
     its answer pairs with it. ``midstream``: the capture started after the connection
     did, so answers to unseen requests and the session state are not judged.
     """
+
+    server: ServerConnection
+    client: ClientConnection
 
     def __init__(self, *, limits: Limits = DEFAULT_LIMITS, provenance: bool = True,
                  midstream: bool = False) -> None:
@@ -399,29 +375,19 @@ class Observer:
         if midstream:
             self.server.state = self.client.state = State.REGISTERED
 
-    def c2s(self, data: bytes, *, segment: int | None = None,
-            now: float | None = None) -> list[Event]:
-        """Bytes the client sent; returns requests (and violations)."""
-        events = self.server.receive(data, segment=segment, now=now)
+    def _saw_c2s(self, events: list[Any], now: float | None) -> list[Any]:
         for ev in events:
             if type(ev) is Request:
-                self.client._remember(ev, now)
+                self.client.expect(ev, now)
         return self._judged(events)
 
-    def s2c(self, data: bytes, *, segment: int | None = None,
-            now: float | None = None) -> list[Event]:
-        """Bytes the server sent; returns answers paired with their requests."""
-        events = self.client.receive(data, segment=segment, now=now)
+    def _saw_s2c(self, events: list[Any], now: float | None) -> list[Any]:
         for ev in events:
             if type(ev) in (Response, ExceptionResponse):
-                self.server._answered(ev, now)
+                self.server.answered(ev, now)
         return self._judged(events)
 
-    def gap(self, direction: Direction | str) -> tuple[bytes, int | None]:
-        """Bytes of ``direction`` are missing here; see :meth:`ClientConnection.gap`."""
-        return (self.server if direction == Direction.C2S else self.client).gap()
-
-    def _judged(self, events: list[Event]) -> list[Event]:
+    def _judged(self, events: list[Any]) -> list[Any]:
         if not self.midstream:
             return events
         return [e for e in events if type(e) is not Violation

@@ -79,7 +79,7 @@ class _Call(Event):
 
     @property
     def method(self) -> int:
-        return self.body.method
+        return int(self.body.method)
 
     @property
     def info(self) -> Method | None:
@@ -134,7 +134,7 @@ class ExceptionResponse(Event):
 
     @property
     def status(self) -> int:
-        return self.header.status
+        return int(self.header.status)
 
     @property
     def method(self) -> int | None:

@@ -81,7 +81,10 @@ def split_frame(data: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[int, byte
             raise Incomplete(f"the frame ends early ({n} bytes)", offset=n)
         (length,) = _I32.unpack_from(data, pos)
         if not lo <= length <= hi:
-            raise _limit_error(BadBlockLength, f"block[{i}].length", length, lo, hi, limits, pos)
+            error = _limit_error(BadBlockLength, f"block[{i}].length", length, lo, hi, limits,
+                                 pos)
+            assert error is not None  # the value is outside lo..hi
+            raise error
         pos += 4
         starts.append(pos)
         pos += length
@@ -195,7 +198,7 @@ class TubeFraming:
 
     # -- the walk ------------------------------------------------------------------
 
-    def _walk(self, data, pos: int) -> None:
+    def _walk(self, data: bytes | memoryview, pos: int) -> None:
         """Walk ``data[pos:]``, the bytes of the head frame after the first ``_seen``."""
         n = len(data)
         while pos < n:
@@ -228,7 +231,7 @@ class TubeFraming:
             if self._head_field(field):
                 return
 
-    def _head_field(self, field) -> bool:
+    def _head_field(self, field: bytes | memoryview) -> bool:
         """Take the frame header or a block length; True when the walk is over."""
         limits = self.limits
         if self._blocks < 0:
@@ -270,7 +273,7 @@ class TubeFraming:
             return total
         return None
 
-    def scan(self, buf: bytes, pos: int, ends: list) -> int:
+    def scan(self, buf: bytes, pos: int, ends: list[int]) -> int:
         """Append the ends of the complete, well-formed frames from ``pos`` on; return
         where it stopped. A bulk :meth:`measure` for the reassembler's hot loop: anything
         unusual (a frame still arriving, a bad token or limit) is left to ``measure``."""

@@ -1,6 +1,8 @@
 """The TubeMQ RPC frame as a declarative ``construct`` grammar.
 
-This module is the single definition of TubeMQ's framing bytes (FACTS.md section 1)::
+This module is the reference definition of TubeMQ's framing bytes (Apache InLong's
+``NettyProtocolEncoder``/``NettyProtocolDecoder``); :mod:`nsqviz.tubemq.framing`'s
+splitter is a second one for hot loops, tested against it::
 
     MsgToken  FF 7F F4 FE          4 bytes, RPC_PROTOCOL_BEGIN_TOKEN
     serialNo                       4 bytes, chosen by the requester, echoed by the answer
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from construct import (
     Array,
@@ -45,6 +47,19 @@ from construct import (
     this,
 )
 from construct.core import StreamError, stream_read, stream_tell, stream_write
+
+from nsqviz import sansio
+
+if TYPE_CHECKING:
+    from construct import Subconstruct
+    from construct.core import Context, PathType, StreamType
+
+    ConstructBase: TypeAlias = Construct[Any, Any]
+    SubconstructBase: TypeAlias = Subconstruct[Any, Any, Any, Any]
+else:
+    ConstructBase, SubconstructBase = Construct, Subconstruct
+
+Grammar: TypeAlias = "Construct[Any, Any]"
 
 __all__ = [
     "BEGIN_TOKEN",
@@ -110,15 +125,15 @@ longer block, and a bound keeps a hostile length from making a reader wait for 2
 # ---------------------------------------------------------------------------- errors
 
 
-class GrammarError(ConstructError):
-    """Bytes that do not fit the grammar: ``offset`` where, ``field`` which field (in the
-    protocol's words: ``MsgToken``, ``listSize``, ``block[2].length`` ...), and why."""
+class GrammarError(sansio.GrammarError):
+    """Bytes that do not fit TubeMQ's grammar (the shared :class:`nsqviz.sansio.
+    GrammarError`): ``offset`` where, ``field`` which field (in the protocol's words:
+    ``MsgToken``, ``listSize``, ``block[2].length`` ...), and why."""
+
+    field: str
 
     def __init__(self, reason: str, *, offset: int | None = None, field: str = ""):
-        super().__init__(reason)
-        self.reason = reason
-        self.offset = offset
-        self.field = field
+        super().__init__(reason, offset=offset, field=field)
 
     def __str__(self) -> str:
         where = f" at offset {self.offset}" if self.offset is not None else ""
@@ -154,14 +169,14 @@ class BadContent(GrammarError):
 # ------------------------------------------------------------------------ primitives
 
 
-class _Token(Construct):
+class _Token(ConstructBase):
     """MsgToken: always written as FF 7F F4 FE; anything else read is a :class:`BadToken`."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.flagbuildnone = True
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: StreamType, context: Context, path: PathType) -> bytes:
         start = stream_tell(stream, path)
         got = stream_read(stream, 4, path)
         if got != BEGIN_TOKEN:
@@ -170,28 +185,29 @@ class _Token(Construct):
             )
         return got
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: object, stream: StreamType, context: Context, path: PathType) -> Any:
         stream_write(stream, BEGIN_TOKEN, 4, path)
         return BEGIN_TOKEN
 
-    def _sizeof(self, context, path):
+    def _sizeof(self, context: Context, path: PathType) -> int:
         return 4
 
 
-class _Limited(Subconstruct):
+class _Limited(SubconstructBase):
     """An Int32sb count/length checked against the :class:`Limits` passed to parse."""
 
-    def __init__(self, subcon, error: type[GrammarError], field: str, low: str, high: str):
+    def __init__(self, subcon: Grammar, error: type[GrammarError], field: str, low: str,
+                 high: str):
         super().__init__(subcon)
         self.error, self.field_name, self.low, self.high = error, field, low, high
 
-    def _field(self, context) -> str:
+    def _field(self, context: Context) -> str:
         index = getattr(context._, "_index", None) if "_" in context else None
         return self.field_name.format(index=index)
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: StreamType, context: Context, path: PathType) -> int:
         start = stream_tell(stream, path)
-        value = self.subcon._parsereport(stream, context, path)
+        value: int = self.subcon._parsereport(stream, context, path)
         limits: Limits = context._params.limits
         low, high = getattr(limits, self.low), getattr(limits, self.high)
         if not low <= value <= high:
@@ -199,7 +215,7 @@ class _Limited(Subconstruct):
             raise self.error(f"{value} is {what}", offset=start, field=self._field(context))
         return value
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: object, stream: StreamType, context: Context, path: PathType) -> Any:
         return self.subcon._build(obj, stream, context, path)
 
 
@@ -225,13 +241,13 @@ FrameStruct = Struct(
 """The frame: MsgToken, serialNo, listSize, then listSize blocks."""
 
 
-class _MinimalVarInt(Subconstruct):
+class _MinimalVarInt(SubconstructBase):
     """protobuf's base-128 varint length as ``writeDelimitedTo`` writes it: minimal, and
     at most 2**31-1 (Java reads it as an int32). Anything else is :class:`BadContent`."""
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: StreamType, context: Context, path: PathType) -> int:
         start = stream_tell(stream, path)
-        value = self.subcon._parsereport(stream, context, path)
+        value: int = self.subcon._parsereport(stream, context, path)
         end = stream_tell(stream, path)
         if end - start > 1 and value < 1 << (7 * (end - start - 1)):
             raise BadContent("length varint is not minimal", offset=start, field=_name(path))
@@ -240,7 +256,7 @@ class _MinimalVarInt(Subconstruct):
                              field=_name(path))
         return value
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: object, stream: StreamType, context: Context, path: PathType) -> Any:
         return self.subcon._build(obj, stream, context, path)
 
 
@@ -321,7 +337,7 @@ class _WithMinList:
 # ------------------------------------------------------------------------ functions
 
 
-def _parse_whole(con: Construct, data: bytes, what: str, **params: Any) -> Any:
+def _parse_whole(con: Grammar, data: bytes, what: str, **params: Any) -> Any:
     stream = io.BytesIO(data)
     try:
         value = con.parse_stream(stream, **params)

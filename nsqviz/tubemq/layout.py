@@ -22,7 +22,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from nsqviz.layout import Field, Layout, annotate
 from nsqviz.tubemq.grammar import DEFAULT_LIMITS, FrameStruct, Limits, parse_context
-from nsqviz.tubemq.protos import MESSAGES
+from nsqviz.tubemq.protos import MESSAGES, RpcStatus
 from nsqviz.tubemq.tables import METHODS, RPC_FLAG_MSG_TYPE_RESPONSE
 
 __all__ = ["ContentField", "content_fields", "frame_layout"]
@@ -156,11 +156,13 @@ def content_fields(content: bytes, *, response: bool | None = None) -> list[Cont
                 response = flag == RPC_FLAG_MSG_TYPE_RESPONSE
             names.append("ResponseHeader" if response else "RequestHeader")
         elif slot == "header":
-            status = next((f.value for f in out[first:] if f.path == "header.status"), "SUCCESS")
+            status = next((f.value for f in out[first:] if f.path == "header.status"),
+                          RpcStatus.SUCCESS.name)
             if not response:
                 names.append("RequestBody")
             else:
-                names.append("RspResponseBody" if status == "SUCCESS" else "RspExceptionBody")
+                names.append("RspResponseBody" if status == RpcStatus.SUCCESS.name
+                             else "RspExceptionBody")
             method = _peek_method(content, end)
         pos = end
     if pos != len(content):

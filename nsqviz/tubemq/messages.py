@@ -18,11 +18,11 @@ from collections.abc import Callable
 from google.protobuf.message import DecodeError, Message
 
 from nsqviz.stream.reassembly import RawFrame
-from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Violation
+from nsqviz.tubemq.events import Event, ExceptionResponse, Request, Response, Violation
 from nsqviz.tubemq.framing import join_content, join_frame, split_content
 from nsqviz.tubemq.grammar import Content, GrammarError
 from nsqviz.tubemq.metadata import checksum
-from nsqviz.tubemq.protos import MESSAGES
+from nsqviz.tubemq.protos import MESSAGES, RpcStatus
 from nsqviz.tubemq.tables import (
     METHOD_SEND_MESSAGE,
     METHODS,
@@ -35,9 +35,6 @@ from nsqviz.tubemq.tables import (
 __all__ = [
     "DEFAULT_PROTOCOL_VERSION",
     "DEFAULT_TIMEOUT_MS",
-    "STATUS_ERROR",
-    "STATUS_FATAL",
-    "STATUS_SUCCESS",
     "decode_answer",
     "decode_request",
     "encode",
@@ -52,8 +49,6 @@ DEFAULT_PROTOCOL_VERSION = 3
 
 DEFAULT_TIMEOUT_MS = 10000
 """The Java client's rpc.request.timeout default."""
-
-STATUS_SUCCESS, STATUS_ERROR, STATUS_FATAL = 0, 1, 2
 
 RpcConnHeader = MESSAGES["RpcConnHeader"]
 RequestHeader = MESSAGES["RequestHeader"]
@@ -95,7 +90,7 @@ def make_response(
     request: Request, message: Message, *, protocol_ver: int = DEFAULT_PROTOCOL_VERSION
 ) -> Response:
     """The SUCCESS answer to ``request`` carrying ``message``, as the Java server writes it."""
-    header = ResponseHeader(status=STATUS_SUCCESS, protocolVer=protocol_ver)
+    header = ResponseHeader(status=RpcStatus.SUCCESS, protocolVer=protocol_ver)
     body = RspResponseBody(method=request.method, data=message.SerializePartialToString())
     conn = RpcConnHeader(flag=RPC_FLAG_MSG_TYPE_RESPONSE)
     return Response(request.serialNo, conn, header, body, message, request=request)
@@ -106,12 +101,12 @@ def make_exception(
     exception_name: str,
     stack_trace: str | None = None,
     *,
-    status: int = STATUS_ERROR,
+    status: int = RpcStatus.ERROR,
     protocol_ver: int | None = DEFAULT_PROTOCOL_VERSION,
 ) -> ExceptionResponse:
     """An ERROR (or FATAL: no protocolVer, as the Java server) answer to ``request``."""
     header = ResponseHeader(status=status)
-    if protocol_ver is not None and status != STATUS_FATAL:
+    if protocol_ver is not None and status != RpcStatus.FATAL:
         header.protocolVer = protocol_ver
     body = RspExceptionBody(exceptionName=exception_name)
     if stack_trace is not None:
@@ -277,12 +272,12 @@ def _detailed_request(
     elif not accepted(service, method):
         d.add("WrongService", "RequestBody.method",
               f"{info.name} ({method}) is not accepted under {SERVICES[service]} ({service}): "
-              "the Java server answers ERROR", starts[2])
+              f"the Java server answers {RpcStatus.ERROR.name}", starts[2])
     if info is not None:
         if info.request is None:
             d.add("NoDecoder", "RequestBody.method",
                   f"{info.name} ({method}) has no request message: the Java server answers "
-                  "FATAL", starts[2])
+                  f"{RpcStatus.FATAL.name}", starts[2])
         elif body.HasField("request"):
             message = d.message(info.request, body.request, f"RequestBody.request ({info.request})",
                                 starts[2])
@@ -316,12 +311,12 @@ def decode_answer(
     header = d.message("ResponseHeader", parts.header, "ResponseHeader", starts[1])
     if conn is None or header is None:
         return None, d.violations
-    if header.status != STATUS_SUCCESS:
+    if header.status != RpcStatus.SUCCESS:
         body = d.message("RspExceptionBody", parts.body, "RspExceptionBody", starts[2])
         if body is None:
             return None, d.violations
-        event = ExceptionResponse(serialNo, conn, header, body, raw, request)
-        return event, _about(d.violations, event)
+        failed = ExceptionResponse(serialNo, conn, header, body, raw, request)
+        return failed, _about(d.violations, failed)
     body = d.message("RspResponseBody", parts.body, "RspResponseBody", starts[2])
     if body is None:
         return None, d.violations
@@ -348,7 +343,7 @@ def decode_answer(
     return event, _about(d.violations, event)
 
 
-def _about(violations: list[Violation], event) -> list[Violation]:
+def _about(violations: list[Violation], event: Event) -> list[Violation]:
     """The violations, each pointing at the event it is about."""
     return [Violation(v.code, v.field, v.reason, v.offset, v.fatal, v.resynced, v.raw, event)
             for v in violations]

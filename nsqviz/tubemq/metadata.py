@@ -1,7 +1,7 @@
 """TubeMQ's string-encoded metadata and message payloads, decoded into named fields.
 
-The protobuf messages carry cluster metadata as text (FACTS.md section 6) and message
-data as bytes with an optional attribute prefix (section 7). The formats, with the
+The protobuf messages carry cluster metadata as text (``corebase/cluster``) and message
+data as bytes with an optional attribute prefix (``corebase/Message``). The formats, with the
 separators of ``TokenConstants`` (``#`` segment, ``,`` array, ``:`` attribute,
 ``@`` group, ``=`` key/value):
 

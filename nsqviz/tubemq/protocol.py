@@ -23,13 +23,14 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from nsqviz.protocols import Detection, Item, Lost, Protocol
-from nsqviz.stream.direction import Direction
+from nsqviz.protocols import Detection, Item, ObservedConnection, Protocol, RecordView
 from nsqviz.tubemq.codec import Observer
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
+from nsqviz.tubemq.fields import FIELDS, record_values
 from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE
 from nsqviz.tubemq.layout import frame_layout
 from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
+from nsqviz.tubemq.protos import status_name
 from nsqviz.tubemq.tables import (
     DEFAULT_BROKER_PORT,
     DEFAULT_MASTER_PORT,
@@ -122,30 +123,7 @@ def _problem(v: Violation) -> dict[str, Any]:
             "offset": v.offset}
 
 
-class _Observer:
-    """The codec's :class:`Observer` behind the :class:`~nsqviz.protocols.
-    ConnectionObserver` interface."""
-
-    __slots__ = ("codec",)
-    encrypted = False  # TubeMQ's TLS ports are other ports: nothing switches mid-stream
-
-    def __init__(self, midstream: bool) -> None:
-        self.codec = Observer(provenance=True, midstream=midstream)
-
-    def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
-        codec = self.codec
-        events = (codec.c2s if direction == Direction.C2S else codec.s2c)(data, segment=segment)
-        return _items(events) if events else []
-
-    def end(self, direction: str, segment: int) -> list[Item]:
-        return self.feed(direction, b"", segment)
-
-    def gap(self, direction: str) -> Lost:
-        partial, length = self.codec.gap(direction)
-        return Lost(partial, length)
-
-
-def _items(events: list) -> list[Item]:
+def _items(events: list[Any]) -> list[Item]:
     out: list[Item] = []
     last: dict[int, Item] = {}  # id(raw frame) -> the item decoded from it
     for e in events:
@@ -192,6 +170,14 @@ class TubeMQProtocol(Protocol):
     title = "TubeMQ"
     package = "nsqviz.tubemq"
     server_ports = frozenset({DEFAULT_MASTER_PORT, DEFAULT_BROKER_PORT})
+    filter_fields = FIELDS
+
+    def record_names(self) -> frozenset[str]:
+        return frozenset(n for m in METHODS.values() for n in (m.name, m.request, m.response)
+                         if n)
+
+    def filter_values(self, record: RecordView) -> dict[str, list[Any]]:
+        return record_values(record.kind, record.fields, record.dir, record.event)
 
     def client_hello(self, data: bytes) -> bool:
         return _is_request_frame(data)
@@ -211,11 +197,22 @@ class TubeMQProtocol(Protocol):
             return Detection(1, "starts with the begin token FF7FF4FE")
         return Detection(0, "no begin token, port not a TubeMQ port")
 
-    def observer(self, *, midstream: bool) -> _Observer:
-        return _Observer(midstream)
+    def observer(self, *, midstream: bool) -> ObservedConnection:
+        return ObservedConnection(Observer(provenance=True, midstream=midstream), _items)
 
     def fields(self, event: Any) -> dict[str, Any]:
         return _fields(event)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in METHODS.values())
+
+    def aliases(self) -> Mapping[str, str]:
+        out: dict[str, str] = {}
+        for m in METHODS.values():
+            for message in (m.request, m.response):
+                if message is not None:
+                    out.setdefault(message, m.name)
+        return out
 
     def summary(self, kind: str, name: str, fields: Mapping[str, Any]) -> str:
         parts = [f"#{fields.get('serialNo')}", str(fields.get("method", ""))]
@@ -278,9 +275,7 @@ class TubeMQProtocol(Protocol):
         if t is Request:
             out["rpc_service"] = event.header.serviceType
         else:
-            status = event.header.status
-            out["rpc_status"] = ("SUCCESS", "ERROR", "FATAL")[status] if 0 <= status <= 2 \
-                else str(status)
+            out["rpc_status"] = status_name(event.header.status)
         message = event.message if t is not ExceptionResponse else None
         if message is not None:
             if "errCode" in message.DESCRIPTOR.fields_by_name and message.HasField("errCode"):

@@ -8,18 +8,21 @@ reads into a ``FileDescriptorProto``; the ``protobuf`` package's descriptor pool
 then builds the message classes. Nothing is generated or checked in.
 
 ``MESSAGES`` maps every message name (there is no proto package, as in the originals)
-to its class; :func:`message_class` looks one up.
+to its class; :func:`message_class` looks one up. :class:`RpcStatus` is ``RPC.proto``'s
+``ResponseHeader.Status``, its numbers read from the compiled descriptor.
 """
 
 from __future__ import annotations
 
+import enum
 import re
 from importlib import resources
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
 
-__all__ = ["MESSAGES", "PROTO_FILES", "ProtoSyntaxError", "message_class", "parse_proto"]
+__all__ = ["MESSAGES", "PROTO_FILES", "ProtoSyntaxError", "RpcStatus", "message_class",
+           "parse_proto", "status_name"]
 
 PROTO_FILES = ("RPC.proto", "MasterService.proto", "BrokerService.proto")
 """The three sources, in dependency order (none imports another)."""
@@ -55,7 +58,7 @@ def _statements(text: str) -> list[tuple[str, int]]:
         m = _TOKEN.match(text, pos)
         if m is None:  # only trailing whitespace is left
             break
-        line += text.count("\n", pos, m.start(m.lastindex))
+        line += text.count("\n", pos, m.start(m.lastindex or 0))
         pos = m.end()
         comment, string, word, punct = m.groups()
         if comment:
@@ -163,3 +166,28 @@ MESSAGES: dict[str, type[Message]] = _load()
 def message_class(name: str) -> type[Message]:
     """The class of the message called ``name`` (``KeyError`` if there is none)."""
     return MESSAGES[name]
+
+
+_STATUS = {v.name: v.number
+           for v in MESSAGES["ResponseHeader"].DESCRIPTOR.enum_types_by_name["Status"].values}
+
+
+class RpcStatus(enum.IntEnum):
+    """``ResponseHeader.Status`` of ``RPC.proto``: SUCCESS carries an ``RspResponseBody``,
+    ERROR and FATAL an ``RspExceptionBody``. The numbers come from the ``.proto`` source;
+    the names are spelled here so that code and type checker can name them, and the
+    import fails if they ever differ from the source's."""
+
+    SUCCESS = _STATUS["SUCCESS"]
+    ERROR = _STATUS["ERROR"]
+    FATAL = _STATUS["FATAL"]
+
+
+if set(RpcStatus.__members__) != set(_STATUS):
+    raise ProtoSyntaxError(f"RPC.proto's ResponseHeader.Status is {sorted(_STATUS)}, "
+                           f"RpcStatus names {sorted(RpcStatus.__members__)}")
+
+
+def status_name(status: int) -> str:
+    """The name of a ``ResponseHeader.status`` value (its number, for one RPC.proto lacks)."""
+    return RpcStatus(status).name if status in RpcStatus._value2member_map_ else str(status)

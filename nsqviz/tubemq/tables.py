@@ -1,8 +1,10 @@
 """TubeMQ's tables: services, methods, session states and their transitions, error codes.
 
 Everything else -- the grammar's message choice, the codec's checks, record names, the
-views -- reads these tables; nothing re-types them. Facts from FACTS.md sections 2-5
-(Apache InLong TubeMQ ``RpcConstants``, ``PbEnDecoder``, ``TErrCodeConstants``).
+views, the simulator, the clients, the pipeline and the Lua generator -- reads these
+tables (the RPC status is ``RPC.proto``'s enum, :class:`nsqviz.tubemq.protos.RpcStatus`).
+Facts from Apache InLong TubeMQ's ``RpcConstants``, ``PbEnDecoder`` and
+``TErrCodeConstants`` (see :mod:`nsqviz.tubemq`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ __all__ = [
     "Outcome",
     "State",
     "accepted",
-    "method_for",
     "next_state",
 ]
 
@@ -76,6 +77,15 @@ class Outcome(enum.Enum):
     NODE_UNKNOWN = "heartbeat answered HB_NO_NODE (411): register again"
 
 
+class Kind(enum.Enum):
+    """What a method does to the session (the codec's transitions read it)."""
+
+    REGISTER = "register"
+    HEARTBEAT = "heartbeat"
+    CLOSE = "close"
+    CALL = "call"
+
+
 @dataclass(frozen=True, slots=True)
 class Method:
     """One RPC method: ids, names, messages, and the states it may be called in.
@@ -83,8 +93,8 @@ class Method:
     ``name`` is the Java method name (``PbEnDecoder``), ``const`` the ``RpcConstants``
     name; ``request``/``response`` are message names in the ``.proto`` sources (``None``
     for ids the server accepts but cannot decode: it answers FATAL); ``services`` are
-    the service types the Java server accepts the id under; ``kind`` is ``register``,
-    ``heartbeat``, ``close`` or ``call`` and decides the method's effect on the session.
+    the service types the Java server accepts the id under; ``kind`` (:class:`Kind`)
+    decides the method's effect on the session.
     """
 
     id: int
@@ -94,7 +104,7 @@ class Method:
     request: str | None
     response: str | None
     label: str
-    kind: str
+    kind: Kind
     states: frozenset[State]
 
 
@@ -105,67 +115,67 @@ METHODS: dict[int, Method] = {m.id: m for m in (
     # id, RpcConstants name, Java method name, services, request, response, label, kind, states
     Method(1, "RPC_MSG_MASTER_PRODUCER_REGISTER", "producerRegisterP2M", (1,),
            "RegisterRequestP2M", "RegisterResponseM2P",
-           "producer registers with the master", "register", _ALL),
+           "producer registers with the master", Kind.REGISTER, _ALL),
     Method(2, "RPC_MSG_MASTER_PRODUCER_HEARTBEAT", "producerHeartbeatP2M", (1,),
            "HeartRequestP2M", "HeartResponseM2P",
-           "producer heartbeat to the master", "heartbeat", _LIVE),
+           "producer heartbeat to the master", Kind.HEARTBEAT, _LIVE),
     Method(3, "RPC_MSG_MASTER_PRODUCER_CLOSECLIENT", "producerCloseClientP2M", (1,),
            "CloseRequestP2M", "CloseResponseM2P",
-           "producer closes with the master", "close", _LIVE),
+           "producer closes with the master", Kind.CLOSE, _LIVE),
     Method(4, "RPC_MSG_MASTER_CONSUMER_REGISTER", "consumerRegisterC2M", (1,),
            "RegisterRequestC2M", "RegisterResponseM2C",
-           "consumer registers with the master", "register", _ALL),
+           "consumer registers with the master", Kind.REGISTER, _ALL),
     Method(5, "RPC_MSG_MASTER_CONSUMER_HEARTBEAT", "consumerHeartbeatC2M", (1,),
            "HeartRequestC2M", "HeartResponseM2C",
-           "consumer heartbeat to the master", "heartbeat", _LIVE),
+           "consumer heartbeat to the master", Kind.HEARTBEAT, _LIVE),
     Method(6, "RPC_MSG_MASTER_CONSUMER_CLOSECLIENT", "consumerCloseClientC2M", (1,),
            "CloseRequestC2M", "CloseResponseM2C",
-           "consumer closes with the master", "close", _LIVE),
+           "consumer closes with the master", Kind.CLOSE, _LIVE),
     Method(7, "RPC_MSG_MASTER_BROKER_REGISTER", "brokerRegisterB2M", (1,),
            "RegisterRequestB2M", "RegisterResponseM2B",
-           "broker registers with the master", "register", _ALL),
+           "broker registers with the master", Kind.REGISTER, _ALL),
     Method(8, "RPC_MSG_MASTER_BROKER_HEARTBEAT", "brokerHeartbeatB2M", (1,),
            "HeartRequestB2M", "HeartResponseM2B",
-           "broker heartbeat to the master", "heartbeat", _LIVE),
+           "broker heartbeat to the master", Kind.HEARTBEAT, _LIVE),
     Method(9, "RPC_MSG_MASTER_BROKER_CLOSECLIENT", "brokerCloseClientB2M", (1,),
            "CloseRequestB2M", "CloseResponseM2B",
-           "broker closes with the master", "close", _LIVE),
+           "broker closes with the master", Kind.CLOSE, _LIVE),
     Method(11, "RPC_MSG_BROKER_PRODUCER_REGISTER", "brokerProducerRegister", (2, 3),
            None, None,
-           "producer registers with a broker (no decoder: FATAL)", "call", _ALL),
+           "producer registers with a broker (no decoder: FATAL)", Kind.CALL, _ALL),
     Method(12, "RPC_MSG_BROKER_PRODUCER_HEARTBEAT", "brokerProducerHeartbeat", (2, 3),
            None, None,
-           "producer heartbeat to a broker (no decoder: FATAL)", "call", _ALL),
+           "producer heartbeat to a broker (no decoder: FATAL)", Kind.CALL, _ALL),
     Method(13, "RPC_MSG_BROKER_PRODUCER_SENDMESSAGE", "sendMessageP2B", (2, 3),
            "SendMessageRequestP2B", "SendMessageResponseB2P",
-           "producer sends a message", "call", _ALL),
+           "producer sends a message", Kind.CALL, _ALL),
     Method(14, "RPC_MSG_BROKER_PRODUCER_CLOSE", "brokerProducerClose", (3,),
            None, None,
-           "producer closes with a broker (no decoder: FATAL)", "call", _ALL),
+           "producer closes with a broker (no decoder: FATAL)", Kind.CALL, _ALL),
     Method(15, "RPC_MSG_BROKER_CONSUMER_REGISTER", "consumerRegisterC2B", (2,),
            "RegisterRequestC2B", "RegisterResponseB2C",
-           "consumer (un)registers a partition", "register", _ALL),
+           "consumer (un)registers a partition", Kind.REGISTER, _ALL),
     Method(16, "RPC_MSG_BROKER_CONSUMER_HEARTBEAT", "consumerHeartbeatC2B", (2,),
            "HeartBeatRequestC2B", "HeartBeatResponseB2C",
-           "consumer heartbeat to a broker", "heartbeat", _LIVE),
+           "consumer heartbeat to a broker", Kind.HEARTBEAT, _LIVE),
     Method(17, "RPC_MSG_BROKER_CONSUMER_GETMESSAGE", "getMessagesC2B", (2,),
            "GetMessageRequestC2B", "GetMessageResponseB2C",
-           "consumer fetches messages", "call", _LIVE),
+           "consumer fetches messages", Kind.CALL, _LIVE),
     Method(18, "RPC_MSG_BROKER_CONSUMER_COMMIT", "consumerCommitC2B", (2,),
            "CommitOffsetRequestC2B", "CommitOffsetResponseB2C",
-           "consumer commits its offset", "call", _LIVE),
+           "consumer commits its offset", Kind.CALL, _LIVE),
     Method(19, "RPC_MSG_BROKER_CONSUMER_CLOSE", "brokerConsumerClose", (2,),
            None, None,
-           "consumer closes with a broker (no decoder: FATAL)", "call", _ALL),
+           "consumer closes with a broker (no decoder: FATAL)", Kind.CALL, _ALL),
     Method(20, "RPC_MSG_MASTER_CONSUMER_REGISTER_V2", "consumerRegisterC2MV2", (1,),
            "RegisterRequestC2MV2", "RegisterResponseM2CV2",
-           "client-balance consumer registers", "register", _ALL),
+           "client-balance consumer registers", Kind.REGISTER, _ALL),
     Method(21, "RPC_MSG_MASTER_CONSUMER_HEARTBEAT_V2", "consumerHeartbeatC2MV2", (1,),
            "HeartRequestC2MV2", "HeartResponseM2CV2",
-           "client-balance consumer heartbeat", "heartbeat", _LIVE),
+           "client-balance consumer heartbeat", Kind.HEARTBEAT, _LIVE),
     Method(22, "RPC_MSG_MASTER_CONSUMER_GET_PART_META", "consumerGetPartMetaInfoC2M", (1,),
            "GetPartMetaRequestC2M", "GetPartMetaResponseM2C",
-           "client-balance consumer asks for partition metadata", "call", _LIVE),
+           "client-balance consumer asks for partition metadata", Kind.CALL, _LIVE),
 )}
 """Every method id of service types 1-3 (id 10 is unused)."""
 
@@ -232,11 +242,6 @@ def accepted(service: int, method: int) -> bool:
     return m is not None and service in m.services
 
 
-def method_for(method: int) -> Method | None:
-    """The method with this id, ``None`` for an id TubeMQ does not define."""
-    return METHODS.get(method)
-
-
 def next_state(state: State, outcome: Outcome | None) -> State:
     """Apply :data:`TRANSITIONS`."""
     if outcome is None:
@@ -244,57 +249,64 @@ def next_state(state: State, outcome: Outcome | None) -> State:
     return TRANSITIONS.get((state, outcome), state)
 
 
-@dataclass(frozen=True, slots=True)
-class ErrorCode:
-    """One ``TErrCodeConstants`` code: number, name and what it means."""
+class ErrorCode(enum.IntEnum):
+    """``TErrCodeConstants``: the ``errCode`` of a response, its name and what it means."""
 
-    code: int
-    name: str
     meaning: str
 
+    def __new__(cls, code: int, meaning: str) -> ErrorCode:
+        member = int.__new__(cls, code)
+        member._value_ = code
+        member.meaning = meaning
+        return member
 
-ERRORS: dict[int, ErrorCode] = {e.code: e for e in (
-    ErrorCode(200, "SUCCESS", "OK"),
-    ErrorCode(201, "NOT_READY", "service not ready yet"),
-    ErrorCode(301, "MOVED", "requested offset is below the partition's minimum; reset it"),
-    ErrorCode(400, "BAD_REQUEST", "malformed or missing parameter"),
-    ErrorCode(401, "UNAUTHORIZED", "authentication failed"),
-    ErrorCode(402, "CONNECT_RETURN_NULL", "connection returned nothing"),
-    ErrorCode(403, "FORBIDDEN", "not allowed (e.g. checksum mismatch on send)"),
-    ErrorCode(404, "NOT_FOUND", "nothing found, e.g. no new messages at this offset"),
-    ErrorCode(405, "ALL_PARTITION_FROZEN", "all partitions frozen"),
-    ErrorCode(406, "NO_PARTITION_ASSIGNED", "no partition assigned to this consumer yet"),
-    ErrorCode(407, "ALL_PARTITION_WAITING", "all partitions are waiting"),
-    ErrorCode(408, "ALL_PARTITION_INUSE", "every partition is currently in use"),
-    ErrorCode(410, "PARTITION_OCCUPIED", "another consumer of the group holds this partition"),
-    ErrorCode(411, "HB_NO_NODE", "heartbeat for a node the server does not know: register"),
-    ErrorCode(412, "DUPLICATE_PARTITION", "the partition is consumed by another client"),
-    ErrorCode(415, "CERTIFICATE_FAILURE", "certificate/authentication failure"),
-    ErrorCode(419, "SERVER_RECEIVE_OVERFLOW", "broker could not accept the message"),
-    ErrorCode(420, "CLIENT_SHUTDOWN", "client has been shut down"),
-    ErrorCode(421, "CLIENT_HIGH_FREQUENCY_REQUEST", "client requests too often"),
-    ErrorCode(422, "PARTITION_UNSUBSCRIBABLE", "partition does not accept subscription"),
-    ErrorCode(423, "PARTITION_UNPUBLISHABLE", "partition does not accept publishing"),
-    ErrorCode(424, "CLIENT_INCONSISTENT_CONSUMETYPE", "group members disagree on consume type"),
-    ErrorCode(425, "CLIENT_INCONSISTENT_TOPICSET", "group members disagree on topic set"),
-    ErrorCode(426, "CLIENT_INCONSISTENT_FILTERSET", "group members disagree on filters"),
-    ErrorCode(427, "CLIENT_INCONSISTENT_SESSIONKEY", "bound session key differs"),
-    ErrorCode(428, "CLIENT_INCONSISTENT_SELECTBIG", "bound selectBig differs"),
-    ErrorCode(429, "CLIENT_INCONSISTENT_SOURCECOUNT", "bound source count differs"),
-    ErrorCode(430, "CLIENT_DUPLICATE_INDEXID", "duplicate client index id"),
-    ErrorCode(431, "TOPIC_NOT_DEPLOYED", "topic not deployed"),
-    ErrorCode(440, "PARAMETER_MSG_NULL", "message is null"),
-    ErrorCode(441, "PARAMETER_MSG_TOPIC_BLANK", "message topic blank"),
-    ErrorCode(442, "PARAMETER_MSG_BODY_EMPTY", "message body empty"),
-    ErrorCode(443, "PARAMETER_MSG_TOPIC_UNPUBLISHED", "topic not published by this producer"),
-    ErrorCode(444, "PARAMETER_MSG_TOPIC_NO_PARTITION", "no partition for the topic"),
-    ErrorCode(445, "PARAMETER_MSG_OVER_MAX_LENGTH", "message bigger than the allowed size"),
-    ErrorCode(450, "CONSUME_GROUP_FORBIDDEN", "group forbidden to consume"),
-    ErrorCode(452, "SERVER_CONSUME_SPEED_LIMIT", "consumption is being throttled (Go: 550)"),
-    ErrorCode(455, "CONSUME_CONTENT_FORBIDDEN", "filter content forbidden"),
-    ErrorCode(500, "INTERNAL_SERVER_ERROR", "server error"),
-    ErrorCode(503, "SERVICE_UNAVAILABLE", "read or write service temporarily unavailable"),
-    ErrorCode(510, "INTERNAL_SERVER_ERROR_MSGSET_NULL", "internal error: empty message set"),
-    ErrorCode(599, "UNSPECIFIED_ABNORMAL", "unspecified"),
-)}
+    @property
+    def code(self) -> int:
+        return int(self)
+
+    SUCCESS = 200, "OK"
+    NOT_READY = 201, "service not ready yet"
+    MOVED = 301, "requested offset is below the partition's minimum; reset it"
+    BAD_REQUEST = 400, "malformed or missing parameter"
+    UNAUTHORIZED = 401, "authentication failed"
+    CONNECT_RETURN_NULL = 402, "connection returned nothing"
+    FORBIDDEN = 403, "not allowed (e.g. checksum mismatch on send)"
+    NOT_FOUND = 404, "nothing found, e.g. no new messages at this offset"
+    ALL_PARTITION_FROZEN = 405, "all partitions frozen"
+    NO_PARTITION_ASSIGNED = 406, "no partition assigned to this consumer yet"
+    ALL_PARTITION_WAITING = 407, "all partitions are waiting"
+    ALL_PARTITION_INUSE = 408, "every partition is currently in use"
+    PARTITION_OCCUPIED = 410, "another consumer of the group holds this partition"
+    HB_NO_NODE = 411, "heartbeat for a node the server does not know: register"
+    DUPLICATE_PARTITION = 412, "the partition is consumed by another client"
+    CERTIFICATE_FAILURE = 415, "certificate/authentication failure"
+    SERVER_RECEIVE_OVERFLOW = 419, "broker could not accept the message"
+    CLIENT_SHUTDOWN = 420, "client has been shut down"
+    CLIENT_HIGH_FREQUENCY_REQUEST = 421, "client requests too often"
+    PARTITION_UNSUBSCRIBABLE = 422, "partition does not accept subscription"
+    PARTITION_UNPUBLISHABLE = 423, "partition does not accept publishing"
+    CLIENT_INCONSISTENT_CONSUMETYPE = 424, "group members disagree on consume type"
+    CLIENT_INCONSISTENT_TOPICSET = 425, "group members disagree on topic set"
+    CLIENT_INCONSISTENT_FILTERSET = 426, "group members disagree on filters"
+    CLIENT_INCONSISTENT_SESSIONKEY = 427, "bound session key differs"
+    CLIENT_INCONSISTENT_SELECTBIG = 428, "bound selectBig differs"
+    CLIENT_INCONSISTENT_SOURCECOUNT = 429, "bound source count differs"
+    CLIENT_DUPLICATE_INDEXID = 430, "duplicate client index id"
+    TOPIC_NOT_DEPLOYED = 431, "topic not deployed"
+    PARAMETER_MSG_NULL = 440, "message is null"
+    PARAMETER_MSG_TOPIC_BLANK = 441, "message topic blank"
+    PARAMETER_MSG_BODY_EMPTY = 442, "message body empty"
+    PARAMETER_MSG_TOPIC_UNPUBLISHED = 443, "topic not published by this producer"
+    PARAMETER_MSG_TOPIC_NO_PARTITION = 444, "no partition for the topic"
+    PARAMETER_MSG_OVER_MAX_LENGTH = 445, "message bigger than the allowed size"
+    CONSUME_GROUP_FORBIDDEN = 450, "group forbidden to consume"
+    SERVER_CONSUME_SPEED_LIMIT = 452, "consumption is being throttled (Go: 550)"
+    CONSUME_CONTENT_FORBIDDEN = 455, "filter content forbidden"
+    INTERNAL_SERVER_ERROR = 500, "server error"
+    SERVICE_UNAVAILABLE = 503, "read or write service temporarily unavailable"
+    INTERNAL_SERVER_ERROR_MSGSET_NULL = 510, "internal error: empty message set"
+    UNSPECIFIED_ABNORMAL = 599, "unspecified"
+
+
+ERRORS: dict[int, ErrorCode] = {e.value: e for e in ErrorCode}
 """``errCode`` values of the responses (``TErrCodeConstants``)."""

@@ -10,10 +10,11 @@ error) are pink, and the byte where the error was noticed is outlined in red.
 
 from __future__ import annotations
 
-from construct import Construct
+import construct
 
 from nsqviz import protocols
 from nsqviz.layout import Field, Layout, annotate
+from nsqviz.nsq.grammar_base import Grammar
 from nsqviz.palette import SEPARATOR, UNPARSED, field_colour
 from nsqviz.widgets.style import CSS, SELECTED, StaticView, esc, short_value
 
@@ -50,7 +51,7 @@ class HexView(StaticView):
         self._keys = {id(leaf): k for k, leaf in enumerate(layout.leaves()) if k < _LINKED}
 
     @classmethod
-    def of(cls, con: Construct, data: bytes, title: str = "") -> HexView:
+    def of(cls, con: Grammar, data: bytes, title: str = "") -> HexView:
         return cls(annotate(con, data), title)
 
     # -- rendering ------------------------------------------------------------------
@@ -119,11 +120,11 @@ class HexView(StaticView):
         for row in range(0, max(len(data), 1), _PER_ROW):
             hexes, chars = [], []
             for i in range(row, min(row + _PER_ROW, len(data))):
-                leaf = owner[i]
-                bg = self.colours[id(leaf)] if leaf is not None else UNPARSED
-                tip = esc(leaf.dotted) if leaf is not None else "(unattributed)"
+                who = owner[i]
+                bg = self.colours[id(who)] if who is not None else UNPARSED
+                tip = esc(who.dotted) if who is not None else "(unattributed)"
                 cls = " nv-bad" if i == bad else ""
-                cls += self._link(leaf)
+                cls += self._link(who)
                 style = f'style="background:{bg}" title="{tip}"'
                 if i % 8 == 0 and i % _PER_ROW:
                     hexes.append('<span class="nv-gap"></span>')
@@ -198,6 +199,6 @@ def unit_view(protocol: str, kind: str, name: str, data: bytes, title: str = "")
     con = protocols.by_name(protocol).layout(kind, name)
     if con is None:
         return None
-    if not isinstance(con, Construct):  # a function of the bytes (see Protocol.layout)
+    if not isinstance(con, construct.Construct):  # a function of the bytes (see Protocol.layout)
         return HexView(con(data), title)
     return HexView.of(con, data, title)

@@ -153,9 +153,10 @@ class ReplayView:
             f"{table}</div>"
         )
 
-    def timers(self) -> list[tuple[int, Span]]:
+    def timers(self) -> list[tuple[int | None, Span]]:
         """(flow id, span) of every timer the NSQ records show; rows are packet numbers."""
-        rows, flows = [], {}
+        rows: list[Row] = []
+        flows: dict[int, int | None] = {}
         stamp = {p.number: p.ts for p in self.replay.packets}
         for r in self.replay.records:
             if r.protocol != "nsq" or not r.packets or r.kind not in ("command", "frame"):
@@ -167,7 +168,8 @@ class ReplayView:
         rows.sort(key=lambda row: (row.t, row.index))
         return [(flows[s.first], s) for s in timer_spans(rows, None)]
 
-    def _timer_strip(self, fid: int, spans: list[Span], cell: float) -> str:
+    def _timer_strip(self, fid: int | None, spans: list[tuple[int | None, Span]],
+                     cell: float) -> str:
         """The timers of flow ``fid`` as bars under its lane, each labelled at its start."""
         # the few named by a command or the IDENTIFY first, then each message's msg_timeout
         mine = sorted((s for f, s in spans if f == fid),

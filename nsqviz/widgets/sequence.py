@@ -10,14 +10,16 @@ a live widget (:mod:`nsqviz.widgets.opener` says how and why).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from nsqviz.palette import OTHER, ink, name_colour
+from nsqviz.records import DecodedRecord, label
 from nsqviz.widgets.hexview import LINK_CSS
 from nsqviz.widgets.opener import MAX_OPENERS, OPEN_CSS, Openers
 from nsqviz.widgets.style import CSS, StaticView, esc, unique_ids
 
-__all__ = ["Arrow", "SequenceDiagram", "Span", "ARROW_COLOURS"]
+__all__ = ["Arrow", "SequenceDiagram", "Span", "ARROW_COLOURS", "from_records"]
 
 ARROW_COLOURS = {
     "command": "#2563eb",
@@ -262,3 +264,27 @@ class SequenceDiagram(StaticView):
             lines.append(f"timer {s.label}: row {s.first + 1} to {until}")
         return "\n".join(lines)
 
+
+
+def from_records(records: Iterable[DecodedRecord], title: str = "") -> SequenceDiagram:
+    """The commands and frames of decoded records (a capture's, any protocol's) as a
+    diagram: each connection's client and server a lifeline, each unit an arrow worded
+    by its protocol (:func:`nsqviz.records.label`), a refused command noted with the
+    server's code, times from the first unit."""
+    participants: dict[str, None] = {}
+    arrows: list[Arrow] = []
+    t0: float | None = None
+    for rec in records:
+        if rec.kind not in ("command", "frame") or rec.flow is None or rec.event is None:
+            continue
+        client, _, server = rec.flow.partition("->")
+        participants.setdefault(client)
+        participants.setdefault(server)
+        t0 = rec.ts if t0 is None else t0
+        text, kind = label(rec.event)
+        problem = rec.fields.get("violation")
+        note = f"refused: {problem['code']}" if problem else ""
+        src, dst = (client, server) if rec.kind == "command" else (server, client)
+        arrows.append(Arrow(src, dst, text, kind, note=note, t=f"{rec.ts - t0:.3f}s",
+                            name=rec.name))
+    return SequenceDiagram(list(participants), arrows, title=title)

@@ -52,8 +52,8 @@ class StateMachineView(StaticView):
             if src not in xs or dst not in xs:
                 continue
             if self._adjacent((src, dst, label)):
-                x1 = xs[src] + self.BOX_W
-                x2 = xs[dst]
+                x1: float = xs[src] + self.BOX_W
+                x2: float = xs[dst]
                 if x2 < x1:  # backwards neighbour: draw under the boxes
                     x1, x2 = xs[src], xs[dst] + self.BOX_W
                 out.append(

@@ -16,7 +16,8 @@ from typing import Any
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.commands import COMMANDS, MAGIC_NAME, BodyKind, ParamKind
 from nsqviz.nsq.labels import event_label
-from nsqviz.session.client import Connection, LocalProtocolError, Session, Step
+from nsqviz.session.client import Connection, LocalProtocolError, Session
+from nsqviz.session.entries import Step
 from nsqviz.widgets.steps import inflight_view, sequence, state_view, step_hexviews
 from nsqviz.widgets.style import CSS, esc, once
 
@@ -243,6 +244,7 @@ class Stepper:
 
     def _clicked(self, verb: str) -> None:
         ui = self._ui
+        assert ui is not None, "clicked before the controls were built"
         ident = {"feature_negotiation": ui["fn"].value, "heartbeat_interval": ui["hb"].value,
                  "client_id": "nsqviz"}
         for key in ("snappy", "deflate"):

@@ -17,8 +17,9 @@ from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
 from nsqviz.nsq.labels import command_label, event_label, short_repr
 from nsqviz.nsq.states import Role, diagram
+from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.palette import name_of_event
-from nsqviz.session.client import Step
+from nsqviz.session.entries import Step
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.opener import MAX_OPEN_BYTES, too_long
 from nsqviz.widgets.sequence import Arrow, SequenceDiagram, Span
@@ -81,7 +82,7 @@ def sequence(session: Session, *, last: int | None = None, title: str = "",
             row(entry.t, entry.connection, entry.command, True)
             for e in entry.events:
                 label, kind = event_label(e)
-                size = len(e.raw.data) if getattr(e, "raw", None) is not None else 0
+                size = _size(e)
                 n = f"{size} B · {entry.elapsed * 1000:.1f} ms" if size else ""
                 arrows.append(Arrow("nsqd", entry.connection, label, kind, note=n,
                                     name=name_of_event(e) or "",
@@ -90,7 +91,7 @@ def sequence(session: Session, *, last: int | None = None, title: str = "",
         else:
             for e in entry.events:
                 label, kind = event_label(e)
-                size = len(e.raw.data) if getattr(e, "raw", None) is not None else 0
+                size = _size(e)
                 arrows.append(Arrow("nsqd", entry.connection, label, kind,
                                     note=f"{size} B" if size else "", t=t, unasked=True,
                                     name=name_of_event(e) or "",
@@ -130,7 +131,7 @@ def _bytes_html(data: bytes, sent: bool, title: str) -> str:
 
 def command_hex(data: bytes, title: str = "") -> HexView:
     """A client-to-server chunk: the magic, or one command."""
-    if data == grammar.MAGIC_V2:
+    if data == MAGIC_V2:
         return HexView(annotate(grammar.Magic, data), title or "magic")
     return HexView(annotate(grammar.Command, data), title)
 
@@ -179,7 +180,13 @@ def step_html(step: Step) -> str:
     )
 
 
-def _brief(value) -> str:
+def _size(event: object) -> int:
+    """How many bytes an event came in (0: not off the wire)."""
+    raw = getattr(event, "raw", None)
+    return len(raw.data) if raw is not None else 0
+
+
+def _brief(value: object) -> str:
     text = str(value)
     return text if len(text) <= 60 else text[:59] + "…"
 

@@ -116,12 +116,12 @@ class StickyView(StaticView):
         )
         buffer = ""
         if self.upto > 0:
-            last = run.steps[self.upto - 1]
-            if last.buffered:
+            reached = run.steps[self.upto - 1]
+            if reached.buffered:
                 buffer = (
                     '<div class="nv-mono nv-muted" style="margin-top:4px">reassembler buffer: '
-                    f"{esc(last.buffered[:48].hex(' '))}"
-                    f"{' …' if len(last.buffered) > 48 else ''}</div>"
+                    f"{esc(reached.buffered[:48].hex(' '))}"
+                    f"{' …' if len(reached.buffered) > 48 else ''}</div>"
                 )
         hint = ('<div class="nv-muted" style="font-size:11px">click a frame to open its bytes'
                 "</div>" if rows and run.reassembled else "")

@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from nsqviz.broker.options import Options
 from nsqviz.nsq import events as ev
+from nsqviz.nsq.grammar_errors import BadJSON
+from nsqviz.nsq.json_object import read_object
 from nsqviz.widgets.sequence import Span
 
 __all__ = ["Row", "Settings", "server_options", "timer_spans"]
@@ -162,8 +163,8 @@ def timer_spans(rows: list[Row], opts: Options | None) -> list[Span]:
                                   f"DPUB deferral {_ms(item.defer_time)}", "DPUB"))
             continue
         if isinstance(item, ev.Response) and item.data.startswith(b"{"):
-            with contextlib.suppress(ValueError):
-                conn.identify(json.loads(item.data), "IDENTIFY response")
+            with contextlib.suppress(BadJSON):
+                conn.identify(read_object(item.data), "IDENTIFY response")
         elif isinstance(item, ev.Response) and item.is_heartbeat and conn.heartbeat_ms > 0:
             spans.append(Span(last_beat[row.connection], row.index,
                               f"heartbeat_interval {_ms(conn.heartbeat_ms)} "

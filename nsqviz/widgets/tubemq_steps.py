@@ -1,4 +1,4 @@
-"""Views of a stepping TubeMQ session (:mod:`nsqviz.tubemq.live.session`).
+"""Views of a stepping TubeMQ session (:mod:`nsqviz.tubemq_client.session`).
 
 A step is shown as a card: the request and the answer side by side -- the frame
 (serialNo, listSize, each block's length), the three protobuf messages of the content
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf.message import Message
 
 from nsqviz.palette import ordinal_colour
+from nsqviz.tubemq.grammar import FrameParts
 from nsqviz.tubemq.layout import frame_layout
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.sequence import Arrow, SequenceDiagram
@@ -21,7 +22,7 @@ from nsqviz.widgets.style import CSS, esc, short_value
 from nsqviz.widgets.table import TableView
 
 if TYPE_CHECKING:
-    from nsqviz.tubemq.live.session import Step, TubeSession
+    from nsqviz.tubemq_client.session import Step, TubeSession
 
 __all__ = ["fields_text", "history_table", "partition_moves", "sequence", "step_hex",
            "step_html"]
@@ -52,7 +53,7 @@ def fields_text(msg: Message | None, limit: int = 48) -> list[str]:
     return out
 
 
-def _side(title: str, event: Any, frame) -> str:
+def _side(title: str, event: Any, frame: FrameParts | None) -> str:
     if event is None:
         return (f'<div><div class="nv-title">{esc(title)}</div>'
                 '<div class="nv-muted">none</div></div>')
@@ -96,8 +97,9 @@ def step_hex(step: Step) -> str:
     views = [HexView(frame_layout(step.call.sent, response=False),
                      f"→ {step.request.name} #{step.serial}").html(with_css=False)]
     if step.call.received:
+        answer = step.answer.name if step.answer is not None else "?"
         views.append(HexView(frame_layout(step.call.received, response=True),
-                             f"← {step.answer.name} #{step.serial}").html(with_css=False))
+                             f"← {answer} #{step.serial}").html(with_css=False))
     return f'{CSS}<div class="nsqviz nv-grid">{"".join(views)}</div>'
 
 
@@ -119,7 +121,7 @@ def sequence(session: TubeSession, *, last: int | None = None, title: str = "") 
     return SequenceDiagram(participants, arrows, title=title)
 
 
-def history_table(history: list, names: dict[str, str] | None = None) -> TableView:
+def history_table(history: list[Any], names: dict[str, str] | None = None) -> TableView:
     """The Master's decisions, one row each (``names``: consumer id -> short name)."""
     names = names or {}
     rows = []
@@ -140,7 +142,7 @@ def history_table(history: list, names: dict[str, str] | None = None) -> TableVi
                      title="the Master's decisions")
 
 
-def partition_moves(history: list, partitions: list[str],
+def partition_moves(history: list[Any], partitions: list[str],
                     names: dict[str, str] | None = None) -> str:
     """A grid: one row per reported event, one column per partition, each cell the
     consumer holding it then -- partitions moving between consumers as the rows go down."""

@@ -1,6 +1,7 @@
 """``nsqviz wireshark``: write the Lua dissectors generated from nsqviz's grammars.
 
-Writes ``nsq.lua`` and ``tubemq.lua`` (with the TubeMQ ``.proto`` sources beside it)
+Writes ``nsq.lua``, ``tubemq.lua`` (with the TubeMQ ``.proto`` sources beside it) and
+``lookupd.lua`` (nsqlookupd's ``"  V1"``)
 into a folder and prints how to load them: ``tshark -X lua_script:FILE`` and ``-o``
 preferences for one run, or ``--install`` to write them into Wireshark's personal Lua
 plugins folder (and the ``.proto`` folder onto its protobuf search path), where every

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from nsqviz.wireshark import nsq_lua, tubemq_lua
+from nsqviz.wireshark import lookupd_lua, nsq_lua, tubemq_lua
 
 __all__ = ["DISSECTORS", "preferences", "tshark_args", "write_dissectors"]
 
@@ -19,6 +19,7 @@ def _tubemq() -> dict[str, str]:
 DISSECTORS: dict[str, Callable[[], dict[str, str]]] = {
     "nsq": lambda: {"nsq.lua": nsq_lua.render()},
     "tubemq": _tubemq,
+    "lookupd": lambda: {"lookupd.lua": lookupd_lua.render()},
 }
 """Protocol -> a function returning ``{file name: text}`` of its dissector files."""
 

@@ -1,4 +1,5 @@
-"""Writing Lua source from Python data: literals and ``ProtoField`` declarations.
+"""Writing Lua source from Python data: literals, and ``ProtoField`` declarations of the
+field registry's fields (:mod:`nsqviz.fields`).
 
 The dissector generators describe a protocol as plain Python values (tables of
 commands, layouts, field declarations) and these helpers spell them in Lua, so that no
@@ -7,11 +8,13 @@ generator builds Lua by string concatenation of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
-__all__ = ["ProtoFieldDecl", "engine", "literal", "declare_fields"]
+from nsqviz.fields import Field, FieldType
+
+__all__ = ["declare_fields", "engine", "literal"]
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\0": "\\0"}
 
@@ -65,39 +68,38 @@ def literal(value: Any, indent: int = 0) -> str:
     raise TypeError(f"no Lua literal for {type(value).__name__}")
 
 
-@dataclass(frozen=True, slots=True)
-class ProtoFieldDecl:
-    """One display-filter field: ``F[key] = ProtoField.<type>(abbrev, label, ...)``."""
-
-    key: str
-    type: str  # string, bytes, bool, uint16, int32, uint64, int64, framenum
-    abbrev: str
-    label: str
-    values: dict[int, str] | None = None  # value_string for integer fields
-    base: str | None = None  # base.DEC, base.HEX, ... for integers
-
-    def lua(self) -> str:
-        args = [literal(self.abbrev), literal(self.label)]
-        if self.values is not None:
-            args += [self.base or "base.DEC", literal(self.values)]
-        elif self.base is not None:
-            args.append(self.base)
-        return f"F[{literal(self.key)}] = ProtoField.{self.type}({', '.join(args)})"
+_BLURB_AT = {FieldType.STRING: 2, FieldType.BYTES: 2, FieldType.ABSOLUTE_TIME: 3,
+             FieldType.RELATIVE_TIME: 2}
+"""Where each ``ProtoField`` constructor takes its description (0-based argument; the
+integer and boolean ones after base, value names and mask: 5). Wireshark 4.0 reads a
+string field's description as its third argument, not after a display base."""
 
 
-def declare_fields(decls: list[ProtoFieldDecl]) -> str:
-    """The declarations of ``decls``, one line each (a repeated abbrev reuses the field
-    declared first: Wireshark filters on the name, whatever the PDU)."""
-    seen: dict[str, str] = {}
+def _proto_field(key: str, field: Field) -> str:
+    """``F[key] = ProtoField.<type>(abbrev, title, [base, [value names, mask,]] blurb)``:
+    the arguments Wireshark's Lua API takes for the type, ``nil`` where not needed."""
+    args = [literal(field.abbrev), literal(field.title)]
+    base = f"base.{field.base}" if field.base else None
+    if field.values is not None:
+        args += [base or "base.DEC", literal(dict(field.values))]
+    elif base is not None:
+        args.append(base)
+    if field.description:
+        at = _BLURB_AT.get(field.type, 5)
+        args += ["nil"] * (at - len(args))
+        args.append(literal(field.description))
+    return f"F[{literal(key)}] = ProtoField.{field.type.value}({', '.join(args)})"
+
+
+def declare_fields(prefix: str, fields: Iterable[Field]) -> str:
+    """The table ``F`` of a dissector's fields, one line each, from the field registry:
+    ``F[key]`` for the field named ``<prefix>.<key>`` (the engines look fields up by
+    key, so no name is written twice)."""
     lines = ["local F = {}"]
-    for d in decls:
-        if seen.get(d.abbrev) == d.key:
-            continue
-        if d.abbrev in seen:
-            lines.append(f"F[{literal(d.key)}] = F[{literal(seen[d.abbrev])}]")
-            continue
-        seen[d.abbrev] = d.key
-        lines.append(d.lua())
+    for f in fields:
+        if not f.abbrev.startswith(prefix + "."):
+            raise ValueError(f"field {f.abbrev!r} is not under {prefix!r}")
+        lines.append(_proto_field(f.abbrev[len(prefix) + 1:], f))
     return "\n".join(lines)
 
 

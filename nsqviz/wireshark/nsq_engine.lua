@@ -244,7 +244,7 @@ local function command_params(t, tvb, s, off, line, verb, spec, summaries)
     local missing = spec.params[#params + 1]
     if #params + 1 ~= #spec.params or missing.default == nil then return false, E.few end
     -- nsqd reads the missing parameter as its default (RDY: 1): the command stands
-    t:add(F["param." .. missing.name], tvb(off, #line), u64(tostring(missing.default))):set_generated()
+    t:add(F[missing.key], tvb(off, #line), u64(tostring(missing.default))):set_generated()
     return false, E.few, nil, true
   end
   -- as the codec: a bad name or id keeps the command (its fields are shown) with the
@@ -255,7 +255,7 @@ local function command_params(t, tvb, s, off, line, verb, spec, summaries)
     local value, range = params[i], tvb(off + starts[i], #params[i])
     if #value == 0 then range = tvb(off + starts[i] - 1, 1) end
     if p.kind == "name" then
-      t:add(F["param." .. p.name], range, value)
+      t:add(F[p.key], range, value)
       if not valid_name(value) and not first then
         first, fvars = E["param." .. p.name], {quoted = quoted(value)}
       end
@@ -264,9 +264,9 @@ local function command_params(t, tvb, s, off, line, verb, spec, summaries)
         if first then return false, first, fvars end
         return false, E["param." .. p.name], {value = value}
       end
-      t:add(F["param." .. p.name], range, u64(value))
+      t:add(F[p.key], range, u64(value))
     elseif p.kind == "message_id" then
-      t:add(F["param." .. p.name], range, value)
+      t:add(F[p.key], range, value)
       if not first and #value ~= 16 then
         first, fvars = E.id_length, {value = value}
       elseif not first and not value:find("^%x+$") then
@@ -387,7 +387,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
   local t = pdu_tree(tree, tvb(off, len), st)
   local pos = off
   for _, f in ipairs(FRAME_HEADER) do
-    t:add(F["frame." .. f.name], tvb(pos, f.size))
+    t:add(F[f.name], tvb(pos, f.size))
     pos = pos + f.size
   end
   local ftype = be32(s, off + 5)
@@ -578,9 +578,9 @@ local function cut_command(t, tvb, s, off, pinfo, conv, live)
     if not value then break end
     local range = tvb(off + pos, math.max(#value, 1))
     if p.kind == "decimal" and value:find("^%d+$") then
-      t:add(F["param." .. p.name], range, u64(value))
+      t:add(F[p.key], range, u64(value))
     else
-      t:add(F["param." .. p.name], range, value)
+      t:add(F[p.key], range, value)
     end
     pos = pos + #value + 1
   end
@@ -601,7 +601,7 @@ local function cut_frame(t, tvb, s, off, pinfo, conv, live)
   if #s < FRAME_HEADER_SIZE then return nil end
   local pos = off
   for _, f in ipairs(FRAME_HEADER) do
-    t:add(F["frame." .. f.name], tvb(pos, f.size))
+    t:add(F[f.name], tvb(pos, f.size))
     pos = pos + f.size
   end
   local name = FRAME_TYPES[be32(s, 5)]

@@ -1,6 +1,6 @@
 """What nsqd answers to each kind of malformed input, probed from the codec.
 
-The codec (:mod:`nsqviz.nsq.codec`) is where nsqviz decides which error nsqd v1.3.0
+The codec (:mod:`nsqviz.nsq.connection`) is where nsqviz decides which error nsqd v1.3.0
 gives to a bad command or frame -- its code, its text and whether it closes the
 connection. Rather than re-type those decisions in Lua, the generator feeds the codec
 one probe per situation (a parameter too few, a bad topic name, a message count of -7
@@ -12,9 +12,11 @@ in. When the codec's answer changes, the regenerated dissector changes with it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from nsqviz.nsq.codec import ClientConnection, ServerConnection
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import Violation
+from nsqviz.nsq.server_connection import ServerConnection
 from nsqviz.wireshark.nsq_spec import CommandSpec, NsqSpec, SpecError
 
 __all__ = ["Answer", "error_table"]
@@ -33,7 +35,7 @@ class Answer:
     text: str
     fatal: bool
 
-    def lua(self) -> dict:
+    def lua(self) -> dict[str, Any]:
         return {"code": self.code, "text": self.text, "fatal": self.fatal}
 
 
@@ -146,7 +148,7 @@ def _frame_answers(spec: NsqSpec) -> dict[str, Answer]:
     }
 
 
-def error_table(spec: NsqSpec) -> dict:
+def error_table(spec: NsqSpec) -> dict[str, Any]:
     """``{"commands": {verb: {situation: answer}}, "unknown": answer, "framing": {...},
     "frames": {...}}`` as plain data for the Lua generator."""
     commands = {c.verb: {k: a.lua() for k, a in _command_answers(c).items()}

@@ -2,7 +2,8 @@
 
 The dissector is generated from this description; the description is read from
 :mod:`nsqviz.nsq.commands` (the command table: verbs, parameters, bodies, answers),
-:mod:`nsqviz.nsq.grammar` (frame and message layouts), :mod:`nsqviz.nsq.framing`
+:mod:`nsqviz.nsq.grammar` (frame and message layouts, as :mod:`nsqviz.nsq.fields`
+reads them), :mod:`nsqviz.nsq.framing`
 (limits) and :mod:`nsqviz.nsq.events` (which errors are not fatal) -- nothing here
 re-types a command, a parameter or a layout. A grammar shape this module does not understand
 raises :class:`SpecError`, so a grammar change cannot silently leave the dissector
@@ -12,24 +13,16 @@ behind.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from construct import (
-    Adapter,
-    Bytes,
-    FormatField,
-    GreedyBytes,
-    Rebuild,
-    Renamed,
-    Subconstruct,
-)
-
-from nsqviz.nsq import framing, grammar
+from nsqviz.nsq import framing, grammar, grammar_frames
+from nsqviz.nsq import wire as nsq_wire
 from nsqviz.nsq.commands import COMMANDS, BodyKind, ParamKind
 from nsqviz.nsq.commands import CommandSpec as TableEntry
 from nsqviz.nsq.commands import Param as TableParam
-from nsqviz.nsq.events import Response
+from nsqviz.nsq.events import NON_FATAL_ERRORS, Response
+from nsqviz.nsq.fields import FRAME_HEADER, MESSAGE, LayoutField, param_abbrev
 from nsqviz.nsq.protocol import NSQ
+from nsqviz.nsq.wire import MAGIC_V2
 
 __all__ = [
     "CommandSpec",
@@ -53,6 +46,7 @@ class Param:
     name: str
     kind: str
     what: str  # the grammar's word for it, used in the nsqd error texts
+    abbrev: str  # its display-filter field (nsqviz.nsq.fields)
     default: int | None = None  # what nsqd reads a missing one as (RDY's count: 1)
 
 
@@ -70,15 +64,6 @@ class CommandSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class LayoutField:
-    """A fixed-layout field of a frame or message: size 0 means "the rest"."""
-
-    name: str
-    type: str  # int32, uint16, int64, hexid, bytes
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
 class NsqSpec:
     magic: bytes
     commands: tuple[CommandSpec, ...]
@@ -91,40 +76,9 @@ class NsqSpec:
     max_frame_size: int
     name_max: int
     name_suffix: str
+    non_fatal_errors: tuple[str, ...]
     server_ports: tuple[int, ...]
     heartbeat: bytes
-
-
-def _unwrap(con: Any) -> Any:
-    while isinstance(con, Renamed | Rebuild) or (
-        isinstance(con, Subconstruct) and type(con).__name__ == "_Located"
-    ):
-        con = con.subcon
-    return con
-
-
-_FORMATS = {">l": ("int32", 4), ">i": ("int32", 4), ">q": ("int64", 8), ">H": ("uint16", 2)}
-
-
-def _layout_field(name: str | None, con: Any) -> LayoutField:
-    if name is None:
-        raise SpecError("a layout field without a name")
-    con = _unwrap(con)
-    while isinstance(con, Adapter) and not isinstance(con, FormatField):
-        if type(con).__name__ == "_HexIDAdapter":
-            size = _unwrap(con.subcon)
-            if not isinstance(size, Bytes) or size.length != 16:
-                raise SpecError(f"{name}: a message id of unknown size")
-            return LayoutField(name, "hexid", 16)
-        con = _unwrap(con.subcon)
-    if isinstance(con, FormatField):
-        if con.fmtstr not in _FORMATS:
-            raise SpecError(f"{name}: format {con.fmtstr!r} not rendered")
-        typ, size = _FORMATS[con.fmtstr]
-        return LayoutField(name, typ, size)
-    if con is GreedyBytes:
-        return LayoutField(name, "bytes", 0)
-    raise SpecError(f"{name}: {con!r} is not a fixed-layout field")
 
 
 _KINDS = {ParamKind.NAME: "name", ParamKind.DECIMAL: "decimal", ParamKind.ID: "message_id"}
@@ -134,7 +88,7 @@ _BODIES = {BodyKind.NONE: None, BodyKind.JSON: "json", BodyKind.SECRET: "bytes",
 
 def _param(spec: TableEntry, p: TableParam) -> Param:
     what = f"{spec.verb} {p.words}" if p.kind is ParamKind.DECIMAL else p.words
-    return Param(p.field, _KINDS[p.kind], what, p.default)
+    return Param(p.field, _KINDS[p.kind], what, param_abbrev(p), p.default)
 
 
 def _command(spec: TableEntry) -> CommandSpec:
@@ -155,10 +109,10 @@ def _command(spec: TableEntry) -> CommandSpec:
 def _name_rule() -> tuple[int, str]:
     """The topic/channel rule, checked against the grammar's regular expression (the
     Lua side spells it as a character class plus an optional suffix)."""
-    pattern = grammar._NAME_RE.pattern
+    pattern = nsq_wire.NAME_RE.pattern
     if pattern != r"^[.a-zA-Z0-9_-]+(#ephemeral)?$":
         raise SpecError(f"name rule {pattern!r} changed: teach the generator")
-    ok = grammar.is_valid_topic_name
+    ok = nsq_wire.is_valid_topic_name
     if not (ok("a" * 64) and not ok("a" * 65)):
         raise SpecError("name length limit changed: teach the generator")
     return 64, "#ephemeral"
@@ -167,26 +121,23 @@ def _name_rule() -> tuple[int, str]:
 def nsq_spec() -> NsqSpec:
     """The description of NSQ V2 that the Lua generator renders."""
     commands = tuple(_command(spec) for spec in COMMANDS.values())
-    header = tuple(
-        _layout_field(s.name, s) for s in grammar.Frame.subcons if s.name in ("size", "frame_type")
-    )
-    message = tuple(_layout_field(s.name, s) for s in grammar.Message.subcons)
     name_max, suffix = _name_rule()
     heartbeat = b"_heartbeat_"
     if not Response(heartbeat).is_heartbeat:
         raise SpecError("the heartbeat response changed: teach the generator")
     return NsqSpec(
-        magic=grammar.MAGIC_V2,
+        magic=MAGIC_V2,
         commands=commands,
-        frame_header=header,
-        frame_types=dict(grammar.FRAME_TYPES),
-        message=message,
+        frame_header=FRAME_HEADER,
+        frame_types=dict(grammar_frames.FRAME_TYPES),
+        message=MESSAGE,
         max_line=framing.DEFAULT_MAX_LINE,
         max_body_size=framing.DEFAULT_MAX_BODY_SIZE,
         max_msg_size=framing.DEFAULT_MAX_MSG_SIZE,
         max_frame_size=framing.DEFAULT_MAX_FRAME_SIZE,
         name_max=name_max,
         name_suffix=suffix,
+        non_fatal_errors=tuple(sorted(NON_FATAL_ERRORS)),
         server_ports=tuple(sorted(NSQ.server_ports)),
         heartbeat=heartbeat,
     )

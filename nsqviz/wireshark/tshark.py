@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from nsqviz.nsq import events
+from nsqviz.nsq.commands import COMMANDS, ParamKind
+from nsqviz.nsq.fields import param_abbrev
 from nsqviz.stream.direction import Direction
 from nsqviz.wireshark.generate import tshark_args
-from nsqviz.wireshark.nsq_lua import PARAM_ABBREV
 from nsqviz.wireshark.nsq_spec import nsq_spec
 
 __all__ = ["TsharkPdu", "as_record", "find_tshark", "tshark_pdus"]
@@ -116,7 +117,7 @@ def _command_fields(verb: str, pdu: TsharkPdu) -> dict[str, Any]:
     spec = _COMMANDS[verb]
     out: dict[str, Any] = {}
     for p in spec.params:
-        value = pdu.first(PARAM_ABBREV(p.name, p.kind))
+        value = pdu.first(p.abbrev)
         out[p.name] = int(value) if p.kind == "decimal" else value
     if spec.body is None:
         return out
@@ -143,11 +144,11 @@ def _cut(pdu: TsharkPdu) -> tuple[str, str, dict[str, Any]] | None:
     fields: dict[str, Any] = {}
     verb = f("nsq.command")
     if verb is not None:
-        for p in _COMMANDS[verb].params:
-            value = pdu.first(PARAM_ABBREV(p.name, p.kind))
+        for p in COMMANDS[verb].params:
+            value = pdu.first(param_abbrev(p))
             if value is None:
                 break
-            fields[p.name] = int(value) if p.kind == "decimal" else value
+            fields[p.field] = int(value) if p.kind is ParamKind.DECIMAL else value
         if f("nsq.body_size") is not None:
             fields["body_size"] = int(f("nsq.body_size"))
             if f("nsq.mpub.count") is not None:

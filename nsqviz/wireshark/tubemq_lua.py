@@ -1,6 +1,7 @@
 """The TubeMQ RPC Lua dissector: tables generated from :mod:`nsqviz.tubemq` (grammar,
-method table, services, limits, the envelope's protobuf field numbers), followed by the
-protocol engine ``tubemq_engine.lua``.
+method table, services, limits, the envelope's protobuf field numbers) and fields from
+the field registry (``TUBEMQ.filter_fields``, :mod:`nsqviz.tubemq.fields`), followed by
+the protocol engine ``tubemq_engine.lua``.
 
 The three protobuf messages of a frame's content, and the request or response message
 inside, are handed to Wireshark's own protobuf dissector with their message names; the
@@ -14,11 +15,12 @@ from __future__ import annotations
 from importlib import resources
 
 from nsqviz.tubemq import grammar, protos, tables
-from nsqviz.tubemq.messages import STATUS_SUCCESS
-from nsqviz.wireshark.lua import ProtoFieldDecl, declare_fields, engine, literal
+from nsqviz.tubemq.fields import PREFIX, status_names
+from nsqviz.tubemq.protocol import TUBEMQ
+from nsqviz.wireshark.lua import declare_fields, engine, literal
 from nsqviz.wireshark.nsq_spec import SpecError
 
-__all__ = ["PROTO_DIR", "field_decls", "proto_sources", "render"]
+__all__ = ["PROTO_DIR", "proto_sources", "render"]
 
 PROTO_DIR = "tubemq-proto"
 """The folder, next to ``tubemq.lua``, that holds the ``.proto`` sources."""
@@ -32,7 +34,7 @@ ENVELOPE = {
     "exception_body": "RspExceptionBody",
 }
 """The content's three messages: RpcConnHeader, then a request's or an answer's header
-and body (FACTS.md section 2; :mod:`nsqviz.tubemq.messages` decodes the same)."""
+and body (``RPC.proto``; :mod:`nsqviz.tubemq.messages` decodes the same)."""
 
 
 def _field_numbers(name: str) -> dict[str, int]:
@@ -41,43 +43,6 @@ def _field_numbers(name: str) -> dict[str, int]:
     except KeyError:
         raise SpecError(f"no message {name} in the .proto sources") from None
     return {f.name: f.number for f in desc.fields}
-
-
-def _status_names() -> dict[int, str]:
-    desc = protos.MESSAGES[ENVELOPE["response_header"]].DESCRIPTOR
-    status = desc.fields_by_name["status"].enum_type
-    return {v.number: v.name for v in status.values}
-
-
-def field_decls() -> list[ProtoFieldDecl]:
-    methods = {m.id: m.name for m in tables.METHODS.values()}
-    flags = {tables.RPC_FLAG_MSG_TYPE_REQUEST: "request",
-             tables.RPC_FLAG_MSG_TYPE_RESPONSE: "response"}
-    return [
-        ProtoFieldDecl("dir", "string", "tubemq.dir", "Direction (c2s: client to server)"),
-        ProtoFieldDecl("token", "bytes", "tubemq.token", "MsgToken"),
-        ProtoFieldDecl("serial", "uint32", "tubemq.serial", "serialNo"),
-        ProtoFieldDecl("list_size", "int32", "tubemq.list_size", "listSize"),
-        ProtoFieldDecl("block", "bytes", "tubemq.block", "Block"),
-        ProtoFieldDecl("block.length", "int32", "tubemq.block.length", "Block length"),
-        ProtoFieldDecl("flag", "uint32", "tubemq.flag", "RpcConnHeader.flag", values=flags),
-        ProtoFieldDecl("service", "uint32", "tubemq.service", "RequestHeader.serviceType",
-                       values=dict(tables.SERVICES)),
-        ProtoFieldDecl("protocol_ver", "uint32", "tubemq.protocol_ver", "protocolVer",
-                       values=dict(tables.PROTOCOL_VERSIONS)),
-        ProtoFieldDecl("method", "uint32", "tubemq.method", "Method", values=methods),
-        ProtoFieldDecl("timeout", "uint64", "tubemq.timeout", "RequestBody.timeout (ms)"),
-        ProtoFieldDecl("status", "uint32", "tubemq.status", "ResponseHeader.status",
-                       values=_status_names()),
-        ProtoFieldDecl("exception", "string", "tubemq.exception", "exceptionName"),
-        ProtoFieldDecl("message", "string", "tubemq.message", "Message"),
-        ProtoFieldDecl("request_in", "framenum", "tubemq.request_in", "Request in"),
-        ProtoFieldDecl("response_in", "framenum", "tubemq.response_in", "Answered in"),
-        ProtoFieldDecl("time", "relative_time", "tubemq.time", "Time since the request"),
-        ProtoFieldDecl("violation", "string", "tubemq.violation", "Violation"),
-        ProtoFieldDecl("violation.field", "string", "tubemq.violation.field", "Field"),
-        ProtoFieldDecl("violation.reason", "string", "tubemq.violation.reason", "Reason"),
-    ]
 
 
 def _tables() -> str:
@@ -98,8 +63,8 @@ def _tables() -> str:
         "METHODS": methods,
         "FLAG_REQUEST": tables.RPC_FLAG_MSG_TYPE_REQUEST,
         "FLAG_RESPONSE": tables.RPC_FLAG_MSG_TYPE_RESPONSE,
-        "STATUS": _status_names(),
-        "STATUS_SUCCESS": STATUS_SUCCESS,
+        "STATUS": status_names(),
+        "STATUS_SUCCESS": int(protos.RpcStatus.SUCCESS),
         "ENVELOPE": ENVELOPE,
         "PB": pb,
         "SERVER_PORTS": [tables.DEFAULT_MASTER_PORT, tables.DEFAULT_BROKER_PORT],
@@ -127,6 +92,6 @@ def render() -> str:
         head,
         "-- Tables (from nsqviz.tubemq.grammar / tables / protos)\n" + _tables(),
         'local tubemq = Proto("tubemq", "Apache InLong TubeMQ RPC")\n'
-        + declare_fields(field_decls()),
+        + declare_fields(PREFIX, TUBEMQ.filter_fields),
         engine("tubemq_engine.lua"),
     ])

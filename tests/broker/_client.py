@@ -13,7 +13,7 @@ import ssl
 import time
 import urllib.request
 
-from nsqviz.nsq.codec import ClientConnection
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import (
     CompressionStarted,
     ConnectionClosed,

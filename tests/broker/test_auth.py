@@ -8,9 +8,9 @@ import time
 import pytest
 
 from nsqviz.broker import EmbeddedBroker
-from nsqviz.nsq.events import Auth, Pub, Response, Sub
+from nsqviz.nsq.events import Auth, Message, Pub, Rdy, Response, Sub
 from tests.broker._authservice import AuthService
-from tests.broker._client import RawClient
+from tests.broker._client import RawClient, stats
 
 
 @pytest.fixture(scope="module")
@@ -108,3 +108,51 @@ def test_auth_disabled_without_auth_address(broker):
     assert json.loads(c.identify(feature_negotiation=True).data)["auth_required"] is False
     c.send(Auth(b"x"), check=False)
     c.expect_error("E_AUTH_DISABLED", "AUTH disabled", fatal=True)
+
+
+# Issue 24 item 4: AUTH pipelined with the command it is for, in one write. nsqd reads
+# the next command only after the auth service answered, then authorizes it.
+
+
+def _pipelined(b, secret: str, *cmds) -> RawClient:
+    c = RawClient(b.tcp_address)
+    c.identify(feature_negotiation=True)
+    c.send(Auth(secret.encode()), *cmds)
+    return c
+
+
+def test_auth_pipelined_with_pub(auth_broker):
+    c = _pipelined(auth_broker, "good", Pub("allowed_pipelined", b"x"))
+    assert json.loads(c.expect(Response).data)["identity"] == "alice"
+    c.expect_ok()
+
+
+def test_auth_pipelined_with_sub_and_rdy(auth_broker):
+    p, _ = _authed(auth_broker, "good")
+    p.send(Pub("allowed_pipesub", b"m"))
+    p.expect_ok()
+    c = _pipelined(auth_broker, "good", Sub("allowed_pipesub", "c"), Rdy(1))
+    assert json.loads(c.expect(Response).data)["identity"] == "alice"
+    c.expect_ok()
+    assert c.expect(Message).body == b"m"
+
+
+def test_auth_pipelined_still_authorizes_the_command(auth_broker):
+    c = _pipelined(auth_broker, "pubonly", Sub("allowed", "c"))
+    assert json.loads(c.expect(Response).data)["identity"] == "bob"
+    c.expect_error("E_UNAUTHORIZED", 'AUTH failed for SUB on "allowed" "c"', fatal=True)
+
+
+def test_failed_auth_pipelined_runs_nothing_after_it(auth_broker):
+    c = _pipelined(auth_broker, "bad", Pub("allowed_never", b"x"))
+    c.expect_error("E_AUTH_FAILED", "AUTH failed", fatal=True)
+    topics = [t["topic_name"] for t in stats(auth_broker.http_address)["topics"]]
+    assert "allowed_never" not in topics
+
+
+def test_auth_pipelined_twice_is_already_set(auth_broker):
+    c = RawClient(auth_broker.tcp_address)
+    c.identify(feature_negotiation=True)
+    c.send(Auth(b"pubonly"), Auth(b"pubonly"), check=False)
+    c.expect(Response)
+    c.expect_error("E_INVALID", "AUTH already set", fatal=True)

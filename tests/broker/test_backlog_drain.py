@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from nsqviz.broker import queues
+from nsqviz.broker import topic as queues_topic
 from nsqviz.nsq.events import Mpub, Rdy, Response, Sub
 from tests.broker._client import RawClient
 
@@ -19,7 +19,7 @@ def broker_options():
 
 
 def test_sub_on_a_disk_backlog_is_answered_before_the_backlog_moves(broker, monkeypatch):
-    monkeypatch.setattr(queues, "DRAIN_SLICE", 50)
+    monkeypatch.setattr(queues_topic, "DRAIN_SLICE", 50)
     publisher = RawClient(broker.tcp_address)
     bodies = [b"m%05d" % i for i in range(2000)]
     for start in range(0, len(bodies), 200):

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from nsqviz.broker import EmbeddedBroker
-from nsqviz.nsq.codec import ClientConnection
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import Fin, Identify, Magic, Message, Mpub, Rdy, Sub
 from tests.broker._client import RawClient, channel_stats, subscriber, wait_for
 

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from nsqviz.listen import listen_backlog
-from nsqviz.nsq.codec import ClientConnection
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.compression import SNAPPY_MAX_CHUNK, SNAPPY_STREAM_IDENTIFIER
 from nsqviz.nsq.events import Identify, Magic
 from tests.broker._processes import BrokerProcess

@@ -23,7 +23,7 @@ from nsqviz.nsq.events import (
     Sub,
     Touch,
 )
-from nsqviz.nsq.grammar import FEATURE_NEGOTIATION_FIELDS
+from nsqviz.nsq.identify_fields import FEATURE_NEGOTIATION_FIELDS
 from tests.broker._client import RawClient, channel_stats, http, stats, subscriber, wait_for
 
 
@@ -83,10 +83,76 @@ def test_identify_range_checks_are_fatal(broker, field, value, text):
     c.expect_error("E_BAD_BODY", text, fatal=True)
 
 
+def _deep_identify(levels: int) -> bytes:
+    """IDENTIFY whose body nests ``levels`` deep in all (the object is one level)."""
+    inner = levels - 1
+    body = b'{"client_id":"deep","x":' + b"[" * inner + b"]" * inner + b"}"
+    return b"IDENTIFY\n" + len(body).to_bytes(4, "big") + body
+
+
+@pytest.mark.parametrize("levels,answer", [
+    (10000, b"OK"), (10001, b"E_BAD_BODY IDENTIFY failed to decode JSON body")])
+def test_deep_identify_answered_like_nsqd(broker, real_nsqd, levels, answer):
+    """Issue 24 item 2: Go's decoder reads 10000 levels and refuses more; ours raised
+    RecursionError past about 1000 (E_INVALID internal error)."""
+    for server in (real_nsqd, broker):
+        c = RawClient(server.tcp_address)
+        c.send_raw(_deep_identify(levels))
+        ev = c.next()
+        if answer == b"OK":
+            assert isinstance(ev, Response) and ev.data == b"OK", (server, ev)
+        else:
+            assert isinstance(ev, Error) and ev.data == answer, (server, ev)
+            c.expect_closed()
+        c.close()
+
+
 def test_bad_magic_gets_e_bad_protocol_and_close(broker):
     c = RawClient(broker.tcp_address, magic=False)
     c.send_raw(b"  V1")
     c.expect_error("E_BAD_PROTOCOL", "", fatal=True)
+
+
+def _close_kind(address: str, sent: bytes) -> tuple[bytes, str]:
+    """The first answer to ``sent`` (as one write) and how the server then closed."""
+    import socket
+
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(sent)
+        time.sleep(0.3)  # the error and the close are both in
+        got = b""
+        try:
+            while chunk := sock.recv(1 << 20):
+                got += chunk
+        except ConnectionResetError:
+            return got, "RST"
+    return got, "FIN"
+
+
+@pytest.mark.parametrize("sent,close", [(b"  V1", "FIN"), (b"GET / HTTP/1.0\r\n\r\n", "RST")])
+def test_bad_magic_closes_as_nsqd_does(broker, sent, close):
+    """Issue 24 item 7c: nsqd reads the 4-byte magic alone; bytes after a bad one are
+    unread when it closes, so its kernel sends an RST (after the error)."""
+    assert _close_kind(broker.tcp_address, sent) == (
+        b"\0\0\0\x12\0\0\0\x01E_BAD_PROTOCOL", close)
+
+
+@pytest.mark.parametrize("size", [2_000, 200_000])
+def test_too_big_message_closes_as_nsqd_does(tmp_path, size):
+    """Issue 24 item 7c: a message over --max-msg-size is refused from its size; nsqd
+    closes with an RST only when bytes of it are still unread (beyond what its reader
+    has buffered), and so does the broker."""
+    from nsqviz.broker import EmbeddedBroker
+    from nsqviz.peers import RealNsqd
+    from tests.conftest import peer
+
+    sent = b"  V2PUB t\n" + size.to_bytes(4, "big") + b"x" * size
+    with RealNsqd(peer("nsqd"), data_path=str(tmp_path / "n"), max_msg_size=1000) as real, \
+            EmbeddedBroker(max_msg_size=1000) as ours:
+        theirs, mine = _close_kind(real.tcp_address, sent), _close_kind(ours.tcp_address, sent)
+    assert mine == theirs
+    assert theirs[1] == ("FIN" if size < 16384 else "RST")
 
 
 def test_http_request_on_tcp_port_is_refused_at_once(broker):
@@ -209,6 +275,29 @@ def test_req_requeues_with_attempts_plus_one(broker):
     assert time.monotonic() - t0 >= 0.45
     c.send(Fin(m3.id))
     wait_for(lambda: channel_stats(broker.http_address, "t", "c")["requeue_count"] == 2)
+
+
+@pytest.mark.parametrize("channel_first", [False, True],
+                         ids=["backlog-read-in-place", "fanned-out"])
+def test_req_zero_goes_behind_what_is_queued(broker, channel_first):
+    """Issue 24 item 7b: nsqd's REQ with timeout 0 is ``c.put``: the message goes to the
+    back of the channel's queue. Published before the first SUB, the topic's backlog is
+    read in place by its only channel, and the requeued message went before it."""
+    p = RawClient(broker.tcp_address)
+    if channel_first:  # as nsqd: the topic first
+        assert http(broker.http_address, "/topic/create?topic=t", b"")[0] == 200
+        assert http(broker.http_address, "/channel/create?topic=t&channel=c", b"")[0] == 200
+    p.send(Pub("t", b"a"), Pub("t", b"b"))
+    p.expect_ok()
+    p.expect_ok()
+    c = subscriber(broker.tcp_address, "t", "c", rdy=1)
+    first = c.expect(Message)
+    assert first.body == b"a"
+    c.send(Req(first.id, 0))
+    second = c.expect(Message)
+    c.send(Fin(second.id))
+    third = c.expect(Message)
+    assert [(second.body, second.attempts), (third.body, third.attempts)] == [(b"b", 1), (b"a", 2)]
 
 
 def test_msg_timeout_requeues_and_touch_extends(broker):
@@ -504,9 +593,9 @@ def test_http_hostile_requests(broker):
                 out += chunk
             return out
 
-    assert raw(b"POST /pub?topic=t HTTP/1.1\r\nContent-Length: -5\r\n\r\n").startswith(
+    assert raw(b"POST /pub?topic=t HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n").startswith(
         b"HTTP/1.1 400")
-    big = raw(b"POST /pub?topic=t HTTP/1.1\r\nContent-Length: 999999999999\r\n\r\n")
+    big = raw(b"POST /pub?topic=t HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n\r\n")
     assert big.startswith(b"HTTP/1.1 413") and b"BODY_TOO_BIG" in big
     assert raw(b"garbage\r\n\r\n").startswith(b"HTTP/1.1 400")
     assert http(broker.http_address, "/ping") == (200, b"OK")  # still serving

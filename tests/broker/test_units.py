@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from nsqviz.broker.diskqueue import DiskQueue
 from nsqviz.broker.identify import IdentifyRefused, Negotiated, negotiate
 from nsqviz.broker.message import BrokerMessage, IDGenerator, decode_record, encode_record
-from nsqviz.broker.options import Options, parse_duration
+from nsqviz.broker.options import Options
+from nsqviz.goflags import parse_duration
 from nsqviz.nsq import grammar
 
 ids = st.binary(min_size=16, max_size=16).map(lambda b: b.hex()[:16].encode())

@@ -27,7 +27,7 @@ PAYLOAD = b"PUB t\n\x00\x00\x00\x03abc"
 
 
 def _decode(frame: bytes, link: int, orig: int | None = None):
-    return decode_record(Record(7, 1.5, link, frame, len(frame) if orig is None else orig))
+    return decode_record(Record(7, 1.5, link, frame, len(frame) if orig is None else orig, 0, 24))
 
 
 @pytest.mark.parametrize(

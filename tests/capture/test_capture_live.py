@@ -16,7 +16,7 @@ from nsqviz.broker.embedded import EmbeddedBroker
 from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.files import read_capture
 from nsqviz.capture.layers import LINKTYPE_LINUX_SLL2
-from nsqviz.nsq.codec import ClientConnection
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import Fin, Identify, Magic, Message, Pub, Rdy, Sub
 
 pytestmark = [

@@ -462,7 +462,7 @@ def test_is_starved_signals_a_batch(tapped):
 
 def test_discovery_through_the_embedded_lookupd(tapped):
     """Real registration path: brokers announce taps to the embedded lookupd."""
-    from nsqviz.lookupd import EmbeddedLookupd
+    from nsqviz.discovery import EmbeddedLookupd
 
     pairs = tapped(2)
     with EmbeddedLookupd() as lk:

@@ -17,7 +17,6 @@ from nsqviz.client import (
     SyncProducer,
     split_mpub,
 )
-from nsqviz.nsq.codec import ServerConnection
 from nsqviz.nsq.events import (
     Auth,
     Cls,
@@ -32,6 +31,7 @@ from nsqviz.nsq.events import (
     Sub,
     TLSUpgrade,
 )
+from nsqviz.nsq.server_connection import ServerConnection
 from tests.client.conftest import run
 from tests.client.test_consumer_rules import until
 

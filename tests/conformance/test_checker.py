@@ -15,7 +15,7 @@ from nsqviz.conformance.report import check
 from nsqviz.conformance.rules import RULES, check_polls
 from nsqviz.conformance.sources import from_capture, from_tap
 from nsqviz.conformance.tap import WireTap
-from nsqviz.nsq.codec import ClientConnection
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import Fin, Identify, Magic, Rdy, Sub
 
 DATA = Path(__file__).resolve().parents[2] / "data"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 from nsqviz import layout
 from nsqviz.nsq import grammar as g
@@ -272,6 +273,7 @@ def bad_sizes(corpus: Corpus) -> None:
         t = corpus.topic()
         cmd = build("MPUB", topic=t, body={"messages": [b"a", b"bc"]})
         corpus.add(f"mpub/{label}", MAGIC, replace(cmd, g.MPUB, path, raw), corpus.canary(t))
+    per_element_sizes(corpus)
     over = LIMITS["max_msg_size"] + 1
     for label, cmd in (
         ("PUB/over-max-msg", lambda t: pub(t, b"m" * over)),
@@ -286,6 +288,39 @@ def bad_sizes(corpus: Corpus) -> None:
     ):
         t = corpus.topic()
         corpus.add(f"limit/{label}", MAGIC, cmd(t), corpus.canary(t))
+
+
+ELEMENT_SIZES = {
+    "zero": lambda size: 0,
+    "negative": lambda size: -1,
+    "over-max-msg": lambda size: LIMITS["max_msg_size"] + 1,
+}
+"""What an element's size field of a body array is set to; the element's bytes stay, so
+the body's own size still holds and only the element is at fault."""
+
+
+def per_element_sizes(corpus: Corpus) -> None:
+    """Every size field of every element of a body array (MPUB's messages), at every
+    index the layout shows -- an error's text may name the element (nsqd's
+    ``invalid message(1) body size 0``), so the first element alone proves nothing."""
+    messages = [b"a", b"bc", b"def"]
+    cmd = build("MPUB", topic="t", body={"messages": messages})
+    paths = [f.dotted for f in layout.annotate(g.MPUB, cmd).root.walk()
+             if re.fullmatch(r".*\[\d+\]\.size", f.dotted)]
+    assert len(paths) == len(messages), paths
+    for path in paths:
+        index = path.rsplit("[", 1)[1].split("]")[0]
+        for label, size in ELEMENT_SIZES.items():
+            t = corpus.topic()
+            cmd = build("MPUB", topic=t, body={"messages": messages})
+            raw = size(len(messages[int(index)])).to_bytes(4, "big", signed=True)
+            corpus.add(f"mpub/message-{index}/size-{label}", MAGIC,
+                       replace(cmd, g.MPUB, path, raw), corpus.canary(t))
+        t = corpus.topic()  # a message that really is too big, at this index
+        big = [b"m" * (LIMITS["max_msg_size"] + 1) if str(i) == index else m
+               for i, m in enumerate(messages)]
+        corpus.add(f"mpub/message-{index}/too-big", MAGIC,
+                   build("MPUB", topic=t, body={"messages": big}), corpus.canary(t))
 
 
 def limits(corpus: Corpus) -> None:
@@ -443,6 +478,19 @@ def negotiation(corpus: Corpus) -> None:
         ("twice", (identify({"feature_negotiation": True}), build("AUTH", secret=AUTH_SECRET),
                    build("AUTH", secret=AUTH_SECRET))),
         ("empty-secret", (identify({}), b"AUTH\n\0\0\0\0")),
+        # AUTH and the command it is for in one write: nsqd reads the command after
+        # the auth service answered
+        ("pipelined-pub", (identify({"feature_negotiation": True}),
+                           build("AUTH", secret=AUTH_SECRET) + pub(corpus.topic()))),
+        ("pipelined-sub-rdy", (identify({"feature_negotiation": True}),
+                               build("AUTH", secret=AUTH_SECRET)
+                               + build("SUB", topic=corpus.topic(), channel="c")
+                               + build("RDY", count=1))),
+        ("pipelined-bad-secret", (identify({"feature_negotiation": True}),
+                                  build("AUTH", secret=b"wrong") + pub(corpus.topic()))),
+        ("pipelined-twice", (identify({"feature_negotiation": True}),
+                             build("AUTH", secret=AUTH_SECRET)
+                             + build("AUTH", secret=AUTH_SECRET))),
     ):
         t = corpus.topic()
         corpus.add(f"auth/{label}", MAGIC, *chunks, corpus.canary(t), config="auth")
@@ -504,6 +552,33 @@ def orders(corpus: Corpus) -> None:
     ):
         t = corpus.topic()
         corpus.add(f"order/{label}", MAGIC, *steps(t), corpus.canary(t))
+    requeue_orders(corpus)
+
+
+PUBLISH_WAYS = {
+    "pub": lambda t, bodies: tuple(pub(t, b) for b in bodies),
+    "mpub": lambda t, bodies: (build("MPUB", topic=t, body={"messages": list(bodies)}),),
+}
+"""How the queued messages got there: one PUB each, or one MPUB."""
+
+
+def requeue_orders(corpus: Corpus) -> None:
+    """Where a message put back into the queue goes, against every shape of what is
+    already queued: 1 to 3 messages, published one by one or at once, before the
+    channel exists (its topic's backlog waits for it) or after (each is copied to it).
+    The probe REQs the first message with timeout 0; with RDY 1, the one delivered next
+    is the one at the head of the queue after the requeue."""
+    for n in (1, 2, 3):
+        bodies = [b"m%d" % i for i in range(n)]
+        for way, publish in PUBLISH_WAYS.items():
+            for when in ("topic-first", "channel-first"):
+                t = corpus.topic()
+                sub = build("SUB", topic=t, channel="c")
+                before = (*publish(t, bodies), sub) if when == "topic-first" else (
+                    sub, *publish(t, bodies))
+                corpus.add(f"order/requeue-0/{n}-queued/{way}/{when}", MAGIC, *before,
+                           build("RDY", count=1), WAIT, b"REQ " + ID + b" 0\n",
+                           corpus.canary(t))
 
 
 def corpus() -> list[Probe]:

@@ -4,8 +4,10 @@ A :class:`Probe` is a list of chunks written one after another on a fresh connec
 What comes back is decoded by the codec's passive :class:`~nsqviz.nsq.observer.Observer`
 (fed both directions, so it follows a compression switch) and turned into an
 :class:`Outcome`: the frames in order, each described without nsqd's own values (a
-message's id and timestamp, the version in an IDENTIFY response), and whether the
-server closed the connection. Two servers agree on a probe when their outcomes are equal.
+message's id and timestamp, the version in an IDENTIFY response), and whether and how
+the server closed the connection: with a FIN, or with an RST (what the kernel sends when
+a server closes with input it has not read). Two servers agree on a probe when their
+outcomes are equal.
 
 Before each chunk the replay waits until everything sent that nsqd answers (the
 observer's client side knows) has been answered, and runs the TLS handshake when the
@@ -25,7 +27,9 @@ from dataclasses import dataclass, field
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.compression import compressor
+from nsqviz.nsq.framing import CommandFraming
 from nsqviz.nsq.observer import Observer
+from nsqviz.stream.reassembly import Garbage, Reassembler
 
 ID = b"{ID}"
 WAIT = b"{WAIT}"
@@ -61,9 +65,10 @@ class Outcome:
     frames: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     closed: bool = False
+    reset: bool = False  # closed with an RST, not a FIN
 
     def __str__(self) -> str:
-        end = "closed" if self.closed else "open"
+        end = ("reset" if self.reset else "closed") if self.closed else "open"
         return " | ".join([*self.frames, *self.messages, end])
 
 
@@ -87,16 +92,23 @@ def describe(event) -> str | None:
 
 
 async def replay(address: str, probe: Probe, *, quiet: float = 0.3,
-                 wait: float = 5.0) -> Outcome:
+                 wait: float = 5.0, close_wait: float = 30.0,
+                 limits: dict[str, int] | None = None) -> Outcome:
     """Send ``probe`` to ``address`` and collect the answers until the server closes or
-    has been quiet for ``quiet`` seconds after the last chunk."""
+    has been quiet for ``quiet`` seconds after the last chunk. An answer is waited for
+    up to ``wait`` seconds; the close after a fatal error up to ``close_wait`` (nsqd
+    creates an MPUB's topic, and writes its metadata, before it reads the body size: with
+    hundreds of probes at once that takes seconds). ``limits``: the server's
+    ``max_body_size``/``max_msg_size``, for telling which chunk it refuses as it frames
+    it (the passive observer holds such bytes while it looks for the next frame)."""
     host, _, port = address.rpartition(":")
     reader, writer = await asyncio.open_connection(host, int(port))
     sock = writer.get_extra_info("socket")
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     observer = Observer(provenance=False)
+    framing = Reassembler(CommandFraming(**(limits or {})), provenance=False, resync=False)
     outcome = Outcome()
-    state = {"compressor": None, "tls": False, "last_id": None}
+    state = {"compressor": None, "tls": False, "last_id": None, "fatal": False}
     arrived = asyncio.Condition()
     ids: list[bytes] = []
 
@@ -106,6 +118,8 @@ async def replay(address: str, probe: Probe, *, quiet: float = 0.3,
                 state["compressor"] = compressor(event.kind, event.level)
             elif isinstance(event, ev.TLSUpgrade):
                 state["tls"] = True
+            elif isinstance(event, ev.Error) and event.fatal:
+                state["fatal"] = True
             elif isinstance(event, ev.Message):
                 state["last_id"] = event.id
                 if event.id not in ids:
@@ -119,6 +133,8 @@ async def replay(address: str, probe: Probe, *, quiet: float = 0.3,
         while True:
             try:
                 data = await reader.read(65536)
+            except ConnectionResetError:
+                data, outcome.reset = b"", True
             except (ConnectionError, ssl.SSLError):
                 data = b""
             if not data:
@@ -139,13 +155,22 @@ async def replay(address: str, probe: Probe, *, quiet: float = 0.3,
         return True
 
     def settled() -> bool:
-        """Nothing asked is still unanswered (or the TLS handshake is due, or it closed)."""
+        """Nothing asked is still unanswered (or the TLS handshake is due, or it closed).
+        After a fatal error (or a chunk the codec expects one for) only the close
+        settles it: a chunk sent into the server's closing would be input it never read,
+        and decide how it closes (FIN or RST)."""
+        if state["fatal"]:
+            return outcome.closed
         upgrade_due = state["tls"] and writer.get_extra_info("ssl_object") is None
         return outcome.closed or upgrade_due or not observer.client.pending
 
     async def settle() -> bool:
-        """Wait for the answers to what was sent, then run a due TLS handshake."""
-        await until(settled, wait)
+        """Wait for the answers to what was sent, then run a due TLS handshake; False
+        when nothing more is to be sent (closed, or a fatal error whose close did not
+        come: a chunk sent now would race it)."""
+        await until(settled, close_wait if state["fatal"] else wait)
+        if state["fatal"]:
+            return False
         if outcome.closed or not state["tls"] or writer.get_extra_info("ssl_object"):
             return not outcome.closed
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -176,15 +201,21 @@ async def replay(address: str, probe: Probe, *, quiet: float = 0.3,
             if ID in chunk:
                 await until(lambda: state["last_id"] is not None, wait)
                 chunk = chunk.replace(ID, state["last_id"] or b"0" * 16)
-            observer.c2s(chunk)
             wire = state["compressor"].compress(chunk) if state["compressor"] else chunk
+            # the observer reads what goes on the wire (compressed, once negotiated)
+            refused = [e for e in observer.c2s(wire) if isinstance(e, ev.Violation)
+                       and e.fatal and e.code]
+            refused += [g for g in framing.feed(chunk) if isinstance(g, Garbage) and g.code]
+            if refused:
+                state["fatal"] = True  # a command nsqd refuses and closes on: no ask pends
             try:
                 writer.write(wire)
                 await writer.drain()
             except (ConnectionError, ssl.SSLError):
                 break
             await asyncio.sleep(probe.gap)
-        await settle()
+        else:
+            await settle()
         # done sending: wait until the server closes or stays quiet
         while not outcome.closed:
             count = len(outcome.frames) + len(outcome.messages)
@@ -212,12 +243,14 @@ def _mask_ids(outcome: Outcome, ids: list[bytes]) -> Outcome:
     return outcome
 
 
-async def replay_all(address: str, probes, *, limit: int = 64) -> dict[str, Outcome]:
-    """Every probe against ``address``, ``limit`` connections at a time."""
+async def replay_all(address: str, probes, *, limit: int = 64,
+                     limits: dict[str, int] | None = None) -> dict[str, Outcome]:
+    """Every probe against ``address``, ``limit`` connections at a time (``limits``: see
+    :func:`replay`)."""
     gate = asyncio.Semaphore(limit)
 
     async def one(probe: Probe) -> tuple[str, Outcome]:
         async with gate:
-            return probe.name, await replay(address, probe)
+            return probe.name, await replay(address, probe, limits=limits)
 
     return dict(await asyncio.gather(*(one(p) for p in probes)))

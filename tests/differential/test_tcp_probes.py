@@ -17,10 +17,11 @@ import re
 
 import pytest
 
-from tests.differential._probes import corpus
+from tests.differential._probes import LIMITS, corpus
 from tests.differential._replay import replay_all
 
 PROBES = corpus()
+FRAMING_LIMITS = {k: LIMITS[k] for k in ("max_body_size", "max_msg_size")}
 
 _DOUBLE_SPACE = ("the command line: nsqd v1.3.0 splits on every single space, so in `RDY  5` the "
                  "count it reads is the empty word between the two spaces (an empty number, "
@@ -30,8 +31,9 @@ _NUMBER = ("numbers: nsqd's ByteToBase10 reads an empty number as 0 and wraps pa
 _MPUB = ("MPUB: nsqd checks the body size against --max-body-size and then reads the "
          "messages straight from the stream, ignoring that size; a lying size desynchronises "
          "nsqd's stream. The codec frames MPUB by its declared size (as the spec and every "
-         "client do), so it refuses the command instead; nsqd also numbers the message in "
-         "'invalid message(N) body size' and checks 'message too big' before reading it")
+         "client do), so it refuses the command instead; and nsqd checks a message's declared "
+         "size against --max-msg-size ('message too big') before reading it, where the codec "
+         "first finds that the size overruns the body ('cut short')")
 _NO_NEWLINE = ("a line without its \\n: nsqd validates the topic of the whole line (up to the "
                "next \\n, across the body) before it reads a body size; the codec reads the "
                "size first")
@@ -39,7 +41,8 @@ _NO_NEWLINE = ("a line without its \\n: nsqd validates the topic of the whole li
 KNOWN: dict[str, str] = {
     r"double-space/RDY": _DOUBLE_SPACE,
     r"number/.*/empty|number/(RDY|DPUB)/huge": _NUMBER,
-    r"size/MPUB/one-short|mpub/(count-too-.*|message-size-.*)": _MPUB,
+    r"size/MPUB/one-short|mpub/(count-too-.*|message-size-(over|huge)"
+    r"|message-\d+/size-over-max-msg)": _MPUB,
     r"no-newline/(PUB|MPUB|DPUB)": _NO_NEWLINE,
 }
 
@@ -59,8 +62,9 @@ def outcomes(server_pairs):
         results = {}
         for config, (real, ours) in server_pairs.items():
             probes = [p for p in PROBES if p.config == config]
-            theirs, mine = await asyncio.gather(replay_all(real.tcp_address, probes),
-                                                replay_all(ours.tcp_address, probes))
+            theirs, mine = await asyncio.gather(
+                replay_all(real.tcp_address, probes, limits=FRAMING_LIMITS),
+                replay_all(ours.tcp_address, probes, limits=FRAMING_LIMITS))
             results.update({p.name: (theirs[p.name], mine[p.name]) for p in probes})
         return results
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from nsqviz.layout import annotate
 from nsqviz.nsq import grammar as g
+from nsqviz.nsq import grammar_errors
 
 MSG_ID = b"0a1b2c3d4e5f6789"
 
@@ -127,7 +128,7 @@ def test_empty_mpub_message_is_refused_with_its_offset():
     data = good[:-5] + b"\x00\x00\x00\x00"  # message size 0, no data
     data = data[:7] + (len(data) - 11).to_bytes(4, "big") + data[11:]
     layout = annotate(g.Command, data)
-    assert isinstance(layout.error, g.BadSize)
+    assert isinstance(layout.error, grammar_errors.BadSize)
     assert layout.error_offset == 15
     assert_tiles(layout, len(data))
 
@@ -142,7 +143,7 @@ def test_identify_json_value_is_decoded_but_bytes_are_kept():
 def test_bad_input_keeps_partial_tree_and_names_offset():
     data = b"SUB bad!name ch\n"
     layout = annotate(g.Command, data)
-    assert isinstance(layout.error, g.BadName)
+    assert isinstance(layout.error, grammar_errors.BadName)
     assert layout.error_offset == 7  # the "!", not the name's first byte
     assert_tiles(layout, len(data))
     assert layout.find("command.verb").raw == b"SUB"
@@ -152,7 +153,7 @@ def test_bad_input_keeps_partial_tree_and_names_offset():
 
 def test_unknown_frame_type_reports_offset_4():
     layout = annotate(g.Frame, b"\x00\x00\x00\x06\x00\x00\x00\x07OK")
-    assert isinstance(layout.error, g.UnknownFrameType)
+    assert isinstance(layout.error, grammar_errors.UnknownFrameType)
     assert layout.error_offset == 4
     assert_tiles(layout, 10)
 

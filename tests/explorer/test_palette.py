@@ -2,7 +2,7 @@
 
 import re
 
-from nsqviz import palette
+from nsqviz import palette, protocols
 from nsqviz.capture.replay import Replay
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
@@ -18,7 +18,8 @@ from nsqviz.widgets.sticky import StickyView
 def test_names_total_and_injective_over_the_tables():
     names = palette.names()
     expected = {*COMMAND_NAMES.values(), *FRAME_NAMES.values(), *(m.name for m in METHODS.values())}
-    assert set(names) == expected
+    assert expected <= set(names)
+    assert set(names) == {n for p in protocols.registered() for n in p.names()}
     assert len(set(names.values())) == len(names), "two names share a colour"
     assert palette.OTHER not in names.values()
     assert palette.name_colour("DPUB") != palette.name_colour("TOUCH")
@@ -29,6 +30,28 @@ def test_aliases_take_their_tables_colour():
     register = next(m for m in METHODS.values() if m.request == "RegisterRequestC2M")
     assert palette.name_colour("RegisterRequestC2M") == palette.name_colour(register.name)
     assert palette.name_colour("nonsense") == palette.OTHER
+
+
+def test_a_new_protocol_gets_colours_without_an_edit(monkeypatch):
+    """A protocol registered beside the built-in ones: its new names each get a colour
+    of their own, a name it shares keeps the one it had."""
+    class Extra(protocols.Protocol):
+        name, title, package, server_ports = "extra", "Extra", "extra", frozenset()
+        client_hello = detect = observer = fields = summary = label = None
+
+        def names(self):
+            return ("SUB", *(f"VERB{i}" for i in range(40)))
+
+    before = palette.names()
+    monkeypatch.setitem(protocols._EXTRA, "extra", Extra())
+    palette._names.cache_clear()
+    try:
+        after = palette.names()
+        assert {k: after[k] for k in before} == before
+        assert len(set(after.values())) == len(after) == len(before) + 40
+    finally:
+        monkeypatch.undo()
+        palette._names.cache_clear()
 
 
 def test_grammar_fields_each_have_their_own_colour():
@@ -91,3 +114,43 @@ def test_a_tubemq_method_has_one_colour_in_the_replay_and_the_sequence_diagram()
     ]).html()
     assert _fills_of(diagram, "RegisterRequestP2M") == {fill}
     assert f'fill="{fill}"' in diagram
+
+
+def test_a_new_protocols_names_are_coloured_without_an_edit(monkeypatch):
+    """A third protocol (one registered from outside) brings names the palette has never
+    seen: each gets its own colour, a shared name keeps the first protocol's, and the
+    names already coloured keep theirs."""
+    from nsqviz import protocols
+
+    class Third(protocols.Protocol):
+        name, title, package = "third", "Third", "tests.third"
+
+        def names(self):
+            return ("IDENTIFY", *(f"VERB{i}" for i in range(40)))
+
+        def client_hello(self, data):
+            return False
+
+        def detect(self, direction, data, *, from_start, server_port):
+            return protocols.Detection(0, "never")
+
+        def observer(self, *, midstream):
+            raise NotImplementedError
+
+        def fields(self, event):
+            return {}
+
+        def summary(self, kind, name, fields):
+            return ""
+
+        def label(self, event):
+            return "", ""
+
+    before = palette.names()
+    monkeypatch.setattr(protocols, "_EXTRA", {"third": Third()})
+    monkeypatch.setattr(palette, "_names", palette._names.__wrapped__)
+    after = palette.names()
+    assert {k: after[k] for k in before} == before
+    assert after["IDENTIFY"] == before["IDENTIFY"]
+    assert len(set(after.values())) == len(after)
+    assert {f"VERB{i}" for i in range(40)} <= set(after)

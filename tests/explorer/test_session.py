@@ -11,7 +11,7 @@ import pytest
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar as g
-from nsqviz.nsq.codec import LocalProtocolError
+from nsqviz.sansio import LocalProtocolError
 from nsqviz.session import Session
 from nsqviz.session.services import AuthService, Grant, self_signed_certificate
 from nsqviz.widgets.steps import step_html

@@ -24,12 +24,21 @@ _CRASH = re.compile(rb"Test unit written to (\S+)")
 
 
 def _seed_corpus(name: str, folder: Path) -> None:
-    from tests.fuzz.test_fuzz import _nsq_seeds, _tubemq_seeds
+    from tests.fuzz.test_fuzz import (
+        _http_seeds,
+        _json_seeds,
+        _lookupd_seeds,
+        _nsq_seeds,
+        _tubemq_seeds,
+    )
 
     seeds = {"capture": capture_seeds(), "nsq_grammar": _nsq_seeds(),
              "tubemq_grammar": _tubemq_seeds(),
              "nsq_codec": [bytes([r, 1]) + b"".join(_nsq_seeds()) for r in range(5)],
-             "tubemq_codec": [bytes([r, 0]) + b"".join(_tubemq_seeds()) for r in range(3)]}
+             "tubemq_codec": [bytes([r, 0]) + b"".join(_tubemq_seeds()) for r in range(3)],
+             "json_object": _json_seeds(), "lookupd_grammar": _lookupd_seeds(),
+             "lookupd_codec": [bytes([r, 1]) + b"".join(_lookupd_seeds()) for r in range(3)],
+             "http": [b"\0" + s for s in _http_seeds()]}
     for i, data in enumerate(seeds[name]):
         (folder / f"seed-{i}").write_bytes(data)
 

@@ -3,7 +3,8 @@
 What the project promises for any bytes (issue 14): the grammars and fast paths raise
 nothing but their ``GrammarError``, with an offset inside the input; the codecs, in every
 role and at any chunking, turn bad bytes into events, never exceptions; reading a
-capture gives records and warnings, or a ``CaptureFormatError`` naming an offset.
+capture gives records and warnings, or a ``CaptureFormatError`` naming an offset; the
+HTTP layer answers every request, or closes, and never raises.
 
 The same targets run under hypothesis in ``make test`` (``test_fuzz.py``, a small
 budget) and under atheris in ``make fuzz`` (``python -m tests.fuzz``, long runs). An input
@@ -13,6 +14,7 @@ by every test run.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import random
 from collections.abc import Callable
@@ -21,11 +23,16 @@ from pathlib import Path
 from nsqviz.capture.cli import json_line
 from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.files import CaptureFormatError
-from nsqviz.nsq import codec as nsq_codec
+from nsqviz.httpd import GET, POST, HTTPError, HTTPServerConnection, route_table, text
+from nsqviz.lookupd import codec as lookupd_codec
+from nsqviz.lookupd import grammar as lookupd_grammar
 from nsqviz.nsq import events as nsq_events
 from nsqviz.nsq import fastpath
 from nsqviz.nsq import grammar as nsq_grammar
+from nsqviz.nsq.client_connection import ClientConnection
+from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.observer import Observer as NsqObserver
+from nsqviz.nsq.server_connection import ServerConnection
 from nsqviz.tubemq import codec as tube_codec
 from nsqviz.tubemq import grammar as tube_grammar
 
@@ -71,15 +78,15 @@ _NSQ_ROLES = ("client", "server", "server-snappy", "server-deflate", "observer")
 
 def _nsq_peer(role: str):
     if role == "client":  # a consumer that subscribed: it reads frames
-        c = nsq_codec.ClientConnection()
+        c = ClientConnection()
         for cmd in (nsq_events.Magic(), nsq_events.Sub("t", "c"), nsq_events.Rdy(100)):
             c.send(cmd)
         return c.receive
     if role.startswith("server"):
-        s = nsq_codec.ServerConnection()
+        s = ServerConnection()
         if "-" in role:
             kind = role.split("-")[1]
-            client = nsq_codec.ClientConnection()
+            client = ClientConnection()
             s.receive(client.send(nsq_events.Magic())
                       + client.send(nsq_events.Identify({kind: True})))
             s.start_compression(kind, 6 if kind == "deflate" else None)
@@ -101,6 +108,53 @@ def nsq_codec_target(data: bytes) -> None:
         receive(chunk)
     if role != "observer":
         receive(b"")
+
+
+def json_object_target(data: bytes) -> None:
+    """The one JSON-object reader of every decoder: a dict or BadJSON, nothing else."""
+    with contextlib.suppress(nsq_grammar.BadJSON):
+        read_object(data)
+
+
+# -------------------------------------------------------------------------- lookupd
+
+
+def lookupd_grammar_target(data: bytes) -> None:
+    """The ``"  V1"`` grammar: a command as nsqlookupd reads it, an answer as nsqd does."""
+    for parse in (lookupd_grammar.parse_command, lookupd_grammar.parse_response):
+        try:
+            parse(data)
+        except nsq_grammar.GrammarError as exc:
+            _check_offset(exc, data)
+
+
+LOOKUPD_INFO = {"broadcast_address": "h", "tcp_port": 4150, "http_port": 4151,
+                "version": "1.3.0"}
+
+
+def lookupd_codec_target(data: bytes) -> None:
+    """The lookup codec as nsqlookupd, and as nsqd waiting for the answer to IDENTIFY or
+    to IDENTIFY, REGISTER and PING; cut at random; then the close."""
+    if len(data) < 2:
+        return
+    role = data[0] % 3
+    stream = data[2:]
+    if role == 0:
+        server = lookupd_codec.LookupServerConnection()
+        if data[1] & 1:
+            stream = lookupd_grammar.MAGIC_V1 + stream  # mostly past the magic
+        receive = server.receive
+    else:
+        client = lookupd_codec.LookupClientConnection()
+        asked = [lookupd_codec.Magic(), lookupd_codec.Identify(LOOKUPD_INFO)]
+        if role == 2:
+            asked += [lookupd_codec.Register("t", "c"), lookupd_codec.Ping()]
+        for cmd in asked:
+            client.send(cmd)
+        receive = client.receive
+    for chunk in _chunks(stream, data[1]):
+        receive(chunk)
+    receive(b"")
 
 
 # --------------------------------------------------------------------------- TubeMQ
@@ -132,6 +186,32 @@ def tubemq_codec_target(data: bytes) -> None:
     conn.receive(b"", now=0.0)
 
 
+# ------------------------------------------------------------------------------ HTTP
+
+
+def _echo(query: dict[str, list[str]], body: bytes) -> tuple[int, bytes, str | None]:
+    if "fail" in query:
+        raise HTTPError(400, "MISSING_ARG_TOPIC")
+    return text(b"%d" % len(body))
+
+
+_HTTP_ROUTE = route_table({"/get": (GET, _echo), "/post": (POST, _echo)})
+
+
+def http_target(data: bytes) -> None:
+    """The broker's and lookupd's HTTP layer, cut at random, then the close: it never
+    raises, and what it sends is HTTP/1.1 answers."""
+    if not data:
+        return
+    conn = HTTPServerConnection(_HTTP_ROUTE, max_body_size=1024)
+    for chunk in [*_chunks(data[1:], data[0]), b""]:
+        out = conn.receive(chunk)
+        if out and not out.startswith(b"HTTP/1.1 "):
+            raise AssertionError(f"not an HTTP answer: {out[:40]!r}")
+        if conn.closed:
+            break
+
+
 # -------------------------------------------------------------------------- captures
 
 
@@ -156,6 +236,10 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "tubemq_grammar": tubemq_grammar_target,
     "tubemq_codec": tubemq_codec_target,
     "capture": capture_target,
+    "json_object": json_object_target,
+    "lookupd_grammar": lookupd_grammar_target,
+    "lookupd_codec": lookupd_codec_target,
+    "http": http_target,
 }
 
 

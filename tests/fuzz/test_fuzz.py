@@ -6,16 +6,20 @@ inputs mutated -- flipped, cut, spliced, grown. Every input that once failed a t
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nsqviz.lookupd import grammar as lookupd_grammar
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import ClientConnection, ServerConnection
+from nsqviz.nsq.client_connection import ClientConnection
+from nsqviz.nsq.server_connection import ServerConnection
 from nsqviz.tubemq import grammar as tube_grammar
-from tests.fuzz.targets import TARGETS, capture_seeds, regressions
+from tests.differential.test_http_framing import CASES as HTTP_CASES
+from tests.fuzz.targets import LOOKUPD_INFO, TARGETS, capture_seeds, regressions
 
 
 def _nsq_seeds() -> list[bytes]:
@@ -31,6 +35,29 @@ def _nsq_seeds() -> list[bytes]:
               ev.Message(1_700_000_000_000_000_000, 1, b"0123456789abcdef", b"hello")]
     out += [s.send(f, check=False) for f in frames]
     return out
+
+
+def _lookupd_seeds() -> list[bytes]:
+    """Valid ``"  V1"`` bytes of both directions, built by the grammar."""
+    body = json.dumps(LOOKUPD_INFO).encode()
+    commands = [lookupd_grammar.MAGIC_V1,
+                b"IDENTIFY\n" + len(body).to_bytes(4, "big") + body,
+                b"REGISTER t c\n", b"UNREGISTER t\n", b"PING\n"]
+    answers = [lookupd_grammar.Response.build(a) for a in
+               (b"OK", b'{"tcp_port":4160,"http_port":4161,"version":"1.3.0",'
+                       b'"broadcast_address":"l","hostname":"l"}', b"E_INVALID x")]
+    return commands + answers
+
+
+def _http_seeds() -> list[bytes]:
+    """Requests of the HTTP framing cases (good and bad), aimed at the target's routes."""
+    return [b"".join(parts).replace(b"/pub?topic=framing", b"/post").replace(b"/ping", b"/get")
+            for parts in HTTP_CASES.values() if sum(map(len, parts)) < 4096]
+
+
+def _json_seeds() -> list[bytes]:
+    return [json.dumps(LOOKUPD_INFO).encode(), b'{"a":[1,2.5e3,{"b":null}],"c":"\\u00e9"}',
+            b"[" * 300 + b"]" * 300, b'{"d":' + b"[" * 300 + b"]" * 300 + b"}"]
 
 
 def _tubemq_seeds() -> list[bytes]:
@@ -85,6 +112,16 @@ STRATEGIES = {
     "tubemq_grammar": st.one_of(st.binary(max_size=300), mutated(_tubemq_seeds())),
     "tubemq_codec": st.one_of(st.binary(max_size=600), mutated(_tubemq_seeds(), _role_prefix)),
     "capture": mutated(capture_seeds()),
+    "json_object": st.one_of(st.binary(max_size=300), mutated(_json_seeds())),
+    "lookupd_grammar": st.one_of(st.binary(max_size=300), mutated(_lookupd_seeds())),
+    "lookupd_codec": st.one_of(st.binary(max_size=600),
+                               mutated(_lookupd_seeds(), _role_prefix),
+                               st.tuples(_role_prefix, _joined(_lookupd_seeds())).map(
+                                   lambda t: t[0] + t[1])),
+    "http": st.one_of(st.binary(max_size=600), mutated(_http_seeds(), st.binary(min_size=1,
+                                                                               max_size=1)),
+                      st.tuples(st.binary(min_size=1, max_size=1),
+                                _joined(_http_seeds())).map(lambda t: t[0] + t[1])),
 }
 
 

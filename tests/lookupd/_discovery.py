@@ -10,7 +10,7 @@ import urllib.request
 
 from nsqviz.broker import EmbeddedBroker
 from nsqviz.client import SyncProducer
-from nsqviz.lookupd import EmbeddedLookupd
+from nsqviz.discovery import EmbeddedLookupd
 
 TOPIC = "guide"
 BODIES = [["ok-a0", "ok-a1", "ok-a2", "ok-a3", "fail-a4"],

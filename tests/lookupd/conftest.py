@@ -46,7 +46,7 @@ def real_lookupd():
 
 @pytest.fixture
 def lookupd():
-    from nsqviz.lookupd import EmbeddedLookupd
+    from nsqviz.discovery import EmbeddedLookupd
 
     with EmbeddedLookupd() as running:
         yield running

@@ -6,12 +6,13 @@ import json
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsqviz.lookupd import grammar
 from nsqviz.lookupd.codec import (
     Answer,
+    BadAnswer,
     Closed,
     Identify,
     LookupClientConnection,
@@ -115,3 +116,48 @@ def test_a_hostile_body_size_is_refused_without_waiting():
     server = LookupServerConnection()
     (_, refused) = server.receive(b"  V1IDENTIFY\n\x7f\xff\xff\xff")
     assert refused.code == "E_BAD_BODY"
+
+
+def test_a_bad_identify_answer_is_an_event_not_an_exception():
+    """Issue 24 item 1: ``receive`` raised BadJSON, which ended the broker's peer task."""
+    client = LookupClientConnection()
+    client.send(Magic())
+    client.send(Identify(INFO))
+    (bad,) = client.receive(grammar.Response.build(b"{not json"))
+    assert isinstance(bad, BadAnswer) and bad.command == Identify(INFO)
+    assert bad.offset == 0 and "not JSON" in bad.reason
+    assert client.peer_info is None and client.state.name == "CLOSED"
+    with pytest.raises(LookupProtocolError):
+        client.send(Ping())
+
+
+ANSWERS = st.binary(max_size=40) | st.sampled_from(
+    [b"OK", b"{", b'{"tcp_port":', b"[]", b"E_INVALID x", b"{" * 3000 + b"}" * 3000])
+"""Answer payloads: random, and the shapes a decoder of JSON answers trips on."""
+
+
+def _client_after(commands) -> LookupClientConnection:
+    client = LookupClientConnection()
+    for cmd in (Magic(), *commands):
+        client.send(cmd)
+    return client
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from([(), (Identify(INFO),), (Identify(INFO), Register("t"), Ping())]),
+       st.lists(st.binary(max_size=40) | st.builds(grammar.Response.build, ANSWERS), max_size=6))
+def test_no_input_raises_from_the_client_codec(commands, chunks):
+    client = _client_after(commands)
+    for chunk in chunks:
+        for event in client.receive(chunk):
+            assert isinstance(event, Answer | BadAnswer | Refused | Closed)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.binary(max_size=40) | st.sampled_from([b"IDENTIFY\n", _identify(), b"PING\n"]),
+                max_size=6))
+def test_no_input_raises_from_the_server_codec(chunks):
+    server = LookupServerConnection()
+    server.receive(grammar.MAGIC_V1)
+    for chunk in chunks:
+        server.receive(chunk)

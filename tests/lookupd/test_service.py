@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from nsqviz.broker import EmbeddedBroker
-from nsqviz.lookupd import EmbeddedLookupd
+from nsqviz.discovery import EmbeddedLookupd
 
 INFO = {"broadcast_address": "127.0.0.1", "tcp_port": 4150, "http_port": 4151,
         "version": "1.3.0", "hostname": "h"}
@@ -24,13 +24,17 @@ def _identify(info=INFO) -> bytes:
     return b"IDENTIFY\n" + struct.pack(">i", len(body)) + body
 
 
+def _raw_identify(body: bytes) -> bytes:
+    return b"IDENTIFY\n" + struct.pack(">i", len(body)) + body
+
+
 def _talk(address: str, data: bytes) -> list[bytes]:
-    """Send ``data``, return the answers until the server closes or goes quiet."""
+    """Send ``data``, return the answers until the server closes or goes quiet (0.3 s
+    after an answer; the first may take up to 5 s on a loaded machine)."""
     host, _, port = address.rpartition(":")
     answers, buf = [], b""
     with socket.create_connection((host, int(port)), timeout=5) as s:
         s.sendall(data)
-        s.settimeout(0.3)
         while True:
             try:
                 chunk = s.recv(65536)
@@ -39,6 +43,7 @@ def _talk(address: str, data: bytes) -> list[bytes]:
             if not chunk:
                 break
             buf += chunk
+            s.settimeout(0.3)
     while len(buf) >= 4:
         (n,) = struct.unpack_from(">i", buf)
         answers.append(buf[4:4 + n])
@@ -62,6 +67,10 @@ SCRIPTS = {
     "twice": b"  V1" + _identify() + _identify(),
     "missing fields": b"  V1" + _identify({"tcp_port": 1}),
     "not json": b"  V1IDENTIFY\n\x00\x00\x00\x02{x",
+    # issue 24 item 2: nesting Go's decoder refuses (past 10000 levels), and just within
+    "too deep": b"  V1" + _raw_identify(b"[" * 10001 + b"]" * 10001),
+    "deep but within": b"  V1" + _raw_identify(json.dumps(INFO).encode()[:-1] + b', "deep": '
+                                               + b"[" * 9998 + b"]" * 9998 + b"}") + b"PING\n",
 }
 
 
@@ -213,3 +222,59 @@ def test_command_lines_lookupd_and_broker_register():
     finally:
         proc.terminate()
         assert proc.wait(10) == 0
+
+
+def test_broker_logs_and_retries_after_an_unreadable_identify_answer(monkeypatch, caplog):
+    """Issue 24 item 1: a lookupd answering IDENTIFY with malformed JSON ended the peer
+    task silently, for good. nsqd logs ``parsing response``, closes, and reconnects at
+    its next command or heartbeat."""
+    import threading
+
+    monkeypatch.setattr("nsqviz.broker.lookup.HEARTBEAT_INTERVAL", 0.2)
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            conn.recv(65536)  # the magic and IDENTIFY
+            conn.sendall(struct.pack(">i", 9) + b"{not json")
+
+    threading.Thread(target=serve, daemon=True).start()
+    address = f"127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        with caplog.at_level("WARNING", logger="nsqviz.broker.lookup"), \
+                EmbeddedBroker(broadcast_address="127.0.0.1", lookupd_tcp_address=[address]):
+            assert _wait(lambda: len(accepted) >= 3)
+        assert "parsing response" in caplog.text
+    finally:
+        listener.close()
+        for conn in accepted:
+            conn.close()
+
+
+@pytest.mark.parametrize("sent", [b"  V2", b"GET / HTTP/1.0\r\n\r\n"])
+def test_bad_magic_closes_as_nsqlookupd_does(real_lookupd, lookupd, sent):
+    """Issue 24 item 7c: nsqlookupd reads the 4-byte magic alone, so bytes after a bad
+    one are unread at its close: an RST after E_BAD_PROTOCOL, not a FIN."""
+
+    def close_kind(address: str) -> tuple[bytes, str]:
+        host, _, port = address.rpartition(":")
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(sent)
+            time.sleep(0.3)
+            got = b""
+            try:
+                while chunk := s.recv(65536):
+                    got += chunk
+            except ConnectionResetError:
+                return got, "RST"
+        return got, "FIN"
+
+    theirs = close_kind(real_lookupd.tcp_address)
+    assert close_kind(lookupd.tcp_address) == theirs
+    assert theirs[1] == ("RST" if len(sent) > 4 else "FIN")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nsqviz.nsq import identify_fields
 from nsqviz import reference
 from nsqviz.broker.options import Options
 from nsqviz.nsq import framing, grammar
+from nsqviz.nsq import wire as nsq_wire
 from nsqviz.nsq.commands import COMMANDS, FRAMES
 from nsqviz.nsq.errors import ErrorCode
 
@@ -29,7 +31,7 @@ def test_card_states_every_fact_the_tables_hold():
         assert f"`{code.value}` | {'fatal' if code.fatal else '**non-fatal**'}" in text
     assert {c.value for c in ErrorCode if not c.fatal} == {
         "E_FIN_FAILED", "E_REQ_FAILED", "E_TOUCH_FAILED"}
-    for key in grammar.IDENTIFY_FIELDS:
+    for key in identify_fields.IDENTIFY_FIELDS:
         assert f"| {key} |" in text
     opts = Options()
     for n in (opts.max_msg_size, opts.max_body_size, framing.DEFAULT_MAX_FRAME_SIZE,
@@ -42,5 +44,5 @@ def test_card_states_every_fact_the_tables_hold():
 
 
 def test_name_limit_is_found_by_asking_the_grammar(monkeypatch):
-    monkeypatch.setattr(grammar, "is_valid_topic_name", lambda n: 1 <= len(n) <= 10)
+    monkeypatch.setattr(nsq_wire, "is_valid_topic_name", lambda n: 1 <= len(n) <= 10)
     assert reference.name_limit() == 10

@@ -10,7 +10,8 @@ import json
 from dataclasses import dataclass, field
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import ClientConnection, ServerConfig, ServerConnection
+from nsqviz.nsq.client_connection import ClientConnection
+from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
 
 
 @dataclass

@@ -8,8 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsqviz.nsq import fastpath
-from nsqviz.nsq.codec import ClientConnection, ServerConnection, State
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import Fin, Message, Nop, Rdy, Req, Response
+from nsqviz.nsq.server_connection import ServerConnection
+from nsqviz.nsq.states import State
 
 IDS = [b"%016x" % i for i in range(40)]
 

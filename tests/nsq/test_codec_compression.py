@@ -17,7 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import ClientConnection, LocalProtocolError, ServerConnection, State
+from nsqviz.nsq.client_connection import ClientConnection
+from nsqviz.nsq.server_connection import ServerConnection
+from nsqviz.nsq.states import State
+from nsqviz.sansio import LocalProtocolError
 from tests.nsq._wire import Wire, features, kinds, message, mid
 
 OK_FRAME = b"\x00\x00\x00\x06\x00\x00\x00\x00OK"  # from the spec's frame layout

@@ -6,8 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import ClientConnection, ServerConnection, State
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.observer import Observer
+from nsqviz.nsq.server_connection import ServerConnection
+from nsqviz.nsq.states import State
 from tests.nsq._wire import Wire, features, kinds, message, mid
 from tests.stream.test_reassembly import split
 

@@ -11,13 +11,10 @@ import json
 import pytest
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import (
-    ClientConnection,
-    LocalProtocolError,
-    ProtocolError,
-    ServerConnection,
-    State,
-)
+from nsqviz.nsq.client_connection import ClientConnection
+from nsqviz.nsq.server_connection import ServerConnection
+from nsqviz.nsq.states import State
+from nsqviz.sansio import LocalProtocolError, ProtocolError
 from tests.nsq._wire import Wire, features, kinds, message, mid, subscribed
 
 # ---------------------------------------------------------------- a full session
@@ -357,6 +354,19 @@ def test_server_with_auth_refuses_sub_before_auth():
     w.c2s(ev.Magic())
     v = violation(w.raw_c2s(b"SUB t c\n"))
     assert v.code == "E_AUTH_FIRST" and v.fatal
+
+
+def test_server_takes_commands_pipelined_behind_auth():
+    """Issue 24 item 4: nsqd reads the command after AUTH once the auth service has
+    answered, so AUTH and PUB in one write are two commands, not E_AUTH_FIRST; a second
+    AUTH behind the first is already set."""
+    w = Wire.with_config(auth_enabled=True)
+    w.c2s(ev.Magic())
+    got = w.raw_c2s(w.client.send(ev.Auth(b"x")) + b"PUB t\n\0\0\0\x01x")
+    assert got == [ev.Auth(b"x"), ev.Pub("t", b"x")]
+    assert not w.server.authenticated  # that is the auth service's to say
+    v = violation(w.raw_c2s(b"AUTH\n\0\0\0\x01y"))
+    assert (v.code, v.text) == ("E_INVALID", "AUTH already set")
 
 
 def test_client_sees_garbage_from_the_server_as_a_fatal_violation():

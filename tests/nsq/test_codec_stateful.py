@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import LocalProtocolError, State
+from nsqviz.nsq.states import State
+from nsqviz.sansio import LocalProtocolError
 from tests.nsq._vectors import names
 from tests.nsq._wire import Wire, features, message, mid
 

@@ -8,6 +8,8 @@ produce the bytes the grammar builds.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -15,6 +17,8 @@ from hypothesis import strategies as st
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath as fp
 from nsqviz.nsq import grammar as g
+from nsqviz.nsq import grammar_errors
+from nsqviz.nsq.commands import COMMANDS
 from nsqviz.nsq.framing import CommandFraming, FrameFraming
 from nsqviz.stream import FramingError
 from tests.nsq._vectors import (
@@ -241,12 +245,12 @@ def test_hand_picked_malformed_commands_fail_alike(wire):
 @pytest.mark.parametrize(
     "event, error",
     [
-        (ev.Sub("bad name", "c"), g.BadName),
-        (ev.Pub("t", b""), g.BadSize),
-        (ev.Fin(b"xyz"), g.BadMessageID),
-        (ev.Req(ID, -1), g.BadNumber),
-        (ev.Rdy(-5), g.BadNumber),
-        (ev.Dpub("t#ephemeral#ephemeral", 1, b"x"), g.BadName),
+        (ev.Sub("bad name", "c"), grammar_errors.BadName),
+        (ev.Pub("t", b""), grammar_errors.BadSize),
+        (ev.Fin(b"xyz"), grammar_errors.BadMessageID),
+        (ev.Req(ID, -1), grammar_errors.BadNumber),
+        (ev.Rdy(-5), grammar_errors.BadNumber),
+        (ev.Dpub("t#ephemeral#ephemeral", 1, b"x"), grammar_errors.BadName),
     ],
 )
 def test_encoders_refuse_what_the_grammar_refuses(event, error):
@@ -255,9 +259,9 @@ def test_encoders_refuse_what_the_grammar_refuses(event, error):
 
 
 def test_encoding_a_message_with_a_bad_id_is_refused():
-    with pytest.raises(g.BadMessageID):
+    with pytest.raises(grammar_errors.BadMessageID):
         fp.encode_frame(ev.Message(0, 1, b"0123456789abcdeZ", b"x"))
-    with pytest.raises(g.BadMessageID):
+    with pytest.raises(grammar_errors.BadMessageID):
         g.Frame.build(
             {
                 "frame_type": "FrameTypeMessage",
@@ -281,3 +285,24 @@ def test_no_construct_internal_text_reaches_a_reader(wire):
     for fn in (g.parse_command, g.parse_frame, fp.decode_command, fp.decode_frame):
         reason = _reason(fn, wire)
         assert "(parsing)" not in reason and "Error in path" not in reason, reason
+
+
+# ------------------------------------------------ the fast path's positional contract
+
+
+def _field_names(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def test_command_events_take_their_fields_in_the_table_order():
+    """The fast path builds a command as ``spec.event(*line values, [body,] raw)``
+    (keywords would cost the hot loop); this is the order that call relies on."""
+    for spec in COMMANDS.values():
+        body = [spec.event_body] if spec.event_body else []
+        assert _field_names(spec.event) == [p.field for p in spec.params] + body + ["raw"]
+
+
+def test_frame_events_take_their_fields_in_the_order_the_fast_path_passes_them():
+    assert _field_names(ev.Message) == ["timestamp", "attempts", "id", "body", "raw"]
+    assert _field_names(ev.Response) == ["data", "raw"]
+    assert _field_names(ev.Error) == ["data", "raw"]

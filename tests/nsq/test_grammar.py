@@ -9,7 +9,10 @@ from construct import Container
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nsqviz.nsq import commands as nsq_commands
 from nsqviz.nsq import grammar as g
+from nsqviz.nsq import grammar_errors, grammar_frames, identify_fields
+from nsqviz.nsq import wire as nsq_wire
 from tests.nsq._vectors import (
     GOLDEN_COMMANDS,
     GOLDEN_FRAMES,
@@ -79,19 +82,20 @@ def test_golden_message_layout_alone():
 
 def test_every_command_and_frame_type_has_a_golden_vector():
     assert {v[2] for v in GOLDEN_COMMANDS} == set(g.COMMANDS) == set(VERBS)
-    assert {v[2] for v in GOLDEN_FRAMES} == set(g.FRAME_TYPES)
-    assert g.FRAME_TYPES == {"FrameTypeResponse": 0, "FrameTypeError": 1, "FrameTypeMessage": 2}
+    assert {v[2] for v in GOLDEN_FRAMES} == set(grammar_frames.FRAME_TYPES)
+    assert grammar_frames.FRAME_TYPES == {"FrameTypeResponse": 0, "FrameTypeError": 1,
+                                          "FrameTypeMessage": 2}
 
 
 def test_body_verbs_are_exactly_those_with_a_size_prefixed_body():
-    assert {b"IDENTIFY", b"AUTH", b"PUB", b"MPUB", b"DPUB"} == g.BODY_VERBS
+    assert {b"IDENTIFY", b"AUTH", b"PUB", b"MPUB", b"DPUB"} == nsq_commands.BODY_VERBS
 
 
 # --------------------------------------------------------------- JSON vocabularies
 
 
 def test_identify_fields_carry_the_spec_ranges_and_defaults():
-    f = g.IDENTIFY_FIELDS
+    f = identify_fields.IDENTIFY_FIELDS
     spec_names = {
         "client_id", "hostname", "feature_negotiation", "heartbeat_interval",
         "output_buffer_size", "output_buffer_timeout", "tls_v1", "snappy", "deflate",
@@ -118,8 +122,8 @@ def test_feature_negotiation_fields_are_the_spec_example_keys():
         ' "max_deflate_level": 6, "snappy": false, "sample_rate": 0, "auth_required": true,'
         ' "output_buffer_size": 16384, "output_buffer_timeout": 250}'
     )
-    assert list(g.FEATURE_NEGOTIATION_FIELDS) == list(example)
-    assert g.AUTH_RESPONSE_FIELDS == ("identity", "identity_url", "permission_count")
+    assert list(identify_fields.FEATURE_NEGOTIATION_FIELDS) == list(example)
+    assert identify_fields.AUTH_RESPONSE_FIELDS == ("identity", "identity_url", "permission_count")
 
 
 # ----------------------------------------------------------------------- name rule
@@ -130,7 +134,7 @@ def test_feature_negotiation_fields_are_the_spec_example_keys():
     ["a", ".", "-", "_", "a" * 64, "a" * 54 + "#ephemeral", "Topic.Name_1-x", "c#ephemeral"],
 )
 def test_valid_names(name):
-    assert g.is_valid_topic_name(name) and g.is_valid_channel_name(name)
+    assert nsq_wire.is_valid_topic_name(name) and nsq_wire.is_valid_channel_name(name)
     assert g.parse_command(f"SUB {name} {name}\n".encode()).command.topic == name
 
 
@@ -152,19 +156,19 @@ def test_valid_names(name):
     ],
 )
 def test_invalid_names(name, bad_at):
-    assert not g.is_valid_topic_name(name)
-    with pytest.raises(g.BadName) as exc:
+    assert not nsq_wire.is_valid_topic_name(name)
+    with pytest.raises(grammar_errors.BadName) as exc:
         g.parse_command(f"SUB {name} c\n".encode())
     assert exc.value.offset == 4 + bad_at
-    with pytest.raises(g.BadName):
+    with pytest.raises(grammar_errors.BadName):
         g.parse_command(f"SUB t {name}\n".encode())
-    with pytest.raises(g.BadName):
+    with pytest.raises(grammar_errors.BadName):
         g.SUB.build({"topic": name, "channel": "c"})
 
 
 @given(names())
 def test_generated_names_are_valid(name):
-    assert g.is_valid_topic_name(name)
+    assert nsq_wire.is_valid_topic_name(name)
 
 
 # ----------------------------------------------------------- round-trip properties
@@ -209,7 +213,7 @@ def test_message_round_trip(ts, attempts, mid, body):
     msg = g.Message.parse(data)
     assert (msg.timestamp, msg.attempts, msg.id, msg.body) == (ts, attempts, mid, body)
     assert g.Message.build(msg) == data
-    assert g.MessageID.parse(mid) == mid and g.MessageID.build(mid) == mid
+    assert grammar_frames.MessageID.parse(mid) == mid and grammar_frames.MessageID.build(mid) == mid
 
 
 @settings(max_examples=200, deadline=None)
@@ -257,46 +261,46 @@ def _error(parse, wire: bytes) -> g.GrammarError:
     "wire, error, offset",
     [
         # bad size prefixes: nsqd refuses bodies of size <= 0
-        (b"IDENTIFY\n\x00\x00\x00\x00", g.BadSize, 9),
-        (b"IDENTIFY\n\xff\xff\xff\xff", g.BadSize, 9),
-        (b"PUB t\n\x00\x00\x00\x00", g.BadSize, 6),
-        (b"PUB t\n\x80\x00\x00\x00", g.BadSize, 6),
-        (b"AUTH\n\x00\x00\x00\x00", g.BadSize, 5),
-        (b"DPUB t 10\n\xff\xff\xff\xfe", g.BadSize, 10),
-        (b"MPUB t\n\x00\x00\x00\x00", g.BadSize, 7),
-        (b"MPUB t\n\x00\x00\x00\x08\x00\x00\x00\x01\x00\x00\x00\x00", g.BadSize, 15),
+        (b"IDENTIFY\n\x00\x00\x00\x00", grammar_errors.BadSize, 9),
+        (b"IDENTIFY\n\xff\xff\xff\xff", grammar_errors.BadSize, 9),
+        (b"PUB t\n\x00\x00\x00\x00", grammar_errors.BadSize, 6),
+        (b"PUB t\n\x80\x00\x00\x00", grammar_errors.BadSize, 6),
+        (b"AUTH\n\x00\x00\x00\x00", grammar_errors.BadSize, 5),
+        (b"DPUB t 10\n\xff\xff\xff\xfe", grammar_errors.BadSize, 10),
+        (b"MPUB t\n\x00\x00\x00\x00", grammar_errors.BadSize, 7),
+        (b"MPUB t\n\x00\x00\x00\x08\x00\x00\x00\x01\x00\x00\x00\x00", grammar_errors.BadSize, 15),
         # JSON that is not a JSON object: the offset is where the body starts
-        (b"IDENTIFY\n\x00\x00\x00\x03{a}", g.BadJSON, 13),
-        (b"IDENTIFY\n\x00\x00\x00\x02[]", g.BadJSON, 13),
-        (b"IDENTIFY\n\x00\x00\x00\x04true", g.BadJSON, 13),
-        (b'IDENTIFY\n\x00\x00\x00\x05{"a":', g.BadJSON, 13),
-        (b'IDENTIFY\n\x00\x00\x00\x07{"\xff":1}', g.BadJSON, 13),
+        (b"IDENTIFY\n\x00\x00\x00\x03{a}", grammar_errors.BadJSON, 13),
+        (b"IDENTIFY\n\x00\x00\x00\x02[]", grammar_errors.BadJSON, 13),
+        (b"IDENTIFY\n\x00\x00\x00\x04true", grammar_errors.BadJSON, 13),
+        (b'IDENTIFY\n\x00\x00\x00\x05{"a":', grammar_errors.BadJSON, 13),
+        (b'IDENTIFY\n\x00\x00\x00\x07{"\xff":1}', grammar_errors.BadJSON, 13),
         # message ids: 16 hex digits
-        (b"FIN 0123456789abcdeg\n", g.BadMessageID, 4),
-        (b"FIN 0123456789abcde\n", g.BadMessageID, 4),
-        (b"FIN 0123456789abcdef0\n", g.BadMessageID, 4),
-        (b"TOUCH 0123456789abcdeX\n", g.BadMessageID, 6),
-        (b"REQ 0123456789abcd-f 0\n", g.BadMessageID, 4),
+        (b"FIN 0123456789abcdeg\n", grammar_errors.BadMessageID, 4),
+        (b"FIN 0123456789abcde\n", grammar_errors.BadMessageID, 4),
+        (b"FIN 0123456789abcdef0\n", grammar_errors.BadMessageID, 4),
+        (b"TOUCH 0123456789abcdeX\n", grammar_errors.BadMessageID, 6),
+        (b"REQ 0123456789abcd-f 0\n", grammar_errors.BadMessageID, 4),
         # names: the offset of the byte that breaks the rule (the 65th; the first bad one)
-        (b"SUB " + b"a" * 65 + b" c\n", g.BadName, 68),
-        (b"SUB a\xff c\n", g.BadName, 5),
-        (b"SUB  c\n", g.BadName, 4),
-        (b"SUB a \n", g.BadName, 6),
-        (b"PUB a*b\n\x00\x00\x00\x01x", g.BadName, 5),
-        (b"SUB orders bad!name\n", g.BadName, 14),
-        (b"SUB t c#ephemeral#ephemeral\n", g.BadName, 7),
-        (b"DPUB #ephemeral 1\n\x00\x00\x00\x01x", g.BadName, 5),
+        (b"SUB " + b"a" * 65 + b" c\n", grammar_errors.BadName, 68),
+        (b"SUB a\xff c\n", grammar_errors.BadName, 5),
+        (b"SUB  c\n", grammar_errors.BadName, 4),
+        (b"SUB a \n", grammar_errors.BadName, 6),
+        (b"PUB a*b\n\x00\x00\x00\x01x", grammar_errors.BadName, 5),
+        (b"SUB orders bad!name\n", grammar_errors.BadName, 14),
+        (b"SUB t c#ephemeral#ephemeral\n", grammar_errors.BadName, 7),
+        (b"DPUB #ephemeral 1\n\x00\x00\x00\x01x", grammar_errors.BadName, 5),
         # decimal parameters
-        (b"RDY -1\n", g.BadNumber, 4),
-        (b"RDY \n", g.BadNumber, 4),
-        (b"RDY 1e3\n", g.BadNumber, 4),
-        (b"REQ 0123456789abcdef x\n", g.BadNumber, 21),
-        (b"DPUB t 1a\n\x00\x00\x00\x01a", g.BadNumber, 7),
+        (b"RDY -1\n", grammar_errors.BadNumber, 4),
+        (b"RDY \n", grammar_errors.BadNumber, 4),
+        (b"RDY 1e3\n", grammar_errors.BadNumber, 4),
+        (b"REQ 0123456789abcdef x\n", grammar_errors.BadNumber, 21),
+        (b"DPUB t 1a\n\x00\x00\x00\x01a", grammar_errors.BadNumber, 7),
         # verbs
-        (b"FOO bar\n", g.UnknownCommand, 0),
-        (b"sub a b\n", g.UnknownCommand, 0),
-        (b"GET / HTTP/1.1\r\n", g.UnknownCommand, 0),
-        (b"\n", g.UnknownCommand, 0),
+        (b"FOO bar\n", grammar_errors.UnknownCommand, 0),
+        (b"sub a b\n", grammar_errors.UnknownCommand, 0),
+        (b"GET / HTTP/1.1\r\n", grammar_errors.UnknownCommand, 0),
+        (b"\n", grammar_errors.UnknownCommand, 0),
     ],
 )
 def test_malformed_command_names_the_error(wire, error, offset):
@@ -309,11 +313,11 @@ def test_malformed_command_names_the_error(wire, error, offset):
 @pytest.mark.parametrize(
     "wire, error, offset",
     [
-        (b"\x00\x00\x00\x06\x00\x00\x00\x07OK", g.UnknownFrameType, 4),
-        (b"\x00\x00\x00\x06\xff\xff\xff\xffOK", g.UnknownFrameType, 4),
-        (b"\x00\x00\x00\x03\x00\x00\x00", g.BadSize, 0),
-        (b"\x00\x00\x00\x00", g.BadSize, 0),
-        (b"\xff\xff\xff\xff\x00\x00\x00\x00", g.BadSize, 0),
+        (b"\x00\x00\x00\x06\x00\x00\x00\x07OK", grammar_errors.UnknownFrameType, 4),
+        (b"\x00\x00\x00\x06\xff\xff\xff\xffOK", grammar_errors.UnknownFrameType, 4),
+        (b"\x00\x00\x00\x03\x00\x00\x00", grammar_errors.BadSize, 0),
+        (b"\x00\x00\x00\x00", grammar_errors.BadSize, 0),
+        (b"\xff\xff\xff\xff\x00\x00\x00\x00", grammar_errors.BadSize, 0),
         # a message whose id is not hex: 4 size + 4 type + 8 timestamp + 2 attempts
         (
             b"\x00\x00\x00\x1f\x00\x00\x00\x02"
@@ -321,7 +325,7 @@ def test_malformed_command_names_the_error(wire, error, offset):
             + b"\x00\x01"
             + b"0123456789abcdeZ"
             + b"h",
-            g.BadMessageID,
+            grammar_errors.BadMessageID,
             18,
         ),
     ],
@@ -348,13 +352,13 @@ def test_short_frame_and_leftover_bytes_are_grammar_errors_with_offsets():
 def test_mpub_count_must_be_positive():
     # nsqd: numMessages <= 0 -> E_BAD_BODY "MPUB invalid message count"
     exc = _error(g.parse_command, b"MPUB t\n\x00\x00\x00\x04\x00\x00\x00\x00")
-    assert type(exc) is g.BadSize and exc.offset == 11
+    assert type(exc) is grammar_errors.BadSize and exc.offset == 11
 
 
 def test_mpub_bytes_after_the_last_message_are_not_dropped():
     # body size 11 = count(4) + size(4) + "a" + 2 stray bytes
     exc = _error(g.parse_command, b"MPUB t\n\x00\x00\x00\x0b\x00\x00\x00\x01\x00\x00\x00\x01ab\x00")
-    assert type(exc) is g.BadSize and exc.offset == 20
+    assert type(exc) is grammar_errors.BadSize and exc.offset == 20
 
 
 def test_mpub_count_beyond_the_body_is_an_error():
@@ -365,12 +369,12 @@ def test_mpub_count_beyond_the_body_is_an_error():
 @pytest.mark.parametrize(
     "con, value, error",
     [
-        (g.Frame, {"frame_type": "FrameTypeBogus", "data": b""}, g.UnknownFrameType),
-        (g.SUB, {"topic": "ok", "channel": "not ok"}, g.BadName),
-        (g.FIN, {"id": b"xyz"}, g.BadMessageID),
-        (g.REQ, {"id": ID, "timeout": -1}, g.BadNumber),
-        (g.RDY, {"count": "5"}, g.BadNumber),
-        (g.Command, {"verb": "HELLO", "command": {}}, g.UnknownCommand),
+        (g.Frame, {"frame_type": "FrameTypeBogus", "data": b""}, grammar_errors.UnknownFrameType),
+        (g.SUB, {"topic": "ok", "channel": "not ok"}, grammar_errors.BadName),
+        (g.FIN, {"id": b"xyz"}, grammar_errors.BadMessageID),
+        (g.REQ, {"id": ID, "timeout": -1}, grammar_errors.BadNumber),
+        (g.RDY, {"count": "5"}, grammar_errors.BadNumber),
+        (g.Command, {"verb": "HELLO", "command": {}}, grammar_errors.UnknownCommand),
     ],
 )
 def test_building_invalid_values_names_the_error(con, value, error):
@@ -404,5 +408,5 @@ def test_arbitrary_bytes_never_crash_the_frame_parser(data):
 
 
 def test_building_an_empty_mpub_is_refused():
-    with pytest.raises(g.BadSize):
+    with pytest.raises(grammar_errors.BadSize):
         g.MPUB.build({"topic": "t", "body": {"messages": []}})

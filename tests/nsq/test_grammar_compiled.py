@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsqviz.nsq import grammar as g
+from nsqviz.nsq import grammar_errors
 
 COMPILED = g.Frame.compile()
 
@@ -39,8 +40,8 @@ def test_compiled_frame_agrees_with_the_interpreter(fields):
 
 def test_compiled_frame_keeps_the_named_errors():
     for wire, error in [
-        (b"\x00\x00\x00\x05\x00\x00\x00\x07x", g.UnknownFrameType),
-        (b"\x00\x00\x00\x01\x00\x00\x00\x00", g.BadSize),
+        (b"\x00\x00\x00\x05\x00\x00\x00\x07x", grammar_errors.UnknownFrameType),
+        (b"\x00\x00\x00\x01\x00\x00\x00\x00", grammar_errors.BadSize),
     ]:
         for parser in (g.Frame, COMPILED):
             try:

@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.codec import ClientConnection, ServerConnection
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.compression import SNAPPY_MAX_CHUNK, SNAPPY_STREAM_IDENTIFIER
+from nsqviz.nsq.server_connection import ServerConnection
 
 
 def _snappy_server() -> ServerConnection:

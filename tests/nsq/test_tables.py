@@ -15,12 +15,15 @@ from hypothesis import strategies as st
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath as fp
 from nsqviz.nsq import grammar as g
-from nsqviz.nsq.codec import ClientConnection, LocalProtocolError, ServerConnection
+from nsqviz.nsq import identify_fields
+from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.commands import BODY_VERBS, BY_EVENT, COMMANDS
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.framing import CommandFraming
 from nsqviz.nsq.observer import Observer
+from nsqviz.nsq.server_connection import ServerConnection
 from nsqviz.nsq.states import TRANSITIONS, Role, State, allowed_states, diagram
+from nsqviz.sansio import LocalProtocolError
 from nsqviz.stream import Reassembler
 from tests.broker._client import RawClient
 
@@ -298,6 +301,6 @@ def test_the_broker_checks_identify_against_identify_fields(monkeypatch):
     current = Negotiated("", "", "", 30.0, 16384, 0.25, 0, 60.0, False)
     kw = {"current": current, "tls_available": False, "auth_required": False}
     assert negotiate({"sample_rate": 60}, Options(), **kw)[0].sample_rate == 60
-    monkeypatch.setattr(g.IDENTIFY_FIELDS["sample_rate"], "high", 50)
+    monkeypatch.setattr(identify_fields.IDENTIFY_FIELDS["sample_rate"], "high", 50)
     with pytest.raises(IdentifyRefused, match=r"IDENTIFY sample rate \(60\) is invalid"):
         negotiate({"sample_rate": 60}, Options(), **kw)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from nsqviz.tubemq.live import Channel
-from nsqviz.tubemq.sim import EmbeddedSim
+from nsqviz.tubemq_client import Channel
+from nsqviz.tubemq_sim import EmbeddedSim
 from tests.tubemq_sim._pcap import conversations
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "tubemq"

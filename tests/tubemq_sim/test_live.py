@@ -10,8 +10,8 @@ import time
 import pytest
 
 from nsqviz.tubemq.grammar import frame_bytes
-from nsqviz.tubemq.live import Channel, Consumer, Producer
-from nsqviz.tubemq.sim import EmbeddedSim
+from nsqviz.tubemq_client import Channel, Consumer, Producer
+from nsqviz.tubemq_sim import EmbeddedSim
 
 TOPIC = "demo"
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from nsqviz.tubemq.metadata import checksum
-from nsqviz.tubemq.sim.cluster import SimConfig
-from nsqviz.tubemq.sim.events import RebalanceDone, RebalanceQueued, RebalanceSent
-from nsqviz.tubemq.sim.master import RpcError
-from nsqviz.tubemq.sim.state import Simulation
-from nsqviz.tubemq.sim.store import INDEX_UNIT
 from nsqviz.tubemq.tables import EventType
+from nsqviz.tubemq_sim.cluster import SimConfig
+from nsqviz.tubemq_sim.events import RebalanceDone, RebalanceQueued, RebalanceSent
+from nsqviz.tubemq_sim.master import RpcError
+from nsqviz.tubemq_sim.state import Simulation
+from nsqviz.tubemq_sim.store import INDEX_UNIT
 from tests.tubemq_sim._calls import call, commit, fetch, register_c2b, send
 
 G = "grp"

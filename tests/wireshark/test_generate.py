@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import pytest
 from construct import Const, Int8ub, Struct
 
-from nsqviz.nsq import grammar
+from nsqviz.nsq import commands as nsq_commands
+from nsqviz.nsq import grammar, grammar_frames
 from nsqviz.nsq.commands import COMMANDS
 from nsqviz.wireshark import cli as ws_cli
 from nsqviz.wireshark import nsq_lua
@@ -26,9 +27,9 @@ def test_spec_has_every_command_and_parameter_of_the_grammar():
         named = [s.name for s in grammar.COMMANDS[cmd.verb].subcons
                  if s.name not in (None, "verb", "body", "secret")]
         assert [p.name for p in cmd.params] == named
-        assert (cmd.body is not None) == (cmd.verb.encode() in grammar.BODY_VERBS)
+        assert (cmd.body is not None) == (cmd.verb.encode() in nsq_commands.BODY_VERBS)
     assert [f.name for f in spec.message] == [s.name for s in grammar.Message.subcons]
-    assert spec.frame_types == grammar.FRAME_TYPES
+    assert spec.frame_types == grammar_frames.FRAME_TYPES
 
 
 def test_generated_lua_declares_a_filter_field_for_every_parameter_and_layout_field():
@@ -37,7 +38,7 @@ def test_generated_lua_declares_a_filter_field_for_every_parameter_and_layout_fi
     for cmd in nsq_spec().commands:
         assert f"{cmd.verb} = " in lua
         for p in cmd.params:
-            assert nsq_lua.PARAM_ABBREV(p.name, p.kind) in abbrevs
+            assert p.abbrev in abbrevs
     for name in ("nsq.command", "nsq.topic", "nsq.frame_type", "nsq.msg.id",
                  "nsq.msg.attempts", "nsq.error.code", "nsq.violation"):
         assert name in abbrevs

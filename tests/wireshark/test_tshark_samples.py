@@ -39,14 +39,13 @@ from __future__ import annotations
 import re
 from io import StringIO
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from nsqviz.capture import cli as decode_cli
-from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.capture.synth import NsqTalk, pubsub_session
 from nsqviz.capture.writer import PcapWriter, TcpConversation
+from nsqviz.cli import build_parser
 from nsqviz.cli import main as nsqviz_main
 from nsqviz.wireshark.tshark import as_record, find_tshark, tshark_pdus
 
@@ -71,8 +70,7 @@ def _decode_json(path: Path) -> list[dict]:
     import json
 
     out = StringIO()
-    args = SimpleNamespace(captures=[str(path)], json=True, flow=[], filter=[], stats=False,
-                           port=[], each_file=False, idle_split=IDLE_SPLIT)
+    args = build_parser("decode").parse_args(["decode", "--json", str(path)])
     assert decode_cli.run(args, out) == 0
     rows = [json.loads(line) for line in out.getvalue().splitlines()]
     for row in rows:

@@ -1,0 +1,104 @@
+"""Capturing from a network interface for ``nsqviz decode -i``: a capture tool as a child.
+
+nsqviz does not open interfaces itself (that needs privileges and libpcap); it runs a
+capture tool writing a capture to a pipe and reads that pipe like any capture
+(:func:`~nsqviz.capture.files.read_capture` blocks on it and yields each packet as soon
+as it is written):
+
+* ``tcpdump -i IFACE -s 0 -U --immediate-mode -w - [BPF]`` (classic pcap; ``-U``:
+  written per packet, ``--immediate-mode``: handed over by the kernel per packet -- else
+  libpcap waits up to a second to fill a buffer; ``-s 0``: whole packets). The default.
+* ``dumpcap -i IFACE -q -w - [-f BPF]`` (pcapng), where tcpdump is not installed.
+  dumpcap (Wireshark 4.0) writes a pipe in blocks, not per packet: on a quiet link a
+  record can wait for the next block.
+
+The tool's own messages (``listening on lo ...``, permission errors) go to standard
+error as it writes them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+import socket
+import subprocess
+from typing import BinaryIO, cast
+
+__all__ = ["TOOLS", "CaptureToolError", "LiveCapture", "capture_command"]
+
+TOOLS = ("tcpdump", "dumpcap")
+"""The capture tools, in the order of preference when none is named."""
+
+
+class CaptureToolError(Exception):
+    """The capture cannot start: no tool, or no such interface (the message says which,
+    and the nearest valid choices)."""
+
+
+def capture_command(tool: str, interface: str, bpf: str | None) -> list[str]:
+    """The command line that captures ``interface`` (through ``bpf``) to standard output."""
+    if tool == "dumpcap":
+        return ["dumpcap", "-i", interface, "-q", "-w", "-", *(["-f", bpf] if bpf else [])]
+    if tool == "tcpdump":
+        return ["tcpdump", "-i", interface, "-s", "0", "-U", "--immediate-mode", "-w", "-",
+                *([bpf] if bpf else [])]
+    raise CaptureToolError(f"unknown capture tool {tool!r}: choose from {', '.join(TOOLS)}")
+
+
+def _check_interface(interface: str) -> None:
+    """An interface name the system does not have is a bad argument; numbers (the tools'
+    interface indexes) and ``any`` are left to the tool."""
+    names = [name for _, name in socket.if_nameindex()]
+    if interface.isdigit() or interface == "any" or interface in names:
+        return
+    near = difflib.get_close_matches(interface, names, n=3, cutoff=0.3) or names
+    raise CaptureToolError(f"no interface {interface!r}: try {', '.join(near + ['any'])}")
+
+
+def _tool(preferred: str | None) -> str:
+    for tool in (preferred,) if preferred else TOOLS:
+        if shutil.which(tool) is not None:
+            return tool
+    wanted = preferred or " or ".join(TOOLS)
+    raise CaptureToolError(f"{wanted} is not installed (Debian/Ubuntu: apt-get install"
+                           " tcpdump, or wireshark-common for dumpcap)")
+
+
+class LiveCapture:
+    """A capture tool running as a child; :attr:`stdout` is the capture being written.
+
+    :meth:`stop` ends it (also as a context manager); :meth:`failure` says, once the
+    capture has ended, whether the tool failed.
+    """
+
+    def __init__(self, interface: str, bpf: str | None = None, *, tool: str | None = None):
+        _check_interface(interface)
+        self.tool = _tool(tool)
+        self.command = capture_command(self.tool, interface, bpf)
+        self.process = subprocess.Popen(self.command, stdout=subprocess.PIPE)
+        # a pipe of bytes: BinaryIO is how the capture readers type their files
+        self.stdout = cast(BinaryIO, self.process.stdout)
+
+    def failure(self) -> str | None:
+        """After the capture ended: why the tool stopped, if it failed."""
+        code = self.process.wait()
+        if code == 0:
+            return None
+        return f"{self.tool} ended with exit status {code} ({' '.join(self.command)})"
+
+    def stop(self) -> None:
+        """End the tool (if still running) and close the pipe."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.stdout.close()
+
+    def __enter__(self) -> LiveCapture:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,136 @@
+"""No import cycle in nsqviz: neither between two files nor between two packages.
+
+The imports are read from the source (AST), every one of them: at module level, inside
+functions and under ``if TYPE_CHECKING`` -- a lazy or type-only import that closes a
+loop is still two parts that know each other, which is what the layout forbids. A
+"package" is a first-level part of nsqviz (``nsqviz.broker``, ``nsqviz.records``);
+``nsqviz/__init__.py`` (the public facade) is left out of the package graph.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "nsqviz"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _targets(name: str, path: Path, modules: Mapping[str, Path]) -> Iterator[str]:
+    """The nsqviz modules ``name`` imports (a submodule when one is named, else the package)."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name in modules)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                if f"{target}.{alias.name}" in modules:
+                    yield f"{target}.{alias.name}"
+                elif target in modules:
+                    yield target
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: set(_targets(name, path, modules)) - {name}
+            for name, path in modules.items()}
+
+
+def _cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def _explain(cycle: list[str], graph: Mapping[str, set[str]], unit=lambda m: m) -> str:
+    members = set(cycle)
+    edges = sorted(f"{m} -> {t}" for m, ts in graph.items() for t in ts
+                   if unit(m) in members and unit(t) in members and unit(m) != unit(t))
+    return f"{' <-> '.join(cycle)}: " + "; ".join(edges)
+
+
+def test_the_walker_sees_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_walker_reads_every_kind_of_import() -> None:
+    graph = import_graph()
+    assert "nsqviz.nsq.events" in graph["nsqviz.nsq.connection"]
+    assert len(graph) > 100
+
+
+def test_no_cycle_between_files() -> None:
+    graph = import_graph()
+    cycles = _cycles(graph)
+    assert not cycles, "\n".join(_explain(c, graph) for c in cycles)
+
+
+def test_no_cycle_between_packages() -> None:
+    graph = import_graph()
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if module == "nsqviz":
+            continue
+        packages.setdefault(_package(module), set()).update(
+            _package(t) for t in targets if t != "nsqviz")
+    for name, targets in packages.items():
+        targets.discard(name)
+    cycles = _cycles(packages)
+    assert not cycles, "\n".join(_explain(c, graph, _package) for c in cycles)
