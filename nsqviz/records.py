@@ -389,6 +389,8 @@ class FrameColumns:
     """Frames-table rows built column by column, flushed as Arrow record batches.
 
     ``files`` are the capture files by index (a record's ``files`` name its packets').
+    Without ``fields`` the ``fields`` column is left null: what costs most to build and
+    to convert, and nothing the analyses read.
     :meth:`add` runs once per decoded record on the pipeline's hot path, so it appends
     only what the record gives: the encoded fields, the protocol's typed values (not the
     event: it holds the frame's bytes) and the other values as they are, the packets'
@@ -399,8 +401,9 @@ class FrameColumns:
     build but costs more than that in garbage collections.)
     """
 
-    def __init__(self, files: list[str]):
+    def __init__(self, files: list[str], *, fields: bool = True):
         self.files = files
+        self.fields = fields  # False: the `fields` column stays null (nsqviz messages &c.)
         self._typed_of: dict[str, Callable[[Any], dict[str, Any]]] = {}
         self._where: dict[tuple[int, ...], tuple[str | None, list[str]]] = {}
         self._clear()
@@ -445,7 +448,7 @@ class FrameColumns:
         dirs.append(rec.dir)
         kinds.append(kind)
         names.append(rec.name)
-        fieldss.append(fields_json(fields, compact=True))
+        fieldss.append(fields_json(fields, compact=True) if self.fields else None)
         packetss.append(rec.packets)
         protos.append(rec.protocol)
         conn_ids.append(conn_id)
