@@ -115,6 +115,8 @@ WITH ev AS (
          CASE WHEN f.name = 'FrameTypeMessage' THEN element_at(f.bodies, 1) END AS body_sha1
   FROM frames AS f LEFT JOIN conn_info AS i ON f.conn_id = i.conn_id
   WHERE f.name IN ('FrameTypeMessage', 'FIN', 'REQ', 'TOUCH')
+    -- a message frame the capture cut short of its id (snaplen) cannot be followed
+    AND f.msg_id IS NOT NULL
 ), numbered AS (
   SELECT *, sum(CASE WHEN t = 'D' THEN 1 ELSE 0 END) OVER (
               PARTITION BY {_KEY} ORDER BY ts, t, conn_id, seq
