@@ -1,4 +1,4 @@
-"""Records data/nsqd/debugging.pcap: the real nsqd v1.3.0 (``--msg-timeout=1s``) and
+"""Records data/nsqd/debugging/debugging.pcap: the real nsqd v1.3.0 (``--msg-timeout=1s``) and
 four consumers in trouble, for notebook 11 ("debugging a capture"), captured with
 tcpdump on lo while they run side by side:
 
@@ -11,7 +11,7 @@ tcpdump on lo while they run side by side:
 * ``pings/c``: a consumer (heartbeat_interval 1 s) that never answers a heartbeat --
   nsqd closes the connection.
 
-Run as root: ``python data/make_debugging_capture.py data/nsqd/debugging.pcap``
+Run as root: ``python data/make_debugging_capture.py data/nsqd/debugging/debugging.pcap``
 (the real nsqd: ``$NSQD`` or ``../shared/peers/nsqd``). Real captures: timings, ports
 and message ids differ from run to run; what the file contains does not.
 """

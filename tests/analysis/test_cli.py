@@ -94,7 +94,7 @@ def test_a_file_that_is_not_a_capture_is_one_line_and_exit_2():
 def test_filter_selects_the_redelivery_by_a_display_filter():
     import nsqviz
 
-    cap = nsqviz.open(str(DATA / "nsqd" / "debugging.pcap"))
+    cap = nsqviz.open(str(DATA / "nsqd" / "debugging" / "debugging.pcap"))
     again = cap.filter("nsq.msg.attempts > 1")
     msgs = again[again.name == "FrameTypeMessage"]
     assert len(msgs) == 1
