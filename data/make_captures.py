@@ -193,7 +193,7 @@ REAL_NSQD = ("pubsub-pynsq.pcap", "small-messages-pynsq.pcap", "snappy-pynsq.pca
 
 def real_nsqd_captures(names: list[str]) -> None:
     """The same scenarios against the real nsqd (found by nsqviz.peers: $NSQD, PATH,
-    ../shared/peers/), started with the same --msg-timeout, written to data/nsqd/."""
+    $NSQVIZ_PEERS), started with the same --msg-timeout, written to data/nsqd/."""
     from nsqviz.peers import RealNsqd
 
     out = DATA / "nsqd"

@@ -12,7 +12,7 @@ tcpdump on lo while they run side by side:
   nsqd closes the connection.
 
 Run as root: ``python data/make_debugging_capture.py data/nsqd/debugging/debugging.pcap``
-(the real nsqd: ``$NSQD`` or ``../shared/peers/nsqd``). Real captures: timings, ports
+(the real nsqd: ``$NSQD`` or ``$NSQVIZ_PEERS/nsqd``). Real captures: timings, ports
 and message ids differ from run to run; what the file contains does not.
 """
 
