@@ -4,6 +4,7 @@ pynsq 0.9.1 + tornado 6.0.4 (created under .venv-pynsq/ if missing).
 
     sudo .venv/bin/python data/make_captures.py [NAME ...]
     sudo .venv/bin/python data/make_captures.py --nsqd [NAME ...]   # against the real nsqd
+    sudo .venv/bin/python data/make_captures.py --nsqd snaplen     # tcpdump -s 96 of it
 
 Each capture is described in data/README.md. Captures are real, so timings, ports and
 message ids differ from run to run; what each file contains does not.
@@ -43,10 +44,10 @@ class Tcpdump:
     """tcpdump writing FILE (TCP traffic of one port or several); started and waited for
     until it says it is listening."""
 
-    def __init__(self, path: Path, port: int | list[int], iface: str = "lo"):
+    def __init__(self, path: Path, port: int | list[int], iface: str = "lo", snaplen: int = 0):
         ports = [port] if isinstance(port, int) else port
         self.proc = subprocess.Popen(
-            ["tcpdump", "-i", iface, "-s", "0", "-B", "32768", "--immediate-mode", "-U",
+            ["tcpdump", "-i", iface, "-s", str(snaplen), "-B", "32768", "--immediate-mode", "-U",
              "-w", str(path), " or ".join(f"tcp port {p}" for p in ports)],
             stderr=subprocess.PIPE, text=True,
         )
@@ -192,7 +193,7 @@ REAL_NSQD = ("pubsub-pynsq.pcap", "small-messages-pynsq.pcap", "snappy-pynsq.pca
 
 def real_nsqd_captures(names: list[str]) -> None:
     """The same scenarios against the real nsqd (found by nsqviz.peers: $NSQD, PATH,
-    ../shared/peers/), started with the same --msg-timeout, written to data/nsqd/."""
+    $NSQVIZ_PEERS), started with the same --msg-timeout, written to data/nsqd/."""
     from nsqviz.peers import RealNsqd
 
     out = DATA / "nsqd"
@@ -209,9 +210,52 @@ def real_nsqd_captures(names: list[str]) -> None:
                   flush=True)
 
 
+SNAPLEN = 96
+SNAPLEN_CAPTURE = DATA / "nsqd" / "snaplen" / f"pubsub-s{SNAPLEN}.pcap"
+
+
+def snaplen_capture() -> None:
+    """``tcpdump -s 96`` of the real nsqd: go-nsq's to_nsq PUBs lines, nsqviz's Producer
+    MPUBs and DPUBs, go-nsq's nsq_tail consumes them all -- every packet cut to its first
+    96 bytes (30 of TCP payload on loopback), as a capture that may keep headers only."""
+    import asyncio
+
+    from nsqviz.client import Producer
+    from nsqviz.peers import RealNsqd, require
+
+    lines = [f"line-{i}-" + "x" * (40 + 20 * i) for i in range(4)]
+    batch = [f"batch-{i}-" + "y" * 60 for i in range(3)]
+
+    async def publish(address: str) -> None:
+        async with Producer(address) as p:
+            await p.mpub("cut", batch)
+            await p.dpub("cut", 0.2, "deferred-" + "z" * 50)
+
+    SNAPLEN_CAPTURE.parent.mkdir(parents=True, exist_ok=True)
+    with RealNsqd(msg_timeout="2s") as nsqd:
+        address = nsqd.tcp_address
+        dump = Tcpdump(SNAPLEN_CAPTURE, nsqd.tcp_port, snaplen=SNAPLEN)
+        try:
+            subprocess.run([str(require("to_nsq")), "--nsqd-tcp-address", address,
+                            "--topic", "cut"], input="\n".join(lines) + "\n", text=True,
+                           check=True, timeout=30)
+            asyncio.run(publish(address))
+            tail = subprocess.run([str(require("nsq_tail")), "--nsqd-tcp-address", address,
+                                   "--topic", "cut", "--channel", "tail",
+                                   "-n", str(len(lines) + len(batch) + 1)],
+                                  capture_output=True, text=True, check=True, timeout=30)
+        finally:
+            summary = dump.stop()
+    print(f"{SNAPLEN_CAPTURE.relative_to(DATA)}: {summary.splitlines()[-2] if summary else ''}"
+          f" {len(tail.stdout.splitlines())} messages tailed", flush=True)
+
+
 def main(names: list[str]) -> None:
     if names[:1] == ["--nsqd"]:
-        real_nsqd_captures(names[1:])
+        if names[1:] == ["snaplen"]:
+            snaplen_capture()
+        else:
+            real_nsqd_captures(names[1:])
         return
     wanted = names or list(SCENARIOS)
     with EmbeddedBroker(msg_timeout=2.0) as broker:

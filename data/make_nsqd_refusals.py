@@ -4,7 +4,7 @@
 started with ``--max-rdy-count=10`` that a client asks for feature negotiation.
 
 Run as root: ``python data/make_nsqd_refusals.py data/nsqd/refused``
-(the real nsqd: ``$NSQD`` or ``../shared/peers/nsqd``).
+(the real nsqd: ``$NSQD`` or ``$NSQVIZ_PEERS/nsqd``).
 """
 
 import os

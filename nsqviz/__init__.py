@@ -36,3 +36,13 @@ def _tubemq_step_html(step: object) -> str:
 
 
 _show_steps_as_html()
+
+
+def open(*captures: str, **options: object) -> object:  # noqa: A001 (nsqviz.open, by design)
+    """A capture for a notebook: ``cap = nsqviz.open("x.pcap")`` decodes it and gives
+    ``cap.frames``, ``cap.messages``, ``cap.connections``, ``cap.errors`` ... as pandas
+    DataFrames, ``cap.replay()`` and ``cap.lifecycle(msg_id)``
+    (:class:`nsqviz.analysis.capture.Capture`)."""
+    from nsqviz.analysis.capture import open_capture
+
+    return open_capture(*captures, **options)  # type: ignore[arg-type]

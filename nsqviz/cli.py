@@ -13,6 +13,9 @@ import sys
 from nsqviz.capture.files import CaptureFormatError
 
 _PARTS = {
+    "messages": "nsqviz.analysis.cli",  # registers messages, connections and stats
+    "connections": "nsqviz.analysis.cli",
+    "stats": "nsqviz.analysis.cli",
     "broker": "nsqviz.broker.cli",
     "decode": "nsqviz.capture.cli",
     "conformance": "nsqviz.conformance.cli",
@@ -31,7 +34,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     a quarter of a second of a short decode)."""
     parser = argparse.ArgumentParser(prog="nsqviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in [_PARTS[command]] if command in _PARTS else _PARTS.values():
+    for name in [_PARTS[command]] if command in _PARTS else dict.fromkeys(_PARTS.values()):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:

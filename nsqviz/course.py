@@ -1,7 +1,7 @@
 """The course: the notebooks in one reading order, with one time estimate each.
 
 The file numbers are older than the order (the failure labs, 10, are read right after the
-sticky packets), so the order lives here, once: notebook 01's path table and every
+sticky packets; debugging a capture, 11, right after the replay), so the order lives here, once: notebook 01's path table and every
 notebook's **Next** link are written from it (``python -m nsqviz.course notebooks/``), and
 a test checks that the notebooks still say what this table says.
 """
@@ -46,6 +46,8 @@ COURSE: tuple[Lesson, ...] = (
     Lesson("04-feature-negotiation.ipynb", "feature negotiation",
            "snappy, deflate, TLS, AUTH", 20),
     Lesson("05-pcap-replay.ipynb", "pcap replay", "real captures replayed packet by packet", 15),
+    Lesson("11-debugging-a-capture.ipynb", "debugging a capture",
+           "an operator's questions about a real nsqd's capture, one command each", 10),
     Lesson("08-client-library.ipynb", "client library",
            "the client guide's rules on the wire: RDY shares, backoff, discovery", 30),
     Lesson("09-wireshark.ipynb", "Wireshark", "the generated dissectors in tshark", 15),

@@ -150,9 +150,9 @@ def _max_frame() -> int:
 
 
 def _pipeline(attr: str) -> object:
-    from nsqviz.pipeline import analyses
+    from nsqviz.pipeline import definitions
 
-    return getattr(analyses, attr)
+    return getattr(definitions, attr)
 
 
 def _frame_columns() -> list[str]:

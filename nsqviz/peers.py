@@ -9,7 +9,9 @@ tools are real clients and load generators. :func:`find` looks for one in this o
    ``NSQ_TAIL``, ``TO_NSQ``, ``BENCH_WRITER``, ``BENCH_READER``, ``TUBEMQ_PRODUCER``,
    ``TUBEMQ_CONSUMER``) -- a path to the executable;
 3. the program's name on ``PATH``;
-4. ``../shared/peers/`` beside the project's root (where this machine keeps them).
+4. the folder ``$NSQVIZ_PEERS`` names, where a machine keeps the NSQ release's programs
+   side by side (the project's make targets and test suite set it to the folder this
+   project's machines keep them in, when it exists).
 
 :func:`require` returns the path or raises :class:`PeerNotFound` whose text says what was
 tried -- tests use that text as their skip reason. :class:`RealNsqd` starts the real nsqd
@@ -32,7 +34,8 @@ from typing import Any
 
 from nsqviz.broker.options import DURATION_FLAGS
 
-__all__ = ["PEERS", "NsqdProcess", "PeerNotFound", "RealNsqd", "env_var", "find", "require"]
+__all__ = ["PEERS", "PEERS_DIR_VARIABLE", "NsqdProcess", "PeerNotFound", "RealNsqd", "env_var",
+           "find", "require"]
 
 PEERS = (
     "nsqd",
@@ -46,8 +49,8 @@ PEERS = (
 )
 """The programs this module knows how to find."""
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-SHARED_PEERS = PROJECT_ROOT.parent / "shared" / "peers"
+PEERS_DIR_VARIABLE = "NSQVIZ_PEERS"
+"""The environment variable naming a folder that holds the programs side by side."""
 
 
 class PeerNotFound(LookupError):
@@ -81,8 +84,12 @@ def find(name: str, explicit: str | os.PathLike[str] | None = None) -> Path | No
     on_path = shutil.which(name)
     if on_path:
         return Path(on_path)
-    shared = SHARED_PEERS / name
-    return shared if _executable(shared) else None
+    folder = os.environ.get(PEERS_DIR_VARIABLE)
+    if folder:
+        beside = Path(folder).expanduser() / name
+        if _executable(beside):
+            return beside
+    return None
 
 
 def require(name: str, explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -91,7 +98,7 @@ def require(name: str, explicit: str | os.PathLike[str] | None = None) -> Path:
     if path is None:
         raise PeerNotFound(
             f"real {name} not found: set ${env_var(name)} to its path, put it on PATH, "
-            f"or place it in {SHARED_PEERS}"
+            f"or name a folder holding it in ${PEERS_DIR_VARIABLE}"
         )
     return path
 

@@ -88,6 +88,7 @@ class Item(NamedTuple):
       unit; ``fields`` may hold a ``"violation"`` (what the server refuses in it);
     * ``"error"``: bytes that could not be decoded as a unit (``name`` the server's
       error code, or ``"Undecodable"``); ``"truncated"``: the stream ended inside a unit;
+      ``"skipped"``: the rest of undecodable bytes whose start an ``"error"`` reported;
     * ``"tls"``: the connection switches to TLS here (nothing after it is readable);
     * ``"annotation"``: ``fields`` to add to the previous record of the same direction
       (a compression switch that takes effect right after a response, say).
@@ -111,11 +112,17 @@ class Lost(NamedTuple):
     ``partial`` is the start of the unit the gap cut, ``length`` that unit's full size
     when its size prefix arrived before the gap (then the next boundary is proven);
     a non-empty ``dead`` says why nothing more of this direction can be decoded.
+    ``unit``: that unit decoded as far as it was captured (a ``command`` or ``frame``
+    whose fields hold ``"cut": {"captured": N, "length": M}``, no event), when its head
+    says what it was -- a capture cut by its snaplen keeps the heads of long units.
+    When more than that unit is missing the capture layer calls :meth:`ConnectionObserver.
+    gap` again, at the unit boundary (nothing buffered): a unit then went unseen.
     """
 
     partial: bytes = b""
     length: int | None = None
     dead: str = ""
+    unit: Item | None = None
 
 
 class Detection(NamedTuple):
@@ -264,6 +271,10 @@ class Protocol(ABC):
         fields a construct cannot trace, such as TubeMQ's protobuf fields inside blocks),
         or ``None`` when there is none."""
         return None
+
+    bytes_fields: frozenset[str] = frozenset()
+    """Record fields whose values are bytes written as hex (``nsqviz decode -V`` shows
+    them as text, escaped where not printable)."""
 
     typed_schema: tuple[tuple[str, str], ...] = ()
     """Typed columns of the frames table, as ``(name, arrow type name)``: what this

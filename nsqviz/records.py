@@ -5,7 +5,9 @@ gap, a TLS note or (for the pipeline) a flow's start or end. This module is the 
 place that turns events and records into text and data:
 
 * :func:`event_fields` -- an event's fields as JSON-ready data (through its protocol);
-* :func:`summary` -- the Info column of ``nsqviz decode``;
+* :func:`summary` -- the Info column of ``nsqviz decode``; :func:`details` -- every
+  field of a record on lines of their own (``-V``); :func:`packet_list` and
+  :func:`escaped` -- how packet numbers and bytes are written as text;
 * :func:`label` -- the short label diagrams and transcripts show;
 * :func:`compact_json`, :func:`fields_json`, :func:`json_line` -- the JSON encoders;
 * :func:`packet_schema`, :func:`frame_schema` and :class:`FrameColumns` -- the Arrow
@@ -29,7 +31,10 @@ __all__ = [
     "FRAME_COLUMNS",
     "PACKET_COLUMNS",
     "PacketColumns",
+    "CAPTURE_BYTES_FIELDS",
     "compact_json",
+    "details",
+    "escaped",
     "event_fields",
     "event_json",
     "fields_json",
@@ -37,13 +42,15 @@ __all__ = [
     "frame_schema",
     "json_line",
     "label",
+    "packet_list",
     "packet_schema",
     "summary",
 ]
 
 
 class DecodedRecord(NamedTuple):
-    """One row of ``nsqviz decode``: a command, a frame, an error, a gap or a TLS note.
+    """One row of ``nsqviz decode``: a command, a frame, an error, a gap, a TLS note or a
+    TCP FIN/RST of a decoded connection.
 
     ``flow`` is the connection's ``client->server`` label; ``packets`` the 1-based packet
     numbers (each in its own file) that carried the bytes and ``files`` the index of the
@@ -55,7 +62,7 @@ class DecodedRecord(NamedTuple):
     ts: float
     flow: str | None
     dir: str | None
-    kind: str  # "command" | "frame" | "error" | "gap" | "tls" | "flow"
+    kind: str  # "command" | "frame" | "error" | "gap" | "tls" | "tcp" | "flow"
     name: str
     fields: dict[str, Any]
     packets: tuple[int, ...]
@@ -108,6 +115,58 @@ def label(event: Any) -> tuple[str, str]:
     return proto.label(event)
 
 
+def packet_list(packets: tuple[int, ...] | list[int]) -> str:
+    """The one way packet numbers are written: every one, in order, comma-separated
+    (``6,8,10,12``) -- exact, as ``--json``'s ``packets`` and Wireshark's list of a
+    reassembled PDU's segments name them; a range would hide which packets in between
+    belong to another connection or direction."""
+    return ",".join(map(str, packets))
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)} | {
+    0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
+
+
+def escaped(data: bytes) -> str:
+    """Bytes as text: UTF-8 as it is, every byte that is not (``\\xff``) and every
+    control character (``\\x00``, ``\\n``) escaped -- never a replacement character."""
+    return data.decode("utf-8", "backslashreplace").translate(_CONTROL)
+
+
+def details(rec: DecodedRecord) -> list[str]:
+    """Every field of a record on a line of its own, untruncated (``nsqviz decode -V``):
+    its packets, bytes as text (:func:`escaped`) with their size, JSON objects decoded
+    into indented lines."""
+    proto = protocols.by_name(rec.protocol) if rec.protocol is not None else None
+    as_bytes = CAPTURE_BYTES_FIELDS | (proto.bytes_fields if proto is not None else frozenset())
+    lines = [f"packets: {packet_list(rec.packets)}"]
+    for key, value in rec.fields.items():
+        lines += _detail(str(key), value, key in as_bytes, "")
+    return lines
+
+
+CAPTURE_BYTES_FIELDS = frozenset({"lost_partial_frame"})
+"""Fields of the capture layer's own records whose values are bytes written as hex."""
+
+
+def _detail(key: str, value: Any, as_bytes: bool, indent: str) -> list[str]:
+    if as_bytes and isinstance(value, str):
+        raw = bytes.fromhex(value)
+        return [f"{indent}{key} ({len(raw)} bytes): {escaped(raw)}"]
+    if isinstance(value, dict):
+        out = [f"{indent}{key}:"]
+        for k, v in value.items():
+            out += _detail(str(k), v, False, indent + "  ")
+        return out
+    if isinstance(value, list) and (as_bytes or any(isinstance(v, dict | list) for v in value)):
+        out = [f"{indent}{key}: {len(value)} items"]
+        for i, v in enumerate(value):
+            out += _detail(f"[{i}]", v, as_bytes, indent + "  ")
+        return out
+    text = value if isinstance(value, str) else json.dumps(value)
+    return [f"{indent}{key}: {text}"]
+
+
 def _clip(value: Any, limit: int = 80) -> str:
     text = str(value)
     return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
@@ -117,11 +176,19 @@ def summary(rec: DecodedRecord) -> str:
     """The Info column: the fields that identify this record at a glance."""
     if rec.kind in ("command", "frame") and rec.protocol is not None:
         text = protocols.by_name(rec.protocol).summary(rec.kind, rec.name, rec.fields)
-        problem = rec.fields.get("violation")
+        fields = rec.fields
+        problem = fields.get("violation")
         if problem:
             text += f"  [refused: {problem['code'] or 'closes'} {problem['text']}]"
+        if "cut" in fields:
+            cut = fields["cut"]
+            text += f"  [{cut['captured']} of {cut['length'] or '?'} bytes captured]"
+        if "refused" in fields:
+            text += f"  [refused: {fields['refused']}]"
+        if "response_to" in fields:
+            text += f"  [response to {fields['response_to']}]"
         return text
-    if rec.kind in ("gap", "error", "tls", "flow"):
+    if rec.kind in ("gap", "error", "tls", "flow", "tcp"):
         return "  ".join(f"{k}={_clip(v)}" for k, v in rec.fields.items()
                          if k not in ("data", "pending"))
     return ""
@@ -322,6 +389,8 @@ class FrameColumns:
     """Frames-table rows built column by column, flushed as Arrow record batches.
 
     ``files`` are the capture files by index (a record's ``files`` name its packets').
+    Without ``fields`` the ``fields`` column is left null: what costs most to build and
+    to convert, and nothing the analyses read.
     :meth:`add` runs once per decoded record on the pipeline's hot path, so it appends
     only what the record gives: the encoded fields, the protocol's typed values (not the
     event: it holds the frame's bytes) and the other values as they are, the packets'
@@ -332,8 +401,9 @@ class FrameColumns:
     build but costs more than that in garbage collections.)
     """
 
-    def __init__(self, files: list[str]):
+    def __init__(self, files: list[str], *, fields: bool = True):
         self.files = files
+        self.fields = fields  # False: the `fields` column stays null (nsqviz messages &c.)
         self._typed_of: dict[str, Callable[[Any], dict[str, Any]]] = {}
         self._where: dict[tuple[int, ...], tuple[str | None, list[str]]] = {}
         self._clear()
@@ -378,7 +448,7 @@ class FrameColumns:
         dirs.append(rec.dir)
         kinds.append(kind)
         names.append(rec.name)
-        fieldss.append(fields_json(fields, compact=True))
+        fieldss.append(fields_json(fields, compact=True) if self.fields else None)
         packetss.append(rec.packets)
         protos.append(rec.protocol)
         conn_ids.append(conn_id)

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
+
+# The real NSQ and TubeMQ programs the differential and interop tests run: where this
+# project's machines keep them (beside the checkout), unless the environment says.
+_MACHINE_PEERS = Path(__file__).resolve().parent.parent.parent / "shared" / "peers"
+if _MACHINE_PEERS.is_dir():
+    os.environ.setdefault("NSQVIZ_PEERS", str(_MACHINE_PEERS))
 
 
 @pytest.fixture
@@ -27,7 +36,7 @@ def broker(tmp_path, broker_options):
 def peer(name: str):
     """The real program ``name`` (nsqd, to_nsq, ...), or skip the test saying how to provide it.
 
-    Found by :func:`nsqviz.peers.find`: ``$NSQD``-style variable, PATH, ``../shared/peers/``.
+    Found by :func:`nsqviz.peers.find`: ``$NSQD``-style variable, PATH, ``$NSQVIZ_PEERS``.
     """
     from nsqviz.peers import PeerNotFound, require
 

@@ -1,12 +1,19 @@
 """``nsqviz decode CAPTURE...``: the conversations in pcap/pcapng files, one line a frame.
 
 Modelled on tshark: a one-line summary per command or frame (packet numbers, time since
-the first packet, endpoints, direction, name, the fields that matter), ``--json`` for
+the first packet, endpoints, direction, name, the fields that matter), ``-V`` for every
+field of each beneath it (as ``tshark -V`` prints the packet details), ``--json`` for
 one JSON object per line, ``--flow`` and ``--filter`` to narrow it down, ``--stats`` for
 per-flow counts in place of the frames (like ``tshark -q -z conv,tcp``). Several files
 are one capture set (rotated files) unless ``--each-file``; ``--idle-split`` is the
 silence that ends a connection. ``nsqviz pipeline`` takes the same two options, with the
 same defaults, and finds the same connections.
+
+Beyond the frames: each response and error names the packet of the command it answers
+(``[response to N]``, ``response_to``); a command the server refuses in its state or for
+its message id is marked (``[refused: ...]``, judged only on connections seen from their
+start); a unit the capture's snaplen cut shows what was captured of it (``[N of M bytes
+captured]``, ``cut``); each decoded connection's TCP ``FIN`` and ``RST`` are records of it.
 
 Live: ``-i IFACE [-f BPF]`` captures through tcpdump (or dumpcap)
 (:mod:`nsqviz.capture.live`), and ``tcpdump -U -w - | nsqviz decode -`` reads a capture
@@ -34,7 +41,7 @@ from nsqviz.capture.decode import CaptureDecoder, FlowStats
 from nsqviz.capture.files import CaptureFormatError
 from nsqviz.capture.live import TOOLS, CaptureToolError, LiveCapture
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
-from nsqviz.records import DecodedRecord, json_line, summary
+from nsqviz.records import DecodedRecord, details, json_line, packet_list, summary
 from nsqviz.stream.direction import Direction
 
 __all__ = ["register", "run", "wrap_line"]
@@ -66,9 +73,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--filter", action="append", default=[], metavar="NAME",
-        help="only records with this name (PUB, FrameTypeMessage, E_BAD_TOPIC ...: an error"
-             " code also finds nsqd's error frames) or kind (command, frame, error, gap,"
-             " tls); case-insensitive, repeatable",
+        help="only records with this name (PUB, FrameTypeMessage, E_BAD_TOPIC, FIN ...: an"
+             " error code also finds nsqd's error frames) or kind (command, frame, error,"
+             " gap, tls, tcp); case-insensitive, repeatable",
     )
     p.add_argument(
         "-Y", "--display-filter", metavar="EXPR", default=None,
@@ -77,6 +84,9 @@ def register(subparsers: Any) -> None:
              " nsq.msg.attempts > 1, tubemq.method, frame.number, tcp.stream ...;"
              " `nsqviz fields` lists them)",
     )
+    p.add_argument("-V", "--verbose", action="store_true",
+                   help="every field of each record on lines of its own, untruncated:"
+                        " bytes as text (escaped where not printable), JSON decoded")
     p.add_argument("--width", type=int, default=None, metavar="N",
                    help="wrap lines longer than N characters at field boundaries (a"
                         " continuation line is indented); default: no wrapping")
@@ -103,9 +113,7 @@ def _flow_matcher(specs: list[str]) -> Callable[[DecodedRecord], bool] | None:
 
 
 def _text_line(rec: DecodedRecord, t0: float) -> str:
-    packets = ",".join(map(str, rec.packets))
-    if len(packets) > 14:
-        packets = f"{rec.packets[0]}..{rec.packets[-1]}({len(rec.packets)})"
+    packets = packet_list(rec.packets)
     ts = rec.ts - t0 if not math.isnan(rec.ts) else float("nan")
     if rec.flow is None:
         where = "(capture)"
@@ -268,7 +276,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def _decode(args: argparse.Namespace, out: TextIO, capture: LiveCapture | None) -> int:
     live = capture is not None or ("-" in args.captures and not _stdin_is_file())
-    decoder = CaptureDecoder(**capture_set_options(args), live=live and not args.stats)
+    decoder = CaptureDecoder(**capture_set_options(args), live=live and not args.stats,
+                             tcp_records=True)
     match = _flow_matcher(args.flow)
     names = {n.lower() for n in args.filter}
     try:
@@ -306,6 +315,8 @@ def _decode(args: argparse.Namespace, out: TextIO, capture: LiveCapture | None) 
                 if t0 is None and not math.isnan(rec.ts):
                     t0 = decoder.first_ts if decoder.first_ts is not None else rec.ts
                 keep(wrap_line(_text_line(rec, t0 or 0.0), width))
+                if args.verbose:
+                    batch.extend(f"{_INDENT}{line}" for line in details(rec))
             if len(batch) >= limit:
                 _write(out, batch, live)
         _write(out, batch, live)

@@ -22,7 +22,9 @@ What this module adds is the capture's honesty layer around the protocols' obser
 Output is a stream of :class:`~nsqviz.records.DecodedRecord`, the rows ``nsqviz
 decode`` prints, each as soon as the packet that completes it has been read (so a
 capture read from a pipe while tcpdump writes it is decoded as it is made); with
-``flow_records`` also a ``flow`` record where each flow starts and where each direction
+``tcp_records`` also a ``tcp`` record (``FIN``, ``RST``, and the ``side`` that sent it)
+where a decoded connection's peer closes or resets it, as ``nsqviz decode`` shows them;
+with ``flow_records`` a ``flow`` record where each flow starts and where each direction
 ends (what the pipeline's connections table is built from).
 """
 
@@ -46,6 +48,7 @@ from nsqviz.stream.direction import Direction
 __all__ = ["CaptureDecoder", "FlowSnapshot", "FlowStats", "decode_capture"]
 
 _FILE0 = 1 << 40  # packet ids below this are in the first file
+_SIDES = {Direction.C2S: "client", Direction.S2C: "server"}  # who sent a direction's bytes
 
 # A namedtuple's own __new__ is a Python-level function; tuple.__new__ builds the same
 # object in C, which counts once per record (the capture readers' hot loop).
@@ -98,10 +101,11 @@ class _Side:
 
 
 class _FlowState:
-    __slots__ = ("flow", "stats", "protocol", "observer", "sides")
+    __slots__ = ("flow", "stats", "protocol", "observer", "sides", "reset")
 
     def __init__(self, flow: Flow) -> None:
         self.flow = flow
+        self.reset = False  # a RST was seen
         self.stats = FlowStats(flow)
         self.protocol: Protocol | None = None
         self.observer: ConnectionObserver | None = None
@@ -138,13 +142,15 @@ class CaptureDecoder:
     def __init__(self, *, protocols: Iterable[Protocol] | None = None,
                  ports: Mapping[str, Iterable[int]] | None = None,
                  continuation: bool = True, idle_split: float | None = IDLE_SPLIT,
-                 flow_records: bool = False, live: bool = False):
+                 flow_records: bool = False, live: bool = False,
+                 tcp_records: bool = False):
         self.protocols = tuple(protocols) if protocols is not None else _registered()
         extra = ports or {}
         self.ports = {p.name: p.server_ports | frozenset(extra.get(p.name, ()))
                       for p in self.protocols}
         self.server_ports = frozenset().union(*self.ports.values())
         self.flow_records = flow_records
+        self.tcp_records = tcp_records
         hellos = [p.client_hello for p in self.protocols]
         self.driver = CaptureDriver(
             server_ports=self.server_ports,
@@ -366,7 +372,11 @@ class CaptureDecoder:
             elif kind == "annotation":
                 # Not a unit of its own: it says something about the one just before it.
                 if out and out[-1].dir == direction:
-                    out[-1].fields.update(item.fields)
+                    fields = item.fields
+                    asked = fields.get("response_to")
+                    if asked is not None and asked >= _FILE0:  # a packet of a later file
+                        fields = {**fields, "response_to": split_packet_id(asked)[1]}
+                    out[-1].fields.update(fields)
             elif kind == "tls":
                 counts["tls"] = counts.get("tls", 0) + 1
                 out.append(self._record(flow, direction, "tls", item.name, item.fields, ts,
@@ -385,6 +395,11 @@ class CaptureDecoder:
                     counts["error"] = counts.get("error", 0) + 1
                     out.append(self._record(flow, direction, "error", item.name, fields, ts,
                                             packets, item.event, proto, offset, size))
+            elif kind == "skipped":  # the rest of bytes an error record already reported
+                counts["gap"] = counts.get("gap", 0) + 1
+                fields = {**item.fields, "offset": offset, "size": size, "continued": True}
+                out.append(self._record(flow, direction, "gap", item.name, fields, ts,
+                                        _packets(raw, number), item.event, proto, offset, size))
             elif kind == "truncated":
                 counts["error"] = counts.get("error", 0) + 1
                 fields = item.fields
@@ -403,17 +418,28 @@ class CaptureDecoder:
         observer = state.observer
         side = state.sides[direction]
         resync = None
+        proto = state.protocol.name if state.protocol is not None else None
         if observer is not None and not side.dead and not observer.encrypted:
             lost = observer.gap(direction)
             if lost.dead:
                 side.dead = lost.dead
                 fields["consequence"] = side.dead
             else:
-                if lost.partial:
-                    fields["lost_partial_frame"] = lost.partial.hex()
+                partial = lost.partial
+                unit = lost.unit
+                if unit is not None:  # decoded as far as it was captured: a unit, not a gap
+                    counts[unit.kind] = counts.get(unit.kind, 0) + 1
+                    asked = unit.fields.get("response_to")
+                    if asked is not None and asked >= _FILE0:
+                        unit.fields["response_to"] = split_packet_id(asked)[1]
+                    yield self._record(flow, direction, unit.kind, unit.name, unit.fields,
+                                       gap.ts, _packets(unit.raw, gap.number), None, proto,
+                                       gap.offset - len(partial), lost.length)
+                elif partial:
+                    fields["lost_partial_frame"] = partial.hex()
                 side.epoch = gap.offset + gap.size
                 length = lost.length
-                remainder = None if length is None else length - len(lost.partial)
+                remainder = None if length is None else length - len(partial)
                 if remainder is not None and remainder >= gap.size:
                     side.skip = remainder - gap.size
                     side.epoch += side.skip
@@ -425,7 +451,8 @@ class CaptureDecoder:
                 else:
                     side.resyncing = True
                     side.skip = 0
-        proto = state.protocol.name if state.protocol is not None else None
+                    if unit is not None:
+                        observer.gap(direction)  # more than that unit is missing
         yield self._record(flow, direction, "gap", "Gap", fields, gap.ts, (gap.number,), gap,
                            proto, gap.offset, gap.size)
         if resync is not None:
@@ -434,6 +461,12 @@ class CaptureDecoder:
 
     def _on_end(self, state: _FlowState, end: FlowEnd) -> Iterator[DecodedRecord]:
         yield from self._end_side(state, end)
+        if self.tcp_records and end.sender is not None and state.protocol is not None and (
+                end.how == "fin" or not state.reset):  # a RST ends both: one record
+            state.reset = state.reset or end.how == "rst"
+            yield self._record(state.flow, end.sender, "tcp", end.how.upper(),
+                               {"side": _SIDES[end.sender]}, end.ts, (end.number,), None,
+                               state.protocol.name)
         side = state.sides[end.direction]
         if side.frames:
             state.stats.frames_per_packet[side.frames] += 1

@@ -157,13 +157,15 @@ class FlowStart:
 class FlowEnd:
     """One direction ended: ``how`` is ``"fin"``, ``"rst"``, ``"idle"`` (silent longer than
     the tracker's ``idle_split``), ``"reused"`` (a new connection's SYN on its 4-tuple) or
-    ``"capture"`` (the capture ended)."""
+    ``"capture"`` (the capture ended). ``sender``: the direction of the segment that
+    ended it -- the FIN's own, the RST's (which ends both directions) -- else ``None``."""
 
     flow: Flow
     direction: Direction
     how: str
     number: int
     ts: float
+    sender: Direction | None = None
 
 
 TcpEvent = Data | Gap | Retransmission | FlowStart | FlowEnd
@@ -308,6 +310,12 @@ class FlowTracker:
                                   seg.number))
             if payload:
                 self._insert(flow, direction, half, off, payload, seg, out)
+            if seg.missing and not half.pending and half.delivered == off + len(payload):
+                # In order and cut by the snaplen: its end will never be captured. A hole
+                # now, at the packet that was cut, so what follows is read in order.
+                out.append(Gap(flow, direction, half.delivered, seg.missing, seg.number, seg.ts,
+                               self._cut_reason(half, half.delivered, half.delivered + 1)))
+                half.delivered += seg.missing
             while half.pending and half.lost and self._cut_covers(half):
                 self._declare_hole(flow, direction, half, seg.number, seg.ts, out, "")
 
@@ -315,7 +323,7 @@ class FlowTracker:
             half.fin_at = half.offset_of(seq) + len(payload) + seg.missing
         if flags & RST:
             for d, h in halves.items():
-                self._end(flow, d, h, "rst", seg.number, seg.ts, out)
+                self._end(flow, d, h, "rst", seg.number, seg.ts, out, sender=direction)
             return out
         if half.pending_bytes > MAX_PENDING_BYTES or len(half.pending) > MAX_PENDING_SEGMENTS:
             self._declare_hole(flow, direction, half, seg.number, seg.ts, out,
@@ -323,7 +331,7 @@ class FlowTracker:
         for d, h in halves.items():
             if h.fin_at is not None and h.delivered >= h.fin_at and not h.ended:
                 h.ended = True
-                out.append(FlowEnd(flow, d, "fin", seg.number, seg.ts))
+                out.append(FlowEnd(flow, d, "fin", seg.number, seg.ts, d))
         return out
 
     def _insert(self, flow: Flow, direction: Direction, half: _Half, off: int, payload: bytes,
@@ -396,7 +404,7 @@ class FlowTracker:
         return ""
 
     def _end(self, flow: Flow, direction: Direction, half: _Half, how: str, number: int, ts: float,
-             out: list[TcpEvent]) -> None:
+             out: list[TcpEvent], sender: Direction | None = None) -> None:
         if half.ended:
             return
         while half.pending:
@@ -415,7 +423,7 @@ class FlowTracker:
                            ts, reason))
             half.delivered = tail_to
         half.ended = True
-        out.append(FlowEnd(flow, direction, how, number, ts))
+        out.append(FlowEnd(flow, direction, how, number, ts, sender))
 
     def halves(self, flow: Flow) -> object:
         """What the tracker holds of ``flow`` besides the flow itself (both directions'

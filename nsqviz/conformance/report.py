@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from nsqviz.conformance.rules import (
     RULES,
@@ -13,6 +14,7 @@ from nsqviz.conformance.rules import (
     check_polls,
 )
 from nsqviz.conformance.sources import Traffic
+from nsqviz.records import packet_list
 
 __all__ = ["Report", "check"]
 
@@ -24,7 +26,7 @@ class Report:
     connections: dict[str, list[Verdict]] = field(default_factory=dict)
     overall: list[Verdict] = field(default_factory=list)
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"connections": {k: [v.as_json() for v in vs]
                                 for k, vs in self.connections.items()},
                 "overall": [v.as_json() for v in self.overall]}
@@ -50,7 +52,7 @@ class Report:
 
 
 def _line(v: Verdict) -> str:
-    packets = f"  [packets {', '.join(map(str, v.packets))}]" if v.packets else ""
+    packets = f"  [packets {packet_list(v.packets)}]" if v.packets else ""
     return f"  {v.status:<14} {v.rule:<20} {v.detail}{packets}"
 
 

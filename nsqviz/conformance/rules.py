@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from nsqviz.nsq import events as ev
+from nsqviz.nsq.commands import name_of
+from nsqviz.nsq.errors import not_in_flight
 from nsqviz.stream.direction import Direction
 
 __all__ = ["RULES", "Connection", "Seen", "Verdict", "check_backoff", "check_connection",
@@ -32,6 +35,7 @@ RULES: dict[str, str] = {
     "rdy-update": "a RDY is re-sent only when the count left is 0 or < 25 % of the last sent",
     "heartbeat": "every _heartbeat_ is answered before the next one",
     "in-flight": "FIN, REQ and TOUCH only for messages in flight on that connection",
+    "state": "every command in a state nsqd's transition table allows it in",
     "backoff": "after a failure (REQ): RDY 0, then RDY 1 to test the waters, then more",
     "cls-before-close": "a subscribed connection the client ends sends CLS first and "
                         "waits for CLOSE_WAIT",
@@ -46,13 +50,15 @@ RULES: dict[str, str] = {
 class Seen:
     """One decoded event of a connection: when, which way, what, from which packets;
     ``violation``: what nsqd answers to it, where the codec judged the command (as sent,
-    in ``event``) out of bounds."""
+    in ``event``) out of bounds; ``refused``: nsqd's answer to a well-formed command it
+    refuses where it was sent (its state, its flight), as the observer judged it."""
 
     t: float
     direction: Direction
     event: ev.Event
     packets: tuple[int, ...]
     violation: ev.Violation | None = None
+    refused: str = ""
 
     @classmethod
     def of(cls, t: float, direction: Direction, event: ev.Event,
@@ -85,12 +91,12 @@ class Verdict:
     detail: str
     packets: tuple[int, ...] = ()
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"rule": self.rule, "status": self.status, "detail": self.detail,
                 "packets": list(self.packets)}
 
 
-def _v(rule: str, status: str, detail: str, *seen: Seen) -> Verdict:
+def _v(rule: str, status: str, detail: str, *seen: Seen | None) -> Verdict:
     packets = tuple(sorted({p for s in seen if s is not None for p in s.packets}))
     return Verdict(rule, status, detail, packets[:12])
 
@@ -102,11 +108,22 @@ def check_connection(conn: Connection) -> list[Verdict]:
     """Every per-connection rule for ``conn``."""
     return [check(conn) for check in (
         _handshake, _feature_negotiation, _initial_rdy, _max_rdy_count, _rdy_update,
-        _heartbeat, _in_flight, _cls_before_close)]
+        _heartbeat, _in_flight, _state, _cls_before_close)]
 
 
 def _commands(conn: Connection) -> list[Seen]:
     return [s for s in conn.seen if s.direction == Direction.C2S]
+
+
+def _count(s: Seen) -> int:
+    """The count of a RDY; 0 for any other command (a CLS ends a connection's share)."""
+    return s.event.count if isinstance(s.event, ev.Rdy) else 0
+
+
+def _mid(s: Seen) -> bytes:
+    """The message id a message, FIN, REQ or TOUCH carries (``b""`` for other events)."""
+    e = s.event
+    return e.id if isinstance(e, ev.Message | ev.Fin | ev.Req | ev.Touch) else b""
 
 
 def _handshake(conn: Connection) -> Verdict:
@@ -127,7 +144,7 @@ def _feature_negotiation(conn: Connection) -> Verdict:
     ident = next((s for s in _commands(conn) if type(s.event) is ev.Identify), None)
     if ident is None:
         return _v("feature-negotiation", NOT_EXERCISED, "no IDENTIFY seen")
-    if ident.event.data.get("feature_negotiation"):
+    if isinstance(ident.event, ev.Identify) and ident.event.data.get("feature_negotiation"):
         return _v("feature-negotiation", PASS, "feature_negotiation: true", ident)
     return _v("feature-negotiation", FAIL, "IDENTIFY without feature_negotiation", ident)
 
@@ -141,9 +158,9 @@ def _initial_rdy(conn: Connection) -> Verdict:
     if conn.subscribed is None or not rdys:
         return _v("initial-rdy", NOT_EXERCISED, "no SUB followed by RDY")
     first = rdys[0]
-    if first.event.count == 1:
+    if _count(first) == 1:
         return _v("initial-rdy", PASS, "first RDY 1", first)
-    return _v("initial-rdy", FAIL, f"first RDY {first.event.count}, the guide says 1", first)
+    return _v("initial-rdy", FAIL, f"first RDY {_count(first)}, the guide says 1", first)
 
 
 def _max_rdy_count(conn: Connection) -> Verdict:
@@ -152,12 +169,13 @@ def _max_rdy_count(conn: Connection) -> Verdict:
     rdys = _rdys(conn)
     if not rdys:
         return _v("max-rdy-count", NOT_EXERCISED, "no RDY sent")
-    over = [s for s in rdys if s.violation is not None and s.violation.field == "count"]
+    over = [(s, s.violation) for s in rdys
+            if s.violation is not None and s.violation.field == "count"]
     if over:
-        return _v("max-rdy-count", FAIL, f"{over[0].violation.text} (nsqd's max_rdy_count)",
-                  *over)
-    top = max(rdys, key=lambda s: s.event.count)
-    return _v("max-rdy-count", PASS, f"highest RDY {top.event.count}, within nsqd's "
+        return _v("max-rdy-count", FAIL, f"{over[0][1].text} (nsqd's max_rdy_count)",
+                  *(s for s, _ in over))
+    top = max(rdys, key=_count)
+    return _v("max-rdy-count", PASS, f"highest RDY {_count(top)}, within nsqd's "
               "max_rdy_count", top)
 
 
@@ -184,13 +202,13 @@ def _rdy_update(conn: Connection) -> Verdict:
         kind = type(s.event)
         if kind is ev.Message:
             passed += 1
-            number[s.event.id] = passed
+            number[_mid(s)] = passed
         elif s.direction != Direction.C2S:
             continue
         elif kind in (ev.Fin, ev.Req, ev.Touch):
-            answered = max(answered, number.get(s.event.id, 0))
+            answered = max(answered, number.get(_mid(s), 0))
         elif kind is ev.Rdy:
-            count, read = s.event.count, max(answered, fewest)
+            count, read = _count(s), max(answered, fewest)
             if last is not None and count == last and count > 0:
                 due = _due_after(count)  # messages since the last RDY that make it due
                 if passed - fewest >= due:
@@ -201,8 +219,8 @@ def _rdy_update(conn: Connection) -> Verdict:
             last, fewest = count, read
     if bad:
         s, left = bad[0]
-        return _v("rdy-update", FAIL, f"RDY {s.event.count} re-sent with at least {left} of "
-                  f"{s.event.count} left (>= 25 %), counting every message that may have "
+        return _v("rdy-update", FAIL, f"RDY {_count(s)} re-sent with at least {left} of "
+                  f"{_count(s)} left (>= 25 %), counting every message that may have "
                   f"reached the client before it; {len(bad)} such", *(b[0] for b in bad))
     if resends:
         return _v("rdy-update", PASS, f"{len(resends)} re-sends, each at 0 or < 25 % left",
@@ -240,20 +258,41 @@ def _in_flight(conn: Connection) -> Verdict:
     for s in conn.seen:
         kind = type(s.event)
         if kind is ev.Message:
-            flying.add(s.event.id)
+            flying.add(_mid(s))
         elif kind in (ev.Fin, ev.Req, ev.Touch) and s.direction == Direction.C2S:
             answers.append(s)
-            if s.event.id not in flying:
+            if _mid(s) not in flying:
                 bad.append(s)
             elif kind is not ev.Touch:
-                flying.discard(s.event.id)
+                flying.discard(_mid(s))
     if not answers:
         return _v("in-flight", NOT_EXERCISED, "no FIN, REQ or TOUCH")
     if bad:
         return _v("in-flight", FAIL, f"{len(bad)} answers for ids not in flight "
-                  f"(first {bad[0].event.id.decode()})", *bad)
+                  f"(first {_mid(bad[0]).decode()})", *bad)
     return _v("in-flight", PASS, f"{len(answers)} answers, each for a message in flight",
               *answers[:3])
+
+
+def _state(conn: Connection) -> Verdict:
+    commands = [s for s in _commands(conn) if type(s.event) is not ev.Magic]
+    if not commands:
+        return _v("state", NOT_EXERCISED, "no command after the magic")
+    bad = [s for s in commands if s.refused and not _not_in_flight(s)]
+    if bad:
+        return _v("state", FAIL, f"{len(bad)} command(s) sent in a state that forbids them "
+                  f"(first: {name_of(type(bad[0].event))}, nsqd answers {bad[0].refused})",
+                  *bad)
+    return _v("state", PASS, f"{len(commands)} commands, each in a state that allows it",
+              *commands[:3])
+
+
+def _not_in_flight(s: Seen) -> bool:
+    """Is ``s`` refused for its id (the in-flight rule's matter), not for its state?"""
+    cmd = s.event
+    if not isinstance(cmd, ev.Fin | ev.Req | ev.Touch):
+        return False
+    return s.refused == " ".join(not_in_flight(name_of(type(cmd)), cmd.id))
 
 
 def _cls_before_close(conn: Connection) -> Verdict:
@@ -290,7 +329,9 @@ def check_consumer(conns: Iterable[Connection], max_in_flight: int | None,
     if max_in_flight is None:
         return _v("rdy-sum", NOT_EXERCISED, "max_in_flight is not on the wire: give it")
     current: dict[int, int] = {}
-    start, burst, worst = None, [], (0, [])
+    start: float | None = None
+    burst: list[Seen] = []
+    worst: tuple[int, list[Seen]] = (0, [])
     for t, k, s in timeline + [(float("inf"), -1, None)]:
         if start is not None and t - start >= window:
             total = sum(current.values())
@@ -300,7 +341,7 @@ def check_consumer(conns: Iterable[Connection], max_in_flight: int | None,
         if s is None:
             break
         start = t if start is None else start
-        current[k] = s.event.count if type(s.event) is ev.Rdy else 0
+        current[k] = _count(s)
         burst.append(s)
     total, burst = worst
     status = PASS if total <= max_in_flight else FAIL
@@ -330,13 +371,13 @@ def check_backoff(conns: Iterable[Connection]) -> Verdict:
     rdy_before: dict[int, int] = {}
     for _, k, s in cmds[:first_req]:
         if type(s.event) is ev.Rdy:
-            rdy_before[k] = s.event.count
+            rdy_before[k] = _count(s)
     at_zero = {k for k in range(len(conns)) if rdy_before.get(k, 0) == 0}
     zero = up = None
     for _, k, s in cmds[first_req:]:
         if type(s.event) is not ev.Rdy:
             continue
-        if s.event.count == 0:
+        if _count(s) == 0:
             at_zero.add(k)
             zero = zero or s
         elif zero is not None and k in at_zero:
@@ -348,8 +389,8 @@ def check_backoff(conns: Iterable[Connection]) -> Verdict:
     if up is None:
         return _v("backoff", NOT_EXERCISED, "RDY 0 after REQ; the traffic ends in backoff",
                   reqs[0], zero)
-    if up.event.count != 1:
-        return _v("backoff", FAIL, f"after RDY 0 the first RDY was {up.event.count}, not 1 "
+    if _count(up) != 1:
+        return _v("backoff", FAIL, f"after RDY 0 the first RDY was {_count(up)}, not 1 "
                   "(test the waters)", reqs[0], zero, up)
     return _v("backoff", PASS, "REQ, RDY 0, then RDY 1 on one connection", reqs[0], zero, up)
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
 
 from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.tcp import Data, FlowEnd
 from nsqviz.conformance.rules import Connection, Seen
 from nsqviz.conformance.tap import WireTap
+from nsqviz.nsq.events import Answered, Refused
 from nsqviz.stream.direction import Direction
 
 __all__ = ["Traffic", "from_capture", "from_tap"]
@@ -28,7 +31,7 @@ class Traffic:
         self.polls: dict[str, list[tuple[float, int]]] = {}
 
 
-def from_capture(paths: Iterable[str | os.PathLike], *,
+def from_capture(paths: Iterable[str | os.PathLike[str]], *,
                  ports: Mapping[str, Iterable[int]] | None = None) -> Traffic:
     """The client connections in capture files (one capture set, as ``nsqviz decode``
     reads them); ``ports``: extra server ports per protocol name."""
@@ -41,12 +44,15 @@ def from_capture(paths: Iterable[str | os.PathLike], *,
         for rec in decoder.step(step):
             if rec.event is None or rec.kind not in ("command", "frame"):
                 continue
+            assert rec.flow is not None and rec.dir is not None  # a unit of a connection
             conn = traffic.connections.setdefault(rec.flow, Connection(rec.flow))
-            conn.seen.append(Seen.of(rec.ts, rec.dir, rec.event, rec.packets))
+            seen = Seen.of(rec.ts, Direction(rec.dir), rec.event, rec.packets)
+            refused = rec.fields.get("refused")
+            conn.seen.append(seen if refused is None else replace(seen, refused=refused))
     return traffic
 
 
-def _note(traffic: Traffic, tcp_event, ended: set[int]) -> None:
+def _note(traffic: Traffic, tcp_event: Any, ended: set[int]) -> None:
     kind = type(tcp_event)
     if kind is FlowEnd and tcp_event.how in ("fin", "rst"):
         flow = tcp_event.flow
@@ -67,7 +73,12 @@ def from_tap(tap: WireTap) -> Traffic:
     traffic = Traffic()
     for c in tap.connections:
         conn = Connection(f"{c.client}->{tap.upstream}")
-        conn.seen = [Seen.of(e.t, e.direction, e.event, (e.packet,)) for e in c.events]
+        for e in c.events:
+            event = e.event
+            if isinstance(event, Refused) and conn.seen:  # the verdict on the command before
+                conn.seen[-1] = replace(conn.seen[-1], refused=event.answer)
+            elif not isinstance(event, Answered):
+                conn.seen.append(Seen.of(e.t, e.direction, e.event, (e.packet,)))
         conn.ended_by = c.ended_by
         traffic.connections[conn.label] = conn
     return traffic

@@ -7,7 +7,13 @@ from typing import Any
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
 from nsqviz.nsq.commands import BY_EVENT, name_of
-from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _garbage_raw, _json_or_none
+from nsqviz.nsq.connection import (
+    DEFAULT_MAX_RDY_COUNT,
+    _Connection,
+    _continued,
+    _garbage_raw,
+    _json_or_none,
+)
 from nsqviz.nsq.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     FrameFraming,
@@ -176,6 +182,9 @@ class ClientConnection(_Connection):
         return bool(self.pending) and self.pending[0] == _TLS_OK and not self.tls
 
     def _on_garbage(self, garbage: Garbage, out: list[ev.Event]) -> None:
+        if garbage.continued:
+            out.append(_continued(garbage))
+            return
         out.append(ev.Violation(garbage.code, garbage.reason, True, garbage.offset,
                                 _garbage_raw(garbage), reason=garbage.reason))
         self._fail()

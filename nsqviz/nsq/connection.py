@@ -69,7 +69,9 @@ class _Connection(Connection):
 
     def _reassembler(self, *, after_gap: bool) -> Reassembler:
         rule = self._rule(expect_magic=not after_gap)
-        return Reassembler(rule, provenance=self.provenance, resync=self.passive)
+        # an observer reports refused bytes where they start, as the peer answers them
+        return Reassembler(rule, provenance=self.provenance, resync=self.passive,
+                           report_at_start=self.passive)
 
     def _advance(self, event: type[Event]) -> None:
         """Take the transition ``event`` leads to from the current state, if any."""
@@ -179,6 +181,10 @@ class _Connection(Connection):
     def _tls_pending(self) -> bool:
         return False
 
+    def unframed(self) -> RawFrame:
+        """The bytes of the frame in progress, with the segments they came from."""
+        return self._reasm.remaining()
+
     def gap(self) -> tuple[bytes, int | None]:
         """See :meth:`nsqviz.sansio.Connection.gap`; bytes held back for a compression
         switch go with the frame in progress."""
@@ -217,6 +223,13 @@ def _garbage_raw(garbage: Garbage) -> RawFrame:
     """Undecodable bytes as a frame of their own, so that a violation says which bytes
     (and, with provenance, which packets) it is about."""
     return RawFrame(garbage.data, garbage.offset, garbage.sources)
+
+
+def _continued(garbage: Garbage) -> Violation:
+    """The rest of undecodable bytes whose start was reported (with the peer's answer):
+    shown, skipped to the next frame, answered by nobody."""
+    return Violation("", garbage.reason, False, garbage.offset, _garbage_raw(garbage),
+                     reason=garbage.reason, continued=True)
 
 
 def _json_or_none(data: bytes) -> dict[str, Any] | None:

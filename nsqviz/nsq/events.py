@@ -38,6 +38,8 @@ __all__ = [
     "Magic",
     "Message",
     "Mpub",
+    "Answered",
+    "Refused",
     "Nop",
     "Pub",
     "Rdy",
@@ -302,6 +304,9 @@ class Violation(Observation):
     field: str | None = _field(default=None, compare=False)
     reason: str = _field(default="", compare=False)
     field_offset: int | None = _field(default=None, compare=False)
+    continued: bool = _field(default=False, compare=False)
+    """The rest of undecodable bytes an earlier violation reported the start of: skipped
+    until the next frame, no answer of its own."""
 
     @property
     def error(self) -> bytes | None:
@@ -314,6 +319,32 @@ class Violation(Observation):
     def accepted(self) -> bool:
         """nsqd runs the command all the same (it never reads what is wrong with it)."""
         return not self.code and not self.fatal and self.command is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Refused(Observation):
+    """The well-formed command just before it is one nsqd refuses where it was sent: its
+    connection's state forbids it (``cannot CLS in current state``) or its message id is
+    not in flight. Only an observer that saw the whole connection judges so (the grammar's
+    refusals are :class:`Violation` s); ``code``/``text`` are nsqd's answer."""
+
+    code: str
+    text: str
+    fatal: bool
+    command: Command = _field(compare=False)
+
+    @property
+    def answer(self) -> str:
+        """nsqd's error frame as text: ``E_INVALID cannot CLS in current state``."""
+        return f"{self.code} {self.text}"
+
+
+@dataclass(frozen=True, slots=True)
+class Answered(Observation):
+    """The response or error frame just before it answers the command that completed in
+    packet ``packet`` (an observer pairs them: nsqd answers in command order)."""
+
+    packet: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,6 +167,10 @@ def _fields() -> tuple[Field, ...]:
         _n("skipped", b, "Skipped while resynchronising"),
         _n("skipped.reason", s, "Undecodable while resynchronising"),
         _n("cut", b, "Cut short by the capture's snaplen"),
+        _n("cut.captured", FieldType.UINT32, "Bytes captured",
+           "How much of a unit the snaplen cut was captured"),
+        _n("cut.length", FieldType.UINT32, "Bytes sent",
+           "The whole length of a unit the snaplen cut, when its size was captured"),
         _n("switch", s, "Stream switches to (after this frame, both directions)",
            "snappy, deflate or tls, as IDENTIFY's response negotiated"),
         _n("switch.level", FieldType.UINT16, "Deflate level"),
@@ -279,6 +283,39 @@ def _framed_line(out: dict[str, list[Any]], data: bytes) -> None:
         out[_N + "body_size"] = [size]
 
 
+def _cut_values(out: dict[str, list[Any]], kind: str, name: str,
+                fields: Mapping[str, Any]) -> None:
+    """A unit the snaplen cut (no event): what was captured of it, as the dissector's
+    ``cut_command``/``cut_frame`` show it."""
+    if kind == "command":
+        spec = COMMANDS.get(name)
+        out[_N + "command"] = [name]
+        if spec is None:
+            return
+        for p in spec.params:
+            if p.field not in fields:
+                break
+            out[param_abbrev(p)] = [fields[p.field]]
+        if "body_size" in fields:
+            out[_N + "body_size"] = [fields["body_size"]]
+            out[_N + "body"] = [bytes.fromhex(fields.get("body", ""))]
+            if "messages" in fields:
+                out[_N + "mpub.count"] = [fields["messages"]]
+        return
+    out[_FRAME_TYPE] = [_FRAME_NUMBERS[name]]
+    length = fields["cut"].get("length")
+    if length is not None:
+        out[_SIZE] = [length - _PREFIX_SIZE]
+    if name == "FrameTypeMessage":
+        for abbrev, attr, _typ in _MESSAGE_ATTRS:
+            if attr not in fields:
+                break
+            value = fields[attr]
+            out[abbrev] = [bytes.fromhex(value) if attr == "body" else value]
+    else:
+        out[_N + "response"] = [bytes.fromhex(fields.get("data", ""))]
+
+
 def record_values(kind: str, name: str, fields: Mapping[str, Any], direction: str | None,
                   event: Any) -> dict[str, list[Any]]:
     """One NSQ record's values of :data:`FIELDS`, as the dissector shows its unit."""
@@ -287,7 +324,9 @@ def record_values(kind: str, name: str, fields: Mapping[str, Any], direction: st
         out[_N + "dir"] = [direction]
     problem = fields.get("violation") if kind == "command" else fields if kind == "error" \
         else None
-    if kind == "command":
+    if event is None and kind in ("command", "frame") and "cut" in fields:
+        _cut_values(out, kind, name, fields)
+    elif kind == "command":
         command = getattr(event, "command", None) or event
         _command_values(out, name, command)
     elif kind == "frame":
@@ -309,8 +348,13 @@ def record_values(kind: str, name: str, fields: Mapping[str, Any], direction: st
         out[_N + "violation.fatal"] = [bool(problem["fatal"])]
         if kind == "command":
             out[_N + "violation.kept"] = [True]
-    if "cut" in fields:
+    cut = fields.get("cut")
+    if cut is not None:
         out[_N + "cut"] = [b""]
+        if isinstance(cut, Mapping):
+            out[_N + "cut.captured"] = [cut["captured"]]
+            if cut.get("length") is not None:
+                out[_N + "cut.length"] = [cut["length"]]
     if "response_to" in fields:
         out[_N + "response_to"] = [fields["response_to"]]
     return out

@@ -24,12 +24,16 @@ __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "DEFAULT_MAX_LINE",
     "DEFAULT_MAX_MSG_SIZE",
+    "SIZE_PREFIX",
     "CommandFraming",
     "FrameFraming",
 ]
 
 _I32 = _Struct(">i")
 _HEADER = _Struct(">ii")
+
+SIZE_PREFIX = _I32.size
+"""Bytes of every size prefix of protocol V2: bodies, frames, MPUB's count and messages."""
 
 DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024 + 1024
 """Largest frame from nsqd we accept: --max-body-size (5 MiB) plus room for headers."""

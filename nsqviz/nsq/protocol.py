@@ -29,13 +29,16 @@ from nsqviz.nsq.commands import (
     CommandSpec,
     ParamKind,
 )
+from nsqviz.nsq.connection import _json_or_none
+from nsqviz.nsq.cut import cut_unit
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.fields import FIELDS, record_values
-from nsqviz.nsq.framing import FrameFraming
+from nsqviz.nsq.framing import SIZE_PREFIX, FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
 from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.protocols import Detection, Item, Lost, ObservedConnection, Protocol, RecordView
+from nsqviz.records import escaped
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
 
@@ -68,8 +71,18 @@ def _fields(event: Any) -> dict[str, Any]:
     code and text it carries in its data."""
     out = {f.name: _plain(f.name, getattr(event, f.name))
            for f in dataclasses.fields(event) if f.name != "raw"}
-    if type(event) is ev.Error:
+    kind = type(event)
+    if kind is ev.Error:
         out["code"], out["text"] = event.code, event.text
+    elif kind is ev.Response and event.data[:1] == b"{":
+        # IDENTIFY's and AUTH's answers: the JSON object decoded beside its bytes
+        doc = _json_or_none(event.data)
+        if doc is not None:
+            out["json"] = doc
+    elif kind is ev.Identify and event.raw is not None:
+        # IDENTIFY's JSON decoded under ``data`` and, off the wire, its bytes under ``body``
+        raw = event.raw.data
+        out["body"] = raw[raw.index(b"\n") + 1 + SIZE_PREFIX:].hex()
     return out
 
 
@@ -77,13 +90,21 @@ def _command_summary(spec: CommandSpec, f: Mapping[str, Any]) -> str:
     """A command's one line, read from its table entry: each parameter as
     ``name=value[unit]``, then its body (JSON text; size and start of a message; the
     count of messages; an AUTH secret is not shown)."""
-    parts = [f"{p.summary_name}={f[p.field]}{p.unit}" for p in spec.params]
+    # a unit cut short by the capture has only the fields it captured (``?`` for the
+    # first parameter it lost, and what follows it)
+    parts: list[str] = []
+    for p in spec.params:
+        if p.field not in f:
+            if not parts:
+                parts.append(f"{p.summary_name}=?")
+            break
+        parts.append(f"{p.summary_name}={f[p.field]}{p.unit}")
     if spec.body is BodyKind.MESSAGE:
-        parts.append(f"body={len(f['body']) // 2}B {_short(f['body'])}")
+        parts.append(_body(f))
     elif spec.body is BodyKind.MESSAGES:
-        parts.append(f"messages={len(f['bodies'])}")
+        parts.append(f"messages={len(f['bodies']) if 'bodies' in f else f.get('messages', '?')}")
     elif spec.body is BodyKind.JSON:
-        parts.append(json.dumps(f["data"], separators=(",", ":"))[:120])
+        parts.append(json.dumps(f["data"], separators=(",", ":")) if "data" in f else _body(f))
     return " ".join(parts)
 
 
@@ -116,7 +137,22 @@ class _Observer(ObservedConnection):
         if conn.compression:
             return Lost(dead=f"a gap in a {conn.compression}-compressed stream: the rest of"
                              " this direction cannot be decompressed")
-        return super().gap(direction)
+        codec = self.codec
+        raw, length = codec.gap_unit(Direction(direction))
+        cut = cut_unit(direction, raw.data, length) if raw.data else None
+        if cut is None:
+            codec.lost()
+            return Lost(raw.data, length)
+        name, fields = cut
+        packet = raw.sources[-1].segment if raw.sources else None
+        if length is None or packet is None:  # where the next unit starts is a guess
+            codec.lost()
+        else:
+            asked = codec.recovered(Direction(direction), name, fields, packet)
+            if asked is not None:
+                fields["response_to"] = asked
+        kind = "command" if direction == Direction.C2S else "frame"
+        return Lost(raw.data, length, unit=Item(kind, name, fields, None, raw.offset, raw))
 
 
 def _items(events: list[ev.Event]) -> list[Item]:
@@ -137,6 +173,10 @@ def _items(events: list[ev.Event]) -> list[Item]:
             out.append(Item("tls", "TLSUpgrade", {
                 "pending": e.pending.hex(),
                 "note": "the connection switches to TLS here; what follows is encrypted"}, e))
+        elif type(e) is ev.Answered:
+            out.append(Item("annotation", "Answered", {"response_to": e.packet}, e))
+        elif type(e) is ev.Refused:
+            out.append(Item("annotation", "Refused", {"refused": e.answer}, e))
         elif isinstance(e, ev.Truncated):
             out.append(Item("truncated", "Truncated", {
                 "offset": e.offset, "expected": e.expected, "data": e.data.hex(),
@@ -148,6 +188,9 @@ def _items(events: list[ev.Event]) -> list[Item]:
 def _violation(e: ev.Violation) -> Item:
     """A command nsqd refuses is that command with its violation attached; bytes that
     do not decode as a command are an error of their own."""
+    if e.continued:
+        return Item("skipped", "Skipped", {"offset": e.offset, "reason": e.text}, e, e.offset,
+                    e.raw)
     problem = {"code": e.code, "text": e.text, "fatal": e.fatal}
     cmd = e.command
     if cmd is not None:
@@ -166,10 +209,16 @@ def _offset(raw: Any) -> int | None:
 
 
 def _short(data_hex: str, limit: int = 24) -> str:
+    """The first ``limit`` bytes as quoted text, escaped where not printable."""
     raw = bytes.fromhex(data_hex)
-    text = raw[:limit].decode("ascii", "replace")
-    text = "".join(c if c.isprintable() else "." for c in text)
-    return repr(text + ("..." if len(raw) > limit else ""))
+    return f"'{escaped(raw[:limit])}{'...' if len(raw) > limit else ''}'"
+
+
+def _body(f: Mapping[str, Any]) -> str:
+    """``body=<size>B 'start...'``: the whole size, also of a body the capture cut short."""
+    if "body" not in f:
+        return "body=?"
+    return f"body={f.get('body_size', len(f['body']) // 2)}B {_short(f['body'])}"
 
 
 def _sha1(body: bytes) -> str:
@@ -183,6 +232,7 @@ class NsqProtocol(Protocol):
     title = "NSQ"
     package = "nsqviz.nsq"
     server_ports = frozenset({4150})
+    bytes_fields = frozenset({"body", "bodies", "data", "secret", "pending"})
     filter_fields = FIELDS
 
     def record_names(self) -> frozenset[str]:
@@ -222,8 +272,7 @@ class NsqProtocol(Protocol):
         if spec is not None:
             return _command_summary(spec, f)
         if name == FRAME_NAMES[ev.Message]:
-            body = f"body={len(f['body']) // 2}B {_short(f['body'])}"
-            return f"id={f['id']} attempts={f['attempts']} {body}"
+            return f"id={f.get('id', '?')} attempts={f.get('attempts', '?')} {_body(f)}"
         if name in (FRAME_NAMES[ev.Response], FRAME_NAMES[ev.Error]):
             text = _short(f["data"], 60)
             if "compression_starts" in f:

@@ -9,7 +9,7 @@ from typing import Any
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
 from nsqviz.nsq.commands import BY_EVENT, BY_VERB, name_of
-from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _garbage_raw
+from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _continued, _garbage_raw
 from nsqviz.nsq.errors import ErrorCode, not_in_flight
 from nsqviz.nsq.framing import (
     DEFAULT_MAX_BODY_SIZE,
@@ -26,6 +26,9 @@ from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame
 __all__ = ["ServerConfig", "ServerConnection"]
 
 _RDY_COUNT_AT = len(BY_EVENT[ev.Rdy].verb) + 1  # the count follows the verb and one space
+
+LEFT_KEPT = 65536
+"""How many ids that left flight a mid-stream observer remembers (memory stays bounded)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,15 @@ class ServerConnection(_Connection):
         self.subscription: tuple[str, str] | None = None
         self.rdy = 0
         self.in_flight: set[bytes] = set()
+        self.whole = passive and not midstream
+        """An observer saw this connection from its first byte, with nothing missing
+        since: it judges every command as nsqd does (:class:`~nsqviz.nsq.events.
+        Refused`). Without that it judges only a FIN/REQ/TOUCH of an id it saw leave
+        flight (:attr:`left`)."""
+        self.left: dict[bytes, None] = {}
+        """Ids an observer of a partial connection saw FIN'ed or REQ'ed (the latest
+        :data:`LEFT_KEPT`, oldest first): a FIN/REQ/TOUCH of one not delivered again is
+        refused for sure."""
 
     def _rule(self, *, expect_magic: bool) -> FramingRule:
         return CommandFraming(
@@ -182,6 +194,9 @@ class ServerConnection(_Connection):
     # -- receiving -----------------------------------------------------------------
 
     def _on_garbage(self, garbage: Garbage, out: list[ev.Event]) -> None:
+        if garbage.continued:
+            out.append(_continued(garbage))
+            return
         # nsqd answers a wrong magic with the bare code E_BAD_PROTOCOL.
         text = "" if garbage.code == ErrorCode.BAD_PROTOCOL else garbage.reason
         out.append(ev.Violation(garbage.code, text, True, garbage.offset, _garbage_raw(garbage),
@@ -235,10 +250,35 @@ class ServerConnection(_Connection):
             if type(cmd) is ev.Rdy and (over := self._rdy_over_max(cmd, offset, raw)):
                 out.append(over)
                 return False
+            refused = self._judge(cmd)
             self._track(cmd)
             out.append(cmd)
+            if refused is not None:
+                out.append(refused)
             return False
         return self._accept(cmd, offset, raw, out)
+
+    def _judge(self, cmd: ev.Command) -> ev.Refused | None:
+        """An observer's verdict on a well-formed command: what nsqd answers where its
+        state (the transition table) or its flight forbids it, ``None`` where it is
+        allowed or the observer cannot tell (it did not see the whole connection)."""
+        kind = type(cmd)
+        if self.whole and kind not in TRANSITIONS[Role.SERVER][self.state]:
+            code = ErrorCode.INVALID
+            return ev.Refused(code, refusal(Role.SERVER, name_of(kind), self.state),
+                              code.fatal, cmd)
+        if isinstance(cmd, ev.Fin | ev.Req | ev.Touch):
+            mid = cmd.id
+            if mid not in self.in_flight and (self.whole or mid in self.left):
+                code, text = not_in_flight(name_of(kind), mid)
+                return ev.Refused(code, text, code.fatal, cmd)
+        return None
+
+    def lost_bytes(self) -> None:
+        """A capture lost bytes of this connection: an observer no longer knows its whole
+        state, nor which ids flew in what it missed."""
+        self.whole = False
+        self.left.clear()
 
     def _refused(self, out: list[ev.Event], data: bytes, nl: int, exc: GrammarError,
                  offset: int, raw: RawFrame | None, cmd: ev.Command | None) -> bool:
@@ -332,6 +372,11 @@ class ServerConnection(_Connection):
         self._advance(kind)
         if isinstance(cmd, ev.Fin | ev.Req):
             self.in_flight.discard(cmd.id)
+            if self.passive and not self.whole:
+                left = self.left
+                left[cmd.id] = None
+                if len(left) > LEFT_KEPT:
+                    del left[next(iter(left))]
         elif isinstance(cmd, ev.Rdy):
             if before is State.SUBSCRIBED:  # nsqd ignores RDY after CLS
                 self.rdy = cmd.count

@@ -4,8 +4,9 @@
 are :mod:`.source` (``spark.read.format("pcap")``), :mod:`.frames` (each file
 decoded in its own task, then the connections that cross file boundaries finished from
 the state :mod:`.handoff` carries, with the capture package and the codec),
-:mod:`.analyses` (messages, connections, flow control, heartbeats, sticky packets, RPC
-request/answer pairs and per-method latency) and
+:mod:`.definitions` (the analyses as SQL, defined once: messages, connections, flow
+control, heartbeats, sticky packets, RPC request/answer pairs and per-method latency --
+Spark SQL runs them in :mod:`.analyses`, DuckDB in-process in :mod:`nsqviz.analysis`) and
 :mod:`.spark` (the SparkSession and the Java check). PySpark is imported lazily: the
 rest of nsqviz works without the ``spark`` extra.
 """

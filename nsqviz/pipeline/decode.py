@@ -105,8 +105,8 @@ class ConnectionRows:
     """Frames-table rows of one decoder's records: each record's connection id (the flow's
     label and start time, plus ``scope``) and its order in the connection."""
 
-    def __init__(self, files: list[str], scope: str = ""):
-        self.columns = FrameColumns(files)
+    def __init__(self, files: list[str], scope: str = "", *, fields: bool = True):
+        self.columns = FrameColumns(files, fields=fields)
         self.scope = scope
         self.conns: dict[int, list[Any]] = {}  # flow id -> [conn_id, rows so far]
 
@@ -135,17 +135,19 @@ def decode_file(path: str, file_index: int, files: list[str], *, continuation: b
                 idle_split: float | None = IDLE_SPLIT,
                 ports: Mapping[str, Iterable[int]] | None = None,
                 batch_rows: int = BATCH_ROWS, progress: str | None = None,
-                handoff: Callable[[FileHandoff], None] | None = None) -> Iterator[Any]:
+                handoff: Callable[[FileHandoff], None] | None = None,
+                fields: bool = True) -> Iterator[Any]:
     """Stage 1: the final rows of one file of ``files`` (see the module docstring).
     ``progress``: a file to keep the bytes read and frames decoded in
     (:class:`ProgressFile`). ``handoff`` receives what crosses this file's boundaries
     (:class:`~nsqviz.pipeline.handoff.FileHandoff`) once the file is read; it is only
-    called in a capture set of several files."""
+    called in a capture set of several files. Without ``fields`` the rows' ``fields``
+    column is left null (:class:`~nsqviz.records.FrameColumns`)."""
     if not continuation:  # a capture of its own: numbered on its own, as nsqviz decode does
         files, file_index = [path], 0
     decoder = _decoder(ports, idle_split, continuation)
     scope = "" if continuation else f" in {os.path.basename(path)}"
-    rows = ConnectionRows(files, scope)
+    rows = ConnectionRows(files, scope, fields=fields)
     last = file_index == len(files) - 1
     # After the first file of a set, a connection without its SYN here began in an
     # earlier file: stage 2 decodes it, so its events are not even decoded here.
@@ -196,13 +198,13 @@ def continue_connections(part: Part, files: list[str], *,
                          idle_split: float | None = IDLE_SPLIT,
                          ports: Mapping[str, Iterable[int]] | None = None,
                          batch_rows: int = BATCH_ROWS,
-                         progress: str | None = None) -> Iterator[Any]:
+                         progress: str | None = None, fields: bool = True) -> Iterator[Any]:
     """Stage 2: the rows of the connections stage 1 handed on (one :class:`~nsqviz.
     pipeline.handoff.Part` of them), read from the capture files in capture order,
     leaving out the rows stage 1 wrote. ``progress`` as in :func:`decode_file`, in
-    payload bytes decoded."""
+    payload bytes decoded; ``fields`` as in :func:`decode_file`."""
     decoder = _decoder(ports, idle_split)
-    rows = ConnectionRows(files)
+    rows = ConnectionRows(files, fields=fields)
     closed_at: dict[Key, float] = {}  # the 4-tuple's connection ended then
     foreign: set[int] = set()  # flows a context SYN started: their rows are stage 1's
     report = ProgressFile(progress)
@@ -272,13 +274,14 @@ def continue_connections(part: Part, files: list[str], *,
 
 def decode_set(files: list[str], *, idle_split: float | None = IDLE_SPLIT,
                ports: Mapping[str, Iterable[int]] | None = None, parts: int = 2,
-               batch_rows: int = BATCH_ROWS) -> Iterator[Any]:
+               batch_rows: int = BATCH_ROWS, fields: bool = True) -> Iterator[Any]:
     """Both stages in this process, as Spark runs them: every frames-table batch of the
-    capture set ``files`` (for tests, and the benchmark's one-core figure)."""
+    capture set ``files`` (for tests, the benchmark's one-core figure, and the analyses
+    in-process; ``fields`` as in :func:`decode_file`)."""
     handoffs: list[FileHandoff] = []
     for i, path in enumerate(files):
         yield from decode_file(path, i, files, idle_split=idle_split, ports=ports,
-                               batch_rows=batch_rows, handoff=handoffs.append)
+                               batch_rows=batch_rows, handoff=handoffs.append, fields=fields)
     for part in plan(handoffs, parts):
         yield from continue_connections(part, files, idle_split=idle_split, ports=ports,
-                                        batch_rows=batch_rows)
+                                        batch_rows=batch_rows, fields=fields)

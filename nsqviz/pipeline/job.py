@@ -27,12 +27,12 @@ from typing import Any
 
 from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
+from nsqviz.pipeline.definitions import TABLES as ANALYSES
 from nsqviz.pipeline.progress import Progress, console
 
 __all__ = ["PipelineResult", "main", "run"]
 
-TABLES = ("frames", "messages", "deliveries", "connections", "flow_control", "heartbeats",
-          "sticky_packets", "rpc_pairs", "rpc_latency")
+TABLES = ("frames", *ANALYSES)
 
 
 @dataclass
@@ -116,27 +116,12 @@ def _run(spark, files, uri, result, tracker, *, count, **options) -> None:
     if isinstance(tracker, Progress):  # counting fills the cache the analyses read
         tracker.next_phase("analyses", frames=frames.where(
             "kind in ('command', 'frame')").count())
-    delivered = analyses.deliveries(frames).cache()
-    beats = analyses.heartbeats(frames).cache()
-    pairs = analyses.rpc_pairs(frames).cache()
-    tables = {
-        "deliveries": delivered,
-        "messages": analyses.messages(frames, delivered),
-        "connections": analyses.connections(frames, beats),
-        "flow_control": analyses.flow_control(frames, delivered),
-        "heartbeats": beats,
-        "sticky_packets": analyses.sticky_packets(frames),
-        "rpc_pairs": pairs,
-        "rpc_latency": analyses.rpc_latency(frames, pairs),
-    }
-    for name, df in tables.items():
+    for name, df in analyses.tables(frames).items():
         df.write.mode("overwrite").parquet(f"{uri}/{name}")
     if count:
         for name in TABLES:
             result.counts[name] = _rows(spark, f"{uri}/{name}")
-    delivered.unpersist()
-    beats.unpersist()
-    pairs.unpersist()
+    analyses.release(frames)
     frames.unpersist()
 
 

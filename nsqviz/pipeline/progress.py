@@ -14,6 +14,7 @@ saved notebook shows what happened without a widget).
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -56,10 +57,35 @@ class Snapshot(NamedTuple):
                 f"tasks {self.tasks_done}/{self.tasks}{frames}, {self.elapsed:.0f} s")
 
 
-def console(snap: Snapshot) -> None:
-    """One line on stderr, rewritten in place; a newline when the run is done."""
-    end = "\n" if snap.phase == "done" else ""
-    print(f"\r{snap.text():<100}", end=end, file=sys.stderr, flush=True)
+NON_TERMINAL_EVERY = 5.0
+"""Seconds between progress lines when stderr is not a terminal (a log file, CI)."""
+
+
+class _Console:
+    """One line on stderr: on a terminal rewritten in place (a newline when the run is
+    done); elsewhere -- a log, a pipe -- a full line at most every
+    :data:`NON_TERMINAL_EVERY` seconds, a change of phase and the end, not a flood of
+    carriage returns."""
+
+    def __init__(self) -> None:
+        self.last = -math.inf
+        self.phase = ""
+
+    def __call__(self, snap: Snapshot) -> None:
+        if sys.stderr.isatty():
+            end = "\n" if snap.phase == "done" else ""
+            print(f"\r{snap.text():<100}", end=end, file=sys.stderr, flush=True)
+            return
+        now = time.monotonic()
+        if snap.phase == self.phase and snap.phase != "done" and \
+                now - self.last < NON_TERMINAL_EVERY:
+            return
+        self.last, self.phase = now, snap.phase
+        print(snap.text(), file=sys.stderr, flush=True)
+
+
+console = _Console()
+"""The progress sink ``nsqviz pipeline`` uses."""
 
 
 class NotebookBar:

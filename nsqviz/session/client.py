@@ -68,7 +68,7 @@ ANSWERED = (ev.Identify, ev.Auth, ev.Sub, ev.Pub, ev.Mpub, ev.Dpub, ev.Cls)
 NSQD_CHOICE = "NSQVIZ_NSQD"
 """The environment variable that picks the server a :class:`Session` talks to when none is
 named: unset (or ``embedded``) for the embedded broker, ``real`` for the real nsqd (found
-by :mod:`nsqviz.peers`: ``$NSQD``, PATH, ``../shared/peers/``), or ``host:port`` of a
+by :mod:`nsqviz.peers`: ``$NSQD``, PATH, ``$NSQVIZ_PEERS``), or ``host:port`` of a
 running nsqd. A notebook runs unchanged against each: ``NSQVIZ_NSQD=real make lab``."""
 
 _default_brokers: dict[str, NsqdProcess | EmbeddedBroker] = {}

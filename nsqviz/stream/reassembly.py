@@ -113,6 +113,8 @@ class Garbage:
     resynced: bool
     sources: tuple[Source, ...] = ()
     code: str = ""
+    continued: bool = False
+    """The rest of undecodable bytes whose start an earlier :class:`Garbage` reported."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,10 +136,14 @@ class Reassembler:
     ``feed(chunk, segment=...)`` returns the events completed by that chunk; ``finish()``
     reports what is left. Stream offsets count from the first byte ever fed. With
     ``provenance=False`` the per-frame :class:`Source` tuples are not computed, which is
-    what hot loops that only need the frames (the codec under load) ask for.
+    what hot loops that only need the frames (the codec under load) ask for. With
+    ``report_at_start`` (and a rule with a ``resync_lookahead``) a stretch of garbage is
+    handed on as soon as the rule refuses it -- where the refused bytes start, as the
+    server answers them -- and the rest of it later, as ``continued`` garbage.
     """
 
-    def __init__(self, rule: FramingRule, *, provenance: bool = True, resync: bool = True):
+    def __init__(self, rule: FramingRule, *, provenance: bool = True, resync: bool = True,
+                 report_at_start: bool = False):
         self.rule = rule
         self.provenance = provenance
         self.resync = resync
@@ -159,6 +165,8 @@ class Reassembler:
         self._resync_from = 0  # while stalled: stream offset where the search resumes
         self._stall_reason = ""
         self._stall_code = ""
+        self._reported = False  # the current stall's start was handed on already
+        self._at_start = report_at_start
 
     @property
     def offset(self) -> int:
@@ -240,6 +248,14 @@ class Reassembler:
         sources = self._sources(off, base + end) if self.provenance else ()
         return RawFrame(buf[start:end], off, sources)
 
+    def remaining(self) -> RawFrame:
+        """The unframed bytes (kept: :meth:`take_remaining` hands them back) as a frame
+        with the segments they came from -- the start of a frame a gap cut short."""
+        self._join()
+        data = bytes(self._buf)
+        sources = self._sources(self._base, self._base + len(data)) if data else ()
+        return RawFrame(data, self._base, sources)
+
     def take_remaining(self) -> bytes:
         """Hand back the unframed bytes, e.g. when the stream switches to compression."""
         self._join()
@@ -261,8 +277,10 @@ class Reassembler:
         buf, base = bytes(self._buf), self._base
         if self._stalled:
             events.append(
-                self._garbage(0, len(buf), self._stall_reason, self._stall_code, resynced=False)
+                self._garbage(0, len(buf), self._stall_reason, self._stall_code, resynced=False,
+                              continued=self._reported)
             )
+            self._reported = False
         else:
             try:
                 expected = self.rule.measure(buf, 0)
@@ -287,7 +305,8 @@ class Reassembler:
         if self.dead:
             if n:
                 items.append(
-                    self._garbage(0, n, self._stall_reason, self._stall_code, resynced=False)
+                    self._garbage(0, n, self._stall_reason, self._stall_code, resynced=False,
+                                  continued=True)
                 )
                 self._consume(n)
             return b"", items
@@ -300,9 +319,10 @@ class Reassembler:
                     self._consume(pos)
                 return b"", items
             items.append(
-                self._garbage(0, nxt, self._stall_reason, self._stall_code, resynced=True)
+                self._garbage(0, nxt, self._stall_reason, self._stall_code, resynced=True,
+                              continued=self._reported)
             )
-            self._stalled = False
+            self._stalled = self._reported = False
             pos = nxt
         # frames are cut from bytes: a stall's bytearray ends here
         self._buf = buf = stored if isinstance(stored, bytes) else bytes(stored)
@@ -327,7 +347,7 @@ class Reassembler:
                 if nxt is None:
                     self._stalled = True
                     self._stall_reason, self._stall_code = exc.reason, exc.code
-                    pos = self._searched(pos, n, items)
+                    pos = self._searched(pos, n, items, starting=True)
                     break
                 append(self._garbage(pos, nxt, exc.reason, exc.code, resynced=True))
                 pos = nxt
@@ -344,18 +364,21 @@ class Reassembler:
             self._consume(pos)
         return buf, items
 
-    def _searched(self, pos: int, n: int, items: list[int | Garbage]) -> int:
+    def _searched(self, pos: int, n: int, items: list[int | Garbage],
+                  starting: bool = False) -> int:
         """``resync`` found no start in ``buf[pos:n]``: note where the next search
-        resumes; hand on a long stretch of garbage but the bytes the search still needs.
+        resumes; hand on a long stretch of garbage (or, ``starting`` a stall of a rule
+        that reports at its start, any) but the bytes the search still needs.
         Returns the new scan position."""
         k = self._lookahead
         if k is None:
             return pos
         self._resync_from = self._base + max(pos + 1, n - k + 1)
         keep_from = n - k
-        if keep_from - pos > STALL_LIMIT:
+        if keep_from - pos > (0 if starting and self._at_start else STALL_LIMIT):
             items.append(self._garbage(pos, keep_from, self._stall_reason, self._stall_code,
-                                       resynced=False))
+                                       resynced=False, continued=self._reported))
+            self._reported = True
             return keep_from
         return pos
 
@@ -365,11 +388,13 @@ class Reassembler:
         self._buf = self._buf[count:]
         self._base += count
 
-    def _garbage(self, start: int, end: int, reason: str, code: str, *, resynced: bool) -> Garbage:
+    def _garbage(self, start: int, end: int, reason: str, code: str, *, resynced: bool,
+                 continued: bool = False) -> Garbage:
         # Called while scanning, before the scanned bytes are consumed.
         off = self._base + start
         data = bytes(self._buf[start:end])
-        return Garbage(off, data, reason, resynced, self._sources(off, off + len(data)), code)
+        return Garbage(off, data, reason, resynced, self._sources(off, off + len(data)), code,
+                       continued)
 
     def _sources(self, start: int, end: int) -> tuple[Source, ...]:
         if not self.provenance:

@@ -170,6 +170,47 @@ local function pdu_tree(tree, range, st)
   return t
 end
 
+-- nsqd answers in command order: a response answers the oldest waiting command it
+-- answers on success, an error the oldest that gets this very error (one nsqd answers
+-- anyway, one whose refusal is known, a FIN/REQ/TOUCH whose "not in flight" text it
+-- is). Waiting commands, oldest first, as a queue; the oldest are forgotten past
+-- WAITING_KEPT (as nsqviz's observer does).
+local WAITING_KEPT = 4096
+
+local function wait_answer(conv, pinfo, off, verb, answered, expect, flight)
+  local w = conv.waiting
+  w.last = w.last + 1
+  w[w.last] = {verb = verb, frame = pinfo.number, key = pinfo.number .. ":" .. off,
+               answered = answered, expect = expect, flight = flight}
+  if w.last - w.first >= WAITING_KEPT then
+    w[w.first] = nil
+    w.first = w.first + 1
+  end
+end
+
+-- the waiting command a response (error_data nil) or an error answers; it and every
+-- command before it are then done
+local function answered_by(conv, error_data)
+  local w = conv.waiting
+  for i = w.first, w.last do
+    local c = w[i]
+    local fits
+    if error_data == nil then
+      fits = c.answered and not c.expect
+    elseif c.expect then
+      fits = c.expect == error_data
+    else
+      fits = c.answered or c.flight == error_data
+    end
+    if fits then
+      for j = w.first, i do w[j] = nil end
+      w.first = i + 1
+      return c
+    end
+  end
+  return nil
+end
+
 local function violation(item, st, answer, vars, summaries)
   local text = fill(answer, vars)
   local code = answer.code
@@ -184,6 +225,7 @@ local function violation(item, st, answer, vars, summaries)
                                (code ~= "" and code .. ": " or "") .. text)
   end
   summaries[#summaries + 1] = "[" .. (code ~= "" and code or "undecodable") .. "]"
+  return text
 end
 
 -- The parameters of a command line, checked in the codec's order; a failure returns
@@ -291,11 +333,10 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
   t:add(F["command"], tvb(off, math.max(#verb, 1)), verb)
   t:append_text(", " .. verb)
   local spec = COMMANDS[verb]
-  local ok, answer, vars = true, nil, nil
+  local ok, answer, vars, kept = true, nil, nil, nil
   if not spec then
     ok, answer, vars = false, ERRORS.unknown, {value = verb}
   else
-    local kept
     ok, answer, vars, kept = command_params(t, tvb, s, off, line, verb, spec, summaries)
     if (ok or kept) and spec.body then
       local bok, banswer, bvars = command_body(t, tvb, s, nl, len - (nl - off) - 4, verb, spec,
@@ -310,14 +351,24 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
     if kept then t:add(F["violation.kept"], true):set_generated() end
   end
   if not ok then
-    violation(t, st, answer, vars, summaries)
+    local resyncing = st.resyncing
+    local text = violation(t, st, answer, vars, summaries)
+    if live and not resyncing and (answer.code ~= "" or (spec and kept)) then
+      local expect = nil
+      if answer.code ~= "" then expect = text ~= "" and answer.code .. " " .. text or answer.code end
+      wait_answer(conv, pinfo, off, verb, spec ~= nil and spec.answered, expect)
+    end
     return
   end
   if st.resyncing then st.resyncing = false end
   local answer = conv.answered_in[pinfo.number .. ":" .. off]
   if answer then t:add(F["response_in"], answer):set_generated() end
-  if live and spec.answered then
-    conv.pending[#conv.pending + 1] = {verb = verb, frame = pinfo.number, key = pinfo.number .. ":" .. off}
+  if live then
+    -- a FIN/REQ/TOUCH gets nsqd's "not in flight" error when its id is not in flight
+    local not_flying, flight = ERRORS.commands[verb].id_hex, nil
+    if not_flying then flight = fill(not_flying, {value = line:match("^%S+ (%S+)")}) end
+    wait_answer(conv, pinfo, off, verb, spec.answered, nil,
+                flight and not_flying.code .. " " .. flight)
   end
 end
 
@@ -382,7 +433,16 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
     if sp then t:add(F["error.text"], tvb(pos + sp, dlen - sp)) end
     summaries[#summaries + 1] = name .. " " .. code
     t:append_text(" " .. code)
-    if live and not NON_FATAL[code] and #conv.pending > 0 then table.remove(conv.pending, 1) end
+    local key = pinfo.number .. ":" .. off
+    local asked = conv.answers[key]
+    if live then
+      asked = answered_by(conv, data)
+      if asked then
+        conv.answers[key] = asked
+        conv.answered_in[asked.key] = pinfo.number
+      end
+    end
+    if asked then t:add(F["response_to"], asked.frame):set_generated() end
   else
     local r = t:add(F["response"], tvb(pos, math.max(dlen, 0)))
     if dlen > 0 then t:add(F["response.text"], tvb(pos, dlen)) end
@@ -390,8 +450,8 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
     t:append_text(" " .. printable(data, 40))
     if data:sub(1, 1) == "{" then show_json(tvb(pos, dlen), pinfo, r) end
     local asked = conv.answers[pinfo.number .. ":" .. off]
-    if live and data ~= HEARTBEAT and #conv.pending > 0 then
-      asked = table.remove(conv.pending, 1)
+    if live and data ~= HEARTBEAT then asked = answered_by(conv, nil) end
+    if live and asked then
       conv.answers[pinfo.number .. ":" .. off] = asked
       conv.answered_in[asked.key] = pinfo.number
       if asked.verb == "IDENTIFY" then
@@ -438,7 +498,7 @@ local function new_connection(src_is_client, from_start)
   return {
     c2s = {dir = "c2s", expect_magic = from_start, resyncing = not from_start, skip = 0},
     s2c = {dir = "s2c", expect_magic = false, resyncing = not from_start, skip = 0},
-    pending = {},
+    waiting = {first = 1, last = 0},
     answers = {},
     answered_in = {},
     switch = {},
@@ -498,11 +558,96 @@ local function stalled(st, s, cap)
   st.last_nl = s:sub(cap, cap) == "\n"
 end
 
-local function cut_short(tree, range, st, summaries)
+-- The head of a command the snaplen cut (s: its captured bytes, from off): its line,
+-- body size and the captured start of its body, as nsqviz's cut units; the verb, or nil
+-- when too little was captured to name it
+local function cut_command(t, tvb, s, off, pinfo, conv, live)
+  local nl = s:find("\n", 1, true)
+  if not nl then return nil end
+  local line = s:sub(1, nl - 1)
+  if line:sub(-1) == "\r" then line = line:sub(1, -2) end
+  local words = {}
+  for w in (line .. " "):gmatch("([^ ]*) ") do words[#words + 1] = w end
+  local verb = words[1]
+  local spec = COMMANDS[verb]
+  if not spec or not spec.body then return nil end  -- a line-only command is whole
+  t:add(F["command"], tvb(off, #verb), verb)
+  local pos = #verb + 1
+  for i, p in ipairs(spec.params) do
+    local value = words[i + 1]
+    if not value then break end
+    local range = tvb(off + pos, math.max(#value, 1))
+    if p.kind == "decimal" and value:find("^%d+$") then
+      t:add(F[p.key], range, u64(value))
+    else
+      t:add(F[p.key], range, value)
+    end
+    pos = pos + #value + 1
+  end
+  if #s >= nl + 4 then
+    t:add(F["body_size"], tvb(off + nl, 4))
+    t:add(F["body"], tvb(off + nl + 4, #s - nl - 4))
+    if spec.body == "messages" and #s >= nl + 8 then t:add(F["mpub.count"], tvb(off + nl + 4, 4)) end
+  end
+  if live then wait_answer(conv, pinfo, off, verb, spec.answered, nil) end
+  return verb
+end
+
+-- The head of a frame the snaplen cut: its size and type, the message header fields
+-- wholly captured (and the captured start of the id), the captured start of its data;
+-- a response or error answers a command as a whole one does. The frame type's name,
+-- or nil
+local function cut_frame(t, tvb, s, off, pinfo, conv, live)
+  if #s < FRAME_HEADER_SIZE then return nil end
+  local pos = off
+  for _, f in ipairs(FRAME_HEADER) do
+    t:add(F[f.name], tvb(pos, f.size))
+    pos = pos + f.size
+  end
+  local name = FRAME_TYPES[be32(s, 5)]
+  local stop = off + #s
+  if name == "FrameTypeMessage" then
+    for _, f in ipairs(MESSAGE) do
+      if f.size == 0 then
+        t:add(F["msg." .. f.name], tvb(pos, stop - pos))
+        break
+      end
+      if stop - pos < f.size then
+        if f.type == "hexid" and stop > pos then t:add(F["msg." .. f.name], tvb(pos, stop - pos)) end
+        break
+      end
+      t:add(F["msg." .. f.name], tvb(pos, f.size))
+      pos = pos + f.size
+    end
+    return name
+  end
+  local data = s:sub(FRAME_HEADER_SIZE + 1)
+  t:add(F["response"], tvb(pos, stop - pos))
+  local key = pinfo.number .. ":" .. off
+  local asked = conv.answers[key]
+  if live and data ~= HEARTBEAT then
+    asked = answered_by(conv, name == "FrameTypeError" and data or nil)
+    if asked then
+      conv.answers[key] = asked
+      conv.answered_in[asked.key] = pinfo.number
+    end
+  end
+  if asked then t:add(F["response_to"], asked.frame):set_generated() end
+  return name
+end
+
+-- A PDU cut short by the snaplen (its length len, when its size prefix was captured):
+-- decoded as far as it was captured, the rest marked cut
+local function cut_short(tree, tvb, off, cap, len, pinfo, conv, st, live, summaries)
+  local range = tvb(off, cap - off)
   local t = pdu_tree(tree, range, st)
+  local head = st.dir == "c2s" and cut_command or cut_frame
+  local name = head(t, tvb, tvb:raw(off, cap - off), off, pinfo, conv, live)
   t:add(F["cut"], range)
+  t:add(F["cut.captured"], cap - off):set_generated()
+  if len then t:add(F["cut.length"], len):set_generated() end
   t:add_proto_expert_info(ef_cut)
-  summaries[#summaries + 1] = "[cut by snaplen]"
+  summaries[#summaries + 1] = (name and name .. " " or "") .. "[cut by snaplen]"
 end
 
 local function not_v2(tree, range, st)

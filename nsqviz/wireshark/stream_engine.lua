@@ -102,8 +102,9 @@ end
 --   dissect(tvb, s, off, len, tree, pinfo, conv, st, live, summaries), live: a first pass
 -- and, where the protocol has them: opaque(tree, tvb, off, cap, st, summaries) -> true
 -- when the rest of the stream is no longer the protocol (shown there), stalled(st, s,
--- cap) noting the end of a segment the stream stalled in, cut(tree, range, st,
--- summaries) for a PDU cut by the snaplen and pdu(tree, range, st) for the subtree of
+-- cap) noting the end of a segment the stream stalled in, cut(tree, tvb, off, cap, len,
+-- pinfo, conv, st, live, summaries) for a PDU cut by the snaplen at cap (len: its
+-- length, when known) and pdu(tree, range, st) for the subtree of
 -- its rest in the next segments, dead(tree, range, st) for what follows an
 -- unrecoverable start.
 local function walk(tvb, pinfo, tree, conv, st, h, summaries)
@@ -152,7 +153,7 @@ local function walk(tvb, pinfo, tree, conv, st, h, summaries)
         if cap < rep and h.cut then
           -- a PDU cut by the snaplen: lost; its length, when known, proves where the
           -- next one starts
-          h.cut(tree, tvb(off, cap - off), st, summaries)
+          h.cut(tree, tvb, off, cap, len, pinfo, conv, st, not pinfo.visited, summaries)
           if len and off + len >= rep then
             st.skip = off + len - rep
           else

@@ -10,6 +10,7 @@ two can be compared field by field (``tests/wireshark``, notebook 09).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from nsqviz.nsq import events
+from nsqviz.nsq.commands import COMMANDS, ParamKind
+from nsqviz.nsq.fields import param_abbrev
 from nsqviz.stream.direction import Direction
 from nsqviz.wireshark.generate import tshark_args
 from nsqviz.wireshark.nsq_spec import nsq_spec
@@ -123,6 +126,7 @@ def _command_fields(verb: str, pdu: TsharkPdu) -> dict[str, Any]:
     (name,) = [f for f in event.__dataclass_fields__ if f not in out and f != "raw"]
     if spec.body == "json":
         out[name] = json.loads(bytes.fromhex(_hex(pdu.first("nsq.body"))))
+        out["body"] = _hex(pdu.first("nsq.body"))
     elif spec.body == "messages":
         out[name] = [_hex(b) for b in pdu.fields.get("nsq.mpub.body", [])]
     else:
@@ -130,15 +134,59 @@ def _command_fields(verb: str, pdu: TsharkPdu) -> dict[str, Any]:
     return out
 
 
+def _cut(pdu: TsharkPdu) -> tuple[str, str, dict[str, Any]] | None:
+    """``(kind, name, fields)`` of a PDU the snaplen cut, as nsqviz decodes what was
+    captured of it (:func:`nsqviz.nsq.cut.cut_unit`), or None: too little to name it."""
+    f = pdu.first
+    length = f("nsq.cut.length")
+    cut = {"captured": int(f("nsq.cut.captured")),
+           "length": None if length is None else int(length)}
+    fields: dict[str, Any] = {}
+    verb = f("nsq.command")
+    if verb is not None:
+        for p in COMMANDS[verb].params:
+            value = pdu.first(param_abbrev(p))
+            if value is None:
+                break
+            fields[p.field] = int(value) if p.kind is ParamKind.DECIMAL else value
+        if f("nsq.body_size") is not None:
+            fields["body_size"] = int(f("nsq.body_size"))
+            if f("nsq.mpub.count") is not None:
+                fields["messages"] = int(f("nsq.mpub.count"))
+            fields["body"] = _hex(f("nsq.body"))
+        return "command", verb, {**fields, "cut": cut}
+    if f("nsq.frame_type") is None:
+        return None
+    name = _FRAME_NAMES[int(f("nsq.frame_type"))]
+    if name == "FrameTypeMessage":
+        for key, convert in (("timestamp", int), ("attempts", int), ("id", str)):
+            value = f(f"nsq.msg.{key}")
+            if value is None:
+                break
+            fields[key] = convert(value)
+        fields["body_size"] = int(f("nsq.size")) - 4 - 26
+        fields["body"] = _hex(f("nsq.msg.body"))
+    else:
+        fields["data"] = _hex(f("nsq.response"))
+        if f("nsq.response_to") is not None:
+            fields["response_to"] = int(f("nsq.response_to"))
+    return "frame", name, {**fields, "cut": cut}
+
+
 def as_record(pdu: TsharkPdu) -> dict[str, Any] | None:
     """The ``nsqviz decode --json`` row (without ``ts``) this PDU corresponds to, or
-    None for a PDU that is not a frame of its own (compressed or TLS data, a PDU cut by
-    the snaplen, skipped bytes)."""
+    None for a PDU that is not a frame of its own (compressed or TLS data, skipped
+    bytes, a PDU the snaplen cut too short to name)."""
     f = pdu.first
-    if f("nsq.compressed") or f("nsq.tls") or f("nsq.cut") or f("nsq.skipped"):
+    if f("nsq.compressed") or f("nsq.tls") or f("nsq.skipped"):
         return None
     client = pdu.src if f("nsq.dir") == Direction.C2S else pdu.dst
-    if f("nsq.magic") is not None:
+    if f("nsq.cut") is not None:
+        cut = _cut(pdu)
+        if cut is None:
+            return None
+        kind, name, fields = cut
+    elif f("nsq.magic") is not None:
         kind, name, fields = "command", "MAGIC", {}
     elif f("nsq.violation") is not None or f("nsq.skipped.reason") is not None:
         code = f("nsq.violation") or ""
@@ -173,6 +221,10 @@ def as_record(pdu: TsharkPdu) -> dict[str, Any] | None:
             fields = {"data": data.encode().hex(), "code": code, "text": text or ""}
         else:
             fields = {"data": _hex(f("nsq.response"))}
+            data = bytes.fromhex(fields["data"])
+            if data[:1] == b"{":  # Wireshark's JSON dissector shows it decoded
+                with contextlib.suppress(ValueError):
+                    fields["json"] = json.loads(data)
             switch = f("nsq.switch")
             if switch in ("snappy", "deflate"):
                 level = f("nsq.switch.level")
@@ -180,6 +232,8 @@ def as_record(pdu: TsharkPdu) -> dict[str, Any] | None:
                                                 "level": None if level is None else int(level)}
     else:
         return None
+    if kind == "frame" and f("nsq.response_to") is not None:
+        fields["response_to"] = int(f("nsq.response_to"))
     server = pdu.dst if client == pdu.src else pdu.src
     direction = Direction.C2S if client == pdu.src else Direction.S2C
     record: dict[str, Any] = {"flow": f"{client}->{server}", "dir": direction,

@@ -36,7 +36,12 @@ def test_json_lines_have_the_documented_fields(capture, capsys):
     assert rows and all(
         set(r) == {"ts", "flow", "dir", "kind", "name", "fields", "packets"} for r in rows
     )
-    assert {r["kind"] for r in rows} == {"command", "frame"}
+    assert {r["kind"] for r in rows} == {"command", "frame", "tcp"}
+    # each connection ends with the peers' FINs, as records of their connection
+    fins = [(r["flow"], r["dir"], r["fields"]) for r in rows if r["kind"] == "tcp"]
+    assert sorted(fins) == sorted(
+        (flow, d, {"side": side}) for flow in {r["flow"] for r in rows}
+        for d, side in (("c2s", "client"), ("s2c", "server")))
     assert {r["dir"] for r in rows} == {"c2s", "s2c"}
     assert {r["flow"] for r in rows} == {"10.0.0.1:40001->10.0.0.2:4150",
                                          "10.0.0.1:40002->10.0.0.2:4150"}

@@ -31,7 +31,8 @@ def decode(raw: bytes, **kw) -> tuple[list[DecodedRecord], CaptureDecoder]:
 
 
 def events(records, kind):
-    return [r.event for r in records if r.kind == kind]
+    """The events of the whole units of ``kind`` (a unit a gap cut short has none)."""
+    return [r.event for r in records if r.kind == kind and "cut" not in r.fields]
 
 
 def write_session(mss=1000, compression=None, linktype=LINKTYPE_ETHERNET, client=CLIENT,
@@ -207,6 +208,13 @@ def test_gap_inside_a_large_frame_resumes_at_a_proven_boundary():
     frames = events(recs, "frame")
     assert frames == truth.frames[:victim] + truth.frames[victim + 1 :]
     assert not [r for r in recs if r.kind == "error"]
+    # the lost frame is shown as far as it was captured: its header, the start of its body
+    (cut,) = [r for r in recs if "cut" in r.fields]
+    lost = truth.frames[victim]
+    assert cut.name == "FrameTypeMessage" and cut.fields["id"] == lost.id.decode()
+    assert cut.fields["body_size"] == len(lost.body)
+    assert cut.fields["cut"] == {"captured": 1500, "length": 8 + 26 + len(lost.body)}
+    assert bytes.fromhex(cut.fields["body"]) == lost.body[:1500 - 34]
 
 
 def test_gap_over_several_frames_resumes_heuristically_and_says_so():

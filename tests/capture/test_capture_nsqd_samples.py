@@ -3,7 +3,8 @@ recorded against the embedded broker (``data/``): the same clients and scenarios
 decoder must read both the same -- connection by connection, what the server sent in the
 same order and what the client sent the same commands -- apart from nsqd's own values.
 
-Masked as nsqd's own: message ids and timestamps, the version in an IDENTIFY response.
+Masked as nsqd's own: message ids and timestamps, the version in an IDENTIFY response;
+masked as timing: the packet an answer names as its command's (``response_to``).
 Left out as timing: heartbeats and the NOPs that answer them (their number follows how
 long a run took). The client's commands are compared as a multiset: pynsq FINs and
 TOUCHes when its timers fire, relative to when the server's messages came.
@@ -30,7 +31,8 @@ def _connections(path: Path) -> dict[str, dict[str, list[str]]]:
     decoder = CaptureDecoder()
     flows: dict = {}
     for r in decoder.decode([path]):
-        fields = {k: "<masked>" if k in ("id", "timestamp") else v for k, v in r.fields.items()}
+        fields = {k: "<masked>" if k in ("id", "timestamp", "response_to") else v
+                  for k, v in r.fields.items()}
         data = fields.get("data")
         if r.name == "FrameTypeResponse" and data == HEARTBEAT or r.name == "NOP":
             continue

@@ -139,7 +139,7 @@ def nsqd_pair(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lookupd_pair():
-    from nsqviz.lookupd import EmbeddedLookupd
+    from nsqviz.discovery import EmbeddedLookupd
 
     peer("nsqlookupd")
     with RealLookupd() as real, EmbeddedLookupd() as ours:

@@ -112,6 +112,8 @@ FILTERS = [
     '!(nsq.command == "NOP" || nsq.frame_type == 0)',
     "tcp.flags.fin == 0 and nsq.command",
     "tcp.flags.reset == 0 and not tcp.flags.fin == 1 and nsq",
+    "tcp.flags.fin == 1",
+    "tcp.flags.reset == 1 or tcp.flags.fin",
     # TubeMQ
     "tubemq",
     "tubemq.method == 4",
@@ -201,8 +203,9 @@ def _selects(capture: Path, exprs: tuple[str, ...]) -> list[set[int]]:
 
 
 def nsqviz_selects(capture: Path, exprs: list[str]) -> list[set[int]]:
-    """The packets ``nsqviz decode -Y`` shows records of, for each filter."""
-    decoder = CaptureDecoder()
+    """The packets ``nsqviz decode -Y`` shows records of, for each filter (with the
+    TCP FIN/RST records it shows too)."""
+    decoder = CaptureDecoder(tcp_records=True)
     records = list(decoder.decode([str(capture)]))
     out = []
     for expr in exprs:

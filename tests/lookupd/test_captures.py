@@ -85,7 +85,11 @@ def test_text_and_json_output():
     assert "REGISTER           topic=orders channel=audit" in text
     assert "OK (to PING)" in text
     rows = [json.loads(line) for line in _decode("--json", str(REAL)).splitlines()]
-    assert [(r["kind"], r["name"]) for r in rows] == [s[:2] for s in REGISTRATION]
+    # nsqviz decode also shows each side's TCP FIN (records of kind tcp)
+    assert [(r["kind"], r["name"]) for r in rows if r["kind"] != "tcp"] \
+        == [s[:2] for s in REGISTRATION]
+    assert sorted(r["fields"]["side"] for r in rows if r["kind"] == "tcp") \
+        == ["client", "server"]
 
 
 def test_forcing_nsq_on_the_lookup_port_changes_nothing():

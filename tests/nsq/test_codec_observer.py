@@ -60,8 +60,15 @@ def test_observer_sees_what_both_endpoints_saw_at_any_chunking(kind, provenance,
                 commands += obs.c2s(chunk)
             else:
                 frames += obs.s2c(chunk)
-    # an observer judges nothing: the FIN of an id not in flight is just a FIN to it
-    assert commands == [ev.Fin(mid(77)) if isinstance(e, ev.Violation) else e for e in server_seen]
+    # the FIN of an id not in flight is a FIN to an observer, followed by its verdict --
+    # nsqd's very answer, as the server endpoint gave it
+    expected: list[ev.Event] = []
+    for e in server_seen:
+        if isinstance(e, ev.Violation):
+            expected += [ev.Fin(mid(77)), ev.Refused(e.code, e.text, e.fatal, ev.Fin(mid(77)))]
+        else:
+            expected.append(e)
+    assert commands == expected
     assert frames == client_seen
     if provenance:  # each event knows the bytes it was decoded from
         assert all(e.raw is not None and e.raw.data for e in commands + frames if hasattr(e, "raw"))

@@ -1,4 +1,4 @@
-"""Finding the real NSQ programs: given path, environment variable, PATH, ../shared/peers/."""
+"""Finding the real NSQ programs: given path, environment variable, PATH, $NSQVIZ_PEERS."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def nowhere(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
     for name in peers.PEERS:
         monkeypatch.delenv(env_var(name), raising=False)
-    monkeypatch.setattr(peers, "SHARED_PEERS", tmp_path / "no-shared")
+    monkeypatch.delenv(peers.PEERS_DIR_VARIABLE, raising=False)
     return tmp_path
 
 
@@ -41,11 +41,11 @@ def test_missing_program_says_how_to_provide_it(nowhere):
         require("nsqd")
 
 
-def test_order_given_then_variable_then_path_then_shared(nowhere, monkeypatch):
+def test_order_given_then_variable_then_path_then_peers_folder(nowhere, monkeypatch):
     shared, on_path, by_env, given = (nowhere / d for d in ("shared", "bin", "env", "given"))
     for d in (shared, on_path, by_env, given):
         d.mkdir()
-    monkeypatch.setattr(peers, "SHARED_PEERS", shared)
+    monkeypatch.setenv(peers.PEERS_DIR_VARIABLE, str(shared))
     assert find("to_nsq") is None
     _fake(shared, "to_nsq")
     assert find("to_nsq") == shared / "to_nsq"

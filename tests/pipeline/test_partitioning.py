@@ -34,15 +34,7 @@ def twins(spark, tmp_path_factory):
 def _tables(frames):
     from nsqviz.pipeline import analyses
 
-    delivered = analyses.deliveries(frames)
-    beats = analyses.heartbeats(frames)
-    return {
-        "deliveries": delivered,
-        "messages": analyses.messages(frames, delivered),
-        "connections": analyses.connections(frames, beats),
-        "flow_control": analyses.flow_control(frames, delivered),
-        "heartbeats": beats,
-    }
+    return analyses.tables(frames)
 
 
 def _rows(df) -> list[str]:

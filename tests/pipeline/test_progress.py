@@ -68,3 +68,20 @@ def test_a_rate_stops_where_the_bytes_stopped(tmp_path, monkeypatch):
     clock[0] += 30  # the driver plans the next stage
     progress._sample()
     assert progress.snapshot().decoding_seconds == 2
+
+
+def test_console_off_a_terminal_writes_a_line_per_phase_not_a_flood(monkeypatch):
+    """Piped into a log, ten snapshots of one phase in a moment are one line; a new phase
+    and the end each get theirs, with no carriage returns."""
+    import io
+
+    from nsqviz.pipeline import progress
+
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    sink = progress._Console()
+    for phase, n in (("decoding", 10), ("analyses", 3), ("done", 1)):
+        for k in range(n):
+            sink(progress.Snapshot(phase, k, n, 0, 1, k, None, 0.1 * k))
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 3 and "\r" not in err.getvalue()

@@ -14,16 +14,24 @@ The differences allowed, and checked to be only these:
   ``TLSUpgrade`` record); nsqviz's closing ``Encrypted`` byte count has no PDU in
   Wireshark.
 * **bytes missing from the capture** (the snaplen sample): nsqviz reports each hole as
-  a ``Gap`` record and the way it found the next frame as a ``Resync`` record;
-  Wireshark shows the PDU the snaplen cut as ``nsq.cut`` in the packet that was cut.
-  Both must agree on every frame outside the holes, and Wireshark must mark a cut in
+  a ``Gap`` record and the way it found the next frame as a ``Resync`` record, and the
+  unit the snaplen cut as that unit decoded as far as it was captured (``cut``);
+  Wireshark shows the PDU the snaplen cut, as far as it was captured, with ``nsq.cut``
+  in the packet that was cut. Both must agree on every unit, cut ones included (but
+  for a unit over several packets whose last one the snaplen cut: Wireshark's TCP does
+  not reassemble a cut segment, nsqviz shows the unit), and Wireshark must mark a cut in
   every packet nsqviz names as cut short.
 * **violations**: the code, nsqd's text and fatality are compared; nsqviz's stream
   ``offset`` and ``data`` hex are not (Wireshark shows the bytes themselves). Bytes the
-  framing rule cannot cut into a PDU are reported by Wireshark in the packet where they
-  start, by nsqviz when it finds the next boundary (with every packet they spanned):
-  their first packet is compared, and records are compared in order of first packet.
+  framing rule cannot cut into a PDU are reported by both where they start (nsqviz
+  with the packets they spanned so far); the rest, up to the next boundary, is
+  Wireshark's "undecodable (continued)" and nsqviz's ``continued`` ``Skipped`` record,
+  not compared: the first packet is, and records are compared in order of first packet.
+* TCP ``FIN``/``RST`` records are nsqviz's (Wireshark's TCP layer shows the flags).
 * ``ts`` is not compared (tshark's JSON has it per packet, not per PDU).
+* ``refused`` (nsqviz's observer judging a well-formed command against nsqd's state
+  table and its flight) is not compared: the dissector does not track either. Which
+  command each response and error answers (``response_to``) is compared.
 """
 
 from __future__ import annotations
@@ -116,7 +124,10 @@ def assert_tshark_agrees(path: Path, lua_dir: Path) -> list[dict]:
                     p.first(name) if name == "nsq.compressed" else "cut")
 
     expected = []
+    unseen: set[tuple[str, int]] = set()  # (flow, packet) of units Wireshark cannot show
     for r in ours:
+        if r["kind"] == "tcp":
+            continue
         switch = switches.get(r["flow"])
         after_switch = switch is not None and r["packets"][0] > switch[0]
         if r["name"] == "Encrypted":
@@ -127,10 +138,18 @@ def assert_tshark_agrees(path: Path, lua_dir: Path) -> list[dict]:
             for packet in r["packets"]:
                 assert marks.get((r["flow"], r["dir"], packet)) == switch[1], (r, switch)
             continue
-        if r["kind"] == "gap" and r["name"] in ("Gap", "Resync"):
-            continue
+        if r["kind"] == "gap" and (r["name"] in ("Gap", "Resync") or r["fields"].get("continued")):
+            continue  # Wireshark marks continued undecodable bytes nsq.skipped, not a PDU
+        if "cut" in r["fields"] and len(r["packets"]) > 1:
+            unseen.add((r["flow"], r["packets"][-1]))
+            continue  # Wireshark's TCP cannot reassemble segments the snaplen cut
+        if (r["flow"], r["fields"].get("response_to")) in unseen:  # nor pair an answer to it
+            r = {**r, "fields": {k: v for k, v in r["fields"].items() if k != "response_to"}}
+
         if r["name"] == "TLSUpgrade":
             r = {**r, "fields": {}}
+        if "refused" in r["fields"]:
+            r = {**r, "fields": {k: v for k, v in r["fields"].items() if k != "refused"}}
         expected.append(r)
     # TLS: Wireshark says so on the response that negotiated it
     got = list(theirs)
@@ -143,9 +162,8 @@ def assert_tshark_agrees(path: Path, lua_dir: Path) -> list[dict]:
     for r in expected:
         if r["kind"] == "error":
             r["fields"] = {k: r["fields"][k] for k in ("code", "text", "fatal")}
-    # Bytes that cannot be cut into a PDU: Wireshark shows the violation in the packet
-    # where they start (and the rest as continued undecodable bytes); nsqviz reports
-    # them once the framing rule finds the next boundary, naming every packet.
+    # Bytes that cannot be cut into a PDU: both show the violation where they start,
+    # Wireshark in that packet, nsqviz naming the packets they spanned so far.
     for r in got:
         if r.pop("unframed", False):
             match = next(e for e in expected if e["kind"] == "error" and e["flow"] == r["flow"]
@@ -168,6 +186,14 @@ def assert_tshark_agrees(path: Path, lua_dir: Path) -> list[dict]:
 def test_tshark_decodes_every_sample_like_nsqviz(sample, lua_dir):
     ours = assert_tshark_agrees(DATA / sample, lua_dir)
     assert any(r["kind"] in ("command", "frame") for r in ours)
+
+
+def test_tshark_shows_what_the_snaplen_kept_of_the_real_nsqd_like_nsqviz(lua_dir):
+    """``tcpdump -s 96`` of the real nsqd: both decode every PUB, MPUB, DPUB, IDENTIFY
+    and message frame the snaplen cut as far as it was captured, with the same fields."""
+    ours = assert_tshark_agrees(DATA / "nsqd" / "snaplen" / "pubsub-s96.pcap", lua_dir)
+    cut = {r["name"] for r in ours if "cut" in r["fields"]}
+    assert {"PUB", "MPUB", "DPUB", "IDENTIFY", "FrameTypeMessage"} <= cut
 
 
 @pytest.mark.parametrize("mss", [3, 61])

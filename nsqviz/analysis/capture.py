@@ -1,0 +1,161 @@
+"""``nsqviz.open(path)``: one capture for a notebook -- its frames and every analysis as
+pandas DataFrames, its replay view, and one message's lifecycle as a picture.
+
+The capture is decoded once, in this process, by the pipeline's own decoding tasks
+(:func:`nsqviz.analysis.engine.frames_of`), and the analyses run on DuckDB the first
+time one is asked for (:func:`nsqviz.analysis.engine.analyse`): the same definitions
+``nsqviz pipeline`` runs on Spark, so a notebook and a cluster agree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from nsqviz.capture.driver import IDLE_SPLIT
+from nsqviz.pipeline.definitions import TABLES
+
+__all__ = ["Capture", "open_capture"]
+
+
+class Capture:
+    """A capture (one file, or rotated files of one capture set) and its analyses
+    (``fields=False``: the frames without their ``fields`` column, for big captures).
+
+    Every table is a pandas DataFrame: :attr:`frames` (one row per command, frame, error,
+    gap and connection start/end, with its packet numbers), :attr:`messages`,
+    :attr:`deliveries`, :attr:`connections`, :attr:`errors`, :attr:`heartbeats`,
+    :attr:`publishes`, :attr:`flow_control`, :attr:`sticky_packets`, :attr:`rpc_pairs`,
+    :attr:`rpc_latency` (:mod:`nsqviz.pipeline.definitions` says what each row is);
+    :meth:`filter` selects records by a Wireshark display filter.
+    """
+
+    def __init__(self, *captures: str, idle_split: float | None = IDLE_SPLIT,
+                 ports: Mapping[str, Iterable[int]] | None = None, fields: bool = True):
+        from nsqviz.analysis.engine import frames_of
+        from nsqviz.pipeline.source import expand_paths
+
+        self.files = expand_paths(list(captures))
+        self.arrow = frames_of(self.files, idle_split=idle_split, ports=ports, fields=fields)
+        self._tables: dict[str, Any] = {}
+        self._arrow_tables: dict[str, Any] = {}
+        self._frames: Any = None
+
+    def __repr__(self) -> str:
+        names = ", ".join(repr(os.path.basename(f)) for f in self.files)
+        return f"Capture({names}, {self.arrow.num_rows} records)"
+
+    @property
+    def frames(self) -> Any:
+        """The frames table (:func:`nsqviz.records.frame_schema`) as a DataFrame."""
+        if self._frames is None:
+            self._frames = self.arrow.to_pandas()
+        return self._frames
+
+    def table(self, name: str) -> Any:
+        """Analysis ``name`` (one of :data:`nsqviz.pipeline.definitions.TABLES`)."""
+        if name not in TABLES:
+            raise KeyError(f"no table {name!r}; choose from {', '.join(TABLES)}")
+        if name not in self._tables:
+            self._tables[name] = self.arrow_table(name).to_pandas()
+        return self._tables[name]
+
+    def arrow_table(self, name: str) -> Any:
+        """Analysis ``name`` as an Arrow table (what :meth:`table` converts)."""
+        if name not in TABLES:
+            raise KeyError(f"no table {name!r}; choose from {', '.join(TABLES)}")
+        if name not in self._arrow_tables:  # computed when first asked for, each once
+            from nsqviz.analysis.engine import analyse
+
+            self._arrow_tables[name] = analyse(self.arrow, [name])[name]
+        return self._arrow_tables[name]
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the capture files said was wrong with them (a file that is not a capture,
+        a damaged record): the records of no connection."""
+        import pyarrow.compute as pc
+
+        mine = self.arrow.filter(pc.and_(pc.is_null(self.arrow["conn_id"]),
+                                         pc.equal(self.arrow["kind"], "error")))
+        return [str(r) for r in mine["reason"].to_pylist()]
+
+    @property
+    def t0(self) -> float:
+        """The time of the capture's first record (what relative times count from)."""
+        import pyarrow.compute as pc
+
+        first = pc.min(self.arrow["ts"]).as_py()
+        return 0.0 if first is None else float(first)
+
+    def where(self, name: str) -> Any:
+        """The frames of record name ``name`` (``"RDY"``, ``"FrameTypeError"`` ...), as a
+        DataFrame -- without converting the whole table."""
+        import pyarrow.compute as pc
+
+        return self.arrow.filter(pc.equal(self.arrow["name"], name)).to_pandas()
+
+    messages = property(lambda self: self.table("messages"), doc="One row per message.")
+    deliveries = property(lambda self: self.table("deliveries"), doc="One row per delivery.")
+    connections = property(lambda self: self.table("connections"),
+                           doc="One row per connection.")
+    errors = property(lambda self: self.table("errors"),
+                      doc="One row per error, with the command it answers.")
+    heartbeats = property(lambda self: self.table("heartbeats"),
+                          doc="One row per heartbeat, with the client's answer.")
+    publishes = property(lambda self: self.table("publishes"),
+                         doc="One row per PUB/MPUB/DPUB, with nsqd's answer.")
+    flow_control = property(lambda self: self.table("flow_control"),
+                            doc="RDY and in-flight per connection over time.")
+    sticky_packets = property(lambda self: self.table("sticky_packets"),
+                              doc="Frames per packet and packets per frame.")
+    rpc_pairs = property(lambda self: self.table("rpc_pairs"),
+                         doc="One row per RPC request (TubeMQ), with its answer.")
+    rpc_latency = property(lambda self: self.table("rpc_latency"),
+                           doc="RPC latency per protocol and method.")
+
+    def filter(self, expression: str) -> Any:
+        """The records a Wireshark display filter (:mod:`nsqviz.filters`, as ``nsqviz
+        decode -Y``) selects, packet by packet as tshark does, as a DataFrame of their
+        ``nsqviz decode --json`` objects -- e.g. ``cap.filter("nsq.msg.attempts > 1")``.
+        The capture is decoded again for it (filters read the decoded records, not the
+        frames table). A bad expression raises :class:`~nsqviz.filters.FilterError`."""
+        import pandas as pd
+
+        from nsqviz import filters
+        from nsqviz.capture.decode import CaptureDecoder
+
+        only = filters.compile(expression)
+        decoder = CaptureDecoder()
+        chosen = only.select(decoder.decode(self.files), lambda: decoder.first_ts)
+        return pd.DataFrame([rec.as_json() for rec in chosen])
+
+    def replay(self, upto: int | None = None) -> Any:
+        """The replay view (:class:`~nsqviz.widgets.replay.ReplayView`) of the capture's
+        first file, as of packet ``upto``."""
+        from nsqviz.capture.replay import Replay
+        from nsqviz.widgets.replay import ReplayView
+
+        return ReplayView(Replay.load(self.files[0]), upto=upto)
+
+    def lifecycle(self, msg_id: str) -> Any:
+        """Message ``msg_id``'s publish, deliveries and answers on a time axis, with the
+        timers that ran (:class:`~nsqviz.analysis.lifecycle.Lifecycle`)."""
+        from nsqviz.analysis.lifecycle import Lifecycle
+
+        rows = self.messages[self.messages.msg_id == msg_id]
+        if rows.empty:
+            from difflib import get_close_matches
+
+            near = get_close_matches(msg_id, list(self.messages.msg_id), n=3, cutoff=0.5)
+            raise KeyError(f"no message {msg_id!r} in the capture"
+                           + (f" (nearest: {', '.join(near)})" if near else ""))
+        return Lifecycle(rows.to_dict("records"), t0=self.t0)
+
+
+def open_capture(*captures: str, idle_split: float | None = IDLE_SPLIT,
+                 ports: Mapping[str, Iterable[int]] | None = None) -> Capture:
+    """Decode ``captures`` (files, directories, globs: one capture set) into a
+    :class:`Capture`."""
+    return Capture(*captures, idle_split=idle_split, ports=ports)

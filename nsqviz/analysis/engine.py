@@ -1,0 +1,112 @@
+"""The analyses in-process: the frames of a capture as an Arrow table, and DuckDB
+running :data:`nsqviz.pipeline.definitions.VIEWS` over it.
+
+The definitions are written in Spark SQL's names; :data:`DUCKDB_NAMES` is the one place
+that says how DuckDB spells the few functions it names differently, and the session's
+null ordering is set to Spark's (nulls first ascending, last descending), so the two
+engines give the same tables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from nsqviz.capture.driver import IDLE_SPLIT
+from nsqviz.pipeline.definitions import TABLES, VIEWS
+
+__all__ = ["DUCKDB_NAMES", "analyse", "duckdb_sql", "frames_of"]
+
+DUCKDB_NAMES: dict[str, str] = {
+    "min_by": "arg_min_null",  # Spark's min_by keeps a null value; DuckDB's arg_min skips it
+    "max_by": "arg_max_null",
+    "element_at": "list_extract",  # both 1-based
+    "get_json_object": "json_extract_string",
+    "explode": "unnest",
+    "arrays_zip": "list_zip",
+    "size": "len",
+    "collect_list": "list",
+    "collect_set": "list(DISTINCT ",  # the aggregate's FILTER drops nulls, as Spark does
+    "sort_array": "list_sort",
+    "array_sort": "list_sort",
+    "array": "list_value",  # array(): Spark's empty array
+    "struct": "struct_pack",  # both name the fields after the columns
+    "percentile": "quantile_cont",  # both exact, interpolating linearly
+}
+"""Spark SQL function -> DuckDB's spelling of it."""
+
+_CALL = re.compile(r"\b(" + "|".join(DUCKDB_NAMES) + r")\(")
+
+
+def duckdb_sql(text: str) -> str:
+    """A definition's SQL as DuckDB reads it."""
+    def rename(m: re.Match[str]) -> str:
+        name = DUCKDB_NAMES[m.group(1)]
+        return name if "(" in name else name + "("
+
+    return _CALL.sub(rename, text)
+
+
+def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
+              ports: Mapping[str, Iterable[int]] | None = None, fields: bool = True) -> Any:
+    """The frames table (:func:`nsqviz.records.frame_schema`) of ``captures`` -- files,
+    directories or globs, one capture set as ``nsqviz pipeline`` reads them -- decoded
+    in this process by the pipeline's own tasks, as a ``pyarrow.Table``. Without
+    ``fields`` the table leaves out that column (every record's fields as JSON, bodies
+    in hex: most of its bytes, and nothing the analyses read), batch by batch."""
+    import pyarrow as pa
+
+    from nsqviz.pipeline.decode import decode_set
+    from nsqviz.pipeline.source import expand_paths
+    from nsqviz.records import frame_schema
+
+    files = expand_paths(list(captures))
+    schema = frame_schema()
+    batches = decode_set(files, idle_split=idle_split, ports=ports, fields=fields)
+    if not fields:
+        keep = [n for n in schema.names if n != "fields"]
+        schema = pa.schema([schema.field(n) for n in keep])
+        batches = (b.select(keep) for b in batches)
+    return pa.Table.from_batches(list(batches), schema=schema)
+
+
+def analyse(frames: Any, tables: Iterable[str] = TABLES) -> dict[str, Any]:
+    """Run the definitions on DuckDB over ``frames`` (an Arrow table of the frames
+    table; its ``fields`` column is never read) and return ``tables`` as Arrow tables,
+    rows sorted by all their columns.
+    Each view is materialised once, so a table several others read is computed once."""
+    import duckdb
+
+    wanted = set(tables)
+    con = duckdb.connect()
+    try:
+        con.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")
+        con.register("frames", frames.drop_columns(["fields"]) if "fields" in
+                     frames.column_names else frames)
+        needed = _needed(wanted)
+        for name, text in VIEWS.items():
+            if name in needed:
+                con.execute(f"CREATE TEMP TABLE {name} AS {duckdb_sql(text)}")
+        # Rows in one order (by every column, left to right): DuckDB's parallel plans
+        # give them in any, and a notebook's stored output must not depend on that.
+        return {name: con.sql(f"SELECT * FROM {name} ORDER BY ALL").to_arrow_table()
+                for name in VIEWS if name in wanted}
+    finally:
+        con.close()
+
+
+def _needed(wanted: set[str]) -> set[str]:
+    """``wanted`` and every view they read, directly or not."""
+    needed: set[str] = set()
+    todo = list(wanted)
+    while todo:
+        name = todo.pop()
+        if name in needed:
+            continue
+        if name not in VIEWS:
+            raise KeyError(f"no analysis named {name!r} (choose from {', '.join(TABLES)})")
+        needed.add(name)
+        todo.extend(other for other in VIEWS
+                    if other != name and re.search(rf"\b(FROM|JOIN) {other}\b", VIEWS[name]))
+    return needed

@@ -1,0 +1,102 @@
+"""nsqviz messages / connections / stats and nsqviz.open on real-nsqd captures in data/:
+what the analyses say about them, checked against what the captures hold."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+def _nsqviz(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "nsqviz.cli", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_messages_json_follows_a_requeue_to_its_redelivery():
+    out = _nsqviz("messages", "--json", str(DATA / "pubsub-pynsq.pcap"))
+    assert out.returncode == 0, out.stderr
+    msgs = [json.loads(line) for line in out.stdout.splitlines()]
+    requeued = [m for m in msgs if any(d["outcome"] == "REQ" for d in m["deliveries"])]
+    assert requeued
+    for m in requeued:
+        first, second = m["deliveries"][:2]
+        assert (first["attempts"], second["attempts"]) == (1, 2)
+        assert first["packet"] < first["outcome_packet"] < second["packet"]
+        assert first["redelivered_ts"] == second["ts"]
+        assert first["req_delay_ms"] is not None
+    assert all(m["published"] and m["published"]["packet"] > 0 for m in msgs)
+
+
+def test_messages_unknown_id_is_one_line_with_the_nearest_and_exit_2():
+    out = _nsqviz("messages", "--id", "18e9fb372532b7c", str(DATA / "pubsub-pynsq.pcap"))
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "nearest: 18e9fb372532b7c" in out.stderr
+
+
+def test_connections_link_each_error_to_its_command_and_say_who_closed():
+    out = _nsqviz("connections", "--json", str(DATA / "nsqd" / "errors.pcap"))
+    assert out.returncode == 0, out.stderr
+    conns = [json.loads(line) for line in out.stdout.splitlines()]
+    errors = {e["code"]: e for c in conns for e in c["errors"] if e["dir"] == "s2c"}
+    assert errors["E_BAD_TOPIC"]["command"] == "SUB" and errors["E_BAD_TOPIC"]["nsqd_closed"]
+    assert errors["E_FIN_FAILED"]["command"] == "FIN"
+    assert errors["E_REQ_FAILED"]["command"] == "REQ"
+    assert not errors["E_FIN_FAILED"]["nsqd_closed"]
+    bad_topic = next(c for c in conns if any(e["code"] == "E_BAD_TOPIC" for e in c["errors"]))
+    assert bad_topic["ended"]["first_side"] == "s2c"
+    assert bad_topic["ended"]["after"] == "FrameTypeError"
+    assert {c["ended"]["how"] for c in conns} == {"fin", "rst"}
+
+
+def test_connections_show_where_each_feature_came_from():
+    out = _nsqviz("connections", str(DATA / "nsqd" / "snappy-pynsq.pcap"))
+    assert out.returncode == 0, out.stderr
+    assert "snappy: asked true (packet" in out.stdout
+    assert "negotiated true (packet" in out.stdout
+
+
+def test_stats_text_and_json():
+    out = _nsqviz("stats", "--json", str(DATA / "nsqd" / "snappy-pynsq.pcap"))
+    assert out.returncode == 0, out.stderr
+    s = json.loads(out.stdout)
+    assert s["pub_to_answer"]["n"] > 0 and s["pub_to_answer"]["p50_ms"] > 0
+    assert {c["compression"] for c in s["compression"]} == {"snappy"}
+    text = _nsqviz("stats", str(DATA / "tubemq" / "tubemq-producer-go.pcap")).stdout
+    assert "sendMessageP2B" in text
+
+
+def test_open_gives_dataframes_and_a_lifecycle_picture():
+    import nsqviz
+
+    cap = nsqviz.open(str(DATA / "pubsub-pynsq.pcap"))
+    assert len(cap.frames) and len(cap.messages) and len(cap.connections)
+    assert cap.errors.empty
+    msg = cap.messages[cap.messages.requeues > 0].msg_id.iloc[0]
+    html = cap.lifecycle(msg)._repr_html_()
+    assert html.count("<title>delivery ") == 2 and ": REQ packet" in html
+    assert "msg_timeout 2000 ms" in html
+    with pytest.raises(KeyError, match="nearest"):
+        cap.lifecycle(msg[:-1])
+
+
+def test_a_file_that_is_not_a_capture_is_one_line_and_exit_2():
+    out = _nsqviz("stats", str(DATA / "README.md"))
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "README.md" in out.stderr
+
+
+def test_filter_selects_the_redelivery_by_a_display_filter():
+    import nsqviz
+
+    cap = nsqviz.open(str(DATA / "nsqd" / "debugging" / "debugging.pcap"))
+    again = cap.filter("nsq.msg.attempts > 1")
+    msgs = again[again.name == "FrameTypeMessage"]
+    assert len(msgs) == 1
+    second = cap.deliveries[cap.deliveries.attempts == 2]
+    assert list(msgs.packets.iloc[0]) == [second.packet.iloc[0]]
