@@ -1,9 +1,10 @@
 """The course: the notebooks in one reading order, with one time estimate each.
 
 The file numbers are older than the order (the failure labs, 10, are read right after the
-sticky packets; debugging a capture, 11, right after the replay), so the order lives here, once: notebook 01's path table and every
-notebook's **Next** link are written from it (``python -m nsqviz.course notebooks/``), and
-a test checks that the notebooks still say what this table says.
+sticky packets; debugging a capture, 11, right after the replay), so the order lives here,
+once: notebook 01's path table and every notebook's **Next** link are written from it
+(``python -m nsqviz.course notebooks/``), and a test checks that the notebooks still say
+what this table says.
 """
 
 from __future__ import annotations
