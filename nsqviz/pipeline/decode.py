@@ -227,10 +227,10 @@ def continue_connections(part: Part, files: list[str], *,
         try:
             items = read_records(files[file_index], fp.wanted())
             for item in items:
-                if type(item) is CaptureWarning:
+                if isinstance(item, CaptureWarning):
                     continue  # stage 1 reported it
                 seg = decode_record(item)
-                if seg is None or type(seg) is CaptureWarning:
+                if seg is None or isinstance(seg, CaptureWarning):
                     continue
                 key = key_of(seg)
                 closed = closed_at.get(key)
