@@ -13,6 +13,7 @@ from typing import Any
 
 from nsqviz.broker.auth import AuthError, AuthState, query_auth
 from nsqviz.broker.identify import Negotiated
+from nsqviz.broker.options import Options
 from nsqviz.broker.output import OK, FatalClientError, Output
 from nsqviz.nsq.errors import ErrorCode, go_quote
 from nsqviz.nsq.events import Response
@@ -27,7 +28,7 @@ class AccessSteps(Output):
     """TLS and AUTH for a :class:`BrokerConnection`."""
 
     broker: Any
-    opts: Any
+    opts: Options
     auth_state: AuthState | None
     tls_version: str
     tls_cipher_suite: str
