@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import gc
 import resource
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nsqviz.goflags import VERSION
+
+if TYPE_CHECKING:
+    from nsqviz.broker.connection import BrokerConnection
 
 __all__ = ["stats", "stats_text"]
 
@@ -75,7 +78,7 @@ def _document(broker: Any, topics: list[dict[str, Any]] | None,
     }
 
 
-def client_stats(cl: Any) -> dict[str, Any]:
+def client_stats(cl: BrokerConnection) -> dict[str, Any]:
     out = {
         "client_id": cl.client_id,
         "hostname": cl.hostname,
