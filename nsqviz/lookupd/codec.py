@@ -19,6 +19,7 @@ from typing import Any
 from nsqviz.lookupd import grammar
 from nsqviz.lookupd.grammar import BODY_VERBS, IDENTIFY_REQUIRED, MAGIC_V1, LookupError_
 from nsqviz.nsq.grammar import GrammarError
+from nsqviz.stream.lines import SIZE_PREFIX, MagicLineFraming
 from nsqviz.stream.reassembly import (
     Buffer,
     FramingError,
@@ -187,40 +188,33 @@ TRANSITIONS: dict[tuple[State, type], State | str] = {
 # ----------------------------------------------------------------------------- framing
 
 
-class CommandFraming:
+class CommandFraming(MagicLineFraming):
     """nsqd to nsqlookupd: the magic once, then ``VERB params\\n`` lines, IDENTIFY's
     followed by ``[ 4-byte size ][ body ]``."""
 
     name = "nsq-lookup-commands"
+    magic = MAGIC_V1
+    bad_magic_code = "E_BAD_PROTOCOL"
 
     def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE, max_line: int = 16384):
-        self.expect_magic = True
+        super().__init__(expect_magic=True, max_line=max_line)
         self.max_body_size = max_body_size
-        self.max_line = max_line
 
     def measure(self, buf: bytes, pos: int) -> int | None:
         if self.expect_magic:
-            if len(buf) - pos < 4:
-                return None
-            self.expect_magic = False
-            if buf[pos : pos + 4] != MAGIC_V1:
-                raise FramingError(f"bad protocol magic {buf[pos:pos + 4]!r}",
-                                   code="E_BAD_PROTOCOL")
-            return 4
-        nl = buf.find(b"\n", pos, pos + self.max_line + 1)
-        if nl < 0:
-            if len(buf) - pos > self.max_line:
-                raise FramingError(f"command line longer than {self.max_line} bytes")
+            return self.measure_magic(buf, pos)
+        nl = self.line_end(buf, pos)
+        if nl is None:
             return None
         verb = buf[pos:nl].split(b" ", 1)[0].strip()
         if verb not in BODY_VERBS:
             return nl + 1 - pos
-        if len(buf) - (nl + 1) < 4:
+        size = self.body_size(buf, nl)
+        if size is None:
             return None
-        size: int = _I32.unpack_from(buf, nl + 1)[0]
         if not 0 <= size <= self.max_body_size:
             raise FramingError(f"IDENTIFY body size {size} out of range", code="E_BAD_BODY")
-        return nl + 1 - pos + 4 + size
+        return nl + 1 - pos + SIZE_PREFIX + size
 
     def resync(self, buf: Buffer, pos: int) -> int | None:
         return -1  # nsqlookupd closes on the first error: nothing after it is read
