@@ -200,12 +200,7 @@ class CommandFraming(MagicLineFraming):
         super().__init__(expect_magic=True, max_line=max_line)
         self.max_body_size = max_body_size
 
-    def measure(self, buf: bytes, pos: int) -> int | None:
-        if self.expect_magic:
-            return self.measure_magic(buf, pos)
-        nl = self.line_end(buf, pos)
-        if nl is None:
-            return None
+    def measure_line(self, buf: bytes, pos: int, nl: int) -> int | None:
         verb = buf[pos:nl].split(b" ", 1)[0].strip()
         if verb not in BODY_VERBS:
             return nl + 1 - pos

@@ -136,12 +136,7 @@ class CommandFraming(MagicLineFraming):
         self.max_body_size = max_body_size
         self.max_msg_size = max_msg_size
 
-    def measure(self, buf: bytes, pos: int) -> int | None:
-        if self.expect_magic:
-            return self.measure_magic(buf, pos)
-        nl = self.line_end(buf, pos)
-        if nl is None:
-            return None
+    def measure_line(self, buf: bytes, pos: int, nl: int) -> int | None:
         verb = verb_of(buf, pos, nl)
         line_len = nl + 1 - pos
         spec = BY_VERB.get(verb)

@@ -3,13 +3,14 @@
 followed by ``[4-byte size][size bytes]``.
 
 A protocol's command framing subclasses :class:`MagicLineFraming` with its magic and
-the code its server answers a wrong one with, and keeps for itself which verbs carry a
-body and how their sizes are judged; the magic, the line limit and the size prefix are
-read here once.
+the code its server answers a wrong one with, and measures one whole line in
+:meth:`~MagicLineFraming.measure_line` (which verbs carry a body, how their sizes are
+judged); the magic, the line limit and the size prefix are read here once.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from struct import Struct as _Struct
 
 from nsqviz.stream.reassembly import FramingError
@@ -22,7 +23,7 @@ SIZE_PREFIX = _I32.size
 """Bytes of the size prefix before a command's body."""
 
 
-class MagicLineFraming:
+class MagicLineFraming(ABC):
     """The magic, then newline-ended command lines no longer than ``max_line``."""
 
     magic: bytes
@@ -33,6 +34,19 @@ class MagicLineFraming:
     def __init__(self, *, expect_magic: bool, max_line: int):
         self.expect_magic = expect_magic
         self.max_line = max_line
+
+    def measure(self, buf: bytes, pos: int) -> int | None:
+        """The length of the magic or of the command at ``pos`` (the framing rule of
+        :class:`~nsqviz.stream.reassembly.FramingRule`)."""
+        if self.expect_magic:
+            return self.measure_magic(buf, pos)
+        nl = self.line_end(buf, pos)
+        return None if nl is None else self.measure_line(buf, pos, nl)
+
+    @abstractmethod
+    def measure_line(self, buf: bytes, pos: int, nl: int) -> int | None:
+        """The length of the command whose line is ``buf[pos:nl + 1]``: the line's, or
+        with the size prefix and body its verb carries (``None`` until they came)."""
 
     def measure_magic(self, buf: bytes, pos: int) -> int | None:
         """4 once the magic is all there; raises as soon as the first bytes differ."""
