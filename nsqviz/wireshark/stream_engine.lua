@@ -36,17 +36,6 @@ local function copy(t)
   return c
 end
 
--- a topic or channel name under nsqd's naming rule, which NSQ V2 and lookupd V1 share:
--- 1 to max_len bytes of [.a-zA-Z0-9_-], the optional suffix (#ephemeral) not alone
-local function valid_name(name, suffix, max_len)
-  local base = name
-  if #suffix > 0 and name:sub(-#suffix) == suffix then
-    base = name:sub(1, -#suffix - 1)
-  end
-  return #name >= 1 and #name <= max_len and #base >= 1
-         and base:find("^[%.a-zA-Z0-9_%-]+$") ~= nil
-end
-
 -- every field of F once (a field may stand under several keys)
 local function register_fields(proto)
   local list, seen = {}, {}
