@@ -26,7 +26,9 @@ __all__ = [
     "META_VALUE_UNDEFINED",
     "Method",
     "Outcome",
+    "ReadStatus",
     "State",
+    "UnregisterStatus",
     "accepted",
     "next_state",
 ]
@@ -254,6 +256,22 @@ every answer). A pair not listed leaves the state as it is."""
 METHOD_SEND_MESSAGE = 13
 MSG_OPTYPE_REGISTER = 31
 MSG_OPTYPE_UNREGISTER = 32
+
+
+class ReadStatus(enum.IntEnum):
+    """``readStatus`` of a consumer's partition registration (opType
+    :data:`MSG_OPTYPE_REGISTER`) and of its broker heartbeat: where a group starts."""
+
+    NORMAL = 0  # a group new to the partition starts at its first offset
+    MAX_FIRST = 1  # a group new to the partition starts at its max offset
+    MAX_ALWAYS = 2  # every registration jumps to the max offset
+
+
+class UnregisterStatus(enum.IntEnum):
+    """``readStatus`` of an unregistration (opType :data:`MSG_OPTYPE_UNREGISTER`)."""
+
+    CONSUMED = 0  # the last batch was consumed: commit its offset
+    NOT_CONSUMED = 1
 
 META_VALUE_UNDEFINED = -2
 """The undefined marker (Go ``util.InvalidValue``): flow-control ids, qryPriorityId,

@@ -41,6 +41,8 @@ from nsqviz.tubemq.tables import (
     ErrorCode,
     EventStatus,
     EventType,
+    ReadStatus,
+    UnregisterStatus,
 )
 from nsqviz.tubemq_client.rpc import AsyncChannel, Call
 
@@ -219,7 +221,7 @@ class Consumer(_MasterClient):
     """A consumer of one group: partitions come and go with the Master's events."""
 
     def __init__(self, master: str, group: str, topics: list[str], *,
-                 heartbeat_interval: float = 10.0, read_status: int = 0,
+                 heartbeat_interval: float = 10.0, read_status: int = ReadStatus.NORMAL,
                  host: str = "127.0.0.1"):
         super().__init__(master)
         self.group = group
@@ -287,7 +289,8 @@ class Consumer(_MasterClient):
                         answer.currOffset)
             elif kind.disconnects and key in self.held:
                 del self.held[key]
-                await self._broker_register(broker, info, MSG_OPTYPE_UNREGISTER, 1)
+                await self._broker_register(broker, info, MSG_OPTYPE_UNREGISTER,
+                                            UnregisterStatus.NOT_CONSUMED)
 
     async def _broker_register(self, broker: str, info: dict[str, Any], op: int,
                                read_status: int) -> Call:
@@ -303,7 +306,8 @@ class Consumer(_MasterClient):
                 await self.heartbeat()
                 for broker in {h.broker for h in self.held.values()}:
                     await self._channel(broker).call("consumerHeartbeatC2B", {
-                        "clientId": self.client_id, "groupName": self.group, "readStatus": 0,
+                        "clientId": self.client_id, "groupName": self.group,
+                        "readStatus": ReadStatus.NORMAL,
                         "partitionInfo": [h.partition for h in self.held.values()
                                           if h.broker == broker]})
             except (ClientError, ConnectionError):
@@ -368,6 +372,7 @@ class Consumer(_MasterClient):
                           {"clientId": self.client_id, "groupName": self.group})
         for part in list(self.held.values()):
             info = {"topic": part.topic, "partitionId": part.partition_id}
-            await self._broker_register(part.broker, info, MSG_OPTYPE_UNREGISTER, 1)
+            await self._broker_register(part.broker, info, MSG_OPTYPE_UNREGISTER,
+                                        UnregisterStatus.NOT_CONSUMED)
         self.held.clear()
         await self._hang_up_brokers()
