@@ -40,8 +40,14 @@ class MagicLineFraming(ABC):
         :class:`~nsqviz.stream.reassembly.FramingRule`)."""
         if self.expect_magic:
             return self.measure_magic(buf, pos)
-        nl = self.line_end(buf, pos)
-        return None if nl is None else self.measure_line(buf, pos, nl)
+        nl = buf.find(b"\n", pos, pos + self.max_line + 1)
+        if nl >= 0:
+            return self.measure_line(buf, pos, nl)
+        if len(buf) - pos > self.max_line:
+            # The servers read lines with a bounded reader and drop a connection whose
+            # line does not fit, without a word.
+            raise FramingError(f"command line longer than {self.max_line} bytes")
+        return None
 
     @abstractmethod
     def measure_line(self, buf: bytes, pos: int, nl: int) -> int | None:
@@ -58,15 +64,6 @@ class MagicLineFraming(ABC):
             return None
         self.expect_magic = False
         return 4
-
-    def line_end(self, buf: bytes, pos: int) -> int | None:
-        """The offset of the ``\\n`` ending the line at ``pos``; ``None`` until it came.
-        A longer line than ``max_line`` raises: the servers read lines with a bounded
-        reader and drop a connection whose line does not fit, without a word."""
-        nl = buf.find(b"\n", pos, pos + self.max_line + 1)
-        if nl < 0 and len(buf) - pos > self.max_line:
-            raise FramingError(f"command line longer than {self.max_line} bytes")
-        return None if nl < 0 else nl
 
     @staticmethod
     def body_size(buf: bytes, nl: int) -> int | None:
