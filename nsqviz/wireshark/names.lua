@@ -3,7 +3,8 @@
 -- protocol share: the generator puts it into those two dissectors only.
 -- ---------------------------------------------------------------------------------
 
--- is name a valid topic or channel name? 1 to max_len bytes of [.a-zA-Z0-9_-], the optional suffix (#ephemeral) not alone
+-- is name a valid topic or channel name? 1 to max_len bytes of [.a-zA-Z0-9_-], the
+-- optional suffix (#ephemeral) not on its own
 local function valid_name(name, suffix, max_len)
   local base = name
   if #suffix > 0 and name:sub(-#suffix) == suffix then
