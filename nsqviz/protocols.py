@@ -25,7 +25,8 @@ dissectors are written per protocol.) A protocol is one
 How a protocol plugs in:
 
 1. write ``nsqviz/<name>/protocol.py`` with a subclass of :class:`Protocol` and one
-   instance of it (NSQ's is :mod:`nsqviz.nsq.protocol`);
+   instance of it (NSQ's is :mod:`nsqviz.nsq.protocol`); its detection is the shared
+   :meth:`Protocol.detect` fed by its :attr:`~Protocol.detection_words`, hello and look;
 2. declare its display-filter fields, named ``<name>.*``, in ``nsqviz/<name>/fields.py``
    (:class:`nsqviz.fields.Field` s read off its tables, and a record's values for them)
    and set :attr:`Protocol.filter_fields`, :meth:`Protocol.filter_values` and
