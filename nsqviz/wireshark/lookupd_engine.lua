@@ -205,15 +205,6 @@ end
 
 -- ------------------------------------------------------------------------ connections
 
--- Which side is the client, decided once per TCP connection on its first payload: the
--- magic (or its start: the connection is seen from its first byte), else a server port.
-local function client_side(tvb, pinfo, s)
-  local from_start = MAGIC:sub(1, math.min(#s, #MAGIC)) == s:sub(1, #MAGIC)
-  if from_start or is_server_port(pinfo.dst_port) then return true, from_start end
-  if is_server_port(pinfo.src_port) then return false, from_start end
-  return nil
-end
-
 local function new_connection(src_is_client, from_start)
   return {
     c2s = {dir = "c2s", expect_magic = from_start},
@@ -226,7 +217,7 @@ local function new_connection(src_is_client, from_start)
 end
 
 local function conversation(tvb, pinfo)
-  return conversation_of(tvb, pinfo, 16, client_side, new_connection)
+  return conversation_of(tvb, pinfo, 16, magic_side, new_connection)
 end
 
 local function undecodable(tree, range, st, how)

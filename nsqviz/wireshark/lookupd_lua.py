@@ -96,5 +96,5 @@ def render() -> str:
         "-- Tables (from nsqviz.lookupd.grammar / codec / protocol)\n" + body,
         f"local lookupd = Proto({literal(PREFIX)}, {literal(LOOKUPD.title)})\n"
         + declare_fields(PREFIX, LOOKUPD.filter_fields),
-        engine("lookupd_engine.lua", "names.lua"),
+        engine("lookupd_engine.lua", "magic_lines.lua"),
     ])

@@ -108,7 +108,7 @@ def engine(name: str, *shared: str) -> str:
     every dissector shares (``stream_engine.lua``: connections, TCP desegmentation,
     the Info column), which it drives with its own framing and dissection hooks, and
     after the ``shared`` pieces it reads that some protocols have in common
-    (``names.lua``: nsqd's naming rule)."""
+    (``magic_lines.lua``: what NSQ's two line protocols share)."""
     folder = resources.files("nsqviz.wireshark")
     return "\n\n".join(folder.joinpath(part).read_text(encoding="utf-8")
                        for part in ("stream_engine.lua", *shared, name))

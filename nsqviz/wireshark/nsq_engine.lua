@@ -473,10 +473,8 @@ end
 -- the magic (or its start), a server port, else the look of the first bytes when the
 -- capture started after the handshake.
 local function client_side(tvb, pinfo, s)
-  -- the magic (or its start) opens a connection seen from its first byte
-  local from_start = MAGIC:sub(1, math.min(#s, #MAGIC)) == s:sub(1, #MAGIC)
-  if from_start or is_server_port(pinfo.dst_port) then return true, from_start end
-  if is_server_port(pinfo.src_port) then return false, from_start end
+  local is_client, from_start = magic_side(tvb, pinfo, s)
+  if is_client ~= nil then return is_client, from_start end
   local word = s:match("^([A-Z]+)[ \n]")
   if word and COMMANDS[word] then return true, from_start end
   if tvb:len() >= FRAME_HEADER_SIZE
