@@ -25,7 +25,8 @@ dissectors are written per protocol.) A protocol is one
 How a protocol plugs in:
 
 1. write ``nsqviz/<name>/protocol.py`` with a subclass of :class:`Protocol` and one
-   instance of it (NSQ's is :mod:`nsqviz.nsq.protocol`);
+   instance of it (NSQ's is :mod:`nsqviz.nsq.protocol`); its detection is the shared
+   :meth:`Protocol.detect` fed by its :attr:`~Protocol.detection_words`, hello and look;
 2. declare its display-filter fields, named ``<name>.*``, in ``nsqviz/<name>/fields.py``
    (:class:`nsqviz.fields.Field` s read off its tables, and a record's values for them)
    and set :attr:`Protocol.filter_fields`, :meth:`Protocol.filter_values` and
@@ -58,6 +59,7 @@ __all__ = [
     "ConnectionObserver",
     "ObservedConnection",
     "Detection",
+    "DetectionWords",
     "Item",
     "Lost",
     "Protocol",
@@ -207,6 +209,18 @@ class RecordView(TypingProtocol):
     def event(self) -> Any: ...
 
 
+class DetectionWords(NamedTuple):
+    """What :meth:`Protocol.detect` says of a flow, in a protocol's own words: its hello
+    ``seen``; on its port from the start but without it, what its server does
+    (``refused``); ``missing`` the hello elsewhere; the bytes ``look`` like it; ``none``."""
+
+    seen: str
+    refused: str
+    missing: str
+    look: str
+    none: str
+
+
 class Protocol(ABC):
     """One protocol, as the protocol-free parts of nsqviz see it. See the module doc."""
 
@@ -227,12 +241,37 @@ class Protocol(ABC):
         """Do these first bytes of a stream prove their sender is this protocol's client?
         (The capture layer uses it to orient a flow whose SYN was not captured.)"""
 
-    @abstractmethod
+    detection_words: DetectionWords
+    """The words of :meth:`detect`'s verdicts."""
+
+    def starts_hello(self, data: bytes) -> bool:
+        """Could a client's first bytes ``data`` (perhaps fewer than the whole hello) be
+        this protocol's hello? By default: they are all of it."""
+        return self.client_hello(data)
+
+    def looks_like(self, direction: str, data: bytes) -> bool:
+        """Do bytes seen in the middle of a flow look like this protocol's?"""
+        return False
+
     def detect(self, direction: str, data: bytes, *, from_start: bool,
                server_port: bool) -> Detection:
         """Is a flow this protocol's? ``data`` is the first payload seen, in
         ``direction``; ``from_start``: it is the client's first bytes after a captured
-        handshake; ``server_port``: the server's port is one of this protocol's."""
+        handshake; ``server_port``: the server's port is one of this protocol's. Every
+        protocol scores alike (:class:`Detection`): its hello (:meth:`starts_hello`),
+        then its port, then the look of the bytes (:meth:`looks_like`)."""
+        words = self.detection_words
+        if from_start:
+            if self.starts_hello(data):
+                return Detection(3, words.seen)
+            if server_port:
+                return Detection(2, f"server port ({words.refused})")
+            return Detection(0, words.missing)
+        if server_port:
+            return Detection(2, "server port")
+        if self.looks_like(direction, data):
+            return Detection(1, words.look)
+        return Detection(0, words.none)
 
     # -- decoding -----------------------------------------------------------------
 

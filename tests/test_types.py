@@ -1,6 +1,6 @@
-"""``mypy --strict`` over what pyproject.toml's ``[tool.mypy]`` names (all of ``nsqviz``
-but the packages its ``exclude`` still lists; construct read through construct-typing's
-stubs); ``ruff`` over the whole tree, as ``make lint``."""
+"""``mypy --strict`` over what pyproject.toml's ``[tool.mypy]`` names (every module of
+``nsqviz``; construct read through construct-typing's stubs); ``ruff`` over the whole
+tree, as ``make lint``."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from nsqviz.broker.auth import AuthError, AuthState, query_auth
 from nsqviz.broker.identify import Negotiated
+from nsqviz.broker.options import Options
 from nsqviz.broker.output import OK, FatalClientError, Output
 from nsqviz.nsq.errors import ErrorCode, go_quote
 from nsqviz.nsq.events import Response
@@ -27,7 +28,7 @@ class AccessSteps(Output):
     """TLS and AUTH for a :class:`BrokerConnection`."""
 
     broker: Any
-    opts: Any
+    opts: Options
     auth_state: AuthState | None
     tls_version: str
     tls_cipher_suite: str
@@ -35,10 +36,14 @@ class AccessSteps(Output):
     _secret: str
     _write_paused: bool
 
+    # the connection's own methods, used here
+    _run: Callable[[], None]
+    _start_compression: Callable[[Negotiated], None]
+
     async def _upgrade_tls(self, settings: Negotiated) -> None:
         try:
             transport = await self.loop.start_tls(
-                self.transport, self, self.broker.tls_context, server_side=True,
+                self._live, self, self.broker.tls_context, server_side=True,
                 ssl_handshake_timeout=5.0,
             )
         except (TimeoutError, OSError, ConnectionError) as exc:
@@ -103,7 +108,7 @@ class AccessSteps(Output):
             return
         self._busy = False
         if not self._write_paused:
-            self.transport.resume_reading()
+            self._live.resume_reading()
         self._run()
 
     def _when_authorized(self, cmd: str, topic: str, channel: str,
@@ -118,10 +123,11 @@ class AccessSteps(Output):
         """Returns True when ``then`` must wait for a re-query (it is then run later)."""
         if not self.opts.auth_http_address:
             return False
-        state = self.auth_state  # the codec refused SUB and publishing before AUTH
+        state = self.auth_state
+        assert state is not None  # the codec refused SUB and publishing before AUTH
         if state.is_expired():
             self._busy = True
-            self.transport.pause_reading()
+            self._live.pause_reading()
             self.loop.create_task(self._recheck_auth(cmd, topic, channel, then))
             return True
         if not state.is_allowed(topic, channel):
@@ -132,7 +138,7 @@ class AccessSteps(Output):
     async def _recheck_auth(self, cmd: str, topic: str, channel: str,
                             then: Callable[[], None]) -> None:
         try:
-            self.auth_state = await self._query_auth(self._secret)
+            self.auth_state = state = await self._query_auth(self._secret)
         except AuthError as exc:
             log.warning("AUTH re-check for %s failed: %s", self.remote_address, exc)
             self._fatal(ErrorCode.AUTH_FAILED, "AUTH failed")
@@ -140,7 +146,7 @@ class AccessSteps(Output):
         if self.closed:
             return
         try:
-            if not self.auth_state.is_allowed(topic, channel):
+            if not state.is_allowed(topic, channel):
                 raise FatalClientError(ErrorCode.UNAUTHORIZED,
                              f"AUTH failed for {cmd} on {go_quote(topic)} {go_quote(channel)}")
             then()

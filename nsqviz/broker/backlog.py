@@ -8,6 +8,7 @@ queue ``topic:channel`` (:func:`backend_name`).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from nsqviz.broker.diskqueue import DiskQueue
@@ -29,7 +30,7 @@ class Backlog:
 
     def __init__(self, name: str, opts: Options, ephemeral: bool):
         self.memory: deque[BrokerMessage] = deque()
-        self.limit = opts.mem_queue_size
+        self.limit: int | None = opts.mem_queue_size
         self.disk: DiskQueue | None = None
         self.dropped = 0
         if opts.data_path and not ephemeral:
@@ -117,7 +118,7 @@ class Backlog:
                 return decode_record(data)
         return None
 
-    def spill(self, msgs) -> None:
+    def spill(self, msgs: Iterable[BrokerMessage]) -> None:
         """Write messages to disk regardless of the memory limit (graceful stop)."""
         assert self.disk is not None
         self.disk.put_many(encode_record(m) for m in msgs)

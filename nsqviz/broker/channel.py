@@ -45,12 +45,21 @@ be read between a draining reader's slices; larger ones favour the reader and co
 CPU per message when it is alone (``benchmarks.broker_load`` shows both sides)."""
 
 
+_Room = list[Any]
+"""One client's turn in a pump: ``[client, room left, batch taken]`` (a list: the pump
+updates it in place)."""
+
+
 class Consumer(Protocol):
     """What a channel needs from a subscribed connection."""
 
     in_flight: dict[bytes, BrokerMessage]
-    sample_rate: int
-    msg_timeout: float
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    @property
+    def msg_timeout(self) -> float: ...
 
     def room(self) -> int:
         """How many more messages the client may have in flight now (RDY - in flight)."""
@@ -165,7 +174,7 @@ class Channel:
             return
         n = len(clients)
         start = self._next % n
-        rooms = []
+        rooms: list[_Room] = []
         for k in range(n):
             client = clients[(start + k) % n]
             room = client.room()
@@ -195,7 +204,7 @@ class Channel:
             loop.call_soon(self._pump_again)
 
     @staticmethod
-    def _deal_slices(rooms: list[list], budget: int, queued: int,
+    def _deal_slices(rooms: list[_Room], budget: int, queued: int,
                      take: Callable[[int], list[BrokerMessage]]) -> int:
         """Each client with room takes a slice off the queue in turn, its share of the
         ``budget`` (negative: no limit) or of the ``queued`` messages if fewer -- one call
@@ -220,7 +229,7 @@ class Channel:
         return budget
 
     @staticmethod
-    def _deal_one_by_one(rooms: list[list], budget: int,
+    def _deal_one_by_one(rooms: list[_Room], budget: int,
                          pop: Callable[[], BrokerMessage | None]) -> int:
         """As :meth:`_deal_slices`, a message at a time, for sampling clients (nsqd drops
         a message a sampling client skips)."""

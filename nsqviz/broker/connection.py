@@ -29,14 +29,16 @@ import logging
 import socket
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import repeat
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from nsqviz.broker.access import AccessSteps
 from nsqviz.broker.auth import AuthState
+from nsqviz.broker.channel import Channel
 from nsqviz.broker.identify import IdentifyRefused, Negotiated, negotiate
 from nsqviz.broker.message import BrokerMessage
+from nsqviz.broker.options import Options
 from nsqviz.broker.output import CLOSE_WAIT, OK, FatalClientError
 from nsqviz.nsq import events
 from nsqviz.nsq.commands import COMMANDS, name_of
@@ -55,7 +57,7 @@ _STATS_STATE = {State.INIT: 0, State.CONNECTED: 0, State.SUBSCRIBED: 3, State.CL
                 State.CLOSED: 1}
 
 
-def server_config(opts) -> ServerConfig:
+def server_config(opts: Options) -> ServerConfig:
     """The part of the options the codec enforces itself."""
     return ServerConfig(
         max_rdy_count=opts.max_rdy_count,
@@ -73,7 +75,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
     :class:`~nsqviz.broker.access.AccessSteps`, output and timers in
     :class:`~nsqviz.broker.output.Output`."""
 
-    def __init__(self, broker):
+    def __init__(self, broker: Any) -> None:
         self.broker = broker
         self.opts = opts = broker.opts
         self.codec = ServerConnection(server_config(opts))
@@ -88,7 +90,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             output_buffer_timeout=opts.output_buffer_timeout,
             sample_rate=0, msg_timeout=opts.msg_timeout, feature_negotiation=False,
         )
-        self.channel = None
+        self.channel: Channel | None = None
         self.in_flight: dict[bytes, BrokerMessage] = {}  # the codec counts them against RDY
         self.auth_state: AuthState | None = None
         self._secret = ""  # kept to ask the auth service again when the answer expires
@@ -100,7 +102,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         self.connect_ts = int(time.time())
         self.message_count = self.finish_count = self.requeue_count = 0
         self.pub_counts: dict[str, int] = {}
-        self._events: deque = deque()
+        self._events: deque[events.Event] = deque()
         self._busy = False  # an async step (AUTH query, TLS handshake) is running
         self._out: list[bytes] = []
         self._out_size = 0
@@ -157,10 +159,18 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             return 0
         return self.codec.room
 
+    @property
+    def _subscribed(self) -> Channel:
+        """The channel: FIN, REQ and TOUCH reach a handler only for a message in flight,
+        so after SUB (the codec refuses them before)."""
+        assert self.channel is not None
+        return self.channel
+
     # -- asyncio.Protocol -----------------------------------------------------------
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        # a stream server's protocol is given a stream transport
+        self.transport = transport = cast(asyncio.Transport, base)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -191,7 +201,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
     def eof_received(self) -> bool:
         return False  # close our side too, as nsqd does when its read fails
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self._teardown()
 
     def pause_writing(self) -> None:
@@ -251,13 +261,16 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
                       and len(ev.raw.data) > len(MAGIC_V2))
             self._fatal(ev.code, ev.text, unread=unread)
         else:
-            self._send_now(events.Error(self._not_owned(ev) or ev.error))
+            error = self._not_owned(ev) or ev.error
+            assert error is not None  # a violation with a code has nsqd's answer
+            self._send_now(events.Error(error))
 
     def _not_owned(self, ev: events.Violation) -> bytes | None:
         """The codec only knows this connection's in-flight ids; nsqd's channel knows all,
         and says ``client does not own message`` for an id in flight on another client."""
         cmd = ev.command
-        if self.channel is None or cmd is None or ev.code != ErrorCode.failed(name_of(type(cmd))):
+        if (self.channel is None or not isinstance(cmd, events.Fin | events.Req | events.Touch)
+                or ev.code != ErrorCode.failed(name_of(type(cmd)))):
             return None
         if any(cmd.id in other.in_flight for other in self.channel.holders if other is not self):
             return _failed(cmd, "client does not own message")
@@ -287,7 +300,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         self._send_now(events.Response(compact_json(response)))
         if settings.tls_v1:
             self._busy = True
-            self.transport.pause_reading()
+            self._live.pause_reading()
             self.loop.create_task(self._upgrade_tls(settings))
             return
         self._start_compression(settings)
@@ -305,7 +318,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
     def _on_auth(self, ev: events.Auth) -> None:
         # the codec has refused a second AUTH and AUTH without an auth service
         self._busy = True
-        self.transport.pause_reading()
+        self._live.pause_reading()
         self.loop.create_task(self._authenticate(ev.secret.decode("utf-8", "replace")))
 
     def _on_sub(self, ev: events.Sub) -> None:
@@ -337,13 +350,14 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         self._when_authorized("DPUB", ev.topic, "",
                               lambda: self._publish("DPUB", ev.topic, [ev.body], delay))
 
-    def _publish(self, verb: str, topic_name: str, bodies, delay: float = 0.0) -> None:
+    def _publish(self, verb: str, topic_name: str, bodies: Sequence[bytes],
+                 delay: float = 0.0) -> None:
         broker = self.broker
         topic = broker.get_topic(topic_name)
         # deliveries the put triggers wait until the OK is out: a client that publishes
         # on its own subscribed connection sees the OK first, as with nsqd (whose message
         # pump runs apart from the command loop)
-        broker.held_pumps = held = set()
+        broker.held_pumps = held = set[Channel]()
         try:
             if len(bodies) == 1:
                 topic.put(BrokerMessage(broker.new_id(), bodies[0]), delay)
@@ -368,7 +382,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
 
     def _on_fin(self, ev: events.Fin) -> None:
         try:
-            self.channel.finish(self, ev.id)
+            self._subscribed.finish(self, ev.id)
         except KeyError as exc:
             self._send_now(events.Error(_failed(ev, exc.args[0])))
             return
@@ -378,7 +392,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
     def _on_req(self, ev: events.Req) -> None:
         delay = min(ev.timeout / 1000, self.opts.max_req_timeout)
         try:
-            self.channel.requeue(self, ev.id, delay)
+            self._subscribed.requeue(self, ev.id, delay)
         except KeyError as exc:
             self._send_now(events.Error(_failed(ev, exc.args[0])))
             return
@@ -387,7 +401,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
 
     def _on_touch(self, ev: events.Touch) -> None:
         try:
-            self.channel.touch(self, ev.id)
+            self._subscribed.touch(self, ev.id)
         except KeyError as exc:
             self._send_now(events.Error(_failed(ev, exc.args[0])))
 

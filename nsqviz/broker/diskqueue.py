@@ -35,6 +35,7 @@ import os
 import re
 from collections.abc import Iterable
 from struct import Struct
+from typing import BinaryIO
 
 __all__ = ["DiskQueue"]
 
@@ -57,7 +58,7 @@ class DiskQueue:
         self.read_file = self.read_pos = 0
         self.write_file = self.write_pos = 0
         self._fd: int | None = None
-        self._reader = None
+        self._reader: BinaryIO | None = None
         self._reader_num = -1
         self._unsynced = 0
         self._recover()
@@ -153,7 +154,7 @@ class DiskQueue:
         except FileNotFoundError:
             return 0, 0, 0
 
-    def _records_in(self, view, pos: int, size: int) -> tuple[int, int]:
+    def _records_in(self, view: mmap.mmap, pos: int, size: int) -> tuple[int, int]:
         count = 0
         unpack, lo, hi = _SIZE.unpack_from, self.min_msg_size, self.max_msg_size
         while pos + 4 <= size:
@@ -237,8 +238,10 @@ class DiskQueue:
                     self._next_read_file()
                     continue
                 self._reader_num = self.read_file
-            self._reader.seek(self.read_pos)
-            head = self._reader.read(4)
+            reader = self._reader
+            assert reader is not None  # opened above for this file
+            reader.seek(self.read_pos)
+            head = reader.read(4)
             if len(head) < 4:
                 if self.read_file < self.write_file:
                     self._next_read_file()  # a file that ended before the roll-over size
@@ -248,7 +251,7 @@ class DiskQueue:
                 self.write_pos = self.read_pos
                 break
             (n,) = _SIZE.unpack(head)
-            data = self._reader.read(n) if self.min_msg_size <= n <= self.max_msg_size else b""
+            data = reader.read(n) if self.min_msg_size <= n <= self.max_msg_size else b""
             if len(data) != n or not data:
                 self._bad_file(f"invalid record size {n} at offset {self.read_pos}")
                 continue

@@ -11,12 +11,26 @@ from __future__ import annotations
 import asyncio
 import socket
 from struct import Struct
+from typing import Any
 
 from nsqviz.broker.message import BrokerMessage
 from nsqviz.broker.stats import stats, stats_text
 from nsqviz.goflags import VERSION
-from nsqviz.httpd import GET, POST, HTTPError, arg, empty, json_reply, route_table, serve, text
+from nsqviz.httpd import (
+    GET,
+    POST,
+    HTTPError,
+    Query,
+    Reply,
+    arg,
+    empty,
+    json_reply,
+    route_table,
+    serve,
+    text,
+)
 from nsqviz.nsq import fastpath
+from nsqviz.nsq.events import Mpub
 from nsqviz.nsq.grammar_errors import GrammarError
 from nsqviz.nsq.refusals import nsqd_answer
 from nsqviz.nsq.wire import is_valid_channel_name, is_valid_topic_name
@@ -26,13 +40,13 @@ __all__ = ["serve_http"]
 _I32 = Struct(">i")
 
 
-async def serve_http(broker, host: str, port: int) -> asyncio.base_events.Server:
+async def serve_http(broker: Any, host: str, port: int) -> asyncio.base_events.Server:
     return await serve(route_table(_ROUTES, broker), host, port,
                        max_body_size=broker.opts.max_body_size,
                        timeout=broker.opts.client_timeout)
 
 
-def _topic_arg(query, invalid: str | None = "INVALID_TOPIC") -> str:
+def _topic_arg(query: Query, invalid: str | None = "INVALID_TOPIC") -> str:
     """The ``topic`` parameter; ``invalid`` is nsqd's code for a bad name (the channel
     endpoints say ``INVALID_ARG_TOPIC``; /topic/delete does not check the name)."""
     name = arg(query, "topic")
@@ -43,7 +57,7 @@ def _topic_arg(query, invalid: str | None = "INVALID_TOPIC") -> str:
     return name
 
 
-def _channel_arg(query) -> str:
+def _channel_arg(query: Query) -> str:
     name = arg(query, "channel")
     if name is None:
         raise HTTPError(400, "MISSING_ARG_CHANNEL")
@@ -52,11 +66,11 @@ def _channel_arg(query) -> str:
     return name
 
 
-def _ping(broker, query, body):
+def _ping(broker: Any, query: Query, body: bytes) -> Reply:
     return text(b"OK")
 
 
-def _info(broker, query, body):
+def _info(broker: Any, query: Query, body: bytes) -> Reply:
     o = broker.opts
     return json_reply({
         "version": VERSION,
@@ -73,7 +87,7 @@ def _info(broker, query, body):
     })
 
 
-def _stats(broker, query, body):
+def _stats(broker: Any, query: Query, body: bytes) -> Reply:
     topic = arg(query, "topic")
     channel = arg(query, "channel")
     include_clients = arg(query, "include_clients") in (None, "1", "t", "T", "true", "TRUE",
@@ -84,7 +98,7 @@ def _stats(broker, query, body):
     return text(stats_text(data).encode())
 
 
-def _pub(broker, query, body):
+def _pub(broker: Any, query: Query, body: bytes) -> Reply:
     if len(body) > broker.opts.max_msg_size:
         raise HTTPError(413, "MSG_TOO_BIG")
     if not body:
@@ -105,7 +119,7 @@ def _pub(broker, query, body):
     return text(b"OK")
 
 
-def _mpub(broker, query, body):
+def _mpub(broker: Any, query: Query, body: bytes) -> Reply:
     name = _topic_arg(query)
     opts = broker.opts
     bodies: list[bytes] = []
@@ -118,6 +132,7 @@ def _mpub(broker, query, body):
             # nsqd answers 413 with the code its TCP MPUB would have sent, minus "E_"
             code, _ = nsqd_answer(command, command.index(b"\n"), exc)
             raise HTTPError(413, str(code)[2:]) from None
+        assert isinstance(event, Mpub)  # the command is an MPUB's
         if not event.bodies or len(event.bodies) > (opts.max_body_size - 4) // 5:
             raise HTTPError(413, "BAD_BODY")
         if any(len(b) > opts.max_msg_size for b in event.bodies):
@@ -135,19 +150,19 @@ def _mpub(broker, query, body):
     return text(b"OK")
 
 
-def _topic_create(broker, query, body):
+def _topic_create(broker: Any, query: Query, body: bytes) -> Reply:
     broker.get_topic(_topic_arg(query))
     return empty()
 
 
-def _topic_delete(broker, query, body):
+def _topic_delete(broker: Any, query: Query, body: bytes) -> Reply:
     name = _topic_arg(query, invalid=None)
     if not broker.delete_topic(name):
         raise HTTPError(404, "TOPIC_NOT_FOUND")
     return empty()
 
 
-def _channel_create(broker, query, body):
+def _channel_create(broker: Any, query: Query, body: bytes) -> Reply:
     name = _topic_arg(query, "INVALID_ARG_TOPIC")
     channel = _channel_arg(query)
     topic = broker.topics.get(name)
@@ -157,7 +172,7 @@ def _channel_create(broker, query, body):
     return empty()
 
 
-def _channel_delete(broker, query, body):
+def _channel_delete(broker: Any, query: Query, body: bytes) -> Reply:
     name = _topic_arg(query, "INVALID_ARG_TOPIC")
     channel = _channel_arg(query)
     topic = broker.topics.get(name)

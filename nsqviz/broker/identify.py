@@ -10,6 +10,7 @@ and ``protocolV2.IDENTIFY``): a value outside its documented range is a fatal
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from nsqviz.broker.options import Options
 from nsqviz.goflags import VERSION
@@ -48,8 +49,8 @@ class Negotiated:
     deflate_level: int = 6
 
 
-def negotiate(data: dict, opts: Options, *, current: Negotiated, tls_available: bool,
-              auth_required: bool) -> tuple[Negotiated, dict | None]:
+def negotiate(data: dict[str, Any], opts: Options, *, current: Negotiated, tls_available: bool,
+              auth_required: bool) -> tuple[Negotiated, dict[str, Any] | None]:
     """Check ``data`` (the IDENTIFY body) and return the new settings and, when the client
     asked for ``feature_negotiation``, the JSON response nsqd would send (keys in nsqd's
     order). Raises :class:`IdentifyRefused`."""
@@ -133,9 +134,10 @@ def negotiate(data: dict, opts: Options, *, current: Negotiated, tls_available: 
     return n, {key: values[key] for key in FEATURE_NEGOTIATION_FIELDS}
 
 
-def _bound(f: IdentifyField, bound: int | str, opts: Options) -> float:
+def _bound(f: IdentifyField, bound: int | str | None, opts: Options) -> float:
     """A range end of ``f``: a number, or the nsqd option that sets it (in ``f.unit``)."""
+    assert bound is not None  # the fields negotiate() checks have both ends
     if isinstance(bound, str):
-        value = getattr(opts, bound)
+        value: float = getattr(opts, bound)
         return value * 1000 if f.unit == "ms" else value
     return bound

@@ -35,7 +35,7 @@ class BrokerMessage:
         self.body = body
         self.timestamp = time.time_ns() if timestamp is None else timestamp
         self.attempts = attempts
-        self.client = None
+        self.client: object | None = None  # the connection it is in flight on
         self.deadline = 0.0
         self.deliver_at = 0.0
 
@@ -55,7 +55,7 @@ class IDGenerator:
     for centuries).
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._counter = itertools.count(time.time_ns())
 
     def __call__(self) -> bytes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from nsqviz.broker.identify import Negotiated
 from nsqviz.listen import close_unread
@@ -32,8 +33,13 @@ class FatalClientError(Exception):
         self.code, self.text = code, text
 
 
-class Output:
-    """Buffered output, fatal close and the two timers of a :class:`BrokerConnection`."""
+class Output(asyncio.Protocol):
+    """Buffered output, fatal close and the two timers of a :class:`BrokerConnection`
+    (an asyncio protocol: the connection it is a part of is one)."""
+
+    # the connection's own methods, used here
+    ready: Callable[[], bool]
+    _teardown: Callable[[], None]
 
     codec: ServerConnection
     transport: asyncio.Transport | None
@@ -49,6 +55,12 @@ class Output:
     _deadline_handle: asyncio.TimerHandle | None
     _last_read: float
 
+    @property
+    def _live(self) -> asyncio.Transport:
+        """The transport: set by ``connection_made``, before anything is read or sent."""
+        assert self.transport is not None
+        return self.transport
+
     def _send_now(self, frame: ServerFrame) -> None:
         """A response or error: written at once, after any buffered messages."""
         self._out.append(self.codec.send(frame))
@@ -58,8 +70,8 @@ class Output:
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
-        if self._out and not self.closed and not self.transport.is_closing():
-            self.transport.write(b"".join(self._out))
+        if self._out and not self.closed and not self._live.is_closing():
+            self._live.write(b"".join(self._out))
         self._out.clear()
         self._out_size = 0
 
@@ -92,7 +104,7 @@ class Output:
     def _close_quietly(self) -> None:
         self.closed = True
         self._flush_silently()
-        self.transport.close()
+        self._live.close()
         self._teardown()
 
     def abort(self) -> None:

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import time
+from typing import TYPE_CHECKING
 
 from nsqviz.broker.channel import Channel
 from nsqviz.broker.message import IDGenerator
@@ -27,6 +28,12 @@ from nsqviz.broker.topic import Topic
 from nsqviz.goflags import VERSION
 from nsqviz.listen import listen_backlog
 from nsqviz.nsq.wire import is_valid_channel_name, is_valid_topic_name
+
+if TYPE_CHECKING:  # both imported when the broker starts
+    import ssl
+
+    from nsqviz.broker.connection import BrokerConnection
+    from nsqviz.broker.lookup import LookupPeers
 
 __all__ = ["Broker"]
 
@@ -41,16 +48,16 @@ class Broker:
     def __init__(self, opts: Options | None = None):
         self.opts = opts or Options()
         self.topics: dict[str, Topic] = {}
-        self.clients: set = set()
+        self.clients: set[BrokerConnection] = set()
         self.new_id = IDGenerator()
         self.start_time = int(time.time())
         self.tcp_port = 0
         self.http_port = 0
-        self.tls_context = None
+        self.tls_context: ssl.SSLContext | None = None
         self._tcp_server: asyncio.base_events.Server | None = None
         self._http_server: asyncio.base_events.Server | None = None
-        self._scan_task: asyncio.Task | None = None
-        self.lookup = None  # LookupPeers with --lookupd-tcp-address
+        self._scan_task: asyncio.Task[None] | None = None
+        self.lookup: LookupPeers | None = None  # LookupPeers with --lookupd-tcp-address
         self.loading = False
         # while a TCP publish runs, channels wait here to pump until its OK is sent
         self.held_pumps: set[Channel] | None = None
@@ -83,8 +90,8 @@ class Broker:
         if opts.lookupd_tcp_address:
             from nsqviz.broker.lookup import LookupPeers
 
-            self.lookup = LookupPeers(self, opts.lookupd_tcp_address)
-            self.lookup.start()
+            self.lookup = lookup = LookupPeers(self, opts.lookupd_tcp_address)
+            lookup.start()
         log.info("nsqviz broker %s: TCP %s, HTTP %s", VERSION, self.tcp_address,
                  self.http_address)
 
@@ -226,7 +233,7 @@ class Broker:
                     backlog.disk.sync()
 
 
-def _tls_context(opts: Options):
+def _tls_context(opts: Options) -> ssl.SSLContext:
     import ssl
 
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

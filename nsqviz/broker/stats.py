@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import gc
 import resource
+from typing import TYPE_CHECKING, Any
 
 from nsqviz.goflags import VERSION
+
+if TYPE_CHECKING:
+    from nsqviz.broker.connection import BrokerConnection
 
 __all__ = ["stats", "stats_text"]
 
 _NO_LATENCY = {"count": 0, "percentiles": None}
 
 
-def stats(broker, *, topic: str | None = None, channel: str | None = None,
-          include_clients: bool = True) -> dict:
+def stats(broker: Any, *, topic: str | None = None, channel: str | None = None,
+          include_clients: bool = True) -> dict[str, Any]:
     topics = []
     producers = []
     if topic is not None and topic not in broker.topics:
@@ -62,7 +66,8 @@ def stats(broker, *, topic: str | None = None, channel: str | None = None,
     return _document(broker, topics, producers or None)
 
 
-def _document(broker, topics: list | None, producers: list | None) -> dict:
+def _document(broker: Any, topics: list[dict[str, Any]] | None,
+              producers: list[dict[str, Any]] | None) -> dict[str, Any]:
     return {
         "version": VERSION,
         "health": "OK",
@@ -73,7 +78,7 @@ def _document(broker, topics: list | None, producers: list | None) -> dict:
     }
 
 
-def client_stats(cl) -> dict:
+def client_stats(cl: BrokerConnection) -> dict[str, Any]:
     out = {
         "client_id": cl.client_id,
         "hostname": cl.hostname,
@@ -109,7 +114,7 @@ def client_stats(cl) -> dict:
     return out
 
 
-def _memory() -> dict:
+def _memory() -> dict[str, int]:
     """Go runtime figures have no Python twin; we report what Python has, same keys."""
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     counts = gc.get_stats()
@@ -126,7 +131,7 @@ def _memory() -> dict:
     }
 
 
-def stats_text(data: dict) -> str:
+def stats_text(data: dict[str, Any]) -> str:
     """The plain-text /stats: one line per topic, channel and client."""
     lines = [f"nsqd v{data['version']} (nsqviz broker)", f"Health: {data['health']}", ""]
     if not data["topics"]:

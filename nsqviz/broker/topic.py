@@ -7,7 +7,7 @@ arrives it drains them to it a slice per event-loop turn.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nsqviz.broker.backlog import Backlog, backend_name
 from nsqviz.broker.channel import Channel
@@ -26,7 +26,7 @@ backlog that waited for its first channel (nsqd's topic pump does this concurren
 class Topic:
     """A named stream of messages, copied to every channel."""
 
-    def __init__(self, broker, name: str, opts: Options):
+    def __init__(self, broker: Any, name: str, opts: Options):
         self.broker = broker
         self.name = name
         self.opts = opts

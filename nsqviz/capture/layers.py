@@ -50,6 +50,11 @@ FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 
 ETHERTYPE_IPV4 = 0x0800
 ETHERTYPE_IPV6 = 0x86DD
+_IP_VERSION = {ETHERTYPE_IPV4: 4, ETHERTYPE_IPV6: 6}
+"""The IP version each IP EtherType carries (others: 0, not IP)."""
+_COOKED = {LINKTYPE_LINUX_SLL2: ("Linux cooked v2", 20, 0),
+           LINKTYPE_LINUX_SLL: ("Linux cooked", 16, 14)}
+"""Linux cooked captures: name, header size, offset of the EtherType in the header."""
 _VLAN_TAGS = frozenset({0x8100, 0x88A8, 0x9100})  # 802.1Q, 802.1ad (QinQ), old QinQ
 
 # BSD address families for IPv6 differ per OS: Linux 10, NetBSD/OpenBSD 24,
@@ -168,19 +173,13 @@ def decode_record(rec: Record) -> Segment | CaptureWarning | None:
                 return _bad(rec, "VLAN tag cut short")
             (etype,) = _U16.unpack_from(data, pos)
         pos += 2
-        version = 4 if etype == ETHERTYPE_IPV4 else 6 if etype == ETHERTYPE_IPV6 else 0
-    elif link == LINKTYPE_LINUX_SLL2:
-        if len(data) < 20:
-            return _bad(rec, f"Linux cooked v2 header cut short: {len(data)} of 20 bytes")
-        (etype,) = _U16.unpack_from(data, 0)
-        pos = 20
-        version = 4 if etype == ETHERTYPE_IPV4 else 6 if etype == ETHERTYPE_IPV6 else 0
-    elif link == LINKTYPE_LINUX_SLL:
-        if len(data) < 16:
-            return _bad(rec, f"Linux cooked header cut short: {len(data)} of 16 bytes")
-        (etype,) = _U16.unpack_from(data, 14)
-        pos = 16
-        version = 4 if etype == ETHERTYPE_IPV4 else 6 if etype == ETHERTYPE_IPV6 else 0
+        version = _IP_VERSION.get(etype, 0)
+    elif link in _COOKED:
+        name, pos, at = _COOKED[link]
+        if len(data) < pos:
+            return _bad(rec, f"{name} header cut short: {len(data)} of {pos} bytes")
+        (etype,) = _U16.unpack_from(data, at)
+        version = _IP_VERSION.get(etype, 0)
     elif link in (LINKTYPE_NULL, LINKTYPE_LOOP):
         if len(data) < 4:
             return _bad(rec, "loopback header cut short")

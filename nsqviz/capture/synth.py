@@ -21,6 +21,7 @@ from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.server_connection import ServerConnection
 from nsqviz.records import compact_json
 from nsqviz.stream.direction import Direction
+from nsqviz.tubemq.tables import ErrorCode
 
 __all__ = ["NsqTalk", "Written", "pubsub_session", "tubemq_producer"]
 
@@ -178,14 +179,15 @@ def tubemq_producer(master: TcpConversation | None, broker: TcpConversation | No
         sent.extend([req, rsp])
 
     cid = "10.0.0.1-4242-1700000000000-1-nsqviz"
+    ok = ErrorCode.SUCCESS
     mc, ms = tubemq.ClientConnection(), tubemq.ServerConnection()
     call(master, mc, ms, 1, M["RegisterRequestP2M"](
         clientId=cid, topicList=["demo"], brokerCheckSum=-1, hostName="10.0.0.1"),
-        M["RegisterResponseM2P"](success=True, errCode=200, errMsg="OK!", brokerCheckSum=1,
+        M["RegisterResponseM2P"](success=True, errCode=ok, errMsg="OK!", brokerCheckSum=1,
                                  brokerInfos=["1:10.0.0.2: "]))
     call(master, mc, ms, 2, M["HeartRequestP2M"](
         clientId=cid, brokerCheckSum=1, hostName="10.0.0.1", topicList=["demo"]),
-        M["HeartResponseM2P"](success=True, errCode=200, errMsg="OK!", brokerCheckSum=1,
+        M["HeartResponseM2P"](success=True, errCode=ok, errMsg="OK!", brokerCheckSum=1,
                               topicInfos=["demo#1:2:1#1048576"]))
     bc, bs = tubemq.ClientConnection(), tubemq.ServerConnection()
     for i in range(messages):
@@ -194,9 +196,9 @@ def tubemq_producer(master: TcpConversation | None, broker: TcpConversation | No
         call(broker, bc, bs, 13, M["SendMessageRequestP2B"](
             clientId=cid, topicName="demo", partitionId=i % 2, data=body, flag=0,
             checkSum=-1, sentAddr=167772161),
-            M["SendMessageResponseB2P"](success=True, errCode=200, errMsg=str(i + 1),
+            M["SendMessageResponseB2P"](success=True, errCode=ok, errMsg=str(i + 1),
                                         messageId=i + 1, appendTime=1_700_000_000_000,
                                         appendOffset=i * 28))
     call(master, mc, ms, 3, M["CloseRequestP2M"](clientId=cid),
-         M["CloseResponseM2P"](success=True, errCode=200, errMsg="OK!"))
+         M["CloseResponseM2P"](success=True, errCode=ok, errMsg="OK!"))
     return sent

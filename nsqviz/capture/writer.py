@@ -16,7 +16,7 @@ import ipaddress
 import os
 from array import array
 from struct import Struct
-from typing import BinaryIO, Self
+from typing import BinaryIO, Protocol, Self
 
 from nsqviz.capture.files import (
     BYTE_ORDER_MAGIC,
@@ -43,7 +43,7 @@ from nsqviz.capture.layers import (
 )
 from nsqviz.stream.direction import Direction
 
-__all__ = ["PcapWriter", "PcapngWriter", "TcpConversation", "build_packet"]
+__all__ = ["PcapWriter", "PcapngWriter", "RecordWriter", "TcpConversation", "build_packet"]
 
 _IPV4 = Struct(">BBHHHBBH4s4s")
 _IPV6 = Struct(">IHBB16s16s")
@@ -228,6 +228,17 @@ class PcapngWriter(_CaptureFile):
         self.count += 1
 
 
+class RecordWriter(Protocol):
+    """What a :class:`TcpConversation` writes into, besides a pcapng file: records of one
+    link type appended in order (a :class:`PcapWriter`, or one that rotates its files)."""
+
+    @property
+    def linktype(self) -> int: ...
+
+    def write(self, ts: float, frame: bytes, *, orig_len: int | None = None,
+              interface: int = 0) -> None: ...
+
+
 class TcpConversation:
     """One TCP connection written packet by packet into a writer.
 
@@ -240,7 +251,7 @@ class TcpConversation:
 
     def __init__(
         self,
-        writer: PcapWriter | PcapngWriter,
+        writer: PcapngWriter | RecordWriter,
         client: tuple[str, int],
         server: tuple[str, int],
         *,

@@ -14,7 +14,7 @@ from nsqviz.conformance.tap import WireTap
 __all__ = ["register", "run"]
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "conformance",
         help="check NSQ client connections (captures or live) against the client guide",

@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from nsqviz.listen import LOOPBACK
 from nsqviz.nsq.events import Event
@@ -87,6 +89,12 @@ class WireTap:
         self._server: asyncio.base_events.Server | None = None
         self._flowing: asyncio.Event | None = None
 
+    @property
+    def _flow(self) -> asyncio.Event:
+        """Set while relaying: made by :meth:`start`, before any connection or freeze."""
+        assert self._flowing is not None
+        return self._flowing
+
     # -- life cycle -------------------------------------------------------------------
 
     def start(self) -> WireTap:
@@ -103,9 +111,11 @@ class WireTap:
         if self._server is None:
             return
 
+        server = self._server
+
         async def close() -> None:
             self._cut()
-            self._server.close()
+            server.close()
             await asyncio.sleep(0)
 
         asyncio.run_coroutine_threadsafe(close(), self.loop).result(10)
@@ -114,7 +124,7 @@ class WireTap:
     def __enter__(self) -> WireTap:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def drop(self) -> None:
@@ -132,7 +142,7 @@ class WireTap:
     def freeze(self) -> None:
         """Stop relaying in both directions, connections left open (a hung nsqd or a
         dead network path: only liveness detection notices)."""
-        self.loop.call_soon_threadsafe(self._flowing.clear)
+        self.loop.call_soon_threadsafe(self._flow.clear)
 
     def pause(self, seconds: float) -> None:
         """Refuse new connections for ``seconds`` (an nsqd that is down)."""
@@ -162,7 +172,9 @@ class WireTap:
         )
         conn.closed = True
 
-    async def _pipe(self, reader, writer, conn: TappedConnection, direction: str, decode) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    conn: TappedConnection, direction: Direction,
+                    decode: Callable[[bytes], list[Any]]) -> None:
         try:
             while True:
                 try:
@@ -173,7 +185,7 @@ class WireTap:
                     if conn.ended_by is None:
                         conn.ended_by = "client" if direction == Direction.C2S else "server"
                     break
-                await self._flowing.wait()
+                await self._flow.wait()
                 t = time.monotonic()
                 with self._lock:
                     self._packets += 1

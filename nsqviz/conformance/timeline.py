@@ -10,11 +10,15 @@ seconds from the first event shown. Only what was on the wire is drawn.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from nsqviz.conformance.rules import Connection
 from nsqviz.nsq.events import Cls, Message, Rdy, Req
 from nsqviz.palette import ink, name_colour
 from nsqviz.stream.direction import Direction
+
+if TYPE_CHECKING:  # matplotlib is imported by whoever draws
+    from matplotlib.axes import Axes
 
 __all__ = ["plot_rdy", "rdy_series"]
 
@@ -35,7 +39,7 @@ def rdy_series(conns: Iterable[Connection]) -> dict[str, list[tuple[float, int]]
     return out
 
 
-def plot_rdy(conns: Iterable[Connection], ax, *, max_in_flight: int | None = None,
+def plot_rdy(conns: Iterable[Connection], ax: Axes, *, max_in_flight: int | None = None,
              title: str = "") -> None:
     """Draw each connection's RDY over time on ``ax`` (a matplotlib Axes)."""
     conns = [c for c in conns if c.subscribed is not None]

@@ -17,8 +17,9 @@ from struct import Struct as _Struct
 from typing import Any
 
 from nsqviz.lookupd import grammar
-from nsqviz.lookupd.grammar import BODY_VERBS, IDENTIFY_REQUIRED, MAGIC_V1, LookupError_
+from nsqviz.lookupd.grammar import BODY_VERBS, MAGIC_V1, ErrorCode, LookupError_
 from nsqviz.nsq.grammar import GrammarError
+from nsqviz.stream.lines import SIZE_PREFIX, MagicLineFraming
 from nsqviz.stream.reassembly import (
     Buffer,
     FramingError,
@@ -174,9 +175,9 @@ TRANSITIONS: dict[tuple[State, type], State | str] = {
     (State.INIT, Magic): State.CONNECTED,
     (State.CONNECTED, Identify): State.IDENTIFIED,
     (State.CONNECTED, Ping): State.CONNECTED,
-    (State.CONNECTED, Register): "E_INVALID client must IDENTIFY",
-    (State.CONNECTED, Unregister): "E_INVALID client must IDENTIFY",
-    (State.IDENTIFIED, Identify): "E_INVALID cannot IDENTIFY again",
+    (State.CONNECTED, Register): f"{ErrorCode.INVALID} client must IDENTIFY",
+    (State.CONNECTED, Unregister): f"{ErrorCode.INVALID} client must IDENTIFY",
+    (State.IDENTIFIED, Identify): f"{ErrorCode.INVALID} cannot IDENTIFY again",
     (State.IDENTIFIED, Register): State.IDENTIFIED,
     (State.IDENTIFIED, Unregister): State.IDENTIFIED,
     (State.IDENTIFIED, Ping): State.IDENTIFIED,
@@ -187,40 +188,28 @@ TRANSITIONS: dict[tuple[State, type], State | str] = {
 # ----------------------------------------------------------------------------- framing
 
 
-class CommandFraming:
+class CommandFraming(MagicLineFraming):
     """nsqd to nsqlookupd: the magic once, then ``VERB params\\n`` lines, IDENTIFY's
     followed by ``[ 4-byte size ][ body ]``."""
 
     name = "nsq-lookup-commands"
+    magic = MAGIC_V1
+    bad_magic_code = ErrorCode.BAD_PROTOCOL
 
     def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE, max_line: int = 16384):
-        self.expect_magic = True
+        super().__init__(expect_magic=True, max_line=max_line)
         self.max_body_size = max_body_size
-        self.max_line = max_line
 
-    def measure(self, buf: bytes, pos: int) -> int | None:
-        if self.expect_magic:
-            if len(buf) - pos < 4:
-                return None
-            self.expect_magic = False
-            if buf[pos : pos + 4] != MAGIC_V1:
-                raise FramingError(f"bad protocol magic {buf[pos:pos + 4]!r}",
-                                   code="E_BAD_PROTOCOL")
-            return 4
-        nl = buf.find(b"\n", pos, pos + self.max_line + 1)
-        if nl < 0:
-            if len(buf) - pos > self.max_line:
-                raise FramingError(f"command line longer than {self.max_line} bytes")
-            return None
+    def measure_line(self, buf: bytes, pos: int, nl: int) -> int | None:
         verb = buf[pos:nl].split(b" ", 1)[0].strip()
         if verb not in BODY_VERBS:
             return nl + 1 - pos
-        if len(buf) - (nl + 1) < 4:
+        size = self.body_size(buf, nl)
+        if size is None:
             return None
-        size: int = _I32.unpack_from(buf, nl + 1)[0]
         if not 0 <= size <= self.max_body_size:
-            raise FramingError(f"IDENTIFY body size {size} out of range", code="E_BAD_BODY")
-        return nl + 1 - pos + 4 + size
+            raise FramingError(f"IDENTIFY body size {size} out of range", code=ErrorCode.BAD_BODY)
+        return nl + 1 - pos + SIZE_PREFIX + size
 
     def resync(self, buf: Buffer, pos: int) -> int | None:
         return -1  # nsqlookupd closes on the first error: nothing after it is read
@@ -312,9 +301,9 @@ class LookupServerConnection:
     def _decode(self, item: RawFrame | Garbage | Truncated) -> LookupEvent:
         assert not isinstance(item, Truncated)  # only Reassembler.finish() makes those
         if isinstance(item, Garbage):
-            if item.code == "E_BAD_PROTOCOL":  # nsqlookupd sends the bare code
+            if item.code == ErrorCode.BAD_PROTOCOL:  # nsqlookupd sends the bare code
                 return Refused(item.code, "", item.offset)
-            return Refused(item.code or "E_INVALID", item.reason, item.offset)
+            return Refused(item.code or ErrorCode.INVALID, item.reason, item.offset)
         if self.state is State.INIT:
             self.state = State.CONNECTED
             return Magic()
@@ -328,10 +317,10 @@ class LookupServerConnection:
             code, text = nxt.split(" ", 1)
             return Refused(code, text, item.offset)
         if type(ev) is Identify:
-            info = ev.info
-            if not all(info.get(k) for k in IDENTIFY_REQUIRED):
-                return Refused("E_BAD_BODY", "IDENTIFY missing fields", item.offset)
-            self.info = info
+            bad = grammar.identify_refusal(ev.info)
+            if bad is not None:
+                return Refused(bad.code, bad.text, item.offset)
+            self.info = ev.info
         self.state = nxt
         return ev
 
@@ -386,7 +375,7 @@ class LookupClientConnection:
                 break
             payload = grammar.parse_response(item.data)
             asked = self.pending.pop(0) if self.pending else None
-            if payload.startswith(b"E_"):
+            if payload.startswith(grammar.ERROR_PREFIX):
                 code, _, text = payload.decode("utf-8", "replace").partition(" ")
                 self.state = State.CLOSED
                 out.append(Refused(code, text, item.offset))

@@ -18,6 +18,8 @@ validators as protocol V2).
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Mapping
 from typing import Any
 
 from construct import Const, GreedyBytes, Int32sb, Prefixed, SizeofError, Struct, Subconstruct
@@ -31,6 +33,8 @@ __all__ = [
     "BODY_VERBS",
     "COMMANDS",
     "ERRORS",
+    "ERROR_PREFIX",
+    "ErrorCode",
     "IDENTIFY",
     "IDENTIFY_ANSWER",
     "IDENTIFY_REQUIRED",
@@ -41,6 +45,7 @@ __all__ = [
     "Response",
     "UNREGISTER",
     "LookupError_",
+    "identify_refusal",
     "parse_command",
     "parse_response",
 ]
@@ -110,23 +115,40 @@ IDENTIFY_REQUIRED = ("broadcast_address", "tcp_port", "http_port", "version")
 """IDENTIFY keys nsqlookupd requires (non-empty/non-zero); ``hostname``,
 ``topology_zone`` and ``topology_region`` are optional."""
 
-# The error table: code -> (when nsqlookupd sends it, the text's pattern). All are fatal.
-ERRORS: dict[str, tuple[str, str]] = {
-    "E_BAD_PROTOCOL": ("the first 4 bytes are not the magic \"  V1\"", ""),
-    "E_INVALID": (
+
+class ErrorCode(enum.StrEnum):
+    """An nsqlookupd error code; ``ErrorCode.INVALID == "E_INVALID"``. All are fatal."""
+
+    BAD_PROTOCOL = "E_BAD_PROTOCOL"
+    INVALID = "E_INVALID"
+    BAD_TOPIC = "E_BAD_TOPIC"
+    BAD_CHANNEL = "E_BAD_CHANNEL"
+    BAD_BODY = "E_BAD_BODY"
+
+
+ERROR_PREFIX = b"E_"
+"""How every error answer starts (each :class:`ErrorCode` does)."""
+
+MISSING_FIELDS = "IDENTIFY missing fields"
+"""nsqlookupd's text for an IDENTIFY without one of :data:`IDENTIFY_REQUIRED`."""
+
+# The error table: code -> (when nsqlookupd sends it, the text's pattern).
+ERRORS: dict[ErrorCode, tuple[str, str]] = {
+    ErrorCode.BAD_PROTOCOL: ("the first 4 bytes are not the magic \"  V1\"", ""),
+    ErrorCode.INVALID: (
         "unknown verb; REGISTER/UNREGISTER before IDENTIFY or without a topic; "
         "a second IDENTIFY",
         "invalid command {verb} | client must IDENTIFY | {verb} insufficient number of "
         "params | cannot IDENTIFY again",
     ),
-    "E_BAD_TOPIC": ("the topic name breaks nsqd's naming rule",
+    ErrorCode.BAD_TOPIC: ("the topic name breaks nsqd's naming rule",
                     "{verb} topic name '{name}' is not valid"),
-    "E_BAD_CHANNEL": ("the channel name breaks nsqd's naming rule",
+    ErrorCode.BAD_CHANNEL: ("the channel name breaks nsqd's naming rule",
                       "{verb} channel name '{name}' is not valid"),
-    "E_BAD_BODY": (
+    ErrorCode.BAD_BODY: (
         "the IDENTIFY body cannot be read, is not JSON, or lacks a required field",
         "IDENTIFY failed to read body size | IDENTIFY failed to read body | "
-        "IDENTIFY failed to decode JSON body | IDENTIFY missing fields",
+        f"IDENTIFY failed to decode JSON body | {MISSING_FIELDS}",
     ),
 }
 
@@ -152,9 +174,9 @@ def parse_command(data: bytes) -> Any:
     name = verb.decode("ascii", "replace")
     con = COMMANDS.get(name)
     if con is None:
-        raise LookupError_("E_INVALID", f"invalid command {name}", offset=0)
+        raise LookupError_(ErrorCode.INVALID, f"invalid command {name}", offset=0)
     if verb in (b"REGISTER", b"UNREGISTER") and not line[len(verb) + 1:].strip():
-        raise LookupError_("E_INVALID", f"{name} insufficient number of params",
+        raise LookupError_(ErrorCode.INVALID, f"{name} insufficient number of params",
                            offset=len(verb))
     try:
         return parse_exactly(con, data)
@@ -165,13 +187,22 @@ def parse_command(data: bytes) -> Any:
 def _refusal(verb: str, exc: GrammarError) -> LookupError_:
     path = exc.path or ""
     if "channel" in path:
-        return LookupError_("E_BAD_CHANNEL", f"{verb} {exc.reason}", offset=exc.offset)
+        return LookupError_(ErrorCode.BAD_CHANNEL, f"{verb} {exc.reason}", offset=exc.offset)
     if "topic" in path:
-        return LookupError_("E_BAD_TOPIC", f"{verb} {exc.reason}", offset=exc.offset)
+        return LookupError_(ErrorCode.BAD_TOPIC, f"{verb} {exc.reason}", offset=exc.offset)
     if verb == "IDENTIFY":
-        return LookupError_("E_BAD_BODY", "IDENTIFY failed to decode JSON body",
+        return LookupError_(ErrorCode.BAD_BODY, "IDENTIFY failed to decode JSON body",
                             offset=exc.offset)
-    return LookupError_("E_INVALID", f"invalid command {verb}: {exc.reason}", offset=exc.offset)
+    return LookupError_(ErrorCode.INVALID, f"invalid command {verb}: {exc.reason}",
+                        offset=exc.offset)
+
+
+def identify_refusal(info: Mapping[str, Any]) -> LookupError_ | None:
+    """The error nsqlookupd answers an IDENTIFY whose JSON lacks a required field
+    (one absent, empty or zero), else ``None``."""
+    if all(info.get(k) for k in IDENTIFY_REQUIRED):
+        return None
+    return LookupError_(ErrorCode.BAD_BODY, MISSING_FIELDS)
 
 
 def parse_response(data: bytes) -> bytes:

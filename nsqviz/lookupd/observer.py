@@ -32,7 +32,7 @@ from nsqviz.lookupd.codec import (
     Unregister,
     command_of,
 )
-from nsqviz.lookupd.grammar import IDENTIFY_REQUIRED, LookupError_
+from nsqviz.lookupd.grammar import LookupError_
 from nsqviz.stream.reassembly import (
     Buffer,
     FramingError,
@@ -45,7 +45,7 @@ from nsqviz.stream.reassembly import (
 
 __all__ = ["ANSWER_STARTS", "Observer", "Seen"]
 
-ANSWER_STARTS = (b"OK", b"{", b"E_")
+ANSWER_STARTS = (b"OK", b"{", grammar.ERROR_PREFIX)
 """How every answer nsqlookupd sends begins: what a resynchronisation looks for."""
 
 
@@ -128,8 +128,9 @@ class Observer:
     def _judge(self, event: LookupEvent, offset: int) -> Refused | None:
         """What nsqlookupd answers to ``event`` in the current state (``None``: it is
         accepted); moves the state on."""
-        if isinstance(event, Identify) and not all(event.info.get(k) for k in IDENTIFY_REQUIRED):
-            return Refused("E_BAD_BODY", "IDENTIFY missing fields", offset)
+        bad = grammar.identify_refusal(event.info) if isinstance(event, Identify) else None
+        if bad is not None:
+            return Refused(bad.code, bad.text, offset)
         if self.state is None:  # mid-connection: the state is not known
             return None
         nxt = TRANSITIONS.get((self.state, type(event)))
@@ -152,7 +153,7 @@ class Observer:
             return _undecodable(item)
         payload = grammar.parse_response(item.data)
         asked = self.pending.popleft() if self.pending else None
-        if payload.startswith(b"E_"):
+        if payload.startswith(grammar.ERROR_PREFIX):
             code, _, text = payload.decode("utf-8", "replace").partition(" ")
             self.state = State.CLOSED
             return Seen(Refused(code, text, item.offset), item, asked=asked)

@@ -30,7 +30,7 @@ from nsqviz.lookupd.codec import (
 )
 from nsqviz.lookupd.fields import FIELDS, PARAMS, PREFIX
 from nsqviz.lookupd.observer import Observer, Seen
-from nsqviz.protocols import Detection, Item, Lost, Protocol, RecordView
+from nsqviz.protocols import DetectionWords, Item, Lost, Protocol, RecordView
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import RawFrame, Truncated
 
@@ -136,19 +136,13 @@ class LookupdProtocol(Protocol):
     def client_hello(self, data: bytes) -> bool:
         return data.startswith(grammar.MAGIC_V1)
 
-    def detect(self, direction: str, data: bytes, *, from_start: bool,
-               server_port: bool) -> Detection:
-        if from_start:
-            if data.startswith(grammar.MAGIC_V1):
-                return Detection(3, "magic")
-            if server_port:
-                return Detection(2, "server port (no magic: nsqlookupd will refuse it)")
-            return Detection(0, "client did not send the lookup magic")
-        if server_port:
-            return Detection(2, "server port")
-        if _looks_like_lookup(direction, data):
-            return Detection(1, "looks like nsqd talking to nsqlookupd")
-        return Detection(0, "no magic, port not a lookup port, not lookup-like")
+    detection_words = DetectionWords(
+        "magic", "no magic: nsqlookupd will refuse it", "client did not send the lookup magic",
+        "looks like nsqd talking to nsqlookupd",
+        "no magic, port not a lookup port, not lookup-like")
+
+    def looks_like(self, direction: str, data: bytes) -> bool:
+        return _looks_like_lookup(direction, data)
 
     def observer(self, *, midstream: bool) -> _Adapter:
         return _Adapter(midstream)

@@ -218,6 +218,11 @@ class ClientConnection(_Connection):
             return False
         return self._on_reply(frame, out)
 
+    def answered_by(self, frame: ev.Response | ev.Error) -> None:
+        """An observer saw an answer cut short by the capture: pair it with what asked
+        for it, as if it had been read whole."""
+        self._on_reply(frame, [])
+
     def _on_reply(self, frame: ev.Response | ev.Error, out: list[ev.Event]) -> bool:
         """Pair a response or error with what asked for it; True if the stream switches."""
         if isinstance(frame, ev.Error):

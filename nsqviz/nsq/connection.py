@@ -77,6 +77,11 @@ class _Connection(Connection):
         """Take the transition ``event`` leads to from the current state, if any."""
         self.state = TRANSITIONS[self.role][self.state].get(event, self.state)
 
+    def took(self, event: type[Event]) -> None:
+        """An observer saw a unit cut short by the capture that leads to ``event``'s
+        transition: take it as if the unit had been read whole."""
+        self._advance(event)
+
     def _fail(self) -> None:
         """A fatal violation: a peer closes; an observer reads on."""
         if not self.passive:

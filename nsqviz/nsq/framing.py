@@ -17,6 +17,7 @@ from nsqviz.nsq.commands import BODY_VERBS, BY_VERB, BodyKind
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.lexer import line_end, verb_of
 from nsqviz.nsq.wire import MAGIC_V2
+from nsqviz.stream.lines import MagicLineFraming
 from nsqviz.stream.reassembly import Buffer, FramingError
 
 __all__ = [
@@ -115,10 +116,12 @@ class FrameFraming:
         return None
 
 
-class CommandFraming:
+class CommandFraming(MagicLineFraming):
     """Commands sent by a client: the magic once, then ``VERB params\\n[size][body]``."""
 
     name = "nsq-commands"
+    magic = MAGIC_V2
+    bad_magic_code = ErrorCode.BAD_PROTOCOL
     resync_lookahead = 2  # resync judges a position by the newline before it
 
     def __init__(
@@ -129,33 +132,11 @@ class CommandFraming:
         max_msg_size: int = DEFAULT_MAX_MSG_SIZE,
         max_line: int = DEFAULT_MAX_LINE,
     ):
-        self.expect_magic = expect_magic
+        super().__init__(expect_magic=expect_magic, max_line=max_line)
         self.max_body_size = max_body_size
         self.max_msg_size = max_msg_size
-        self.max_line = max_line
 
-    def measure(self, buf: bytes, pos: int) -> int | None:
-        if self.expect_magic:
-            if len(buf) - pos < 4:
-                if not MAGIC_V2.startswith(buf[pos:]):
-                    raise FramingError(
-                        f"expected the magic {MAGIC_V2!r}, got {buf[pos:]!r}",
-                        code=ErrorCode.BAD_PROTOCOL,
-                    )
-                return None
-            got = buf[pos : pos + 4]
-            if got != MAGIC_V2:
-                raise FramingError(
-                    f"expected the magic {MAGIC_V2!r}, got {got!r}", code=ErrorCode.BAD_PROTOCOL
-                )
-            self.expect_magic = False
-            return 4
-        nl = buf.find(b"\n", pos, pos + self.max_line + 1)
-        if nl < 0:
-            if len(buf) - pos > self.max_line:
-                # nsqd cannot read such a line and drops the connection without a word.
-                raise FramingError(f"command line longer than {self.max_line} bytes")
-            return None
+    def measure_line(self, buf: bytes, pos: int, nl: int) -> int | None:
         verb = verb_of(buf, pos, nl)
         line_len = nl + 1 - pos
         spec = BY_VERB.get(verb)
@@ -165,9 +146,9 @@ class CommandFraming:
         # lacks them is answered (and the connection closed) with no body read.
         if buf.count(b" ", pos, line_end(buf, pos, nl)) < spec.arity:
             return line_len
-        if len(buf) - (nl + 1) < 4:
+        size = self.body_size(buf, nl)
+        if size is None:
             return None
-        size: int = _I32.unpack_from(buf, nl + 1)[0]
         # nsqd checks a body size as soon as it has read it, before reading the body;
         # the reasons below are the texts nsqd v1.3.0 answers with.
         name = spec.verb
@@ -189,7 +170,7 @@ class CommandFraming:
                     f"{name} body too big {size} > {self.max_body_size}",
                     code=ErrorCode.BAD_BODY,
                 )
-        return line_len + 4 + size
+        return line_len + SIZE_PREFIX + size
 
     def scan(self, buf: bytes, pos: int, ends: list[int]) -> int:
         """Append the ends of complete body-less commands (FIN, RDY, REQ, TOUCH, NOP ...)

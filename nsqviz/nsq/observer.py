@@ -132,7 +132,9 @@ class Observer(SansIOObserver):
                     expect = (ev.code, ev.text) if ev.code else None
                     waiting.append(_Waiting(segment, answered, expect, ev.command))
             elif type(ev) is Refused and waiting and waiting[-1].command is ev.command:
-                waiting[-1] = waiting[-1]._replace(expect=(ev.code, ev.text))
+                last = waiting[-1]
+                waiting[-1] = _Waiting(last.packet, last.answered, (ev.code, ev.text),
+                                       last.command)
         return events
 
     def gap_unit(self, direction: Direction | str) -> tuple[RawFrame, int | None]:
@@ -158,8 +160,8 @@ class Observer(SansIOObserver):
         answers a command, whose packet is returned."""
         if direction == Direction.C2S:
             spec = COMMANDS[name]
-            self.server._advance(spec.event)
-            self.client._advance(spec.event)
+            self.server.took(spec.event)
+            self.client.took(spec.event)
             if spec.answered:
                 self.client.pending.append(f"{name} (cut short)")
             self.waiting.append(_Waiting(packet, spec.answered, None, None))
@@ -172,7 +174,7 @@ class Observer(SansIOObserver):
             return None
         data = bytes.fromhex(fields["data"])
         frame = Response(data) if name == FRAME_NAMES[Response] else Error(data)
-        self.client._on_reply(frame, [])
+        self.client.answered_by(frame)
         return self._answered(frame)
 
     def s2c(self, data: bytes, *, segment: int | None = None,

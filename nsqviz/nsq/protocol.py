@@ -37,7 +37,7 @@ from nsqviz.nsq.framing import SIZE_PREFIX, FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
 from nsqviz.nsq.wire import MAGIC_V2
-from nsqviz.protocols import Detection, Item, Lost, ObservedConnection, Protocol, RecordView
+from nsqviz.protocols import DetectionWords, Item, Lost, ObservedConnection, Protocol, RecordView
 from nsqviz.records import escaped
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
@@ -246,19 +246,15 @@ class NsqProtocol(Protocol):
     def client_hello(self, data: bytes) -> bool:
         return data.startswith(MAGIC_V2)
 
-    def detect(self, direction: str, data: bytes, *, from_start: bool,
-               server_port: bool) -> Detection:
-        if from_start:
-            if MAGIC_V2.startswith(data[:4]):  # also when the magic came split
-                return Detection(3, "magic")
-            if server_port:
-                return Detection(2, "server port (no magic: nsqd will refuse it)")
-            return Detection(0, "client did not send the NSQ magic")
-        if server_port:
-            return Detection(2, "server port")
-        if _looks_like_nsq(direction, data):
-            return Detection(1, "looks like NSQ")
-        return Detection(0, "no magic, port not an NSQ port, not NSQ-like")
+    detection_words = DetectionWords(
+        "magic", "no magic: nsqd will refuse it", "client did not send the NSQ magic",
+        "looks like NSQ", "no magic, port not an NSQ port, not NSQ-like")
+
+    def starts_hello(self, data: bytes) -> bool:
+        return MAGIC_V2.startswith(data[:4])  # also when the magic came split
+
+    def looks_like(self, direction: str, data: bytes) -> bool:
+        return _looks_like_nsq(direction, data)
 
     def observer(self, *, midstream: bool) -> _Observer:
         return _Observer(Observer(provenance=True, midstream=midstream), _items)

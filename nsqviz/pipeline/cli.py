@@ -7,10 +7,12 @@ rather than a JVM trace.
 
 from __future__ import annotations
 
+import argparse
+
 __all__ = ["register"]
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from nsqviz.pipeline.job import build_parser
 
     parser = subparsers.add_parser(
@@ -23,7 +25,7 @@ def register(subparsers) -> None:
     parser.set_defaults(run=_run)
 
 
-def _run(args) -> int:
+def _run(args: argparse.Namespace) -> int:
     from nsqviz.pipeline.job import run_args
 
     return run_args(args)

@@ -169,8 +169,8 @@ def decode_file(path: str, file_index: int, files: list[str], *, continuation: b
     try:
         with open(path, "rb") as f:
             for step in decoder.driver.read(f, file_index):
-                if see is not None and step.segment is not None:
-                    see(step.segment, step.record.offset)  # type: ignore[union-attr]
+                if see is not None and step.segment is not None and step.record is not None:
+                    see(step.segment, step.record.offset)  # a segment comes with its record
                 for rec in decoder.step(final(step)):
                     frames += rec.kind in _FRAME_KINDS
                     rows.add(rec)
@@ -215,6 +215,7 @@ def continue_connections(part: Part, files: list[str], *,
         for rec in records:
             if rec.flow_id in foreign:
                 continue
+            # flow_id is typed optional (DecodedRecord); these records are read as of a flow
             flow = decoder.flows[rec.flow_id].flow  # type: ignore[index]
             start_file = split_packet_id(flow.first_packet)[0]
             written = file_index == start_file and (flow.syn_seen or start_file == 0)
@@ -227,10 +228,10 @@ def continue_connections(part: Part, files: list[str], *,
         try:
             items = read_records(files[file_index], fp.wanted())
             for item in items:
-                if type(item) is CaptureWarning:
+                if isinstance(item, CaptureWarning):
                     continue  # stage 1 reported it
                 seg = decode_record(item)
-                if seg is None or type(seg) is CaptureWarning:
+                if seg is None or isinstance(seg, CaptureWarning):
                     continue
                 key = key_of(seg)
                 closed = closed_at.get(key)

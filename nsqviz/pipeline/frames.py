@@ -97,7 +97,9 @@ def write_frames(
         if not crossing:
             sink.done(out)
             return FramesRun()
-        n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions", "8"))  # type: ignore[arg-type]
+        # conf.get is typed str | None, but with a default it never gives None
+        n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions",  # type: ignore[arg-type]
+                                             "8"))
         parts = handoff.plan(handoff.load(handoffs, len(files)), n)
         run = FramesRun(len(parts), sum(p.keys for p in parts),
                         sum(p.payload for p in parts))
@@ -129,5 +131,6 @@ def _read(spark: SparkSession, files: list[str], options: dict[str, str],
 def capture_frames(spark: SparkSession, files: list[str], out: str,
                    **options: object) -> DataFrame:
     """:func:`write_frames` into ``out``, read back."""
+    # ``options`` are write_frames' own keywords, passed on as they came
     write_frames(spark, files, out, **options)  # type: ignore[arg-type]
     return spark.read.parquet(out)

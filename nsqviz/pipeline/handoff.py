@@ -228,8 +228,8 @@ def plan(handoffs: Iterable[FileHandoff], n_parts: int) -> list[Part]:
     4-tuple stays in one partition: its packets are decoded in capture order."""
     by_key: dict[Key, list[tuple[int, KeyPart]]] = {}
     for h in handoffs:
-        for key, part in h.keys.items():
-            by_key.setdefault(key, []).append((h.file_index, part))
+        for key, key_part in h.keys.items():
+            by_key.setdefault(key, []).append((h.file_index, key_part))
     wanted = [(sum(p.payload for _, p in parts) + 1, key, parts)
               for key, parts in by_key.items() if any(p.needed() for _, p in parts)]
     wanted.sort(key=lambda w: (-w[0], w[1]))

@@ -23,12 +23,18 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
 from nsqviz.pipeline.definitions import TABLES as ANALYSES
 from nsqviz.pipeline.progress import Progress, console
+
+if TYPE_CHECKING:  # pyspark and the frames stage are imported when a run starts
+    from pyspark.sql import SparkSession
+
+    from nsqviz.pipeline.frames import FramesRun
+    from nsqviz.pipeline.source import Paths
 
 __all__ = ["PipelineResult", "main", "run"]
 
@@ -42,13 +48,13 @@ class PipelineResult:
     counts: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0  # the whole run
     frames_seconds: float = 0.0  # reading and decoding, up to frames on disk
-    stage_2: Any = None  # the frames' FramesRun: what crossed file boundaries
+    stage_2: FramesRun | None = None  # what crossed file boundaries
 
     def table(self, name: str) -> str:
         return os.path.join(self.out, name)
 
 
-def run(spark, captures, out: str, *, partitions: int | None = None,
+def run(spark: SparkSession, captures: Paths, out: str, *, partitions: int | None = None,
         ports: Mapping[str, Iterable[int]] | None = None,
         idle_split: float | None = IDLE_SPLIT, count: bool = True,
         per_file: bool = False, progress: Callable[[Any], None] | None = None,
@@ -80,8 +86,9 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
                    else os.path.join(result.out, "_progress") if "://" not in out
                    else tempfile.mkdtemp(prefix="nsqviz-progress-"))
         os.makedirs(reports, exist_ok=True)
-    tracker = (Progress(spark, sizes, progress, directory=reports) if progress
-               else contextlib.nullcontext())
+    tracker: Progress | contextlib.nullcontext[None] = (
+        Progress(spark, sizes, progress, directory=reports) if progress
+        else contextlib.nullcontext())
     try:
         with tracker:
             _run(spark, files, _uri(out), result, tracker, partitions=partitions,
@@ -95,13 +102,15 @@ def run(spark, captures, out: str, *, partitions: int | None = None,
     return result
 
 
-def _run(spark, files, uri, result, tracker, *, count, **options) -> None:
+def _run(spark: SparkSession, files: list[str], uri: str, result: PipelineResult,
+         tracker: Progress | contextlib.nullcontext[None], *, count: bool,
+         **options: Any) -> None:
     from pyspark import StorageLevel
 
     from nsqviz.pipeline import analyses
     from nsqviz.pipeline.frames import write_frames
 
-    def stage_2(run) -> None:
+    def stage_2(run: FramesRun) -> None:
         if isinstance(tracker, Progress):
             tracker.next_phase("continuing", total_bytes=run.payload)
 
@@ -125,7 +134,7 @@ def _run(spark, files, uri, result, tracker, *, count, **options) -> None:
     frames.unpersist()
 
 
-def _rows(spark, uri: str) -> int:
+def _rows(spark: SparkSession, uri: str) -> int:
     """Rows of a Parquet table: from its files' footers when they are local (no Spark
     job), else counted by Spark."""
     if uri.startswith("file://"):
@@ -173,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     return run_args(args)
 
 
-def run_args(args) -> int:
+def run_args(args: argparse.Namespace) -> int:
     from nsqviz.pipeline.source import expand_paths
     from nsqviz.pipeline.spark import JavaMissing, get_session, input_bytes
 

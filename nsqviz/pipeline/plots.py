@@ -9,19 +9,26 @@ it; counts that span decades get a log axis, numbers a numeric one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Literal
+
 from nsqviz.palette import ink, name_colour
 from nsqviz.stream.direction import Direction
+
+if TYPE_CHECKING:  # imported by whoever draws
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.legend import Legend
 
 __all__ = ["frames_per_packet", "latency_distribution", "legend_beside", "rdy_in_flight"]
 
 
-def legend_beside(ax, **kw):
+def legend_beside(ax: Axes, **kw: Any) -> Legend:
     """The legend right of the axes, outside the data (``tight_layout`` makes room)."""
     return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
                      fontsize=8, **kw)
 
 
-def _axes(ax, size=(7, 3.2)):
+def _axes(ax: Axes | None, size: tuple[float, float] = (7, 3.2)) -> Axes:
     if ax is not None:
         return ax
     import matplotlib.pyplot as plt
@@ -30,7 +37,7 @@ def _axes(ax, size=(7, 3.2)):
     return ax
 
 
-def latency_distribution(messages, ax=None):
+def latency_distribution(messages: pd.DataFrame, ax: Axes | None = None) -> Axes:
     """Histogram (log-spaced bins, milliseconds) of end-to-end and processing latency."""
     import numpy as np
 
@@ -47,9 +54,11 @@ def latency_distribution(messages, ax=None):
         return ax
     bins = np.logspace(np.log10(values.min()), np.log10(values.max()), 30)
     # one filled, one outlined: where they overlap both stay readable
-    for (label, s), col, kind in zip(series.items(), colours, ("stepfilled", "step"),
-                                     strict=True):
-        ax.hist(s[s > 0], bins=bins, histtype=kind, alpha=0.45 if kind == "stepfilled" else 1,
+    kinds: tuple[Literal["stepfilled", "step"], ...] = ("stepfilled", "step")
+    for (label, s), col, kind in zip(series.items(), colours, kinds, strict=True):
+        # matplotlib's stubs take bins as Sequence[float], which an ndarray is not declared
+        ax.hist(s[s > 0], bins=bins,  # type: ignore[arg-type]
+                histtype=kind, alpha=0.45 if kind == "stepfilled" else 1,
                 linewidth=2, color=col, label=f"{label}, n={len(s)}")
     ax.set_xscale("log")
     ax.set_xlabel("latency (ms, log scale)")
@@ -59,7 +68,8 @@ def latency_distribution(messages, ax=None):
     return ax
 
 
-def rdy_in_flight(flow_control, conn_id: str, ax=None, *, label: str | None = None):
+def rdy_in_flight(flow_control: pd.DataFrame, conn_id: str, ax: Axes | None = None, *,
+                  label: str | None = None) -> Axes:
     """RDY and in-flight of one connection over time, starved moments marked."""
     ax = _axes(ax)
     fc = flow_control[flow_control.conn_id == conn_id].sort_values(["ts", "event"])
@@ -85,7 +95,8 @@ def rdy_in_flight(flow_control, conn_id: str, ax=None, *, label: str | None = No
     return ax
 
 
-def frames_per_packet(sticky, ax=None, *, title: str = "Frames per packet"):
+def frames_per_packet(sticky: pd.DataFrame, ax: Axes | None = None, *,
+                      title: str = "Frames per packet") -> Axes:
     """Bar chart of the frames-per-packet distribution, one bar group per direction."""
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 

@@ -98,15 +98,19 @@ class NotebookBar:
 
         self.bar = w.IntProgress(min=0, max=1, description="decoding")
         self.label = w.Label()
-        self.handle = display(w.HBox([self.bar, self.label]), display_id=True)
+        # IPython's display() and HTML() carry no annotations
+        self.handle = display(w.HBox([self.bar, self.label]),  # type: ignore[no-untyped-call]
+                              display_id=True)
 
     def __call__(self, snap: Snapshot) -> None:
         if snap.phase == "done":
             from IPython.display import HTML
 
             frames = "" if snap.frames is None else f", {snap.frames} frames"
-            self.handle.update(HTML(f"<div class='nv-muted'>decoded {snap.files} capture "
-                                    f"file(s), {snap.bytes_done / 1e6:.1f} MB{frames}</div>"))
+            summary = (f"<div class='nv-muted'>decoded {snap.files} capture "
+                       f"file(s), {snap.bytes_done / 1e6:.1f} MB{frames}</div>")
+            # IPython's HTML() carries no annotations
+            self.handle.update(HTML(summary))  # type: ignore[no-untyped-call]
             return
         self.bar.description = snap.phase
         decoding = snap.phase in _READING

@@ -37,7 +37,9 @@ def summary_schema() -> Any:
 def _fs(out: str) -> tuple[Any, str]:
     from pyarrow import fs
 
-    return fs.FileSystem.from_uri(out if "://" in out else os.path.abspath(out))
+    filesystem_and_path: tuple[Any, str] = fs.FileSystem.from_uri(
+        out if "://" in out else os.path.abspath(out))
+    return filesystem_and_path
 
 
 def clear(out: str) -> None:

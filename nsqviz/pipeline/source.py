@@ -36,18 +36,23 @@ directory or URI): each task writes its rows there as a Parquet file itself
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
 
 from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.pipeline.schemas import FRAME_SCHEMA, PACKET_SCHEMA, SUMMARY_SCHEMA
 from nsqviz.records import PacketColumns
+
+if TYPE_CHECKING:  # imported where a task needs them
+    from nsqviz.pipeline.handoff import FileHandoff, Part
 
 __all__ = ["OUTPUTS", "PcapDataSource", "expand_paths", "iter_packet_batches", "reader_options"]
 
@@ -57,7 +62,11 @@ BATCH_ROWS = 8192
 _CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
 
 
-def expand_paths(paths: str | os.PathLike[str] | list) -> list[str]:
+Paths = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
+"""Capture files named one way or several: files, directories, globs."""
+
+
+def expand_paths(paths: Paths) -> list[str]:
     """Files named by ``paths`` (files, directories, globs), absolute, sorted, no repeats.
 
     Sorted by name, so ``capture.pcap``, ``capture.pcap1`` ... of ``tcpdump -C`` come in
@@ -66,7 +75,8 @@ def expand_paths(paths: str | os.PathLike[str] | list) -> list[str]:
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
     out: list[str] = []
-    for p in map(os.fspath, paths):
+    for path in paths:
+        p = os.fspath(path)
         if os.path.isdir(p):
             found = [
                 os.path.join(p, n)
@@ -83,7 +93,7 @@ def expand_paths(paths: str | os.PathLike[str] | list) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _natural(name: str) -> list:
+def _natural(name: str) -> list[tuple[int, int, str]]:
     """``cap.pcap9`` before ``cap.pcap10``: tcpdump -C numbers files without padding."""
     return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name)]
 
@@ -94,7 +104,8 @@ def _looks_like_capture(name: str) -> bool:
     return name.endswith(_CAPTURE_SUFFIXES) or rotated
 
 
-def iter_packet_batches(path: str, file_index: int = 0, batch_rows: int = BATCH_ROWS) -> Iterator:
+def iter_packet_batches(path: str, file_index: int = 0,
+                        batch_rows: int = BATCH_ROWS) -> Iterator[Any]:
     """Stream one capture file as Arrow record batches of packets-table rows."""
     from nsqviz.capture.files import CaptureFormatError, CaptureWarning, read_capture
     from nsqviz.capture.layers import decode_record
@@ -121,15 +132,21 @@ def iter_packet_batches(path: str, file_index: int = 0, batch_rows: int = BATCH_
         yield cols.batch()
 
 
-class _FilePartition(InputPartition):
+class _Partition(InputPartition):
+    """A partition of this source; Spark hands it back to :meth:`PcapReader.read`."""
+
+    index: int
+
+
+class _FilePartition(_Partition):
     def __init__(self, path: str, index: int):
         super().__init__(path)
         self.path = path
         self.index = index
 
 
-class _PlanPartition(InputPartition):
-    def __init__(self, index: int, part: Any):
+class _PlanPartition(_Partition):
+    def __init__(self, index: int, part: Part):
         super().__init__(index)
         self.index = index
         self.part = part
@@ -141,15 +158,16 @@ class PcapReader(DataSourceReader):
         self.output = output
         self.options = options
 
-    def partitions(self):
+    def partitions(self) -> list[_Partition]:
         if self.output == "continued":
             import pickle
 
             with open(self.options["plan"], "rb") as f:
-                return [_PlanPartition(i, p) for i, p in enumerate(pickle.load(f))]
+                plan: list[Part] = pickle.load(f)
+            return [_PlanPartition(i, p) for i, p in enumerate(plan)]
         return [_FilePartition(p, i) for i, p in enumerate(self.paths)]
 
-    def read(self, partition):
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         out = self.options["sink"]
         if out is None or self.output == "packets":
             yield from self._rows(partition)
@@ -158,7 +176,8 @@ class PcapReader(DataSourceReader):
         from nsqviz.records import frame_schema
 
         stage = 1 if self.output == "frames" else 2
-        writer = PartWriter(out, f"part-{stage}-{partition.index:05d}", frame_schema())
+        index = cast(_Partition, partition).index
+        writer = PartWriter(out, f"part-{stage}-{index:05d}", frame_schema())
         try:
             for batch in self._rows(partition):
                 writer.write(batch)
@@ -167,32 +186,35 @@ class PcapReader(DataSourceReader):
             raise
         yield writer.close()
 
-    def _rows(self, partition):
+    def _rows(self, partition: InputPartition) -> Iterator[Any]:
+        """The rows of ``partition``, one of those :meth:`partitions` made."""
         from nsqviz.pipeline import decode
 
         opts = self.options
         directory = opts["progress"]
         if self.output == "frames":
-            progress = os.path.join(directory, str(partition.index)) if directory else None
-            handoff = None
+            file = cast(_FilePartition, partition)
+            progress = os.path.join(directory, str(file.index)) if directory else None
+            handoff: Callable[[FileHandoff], None] | None = None
             if opts["handoff"]:
                 from nsqviz.pipeline.handoff import save
 
-                def handoff(h, directory=opts["handoff"]):
-                    save(h, directory)
+                handoff = functools.partial(save, directory=opts["handoff"])
             yield from decode.decode_file(
-                partition.path, partition.index, self.paths, progress=progress,
+                file.path, file.index, self.paths, progress=progress,
                 handoff=handoff, continuation=opts["continuation"],
                 idle_split=opts["idle_split"], ports=opts["ports"])
         elif self.output == "continued":
             # Progress makes the directory when the phase starts.
-            progress = (os.path.join(directory, "continuing", str(partition.index))
+            planned = cast(_PlanPartition, partition)
+            progress = (os.path.join(directory, "continuing", str(planned.index))
                         if directory else None)
             yield from decode.continue_connections(
-                partition.part, self.paths, idle_split=opts["idle_split"],
+                planned.part, self.paths, idle_split=opts["idle_split"],
                 ports=opts["ports"], progress=progress)
         else:
-            yield from iter_packet_batches(partition.path, partition.index)
+            file = cast(_FilePartition, partition)
+            yield from iter_packet_batches(file.path, file.index)
 
 
 class PcapDataSource(DataSource):
@@ -208,12 +230,12 @@ class PcapDataSource(DataSource):
             raise ValueError(f"pcap source: output {output!r} is not one of {OUTPUTS}")
         return output
 
-    def schema(self):
+    def schema(self) -> StructType:
         if self._output() == "packets":
             return PACKET_SCHEMA
         return SUMMARY_SCHEMA if self.options.get("sink") else FRAME_SCHEMA
 
-    def reader(self, schema):
+    def reader(self, schema: StructType) -> PcapReader:
         opts = self.options
         decoding = {
             "continuation": opts.get("continuation", "true") == "true",
@@ -227,7 +249,8 @@ class PcapDataSource(DataSource):
         return PcapReader(expand_paths(_paths_option(opts)), self._output(), decoding)
 
 
-def _paths_option(options) -> list[str]:
+def _paths_option(options: Mapping[str, str]) -> list[str]:
+    paths: list[str]
     if "paths" in options:
         value = options["paths"]
         paths = json.loads(value) if value.startswith("[") else value.split(",")

@@ -19,6 +19,13 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pyspark is imported when a session is made
+    from pyspark.sql import SparkSession
+
+    from nsqviz.pipeline.source import Paths
 
 __all__ = ["DEFAULT_MASTER", "JavaMissing", "check_java", "driver_memory_for", "get_session",
            "input_bytes"]
@@ -36,7 +43,7 @@ and touches all of it before its first full collection (notebook 06, measured fr
 /proc: the JVM's peak RSS 691 MB -> 539 MB). Large inputs keep the JVM's defaults."""
 
 
-def input_bytes(paths) -> int:
+def input_bytes(paths: Paths) -> int:
     """Bytes of the capture files ``paths`` names (files, directories, globs)."""
     from nsqviz.pipeline.source import expand_paths
 
@@ -110,7 +117,7 @@ def get_session(
     shuffle_partitions: int | None = None,
     conf: dict[str, str] | None = None,
     jvm_log: str | os.PathLike[str] | None = None,
-):
+) -> SparkSession:
     """A SparkSession with the pcap source registered.
 
     ``driver_memory`` defaults to :func:`driver_memory_for` ``input_bytes`` (the size of
@@ -179,7 +186,7 @@ def _cores(master: str) -> int:
 
 
 @contextlib.contextmanager
-def _redirected_fds(path):
+def _redirected_fds(path: str | os.PathLike[str]) -> Iterator[None]:
     """Point file descriptors 1 and 2 at ``path`` while a child process is started.
 
     The JVM inherits the descriptors it is started with; this process gets its own back.

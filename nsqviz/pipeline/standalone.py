@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from typing import IO, Any
+from typing import IO, Any, cast
 
 __all__ = ["StandaloneCluster"]
 
@@ -81,7 +81,8 @@ class StandaloneCluster:
                 return
             for p, _ in self.procs:
                 if p.poll() is not None:
-                    raise RuntimeError(f"{p.args[1]} exited with {p.returncode} before {what}"
+                    program = cast(list[str], p.args)[1]  # started with a list: the class
+                    raise RuntimeError(f"{program} exited with {p.returncode} before {what}"
                                        f" (logs in {self.workdir})")
             time.sleep(0.5)
         raise RuntimeError(f"timed out waiting for {what} (logs in {self.workdir})")

@@ -23,13 +23,16 @@ import heapq
 import os
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
-from nsqviz.capture.writer import PcapWriter, TcpConversation
+from nsqviz.capture.writer import PcapngWriter, PcapWriter, RecordWriter, TcpConversation
 from nsqviz.nsq.errors import not_in_flight
 from nsqviz.nsq.events import (
     Cls,
+    Command,
     Dpub,
     Error,
+    Event,
     Fin,
     Identify,
     Magic,
@@ -70,7 +73,7 @@ class RotatingPcapWriter:
     header, and a packet never straddles two files.
     """
 
-    def __init__(self, base: str | os.PathLike[str], max_bytes: int, **writer_options):
+    def __init__(self, base: str | os.PathLike[str], max_bytes: int, **writer_options: Any):
         self.base = os.fspath(base)
         self.max_bytes = max_bytes
         self.options = writer_options
@@ -80,8 +83,14 @@ class RotatingPcapWriter:
         self._open()
 
     @property
+    def _current(self) -> PcapWriter:
+        """The file being written: there is one from the start until :meth:`close`."""
+        assert self._writer is not None
+        return self._writer
+
+    @property
     def linktype(self) -> int:
-        return self._writer.linktype  # type: ignore[union-attr]
+        return self._current.linktype
 
     def _open(self) -> None:
         if self._writer is not None:
@@ -96,7 +105,7 @@ class RotatingPcapWriter:
               interface: int = 0) -> None:
         if self._size > 24 and self._size + 16 + len(frame) > self.max_bytes:
             self._open()
-        self._writer.write(ts, frame, orig_len=orig_len)  # type: ignore[union-attr]
+        self._current.write(ts, frame, orig_len=orig_len)
         self._size += 16 + len(frame)
 
     def close(self) -> None:
@@ -104,10 +113,10 @@ class RotatingPcapWriter:
             self._writer.close()
             self._writer = None
 
-    def __enter__(self):
+    def __enter__(self) -> RotatingPcapWriter:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -143,7 +152,7 @@ class MessageTruth:
 class ConnTruth:
     label: str  # "client->server", as nsqviz decode prints a flow
     role: str  # "producer" or "consumer"
-    identify: dict
+    identify: dict[str, Any]
     topic: str | None = None
     channel: str | None = None
     rdy: int | None = None
@@ -181,7 +190,7 @@ _NEGOTIATED = {
 
 
 class _Conn:
-    def __init__(self, sim: _Sim, name: str, port: int, role: str, identify: dict,
+    def __init__(self, sim: _Sim, name: str, port: int, role: str, identify: dict[str, Any],
                  start: float):
         self.sim = sim
         self.name = name
@@ -193,7 +202,7 @@ class _Conn:
         self.msg_timeout = identify.get("msg_timeout", _NEGOTIATED["msg_timeout"]) / 1000
         self.closed = False
 
-    def say(self, ts: float, direction: str, *events) -> None:
+    def say(self, ts: float, direction: Direction, *events: Event) -> None:
         self.sim.actions.append((ts, len(self.sim.actions), self, direction, events))
         self.truth.frames[direction] += len(events)
 
@@ -205,21 +214,23 @@ class _Sim:
         self.t0 = t0
         self.server = server
         self.worker = worker
-        self.actions: list = []
+        # (ts, order, connection, direction, what it says at once)
+        self.actions: list[tuple[float, int, _Conn, Direction, tuple[Event, ...]]] = []
         self.conns: list[_Conn] = []
         self.truth = Truth()
         self.next_id = 0
-        self.heap: list = []
-        self.queues: dict[str, list] = {}  # channel -> heap of (ready_ts, n, msg, attempts)
+        self.heap: list[tuple[float, int, str, tuple[Any, ...]]] = []  # (ts, n, what, args)
+        # channel -> heap of (ready_ts, n, (id, publish ts, body), attempts)
+        self.queues: dict[str, list[tuple[float, int, tuple[str, float, bytes], int]]] = {}
         self.subscribers: dict[str, list[_Conn]] = {}
         self.plans: dict[tuple[str, str], list[str]] = {}
         self.n = 0
 
-    def at(self, ts: float, what: str, *args) -> None:
+    def at(self, ts: float, what: str, *args: Any) -> None:
         self.n += 1
         heapq.heappush(self.heap, (ts, self.n, what, args))
 
-    def connect(self, name: str, port: int, role: str, identify: dict, ts: float,
+    def connect(self, name: str, port: int, role: str, identify: dict[str, Any], ts: float,
                 negotiate: bool) -> _Conn:
         c = _Conn(self, name, port, role, identify, ts)
         self.conns.append(c)
@@ -275,13 +286,14 @@ class _Sim:
             free = [c for c in subs if len(c.in_flight) < (c.truth.rdy or 0)]
             if not free:
                 return  # a FIN, REQ or timeout frees a slot and dispatches again
-            c = min(free, key=lambda c: (len(c.in_flight) / c.truth.rdy, c.name))
+            # a consumer with room has RDY > 0 (the `or` only tells the type so)
+            c = min(free, key=lambda c: (len(c.in_flight) / (c.truth.rdy or 1), c.name))
             _ready, _n, (mid, pub_ts, body), attempts = heapq.heappop(queue)
             truth = self.truth.messages[(mid, channel)]
             d = Delivery(now, c.truth.label, attempts)
             truth.deliveries.append(d)
             c.in_flight[mid] = now
-            if len(c.in_flight) >= 0.85 * c.truth.rdy:
+            if len(c.in_flight) >= 0.85 * (c.truth.rdy or 0):
                 c.truth.starved_deliveries += 1
             c.say(now, Direction.S2C, Message(round(pub_ts * 1e9), attempts, mid.encode(), body))
             step = self.plan(mid, channel)[attempts - 1]
@@ -339,12 +351,12 @@ class _Sim:
         return last
 
 
-def _json(obj: dict) -> bytes:
+def _json(obj: dict[str, Any]) -> bytes:
     return compact_json(obj).encode()
 
 
 def simulate(
-    writer,
+    writer: PcapngWriter | RecordWriter,
     *,
     seed: int = 0,
     n_messages: int = 60,
@@ -369,7 +381,7 @@ def simulate(
     sim = _Sim(seed, t0, server, worker)
     rng = sim.rng
 
-    def ident(cid: str, **extra) -> dict:
+    def ident(cid: str, **extra: Any) -> dict[str, Any]:
         return {"client_id": cid, "hostname": f"{cid}.example", "user_agent": "nsqviz-synth/1",
                 "feature_negotiation": True, **extra}
 
@@ -454,7 +466,7 @@ def simulate(
     return sim.truth
 
 
-def _write(sim: _Sim, writer, mss: int) -> None:
+def _write(sim: _Sim, writer: PcapngWriter | RecordWriter, mss: int) -> None:
     """Emit the actions in time order: handshake, coalesced sends, FINs."""
     convs: dict[_Conn, TcpConversation] = {}
     actions = sorted(sim.actions, key=lambda a: (a[0], a[1]))
@@ -484,9 +496,10 @@ def _write(sim: _Sim, writer, mss: int) -> None:
         convs[cc].close(cc.truth.end_ts)
 
 
-def _encode(event) -> bytes:
+def _encode(event: Event) -> bytes:
     if isinstance(event, Response | Error | Message):
         return encode_frame(event)
+    assert isinstance(event, Command)  # the simulation says commands and those frames
     return encode_command(event)
 
 
@@ -495,7 +508,7 @@ def write_capture_set(
     *,
     name: str = "nsq.pcap",
     max_bytes: int | None = None,
-    **options,
+    **options: Any,
 ) -> Truth:
     """:func:`simulate` into ``directory/name`` (rotated every ``max_bytes`` if given)."""
     path = os.path.join(os.fspath(directory), name)

@@ -180,6 +180,19 @@ class _Decoding:
         return parts, starts
 
 
+    def headers(self, content: bytes, header: str
+                ) -> tuple[Content, list[int], Message | None, Message | None] | None:
+        """The content's parts, where each starts, its RpcConnHeader and its header
+        (message ``header``), each ``None`` when it cannot be read (the violation said);
+        ``None`` when the content cannot be split."""
+        parts, starts = self.content(content)
+        if parts is None:
+            return None
+        conn = self.message("RpcConnHeader", parts.connHeader, "RpcConnHeader", starts[0])
+        head = self.message(header, parts.header, header, starts[1])
+        return parts, starts, conn, head
+
+
 def _varint_size(n: int) -> int:
     size = 1
     while n >= 0x80:
@@ -252,11 +265,10 @@ def _detailed_request(
 ) -> tuple[Request | None, list[Violation]]:
     """Every step of :func:`decode_request`, each problem worded."""
     d = _Decoding(raw, where)
-    parts, starts = d.content(content)
-    if parts is None:
+    read = d.headers(content, "RequestHeader")
+    if read is None:
         return None, d.violations
-    conn = d.message("RpcConnHeader", parts.connHeader, "RpcConnHeader", starts[0])
-    header = d.message("RequestHeader", parts.header, "RequestHeader", starts[1])
+    parts, starts, conn, header = read
     body = d.message("RequestBody", parts.body, "RequestBody", starts[2])
     if conn is None or header is None or body is None:
         return None, d.violations
@@ -304,11 +316,10 @@ def decode_answer(
     """A response frame's content as a :class:`Response` or :class:`ExceptionResponse`
     and the violations it carries; ``request`` is the request of the same serialNo."""
     d = _Decoding(raw, where)
-    parts, starts = d.content(content)
-    if parts is None:
+    read = d.headers(content, "ResponseHeader")
+    if read is None:
         return None, d.violations
-    conn = d.message("RpcConnHeader", parts.connHeader, "RpcConnHeader", starts[0])
-    header = d.message("ResponseHeader", parts.header, "ResponseHeader", starts[1])
+    parts, starts, conn, header = read
     if conn is None or header is None:
         return None, d.violations
     if header.status != RpcStatus.SUCCESS:

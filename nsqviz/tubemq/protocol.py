@@ -23,7 +23,7 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from nsqviz.protocols import Detection, Item, ObservedConnection, Protocol, RecordView
+from nsqviz.protocols import DetectionWords, Item, ObservedConnection, Protocol, RecordView
 from nsqviz.tubemq.codec import Observer
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
 from nsqviz.tubemq.fields import FIELDS, record_values
@@ -182,20 +182,16 @@ class TubeMQProtocol(Protocol):
     def client_hello(self, data: bytes) -> bool:
         return _is_request_frame(data)
 
-    def detect(self, direction: str, data: bytes, *, from_start: bool,
-               server_port: bool) -> Detection:
-        token = data[:4] == BEGIN_TOKEN[: len(data[:4])] and bool(data)
-        if from_start:
-            if token:
-                return Detection(3, "begin token FF7FF4FE")
-            if server_port:
-                return Detection(2, "server port (no begin token: the server will close)")
-            return Detection(0, "client's first bytes are not the begin token FF7FF4FE")
-        if server_port:
-            return Detection(2, "server port")
-        if len(data) >= 4 and token:
-            return Detection(1, "starts with the begin token FF7FF4FE")
-        return Detection(0, "no begin token, port not a TubeMQ port")
+    detection_words = DetectionWords(
+        "begin token FF7FF4FE", "no begin token: the server will close",
+        "client's first bytes are not the begin token FF7FF4FE",
+        "starts with the begin token FF7FF4FE", "no begin token, port not a TubeMQ port")
+
+    def starts_hello(self, data: bytes) -> bool:
+        return bool(data) and data[:4] == BEGIN_TOKEN[: len(data[:4])]
+
+    def looks_like(self, direction: str, data: bytes) -> bool:
+        return len(data) >= 4 and self.starts_hello(data)
 
     def observer(self, *, midstream: bool) -> ObservedConnection:
         return ObservedConnection(Observer(provenance=True, midstream=midstream), _items)

@@ -26,7 +26,9 @@ __all__ = [
     "META_VALUE_UNDEFINED",
     "Method",
     "Outcome",
+    "ReadStatus",
     "State",
+    "UnregisterStatus",
     "accepted",
     "next_state",
 ]
@@ -69,12 +71,72 @@ class State(enum.Enum):
     CLOSED = "CLOSED"
 
 
+class ErrorCode(enum.IntEnum):
+    """``TErrCodeConstants``: the ``errCode`` of a response, its name and what it means."""
+
+    meaning: str
+
+    def __new__(cls, code: int, meaning: str) -> ErrorCode:
+        member = int.__new__(cls, code)
+        member._value_ = code
+        member.meaning = meaning
+        return member
+
+    @property
+    def code(self) -> int:
+        return int(self)
+
+    SUCCESS = 200, "OK"
+    NOT_READY = 201, "service not ready yet"
+    MOVED = 301, "requested offset is below the partition's minimum; reset it"
+    BAD_REQUEST = 400, "malformed or missing parameter"
+    UNAUTHORIZED = 401, "authentication failed"
+    CONNECT_RETURN_NULL = 402, "connection returned nothing"
+    FORBIDDEN = 403, "not allowed (e.g. checksum mismatch on send)"
+    NOT_FOUND = 404, "nothing found, e.g. no new messages at this offset"
+    ALL_PARTITION_FROZEN = 405, "all partitions frozen"
+    NO_PARTITION_ASSIGNED = 406, "no partition assigned to this consumer yet"
+    ALL_PARTITION_WAITING = 407, "all partitions are waiting"
+    ALL_PARTITION_INUSE = 408, "every partition is currently in use"
+    PARTITION_OCCUPIED = 410, "another consumer of the group holds this partition"
+    HB_NO_NODE = 411, "heartbeat for a node the server does not know: register"
+    DUPLICATE_PARTITION = 412, "the partition is consumed by another client"
+    CERTIFICATE_FAILURE = 415, "certificate/authentication failure"
+    SERVER_RECEIVE_OVERFLOW = 419, "broker could not accept the message"
+    CLIENT_SHUTDOWN = 420, "client has been shut down"
+    CLIENT_HIGH_FREQUENCY_REQUEST = 421, "client requests too often"
+    PARTITION_UNSUBSCRIBABLE = 422, "partition does not accept subscription"
+    PARTITION_UNPUBLISHABLE = 423, "partition does not accept publishing"
+    CLIENT_INCONSISTENT_CONSUMETYPE = 424, "group members disagree on consume type"
+    CLIENT_INCONSISTENT_TOPICSET = 425, "group members disagree on topic set"
+    CLIENT_INCONSISTENT_FILTERSET = 426, "group members disagree on filters"
+    CLIENT_INCONSISTENT_SESSIONKEY = 427, "bound session key differs"
+    CLIENT_INCONSISTENT_SELECTBIG = 428, "bound selectBig differs"
+    CLIENT_INCONSISTENT_SOURCECOUNT = 429, "bound source count differs"
+    CLIENT_DUPLICATE_INDEXID = 430, "duplicate client index id"
+    TOPIC_NOT_DEPLOYED = 431, "topic not deployed"
+    PARAMETER_MSG_NULL = 440, "message is null"
+    PARAMETER_MSG_TOPIC_BLANK = 441, "message topic blank"
+    PARAMETER_MSG_BODY_EMPTY = 442, "message body empty"
+    PARAMETER_MSG_TOPIC_UNPUBLISHED = 443, "topic not published by this producer"
+    PARAMETER_MSG_TOPIC_NO_PARTITION = 444, "no partition for the topic"
+    PARAMETER_MSG_OVER_MAX_LENGTH = 445, "message bigger than the allowed size"
+    CONSUME_GROUP_FORBIDDEN = 450, "group forbidden to consume"
+    SERVER_CONSUME_SPEED_LIMIT = 452, "consumption is being throttled (Go: 550)"
+    CONSUME_CONTENT_FORBIDDEN = 455, "filter content forbidden"
+    INTERNAL_SERVER_ERROR = 500, "server error"
+    SERVICE_UNAVAILABLE = 503, "read or write service temporarily unavailable"
+    INTERNAL_SERVER_ERROR_MSGSET_NULL = 510, "internal error: empty message set"
+    UNSPECIFIED_ABNORMAL = 599, "unspecified"
+
+
 class Outcome(enum.Enum):
     """What a method's answer does to the session, the input of :data:`TRANSITIONS`."""
 
     REGISTERED = "register succeeded"
     CLOSED = "close succeeded"
-    NODE_UNKNOWN = "heartbeat answered HB_NO_NODE (411): register again"
+    NODE_UNKNOWN = (f"heartbeat answered {ErrorCode.HB_NO_NODE.name} "
+                    f"({ErrorCode.HB_NO_NODE.code}): register again")
 
 
 class Kind(enum.Enum):
@@ -195,6 +257,22 @@ METHOD_SEND_MESSAGE = 13
 MSG_OPTYPE_REGISTER = 31
 MSG_OPTYPE_UNREGISTER = 32
 
+
+class ReadStatus(enum.IntEnum):
+    """``readStatus`` of a consumer's partition registration (opType
+    :data:`MSG_OPTYPE_REGISTER`) and of its broker heartbeat: where a group starts."""
+
+    NORMAL = 0  # a group new to the partition starts at its first offset
+    MAX_FIRST = 1  # a group new to the partition starts at its max offset
+    MAX_ALWAYS = 2  # every registration jumps to the max offset
+
+
+class UnregisterStatus(enum.IntEnum):
+    """``readStatus`` of an unregistration (opType :data:`MSG_OPTYPE_UNREGISTER`)."""
+
+    CONSUMED = 0  # the last batch was consumed: commit its offset
+    NOT_CONSUMED = 1
+
 META_VALUE_UNDEFINED = -2
 """The undefined marker (Go ``util.InvalidValue``): flow-control ids, qryPriorityId,
 ssdStoreId, offsets not known yet."""
@@ -247,65 +325,6 @@ def next_state(state: State, outcome: Outcome | None) -> State:
     if outcome is None:
         return state
     return TRANSITIONS.get((state, outcome), state)
-
-
-class ErrorCode(enum.IntEnum):
-    """``TErrCodeConstants``: the ``errCode`` of a response, its name and what it means."""
-
-    meaning: str
-
-    def __new__(cls, code: int, meaning: str) -> ErrorCode:
-        member = int.__new__(cls, code)
-        member._value_ = code
-        member.meaning = meaning
-        return member
-
-    @property
-    def code(self) -> int:
-        return int(self)
-
-    SUCCESS = 200, "OK"
-    NOT_READY = 201, "service not ready yet"
-    MOVED = 301, "requested offset is below the partition's minimum; reset it"
-    BAD_REQUEST = 400, "malformed or missing parameter"
-    UNAUTHORIZED = 401, "authentication failed"
-    CONNECT_RETURN_NULL = 402, "connection returned nothing"
-    FORBIDDEN = 403, "not allowed (e.g. checksum mismatch on send)"
-    NOT_FOUND = 404, "nothing found, e.g. no new messages at this offset"
-    ALL_PARTITION_FROZEN = 405, "all partitions frozen"
-    NO_PARTITION_ASSIGNED = 406, "no partition assigned to this consumer yet"
-    ALL_PARTITION_WAITING = 407, "all partitions are waiting"
-    ALL_PARTITION_INUSE = 408, "every partition is currently in use"
-    PARTITION_OCCUPIED = 410, "another consumer of the group holds this partition"
-    HB_NO_NODE = 411, "heartbeat for a node the server does not know: register"
-    DUPLICATE_PARTITION = 412, "the partition is consumed by another client"
-    CERTIFICATE_FAILURE = 415, "certificate/authentication failure"
-    SERVER_RECEIVE_OVERFLOW = 419, "broker could not accept the message"
-    CLIENT_SHUTDOWN = 420, "client has been shut down"
-    CLIENT_HIGH_FREQUENCY_REQUEST = 421, "client requests too often"
-    PARTITION_UNSUBSCRIBABLE = 422, "partition does not accept subscription"
-    PARTITION_UNPUBLISHABLE = 423, "partition does not accept publishing"
-    CLIENT_INCONSISTENT_CONSUMETYPE = 424, "group members disagree on consume type"
-    CLIENT_INCONSISTENT_TOPICSET = 425, "group members disagree on topic set"
-    CLIENT_INCONSISTENT_FILTERSET = 426, "group members disagree on filters"
-    CLIENT_INCONSISTENT_SESSIONKEY = 427, "bound session key differs"
-    CLIENT_INCONSISTENT_SELECTBIG = 428, "bound selectBig differs"
-    CLIENT_INCONSISTENT_SOURCECOUNT = 429, "bound source count differs"
-    CLIENT_DUPLICATE_INDEXID = 430, "duplicate client index id"
-    TOPIC_NOT_DEPLOYED = 431, "topic not deployed"
-    PARAMETER_MSG_NULL = 440, "message is null"
-    PARAMETER_MSG_TOPIC_BLANK = 441, "message topic blank"
-    PARAMETER_MSG_BODY_EMPTY = 442, "message body empty"
-    PARAMETER_MSG_TOPIC_UNPUBLISHED = 443, "topic not published by this producer"
-    PARAMETER_MSG_TOPIC_NO_PARTITION = 444, "no partition for the topic"
-    PARAMETER_MSG_OVER_MAX_LENGTH = 445, "message bigger than the allowed size"
-    CONSUME_GROUP_FORBIDDEN = 450, "group forbidden to consume"
-    SERVER_CONSUME_SPEED_LIMIT = 452, "consumption is being throttled (Go: 550)"
-    CONSUME_CONTENT_FORBIDDEN = 455, "filter content forbidden"
-    INTERNAL_SERVER_ERROR = 500, "server error"
-    SERVICE_UNAVAILABLE = 503, "read or write service temporarily unavailable"
-    INTERNAL_SERVER_ERROR_MSGSET_NULL = 510, "internal error: empty message set"
-    UNSPECIFIED_ABNORMAL = 599, "unspecified"
 
 
 ERRORS: dict[int, ErrorCode] = {e.value: e for e in ErrorCode}

@@ -41,6 +41,8 @@ from nsqviz.tubemq.tables import (
     ErrorCode,
     EventStatus,
     EventType,
+    ReadStatus,
+    UnregisterStatus,
 )
 from nsqviz.tubemq_client.rpc import AsyncChannel, Call
 
@@ -73,18 +75,47 @@ def _ok(call: Call) -> Message:
     return message
 
 
-class Producer:
-    """Registers with the Master, learns the partitions of its topics from a heartbeat,
-    and sends each message to the next partition (round robin). Calls may overlap
-    (``asyncio.gather`` of sends): they share one connection per server, paired by
-    serialNo. ``channel`` is the connection class (a benchmark swaps in an in-process one).
-    """
+class _MasterClient:
+    """What a producer and a consumer share: a connection to the Master, one to each
+    broker (opened on first use, shared by overlapping calls) and the heartbeat task.
+    ``channel`` is the connection class (a benchmark swaps in an in-process one)."""
 
     channel: type[AsyncChannel] = AsyncChannel
 
+    def __init__(self, master: str) -> None:
+        self.master_address = master
+        self._master: AsyncChannel | None = None
+        self._channels: dict[str, AsyncChannel] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def _channel(self, address: str) -> AsyncChannel:
+        if address not in self._channels:
+            self._channels[address] = self.channel(address)
+        return self._channels[address]
+
+    async def _leave(self, method: str, request: dict[str, Any]) -> None:
+        """Stop the heartbeat, say goodbye to the Master with ``method`` and hang up."""
+        if self._task is not None:
+            self._task.cancel()
+        if self._master is not None:
+            await self._master.call(method, request)
+            await self._master.close()
+
+    async def _hang_up_brokers(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+
+
+class Producer(_MasterClient):
+    """Registers with the Master, learns the partitions of its topics from a heartbeat,
+    and sends each message to the next partition (round robin). Calls may overlap
+    (``asyncio.gather`` of sends): they share one connection per server, paired by
+    serialNo.
+    """
+
     def __init__(self, master: str, topics: list[str], *, heartbeat_interval: float = 10.0,
                  host: str = "127.0.0.1"):
-        self.master_address = master
+        super().__init__(master)
         self.topics = list(topics)
         self.heartbeat_interval = heartbeat_interval
         self.host = host
@@ -93,9 +124,6 @@ class Producer:
         self.brokers: dict[int, str] = {}  # brokerId -> host:port
         self.partitions: dict[str, list[tuple[int, int]]] = {}  # topic -> (brokerId, pid)
         self._rr: dict[str, itertools.cycle[tuple[int, int]]] = {}
-        self._master: AsyncChannel | None = None
-        self._channels: dict[str, AsyncChannel] = {}
-        self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> Producer:
         self._master = await self.channel(self.master_address).connect()
@@ -135,11 +163,6 @@ class Producer:
             except (ClientError, ConnectionError):
                 continue
 
-    def _channel(self, address: str) -> AsyncChannel:
-        if address not in self._channels:
-            self._channels[address] = self.channel(address)
-        return self._channels[address]
-
     async def send(self, topic: str, body: bytes, *, attribute: str | None = None,
                    msg_type: str | None = None) -> Message:
         """Send one message; returns the Broker's SendMessageResponseB2P (errCode 200),
@@ -157,13 +180,8 @@ class Producer:
         return _ok(await self._channel(self.brokers[broker_id]).call("sendMessageP2B", request))
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-        if self._master is not None:
-            await self._master.call("producerCloseClientP2M", {"clientId": self.client_id})
-            await self._master.close()
-        for channel in self._channels.values():
-            await channel.close()
+        await self._leave("producerCloseClientP2M", {"clientId": self.client_id})
+        await self._hang_up_brokers()
 
 
 @dataclass
@@ -199,15 +217,13 @@ class Batch:
     offset: int = -1
 
 
-class Consumer:
+class Consumer(_MasterClient):
     """A consumer of one group: partitions come and go with the Master's events."""
 
-    channel: type[AsyncChannel] = AsyncChannel
-
     def __init__(self, master: str, group: str, topics: list[str], *,
-                 heartbeat_interval: float = 10.0, read_status: int = 0,
+                 heartbeat_interval: float = 10.0, read_status: int = ReadStatus.NORMAL,
                  host: str = "127.0.0.1"):
-        self.master_address = master
+        super().__init__(master)
         self.group = group
         self.topics = list(topics)
         self.heartbeat_interval = heartbeat_interval
@@ -217,9 +233,6 @@ class Consumer:
         self.held: dict[str, _Held] = {}  # partition key -> partition
         self.events: list[Message] = []  # every event the Master sent, in order
         self._report: Message | None = None
-        self._master: AsyncChannel | None = None
-        self._channels: dict[str, AsyncChannel] = {}
-        self._task: asyncio.Task[None] | None = None
         self._next = 0
 
     async def start(self) -> Consumer:
@@ -276,7 +289,8 @@ class Consumer:
                         answer.currOffset)
             elif kind.disconnects and key in self.held:
                 del self.held[key]
-                await self._broker_register(broker, info, MSG_OPTYPE_UNREGISTER, 1)
+                await self._broker_register(broker, info, MSG_OPTYPE_UNREGISTER,
+                                            UnregisterStatus.NOT_CONSUMED)
 
     async def _broker_register(self, broker: str, info: dict[str, Any], op: int,
                                read_status: int) -> Call:
@@ -292,16 +306,12 @@ class Consumer:
                 await self.heartbeat()
                 for broker in {h.broker for h in self.held.values()}:
                     await self._channel(broker).call("consumerHeartbeatC2B", {
-                        "clientId": self.client_id, "groupName": self.group, "readStatus": 0,
+                        "clientId": self.client_id, "groupName": self.group,
+                        "readStatus": ReadStatus.NORMAL,
                         "partitionInfo": [h.partition for h in self.held.values()
                                           if h.broker == broker]})
             except (ClientError, ConnectionError):
                 continue
-
-    def _channel(self, address: str) -> AsyncChannel:
-        if address not in self._channels:
-            self._channels[address] = self.channel(address)
-        return self._channels[address]
 
     async def fetch(self) -> Batch | None:
         """One GetMessage on the next held partition that has messages (``None`` when
@@ -358,15 +368,11 @@ class Consumer:
 
     async def close(self) -> None:
         """CloseRequestC2M, then unregister every held partition (as the Go client)."""
-        if self._task is not None:
-            self._task.cancel()
-        if self._master is not None:
-            await self._master.call("consumerCloseClientC2M", {
-                "clientId": self.client_id, "groupName": self.group})
-            await self._master.close()
+        await self._leave("consumerCloseClientC2M",
+                          {"clientId": self.client_id, "groupName": self.group})
         for part in list(self.held.values()):
             info = {"topic": part.topic, "partitionId": part.partition_id}
-            await self._broker_register(part.broker, info, MSG_OPTYPE_UNREGISTER, 1)
+            await self._broker_register(part.broker, info, MSG_OPTYPE_UNREGISTER,
+                                        UnregisterStatus.NOT_CONSUMED)
         self.held.clear()
-        for channel in self._channels.values():
-            await channel.close()
+        await self._hang_up_brokers()

@@ -40,6 +40,8 @@ from nsqviz.tubemq.tables import (
     MSG_OPTYPE_UNREGISTER,
     EventStatus,
     EventType,
+    ReadStatus,
+    UnregisterStatus,
 )
 from nsqviz.tubemq_client.clients import client_id
 from nsqviz.tubemq_client.rpc import Call, Channel
@@ -397,7 +399,8 @@ class ConsumerSteps(_Client):
         return self.step(self.brokers[info["brokerId"]], "consumerRegisterC2B", {
             "opType": op, "clientId": self.client_id, "groupName": self.group,
             "topicName": info["topic"], "partitionId": info["partitionId"],
-            "readStatus": 0 if op == MSG_OPTYPE_REGISTER else 1, "qryPriorityId": UNDEFINED})
+            "readStatus": ReadStatus.NORMAL if op == MSG_OPTYPE_REGISTER
+            else UnregisterStatus.NOT_CONSUMED, "qryPriorityId": UNDEFINED})
 
     def _held(self, key: str | None) -> dict[str, Any]:
         if key is None and self.held:
@@ -427,7 +430,8 @@ class ConsumerSteps(_Client):
 
     def broker_heartbeat(self, broker_id: int) -> Step:
         return self.step(self.brokers[broker_id], "consumerHeartbeatC2B", {
-            "clientId": self.client_id, "groupName": self.group, "readStatus": 0,
+            "clientId": self.client_id, "groupName": self.group,
+            "readStatus": ReadStatus.NORMAL,
             "partitionInfo": [i["partition"] for i in self.held.values()
                               if i["brokerId"] == broker_id]})
 

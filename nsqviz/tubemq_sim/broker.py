@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from nsqviz.tubemq.metadata import MetadataError, checksum, parse_partition
-from nsqviz.tubemq.tables import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER, ErrorCode
+from nsqviz.tubemq.tables import (
+    MSG_OPTYPE_REGISTER,
+    MSG_OPTYPE_UNREGISTER,
+    ErrorCode,
+    UnregisterStatus,
+)
 from nsqviz.tubemq_sim.cluster import BrokerNode, SimConfig
 from nsqviz.tubemq_sim.master import fail, has, missing, ok
 from nsqviz.tubemq_sim.store import BrokerStore
@@ -149,7 +154,7 @@ class Broker:
                         f"broker={self.node.host}", **base)
         pos = self.store.group_offset(group, topic, req.partitionId)
         if pos is not None:
-            pos.commit(req.readStatus == 0)
+            pos.commit(req.readStatus == UnregisterStatus.CONSUMED)
         del self.holders[part_str]
         return ok(**base)
 

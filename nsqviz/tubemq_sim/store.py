@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from nsqviz.tubemq.metadata import checksum
+from nsqviz.tubemq.tables import ReadStatus
 
 __all__ = [
     "INDEX_UNIT",
@@ -135,8 +136,8 @@ class BrokerStore:
     def load_offset(self, group: str, topic: str, partition_id: int, read_status: int,
                     req_offset: int) -> GroupOffset:
         """A consumer registers to a partition (``DefaultOffsetManager.loadOffset``): a
-        group new to the partition starts at the first offset (readStatus 0) or at the
-        max offset (1, 2); readStatus 2 always jumps to the max; a requested offset
+        group new to the partition starts at the first offset (:attr:`ReadStatus.NORMAL`)
+        or at the max offset (the others); ``MAX_ALWAYS`` always jumps to it; a requested offset
         (bound consumption) is clamped into range. Anything read but not committed is
         dropped."""
         log = self.log(topic, partition_id)
@@ -144,9 +145,9 @@ class BrokerStore:
         pos = self.offsets.get(key)
         if pos is None:
             pos = self.offsets[key] = GroupOffset(
-                log.min_offset if read_status == 0 else log.max_offset)
+                log.min_offset if read_status == ReadStatus.NORMAL else log.max_offset)
         pos.tmp = 0
-        if read_status == 2:
+        if read_status == ReadStatus.MAX_ALWAYS:
             pos.offset = log.max_offset
         elif req_offset >= 0:
             pos.offset = min(max(req_offset, log.min_offset), log.max_offset)

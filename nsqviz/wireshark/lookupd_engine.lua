@@ -13,15 +13,6 @@ local function fill(text, vars)
   return (text:gsub("{(%w+)}", function(k) return vars[k] or "" end))
 end
 
-local function valid_name(name)
-  local base = name
-  if #NAME_SUFFIX > 0 and name:sub(-#NAME_SUFFIX) == NAME_SUFFIX then
-    base = name:sub(1, -#NAME_SUFFIX - 1)
-  end
-  return #name >= 1 and #name <= LIMITS.name_max and #base >= 1
-         and base:find("^[%.a-zA-Z0-9_%-]+$") ~= nil
-end
-
 -- does an IDENTIFY body hold every REQUIRED key with a value (a non-empty string, a
 -- non-zero number)? A look at the JSON text, not a JSON parser: nsqd writes flat objects.
 local function complete(body)
@@ -151,7 +142,7 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
     end
     local value = s:sub(pos + 2, nl - 1):match("^[^ ]*")
     found[#found + 1] = {p.name, pos + 1, value}
-    if not problem and not valid_name(value) then
+    if not problem and not valid_name(value, NAME_SUFFIX, LIMITS.name_max) then
       local code = "E_BAD_" .. p.name:upper()
       problem = {code = code, text = fill(ERRORS[code].texts[1], {verb = verb, name = value})}
     end
@@ -214,15 +205,6 @@ end
 
 -- ------------------------------------------------------------------------ connections
 
--- Which side is the client, decided once per TCP connection on its first payload: the
--- magic (or its start: the connection is seen from its first byte), else a server port.
-local function client_side(tvb, pinfo, s)
-  local from_start = MAGIC:sub(1, math.min(#s, #MAGIC)) == s:sub(1, #MAGIC)
-  if from_start or is_server_port(pinfo.dst_port) then return true, from_start end
-  if is_server_port(pinfo.src_port) then return false, from_start end
-  return nil
-end
-
 local function new_connection(src_is_client, from_start)
   return {
     c2s = {dir = "c2s", expect_magic = from_start},
@@ -235,7 +217,7 @@ local function new_connection(src_is_client, from_start)
 end
 
 local function conversation(tvb, pinfo)
-  return conversation_of(tvb, pinfo, 16, client_side, new_connection)
+  return conversation_of(tvb, pinfo, 16, magic_side, new_connection)
 end
 
 local function undecodable(tree, range, st, how)

@@ -36,7 +36,7 @@ def _params(con: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _texts(code: str) -> list[str]:
+def _texts(code: grammar.ErrorCode) -> list[str]:
     return [t.strip() for t in grammar.ERRORS[code][1].split("|") if t.strip()]
 
 
@@ -58,11 +58,11 @@ def tables() -> dict[str, Any]:
         states.setdefault(state.value, {})[NAMES[event]] = after
     errors = {code: {"when": when, "texts": _texts(code)}
               for code, (when, _) in grammar.ERRORS.items()}
-    invalid = errors["E_INVALID"]["texts"]
+    invalid = errors[grammar.ErrorCode.INVALID]["texts"]
     if not (invalid[0] == "invalid command {verb}" and "insufficient" in invalid[2]
-            and "{name}" in errors["E_BAD_TOPIC"]["texts"][0]
-            and "{name}" in errors["E_BAD_CHANNEL"]["texts"][0]
-            and "missing fields" in errors["E_BAD_BODY"]["texts"][3]):
+            and "{name}" in errors[grammar.ErrorCode.BAD_TOPIC]["texts"][0]
+            and "{name}" in errors[grammar.ErrorCode.BAD_CHANNEL]["texts"][0]
+            and "missing fields" in errors[grammar.ErrorCode.BAD_BODY]["texts"][3]):
         raise SpecError("the error texts changed: teach the engine")
     spec = nsq_spec()  # topic and channel names follow nsqd's rule
     return {
@@ -96,5 +96,5 @@ def render() -> str:
         "-- Tables (from nsqviz.lookupd.grammar / codec / protocol)\n" + body,
         f"local lookupd = Proto({literal(PREFIX)}, {literal(LOOKUPD.title)})\n"
         + declare_fields(PREFIX, LOOKUPD.filter_fields),
-        engine("lookupd_engine.lua"),
+        engine("lookupd_engine.lua", "magic_lines.lua"),
     ])

@@ -103,10 +103,12 @@ def declare_fields(prefix: str, fields: Iterable[Field]) -> str:
     return "\n".join(lines)
 
 
-def engine(name: str) -> str:
+def engine(name: str, *shared: str) -> str:
     """The Lua engine ``name`` shipped next to this module, after the stream engine
     every dissector shares (``stream_engine.lua``: connections, TCP desegmentation,
-    the Info column), which it drives with its own framing and dissection hooks."""
+    the Info column), which it drives with its own framing and dissection hooks, and
+    after the ``shared`` pieces it reads that some protocols have in common
+    (``magic_lines.lua``: what NSQ's two line protocols share)."""
     folder = resources.files("nsqviz.wireshark")
     return "\n\n".join(folder.joinpath(part).read_text(encoding="utf-8")
-                       for part in ("stream_engine.lua", name))
+                       for part in ("stream_engine.lua", *shared, name))

@@ -47,15 +47,6 @@ local function u64(digits)
   return v
 end
 
-local function valid_name(name)
-  local base = name
-  if #NAME_SUFFIX > 0 and name:sub(-#NAME_SUFFIX) == NAME_SUFFIX then
-    base = name:sub(1, -#NAME_SUFFIX - 1)
-  end
-  return #name >= 1 and #name <= LIMITS.name_max and #base >= 1
-         and base:find("^[%.a-zA-Z0-9_%-]+$") ~= nil
-end
-
 -- an error text from the generated ERRORS table, its placeholders filled in
 local function fill(answer, vars)
   return (answer.text:gsub("{(%w+)}", function(k) return vars and vars[k] or "{" .. k .. "}" end))
@@ -211,6 +202,22 @@ local function answered_by(conv, error_data)
   return nil
 end
 
+-- the command the answer at off answers, shown as response_to: recorded on the first
+-- pass (find: the answer may answer one; error_data as for answered_by), read back after
+local function answer_to(t, conv, pinfo, off, find, error_data)
+  local key = pinfo.number .. ":" .. off
+  local asked = conv.answers[key]
+  if find then
+    asked = answered_by(conv, error_data)
+    if asked then
+      conv.answers[key] = asked
+      conv.answered_in[asked.key] = pinfo.number
+    end
+  end
+  if asked then t:add(F["response_to"], asked.frame):set_generated() end
+  return asked
+end
+
 local function violation(item, st, answer, vars, summaries)
   local text = fill(answer, vars)
   local code = answer.code
@@ -256,7 +263,7 @@ local function command_params(t, tvb, s, off, line, verb, spec, summaries)
     if #value == 0 then range = tvb(off + starts[i] - 1, 1) end
     if p.kind == "name" then
       t:add(F[p.key], range, value)
-      if not valid_name(value) and not first then
+      if not valid_name(value, NAME_SUFFIX, LIMITS.name_max) and not first then
         first, fvars = E["param." .. p.name], {quoted = quoted(value)}
       end
     elseif p.kind == "decimal" then
@@ -433,37 +440,22 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
     if sp then t:add(F["error.text"], tvb(pos + sp, dlen - sp)) end
     summaries[#summaries + 1] = name .. " " .. code
     t:append_text(" " .. code)
-    local key = pinfo.number .. ":" .. off
-    local asked = conv.answers[key]
-    if live then
-      asked = answered_by(conv, data)
-      if asked then
-        conv.answers[key] = asked
-        conv.answered_in[asked.key] = pinfo.number
-      end
-    end
-    if asked then t:add(F["response_to"], asked.frame):set_generated() end
+    answer_to(t, conv, pinfo, off, live, data)
   else
     local r = t:add(F["response"], tvb(pos, math.max(dlen, 0)))
     if dlen > 0 then t:add(F["response.text"], tvb(pos, dlen)) end
     summaries[#summaries + 1] = name .. " " .. printable(data, 40)
     t:append_text(" " .. printable(data, 40))
     if data:sub(1, 1) == "{" then show_json(tvb(pos, dlen), pinfo, r) end
-    local asked = conv.answers[pinfo.number .. ":" .. off]
-    if live and data ~= HEARTBEAT then asked = answered_by(conv, nil) end
-    if live and asked then
-      conv.answers[pinfo.number .. ":" .. off] = asked
-      conv.answered_in[asked.key] = pinfo.number
-      if asked.verb == "IDENTIFY" then
-        local mode, level = negotiated(data)
-        if mode then
-          conv.c2s.mode = mode
-          st.mode = mode
-          conv.switch[pinfo.number .. ":" .. off] = {mode = mode, level = level}
-        end
+    local asked = answer_to(t, conv, pinfo, off, live and data ~= HEARTBEAT, nil)
+    if live and asked and asked.verb == "IDENTIFY" then
+      local mode, level = negotiated(data)
+      if mode then
+        conv.c2s.mode = mode
+        st.mode = mode
+        conv.switch[pinfo.number .. ":" .. off] = {mode = mode, level = level}
       end
     end
-    if asked then t:add(F["response_to"], asked.frame):set_generated() end
     local switch = conv.switch[pinfo.number .. ":" .. off]
     if switch then
       local item = t:add(F["switch"], switch.mode):set_generated()
@@ -481,10 +473,8 @@ end
 -- the magic (or its start), a server port, else the look of the first bytes when the
 -- capture started after the handshake.
 local function client_side(tvb, pinfo, s)
-  -- the magic (or its start) opens a connection seen from its first byte
-  local from_start = MAGIC:sub(1, math.min(#s, #MAGIC)) == s:sub(1, #MAGIC)
-  if from_start or is_server_port(pinfo.dst_port) then return true, from_start end
-  if is_server_port(pinfo.src_port) then return false, from_start end
+  local is_client, from_start = magic_side(tvb, pinfo, s)
+  if is_client ~= nil then return is_client, from_start end
   local word = s:match("^([A-Z]+)[ \n]")
   if word and COMMANDS[word] then return true, from_start end
   if tvb:len() >= FRAME_HEADER_SIZE
@@ -623,16 +613,8 @@ local function cut_frame(t, tvb, s, off, pinfo, conv, live)
   end
   local data = s:sub(FRAME_HEADER_SIZE + 1)
   t:add(F["response"], tvb(pos, stop - pos))
-  local key = pinfo.number .. ":" .. off
-  local asked = conv.answers[key]
-  if live and data ~= HEARTBEAT then
-    asked = answered_by(conv, name == "FrameTypeError" and data or nil)
-    if asked then
-      conv.answers[key] = asked
-      conv.answered_in[asked.key] = pinfo.number
-    end
-  end
-  if asked then t:add(F["response_to"], asked.frame):set_generated() end
+  answer_to(t, conv, pinfo, off, live and data ~= HEARTBEAT,
+            name == "FrameTypeError" and data or nil)
   return name
 end
 

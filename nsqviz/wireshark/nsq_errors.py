@@ -17,6 +17,7 @@ from typing import Any
 from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import Violation
 from nsqviz.nsq.server_connection import ServerConnection
+from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.wireshark.nsq_spec import CommandSpec, NsqSpec, SpecError
 
 __all__ = ["Answer", "error_table"]
@@ -53,7 +54,7 @@ def _violation(data: bytes, *, commands: bool) -> Violation:
 
 
 def _answer(data: bytes, *, commands: bool = True, verb: str = "", **subs: str) -> Answer:
-    v = _violation((b"  V2" + data) if commands else data, commands=commands)
+    v = _violation((MAGIC_V2 + data) if commands else data, commands=commands)
     text = v.text
     if verb and text.startswith(verb + " "):
         text = "{verb}" + text[len(verb):]

@@ -70,5 +70,5 @@ def render(spec: NsqSpec | None = None) -> str:
         "-- Tables (from nsqviz.nsq.grammar / framing / events; ERRORS probed from the"
         " codec)\n" + _tables(spec),
         'local nsq = Proto("nsq", "NSQ protocol V2")\n' + declare_fields(PREFIX, NSQ.filter_fields),
-        engine("nsq_engine.lua"),
+        engine("nsq_engine.lua", "magic_lines.lua"),
     ])
