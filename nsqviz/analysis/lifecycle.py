@@ -95,7 +95,7 @@ class Lifecycle:
                 f'<text x="{_W + _LEFT - 20}" y="12" font-size="10" text-anchor="end">'
                 f"+{hi - self.t0:.3f} s</text>")
         title = escape(f'message {self.rows[0]["msg_id"]} (topic {self.rows[0]["topic"]})')
-        return (f'<div class="nsqviz-lifecycle"><div style="font:12px sans-serif">{title}'
+        return (f'<div class="nsqviz nsqviz-lifecycle"><div style="font:12px sans-serif">{title}'
                 f'</div><svg width="{_W + _LEFT}" height="{height}" '
                 f'font-family="sans-serif">{axis}{"".join(parts)}</svg></div>')
 
