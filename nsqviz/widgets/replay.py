@@ -189,12 +189,14 @@ class ReplayView:
                 f"top:{k * 16 + 12}px;width:max({right - left:.3f}%,2px);height:0;"
                 f"border-top:2px {'solid' if s.last is not None else 'dashed'} {col};"
                 f'border-left:2px solid {col};{end} {col};height:4px"></div>'
-                # a label starting in the right half ends at the strip's end instead, so
-                # no label runs past the lane (nothing scrolls sideways)
+                # a label starting in the right half ends at the strip's end instead, and
+                # none is wider than the room left of it (an ellipsis, whole in the tooltip):
+                # no label runs past the lane or is cut by its edge
                 f'<div class="nv-mono" title="{esc(s.label)}" style="position:absolute;'
-                + (f"left:calc({left:.3f}% + 4px);" if left <= 50 else "right:0;")
+                + (f"left:calc({left:.3f}% + 4px);max-width:calc({100 - left:.3f}% - 4px);"
+                   if left <= 50 else "right:0;max-width:100%;")
                 + f'top:{k * 16}px;font-size:10px;line-height:11px;color:{col};'
-                f'white-space:nowrap">'
+                f'white-space:nowrap;overflow:hidden;text-overflow:ellipsis">'
                 f"{esc(s.label)}</div>"
             )
         note = f"<br>+ {more} more" if more > 0 else ""

@@ -112,12 +112,31 @@ class SequenceDiagram(StaticView):
             lanes.append(lane)
         return lanes
 
+    LABEL_GAP = 11
+    """The height of a timer's label line: two labels' baselines are at least this apart."""
+
+    def label_ys(self) -> list[int]:
+        """Each span's label baseline: at its start row, or pushed down below the label
+        before it when it would collide (many timers start on the same or nearby rows), so
+        no two labels overlap; the picture grows to hold the last one."""
+        ys: list[int] = []
+        free = 0
+        for s in self.spans:  # in row order (timer_spans sorts them)
+            y = max(self.row_y(s.first) + 4, free)
+            ys.append(y)
+            free = y + self.LABEL_GAP
+        return ys
+
+    def height(self) -> int:
+        """The picture's height: every row, and every timer label below the last row."""
+        rows = self.TOP + max(len(self.arrows), 1) * self.ROW + 22
+        return max([rows] + [y + 6 for y in self.label_ys()])
+
     def _spans_svg(self, x0: int, height: int) -> list[str]:
         out = []
         lanes = self.span_lanes()
         text_x = x0 + (max(lanes, default=-1) + 1) * self.LANE + 6
-        labelled: dict[int, int] = {}
-        for s, lane in zip(self.spans, lanes, strict=True):
+        for s, lane, ty in zip(self.spans, lanes, self.label_ys(), strict=True):
             col = ink(name_colour(s.name)) if s.name else "#6b7280"
             x = x0 + lane * self.LANE
             y1 = self.row_y(s.first)
@@ -125,17 +144,15 @@ class SequenceDiagram(StaticView):
             end = ("" if s.last is None else
                    f'<line x1="{x - 4}" y1="{y2}" x2="{x + 4}" y2="{y2}" stroke="{col}"/>')
             dash = "" if s.last is not None else ' stroke-dasharray="2,2"'
-            k = labelled.get(s.first, 0)
-            labelled[s.first] = k + 1
             out.append(
                 f'<g class="nv-timer"><title>{esc(s.label)}</title>'
                 f'<line x1="{x - 4}" y1="{y1}" x2="{x + 4}" y2="{y1}" stroke="{col}"/>'
                 f'<line class="nv-timer-bar" x1="{x}" y1="{y1}" x2="{x}" y2="{y2}" stroke="{col}"'
                 f' stroke-width="2"'
                 f'{dash}/>{end}'
-                f'<line x1="{x}" y1="{y1}" x2="{text_x - 3}" y2="{y1 + 11 * k}" stroke="{col}" '
+                f'<line x1="{x}" y1="{y1}" x2="{text_x - 3}" y2="{ty - 4}" stroke="{col}" '
                 f'stroke-width="0.6" stroke-dasharray="1,2"/>'
-                f'<text x="{text_x}" y="{y1 + 4 + 11 * k}" fill="{col}" font-size="10">'
+                f'<text x="{text_x}" y="{ty}" fill="{col}" font-size="10">'
                 f"{esc(s.label)}</text></g>"
             )
         return out
@@ -152,7 +169,7 @@ class SequenceDiagram(StaticView):
         if self.spans:
             lanes = max(self.span_lanes()) + 1
             width += lanes * self.LANE + 20 + int(max(len(s.label) for s in self.spans) * 6.1)
-        height = self.TOP + max(len(self.arrows), 1) * self.ROW + 22
+        height = self.height()
         out = [
             f'<svg class="nv-seq" xmlns="http://www.w3.org/2000/svg" width="{width}" '
             f'height="{height}" viewBox="0 0 {width} {height}" '
@@ -246,7 +263,7 @@ class SequenceDiagram(StaticView):
         """A transparent label over each row whose arrow has a detail (at most
         :data:`~nsqviz.widgets.opener.MAX_OPENERS`, the last ones), placed in percent of
         the picture so it stays on its row when the SVG is scaled down to fit."""
-        height = self.TOP + max(len(self.arrows), 1) * self.ROW + 22
+        height = self.height()
         rows = [(i, a) for i, a in enumerate(self.arrows) if a.detail][-MAX_OPENERS:]
         out = []
         for k, (i, a) in enumerate(rows):

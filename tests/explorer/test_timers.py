@@ -145,3 +145,18 @@ def test_output_buffer_timeout_starts_no_earlier_than_the_publish():
             Row(2, 0.31, "p", ev.Response(b"OK"), False), Row(3, 0.32, "c", _msg(1), False)]
     (flush,) = [s for s in timer_spans(rows, Options()) if s.name == "RDY"]
     assert (flush.first, flush.last) == (1, 3)
+
+
+def test_timer_labels_never_overlap_and_stay_inside_the_picture():
+    # four timers on one row and one on the next, the last rows of the diagram: the
+    # labels a row's 38 px could not hold spill onto the next row's label, then below
+    arrows = [Arrow("client", "nsqd", f"CMD {i}") for i in range(3)]
+    spans = [Span(1, 2, f"timer {k}") for k in range(4)] + [Span(2, None, "next row")]
+    d = SequenceDiagram(["client", "nsqd"], arrows, spans=spans)
+    svg = d.svg()
+    ys = [int(y) for y in re.findall(r'<text x="\d+" y="(\d+)" fill="[^"]+" font-size="10">',
+                                     svg)]
+    assert len(ys) == 5
+    assert all(b - a >= SequenceDiagram.LABEL_GAP for a, b in zip(ys, ys[1:], strict=False))
+    height = int(re.search(r'height="(\d+)"', svg).group(1))  # type: ignore[union-attr]
+    assert max(ys) < height
