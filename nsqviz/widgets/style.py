@@ -38,6 +38,9 @@ ON_FILL = "#111827"
 """Text drawn on a pastel fill (a byte, a chip, a frame span) stays dark in every theme:
 the fill is the same in light and dark, so its text must be too."""
 
+# Every rule is scoped ".nsqviz <class> <element>" (two classes): more specific than a
+# host's own (JupyterLab's ".jp-RenderedHTMLCommon td{text-align:right}"), so a table's
+# cells say their alignment themselves and line up with their headers.
 CSS = f"""
 <style>
 .nsqviz{{font-family:-apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,sans-serif;font-size:13px;
@@ -74,6 +77,7 @@ CSS = f"""
 .nsqviz table.nv-table th{{text-align:left;border-bottom:1px solid {RULE};padding:2px 10px 2px 0;
  color:{INK}}}
 .nsqviz table.nv-table td{{padding:2px 10px 2px 0;border-bottom:1px solid {RULE}}}
+.nsqviz table.nv-table td,.nsqviz table.nv-sticky td{{text-align:left}}
 .nsqviz .nv-card{{border:1px solid {RULE};border-radius:6px;padding:8px 10px;margin:4px 0;
  background:{PAPER};max-width:100%;box-sizing:border-box;overflow-x:auto}}
 .nsqviz svg.nv-seq,.nsqviz svg.nv-fsm{{max-width:100%;height:auto;background:#fff;

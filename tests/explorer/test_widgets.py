@@ -237,3 +237,22 @@ def test_a_sequence_arrow_opens_its_bytes():
     assert re.search(r'nv-pane-1" [^>]*>.*ok bytes', html)
     plain = SequenceDiagram(["client", "nsqd"], [Arrow("client", "nsqd", "NOP")]).html()
     assert "<label" not in plain and "nv-pane" not in plain
+
+
+def _specificity(selector: str) -> tuple[int, int]:
+    """(classes, elements) of a simple CSS selector (no ids, no pseudo-classes)."""
+    tokens = selector.split()
+    return selector.count("."), sum(t[0].isalpha() for t in tokens)
+
+
+def test_table_cells_state_their_alignment_over_jupyterlabs_rule():
+    # JupyterLab's ".jp-RenderedHTMLCommon td{text-align:right}" is (1 class, 1 element):
+    # a value under a left-aligned header must be aligned by a more specific rule of ours
+    from nsqviz.widgets.style import CSS
+    lab = (1, 1)
+    for table in ("nv-table", "nv-sticky"):
+        rules = [(sel.strip(), body) for sels, body in re.findall(r"([^{}]+)\{([^{}]*)\}", CSS)
+                 for sel in sels.split(",") if sel.strip().endswith(f"table.{table} td")]
+        aligned = [sel for sel, body in rules if "text-align:left" in body]
+        assert aligned, f"no rule aligns the cells of table.{table}"
+        assert all(_specificity(sel) > lab for sel in aligned)
