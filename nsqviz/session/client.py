@@ -500,6 +500,7 @@ class Session:
             conn.close()
         if self.broker is not None and self._own_broker:
             self.broker.stop()
+        self._changed()  # a stepper greys its buttons
 
     def __enter__(self) -> Session:
         return self

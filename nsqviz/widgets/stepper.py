@@ -18,7 +18,7 @@ from nsqviz.nsq.commands import COMMANDS, MAGIC_NAME, BodyKind, ParamKind
 from nsqviz.nsq.labels import event_label
 from nsqviz.session.client import Connection, LocalProtocolError, Session
 from nsqviz.session.entries import Step
-from nsqviz.session.outcomes import SessionClosed
+from nsqviz.session.outcomes import SessionClosed, closed_message
 from nsqviz.widgets.steps import inflight_view, sequence, state_view, step_hexviews
 from nsqviz.widgets.style import CSS, esc, once
 
@@ -226,6 +226,7 @@ class Stepper:
                          else "")
             b.on_click(lambda _b, v=verb: self._clicked(v))
             buttons.append(b)
+        ui["buttons"] = buttons
         ui["views"] = w.HTML()
         ui["status"] = w.HTML()
         ui["root"] = w.VBox([
@@ -276,6 +277,11 @@ class Stepper:
         ui["views"].value = (CSS + '<div class="nsqviz nsqviz-stepper">'
                              + self._views_html(with_status=False) + "</div>")
         ui["status"].value = f'<div class="nsqviz">{self._status_html()}</div>'
+        # a closed session sends nothing: its buttons say so instead of looking live
+        closed = closed_message("session", self.session.made) if self.session.closed else ""
+        for b in ui["buttons"]:
+            b.disabled = bool(closed)
+            b.tooltip = closed or b.description
         conn = self.session.connections.get(self.selected)
         ids = [m.decode() for m in conn.in_flight] if conn is not None else []
         if list(ui["id"].options) != ids:

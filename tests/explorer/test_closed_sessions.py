@@ -32,6 +32,18 @@ def test_the_stepper_on_a_closed_session_says_so():
     assert st.status.startswith("⚠ this session is closed")
 
 
+def test_the_steppers_buttons_are_disabled_once_its_session_closes():
+    pytest.importorskip("ipywidgets", reason="pip install ipywidgets (the notebook extra)")
+    s = Session()
+    st = Stepper(s)
+    st.widget()
+    buttons = st._ui["buttons"] if st._ui else []
+    assert buttons and not any(b.disabled for b in buttons)
+    s.close()  # the cleanup cell: no click needed for the buttons to change
+    assert all(b.disabled for b in buttons)
+    assert all(b.tooltip.startswith("this session is closed") for b in buttons)
+
+
 def test_a_tubemq_step_after_stop_or_close_says_so():
     sim = EmbeddedSim(topics=("demo",)).start()
     try:
