@@ -28,6 +28,7 @@ from construct.core import stream_read, stream_seek
 from nsqviz.nsq.grammar import LF, SP, JSONObject, body, name_field
 from nsqviz.nsq.grammar_base import parse_exactly
 from nsqviz.nsq.grammar_errors import GrammarError
+from nsqviz.nsq.wire import NAME_RULE
 
 __all__ = [
     "BODY_VERBS",
@@ -186,10 +187,13 @@ def parse_command(data: bytes) -> Any:
 
 def _refusal(verb: str, exc: GrammarError) -> LookupError_:
     path = exc.path or ""
+    # nsqlookupd's text ends at "is not valid": the rule the grammar adds for a reader
+    # is not on its wire
+    said = exc.reason.removesuffix(f": {NAME_RULE}")
     if "channel" in path:
-        return LookupError_(ErrorCode.BAD_CHANNEL, f"{verb} {exc.reason}", offset=exc.offset)
+        return LookupError_(ErrorCode.BAD_CHANNEL, f"{verb} {said}", offset=exc.offset)
     if "topic" in path:
-        return LookupError_(ErrorCode.BAD_TOPIC, f"{verb} {exc.reason}", offset=exc.offset)
+        return LookupError_(ErrorCode.BAD_TOPIC, f"{verb} {said}", offset=exc.offset)
     if verb == "IDENTIFY":
         return LookupError_(ErrorCode.BAD_BODY, "IDENTIFY failed to decode JSON body",
                             offset=exc.offset)

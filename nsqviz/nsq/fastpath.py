@@ -51,7 +51,13 @@ from nsqviz.nsq.grammar_errors import (
 )
 from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.lexer import line_end, verb_of
-from nsqviz.nsq.wire import MAGIC_V2, compact_json, first_bad_name_byte, is_valid_topic_name
+from nsqviz.nsq.wire import (
+    MAGIC_V2,
+    bad_name_reason,
+    compact_json,
+    first_bad_name_byte,
+    is_valid_topic_name,
+)
 from nsqviz.stream.reassembly import Garbage, RawFrame
 
 __all__ = [
@@ -231,7 +237,7 @@ def encode_messages(messages: Iterable[MessageParts]) -> bytes:
 def _name(token: bytes, offset: int, p: Param) -> str:
     name = token.decode("ascii", "replace")
     if not is_valid_topic_name(name):
-        raise BadName(f"{p.words} name {name!r} is not valid",
+        raise BadName(bad_name_reason(p.words, name),
                       offset=offset + first_bad_name_byte(token), field=p.field)
     return name
 
@@ -426,7 +432,7 @@ def _decode(data: bytes, raw: RawFrame | None, lenient: list[GrammarError] | Non
 
 def _check_name(name: str, p: Param) -> bytes:
     if not is_valid_topic_name(name):
-        raise BadName(f"{p.words} name {name!r} is not valid", field=p.field)
+        raise BadName(bad_name_reason(p.words, name), field=p.field)
     return name.encode("ascii")
 
 

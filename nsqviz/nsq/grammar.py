@@ -71,7 +71,13 @@ from nsqviz.nsq.grammar_errors import (
 )
 from nsqviz.nsq.grammar_frames import Frame, Message, hex_id, parse_frame
 from nsqviz.nsq.json_object import read_object
-from nsqviz.nsq.wire import MAGIC_V2, compact_json, first_bad_name_byte, is_valid_topic_name
+from nsqviz.nsq.wire import (
+    MAGIC_V2,
+    bad_name_reason,
+    compact_json,
+    first_bad_name_byte,
+    is_valid_topic_name,
+)
 
 if TYPE_CHECKING:
     from construct.core import Context, PathType, StreamType
@@ -207,12 +213,12 @@ class _NameAdapter(AdapterBase):
     def _decode(self, obj: bytes, context: Context, path: PathType) -> str:
         name = obj.decode("ascii", "replace")
         if not is_valid_topic_name(name):
-            raise BadName(f"{self.kind} name {name!r} is not valid", path=path)
+            raise BadName(bad_name_reason(self.kind, name), path=path)
         return name
 
     def _encode(self, obj: str, context: Context, path: PathType) -> bytes:
         if not is_valid_topic_name(obj):
-            raise BadName(f"{self.kind} name {obj!r} is not valid", path=path)
+            raise BadName(bad_name_reason(self.kind, obj), path=path)
         return obj.encode("ascii")
 
 

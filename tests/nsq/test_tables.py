@@ -304,3 +304,12 @@ def test_the_broker_checks_identify_against_identify_fields(monkeypatch):
     monkeypatch.setattr(identify_fields.IDENTIFY_FIELDS["sample_rate"], "high", 50)
     with pytest.raises(IdentifyRefused, match=r"IDENTIFY sample rate \(60\) is invalid"):
         negotiate({"sample_rate": 60}, Options(), **kw)
+
+
+def test_a_refused_name_says_the_rule_it_broke():
+    # the learner editing a topic sees what would pass, read from the one rule (wire.py)
+    from nsqviz.nsq import grammar
+    from nsqviz.nsq.wire import EPHEMERAL, NAME_CHARS, NAME_MAX
+    with pytest.raises(grammar.GrammarError) as info:
+        grammar.Command.build({"verb": "PUB", "command": {"topic": "orders!", "body": b""}})
+    assert all(part in str(info.value) for part in (NAME_CHARS, str(NAME_MAX), EPHEMERAL))
