@@ -25,6 +25,7 @@ from typing import Any
 from construct import Const, GreedyBytes, Int32sb, Prefixed, SizeofError, Struct, Subconstruct
 from construct.core import stream_read, stream_seek
 
+from nsqviz.nsq.commands import MAGIC_NAME
 from nsqviz.nsq.grammar import LF, SP, JSONObject, body, name_field
 from nsqviz.nsq.grammar_base import parse_exactly
 from nsqviz.nsq.grammar_errors import GrammarError
@@ -54,7 +55,7 @@ __all__ = [
 MAGIC_V1 = b"  V1"
 """The magic nsqd sends first; anything else is answered ``E_BAD_PROTOCOL`` and closed."""
 
-Magic = Const(MAGIC_V1)
+Magic = MAGIC_NAME / Const(MAGIC_V1)
 """The magic as a grammar (what a hex view colours its 4 bytes with)."""
 
 

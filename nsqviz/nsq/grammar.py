@@ -51,7 +51,7 @@ from construct import (
 from construct.core import stream_read, stream_tell, stream_write
 
 from nsqviz.nsq.commands import COMMANDS as TABLE
-from nsqviz.nsq.commands import BodyKind, CommandSpec, Param, ParamKind
+from nsqviz.nsq.commands import MAGIC_NAME, BodyKind, CommandSpec, Param, ParamKind
 from nsqviz.nsq.grammar_base import (
     AdapterBase,
     ConstBase,
@@ -344,7 +344,7 @@ class _NothingLeft(ConstructBase):
 
 # ------------------------------------------------------------------------- commands
 
-Magic = Const(MAGIC_V2)
+Magic = MAGIC_NAME / Const(MAGIC_V2)  # named: its hex view's legend and tree row say "magic"
 
 _BODIES: dict[BodyKind, Callable[[], Grammar]] = {
     BodyKind.JSON: lambda: _body(RawCopy(JSONObject), what="IDENTIFY body",

@@ -90,7 +90,7 @@ class HexView(StaticView):
             if len(raw) > 47:
                 raw = raw[:44] + "..."
             lines.append(
-                f"  [{leaf.start:>4},{leaf.end:>4}) {leaf.dotted:<34} {raw:<47} "
+                f"  [{leaf.start:>4},{leaf.end:>4}) {_named(leaf):<34} {raw:<47} "
                 f"{short_value(leaf.value)}"
             )
         return "\n".join(lines)
@@ -105,7 +105,7 @@ class HexView(StaticView):
                 continue
             chips.append(
                 f'<span class="nv-chip" style="background:{self.colours[id(leaf)]}">'
-                f"{esc(leaf.dotted)}</span>"
+                f"{esc(_named(leaf))}</span>"
             )
         return f'<div class="nv-legend">{"".join(chips)}</div>'
 
@@ -122,7 +122,7 @@ class HexView(StaticView):
             for i in range(row, min(row + _PER_ROW, len(data))):
                 who = owner[i]
                 bg = self.colours[id(who)] if who is not None else UNPARSED
-                tip = esc(who.dotted) if who is not None else "(unattributed)"
+                tip = esc(_named(who)) if who is not None else "(unattributed)"
                 cls = " nv-bad" if i == bad else ""
                 cls += self._link(who)
                 style = f'style="background:{bg}" title="{tip}"'
@@ -166,6 +166,12 @@ class HexView(StaticView):
             )
         kids = "".join(self._item(c) for c in node.children)
         return f'<li><b class="nv-mono">{name}</b>{kind}{rng}<ul>{kids}</ul></li>'
+
+
+def _named(leaf: Field) -> str:
+    """A field's name in the legend and tooltips: its path, or for a unit that is one field
+    (the magic) the grammar's name for it -- never an empty chip."""
+    return leaf.dotted or (leaf.name if isinstance(leaf.name, str) else "")
 
 
 def _is_separator(leaf: Field) -> bool:

@@ -359,7 +359,9 @@ class ReplayView:
 
 
 def _pick_label(rec: DecodedRecord) -> str:
-    return f"{rec.dir} {rec.name} (packets {','.join(map(str, rec.packets))})"
+    """A record as the picker lists it: its flow too, or two connections' magics look alike."""
+    return (f"flow {rec.flow_id} {rec.dir} {rec.name} "
+            f"(packets {','.join(map(str, rec.packets))})")
 
 
 def _brief(rec: DecodedRecord) -> str:

@@ -2,6 +2,8 @@
 
 import re
 
+import pytest
+
 from nsqviz import palette, protocols
 from nsqviz.capture.replay import Replay
 from nsqviz.nsq import events as ev
@@ -154,3 +156,14 @@ def test_a_new_protocols_names_are_coloured_without_an_edit(monkeypatch):
     assert after["IDENTIFY"] == before["IDENTIFY"]
     assert len(set(after.values())) == len(after)
     assert {f"VERB{i}" for i in range(40)} <= set(after)
+
+
+def test_the_replay_picker_names_each_records_flow():
+    # two connections' magics must not read as the same record
+    pytest.importorskip("ipywidgets", reason="pip install ipywidgets (the notebook extra)")
+    replay = Replay.load("data/guide-pynsq.pcap")
+    markup = ReplayView(replay, upto=replay.packets[-1].number).live().markup
+    options = re.findall(r"<option>([^<]*)</option>", markup)
+    magics = [o for o in options if "MAGIC" in o.upper()]
+    assert len(magics) >= 2 and len(set(magics)) == len(magics)
+    assert all(o.startswith("flow ") for o in options)

@@ -256,3 +256,12 @@ def test_table_cells_state_their_alignment_over_jupyterlabs_rule():
         aligned = [sel for sel, body in rules if "text-align:left" in body]
         assert aligned, f"no rule aligns the cells of table.{table}"
         assert all(_specificity(sel) > lab for sel in aligned)
+
+
+def test_the_magics_hex_view_names_its_one_field():
+    # a unit that is one field has no path: its chip and tree row still say what it is
+    from nsqviz.lookupd import grammar as lookupd_grammar
+    for magic, data in ((g.Magic, b"  V2"), (lookupd_grammar.Magic, b"  V1")):
+        markup = HexView.of(magic, data).html(with_css=False)
+        assert re.findall(r'class="nv-chip"[^>]*>([^<]*)<', markup) == ["magic"]
+        assert '<span class="nv-mono"></span>' not in markup
