@@ -27,8 +27,8 @@ import zlib
 from functools import cache
 from typing import Any
 
-__all__ = ["SEPARATOR", "UNPARSED", "field_colour", "ink", "name_colour",
-           "name_of_event", "names", "ordinal_colour"]
+__all__ = ["MIN_DELTA_E", "SEPARATOR", "UNPARSED", "delta_e", "field_colour", "field_groups",
+           "ink", "name_colour", "name_of_event", "names", "ordinal_colour"]
 
 SEPARATOR = "#e5e7eb"
 """Unnamed constants (spaces, newlines): present, but quiet."""
@@ -131,6 +131,51 @@ def ink(fill: str) -> str:
 _FIELD_FILLS = (*_HAND_FILLS, *_generated(18, offset=0.6))
 
 
+MIN_DELTA_E = 20.0
+"""The least CIE76 colour difference between two fields that can share a hex view (two
+pastel greens 12 apart read as one field): a field whose fill in order would come nearer
+than this to one already coloured takes the first spare fill that does not."""
+
+
+def _lab(fill: str) -> tuple[float, float, float]:
+    """``fill`` (``#rrggbb``, sRGB) in CIE L*a*b* (D65), where distance is perceptual."""
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(int(fill[i:i + 2], 16) / 255) for i in (1, 3, 5))
+    xyz = ((0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047,
+           0.2126 * r + 0.7152 * g + 0.0722 * b,
+           (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883)
+    fx, fy, fz = (t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in xyz)
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
+def delta_e(a: str, b: str) -> float:
+    """The CIE76 difference of two fills: about 2 is just noticeable, 20 clearly apart."""
+    return float(sum((p - q) ** 2 for p, q in zip(_lab(a), _lab(b), strict=True)) ** 0.5)
+
+
+def field_groups(con: Any, seen: frozenset[int] = frozenset()) -> list[frozenset[str]]:
+    """The sets of field names that can appear in one unit ``con`` parses: one set per
+    way through its switches (a command's verb, a frame's type), names in order."""
+    from construct import Construct, Renamed, Switch
+
+    if id(con) in seen:
+        return [frozenset()]
+    seen = seen | {id(con)}
+    own = frozenset([con.name]) if isinstance(con, Renamed) and con.name else frozenset()
+    if isinstance(con, Switch):
+        cases = [c for c in (*con.cases.values(), con.default) if isinstance(c, Construct)]
+        return [own | g for c in cases for g in field_groups(c, seen)] or [own]
+    out = [own]
+    for attr in ("subcon", "subcons", "thensubcon", "elsesubcon"):
+        value = getattr(con, attr, None)
+        for child in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(child, Construct):
+                out = list({a | b for a in out for b in field_groups(child, seen)})
+    return out
+
+
 def _walk_names(con: Any, out: dict[str, None], seen: set[int]) -> None:
     from construct import Construct, Renamed
 
@@ -150,16 +195,27 @@ def _walk_names(con: Any, out: dict[str, None], seen: set[int]) -> None:
 
 @cache
 def _fields() -> dict[str, str]:
-    """The NSQ grammar's field names, in the grammar's order, each with its own fill."""
+    """The NSQ grammar's field names, in the grammar's order, each with its own fill, at
+    least :data:`MIN_DELTA_E` from the fills of the fields it can share a unit with."""
     from nsqviz.nsq import grammar
 
     found: dict[str, None] = {}
     seen: set[int] = set()
+    groups: list[frozenset[str]] = []
     for con in (grammar.Command, grammar.Frame):  # the magic: one field, no path
         _walk_names(con, found, seen)
-    if len(found) > len(_FIELD_FILLS):
-        raise AssertionError("more grammar fields than colours")  # pragma: no cover
-    return dict(zip(found, _FIELD_FILLS, strict=False))
+        groups += field_groups(con)
+    spare = list(_FIELD_FILLS[len(found):])
+    out: dict[str, str] = {}
+    for name, fill in zip(found, _FIELD_FILLS, strict=False):
+        mates = [out[m] for g in groups if name in g for m in g if m in out]
+        fits = [c for c in (fill, *spare) if all(delta_e(c, m) >= MIN_DELTA_E for m in mates)]
+        if not fits:
+            raise AssertionError("no fill far enough from a field's neighbours")  # pragma: no cover
+        out[name] = fits[0]
+        if fits[0] != fill:
+            spare.remove(fits[0])
+    return out
 
 
 def field_colour(path: tuple[Any, ...] | str) -> str:

@@ -167,3 +167,24 @@ def test_the_replay_picker_names_each_records_flow():
     magics = [o for o in options if "MAGIC" in o.upper()]
     assert len(magics) >= 2 and len(set(magics)) == len(magics)
     assert all(o.startswith("flow ") for o in options)
+
+
+def test_fields_that_share_a_unit_are_perceptually_apart():
+    # frame_type and data.id were two greens 12 apart (CIE76): one field to the eye
+    from itertools import combinations
+
+    from nsqviz.nsq import grammar
+    groups = palette.field_groups(grammar.Command) + palette.field_groups(grammar.Frame)
+    assert any({"frame_type", "id"} <= g for g in groups)
+    for group in groups:
+        for a, b in combinations(sorted(group), 2):
+            d = palette.delta_e(palette.field_colour(a), palette.field_colour(b))
+            assert d >= palette.MIN_DELTA_E, (a, b, d)
+    # and in a real hex view: each neighbouring pair of fields of a message frame
+    frame = (b"\x00\x00\x00\x20\x00\x00\x00\x02" + bytes(8) + b"\x00\x01"
+             + b"0123456789abcdef" + b"hi")
+    view = frame_hex(frame)
+    fills = [view.colours[id(leaf)] for leaf in view.layout.leaves() if leaf.width]
+    assert len(fills) >= 6
+    for a, b in zip(fills, fills[1:], strict=False):
+        assert palette.delta_e(a, b) >= palette.MIN_DELTA_E
