@@ -39,7 +39,10 @@ inlong/tubemq``), where the module docstrings cite them by class:
 * client sequences: the Go client, ``tubemq-client-twins/tubemq-client-go``.
 """
 
-from nsqviz.sansio import LocalProtocolError, ProtocolError
+# the one error family of every protocol (nsqviz.sansio), importable from here too; the
+# site documents it once, with nsqviz.nsq
+from nsqviz.sansio import LocalProtocolError as LocalProtocolError
+from nsqviz.sansio import ProtocolError as ProtocolError
 from nsqviz.tubemq.codec import (
     ClientConnection,
     Observer,
@@ -113,11 +116,9 @@ __all__ = [
     "FrameParts",
     "GrammarError",
     "Limits",
-    "LocalProtocolError",
     "Method",
     "Observation",
     "Observer",
-    "ProtocolError",
     "Request",
     "Response",
     "ServerConnection",

@@ -44,3 +44,13 @@ def test_the_readme_reads_in_the_same_order_and_times():
     readme = (ROOT / "README.md").read_text()
     said = re.findall(r"(\d\d) \((\d+) min", readme)
     assert said == [(lesson.number, str(lesson.minutes)) for lesson in COURSE[1:]]
+
+
+def test_the_sites_course_is_the_course():
+    """The website's sidebar (docs/index.md's course toctree) lists the course in its
+    order; the reference card sits under Reference."""
+    index = (ROOT / "docs" / "index.md").read_text()
+    block = index.split(":caption: The course", 1)[1].split("```", 1)[0]
+    listed = re.findall(r"^/notebooks/(\S+)$", block, flags=re.M)
+    assert listed == [lesson.file.removesuffix(".ipynb") for lesson in COURSE
+                      if lesson.minutes is not None]
