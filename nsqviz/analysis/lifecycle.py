@@ -13,6 +13,8 @@ import math
 from html import escape
 from typing import Any
 
+from nsqviz.widgets.style import CSS, once
+
 __all__ = ["Lifecycle"]
 
 _W, _LEFT, _LANE = 720, 110, 54  # px: axis width, label column, lane height
@@ -95,7 +97,7 @@ class Lifecycle:
                 f'<text x="{_W + _LEFT - 20}" y="12" font-size="10" text-anchor="end">'
                 f"+{hi - self.t0:.3f} s</text>")
         title = escape(f'message {self.rows[0]["msg_id"]} (topic {self.rows[0]["topic"]})')
-        return (f'<div class="nsqviz nsqviz-lifecycle"><div style="font:12px sans-serif">{title}'
+        return (f'{CSS}<div class="nsqviz nsqviz-lifecycle"><div class="nv-title">{title}'
                 f'</div><svg width="{_W + _LEFT}" height="{height}" '
                 f'font-family="sans-serif">{axis}{"".join(parts)}</svg></div>')
 
@@ -104,4 +106,4 @@ class Lifecycle:
         return f"Lifecycle({self.rows[0]['msg_id']}, {n} deliveries)"
 
     def _repr_html_(self) -> str:
-        return self.html()
+        return once(self.html())
