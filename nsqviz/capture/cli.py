@@ -248,6 +248,7 @@ def _stdin_is_file() -> bool:
 
 
 def _usage_error(message: str) -> int:
+    """One line on stderr and exit status 2: a bad argument, or input that cannot be read."""
     print(f"nsqviz decode: {message}", file=sys.stderr)
     return 2
 
@@ -331,11 +332,9 @@ def _decode(args: argparse.Namespace, out: TextIO, capture: LiveCapture | None) 
                   " try --port P; --stats lists the flows)", file=sys.stderr)
     except CaptureFormatError as exc:
         failure = capture.failure() if capture is not None else None
-        print(f"nsqviz decode: {failure or exc}", file=sys.stderr)
-        return 2
+        return _usage_error(str(failure or exc))
     except FileNotFoundError as exc:
-        print(f"nsqviz decode: {exc.filename}: no such file", file=sys.stderr)
-        return 2
+        return _usage_error(f"{exc.filename}: no such file")
     except BrokenPipeError:  # `nsqviz decode x.pcap | head`
         sys.stderr.close()
         return 0
