@@ -392,7 +392,9 @@ def test_direct_nsqd_reconnects_with_growing_delays(tapped):
             await until(lambda: len(tap.connections) == 1)
             tap.pause(0.9)
             tap.drop()
-            await until(lambda: len(tap.connections) == 2, timeout=5)
+            # the new connection's first bytes, not just its accept (as above)
+            await until(lambda: len(tap.connections) == 2 and tap.connections[1].events,
+                        timeout=5)
 
     run(main())
     # refused at +0.2 and +0.6 (0.2, then 0.4 later), accepted at +1.4 (0.8 later)
