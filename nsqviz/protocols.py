@@ -67,6 +67,7 @@ __all__ = [
     "by_name",
     "detect",
     "filter_fields",
+    "no_fields",
     "of_event",
     "register",
     "registered",
@@ -156,6 +157,12 @@ class ConnectionObserver(TypingProtocol):
     def end(self, direction: str, segment: int) -> list[Item]:
         """``direction`` ended (FIN, RST, end of capture): what is left in it."""
         ...
+
+
+def no_fields(event: Any) -> dict[str, Any]:
+    """An item's fields when nobody reads them (:meth:`Protocol.observer` without
+    ``fields``): an empty dict, still there for what marks the item to be added to."""
+    return {}
 
 
 class ObservedConnection:
@@ -276,8 +283,13 @@ class Protocol(ABC):
     # -- decoding -----------------------------------------------------------------
 
     @abstractmethod
-    def observer(self, *, midstream: bool) -> ConnectionObserver:
-        """A fresh observer for one connection (``midstream``: its start was not seen)."""
+    def observer(self, *, midstream: bool, fields: bool = True) -> ConnectionObserver:
+        """A fresh observer for one connection (``midstream``: its start was not seen).
+        Without ``fields`` its command and frame items carry only what marks them (a
+        violation, what they answer), not the fields a JSON line, a summary or a filter
+        reads: for readers that take a record's values from :meth:`typed` alone, like
+        the frames table without its ``fields`` column (building those dicts is about
+        a seventh of decoding)."""
 
     # -- records ------------------------------------------------------------------
 

@@ -137,19 +137,24 @@ class CaptureDecoder:
     their statistics with them (:attr:`stats` lists the flows still held; the counts
     :attr:`flow_count` and :attr:`claimed` cover all), and capture warnings are counted,
     not kept.
+
+    Without ``fields`` the records of commands and frames carry only what marks them (a
+    violation, what they answer), for readers of the typed columns alone
+    (:meth:`~nsqviz.protocols.Protocol.observer`).
     """
 
     def __init__(self, *, protocols: Iterable[Protocol] | None = None,
                  ports: Mapping[str, Iterable[int]] | None = None,
                  continuation: bool = True, idle_split: float | None = IDLE_SPLIT,
                  flow_records: bool = False, live: bool = False,
-                 tcp_records: bool = False):
+                 tcp_records: bool = False, fields: bool = True):
         self.protocols = tuple(protocols) if protocols is not None else _registered()
         extra = ports or {}
         self.ports = {p.name: p.server_ports | frozenset(extra.get(p.name, ()))
                       for p in self.protocols}
         self.server_ports = frozenset().union(*self.ports.values())
         self.flow_records = flow_records
+        self.fields = fields
         self.tcp_records = tcp_records
         hellos = [p.client_hello for p in self.protocols]
         self.driver = CaptureDriver(
@@ -299,7 +304,7 @@ class CaptureDecoder:
         self.claimed += 1
         # With the handshake captured both streams are seen from their first byte.
         midstream = not flow.syn_seen
-        state.observer = proto.observer(midstream=midstream)
+        state.observer = proto.observer(midstream=midstream, fields=self.fields)
         for side in state.sides.values():
             side.resyncing = midstream
 

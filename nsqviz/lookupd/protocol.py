@@ -13,7 +13,7 @@ nsqlookupd refuses carries the refusal as its ``violation``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -30,7 +30,7 @@ from nsqviz.lookupd.codec import (
 )
 from nsqviz.lookupd.fields import FIELDS, PARAMS, PREFIX
 from nsqviz.lookupd.observer import Observer, Seen
-from nsqviz.protocols import DetectionWords, Item, Lost, Protocol, RecordView
+from nsqviz.protocols import DetectionWords, Item, Lost, Protocol, RecordView, no_fields
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import RawFrame, Truncated
 
@@ -83,17 +83,18 @@ class _Adapter:
     """The :class:`Observer` behind the :class:`~nsqviz.protocols.ConnectionObserver`
     interface. The lookup protocol has no TLS switch."""
 
-    __slots__ = ("codec",)
+    __slots__ = ("codec", "fields_of")
 
     encrypted = False
 
-    def __init__(self, midstream: bool) -> None:
+    def __init__(self, midstream: bool, fields: bool = True) -> None:
         self.codec = Observer(midstream=midstream)
+        self.fields_of = _fields if fields else no_fields
 
     def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
         c2s = direction == Direction.C2S
         seen = (self.codec.c2s if c2s else self.codec.s2c)(data, segment=segment)
-        return [_item(s, c2s) for s in seen]
+        return [_item(s, c2s, self.fields_of) for s in seen]
 
     def end(self, direction: str, segment: int) -> list[Item]:
         return self.feed(direction, b"", segment)
@@ -103,7 +104,7 @@ class _Adapter:
         return Lost(partial, length)
 
 
-def _item(seen: Seen, c2s: bool) -> Item:
+def _item(seen: Seen, c2s: bool, fields_of: Callable[[Any], dict[str, Any]]) -> Item:
     event, raw = seen.event, seen.raw
     offset = None if raw is None else raw.offset
     if type(event) is Refused and (c2s or not isinstance(raw, RawFrame)):
@@ -115,7 +116,7 @@ def _item(seen: Seen, c2s: bool) -> Item:
         if isinstance(raw, Truncated):
             return Item("truncated", "Truncated", fields, event, offset, raw)
         return Item("error", event.code or "Undecodable", fields, event, offset, raw)
-    fields = _fields(event)
+    fields = fields_of(event)
     if seen.refused is not None:
         fields["violation"] = _refusal(seen.refused)
     if seen.asked is not None:
@@ -144,8 +145,8 @@ class LookupdProtocol(Protocol):
     def looks_like(self, direction: str, data: bytes) -> bool:
         return _looks_like_lookup(direction, data)
 
-    def observer(self, *, midstream: bool) -> _Adapter:
-        return _Adapter(midstream)
+    def observer(self, *, midstream: bool, fields: bool = True) -> _Adapter:
+        return _Adapter(midstream, fields)
 
     def fields(self, event: Any) -> dict[str, Any]:
         return _fields(event)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from nsqviz.nsq import events as ev
@@ -37,7 +38,15 @@ from nsqviz.nsq.framing import SIZE_PREFIX, FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
 from nsqviz.nsq.wire import MAGIC_V2
-from nsqviz.protocols import DetectionWords, Item, Lost, ObservedConnection, Protocol, RecordView
+from nsqviz.protocols import (
+    DetectionWords,
+    Item,
+    Lost,
+    ObservedConnection,
+    Protocol,
+    RecordView,
+    no_fields,
+)
 from nsqviz.records import escaped
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
@@ -155,14 +164,15 @@ class _Observer(ObservedConnection):
         return Lost(raw.data, length, unit=Item(kind, name, fields, None, raw.offset, raw))
 
 
-def _items(events: list[ev.Event]) -> list[Item]:
+def _items(events: list[ev.Event], fields_of: Callable[[Any], dict[str, Any]] = _fields,
+           ) -> list[Item]:
     out: list[Item] = []
     for e in events:
         if isinstance(e, ev.Command):
-            out.append(Item("command", COMMAND_NAMES[type(e)], _fields(e), e, _offset(e.raw),
-                            e.raw))
+            out.append(Item("command", COMMAND_NAMES[type(e)], fields_of(e), e,
+                            _offset(e.raw), e.raw))
         elif isinstance(e, ev.ServerFrame):
-            out.append(Item("frame", FRAME_NAMES[type(e)], _fields(e), e, _offset(e.raw),
+            out.append(Item("frame", FRAME_NAMES[type(e)], fields_of(e), e, _offset(e.raw),
                             e.raw))
         elif isinstance(e, ev.Violation):
             out.append(_violation(e))
@@ -256,8 +266,9 @@ class NsqProtocol(Protocol):
     def looks_like(self, direction: str, data: bytes) -> bool:
         return _looks_like_nsq(direction, data)
 
-    def observer(self, *, midstream: bool) -> _Observer:
-        return _Observer(Observer(provenance=True, midstream=midstream), _items)
+    def observer(self, *, midstream: bool, fields: bool = True) -> _Observer:
+        items = _items if fields else partial(_items, fields_of=no_fields)
+        return _Observer(Observer(provenance=True, midstream=midstream), items)
 
     def fields(self, event: Any) -> dict[str, Any]:
         return _fields(event)

@@ -126,9 +126,10 @@ class ConnectionRows:
 
 
 def _decoder(ports: Mapping[str, Iterable[int]] | None, idle_split: float | None,
-             continuation: bool = True) -> CaptureDecoder:
+             continuation: bool = True, fields: bool = True) -> CaptureDecoder:
+    # without the `fields` column nothing reads a record's fields but what marks it
     return CaptureDecoder(ports=ports, idle_split=idle_split, continuation=continuation,
-                          flow_records=True)
+                          flow_records=True, fields=fields)
 
 
 def decode_file(path: str, file_index: int, files: list[str], *, continuation: bool = True,
@@ -145,7 +146,7 @@ def decode_file(path: str, file_index: int, files: list[str], *, continuation: b
     column is left null (:class:`~nsqviz.records.FrameColumns`)."""
     if not continuation:  # a capture of its own: numbered on its own, as nsqviz decode does
         files, file_index = [path], 0
-    decoder = _decoder(ports, idle_split, continuation)
+    decoder = _decoder(ports, idle_split, continuation, fields)
     scope = "" if continuation else f" in {os.path.basename(path)}"
     rows = ConnectionRows(files, scope, fields=fields)
     last = file_index == len(files) - 1
@@ -203,7 +204,7 @@ def continue_connections(part: Part, files: list[str], *,
     pipeline.handoff.Part` of them), read from the capture files in capture order,
     leaving out the rows stage 1 wrote. ``progress`` as in :func:`decode_file`, in
     payload bytes decoded; ``fields`` as in :func:`decode_file`."""
-    decoder = _decoder(ports, idle_split)
+    decoder = _decoder(ports, idle_split, fields=fields)
     rows = ConnectionRows(files, fields=fields)
     closed_at: dict[Key, float] = {}  # the 4-tuple's connection ended then
     foreign: set[int] = set()  # flows a context SYN started: their rows are stage 1's

@@ -17,13 +17,21 @@ original text (:mod:`nsqviz.tubemq.metadata`). Bytes are hex.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from nsqviz.protocols import DetectionWords, Item, ObservedConnection, Protocol, RecordView
+from nsqviz.protocols import (
+    DetectionWords,
+    Item,
+    ObservedConnection,
+    Protocol,
+    RecordView,
+    no_fields,
+)
 from nsqviz.tubemq.codec import Observer
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
 from nsqviz.tubemq.fields import FIELDS, record_values
@@ -123,14 +131,15 @@ def _problem(v: Violation) -> dict[str, Any]:
             "offset": v.offset}
 
 
-def _items(events: list[Any]) -> list[Item]:
+def _items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = _fields,
+           ) -> list[Item]:
     out: list[Item] = []
     last: dict[int, Item] = {}  # id(raw frame) -> the item decoded from it
     for e in events:
         t = type(e)
         if t is Request or t is Response or t is ExceptionResponse:
             raw = e.raw
-            item = Item("command" if t is Request else "frame", e.name, _fields(e), e,
+            item = Item("command" if t is Request else "frame", e.name, fields_of(e), e,
                         None if raw is None else raw.offset, raw)
             if raw is not None:
                 last[id(raw)] = item
@@ -193,8 +202,9 @@ class TubeMQProtocol(Protocol):
     def looks_like(self, direction: str, data: bytes) -> bool:
         return len(data) >= 4 and self.starts_hello(data)
 
-    def observer(self, *, midstream: bool) -> ObservedConnection:
-        return ObservedConnection(Observer(provenance=True, midstream=midstream), _items)
+    def observer(self, *, midstream: bool, fields: bool = True) -> ObservedConnection:
+        items = _items if fields else partial(_items, fields_of=no_fields)
+        return ObservedConnection(Observer(provenance=True, midstream=midstream), items)
 
     def fields(self, event: Any) -> dict[str, Any]:
         return _fields(event)

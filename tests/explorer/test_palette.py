@@ -136,7 +136,7 @@ def test_a_new_protocols_names_are_coloured_without_an_edit(monkeypatch):
         def detect(self, direction, data, *, from_start, server_port):
             return protocols.Detection(0, "never")
 
-        def observer(self, *, midstream):
+        def observer(self, *, midstream, fields=True):
             raise NotImplementedError
 
         def fields(self, event):

@@ -99,7 +99,7 @@ def test_a_registered_protocol_only_declares_its_fields(monkeypatch):
 
         def client_hello(self, data): return False
         def detect(self, direction, data, *, from_start, server_port): return None
-        def observer(self, *, midstream): return None
+        def observer(self, *, midstream, fields=True): return None
         def fields(self, event): return {}
         def summary(self, kind, name, fields): return ""
         def label(self, event): return ("", "")
