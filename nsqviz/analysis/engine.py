@@ -71,10 +71,12 @@ def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
     return pa.Table.from_batches(list(batches), schema=schema)
 
 
-def analyse(frames: Any, tables: Iterable[str] = TABLES) -> dict[str, Any]:
+def analyse(frames: Any, tables: Iterable[str] = TABLES, *,
+            ordered: bool = True) -> dict[str, Any]:
     """Run the definitions on DuckDB over ``frames`` (an Arrow table of the frames
-    table; its ``fields`` column is never read) and return ``tables`` as Arrow tables,
-    rows sorted by all their columns.
+    table; its ``fields`` column is never read) and return ``tables`` (any of
+    :data:`~nsqviz.pipeline.definitions.VIEWS`) as Arrow tables, rows sorted by all
+    their columns unless not ``ordered``.
     Each view is materialised once, so a table several others read is computed once."""
     import duckdb
 
@@ -90,7 +92,8 @@ def analyse(frames: Any, tables: Iterable[str] = TABLES) -> dict[str, Any]:
                 con.execute(f"CREATE TEMP TABLE {name} AS {duckdb_sql(text)}")
         # Rows in one order (by every column, left to right): DuckDB's parallel plans
         # give them in any, and a notebook's stored output must not depend on that.
-        return {name: con.sql(f"SELECT * FROM {name} ORDER BY ALL").to_arrow_table()
+        order = " ORDER BY ALL" if ordered else ""
+        return {name: con.sql(f"SELECT * FROM {name}{order}").to_arrow_table()
                 for name in VIEWS if name in wanted}
     finally:
         con.close()

@@ -1,40 +1,125 @@
-"""The analyses on Spark: :data:`nsqviz.pipeline.definitions.VIEWS` run by Spark SQL.
+"""The analyses on Spark: :data:`nsqviz.pipeline.definitions.VIEWS`, each broker's
+frames analysed apart, in parallel, by the engine ``nsqviz messages`` runs in-process.
 
-The definitions (and the rules they apply) live in :mod:`nsqviz.pipeline.definitions`,
-shared with the in-process engine; this module only registers them as Spark views.
-The frames are read once into memory and the views several tables read --
-``conn_info``, ``deliveries``, ``heartbeats``, ``rpc_pairs`` -- are cached, so no
-step is computed twice.
+Why not Spark SQL throughout: the definitions are a dozen window and aggregate queries,
+and on Spark each one is several stages of shuffles and generated code. On the 215 MB
+benchmark set (300 000 frames) they took longer than decoding the captures and did not
+gain from a second core. But every view except those that combine brokers
+(:data:`~nsqviz.pipeline.definitions.ACROSS_SERVERS`) reads one broker's frames at a
+time, so Spark needs one shuffle: the frames partitioned by their server
+(:data:`~nsqviz.pipeline.definitions.SERVER`), each partition holding some brokers
+whole. Then each partition runs those views on DuckDB inside a Python task
+(:func:`nsqviz.analysis.engine.analyse`, the same SQL text). A partition hands back every
+table as one Arrow IPC stream. The tables are read out
+of those streams with the schemas DuckDB gives them on an empty frames table, and
+Spark SQL runs the views that combine the brokers' rows.
+
+One limit follows: a partition's frames (without ``fields``) must fit in one Python
+worker's memory, about 300 bytes a frame. A set with many brokers spreads over more
+partitions when ``spark.sql.shuffle.partitions`` is raised; one broker's frames are
+always in one partition, so a million frames for one nsqd take about 300 MB.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from functools import cache
 from typing import Any
 
-from nsqviz.pipeline.definitions import TABLES, VIEWS
+from nsqviz.pipeline.definitions import ACROSS_SERVERS, SERVER, TABLES, VIEWS
 
 __all__ = ["TABLES", "release", "tables"]
 
-_SHARED = ("conn_info", "deliveries", "heartbeats", "rpc_pairs")
+PER_SERVER = tuple(name for name in VIEWS if name not in ACROSS_SERVERS)
+"""The views each broker's task computes (and hands back)."""
+
+_GROUPS = "nsqviz_server_tables"  # the cached (table, Arrow IPC stream) rows
 
 
 def tables(frames: Any) -> dict[str, Any]:
     """Every analysis of ``frames`` (a Spark DataFrame of the frames table) as a Spark
-    DataFrame by table name; the shared steps stay cached until :func:`release`."""
+    DataFrame by table name. The brokers' results stay cached until :func:`release`."""
+    from pyspark.sql import functions as F
+
     spark = frames.sparkSession
-    frames.createOrReplaceTempView("frames")
+    # Brokers in as many groups as the session has shuffle partitions, one DuckDB run
+    # per partition: a run costs a few tenths of a second before any row, more than a
+    # small broker's rows. An explicit count, which adaptive execution keeps (it would
+    # coalesce a small shuffle into one partition: one task, one core).
+    parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    groups = (frames.repartition(parts, F.expr(SERVER))
+              .mapInArrow(_analyse_servers, "table string, ipc binary").cache())
+    groups.createOrReplaceTempView(_GROUPS)
     out: dict[str, Any] = {}
-    for name, text in VIEWS.items():
-        df = spark.sql(text)
-        if name in _SHARED:
-            df = df.cache()
+    for name in PER_SERVER:
+        df = groups.where(F.col("table") == name).select("ipc").mapInArrow(
+            _reader(name), _spark_schema(name))
+        df.createOrReplaceTempView(name)
+        out[name] = df
+    for name in ACROSS_SERVERS:
+        df = spark.sql(VIEWS[name])
         df.createOrReplaceTempView(name)
         out[name] = df
     return {name: out[name] for name in TABLES}
 
 
 def release(frames: Any) -> None:
-    """Uncache the shared steps :func:`tables` cached for ``frames``' session."""
-    spark = frames.sparkSession
-    for name in _SHARED:
-        spark.catalog.uncacheTable(name)
+    """Uncache the brokers' results :func:`tables` cached for ``frames``' session."""
+    frames.sparkSession.catalog.uncacheTable(_GROUPS)
+
+
+def _analyse_servers(batches: Iterator[Any]) -> Iterator[Any]:
+    """A partition's frames (Arrow batches: some brokers', each broker's all) -> one row
+    per view: its name and its rows as an Arrow IPC stream."""
+    import pyarrow as pa
+
+    from nsqviz.analysis.engine import analyse
+
+    received = list(batches)
+    if not received:  # a partition no broker hashed to
+        return
+    group = pa.Table.from_batches(received)
+    names: list[str] = []
+    streams: list[bytes] = []
+    for name, table in analyse(group, PER_SERVER, ordered=False).items():
+        if table.num_rows:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, table.schema) as writer:
+                writer.write_table(table)
+            names.append(name)
+            streams.append(sink.getvalue().to_pybytes())
+    yield pa.RecordBatch.from_arrays([pa.array(names, pa.string()),
+                                      pa.array(streams, pa.binary())], ["table", "ipc"])
+
+
+def _reader(name: str) -> Any:
+    """The rows of view ``name`` out of the IPC streams of the brokers' results."""
+    schema = arrow_schemas()[name]
+
+    def read(batches: Any) -> Any:
+        import pyarrow as pa
+
+        for batch in batches:
+            for stream in batch.column("ipc").to_pylist():
+                yield from pa.ipc.open_stream(stream).read_all().cast(schema).to_batches()
+
+    return read
+
+
+@cache
+def arrow_schemas() -> dict[str, Any]:
+    """Each per-broker view's Arrow schema: what DuckDB gives on an empty frames table
+    (the definitions type every column, so the schema does not depend on the rows)."""
+    import pyarrow as pa
+
+    from nsqviz.analysis.engine import analyse
+    from nsqviz.records import frame_schema
+
+    empty = pa.Table.from_batches([], schema=frame_schema())
+    return {name: table.schema for name, table in analyse(empty, PER_SERVER).items()}
+
+
+def _spark_schema(name: str) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(arrow_schemas()[name])

@@ -10,7 +10,9 @@ Every ordering names enough columns to be total, so the tables do not depend on 
 engine partitions the frames.
 
 The input is the view ``frames`` (:func:`nsqviz.records.frame_schema`); each
-definition becomes a view of its name that later ones may read. The rules are what an
+definition becomes a view of its name that later ones may read. Every view but those
+that combine brokers (:data:`ACROSS_SERVERS`) reads one broker's frames at a time, so
+Spark runs them on each broker's frames apart, in parallel. The rules are what an
 operator must trust:
 
 * a message is known by its broker (the server end of its connections), topic, channel
@@ -55,7 +57,16 @@ from nsqviz.stream.direction import Direction
 from nsqviz.tubemq.protos import RpcStatus
 from nsqviz.tubemq.tables import ErrorCode
 
-__all__ = ["DEFAULT_MSG_TIMEOUT_MS", "MESSAGE_KEY", "STARVATION_RATIO", "TABLES", "VIEWS"]
+__all__ = [
+    "ACROSS_SERVERS",
+    "DEFAULT_MSG_TIMEOUT_MS",
+    "MESSAGE_KEY",
+    "SERVER",
+    "STARVATION_RATIO",
+    "STEPS",
+    "TABLES",
+    "VIEWS",
+]
 
 DEFAULT_MSG_TIMEOUT_MS = 60000  # nsqd's --msg-timeout default
 STARVATION_RATIO = 0.85
@@ -66,6 +77,15 @@ _C2S, _S2C = Direction.C2S.value, Direction.S2C.value
 _KEY = ", ".join(MESSAGE_KEY)
 _FRAMES = "kind IN ('command', 'frame')"
 _ERROR = "(name = 'FrameTypeError' OR kind IN ('error', 'gap'))"
+
+
+def _server(of: str = "") -> str:
+    return f"split_part({of}flow, '->', 2)"
+
+
+SERVER = _server()
+"""A record's server (its flow's server end): the key that keeps every connection and
+every message whole."""
 
 
 def _code(of: str = "") -> str:
@@ -107,7 +127,7 @@ JSON answer negotiated (with their packets), and the message timeout in force.""
 
 _DELIVERIES = f"""
 WITH ev AS (
-  SELECT split_part(f.flow, '->', 2) AS server, f.msg_id, i.topic, i.channel, f.conn_id,
+  SELECT {_server('f.')} AS server, f.msg_id, i.topic, i.channel, f.conn_id,
          f.ts, f.seq, element_at(f.packets, 1) AS packet,
          CASE WHEN f.name = 'FrameTypeMessage' THEN 'D' ELSE 'R' END AS t,
          CASE WHEN f.name = 'FrameTypeMessage' THEN NULL ELSE f.name END AS verb,
@@ -180,7 +200,7 @@ WITH per AS (
                                         msg_timeout_ms, next_delivery_ts))) AS deliveries
   FROM deliveries GROUP BY {_KEY}
 ), pubs AS (
-  SELECT split_part(flow, '->', 2) AS server, topic, ts AS pub_ts, name AS publish_cmd,
+  SELECT {SERVER} AS server, topic, ts AS pub_ts, name AS publish_cmd,
          conn_id AS publisher, element_at(packets, 1) AS publish_packet, seq AS pub_seq,
          explode(bodies) AS body_sha1
   FROM frames WHERE name IN ('PUB', 'MPUB', 'DPUB')
@@ -419,7 +439,7 @@ FROM run
 """
 """RDY and in-flight per connection over time, with the starvation test at each step."""
 
-_STICKY_PACKETS = f"""
+_STICKY_COUNTS = f"""
 WITH fr AS (SELECT dir, conn_id, packets, packet_files FROM frames WHERE {_FRAMES}),
 per_packet AS (
   SELECT dir, CAST(count(*) AS INT) AS n
@@ -430,6 +450,13 @@ SELECT dir, 'packets_per_frame' AS measure, CAST(size(packets) AS INT) AS n, cou
 FROM fr GROUP BY dir, size(packets)
 UNION ALL
 SELECT dir, 'frames_per_packet' AS measure, n, count(*) AS count FROM per_packet GROUP BY dir, n
+"""
+"""The sticky-packet counts of the frames read (a packet is one connection's, so the
+counts of several brokers add up)."""
+
+_STICKY_PACKETS = """
+SELECT dir, measure, n, CAST(sum(count) AS BIGINT) AS count
+FROM sticky_counts GROUP BY dir, measure, n
 """
 """Distributions, per direction, of frames per packet and packets per frame (粘包)."""
 
@@ -478,11 +505,22 @@ VIEWS: dict[str, str] = {
     "connections": _CONNECTIONS,
     "publishes": _PUBLISHES,
     "flow_control": _FLOW_CONTROL,
+    "sticky_counts": _STICKY_COUNTS,
     "sticky_packets": _STICKY_PACKETS,
     "rpc_pairs": _RPC_PAIRS,
     "rpc_latency": _RPC_LATENCY,
 }
 """Every definition by view name, each after the views it reads."""
 
-TABLES = tuple(name for name in VIEWS if name != "conn_info")
-"""The analyses' tables (``conn_info`` is a step of several of them)."""
+ACROSS_SERVERS = ("sticky_packets", "rpc_latency")
+"""The views that combine brokers: they read the other views, never ``frames``. Every
+other view reads one broker's frames at a time -- each row is about one connection or
+one message, and both belong to one server (:data:`SERVER`) -- so it gives the same
+rows whether it reads all frames at once (in-process) or each broker's apart (the
+pipeline's Spark tasks), and these views then combine the brokers' rows."""
+
+STEPS = ("conn_info", "sticky_counts")
+"""Views that are steps of others, not tables of their own."""
+
+TABLES = tuple(name for name in VIEWS if name not in STEPS)
+"""The analyses' tables."""

@@ -7,9 +7,8 @@ module is also the program ``spark-submit`` runs on a cluster::
     spark-submit --master spark://HOST:7077 --py-files dist/nsqviz.zip \\
         dist/nsqviz_pipeline_main.py CAPTURES... --out DIR
 
-The frames table is written first and read back for the analyses: decoding is the
-expensive step, and Parquet is a cheaper cache than recomputing it for each of the
-tables (or than holding it in executor memory).
+The frames table is written first (it is one of the outputs) and read back once for
+the analyses, which group it by broker (:mod:`nsqviz.pipeline.analyses`).
 """
 
 from __future__ import annotations
@@ -105,8 +104,6 @@ def run(spark: SparkSession, captures: Paths, out: str, *, partitions: int | Non
 def _run(spark: SparkSession, files: list[str], uri: str, result: PipelineResult,
          tracker: Progress | contextlib.nullcontext[None], *, count: bool,
          **options: Any) -> None:
-    from pyspark import StorageLevel
-
     from nsqviz.pipeline import analyses
     from nsqviz.pipeline.frames import write_frames
 
@@ -117,12 +114,10 @@ def _run(spark: SparkSession, files: list[str], uri: str, result: PipelineResult
     result.stage_2 = write_frames(spark, files, f"{uri}/frames", on_stage_2=stage_2,
                                   **options)
     result.frames_seconds = time.perf_counter()
-    # The analyses never look at `fields` (the hex of every body: most of the bytes);
-    # what they need is in the typed columns, small enough to keep in memory.
-    frames = spark.read.parquet(f"{uri}/frames").drop("fields").persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
-    if isinstance(tracker, Progress):  # counting fills the cache the analyses read
+    # The analyses never look at `fields` (the hex of every body: most of the bytes),
+    # and read the rest once (the brokers' groups), so nothing is cached.
+    frames = spark.read.parquet(f"{uri}/frames").drop("fields")
+    if isinstance(tracker, Progress):
         tracker.next_phase("analyses", frames=frames.where(
             "kind in ('command', 'frame')").count())
     for name, df in analyses.tables(frames).items():
@@ -131,7 +126,6 @@ def _run(spark: SparkSession, files: list[str], uri: str, result: PipelineResult
         for name in TABLES:
             result.counts[name] = _rows(spark, f"{uri}/{name}")
     analyses.release(frames)
-    frames.unpersist()
 
 
 def _rows(spark: SparkSession, uri: str) -> int:

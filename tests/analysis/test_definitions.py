@@ -1,0 +1,83 @@
+"""The rule the Spark pipeline relies on (:mod:`nsqviz.pipeline.analyses`): every view
+but those that combine brokers reads one broker's frames at a time, so analysing each
+broker apart and then combining gives the tables analysing all frames at once gives."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from nsqviz.pipeline.definitions import ACROSS_SERVERS, STEPS, TABLES, VIEWS
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+def _reads(name: str) -> set[str]:
+    return {v for v in ("frames", *VIEWS) if v != name
+            and re.search(rf"\b(FROM|JOIN) {v}\b", VIEWS[name])}
+
+
+def test_views_that_combine_brokers_read_other_views_only():
+    for name in ACROSS_SERVERS:
+        assert "frames" not in _reads(name), name
+    for name in VIEWS:
+        if name not in ACROSS_SERVERS:
+            assert not _reads(name) & set(ACROSS_SERVERS), name
+    assert set(TABLES) | set(STEPS) == set(VIEWS)
+
+
+@pytest.fixture(scope="module")
+def frames():
+    """Every NSQ and TubeMQ sample's frames, captures kept apart, as one Arrow table."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from nsqviz.analysis.engine import frames_of
+
+    parts = []
+    for src in sorted(DATA.glob("**/*.pcap")):
+        t = frames_of([str(src)], fields=False)
+        label = str(src.relative_to(DATA))
+        for column in ("flow", "conn_id"):
+            i = t.schema.get_field_index(column)
+            t = t.set_column(i, column, pc.binary_join_element_wise(
+                pa.scalar(label + "/"), pc.replace_substring(t[column], "->", f"->{label}/"),
+                ""))
+        parts.append(t)
+    return pa.concat_tables(parts)
+
+
+def test_brokers_apart_then_combined_give_the_whole_tables(frames):
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from nsqviz.analysis.engine import analyse, duckdb_sql
+    from nsqviz.pipeline.analyses import PER_SERVER
+
+    whole = analyse(frames)
+    server = pc.list_element(pc.split_pattern(frames["flow"], "->"), 1)
+    servers = pc.unique(server).to_pylist()
+    assert len(servers) > 20
+    apart: dict[str, list[pa.Table]] = {name: [] for name in PER_SERVER}
+    for s in servers:
+        mine = frames.filter(pc.is_null(server) if s is None else pc.equal(server, s))
+        for name, table in analyse(mine, PER_SERVER, ordered=False).items():
+            apart[name].append(table)
+    con = duckdb.connect()
+    con.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")
+    combined = {}
+    for name in PER_SERVER:
+        combined[name] = pa.concat_tables(apart[name])
+        con.register(name, combined[name])
+    for name in ACROSS_SERVERS:
+        combined[name] = con.sql(f"SELECT * FROM ({duckdb_sql(VIEWS[name])}) ORDER BY ALL"
+                                 ).to_arrow_table()
+        con.register(name, combined[name])
+    for name in TABLES:
+        got = con.sql(f"SELECT * FROM {name} ORDER BY ALL").to_arrow_table() \
+            if name not in ACROSS_SERVERS else combined[name]
+        assert got.num_rows == whole[name].num_rows, name
+        assert got.to_pylist() == whole[name].to_pylist(), name
