@@ -2,8 +2,8 @@
 pandas DataFrames, its replay view, and one message's lifecycle as a picture.
 
 The capture is decoded once, in this process, by the pipeline's own decoding tasks
-(:func:`nsqviz.analysis.engine.frames_of`), and the analyses run on DuckDB the first
-time one is asked for (:func:`nsqviz.analysis.engine.analyse`): the same definitions
+(:func:`frames_of`), and the analyses run on DuckDB the first
+time one is asked for (:func:`nsqviz.pipeline.on_duckdb.analyse`): the same definitions
 ``nsqviz pipeline`` runs on Spark, so a notebook and a cluster agree.
 """
 
@@ -16,7 +16,30 @@ from typing import Any
 from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.pipeline.definitions import TABLES
 
-__all__ = ["Capture", "open_capture"]
+__all__ = ["Capture", "frames_of", "open_capture"]
+
+
+def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
+              ports: Mapping[str, Iterable[int]] | None = None, fields: bool = True) -> Any:
+    """The frames table (:func:`nsqviz.records.frame_schema`) of ``captures`` -- files,
+    directories or globs, one capture set as ``nsqviz pipeline`` reads them -- decoded
+    in this process by the pipeline's own tasks, as a ``pyarrow.Table``. Without
+    ``fields`` the table leaves out that column (every record's fields as JSON, bodies
+    in hex: most of its bytes, and nothing the analyses read), batch by batch."""
+    import pyarrow as pa
+
+    from nsqviz.pipeline.decode import decode_set
+    from nsqviz.pipeline.source import expand_paths
+    from nsqviz.records import frame_schema
+
+    files = expand_paths(list(captures))
+    schema = frame_schema()
+    batches = decode_set(files, idle_split=idle_split, ports=ports, fields=fields)
+    if not fields:
+        keep = [n for n in schema.names if n != "fields"]
+        schema = pa.schema([schema.field(n) for n in keep])
+        batches = (b.select(keep) for b in batches)
+    return pa.Table.from_batches(list(batches), schema=schema)
 
 
 class Capture:
@@ -33,7 +56,6 @@ class Capture:
 
     def __init__(self, *captures: str, idle_split: float | None = IDLE_SPLIT,
                  ports: Mapping[str, Iterable[int]] | None = None, fields: bool = True):
-        from nsqviz.analysis.engine import frames_of
         from nsqviz.pipeline.source import expand_paths
 
         self.files = expand_paths(list(captures))
@@ -66,7 +88,7 @@ class Capture:
         if name not in TABLES:
             raise KeyError(f"no table {name!r}; choose from {', '.join(TABLES)}")
         if name not in self._arrow_tables:  # computed when first asked for, each once
-            from nsqviz.analysis.engine import analyse
+            from nsqviz.pipeline.on_duckdb import analyse
 
             self._arrow_tables[name] = analyse(self.arrow, [name])[name]
         return self._arrow_tables[name]

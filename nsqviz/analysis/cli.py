@@ -1,5 +1,5 @@
 """``nsqviz messages``, ``nsqviz connections`` and ``nsqviz stats``: the analyses of
-captures, in-process (:mod:`nsqviz.analysis.engine`), as text or JSON.
+captures, in-process (:mod:`nsqviz.pipeline.on_duckdb`), as text or JSON.
 
 Every line names its packets (Wireshark's numbers: in rotated files, the number in the
 frame's own file) and its time since the capture's first record, so each answer can be

@@ -9,7 +9,7 @@ gain from a second core. But every view except those that combine brokers
 time, so Spark needs one shuffle: the frames partitioned by their server
 (:data:`~nsqviz.pipeline.definitions.SERVER`), each partition holding some brokers
 whole. Then each partition runs those views on DuckDB inside a Python task
-(:func:`nsqviz.analysis.engine.analyse`, the same SQL text). A partition hands back every
+(:func:`nsqviz.pipeline.on_duckdb.analyse`, the same SQL text). A partition hands back every
 table as one Arrow IPC stream. The tables are read out
 of those streams with the schemas DuckDB gives them on an empty frames table, and
 Spark SQL runs the views that combine the brokers' rows.
@@ -42,12 +42,8 @@ def tables(frames: Any) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     spark = frames.sparkSession
-    # Brokers in as many groups as the session has shuffle partitions, one DuckDB run
-    # per partition: a run costs a few tenths of a second before any row, more than a
-    # small broker's rows. An explicit count, which adaptive execution keeps (it would
-    # coalesce a small shuffle into one partition: one task, one core).
-    parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    groups = (frames.repartition(parts, F.expr(SERVER))
+    parts, partition = _deal(frames, int(spark.conf.get("spark.sql.shuffle.partitions")))
+    groups = (frames.repartition(parts, partition)
               .mapInArrow(_analyse_servers, "table string, ipc binary").cache())
     groups.createOrReplaceTempView(_GROUPS)
     out: dict[str, Any] = {}
@@ -63,6 +59,42 @@ def tables(frames: Any) -> dict[str, Any]:
     return {name: out[name] for name in TABLES}
 
 
+def _deal(frames: Any, parts: int) -> tuple[int, Any]:
+    """How to partition ``frames`` for the analyses: the number of partitions (at most
+    ``parts``) and a column that sends each frame to its broker's partition.
+
+    The brokers are dealt largest first to the partition with the fewest frames so far,
+    so the tasks take about as long. A handful of partitions, not one per broker: each
+    DuckDB run costs a few tenths of a second before any row, more than a small broker's
+    rows. The count is explicit, which adaptive execution keeps (it would coalesce a
+    small shuffle into one partition: one task, one core). ``repartition(n, c)`` sends
+    a row to partition ``pmod(hash(c), n)``, so each partition is labelled with a number
+    that Spark's own hash sends there."""
+    from pyspark.sql import functions as F
+
+    server = F.expr(SERVER)
+    sizes = sorted(((r["count"], r["s"]) for r in
+                    frames.groupBy(server.alias("s")).count().collect()),
+                   key=lambda cs: (-cs[0], cs[1] or ""))
+    n = max(1, min(parts, len(sizes)))
+    load = [0] * n
+    dealt: dict[str | None, int] = {}
+    for count, name in sizes:
+        k = min(range(n), key=load.__getitem__)
+        load[k] += count
+        dealt[name] = k
+    label: dict[int, int] = {}
+    for r in frames.sparkSession.range(64 * n).selectExpr(
+            "id", f"pmod(hash(id), {n}) AS p").collect():
+        label.setdefault(r["p"], r["id"])
+    pairs = [x for name, k in dealt.items() if name is not None
+             for x in (F.lit(name), F.lit(label[k]))]
+    # a capture warning belongs to no connection (no server): any partition will do
+    other = F.lit(label[dealt.get(None, 0)])
+    column = F.coalesce(F.create_map(*pairs)[server], other) if pairs else other
+    return n, column.cast("bigint")
+
+
 def release(frames: Any) -> None:
     """Uncache the brokers' results :func:`tables` cached for ``frames``' session."""
     frames.sparkSession.catalog.uncacheTable(_GROUPS)
@@ -73,7 +105,7 @@ def _analyse_servers(batches: Iterator[Any]) -> Iterator[Any]:
     per view: its name and its rows as an Arrow IPC stream."""
     import pyarrow as pa
 
-    from nsqviz.analysis.engine import analyse
+    from nsqviz.pipeline.on_duckdb import analyse
 
     received = list(batches)
     if not received:  # a partition no broker hashed to
@@ -112,7 +144,7 @@ def arrow_schemas() -> dict[str, Any]:
     (the definitions type every column, so the schema does not depend on the rows)."""
     import pyarrow as pa
 
-    from nsqviz.analysis.engine import analyse
+    from nsqviz.pipeline.on_duckdb import analyse
     from nsqviz.records import frame_schema
 
     empty = pa.Table.from_batches([], schema=frame_schema())

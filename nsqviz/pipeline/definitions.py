@@ -1,11 +1,13 @@
 """The analyses, each defined once as SQL over the frames table, for every engine.
 
-The same text runs in-process on DuckDB (:mod:`nsqviz.analysis.engine`, for the
-captures one person debugs) and on Spark SQL (:mod:`nsqviz.pipeline.analyses`, for
-captures that outgrow one machine); a test holds the two engines to identical tables.
+The same text runs on DuckDB (:mod:`nsqviz.pipeline.on_duckdb`): in-process for the
+captures one person debugs, and inside the pipeline's Spark tasks for captures that
+outgrow one machine (:mod:`nsqviz.pipeline.analyses`), where Spark SQL runs the views
+that combine brokers. Tests hold the pipeline's tables, and every view run on Spark SQL
+alone, to the in-process ones, so a view can move from one engine to the other.
 The SQL keeps to what both understand -- CTEs, window functions, ``FILTER`` clauses on
 aggregates -- and writes functions the way Spark names them; the few DuckDB spells
-differently are renamed in one place, :data:`nsqviz.analysis.engine.DUCKDB_NAMES`.
+differently are renamed in one place, :data:`nsqviz.pipeline.on_duckdb.DUCKDB_NAMES`.
 Every ordering names enough columns to be total, so the tables do not depend on how an
 engine partitions the frames.
 

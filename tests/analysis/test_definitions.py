@@ -34,7 +34,7 @@ def frames():
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from nsqviz.analysis.engine import frames_of
+    from nsqviz.analysis.capture import frames_of
 
     parts = []
     for src in sorted(DATA.glob("**/*.pcap")):
@@ -54,8 +54,8 @@ def test_brokers_apart_then_combined_give_the_whole_tables(frames):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from nsqviz.analysis.engine import analyse, duckdb_sql
     from nsqviz.pipeline.analyses import PER_SERVER
+    from nsqviz.pipeline.on_duckdb import analyse, duckdb_sql
 
     whole = analyse(frames)
     server = pc.list_element(pc.split_pattern(frames["flow"], "->"), 1)

@@ -1,22 +1,24 @@
-"""The analyses in-process: the frames of a capture as an Arrow table, and DuckDB
-running :data:`nsqviz.pipeline.definitions.VIEWS` over it.
+"""The analyses on DuckDB: :data:`nsqviz.pipeline.definitions.VIEWS` run over an Arrow
+frames table -- in-process for the captures one person debugs
+(:mod:`nsqviz.analysis`), and inside the pipeline's Spark tasks, one partition of
+brokers at a time (:mod:`nsqviz.pipeline.analyses`).
 
 The definitions are written in Spark SQL's names; :data:`DUCKDB_NAMES` is the one place
 that says how DuckDB spells the few functions it names differently, and the session's
-null ordering is set to Spark's (nulls first ascending, last descending), so the two
-engines give the same tables.
+null ordering is set to Spark's (nulls first ascending, last descending), so DuckDB and
+Spark SQL -- which runs the views that combine brokers, and could run any -- give the
+same tables.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.pipeline.definitions import TABLES, VIEWS
 
-__all__ = ["DUCKDB_NAMES", "analyse", "duckdb_sql", "frames_of"]
+__all__ = ["DUCKDB_NAMES", "analyse", "duckdb_sql"]
 
 DUCKDB_NAMES: dict[str, str] = {
     "min_by": "arg_min_null",  # Spark's min_by keeps a null value; DuckDB's arg_min skips it
@@ -46,29 +48,6 @@ def duckdb_sql(text: str) -> str:
         return name if "(" in name else name + "("
 
     return _CALL.sub(rename, text)
-
-
-def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
-              ports: Mapping[str, Iterable[int]] | None = None, fields: bool = True) -> Any:
-    """The frames table (:func:`nsqviz.records.frame_schema`) of ``captures`` -- files,
-    directories or globs, one capture set as ``nsqviz pipeline`` reads them -- decoded
-    in this process by the pipeline's own tasks, as a ``pyarrow.Table``. Without
-    ``fields`` the table leaves out that column (every record's fields as JSON, bodies
-    in hex: most of its bytes, and nothing the analyses read), batch by batch."""
-    import pyarrow as pa
-
-    from nsqviz.pipeline.decode import decode_set
-    from nsqviz.pipeline.source import expand_paths
-    from nsqviz.records import frame_schema
-
-    files = expand_paths(list(captures))
-    schema = frame_schema()
-    batches = decode_set(files, idle_split=idle_split, ports=ports, fields=fields)
-    if not fields:
-        keep = [n for n in schema.names if n != "fields"]
-        schema = pa.schema([schema.field(n) for n in keep])
-        batches = (b.select(keep) for b in batches)
-    return pa.Table.from_batches(list(batches), schema=schema)
 
 
 def analyse(frames: Any, tables: Iterable[str] = TABLES, *,
