@@ -30,8 +30,9 @@ def nearest(value: str, choices: Iterable[str], n: int = 3, *,
             close_only: bool = False) -> list[str]:
     """The at most ``n`` ``choices`` nearest to ``value``, case aside: those whose ratio
     reaches :data:`CUTOFF`, most alike first; else, when none does, those that begin
-    with the longest part of ``value`` any choice begins with (``nsq.msg.zz`` ->
-    ``nsq.msg.*``, a message id's first characters -> the ids starting so); else the
+    with the longest part of ``value`` any choice begins with
+    (``nsq.msg.what_was_it_called`` -> ``nsq.msg.*``, a message id's first characters ->
+    the ids starting so); else the
     first ``n`` in sorted order, so that a bad argument always names valid ones --
     unless ``close_only``, for a "did you mean" hint that names only near ones.
 
