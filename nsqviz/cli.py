@@ -11,6 +11,7 @@ import importlib
 import sys
 
 from nsqviz.capture.files import CaptureFormatError
+from nsqviz.usage import usage_error
 
 _PARTS = {
     "messages": "nsqviz.analysis.cli",  # registers messages, connections and stats
@@ -54,19 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except CaptureFormatError as exc:
-        return _fail(args.command, str(exc))
+        return usage_error(args.command, str(exc))
     except BrokenPipeError:  # `nsqviz ... | head`
         sys.stderr.close()
         return 0
     except OSError as exc:
         if exc.filename is None:
             raise
-        return _fail(args.command, f"{exc.filename}: {exc.strerror or exc}")
-
-
-def _fail(command: str, message: str) -> int:
-    print(f"nsqviz {command}: {message}", file=sys.stderr)
-    return 2
+        return usage_error(args.command, f"{exc.filename}: {exc.strerror or exc}")
 
 
 if __name__ == "__main__":

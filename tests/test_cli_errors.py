@@ -35,6 +35,13 @@ def test_unreadable_inputs_are_one_line_and_exit_2(command, tmp_path, capsys):
         assert "Traceback" not in err
 
 
+def test_conformance_without_captures_or_live_is_a_usage_error(capsys):
+    """Exit status 2, as every sub-command's bad arguments: 1 is conformance's "a rule
+    failed"."""
+    assert main(["conformance"]) == 2
+    assert capsys.readouterr().err == "nsqviz conformance: give capture files or --live NSQD\n"
+
+
 @pytest.fixture()
 def deep_identify(tmp_path):
     """A capture whose client sends an IDENTIFY nested one level deeper than Go reads."""

@@ -15,6 +15,7 @@ from typing import Any
 
 from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.pipeline.definitions import TABLES
+from nsqviz.usage import nearest
 
 __all__ = ["Capture", "frames_of", "open_capture"]
 
@@ -168,9 +169,7 @@ class Capture:
 
         rows = self.messages[self.messages.msg_id == msg_id]
         if rows.empty:
-            from difflib import get_close_matches
-
-            near = get_close_matches(msg_id, list(self.messages.msg_id), n=3, cutoff=0.5)
+            near = nearest(msg_id, self.messages.msg_id)
             raise KeyError(f"no message {msg_id!r} in the capture"
                            + (f" (nearest: {', '.join(near)})" if near else ""))
         return Lifecycle(rows.to_dict("records"), t0=self.t0)

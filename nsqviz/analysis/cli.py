@@ -12,10 +12,10 @@ import argparse
 import json
 import math
 import sys
-from difflib import get_close_matches
 from typing import Any
 
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
+from nsqviz.usage import nearest, usage_error, warn
 
 __all__ = ["register"]
 
@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
             p.add_argument("--id", action="append", default=[], metavar="ID",
                            help="only message ID (16 hex characters; repeatable)")
         add_capture_set_options(p)
-        p.set_defaults(run=run, prog=f"nsqviz {name}")
+        p.set_defaults(run=run)
 
 
 def _open(args: argparse.Namespace) -> Any:
@@ -47,10 +47,9 @@ def _open(args: argparse.Namespace) -> Any:
         cap = Capture(*args.captures, idle_split=options["idle_split"],
                       ports=options["ports"], fields=False)
     except FileNotFoundError as exc:
-        print(f"{args.prog}: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(usage_error(args.command, str(exc))) from None
     for warning in cap.warnings:
-        print(f"{args.prog}: {warning}", file=sys.stderr)
+        warn(args.command, warning)
     if cap.warnings and cap.arrow.num_rows == len(cap.warnings):
         raise SystemExit(2)  # nothing but warnings: no capture was read
     return cap
@@ -87,13 +86,12 @@ def _messages(args: argparse.Namespace) -> int:
         [("first_delivery_ts", "ascending"), ("msg_id", "ascending"),
          ("channel", "ascending")]).to_pylist()
     if args.id:
-        known = sorted({m["msg_id"] for m in msgs})
+        known = {m["msg_id"] for m in msgs}
         for wanted in args.id:
             if wanted not in known:
-                near = get_close_matches(wanted, known, n=3, cutoff=0.3)
-                print(f"{args.prog}: no message {wanted!r} in the capture"
-                      + (f"; nearest: {', '.join(near)}" if near else ""), file=sys.stderr)
-                return 2
+                near = nearest(wanted, known)
+                return usage_error(args.command, f"no message {wanted!r} in the capture"
+                                   + (f" (nearest: {', '.join(near)})" if near else ""))
         msgs = [m for m in msgs if m["msg_id"] in args.id]
     t0 = cap.t0
     out = sys.stdout

@@ -3,20 +3,20 @@
 A value that can select nothing is a mistake to report, not an empty output: a display
 filter that does not compile, a ``--flow`` no flow of the capture answers to, a
 ``--filter`` name that is no record kind, no name a protocol uses and no name seen in
-the capture. Each is one line naming the nearest valid choices (``difflib``); the
-command exits with status 2.
+the capture. Each is one line naming the nearest valid choices
+(:func:`nsqviz.usage.nearest`); the command exits with status 2.
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from nsqviz import filters, protocols
 from nsqviz.capture.decode import FlowStats
 from nsqviz.records import DecodedRecord
+from nsqviz.usage import nearest
 
-__all__ = ["KINDS", "Seen", "UsageError", "display_filter", "nearest"]
+__all__ = ["KINDS", "Seen", "UsageError", "display_filter"]
 
 KINDS = ("command", "frame", "error", "gap", "tls", "flow", "tcp")
 """The kinds of records (:class:`~nsqviz.records.DecodedRecord`; ``tcp``: a connection's
@@ -27,13 +27,11 @@ class UsageError(ValueError):
     """An option value that cannot select anything (the message is one line)."""
 
 
-def nearest(value: str, choices: Iterable[str], n: int = 3) -> str:
-    """``" (nearest: a, b, c)"`` -- the choices most like ``value`` (case aside), or the
-    first few."""
-    pool = {c.lower(): c for c in sorted(set(choices))}
-    close = difflib.get_close_matches(value.lower(), list(pool), n=n, cutoff=0.5) \
-        or list(pool)[:n]
-    return f" (nearest: {', '.join(pool[c] for c in close)})" if close else ""
+def _nearest(value: str, choices: Iterable[str]) -> str:
+    """``" (nearest: a, b, c)"``: the valid choices to name after a value that selects
+    nothing."""
+    close = nearest(value, choices)
+    return f" (nearest: {', '.join(close)})" if close else ""
 
 
 def display_filter(expression: str | None) -> filters.Filter | None:
@@ -79,10 +77,10 @@ class Seen:
                     for s in stats):
                 choices = [str(s.flow.id) for s in stats] + [
                     end for s in stats for end in (s.flow.label, *s.flow.label.split("->"))]
-                return f"--flow {spec}: no such flow in the capture{nearest(spec, choices)}"
+                return f"--flow {spec}: no such flow in the capture{_nearest(spec, choices)}"
         known = {n.lower(): n for n in [*KINDS, *_record_names(), *self.names]}
         for name in names:
             if name.lower() not in known:
                 return (f"--filter {name}: no record kind or name is called that"
-                        f"{nearest(name, known.values())}")
+                        f"{_nearest(name, known.values())}")
         return ""

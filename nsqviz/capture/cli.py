@@ -43,13 +43,16 @@ from nsqviz.capture.live import TOOLS, CaptureToolError, LiveCapture
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
 from nsqviz.records import DecodedRecord, details, json_line, packet_list, summary
 from nsqviz.stream.direction import Direction
+from nsqviz.usage import usage_error, warn
 
 __all__ = ["register", "run", "wrap_line"]
+
+_COMMAND = "decode"
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "decode",
+        _COMMAND,
         help="decode the NSQ (and every other known protocol's) traffic in captures",
         description=__doc__.splitlines()[0],
     )
@@ -247,25 +250,19 @@ def _stdin_is_file() -> bool:
         return False
 
 
-def _usage_error(message: str) -> int:
-    """One line on stderr and exit status 2: a bad argument, or input that cannot be read."""
-    print(f"nsqviz decode: {message}", file=sys.stderr)
-    return 2
-
-
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     if bool(args.captures) == bool(args.interface):
-        return _usage_error("give capture files (or - for standard input), or -i IFACE;"
-                            " not both")
+        return usage_error(_COMMAND, "give capture files (or - for standard input), or"
+                                     " -i IFACE; not both")
     if (args.bpf or args.capture_tool) and not args.interface:
-        return _usage_error("-f and --capture-tool go with -i IFACE")
+        return usage_error(_COMMAND, "-f and --capture-tool go with -i IFACE")
     capture: LiveCapture | None = None
     if args.interface:
         try:
             capture = LiveCapture(args.interface, args.bpf, tool=args.capture_tool)
         except CaptureToolError as exc:
-            return _usage_error(str(exc))
+            return usage_error(_COMMAND, str(exc))
     try:
         return _decode(args, out, capture)
     except KeyboardInterrupt:  # Ctrl-C: what was read is printed already
@@ -284,7 +281,7 @@ def _decode(args: argparse.Namespace, out: TextIO, capture: LiveCapture | None) 
     try:
         display = checks.display_filter(getattr(args, "display_filter", None))
     except checks.UsageError as exc:
-        return _usage_error(str(exc))
+        return usage_error(_COMMAND, str(exc))
     seen = checks.Seen() if args.flow or names else None
     # Lines go out in small batches (with PYTHONUNBUFFERED every write is a system call;
     # one large write costs more, its text being copied and encoded in fresh memory), or
@@ -323,18 +320,18 @@ def _decode(args: argparse.Namespace, out: TextIO, capture: LiveCapture | None) 
         _write(out, batch, live)
         failure = capture.failure() if capture is not None else None
         if failure:
-            print(f"nsqviz decode: {failure}", file=sys.stderr)
+            warn(_COMMAND, failure)
             return 1
         if not decoder.claimed:
             ports = ", ".join(f"{n} {sorted(p)}" for n, p in decoder.ports.items())
-            print(f"nsqviz decode: no known protocol in {decoder.flow_count} TCP flows"
-                  f" (a server on another port than {ports}, and no handshake captured?"
-                  " try --port P; --stats lists the flows)", file=sys.stderr)
+            warn(_COMMAND, f"no known protocol in {decoder.flow_count} TCP flows (a server"
+                 f" on another port than {ports}, and no handshake captured? try --port P;"
+                 " --stats lists the flows)")
     except CaptureFormatError as exc:
         failure = capture.failure() if capture is not None else None
-        return _usage_error(str(failure or exc))
+        return usage_error(_COMMAND, str(failure or exc))
     except FileNotFoundError as exc:
-        return _usage_error(f"{exc.filename}: no such file")
+        return usage_error(_COMMAND, f"{exc.filename}: no such file")
     except BrokenPipeError:  # `nsqviz decode x.pcap | head`
         sys.stderr.close()
         return 0
@@ -348,5 +345,5 @@ def _unmatched(args: argparse.Namespace, seen: checks.Seen | None,
     if seen is not None:
         problem = seen.unmatched(args.flow, args.filter, decoder.stats, _flow_matcher)
         if problem:
-            return _usage_error(problem)
+            return usage_error(_COMMAND, problem)
     return 0

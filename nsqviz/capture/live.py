@@ -18,11 +18,12 @@ error as it writes them.
 
 from __future__ import annotations
 
-import difflib
 import shutil
 import socket
 import subprocess
 from typing import BinaryIO, cast
+
+from nsqviz.usage import nearest
 
 __all__ = ["TOOLS", "CaptureToolError", "LiveCapture", "capture_command"]
 
@@ -51,8 +52,8 @@ def _check_interface(interface: str) -> None:
     names = [name for _, name in socket.if_nameindex()]
     if interface.isdigit() or interface == "any" or interface in names:
         return
-    near = difflib.get_close_matches(interface, names, n=3, cutoff=0.3) or names
-    raise CaptureToolError(f"no interface {interface!r}: try {', '.join(near + ['any'])}")
+    raise CaptureToolError(f"no interface {interface!r}: try "
+                           f"{', '.join([*nearest(interface, names), 'any'])}")
 
 
 def _tool(preferred: str | None) -> str:

@@ -10,6 +10,7 @@ import time
 from nsqviz.conformance.report import check
 from nsqviz.conformance.sources import from_capture, from_tap
 from nsqviz.conformance.tap import WireTap
+from nsqviz.usage import usage_error
 
 __all__ = ["register", "run"]
 
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         kw = {"ports": {"nsq": args.port}} if args.port else {}
         traffic = from_capture(args.captures, **kw)
     else:
-        raise SystemExit("give capture files or --live NSQD")
+        return usage_error("conformance", "give capture files or --live NSQD")
     report = check(traffic, max_in_flight=args.max_in_flight)
     print(json.dumps(report.as_json(), indent=1) if args.json else report.text())
     return 1 if "fail" in report.summary().values() else 0

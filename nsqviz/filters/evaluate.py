@@ -4,7 +4,7 @@
 a protocol or a literal of the right type, relations apply to the field's type -- and
 returns a closure; evaluating it is a walk over closures and the packet's values, with
 no parsing or lookup by name left. Unknown names are errors naming the nearest known
-ones (``difflib``), at their position.
+ones (:func:`nsqviz.usage.nearest`, near ones only), at their position.
 
 Values are lists: a field a packet holds several times (``nsq.command`` in a packet
 with three commands) matches as Wireshark 4.0 does: ``==``, ``>``, ``contains``,
@@ -14,7 +14,6 @@ when **all** do; a test on a field the packet lacks is false (so ``!=`` too).
 
 from __future__ import annotations
 
-import difflib
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -35,8 +34,9 @@ from nsqviz.filters.syntax import (
     Relation,
     Word,
 )
+from nsqviz.usage import nearest
 
-__all__ = ["Predicate", "Values", "build", "nearest"]
+__all__ = ["Predicate", "Values", "build"]
 
 Values = Mapping[str, Sequence[Any]]
 """One packet's fields: name -> values (protocol names -> ``[True]`` when present)."""
@@ -52,15 +52,6 @@ _MIRROR = {"eq": "eq", "all_eq": "all_eq", "all_ne": "all_ne", "any_ne": "any_ne
 _COUNT = Field("count()", FieldType.UINT32, "count")
 
 
-def nearest(name: str, names: Sequence[str]) -> list[str]:
-    """The known names most like ``name`` (at most three)."""
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
-    if not close and "." in name:
-        prefix = name.rsplit(".", 1)[0] + "."
-        close = sorted(n for n in names if n.startswith(prefix))[:3]
-    return close
-
-
 class _Builder:
     def __init__(self, fields: Mapping[str, Field], protocols: Sequence[str]) -> None:
         self.fields = fields
@@ -69,7 +60,7 @@ class _Builder:
         self.used: set[str] = set()
 
     def unknown(self, word: Word) -> FilterSyntaxError:
-        close = nearest(word.text, self.names)
+        close = nearest(word.text, self.names, close_only=True)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         return FilterSyntaxError(f"{word.text} is neither a field nor a protocol name{hint}",
                                  word.pos, len(word.text))

@@ -28,6 +28,7 @@ from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
 from nsqviz.pipeline.definitions import TABLES as ANALYSES
 from nsqviz.pipeline.progress import Progress, console
+from nsqviz.usage import usage_error
 
 if TYPE_CHECKING:  # pyspark and the frames stage are imported when a run starts
     from pyspark.sql import SparkSession
@@ -183,14 +184,12 @@ def run_args(args: argparse.Namespace) -> int:
     try:
         expand_paths(args.captures)  # before paying for a JVM
     except FileNotFoundError as exc:
-        print(f"nsqviz pipeline: {exc}", file=sys.stderr)
-        return 2
+        return usage_error("pipeline", str(exc))
     try:
         spark = get_session(args.master, driver_memory=args.driver_memory,
                             input_bytes=input_bytes(args.captures))
     except JavaMissing as exc:
-        print(f"nsqviz pipeline: {exc}", file=sys.stderr)
-        return 2
+        return usage_error("pipeline", str(exc))
     try:
         options = capture_set_options(args)
         result = run(spark, args.captures, args.out, partitions=args.partitions,
@@ -198,8 +197,7 @@ def run_args(args: argparse.Namespace) -> int:
                      per_file=not options["continuation"],
                      progress=None if args.quiet else console, work=args.work)
     except FileNotFoundError as exc:
-        print(f"nsqviz pipeline: {exc}", file=sys.stderr)
-        return 2
+        return usage_error("pipeline", str(exc))
     print(f"{len(result.files)} capture file(s) -> {result.out} in {result.seconds:.1f} s")
     for name in TABLES:
         print(f"  {name:<15} {result.counts.get(name, 0):>10} rows  "

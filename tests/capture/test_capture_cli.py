@@ -95,6 +95,17 @@ def test_not_a_capture_is_a_clear_error(tmp_path, capsys):
     assert main(["decode", str(tmp_path / "missing.pcap")]) == 2
 
 
+@pytest.mark.parametrize("interface,choices", [
+    ("lo0", "lo, any"), ("eht0", "eth0, any"), ("wlan0", "wlp2s0, any"),
+    ("xyz", "eth0, lo, wlp2s0, any")])
+def test_an_unknown_interface_names_the_nearest_ones(interface, choices, monkeypatch, capsys):
+    """Before any capture tool is looked for: no tcpdump or privileges needed."""
+    monkeypatch.setattr("socket.if_nameindex", lambda: [(1, "lo"), (2, "eth0"), (3, "wlp2s0")])
+    assert main(["decode", "-i", interface]) == 2
+    assert capsys.readouterr().err == \
+        f"nsqviz decode: no interface {interface!r}: try {choices}\n"
+
+
 def test_console_script_runs(capture):
     out = subprocess.run([sys.executable, "-m", "nsqviz.cli", "decode", "--filter", "SUB",
                           "--json", str(capture)], capture_output=True, text=True, check=True)
