@@ -55,6 +55,7 @@ with each file).
 from __future__ import annotations
 
 from nsqviz.nsq.commands import COMMANDS
+from nsqviz.nsq.protocol import NSQ
 from nsqviz.stream.direction import Direction
 from nsqviz.tubemq.protos import RpcStatus
 from nsqviz.tubemq.tables import ErrorCode
@@ -102,12 +103,12 @@ _CONN_INFO = f"""
 SELECT conn_id, topic, channel, sub_packet, identify, identify_seq, identify_packet,
        negotiated,
        negotiated_packet,
-       CASE WHEN identify IS NOT NULL OR negotiated IS NOT NULL THEN
-            coalesce(try_cast(get_json_object(negotiated, '$.msg_timeout') AS BIGINT),
+       CASE WHEN protocol = '{NSQ.name}' AND (identify IS NOT NULL OR negotiated IS NOT NULL)
+       THEN coalesce(try_cast(get_json_object(negotiated, '$.msg_timeout') AS BIGINT),
                      try_cast(get_json_object(identify, '$.msg_timeout') AS BIGINT),
                      {DEFAULT_MSG_TIMEOUT_MS}) END AS msg_timeout_ms
 FROM (
-  SELECT conn_id,
+  SELECT conn_id, min(protocol) AS protocol,
          min_by(topic, seq) FILTER (WHERE name = 'SUB') AS topic,
          min_by(channel, seq) FILTER (WHERE name = 'SUB') AS channel,
          min_by(element_at(packets, 1), seq) FILTER (WHERE name = 'SUB') AS sub_packet,
@@ -125,7 +126,8 @@ FROM (
 ) AS c
 """
 """Per connection: its subscription (the first SUB), what IDENTIFY asked for and the
-JSON answer negotiated (with their packets), and the message timeout in force."""
+JSON answer negotiated (with their packets), and the message timeout in force (an NSQ
+connection's only: nsqd's IDENTIFY to nsqlookupd negotiates none)."""
 
 _DELIVERIES = f"""
 WITH ev AS (

@@ -81,3 +81,15 @@ def test_brokers_apart_then_combined_give_the_whole_tables(frames):
             if name not in ACROSS_SERVERS else combined[name]
         assert got.num_rows == whole[name].num_rows, name
         assert got.to_pylist() == whole[name].to_pylist(), name
+
+
+def test_only_an_nsq_connection_has_a_message_timeout():
+    """nsqd's IDENTIFY to nsqlookupd negotiates no msg_timeout: its connection gets none,
+    where an NSQ consumer's gets the one it asked for (or nsqd's default)."""
+    from nsqviz.analysis.capture import Capture
+
+    lookup = Capture(str(DATA / "lookupd" / "nsqd-register-real.pcap")).connections
+    assert len(lookup) == 1 and lookup.identify.notna().all()
+    assert lookup.msg_timeout_ms.isna().all()
+    nsq = Capture(str(DATA / "nsqd" / "debugging" / "debugging.pcap")).connections
+    assert (nsq.msg_timeout_ms.dropna() == 1000).all() and nsq.msg_timeout_ms.notna().any()
