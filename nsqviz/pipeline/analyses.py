@@ -17,7 +17,8 @@ Spark SQL runs the views that combine the brokers' rows.
 One limit follows: a partition's frames (without ``fields``) must fit in one Python
 worker's memory, about 300 bytes a frame. A set with many brokers spreads over more
 partitions when ``spark.sql.shuffle.partitions`` is raised; one broker's frames are
-always in one partition, so a million frames for one nsqd take about 300 MB.
+always in one partition, so a million frames for one nsqd take about 300 MB. And a
+partition's table travels as one Arrow stream in one row, which Spark caps at 2 GB.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def _analyse_servers(batches: Iterator[Any]) -> Iterator[Any]:
     from nsqviz.pipeline.on_duckdb import analyse
 
     received = list(batches)
-    if not received:  # a partition no broker hashed to
+    if not received:  # no frames at all
         return
     group = pa.Table.from_batches(received)
     names: list[str] = []
