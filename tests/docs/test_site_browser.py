@@ -20,13 +20,13 @@ import functools
 import http.server
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests._browser import CHROMIUM, need_chromium
 from tests.docs.conftest import ROOT, Site
-from tests.explorer.test_browser import _CONTRAST, ARTIFACTS, CHROMIUM, FLAGS
+from tests.explorer.test_browser import _CONTRAST, ARTIFACTS, FLAGS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -57,10 +57,7 @@ def served(site: Site) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser(served: str) -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} not found: install Debian's chromium (scripts/sysdeps.sh)")
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="the playwright package is not installed")
+    sync_api = need_chromium()
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_api.sync_playwright() as pw:
         chromium = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)

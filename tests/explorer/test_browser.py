@@ -17,16 +17,15 @@ by the ``playwright`` package; Playwright's own browser download is never used.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import pytest
 
+from tests._browser import CHROMIUM, need_chromium
 from tests._jupyter import lab_server, trust
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("NSQVIZ_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts"
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -38,9 +37,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} not found: install Debian's chromium (scripts/sysdeps.sh)")
-    pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    need_chromium()
     pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
     tmp = tmp_path_factory.mktemp("lab")
     work = tmp / "nb"

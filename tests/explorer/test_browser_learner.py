@@ -30,8 +30,9 @@ from pathlib import Path
 
 import pytest
 
+from tests._browser import CHROMIUM, need_chromium
 from tests._jupyter import lab_server
-from tests.explorer.test_browser import ARTIFACTS, CHROMIUM, FLAGS
+from tests.explorer.test_browser import ARTIFACTS, FLAGS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -102,9 +103,7 @@ def _text(cell: dict) -> str:
 
 @pytest.fixture(scope="module")
 def learner_lab(tmp_path_factory):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} not found: install Debian's chromium (scripts/sysdeps.sh)")
-    pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    need_chromium()
     pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
     tmp = tmp_path_factory.mktemp("learner")
     work = tmp / "nb"

@@ -9,12 +9,12 @@ connection is silently replaced, and the answer shows right under the buttons.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from tests._browser import CHROMIUM, need_chromium
 from tests._jupyter import lab_server
-from tests.explorer.test_browser import ARTIFACTS, CHROMIUM, FLAGS
+from tests.explorer.test_browser import ARTIFACTS, FLAGS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -34,9 +34,7 @@ NOTEBOOK = {
 
 @pytest.fixture
 def pace_lab(tmp_path):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} not found: install Debian's chromium (scripts/sysdeps.sh)")
-    pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    need_chromium()
     pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
     work = tmp_path / "nb"
     work.mkdir()

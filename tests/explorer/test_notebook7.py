@@ -9,23 +9,21 @@ the second one the issue names. (VS Code is not testable headless here.)
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from tests._browser import CHROMIUM, need_chromium
 from tests._jupyter import lab_server, trust
 from tests.notebooks.test_static_render import _linked_selection, _opens_replay_box
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("NSQVIZ_CHROMIUM", "/usr/bin/chromium")
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_stored_views_are_linked_and_clickable_in_notebook_7(tmp_path):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} not found: install Debian's chromium (scripts/sysdeps.sh)")
+    need_chromium()
     pytest.importorskip("notebook", reason="Jupyter Notebook 7 is not installed")
     from playwright.sync_api import expect, sync_playwright
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests._browser import CHROMIUM, need_chromium
+
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("NSQVIZ_CHROMIUM", "/usr/bin/chromium")
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -35,9 +36,7 @@ def test_every_picture_shows_with_no_kernel(tmp_path):
     outputs' clickable parts work with no kernel: a byte and a tree row light each other
     up (01), a replay box (05), a sticky-map frame (03) and a sequence-diagram arrow (02)
     open their frame's hex view."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} not found: install Debian's chromium (scripts/sysdeps.sh)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = need_chromium()
     nbformat = pytest.importorskip("nbformat")
     from nbconvert import HTMLExporter
 
