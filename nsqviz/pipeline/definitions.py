@@ -54,6 +54,8 @@ with each file).
 
 from __future__ import annotations
 
+import re
+
 from nsqviz.nsq.commands import COMMANDS
 from nsqviz.nsq.protocol import NSQ
 from nsqviz.stream.direction import Direction
@@ -69,6 +71,7 @@ __all__ = [
     "STEPS",
     "TABLES",
     "VIEWS",
+    "reads",
 ]
 
 DEFAULT_MSG_TIMEOUT_MS = 60000  # nsqd's --msg-timeout default
@@ -528,3 +531,10 @@ STEPS = ("conn_info", "sticky_counts")
 
 TABLES = tuple(name for name in VIEWS if name not in STEPS)
 """The analyses' tables."""
+
+
+def reads(name: str) -> set[str]:
+    """What view ``name`` reads: ``frames`` and the other views it names after FROM or
+    JOIN."""
+    return {other for other in ("frames", *VIEWS) if other != name
+            and re.search(rf"\b(FROM|JOIN) {other}\b", VIEWS[name])}

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from nsqviz.pipeline.definitions import TABLES, VIEWS
+from nsqviz.pipeline.definitions import TABLES, VIEWS, reads
 
 __all__ = ["DUCKDB_NAMES", "analyse", "duckdb_sql"]
 
@@ -89,6 +89,5 @@ def _needed(wanted: set[str]) -> set[str]:
         if name not in VIEWS:
             raise KeyError(f"no analysis named {name!r} (choose from {', '.join(TABLES)})")
         needed.add(name)
-        todo.extend(other for other in VIEWS
-                    if other != name and re.search(rf"\b(FROM|JOIN) {other}\b", VIEWS[name]))
+        todo.extend(reads(name) - {"frames"})
     return needed
