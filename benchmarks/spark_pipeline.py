@@ -20,7 +20,8 @@ and cross it). Then, in the same run:
   (``--notebook``), kernel + JVM + Python workers summed.
 
 Targets (issue 13): local[2] >= 1.8x local[1]; per core >= 0.7x the baseline; small run
-<= 15 s after the session is up; notebook 06 under 1.5 GB. Run:
+<= 15 s after the session is up; notebook 06 under 1.5 GB. Targets (issue 26): the
+analyses cost less than decoding, and decode + analyses on local[2] >= 1.5x local[1]. Run:
 ``.venv/bin/python -m benchmarks.spark_pipeline`` (``--mb 60`` for a quick look,
 ``--mb 2048 --cluster --notebook`` for the full set).
 """
@@ -379,8 +380,13 @@ def main(argv: list[str] | None = None) -> None:
                   f"{s2.get('keys', 0)} 4-tuples in {s2.get('parts', 0)} tasks, "
                   f"{s2.get('payload', 0) / 1e6:.1f} MB of payload")
         one, two = runs
-        print(f"local[2] / local[1] (decode): {one['decode_s'] / two['decode_s']:.2f}x  "
-              f"(decode+analyses {one['total_s'] / two['total_s']:.2f}x); target >= 1.8")
+        print(f"local[2] / local[1]: decode {one['decode_s'] / two['decode_s']:.2f}x, "
+              f"target >= 1.8 (issue 13); decode+analyses "
+              f"{one['total_s'] / two['total_s']:.2f}x, target >= 1.5 (issue 26)")
+        print("analyses alone (decode+analyses - decode), against decoding: " + ", ".join(
+            f"{m} {r['total_s'] - r['decode_s']:.1f} s = "
+            f"{(r['total_s'] - r['decode_s']) / r['decode_s']:.2f}x"
+            for m, r in (("local[1]", one), ("local[2]", two))) + "; target < 1 (issue 26)")
         if base_s is not None:
             print(f"per core vs single process (local[1] decode): "
                   f"{base_s / one['decode_s']:.2f}; (local[2] decode / 2: "

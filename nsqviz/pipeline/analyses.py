@@ -1,5 +1,6 @@
 """The analyses on Spark: :data:`nsqviz.pipeline.definitions.VIEWS`, each broker's
-frames analysed apart, in parallel, by the engine ``nsqviz messages`` runs in-process.
+frames analysed apart, in parallel, by the engine ``nsqviz messages`` runs in-process,
+written as Parquet by the tasks that computed them.
 
 Why not Spark SQL throughout: the definitions are a dozen window and aggregate queries,
 and on Spark each one is several stages of shuffles and generated code. On the 215 MB
@@ -9,55 +10,64 @@ gain from a second core. But every view except those that combine brokers
 time, so Spark needs one shuffle: the frames partitioned by their server
 (:data:`~nsqviz.pipeline.definitions.SERVER`), each partition holding some brokers
 whole. Then each partition runs those views on DuckDB inside a Python task
-(:func:`nsqviz.pipeline.on_duckdb.analyse`, the same SQL text). A partition hands back every
-table as one Arrow IPC stream. The tables are read out
-of those streams with the schemas DuckDB gives them on an empty frames table, and
-Spark SQL runs the views that combine the brokers' rows.
+(:func:`nsqviz.pipeline.on_duckdb.analyse`, the same SQL text) and writes each table's
+rows with pyarrow as one Parquet file of that table (:class:`~nsqviz.pipeline.sink.PartWriter`,
+as the decoding tasks write the frames). Handing the rows back to Spark to write cost
+more than the analyses: on the same set, ten write jobs of 5 s in all (Arrow to JVM rows
+to Parquet), which a second core did not shorten. Spark SQL then runs the views that
+combine the brokers' rows, reading them back from those files.
 
 One limit follows: a partition's frames (without ``fields``) must fit in one Python
 worker's memory, about 300 bytes a frame. A set with many brokers spreads over more
 partitions when ``spark.sql.shuffle.partitions`` is raised; one broker's frames are
-always in one partition, so a million frames for one nsqd take about 300 MB. And a
-partition's table travels as one Arrow stream in one row, which Spark caps at 2 GB.
+always in one partition, so a million frames for one nsqd take about 300 MB.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 from typing import Any
 
-from nsqviz.pipeline.definitions import ACROSS_SERVERS, SERVER, TABLES, VIEWS
+from nsqviz.pipeline import sink
+from nsqviz.pipeline.definitions import ACROSS_SERVERS, SERVER, TABLES, VIEWS, reads
 
-__all__ = ["TABLES", "release", "tables"]
+__all__ = ["PER_SERVER", "TABLES", "write"]
 
 PER_SERVER = tuple(name for name in VIEWS if name not in ACROSS_SERVERS)
-"""The views each broker's task computes (and hands back)."""
+"""The views each broker's task computes."""
 
-_GROUPS = "nsqviz_server_tables"  # the cached (table, Arrow IPC stream) rows
+_WRITTEN = tuple(name for name in PER_SERVER if name in TABLES
+                 or any(name in reads(other) for other in ACROSS_SERVERS))
+"""The per-broker views the tasks write: the tables, and the steps the combining views
+read (under ``_steps/`` in the output, removed at the end)."""
 
 
-def tables(frames: Any) -> dict[str, Any]:
-    """Every analysis of ``frames`` (a Spark DataFrame of the frames table) as a Spark
-    DataFrame by table name. The brokers' results stay cached until :func:`release`."""
-    from pyspark.sql import functions as F
-
+def write(frames: Any, out: str) -> None:
+    """Write every analysis of ``frames`` (a Spark DataFrame of the frames table) as a
+    Parquet table ``out/<name>``. ``out`` is a local path or a URI that pyarrow's file
+    systems know and every executor reaches, as for the frames table."""
     spark = frames.sparkSession
+    paths = {name: (f"{out}/{name}" if name in TABLES else f"{out}/_steps/{name}")
+             for name in _WRITTEN}
+    for path in paths.values():
+        sink.clear(path)
     parts, partition = _deal(frames, int(spark.conf.get("spark.sql.shuffle.partitions")))
-    groups = (frames.repartition(parts, partition)
-              .mapInArrow(_analyse_servers, "table string, ipc binary").cache())
-    groups.createOrReplaceTempView(_GROUPS)
-    out: dict[str, Any] = {}
-    for name in PER_SERVER:
-        df = groups.where(F.col("table") == name).select("ipc").mapInArrow(
-            _reader(name), _spark_schema(name))
-        df.createOrReplaceTempView(name)
-        out[name] = df
-    for name in ACROSS_SERVERS:
-        df = spark.sql(VIEWS[name])
-        df.createOrReplaceTempView(name)
-        out[name] = df
-    return {name: out[name] for name in TABLES}
+    written = {row["table"] for row in frames.repartition(parts, partition).mapInArrow(
+        _analyse_servers(paths), "table string, part string, rows long").collect()}
+    for name, path in paths.items():
+        if name not in written:  # no broker had a row: an empty file gives the schema
+            sink.PartWriter(path, "part-empty", arrow_schemas()[name]).close()
+        sink.done(path)
+    for name in {view for across in ACROSS_SERVERS for view in reads(across)} & set(paths):
+        spark.read.parquet(paths[name]).createOrReplaceTempView(name)
+    try:
+        for name in ACROSS_SERVERS:  # in order: one may read those before it
+            df = spark.sql(VIEWS[name])
+            df.createOrReplaceTempView(name)
+            df.write.mode("overwrite").parquet(f"{out}/{name}")
+    finally:
+        sink.remove(f"{out}/_steps")
 
 
 def _deal(frames: Any, parts: int) -> tuple[int, Any]:
@@ -96,47 +106,43 @@ def _deal(frames: Any, parts: int) -> tuple[int, Any]:
     return n, column.cast("bigint")
 
 
-def release(frames: Any) -> None:
-    """Uncache the brokers' results :func:`tables` cached for ``frames``' session."""
-    frames.sparkSession.catalog.uncacheTable(_GROUPS)
+def _analyse_servers(paths: dict[str, str]) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The task that analyses a partition's frames (Arrow batches: some brokers', each
+    broker's all) and writes each view in ``paths`` that has rows as one Parquet file
+    there, named after the partition (a retried task replaces its failed attempt's
+    file). It yields one row per file: the view, the file and its rows."""
+    schemas = {name: arrow_schemas()[name] for name in paths}
 
-
-def _analyse_servers(batches: Iterator[Any]) -> Iterator[Any]:
-    """A partition's frames (Arrow batches: some brokers', each broker's all) -> one row
-    per view: its name and its rows as an Arrow IPC stream."""
-    import pyarrow as pa
-
-    from nsqviz.pipeline.on_duckdb import analyse
-
-    received = list(batches)
-    if not received:  # no frames at all
-        return
-    group = pa.Table.from_batches(received)
-    names: list[str] = []
-    streams: list[bytes] = []
-    for name, table in analyse(group, PER_SERVER, ordered=False).items():
-        if table.num_rows:
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, table.schema) as writer:
-                writer.write_table(table)
-            names.append(name)
-            streams.append(sink.getvalue().to_pybytes())
-    yield pa.RecordBatch.from_arrays([pa.array(names, pa.string()),
-                                      pa.array(streams, pa.binary())], ["table", "ipc"])
-
-
-def _reader(name: str) -> Any:
-    """The rows of view ``name`` out of the IPC streams of the brokers' results."""
-    schema = arrow_schemas()[name]
-
-    def read(batches: Any) -> Any:
+    def task(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
+        from pyspark import TaskContext
 
-        for batch in batches:
-            for stream in batch.column("ipc").to_pylist():
-                yield from pa.ipc.open_stream(stream).read_all().cast(schema).to_batches()
+        from nsqviz.pipeline.on_duckdb import analyse
 
-    return read
+        received = list(batches)
+        if not received:  # no frames at all
+            return
+        context = TaskContext.get()
+        index, cpus = (context.partitionId(), context.cpus()) if context else (0, 1)
+        group = pa.Table.from_batches(received)
+        # DuckDB keeps to the task's cores, as PySpark keeps OpenMP to them
+        # (OMP_NUM_THREADS): an executor runs a task per core at once.
+        for name, table in analyse(group, list(paths), ordered=False,
+                                   threads=cpus).items():
+            if not table.num_rows:
+                continue
+            writer = sink.PartWriter(paths[name], f"part-{index:05d}", schemas[name])
+            try:
+                for batch in table.cast(schemas[name]).to_batches():
+                    writer.write(batch)
+            except BaseException:
+                writer.abort()
+                raise
+            summary = writer.close()
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([name]), *summary.columns], ["table", "part", "rows"])
+
+    return task
 
 
 @cache
@@ -150,9 +156,3 @@ def arrow_schemas() -> dict[str, Any]:
 
     empty = pa.Table.from_batches([], schema=frame_schema())
     return {name: table.schema for name, table in analyse(empty, PER_SERVER).items()}
-
-
-def _spark_schema(name: str) -> Any:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(arrow_schemas()[name])

@@ -116,17 +116,15 @@ def _run(spark: SparkSession, files: list[str], uri: str, result: PipelineResult
                                   **options)
     result.frames_seconds = time.perf_counter()
     # The analyses never look at `fields` (the hex of every body: most of the bytes),
-    # and read the rest once (the brokers' groups), so nothing is cached.
+    # and read the rest twice (to deal the brokers, then to analyse them): no cache.
     frames = spark.read.parquet(f"{uri}/frames").drop("fields")
     if isinstance(tracker, Progress):
         tracker.next_phase("analyses", frames=frames.where(
             "kind in ('command', 'frame')").count())
-    for name, df in analyses.tables(frames).items():
-        df.write.mode("overwrite").parquet(f"{uri}/{name}")
+    analyses.write(frames, uri)
     if count:
         for name in TABLES:
             result.counts[name] = _rows(spark, f"{uri}/{name}")
-    analyses.release(frames)
 
 
 def _rows(spark: SparkSession, uri: str) -> int:

@@ -51,11 +51,12 @@ def duckdb_sql(text: str) -> str:
 
 
 def analyse(frames: Any, tables: Iterable[str] = TABLES, *,
-            ordered: bool = True) -> dict[str, Any]:
+            ordered: bool = True, threads: int | None = None) -> dict[str, Any]:
     """Run the definitions on DuckDB over ``frames`` (an Arrow table of the frames
     table; its ``fields`` column is never read) and return ``tables`` (any of
     :data:`~nsqviz.pipeline.definitions.VIEWS`) as Arrow tables, rows sorted by all
-    their columns unless not ``ordered``.
+    their columns unless not ``ordered``. ``threads``: how many DuckDB may use (default:
+    one per core), for a Spark task that is given fewer.
     Each view is materialised once, so a table several others read is computed once."""
     import duckdb
 
@@ -63,6 +64,8 @@ def analyse(frames: Any, tables: Iterable[str] = TABLES, *,
     con = duckdb.connect()
     try:
         con.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")
+        if threads is not None:
+            con.execute(f"SET threads = {int(threads)}")
         con.register("frames", frames.drop_columns(["fields"]) if "fields" in
                      frames.column_names else frames)
         needed = _needed(wanted)

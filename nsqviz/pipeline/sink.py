@@ -1,4 +1,6 @@
-"""Where the decoding tasks put their rows: Parquet files they write themselves.
+"""Where the pipeline's tasks put their rows: Parquet files they write themselves --
+the decoding tasks the frames table, the analyses' tasks (:mod:`nsqviz.pipeline.analyses`)
+theirs.
 
 Spark's own writer would take the Arrow batches a Python worker decodes, turn them back
 into JVM rows and encode those as Parquet. Measured on one 40 MB capture file
@@ -9,7 +11,7 @@ batches with pyarrow straight into the table's directory, and Spark only sees on
 summary row per task (:func:`summary_schema`); the table is an ordinary Parquet
 directory that ``spark.read.parquet`` (or pandas, or DuckDB) reads.
 
-Each task writes one file, named after its stage and partition, under a temporary name
+Each task writes one file per table, named after its stage and partition, under a temporary name
 first and renamed into place: a retried task replaces what its failed attempt left, and
 a reader never sees half a file. ``out`` is a local path or a URI pyarrow's file systems
 know (``file://``, ``s3://``, ``hdfs://``); on a cluster it must be one every executor
@@ -23,7 +25,7 @@ import uuid
 from functools import cache
 from typing import Any
 
-__all__ = ["PartWriter", "clear", "done", "summary_schema"]
+__all__ = ["PartWriter", "clear", "done", "remove", "summary_schema"]
 
 
 @cache
@@ -44,12 +46,18 @@ def _fs(out: str) -> tuple[Any, str]:
 
 def clear(out: str) -> None:
     """Make ``out`` an empty directory (what Spark's ``mode("overwrite")`` does)."""
+    remove(out)
+    filesystem, path = _fs(out)
+    filesystem.create_dir(path, recursive=True)
+
+
+def remove(out: str) -> None:
+    """Delete the directory ``out`` and what it holds, if it is there."""
     from pyarrow import fs
 
     filesystem, path = _fs(out)
     if filesystem.get_file_info(path).type != fs.FileType.NotFound:
         filesystem.delete_dir(path)
-    filesystem.create_dir(path, recursive=True)
 
 
 def done(out: str) -> None:
@@ -60,7 +68,7 @@ def done(out: str) -> None:
 
 
 class PartWriter:
-    """Writes one task's frames-table batches to ``out/<name>.parquet``."""
+    """Writes one task's batches of a table to ``out/<name>.parquet``."""
 
     def __init__(self, out: str, name: str, schema: Any):
         import pyarrow.parquet as pq

@@ -109,15 +109,16 @@ def spark_frames(spark, all_frames, tmp_path_factory):
     return spark.read.parquet(path).drop("fields")
 
 
-def test_the_pipeline_gives_the_in_process_tables(all_frames, spark_frames):
+def test_the_pipeline_gives_the_in_process_tables(all_frames, spark_frames, tmp_path):
     from nsqviz.pipeline import analyses
     from nsqviz.pipeline.on_duckdb import analyse
 
     assert len(SAMPLES) >= 20
-    try:
-        _same(analyse(all_frames), analyses.tables(spark_frames), "pipeline")
-    finally:
-        analyses.release(spark_frames)
+    analyses.write(spark_frames, str(tmp_path))
+    written = {name: spark_frames.sparkSession.read.parquet(str(tmp_path / name))
+               for name in analyses.TABLES}
+    _same(analyse(all_frames), written, "pipeline")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(analyses.TABLES)
 
 
 def test_every_view_on_spark_sql_alone_gives_the_same_tables(all_frames, spark_frames):
