@@ -185,8 +185,8 @@ def _tree_cpu(pid: int) -> tuple[float, float]:
 def measure(master: str, files: list[str], warmup: str, out: str) -> dict:
     """Runs in a child process: warm up (two rotated files: both stages), one timed
     run, then the small sample run."""
+    from nsqviz.capture.paths import expand_paths
     from nsqviz.pipeline.job import run
-    from nsqviz.pipeline.source import expand_paths
     from nsqviz.pipeline.spark import get_session, input_bytes
 
     sampler = MemorySampler()
@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _natural(name: str) -> list:
-    from nsqviz.pipeline.source import _natural as natural
+    from nsqviz.capture.paths import rotation_order as natural
 
     return natural(name)
 

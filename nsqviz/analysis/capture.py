@@ -29,8 +29,8 @@ def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
     in hex: most of its bytes, and nothing the analyses read), batch by batch."""
     import pyarrow as pa
 
+    from nsqviz.capture.paths import expand_paths
     from nsqviz.pipeline.decode import decode_set
-    from nsqviz.pipeline.source import expand_paths
     from nsqviz.records import frame_schema
 
     files = expand_paths(list(captures))
@@ -57,7 +57,7 @@ class Capture:
 
     def __init__(self, *captures: str, idle_split: float | None = IDLE_SPLIT,
                  ports: Mapping[str, Iterable[int]] | None = None, fields: bool = True):
-        from nsqviz.pipeline.source import expand_paths
+        from nsqviz.capture.paths import expand_paths
 
         self.files = expand_paths(list(captures))
         self.arrow = frames_of(self.files, idle_split=idle_split, ports=ports, fields=fields)

@@ -63,8 +63,8 @@ def write_frames(
     on_stage_2: Callable[[FramesRun], None] | None = None,
 ) -> FramesRun:
     """Write the frames table (:data:`~nsqviz.pipeline.schemas.FRAME_SCHEMA`) of capture
-    ``files`` (absolute paths in capture-set order, as :func:`~nsqviz.pipeline.source.
-    expand_paths` gives them) to the Parquet directory ``out`` (a path or URI).
+    ``files`` (absolute paths in capture-set order, as :func:`~nsqviz.capture.paths.expand_paths`
+    gives them) to the Parquet directory ``out`` (a path or URI).
 
     ``idle_split``, ``ports`` and ``per_file`` (the driver's ``continuation`` turned
     off) are the capture driver's options, as in ``nsqviz decode``: by default all files

@@ -33,8 +33,8 @@ from nsqviz.usage import usage_error
 if TYPE_CHECKING:  # pyspark and the frames stage are imported when a run starts
     from pyspark.sql import SparkSession
 
+    from nsqviz.capture.paths import Paths
     from nsqviz.pipeline.frames import FramesRun
-    from nsqviz.pipeline.source import Paths
 
 __all__ = ["PipelineResult", "main", "run"]
 
@@ -72,7 +72,7 @@ def run(spark: SparkSession, captures: Paths, out: str, *, partitions: int | Non
     mode and a cluster on one host only).
     """
 
-    from nsqviz.pipeline.source import expand_paths
+    from nsqviz.capture.paths import expand_paths
 
     started = time.perf_counter()
     files = expand_paths(captures)
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_args(args: argparse.Namespace) -> int:
-    from nsqviz.pipeline.source import expand_paths
+    from nsqviz.capture.paths import expand_paths
     from nsqviz.pipeline.spark import JavaMissing, get_session, input_bytes
 
     try:

@@ -37,10 +37,8 @@ directory or URI): each task writes its rows there as a Parquet file itself
 from __future__ import annotations
 
 import functools
-import glob
 import json
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
@@ -48,62 +46,18 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from nsqviz.capture.driver import IDLE_SPLIT
+from nsqviz.capture.paths import expand_paths
 from nsqviz.pipeline.schemas import FRAME_SCHEMA, PACKET_SCHEMA, SUMMARY_SCHEMA
 from nsqviz.records import PacketColumns
 
 if TYPE_CHECKING:  # imported where a task needs them
     from nsqviz.pipeline.handoff import FileHandoff, Part
 
-__all__ = ["OUTPUTS", "PcapDataSource", "expand_paths", "iter_packet_batches", "reader_options"]
+__all__ = ["OUTPUTS", "PcapDataSource", "iter_packet_batches", "reader_options"]
 
 OUTPUTS = ("packets", "frames", "continued")
 
 BATCH_ROWS = 8192
-_CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
-
-
-Paths = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
-"""Capture files named one way or several: files, directories, globs."""
-
-
-def expand_paths(paths: Paths) -> list[str]:
-    """Files named by ``paths`` (files, directories, globs), absolute, sorted, no repeats.
-
-    Sorted by name, so ``capture.pcap``, ``capture.pcap1`` ... of ``tcpdump -C`` come in
-    rotation order. A name that matches nothing is an error, not an empty result.
-    """
-    if isinstance(paths, str | os.PathLike):
-        paths = [paths]
-    out: list[str] = []
-    for path in paths:
-        p = os.fspath(path)
-        if os.path.isdir(p):
-            found = [
-                os.path.join(p, n)
-                for n in os.listdir(p)
-                if _looks_like_capture(n) and os.path.isfile(os.path.join(p, n))
-            ]
-        elif os.path.exists(p):
-            found = [p]
-        else:
-            found = [f for f in glob.glob(p) if os.path.isfile(f)]
-            if not found:
-                raise FileNotFoundError(f"no capture file matches {p!r}")
-        out.extend(os.path.abspath(f) for f in sorted(found, key=_natural))
-    return list(dict.fromkeys(out))
-
-
-def _natural(name: str) -> list[tuple[int, int, str]]:
-    """``cap.pcap9`` before ``cap.pcap10``: tcpdump -C numbers files without padding."""
-    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name)]
-
-
-def _looks_like_capture(name: str) -> bool:
-    stem, _, tail = name.rpartition(".")
-    rotated = bool(stem) and tail.startswith("pcap") and tail[4:].isdigit()  # tcpdump -C
-    return name.endswith(_CAPTURE_SUFFIXES) or rotated
-
-
 def iter_packet_batches(path: str, file_index: int = 0,
                         batch_rows: int = BATCH_ROWS) -> Iterator[Any]:
     """Stream one capture file as Arrow record batches of packets-table rows."""

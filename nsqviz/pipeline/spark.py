@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pyspark is imported when a session is made
     from pyspark.sql import SparkSession
 
-    from nsqviz.pipeline.source import Paths
+    from nsqviz.capture.paths import Paths
 
 __all__ = ["DEFAULT_MASTER", "JavaMissing", "check_java", "driver_memory_for", "get_session",
            "input_bytes"]
@@ -45,7 +45,7 @@ and touches all of it before its first full collection (notebook 06, measured fr
 
 def input_bytes(paths: Paths) -> int:
     """Bytes of the capture files ``paths`` names (files, directories, globs)."""
-    from nsqviz.pipeline.source import expand_paths
+    from nsqviz.capture.paths import expand_paths
 
     return sum(os.path.getsize(f) for f in expand_paths(paths))
 

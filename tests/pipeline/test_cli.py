@@ -6,8 +6,8 @@ import os
 
 import pytest
 
+from nsqviz.capture.paths import expand_paths
 from nsqviz.cli import main
-from nsqviz.pipeline.source import expand_paths
 
 
 def test_cli_writes_every_table(spark, captures, tmp_path, capsys, monkeypatch):
