@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nsqviz.capture.driver import IDLE_SPLIT
-from nsqviz.pipeline.definitions import TABLES
+from nsqviz.pipeline.definitions import TABLES, VIEWS
 from nsqviz.usage import nearest
 
 __all__ = ["Capture", "frames_of", "open_capture"]
@@ -85,8 +85,9 @@ class Capture:
         return self._tables[name]
 
     def arrow_table(self, name: str) -> Any:
-        """Analysis ``name`` as an Arrow table (what :meth:`table` converts)."""
-        if name not in TABLES:
+        """Analysis ``name`` as an Arrow table (what :meth:`table` converts), or one of
+        the steps they are built from (:data:`~nsqviz.pipeline.definitions.STEPS`)."""
+        if name not in VIEWS:
             raise KeyError(f"no table {name!r}; choose from {', '.join(TABLES)}")
         if name not in self._arrow_tables:  # computed when first asked for, each once
             from nsqviz.pipeline.on_duckdb import analyse

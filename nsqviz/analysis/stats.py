@@ -36,15 +36,10 @@ def stats(cap: Any) -> dict[str, Any]:
     fr = cap.frames
     units = fr[fr.kind.isin(["command", "frame"])]
     by_name = Counter(zip(units.name, units.dir, strict=True))
-    per_packet: Counter[tuple[str, str, int]] = Counter()
-    split: list[int] = []
-    for conn, files, packets in zip(units.conn_id, units.packet_files, units.packets,
-                                    strict=True):
-        for f, p in zip(files, packets, strict=True):
-            per_packet[(conn, f, int(p))] += 1
-        if len(packets) > 1:
-            split.append(int(packets[0]))
-    glued = sorted({p for (_, _, p), n in per_packet.items() if n > 1})
+    split = [int(packets[0]) for packets in units.packets if len(packets) > 1]
+    packets = cap.arrow_table("packet_frames").to_pydict()
+    glued = sorted({int(p) for p, n in zip(packets["packet"], packets["frames"], strict=True)
+                    if n > 1})
     hb = cap.heartbeats
     deliv = cap.deliveries
     answered = deliv[deliv.outcome.isin(["FIN", "REQ"])]

@@ -446,17 +446,23 @@ FROM run
 """
 """RDY and in-flight per connection over time, with the starvation test at each step."""
 
+_PACKET_FRAMES = f"""
+SELECT dir, conn_id, element_at(packet_files, i) AS file, element_at(packets, i) AS packet,
+       CAST(count(*) AS INT) AS frames
+FROM (SELECT dir, conn_id, packet_files, packets, explode(sequence(1, size(packets))) AS i
+      FROM frames WHERE {_FRAMES} AND size(packets) > 0) AS x
+GROUP BY dir, conn_id, element_at(packet_files, i), element_at(packets, i)
+"""
+"""One row per packet that carried frame bytes: how many frames it carried (more than
+one: frames glued in one packet, 粘包). A packet number is its own file's, as in
+Wireshark, so a packet is its connection's file and number."""
+
 _STICKY_COUNTS = f"""
-WITH fr AS (SELECT dir, conn_id, packets, packet_files FROM frames WHERE {_FRAMES}),
-per_packet AS (
-  SELECT dir, CAST(count(*) AS INT) AS n
-  FROM (SELECT dir, conn_id, explode(arrays_zip(packet_files, packets)) AS p FROM fr) AS x
-  GROUP BY dir, conn_id, p
-)
 SELECT dir, 'packets_per_frame' AS measure, CAST(size(packets) AS INT) AS n, count(*) AS count
-FROM fr GROUP BY dir, size(packets)
+FROM frames WHERE {_FRAMES} GROUP BY dir, size(packets)
 UNION ALL
-SELECT dir, 'frames_per_packet' AS measure, n, count(*) AS count FROM per_packet GROUP BY dir, n
+SELECT dir, 'frames_per_packet' AS measure, frames AS n, count(*) AS count
+FROM packet_frames GROUP BY dir, frames
 """
 """The sticky-packet counts of the frames read (a packet is one connection's, so the
 counts of several brokers add up)."""
@@ -512,6 +518,7 @@ VIEWS: dict[str, str] = {
     "connections": _CONNECTIONS,
     "publishes": _PUBLISHES,
     "flow_control": _FLOW_CONTROL,
+    "packet_frames": _PACKET_FRAMES,
     "sticky_counts": _STICKY_COUNTS,
     "sticky_packets": _STICKY_PACKETS,
     "rpc_pairs": _RPC_PAIRS,
@@ -526,7 +533,7 @@ one message, and both belong to one server (:data:`SERVER`) -- so it gives the s
 rows whether it reads all frames at once (in-process) or each broker's apart (the
 pipeline's Spark tasks), and these views then combine the brokers' rows."""
 
-STEPS = ("conn_info", "sticky_counts")
+STEPS = ("conn_info", "packet_frames", "sticky_counts")
 """Views that are steps of others, not tables of their own."""
 
 TABLES = tuple(name for name in VIEWS if name not in STEPS)

@@ -35,6 +35,7 @@ DUCKDB_NAMES: dict[str, str] = {
     "array": "list_value",  # array(): Spark's empty array
     "struct": "struct_pack",  # both name the fields after the columns
     "percentile": "quantile_cont",  # both exact, interpolating linearly
+    "sequence": "generate_series",  # both with the end included
 }
 """Spark SQL function -> DuckDB's spelling of it."""
 
