@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from nsqviz.broker.topic import Topic
 
 
-class Broker(Protocol):
+class RegisteringBroker(Protocol):
     """What a lookup peer reads of its broker (:class:`nsqviz.broker.server.Broker`),
     named here so that the server, which starts the peers, and this module do not import
     each other."""
@@ -66,7 +66,7 @@ class _PeerFailed(Exception):
 class LookupPeers:
     """One :class:`_LookupPeer` per ``--lookupd-tcp-address`` of a broker."""
 
-    def __init__(self, broker: Broker, addresses: list[str], *,
+    def __init__(self, broker: RegisteringBroker, addresses: list[str], *,
                  heartbeat_interval: float | None = None):
         self.broker = broker
         interval = heartbeat_interval or HEARTBEAT_INTERVAL
@@ -92,7 +92,7 @@ class LookupPeers:
 
 
 class _LookupPeer:
-    def __init__(self, broker: Broker, address: str, heartbeat_interval: float):
+    def __init__(self, broker: RegisteringBroker, address: str, heartbeat_interval: float):
         self.broker = broker
         self.address = address
         self.heartbeat_interval = heartbeat_interval
