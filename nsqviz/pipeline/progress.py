@@ -151,6 +151,7 @@ class Progress:
         self._stop.set()
         self._thread.join()
         if exc[0] is None:
+            self._sample()
             self.phase = "done"
             self.sink(self.snapshot())
 
@@ -185,7 +186,9 @@ class Progress:
                 # up to the latest bytes: a finished phase's rate does not decay
                 self.decoding_seconds = now - self.first_bytes
                 self.last_bytes = self.decoded[0]
-        for stage in self.tracker.getActiveStageIds():
+        # the stages seen before as well: one that ended between two samples would keep
+        # the count of tasks done it had at the last (done 0 of 3 at the end)
+        for stage in {*self.tracker.getActiveStageIds(), *self._stages}:
             info = self.tracker.getStageInfo(stage)
             if info is not None:
                 self._stages[stage] = (info.numCompletedTasks, info.numTasks)

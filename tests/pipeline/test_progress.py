@@ -85,3 +85,28 @@ def test_console_off_a_terminal_writes_a_line_per_phase_not_a_flood(monkeypatch)
             sink(progress.Snapshot(phase, k, n, 0, 1, k, None, 0.1 * k))
     lines = err.getvalue().splitlines()
     assert len(lines) == 3 and "\r" not in err.getvalue()
+
+
+def test_a_stage_that_ended_between_two_samples_counts_all_its_tasks():
+    """Spark lists a stage as active only while it runs: one that ends between two
+    samples is still counted, with its tasks done as Spark last gives them."""
+    stages = {7: [0, 3]}
+    active = [7]
+
+    class Tracker:
+        def getActiveStageIds(self):  # noqa: N802 - Spark's name
+            return list(active)
+
+        def getStageInfo(self, stage):  # noqa: N802
+            done, tasks = stages[stage]
+            return SimpleNamespace(numCompletedTasks=done, numTasks=tasks)
+
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=Tracker))
+    progress = Progress(spark, [100], lambda snap: None)
+    progress.next_phase("analyses", frames=10)
+    progress._sample()
+    assert progress.snapshot()[1:3] == (0, 3)
+    stages[7][0] = 3
+    active.clear()  # it ended before the next sample
+    progress._sample()
+    assert progress.snapshot()[1:3] == (3, 3)
