@@ -26,7 +26,6 @@ DUCKDB_NAMES: dict[str, str] = {
     "element_at": "list_extract",  # both 1-based
     "get_json_object": "json_extract_string",
     "explode": "unnest",
-    "arrays_zip": "list_zip",
     "size": "len",
     "collect_list": "list",
     "collect_set": "list(DISTINCT ",  # the aggregate's FILTER drops nulls, as Spark does
