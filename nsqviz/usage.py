@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable
 from os.path import commonprefix
 
-__all__ = ["CUTOFF", "nearest", "usage_error", "warn"]
+__all__ = ["CUTOFF", "nearest", "nearest_hint", "usage_error", "warn"]
 
 CUTOFF = 0.6
 """How alike a choice must be to count as near: :class:`difflib.SequenceMatcher`'s ratio
@@ -56,6 +56,13 @@ def nearest(value: str, choices: Iterable[str], n: int = 3, *,
     if shared:
         return [choice for key, choice in pool.items() if key[:shared] == wanted[:shared]][:n]
     return [] if close_only else list(pool.values())[:n]
+
+
+def nearest_hint(value: str, choices: Iterable[str]) -> str:
+    """``" (nearest: a, b, c)"``, the :func:`nearest` choices to name after a value that
+    selects nothing ("" when there are no choices at all)."""
+    close = nearest(value, choices)
+    return f" (nearest: {', '.join(close)})" if close else ""
 
 
 def warn(command: str, message: str) -> None:

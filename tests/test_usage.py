@@ -68,3 +68,10 @@ def test_a_usage_error_is_one_line_naming_the_command_and_exit_2(capsys):
     warn("messages", "packet 3: a fragment")
     assert capsys.readouterr().err == ("nsqviz decode: -f and --capture-tool go with -i IFACE\n"
                                        "nsqviz messages: packet 3: a fragment\n")
+
+
+def test_the_hint_names_the_nearest_choices_or_nothing_when_there_are_none():
+    from nsqviz.usage import nearest_hint
+
+    assert nearest_hint("comand", ["command", "frame", "flow"]) == " (nearest: command)"
+    assert nearest_hint("anything", []) == ""

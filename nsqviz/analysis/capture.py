@@ -15,7 +15,7 @@ from typing import Any
 
 from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.pipeline.definitions import TABLES, VIEWS
-from nsqviz.usage import nearest
+from nsqviz.usage import nearest_hint
 
 __all__ = ["Capture", "frames_of", "open_capture"]
 
@@ -170,9 +170,8 @@ class Capture:
 
         rows = self.messages[self.messages.msg_id == msg_id]
         if rows.empty:
-            near = nearest(msg_id, self.messages.msg_id)
             raise KeyError(f"no message {msg_id!r} in the capture"
-                           + (f" (nearest: {', '.join(near)})" if near else ""))
+                           + nearest_hint(msg_id, self.messages.msg_id))
         return Lifecycle(rows.to_dict("records"), t0=self.t0)
 
 

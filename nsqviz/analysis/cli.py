@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
-from nsqviz.usage import nearest, usage_error, warn
+from nsqviz.usage import nearest_hint, usage_error, warn
 
 __all__ = ["register"]
 
@@ -89,9 +89,8 @@ def _messages(args: argparse.Namespace) -> int:
         known = {m["msg_id"] for m in msgs}
         for wanted in args.id:
             if wanted not in known:
-                near = nearest(wanted, known)
                 return usage_error(args.command, f"no message {wanted!r} in the capture"
-                                   + (f" (nearest: {', '.join(near)})" if near else ""))
+                                   + nearest_hint(wanted, known))
         msgs = [m for m in msgs if m["msg_id"] in args.id]
     t0 = cap.t0
     out = sys.stdout

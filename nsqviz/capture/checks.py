@@ -4,7 +4,7 @@ A value that can select nothing is a mistake to report, not an empty output: a d
 filter that does not compile, a ``--flow`` no flow of the capture answers to, a
 ``--filter`` name that is no record kind, no name a protocol uses and no name seen in
 the capture. Each is one line naming the nearest valid choices
-(:func:`nsqviz.usage.nearest`); the command exits with status 2.
+(:func:`nsqviz.usage.nearest_hint`); the command exits with status 2.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from nsqviz import filters, protocols
 from nsqviz.capture.decode import FlowStats
 from nsqviz.records import DecodedRecord
-from nsqviz.usage import nearest
+from nsqviz.usage import nearest_hint
 
 __all__ = ["KINDS", "Seen", "UsageError", "display_filter"]
 
@@ -25,13 +25,6 @@ FIN or RST) that ``--filter`` accepts as well as names."""
 
 class UsageError(ValueError):
     """An option value that cannot select anything (the message is one line)."""
-
-
-def _nearest(value: str, choices: Iterable[str]) -> str:
-    """``" (nearest: a, b, c)"``: the valid choices to name after a value that selects
-    nothing."""
-    close = nearest(value, choices)
-    return f" (nearest: {', '.join(close)})" if close else ""
 
 
 def display_filter(expression: str | None) -> filters.Filter | None:
@@ -77,10 +70,10 @@ class Seen:
                     for s in stats):
                 choices = [str(s.flow.id) for s in stats] + [
                     end for s in stats for end in (s.flow.label, *s.flow.label.split("->"))]
-                return f"--flow {spec}: no such flow in the capture{_nearest(spec, choices)}"
+                return f"--flow {spec}: no such flow in the capture{nearest_hint(spec, choices)}"
         known = {n.lower(): n for n in [*KINDS, *_record_names(), *self.names]}
         for name in names:
             if name.lower() not in known:
                 return (f"--filter {name}: no record kind or name is called that"
-                        f"{_nearest(name, known.values())}")
+                        f"{nearest_hint(name, known.values())}")
         return ""
