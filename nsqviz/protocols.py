@@ -44,6 +44,7 @@ columns of every protocol (:func:`typed_columns`). A Wireshark dissector
 
 from __future__ import annotations
 
+import enum
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
@@ -61,6 +62,7 @@ __all__ = [
     "Detection",
     "DetectionWords",
     "Item",
+    "ItemKind",
     "Lost",
     "Protocol",
     "RecordView",
@@ -82,26 +84,41 @@ BUILTIN = (
 """The protocols nsqviz ships, in detection order (``module:attribute``)."""
 
 
+class ItemKind(enum.StrEnum):
+    """What an :class:`Item` is (the capture layer has one handler per kind)."""
+
+    COMMAND = "command"
+    """A decoded unit, client to server; ``fields`` may hold a ``"violation"`` (what the
+    server refuses in it, :func:`nsqviz.sansio.violation_fields`)."""
+    FRAME = "frame"
+    """A decoded unit, server to client (an answer, a message, a frame); ``fields`` may
+    hold a ``"violation"``."""
+    ERROR = "error"
+    """Bytes that could not be decoded as a unit: ``name`` is the server's error code
+    (or the protocol's name for the problem, or ``"Undecodable"``); ``fields`` are
+    :func:`nsqviz.sansio.violation_fields` and the bytes as ``data``."""
+    TRUNCATED = "truncated"
+    """The stream ended inside a unit."""
+    SKIPPED = "skipped"
+    """The rest of undecodable bytes whose start an :attr:`ERROR` reported."""
+    TLS = "tls"
+    """The connection switches to TLS here (nothing after it is readable)."""
+    ANNOTATION = "annotation"
+    """``fields`` to add to the previous record of the same direction (a compression
+    switch that takes effect right after a response, the packet a response answers)."""
+
+
 class Item(NamedTuple):
     """One thing a connection observer saw, in words every output understands.
 
-    ``kind`` is one of
-
-    * ``"command"`` (client to server) or ``"frame"`` (server to client): a decoded
-      unit; ``fields`` may hold a ``"violation"`` (what the server refuses in it);
-    * ``"error"``: bytes that could not be decoded as a unit (``name`` the server's
-      error code, or ``"Undecodable"``); ``"truncated"``: the stream ended inside a unit;
-      ``"skipped"``: the rest of undecodable bytes whose start an ``"error"`` reported;
-    * ``"tls"``: the connection switches to TLS here (nothing after it is readable);
-    * ``"annotation"``: ``fields`` to add to the previous record of the same direction
-      (a compression switch that takes effect right after a response, say).
-
-    ``offset`` is the stream offset of the unit relative to where the observer's
-    current stream starts (the capture layer adds what came before a gap); ``raw`` is the
+    ``kind`` says what (:class:`ItemKind`); ``name`` is the record's name (a command's
+    verb, a frame type, an RPC message). ``offset`` is the stream offset of the unit
+    relative to where the observer's current stream starts (the capture layer adds what
+    came before a gap, to the offsets of a violation in ``fields`` too); ``raw`` is the
     reassembled frame (``raw.sources`` name its packets) or ``None``.
     """
 
-    kind: str
+    kind: ItemKind
     name: str
     fields: dict[str, Any]
     event: Any

@@ -441,7 +441,8 @@ class FrameColumns:
         elif kind == "flow":
             self.notes.append((row, None, fields.get("how")))
         else:
-            text = fields.get("reason") or fields.get("text") or fields.get("note")
+            # a violation's words: the server's text where it has one, else the reason
+            text = fields.get("text") or fields.get("reason") or fields.get("note")
             self.notes.append((row, None, f"{rec.name}: {text}" if text else rec.name))
         tss.append(rec.ts)
         flows.append(rec.flow)

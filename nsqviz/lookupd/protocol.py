@@ -30,7 +30,15 @@ from nsqviz.lookupd.codec import (
 )
 from nsqviz.lookupd.fields import FIELDS, PARAMS, PREFIX
 from nsqviz.lookupd.observer import Observer, Seen
-from nsqviz.protocols import DetectionWords, Item, Lost, Protocol, RecordView, no_fields
+from nsqviz.protocols import (
+    DetectionWords,
+    Item,
+    ItemKind,
+    Lost,
+    Protocol,
+    RecordView,
+    no_fields,
+)
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import RawFrame, Truncated
 
@@ -114,8 +122,8 @@ def _item(seen: Seen, c2s: bool, fields_of: Callable[[Any], dict[str, Any]]) -> 
         if raw is not None:
             fields["data"] = raw.data.hex()
         if isinstance(raw, Truncated):
-            return Item("truncated", "Truncated", fields, event, offset, raw)
-        return Item("error", event.code or "Undecodable", fields, event, offset, raw)
+            return Item(ItemKind.TRUNCATED, "Truncated", fields, event, offset, raw)
+        return Item(ItemKind.ERROR, event.code or "Undecodable", fields, event, offset, raw)
     fields = fields_of(event)
     if seen.refused is not None:
         fields["violation"] = _refusal(seen.refused)
@@ -123,7 +131,8 @@ def _item(seen: Seen, c2s: bool, fields_of: Callable[[Any], dict[str, Any]]) -> 
         fields["answers"] = NAMES[type(seen.asked)]
     if isinstance(raw, RawFrame):
         event = replace(event, raw=raw)
-    return Item("command" if c2s else "frame", NAMES[type(event)], fields, event, offset, raw)
+    kind = ItemKind.COMMAND if c2s else ItemKind.FRAME
+    return Item(kind, NAMES[type(event)], fields, event, offset, raw)
 
 
 class LookupdProtocol(Protocol):

@@ -41,6 +41,7 @@ from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.protocols import (
     DetectionWords,
     Item,
+    ItemKind,
     Lost,
     ObservedConnection,
     Protocol,
@@ -48,6 +49,7 @@ from nsqviz.protocols import (
     no_fields,
 )
 from nsqviz.records import escaped
+from nsqviz.sansio import violation_fields
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
 
@@ -160,7 +162,7 @@ class _Observer(ObservedConnection):
             asked = codec.recovered(Direction(direction), name, fields, packet)
             if asked is not None:
                 fields["response_to"] = asked
-        kind = "command" if direction == Direction.C2S else "frame"
+        kind = ItemKind.COMMAND if direction == Direction.C2S else ItemKind.FRAME
         return Lost(raw.data, length, unit=Item(kind, name, fields, None, raw.offset, raw))
 
 
@@ -169,26 +171,26 @@ def _items(events: list[ev.Event], fields_of: Callable[[Any], dict[str, Any]] = 
     out: list[Item] = []
     for e in events:
         if isinstance(e, ev.Command):
-            out.append(Item("command", COMMAND_NAMES[type(e)], fields_of(e), e,
+            out.append(Item(ItemKind.COMMAND, COMMAND_NAMES[type(e)], fields_of(e), e,
                             _offset(e.raw), e.raw))
         elif isinstance(e, ev.ServerFrame):
-            out.append(Item("frame", FRAME_NAMES[type(e)], fields_of(e), e, _offset(e.raw),
+            out.append(Item(ItemKind.FRAME, FRAME_NAMES[type(e)], fields_of(e), e, _offset(e.raw),
                             e.raw))
         elif isinstance(e, ev.Violation):
             out.append(_violation(e))
         elif isinstance(e, ev.CompressionStarted):
-            out.append(Item("annotation", "CompressionStarted",
+            out.append(Item(ItemKind.ANNOTATION, "CompressionStarted",
                             {"compression_starts": {"kind": e.kind, "level": e.level}}, e))
         elif isinstance(e, ev.TLSUpgrade):
-            out.append(Item("tls", "TLSUpgrade", {
+            out.append(Item(ItemKind.TLS, "TLSUpgrade", {
                 "pending": e.pending.hex(),
                 "note": "the connection switches to TLS here; what follows is encrypted"}, e))
         elif type(e) is ev.Answered:
-            out.append(Item("annotation", "Answered", {"response_to": e.packet}, e))
+            out.append(Item(ItemKind.ANNOTATION, "Answered", {"response_to": e.packet}, e))
         elif type(e) is ev.Refused:
-            out.append(Item("annotation", "Refused", {"refused": e.answer}, e))
+            out.append(Item(ItemKind.ANNOTATION, "Refused", {"refused": e.answer}, e))
         elif isinstance(e, ev.Truncated):
-            out.append(Item("truncated", "Truncated", {
+            out.append(Item(ItemKind.TRUNCATED, "Truncated", {
                 "offset": e.offset, "expected": e.expected, "data": e.data.hex(),
                 "reason": "the stream ended inside this frame"}, e, e.offset))
         # ConnectionClosed is a TCP matter: the capture layer reports the flow's end.
@@ -199,19 +201,19 @@ def _violation(e: ev.Violation) -> Item:
     """A command nsqd refuses is that command with its violation attached; bytes that
     do not decode as a command are an error of their own."""
     if e.continued:
-        return Item("skipped", "Skipped", {"offset": e.offset, "reason": e.text}, e, e.offset,
-                    e.raw)
-    problem = {"code": e.code, "text": e.text, "fatal": e.fatal}
+        return Item(ItemKind.SKIPPED, "Skipped", {"offset": e.offset, "reason": e.text}, e,
+                    e.offset, e.raw)
+    problem = violation_fields(e)
     cmd = e.command
     if cmd is not None:
         fields = _fields(cmd)
         fields["violation"] = problem
         raw = cmd.raw if cmd.raw is not None else e.raw
-        return Item("command", COMMAND_NAMES[type(cmd)], fields, e, _offset(raw), raw)
-    fields = {**problem, "offset": e.offset}
+        return Item(ItemKind.COMMAND, COMMAND_NAMES[type(cmd)], fields, e, _offset(raw), raw)
+    fields = problem
     if e.raw is not None:
         fields["data"] = e.raw.data.hex()
-    return Item("error", e.code or UNDECODABLE, fields, e, e.offset, e.raw)
+    return Item(ItemKind.ERROR, e.code or UNDECODABLE, fields, e, e.offset, e.raw)
 
 
 def _offset(raw: Any) -> int | None:

@@ -267,7 +267,7 @@ class TubeFraming:
         if error is not None:
             self._restart()
             raise FramingError(f"{error.field} at frame offset {error.offset}: {error.reason}",
-                               code=type(error).__name__)
+                               code=error.code)
         if total is not None:
             self._restart()
             return total

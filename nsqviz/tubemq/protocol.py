@@ -27,11 +27,13 @@ from google.protobuf.message import Message
 from nsqviz.protocols import (
     DetectionWords,
     Item,
+    ItemKind,
     ObservedConnection,
     Protocol,
     RecordView,
     no_fields,
 )
+from nsqviz.sansio import violation_fields
 from nsqviz.tubemq.codec import Observer
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
 from nsqviz.tubemq.fields import FIELDS, record_values
@@ -119,16 +121,10 @@ def _fields(event: Any) -> dict[str, Any]:
             out["method"] = info.name if info else event.request.method
         return out
     if kind is Violation:
-        return {"code": event.code, "field": event.field, "text": event.reason,
-                "fatal": event.fatal, "offset": event.offset}
+        return violation_fields(event)
     if kind is Truncated:
         return {"offset": event.offset, "expected": event.expected, "data": event.data.hex()}
     return {}
-
-
-def _problem(v: Violation) -> dict[str, Any]:
-    return {"code": v.code, "field": v.field, "text": v.reason, "fatal": v.fatal,
-            "offset": v.offset}
 
 
 def _items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = _fields,
@@ -139,8 +135,8 @@ def _items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = _fiel
         t = type(e)
         if t is Request or t is Response or t is ExceptionResponse:
             raw = e.raw
-            item = Item("command" if t is Request else "frame", e.name, fields_of(e), e,
-                        None if raw is None else raw.offset, raw)
+            kind = ItemKind.COMMAND if t is Request else ItemKind.FRAME
+            item = Item(kind, e.name, fields_of(e), e, None if raw is None else raw.offset, raw)
             if raw is not None:
                 last[id(raw)] = item
             out.append(item)
@@ -148,15 +144,15 @@ def _items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = _fiel
             about = last.get(id(e.raw)) if e.event is not None else None
             if about is not None:
                 problems = about.fields.setdefault("violations", [])
-                problems.append(_problem(e))
+                problems.append(violation_fields(e))
                 about.fields.setdefault("violation", problems[0])
             else:
                 fields = _fields(e)
                 if e.raw is not None:
                     fields["data"] = e.raw.data.hex()
-                out.append(Item("error", e.code, fields, e, e.offset, e.raw))
+                out.append(Item(ItemKind.ERROR, e.code, fields, e, e.offset, e.raw))
         elif t is Truncated:
-            out.append(Item("truncated", "Truncated", {
+            out.append(Item(ItemKind.TRUNCATED, "Truncated", {
                 **_fields(e), "reason": "the stream ended inside this frame"}, e, e.offset,
                 e.raw))
         # ConnectionClosed is a TCP matter: the capture layer reports the flow's end.
