@@ -1,7 +1,7 @@
 """An nsqlookupd-compatible discovery service on asyncio: the ``"  V1"`` TCP protocol for
 nsqd and the HTTP API for clients (see :mod:`nsqviz.discovery.http`).
 
-Each nsqd connection goes through a :class:`~nsqviz.lookupd.codec.LookupServerConnection`;
+Each nsqd connection goes through a :class:`~nsqviz.lookupd.codec.ServerConnection`;
 the server only applies the commands' effects to the :class:`Registry`, answers, and
 closes after an error, as nsqlookupd does. When an nsqd disconnects it leaves every
 registration (the topics and channels themselves stay until deleted over HTTP).
@@ -22,15 +22,16 @@ from nsqviz.discovery.registry import Peer, Registry
 from nsqviz.embedded import ListeningServer
 from nsqviz.goflags import VERSION, parse_duration
 from nsqviz.listen import LOOPBACK, close_unread, listen_backlog, split_address
-from nsqviz.lookupd.codec import (
-    Closed,
+from nsqviz.lookupd.codec import ServerConnection
+from nsqviz.lookupd.events import (
+    ConnectionClosed,
+    Event,
     Identify,
-    LookupEvent,
-    LookupServerConnection,
     Ping,
-    Refused,
     Register,
+    Truncated,
     Unregister,
+    Violation,
 )
 from nsqviz.lookupd.grammar import MAGIC_V1
 from nsqviz.nsq.errors import ErrorCode
@@ -120,7 +121,7 @@ class _PeerConnection(asyncio.Protocol):
 
     def __init__(self, lookupd: Lookupd):
         self.lookupd = lookupd
-        self.conn = LookupServerConnection()
+        self.conn = ServerConnection()
         self.peer: Peer | None = None
         self.peer_id = ""
         self.received = 0  # bytes, so far
@@ -145,10 +146,10 @@ class _PeerConnection(asyncio.Protocol):
         if self.peer is not None:
             self.lookupd.registry.remove_peer(self.peer_id)
 
-    def _on(self, ev: LookupEvent) -> None:
+    def _on(self, ev: Event) -> None:
         reg = self.lookupd.registry
         now = time.monotonic()
-        if isinstance(ev, Refused):
+        if isinstance(ev, Violation):
             log.info("lookupd: refusing %s: %s %s", self.peer_id, ev.code, ev.text)
             self.transport.write(self.conn.refuse(ev))
             # nsqlookupd reads the magic alone: what came after a bad one is unread
@@ -157,7 +158,7 @@ class _PeerConnection(asyncio.Protocol):
             else:
                 self.transport.close()
             return
-        if isinstance(ev, Closed):
+        if isinstance(ev, ConnectionClosed | Truncated):
             return
         answer = b"OK"
         if isinstance(ev, Identify):

@@ -213,9 +213,9 @@ class _Connection(SansIOConnection):
                        f"{garbage.offset + len(garbage.data)}")
         elif not self.passive:
             reason += "; nothing after it is read (the Java decoder closes the connection)"
-        code = ViolationCode(garbage.code) if garbage.code else ViolationCode.BAD_TOKEN
-        out.append(Violation(code, field, reason, garbage.offset, True, garbage.resynced, raw,
-                             field_offset=at))
+        # the framing rule's code is the grammar error's ViolationCode
+        out.append(Violation(garbage.code or ViolationCode.BAD_TOKEN, field, reason,
+                             garbage.offset, True, garbage.resynced, raw, field_offset=at))
 
     def expect(self, request: Request, now: float | None) -> None:
         """Remember ``request`` as awaiting its answer (sent at ``now``): :meth:`send`

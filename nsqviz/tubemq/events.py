@@ -16,6 +16,7 @@ which segments); it is left out of equality, like the pairing and the latency.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from dataclasses import field as _field
 from typing import Any, ClassVar
 
 from google.protobuf import text_format
@@ -171,7 +172,7 @@ class Violation(Observation):
     raw: RawFrame | None = _aside()
     event: Any = _aside()
     """The decoded event the violation is about, when there is one."""
-    field_offset: int | None = field(default=None, kw_only=True)
+    field_offset: int | None = _field(default=None, kw_only=True)
 
     @property
     def text(self) -> str:

@@ -29,7 +29,7 @@ from nsqviz.tubemq.tables import (
     METHODS,
     RPC_FLAG_MSG_TYPE_REQUEST,
     RPC_FLAG_MSG_TYPE_RESPONSE,
-    Service,
+    SERVICES,
     ViolationCode,
     accepted,
 )
@@ -291,7 +291,7 @@ def _detailed_request(
               f"method id {method} is not defined", starts[2])
     elif not accepted(service, method):
         d.add(ViolationCode.WRONG_SERVICE, "RequestBody.method",
-              f"{info.name} ({method}) is not accepted under {Service(service).title} "
+              f"{info.name} ({method}) is not accepted under {SERVICES[service]} "
               f"({service}): the Java server answers {RpcStatus.ERROR.name}", starts[2])
     if info is not None:
         if info.request is None:

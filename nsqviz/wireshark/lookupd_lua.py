@@ -15,8 +15,10 @@ from construct import Renamed
 
 from nsqviz.lookupd import codec, grammar
 from nsqviz.lookupd.fields import PREFIX
-from nsqviz.lookupd.observer import ANSWER_STARTS
+from nsqviz.lookupd.framing import ANSWER_STARTS, CommandFraming
 from nsqviz.lookupd.protocol import ERROR, LOOKUPD, MAGIC, NAMES, RESPONSE
+from nsqviz.lookupd.states import INITIAL, TRANSITIONS
+from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE
 from nsqviz.wireshark.lua import declare_fields, engine, literal
 from nsqviz.wireshark.nsq_spec import nsq_spec
 
@@ -36,46 +38,46 @@ def _params(con: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _texts(code: grammar.ErrorCode) -> list[str]:
-    return [t.strip() for t in grammar.ERRORS[code][1].split("|") if t.strip()]
+def _refusal(refusal: grammar.Refusal) -> dict[str, str]:
+    """A row of the error table: the code and the text template (``{verb}``, ``{name}``,
+    ``{size}`` filled in by the engine)."""
+    return {"code": refusal.code, "text": refusal.text}
+
+
+def _key(refusal: grammar.Refusal) -> str:
+    return refusal.name.lower()
 
 
 def tables() -> dict[str, Any]:
     """Everything the engine reads, as plain values."""
-    commands = {}
+    commands: dict[str, dict[str, Any]] = {}
+    params: set[str] = set()
     for verb, con in grammar.COMMANDS.items():
         names = {s.name for s in con.subcons if isinstance(s, Renamed)}
         commands[verb] = {"params": _params(con), "body": "body" in names}
+        params |= {p["name"] for p in commands[verb]["params"]}
     if set(commands) != set(codec.COMMAND_EVENTS):
         raise SpecError("grammar.COMMANDS and codec.COMMAND_EVENTS name different verbs")
+    if params != set(grammar.NAME_REFUSALS):
+        raise SpecError("a parameter without its refusal in grammar.NAME_REFUSALS")
     states: dict[str, dict[str, dict[str, str]]] = {}
-    for (state, event), nxt in codec.TRANSITIONS.items():
-        if isinstance(nxt, str):
-            code, _, text = nxt.partition(" ")
-            after = {"code": code, "text": text}
-        else:
-            after = {"next": nxt.value}
+    for (state, event), nxt in TRANSITIONS.items():
+        after = _refusal(nxt) if isinstance(nxt, grammar.Refusal) else {"next": nxt.value}
         states.setdefault(state.value, {})[NAMES[event]] = after
-    errors = {code: {"when": when, "texts": _texts(code)}
-              for code, (when, _) in grammar.ERRORS.items()}
-    invalid = errors[grammar.ErrorCode.INVALID]["texts"]
-    if not (invalid[0] == "invalid command {verb}" and "insufficient" in invalid[2]
-            and "{name}" in errors[grammar.ErrorCode.BAD_TOPIC]["texts"][0]
-            and "{name}" in errors[grammar.ErrorCode.BAD_CHANNEL]["texts"][0]
-            and "missing fields" in errors[grammar.ErrorCode.BAD_BODY]["texts"][3]):
-        raise SpecError("the error texts changed: teach the engine")
     spec = nsq_spec()  # topic and channel names follow nsqd's rule
     return {
         "MAGIC": grammar.MAGIC_V1,
         "NAMES": {"magic": MAGIC, "response": RESPONSE, "error": ERROR},
         "COMMANDS": commands,
         "STATES": states,
-        "INITIAL": codec.State.INIT.value,
-        "ERRORS": errors,
+        "INITIAL": INITIAL.value,
+        "REFUSALS": {_key(r): _refusal(r) for r in grammar.Refusal},
+        "NAME_REFUSALS": {p: _key(r) for p, r in grammar.NAME_REFUSALS.items()},
+        "ERROR_PREFIX": grammar.ERROR_PREFIX,
         "ANSWER_STARTS": list(ANSWER_STARTS),
         "REQUIRED": list(grammar.IDENTIFY_REQUIRED),
-        "LIMITS": {"max_line": codec.CommandFraming().max_line,
-                   "max_body_size": codec.DEFAULT_MAX_BODY_SIZE,
+        "LIMITS": {"max_line": CommandFraming().max_line,
+                   "max_body_size": DEFAULT_MAX_BODY_SIZE,
                    "name_max": spec.name_max},
         "NAME_SUFFIX": spec.name_suffix,
         "SERVER_PORTS": sorted(LOOKUPD.server_ports),
@@ -93,7 +95,7 @@ def render() -> str:
     body = "\n".join(f"local {name} = {literal(value)}" for name, value in tables().items())
     return "\n\n".join([
         head,
-        "-- Tables (from nsqviz.lookupd.grammar / codec / protocol)\n" + body,
+        "-- Tables (from nsqviz.lookupd.grammar / states / codec / protocol)\n" + body,
         f"local lookupd = Proto({literal(PREFIX)}, {literal(LOOKUPD.title)})\n"
         + declare_fields(PREFIX, LOOKUPD.filter_fields),
         engine("lookupd_engine.lua", "magic_lines.lua"),

@@ -140,12 +140,12 @@ def lookupd_codec_target(data: bytes) -> None:
     role = data[0] % 3
     stream = data[2:]
     if role == 0:
-        server = lookupd_codec.LookupServerConnection()
+        server = lookupd_codec.ServerConnection()
         if data[1] & 1:
             stream = lookupd_grammar.MAGIC_V1 + stream  # mostly past the magic
         receive = server.receive
     else:
-        client = lookupd_codec.LookupClientConnection()
+        client = lookupd_codec.ClientConnection()
         asked = [lookupd_codec.Magic(), lookupd_codec.Identify(LOOKUPD_INFO)]
         if role == 2:
             asked += [lookupd_codec.Register("t", "c"), lookupd_codec.Ping()]
