@@ -149,10 +149,10 @@ def _max_frame() -> int:
     return DEFAULT_MAX_FRAME_SIZE
 
 
-def _pipeline(attr: str) -> object:
-    from nsqviz.pipeline import definitions
+def _nsq_analyses(attr: str) -> object:
+    from nsqviz.nsq import analyses
 
-    return getattr(definitions, attr)
+    return getattr(analyses, attr)
 
 
 def _frame_columns() -> list[str]:
@@ -306,7 +306,7 @@ EXERCISES: dict[str, list[Question]] = {
         Question("When does the pipeline call a connection starved? `in_flight > 0 and "
                  "in_flight >= r × last RDY`: what is r?", 0.85,
                  "the client-library guide's rule; `work2` with RDY 1 is starved at every "
-                 "delivery.", lambda: _pipeline("STARVATION_RATIO")),
+                 "delivery.", lambda: _nsq_analyses("STARVATION_RATIO")),
         Question("The `frames` table starts with the fields `nsqviz decode --json` prints. "
                  "Which seven?", "ts, flow, dir, kind, name, fields, packets",
                  "one row per command or frame; gaps and errors are rows too.",

@@ -53,6 +53,7 @@ from typing import Protocol as TypingProtocol
 
 from nsqviz import sansio
 from nsqviz.fields import CAPTURE_FIELDS, Field, by_abbrev
+from nsqviz.sql import Analyses, View
 from nsqviz.stream.direction import Direction
 
 __all__ = [
@@ -368,6 +369,19 @@ class Protocol(ABC):
         is absent here; a field the unit holds several times has several values), typed
         as the field is: ``str``, ``bytes``, ``int``, ``bool``, ``float`` seconds for times."""
         return {}
+
+    # -- analyses and the doctor ----------------------------------------------------
+
+    analyses: Analyses = Analyses()
+    """Its analyses (``nsqviz/<name>/analyses.py``): SQL views over its own rows of the
+    frames table, and its hooks into the tables every protocol shares (its columns of
+    ``connections``, its error answers); :mod:`nsqviz.sql` says how they are written,
+    :mod:`nsqviz.pipeline.definitions` collects them for both engines."""
+
+    rules: tuple[View, ...] = ()
+    """Its doctor rules (``nsqviz/<name>/rules.py``): declarative definitions over the
+    analyses' tables, each a view whose rows are findings, run by the same engines as
+    the analyses. None yet: the doctor (``nsqviz doctor``) is built on this hook."""
 
 
 _BUILTINS: list[Protocol] = []

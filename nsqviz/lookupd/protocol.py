@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any
 
 from nsqviz.lookupd import grammar
+from nsqviz.lookupd.analyses import ANALYSES
 from nsqviz.lookupd.codec import COMMAND_EVENTS
 from nsqviz.lookupd.events import (
     Answer,
@@ -33,6 +34,7 @@ from nsqviz.lookupd.events import (
 )
 from nsqviz.lookupd.fields import FIELDS, PARAMS, PREFIX
 from nsqviz.lookupd.observer import Observer
+from nsqviz.lookupd.rules import RULES
 from nsqviz.protocols import (
     DetectionWords,
     Item,
@@ -233,6 +235,9 @@ class LookupdProtocol(Protocol):
             if "answers" in fields:
                 out[f"{PREFIX}.answers"] = [fields["answers"]]
         return {k: v for k, v in out.items() if v}
+
+    analyses = ANALYSES
+    rules = RULES
 
     typed_schema = (
         ("topic", "string"),

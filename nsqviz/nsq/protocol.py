@@ -19,6 +19,7 @@ from typing import Any
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
+from nsqviz.nsq.analyses import ANALYSES
 from nsqviz.nsq.commands import (
     BY_EVENT,
     COMMAND_NAMES,
@@ -37,6 +38,7 @@ from nsqviz.nsq.fields import FIELDS, record_values
 from nsqviz.nsq.framing import SIZE_PREFIX, FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
+from nsqviz.nsq.rules import RULES
 from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.protocols import (
     DetectionWords,
@@ -308,6 +310,9 @@ class NsqProtocol(Protocol):
         if kind == "frame":
             return grammar.Frame
         return None
+
+    analyses = ANALYSES
+    rules = RULES
 
     typed_schema = (
         ("msg_id", "string"),

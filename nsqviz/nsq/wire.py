@@ -12,12 +12,15 @@ import json
 import re
 from typing import Any
 
-__all__ = ["EPHEMERAL", "MAGIC_V2", "NAME_CHARS", "NAME_MAX", "NAME_RE", "NAME_RULE",
+__all__ = ["EPHEMERAL", "HEARTBEAT", "MAGIC_V2", "NAME_CHARS", "NAME_MAX", "NAME_RE", "NAME_RULE",
            "bad_name_reason", "compact_json", "first_bad_name_byte", "is_valid_channel_name",
            "is_valid_topic_name"]
 
 MAGIC_V2 = b"  V2"
 """The four bytes a client sends first to speak protocol V2."""
+
+HEARTBEAT = b"_heartbeat_"
+"""The data of the FrameTypeResponse nsqd sends as a heartbeat (a client answers NOP)."""
 
 NAME_CHARS = "[.a-zA-Z0-9_-]"
 """nsqd's characters for a topic or channel name."""

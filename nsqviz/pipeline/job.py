@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
-from nsqviz.pipeline.definitions import TABLES as ANALYSES
+from nsqviz.pipeline.definitions import tables as analyses_tables
 from nsqviz.pipeline.progress import Progress, console
 from nsqviz.usage import usage_error
 
@@ -38,7 +38,11 @@ if TYPE_CHECKING:  # pyspark and the frames stage are imported when a run starts
 
 __all__ = ["PipelineResult", "main", "run"]
 
-TABLES = ("frames", *ANALYSES)
+
+
+def _tables() -> tuple[str, ...]:
+    """What a run writes: the frames, then every analysis."""
+    return ("frames", *analyses_tables())
 
 
 @dataclass
@@ -123,7 +127,7 @@ def _run(spark: SparkSession, files: list[str], uri: str, result: PipelineResult
             "kind in ('command', 'frame')").count())
     analyses.write(frames, uri)
     if count:
-        for name in TABLES:
+        for name in _tables():
             result.counts[name] = _rows(spark, f"{uri}/{name}")
 
 
@@ -197,7 +201,7 @@ def run_args(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         return usage_error("pipeline", str(exc))
     print(f"{len(result.files)} capture file(s) -> {result.out} in {result.seconds:.1f} s")
-    for name in TABLES:
+    for name in _tables():
         print(f"  {name:<15} {result.counts.get(name, 0):>10} rows  "
               f"{os.path.join(result.out, name)}")
     return 0

@@ -34,6 +34,7 @@ from nsqviz.protocols import (
     no_fields,
 )
 from nsqviz.sansio import violation_fields
+from nsqviz.tubemq.analyses import ANALYSES
 from nsqviz.tubemq.codec import Observer
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
 from nsqviz.tubemq.fields import FIELDS, record_values
@@ -41,6 +42,7 @@ from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE
 from nsqviz.tubemq.layout import frame_layout
 from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
 from nsqviz.tubemq.protos import status_name
+from nsqviz.tubemq.rules import RULES
 from nsqviz.tubemq.tables import (
     DEFAULT_BROKER_PORT,
     DEFAULT_MASTER_PORT,
@@ -253,6 +255,9 @@ class TubeMQProtocol(Protocol):
         if kind not in ("command", "frame"):
             return None
         return lambda data: frame_layout(data, response=kind == "frame")
+
+    analyses = ANALYSES
+    rules = RULES
 
     typed_schema = (
         ("rpc_serial", "int64"),
