@@ -48,6 +48,7 @@ import enum
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
 from typing import Protocol as TypingProtocol
 
@@ -62,6 +63,7 @@ __all__ = [
     "ObservedConnection",
     "Detection",
     "DetectionWords",
+    "Dissector",
     "Item",
     "ItemKind",
     "Lost",
@@ -246,6 +248,24 @@ class DetectionWords(NamedTuple):
     none: str
 
 
+class Dissector(ABC):
+    """A protocol's Wireshark dissector, generated from its tables and grammar
+    (``nsqviz/<name>/dissector/``): the files ``nsqviz wireshark`` writes, and the
+    preferences tshark needs to use them."""
+
+    @abstractmethod
+    def files(self, protocol: Protocol) -> dict[str, str]:
+        """``{path within the folder: text}`` of ``protocol``'s dissector (its name,
+        title, ports and filter fields come from it): the Lua script ``<name>.lua``
+        first, then what it reads beside it."""
+
+    def preferences(self, folder: Path) -> dict[str, str]:
+        """The Wireshark preferences (``-o key:value``) it needs once its files are in
+        ``folder``; a ``uat:<table>`` one is a line of that table, which ``nsqviz
+        wireshark --install`` adds to the user's own."""
+        return {}
+
+
 class Protocol(ABC):
     """One protocol, as the protocol-free parts of nsqviz see it. See the module doc."""
 
@@ -377,6 +397,12 @@ class Protocol(ABC):
     frames table, and its hooks into the tables every protocol shares (its columns of
     ``connections``, its error answers); :mod:`nsqviz.sql` says how they are written,
     :mod:`nsqviz.pipeline.definitions` collects them for both engines."""
+
+    # -- Wireshark ------------------------------------------------------------------
+
+    dissector: Dissector | None = None
+    """Its Wireshark dissector (``nsqviz wireshark`` writes it; tshark-parity tests hold
+    it to ``nsqviz decode``), or ``None``."""
 
     rules: tuple[View, ...] = ()
     """Its doctor rules (``nsqviz/<name>/rules.py``): declarative definitions over the

@@ -8,8 +8,7 @@ the ``errors`` table (each rides on the command it refuses, as its ``violation``
 
 from __future__ import annotations
 
-from nsqviz.lookupd.codec import COMMAND_EVENTS
-from nsqviz.lookupd.events import Identify
+from nsqviz.lookupd.events import COMMAND_EVENTS, Identify
 from nsqviz.sql import FIRST_PACKET, Analyses, ConnectionColumns, View, frames_of
 
 __all__ = ["ANALYSES"]

@@ -24,6 +24,7 @@ from typing import Any
 
 from nsqviz.lookupd import grammar
 from nsqviz.lookupd.events import (
+    COMMAND_EVENTS,
     Answer,
     BadAnswer,
     Command,
@@ -48,16 +49,7 @@ from nsqviz.stream.reassembly import Garbage, RawFrame, Reassembler
 from nsqviz.stream.reassembly import Truncated as StreamTruncated
 from nsqviz.stream.sizes import SIZE_PREFIX
 
-__all__ = ["COMMAND_EVENTS", "ClientConnection", "ServerConnection", "command_of", "encode"]
-
-COMMAND_EVENTS: dict[str, type[Identify | Register | Unregister | Ping]] = {
-    "IDENTIFY": Identify,
-    "REGISTER": Register,
-    "UNREGISTER": Unregister,
-    "PING": Ping,
-}
-"""The event of each verb of :data:`nsqviz.lookupd.grammar.COMMANDS` (a test checks the
-two tables name the same verbs)."""
+__all__ = ["ClientConnection", "ServerConnection", "command_of", "encode"]
 
 
 # -------------------------------------------------------------------------- conversion

@@ -21,6 +21,11 @@ from typing import Any
 from nsqviz.stream.reassembly import RawFrame
 
 __all__ = [
+    "COMMAND_EVENTS",
+    "ERROR",
+    "MAGIC",
+    "NAMES",
+    "RESPONSE",
     "Answer",
     "BadAnswer",
     "ConnectionClosed",
@@ -185,3 +190,30 @@ class Truncated(Observation):
 @dataclass(frozen=True, slots=True)
 class ConnectionClosed(Observation):
     """The peer closed its side."""
+
+
+# ------------------------------------------------------------------------------ names
+
+COMMAND_EVENTS: dict[str, type[Identify | Register | Unregister | Ping]] = {
+    "IDENTIFY": Identify,
+    "REGISTER": Register,
+    "UNREGISTER": Unregister,
+    "PING": Ping,
+}
+"""The event of each verb of :data:`nsqviz.lookupd.grammar.COMMANDS` (a test checks the
+two tables name the same verbs)."""
+
+MAGIC = "MAGIC"
+"""How records name the magic (it has no verb)."""
+RESPONSE = "Response"
+"""How records name nsqlookupd's answer ``OK`` or its IDENTIFY JSON."""
+ERROR = "Error"
+"""How records name nsqlookupd's error answer ``E_CODE text``."""
+
+NAMES: dict[type[Event], str] = {
+    Magic: MAGIC,
+    **{kind: verb for verb, kind in COMMAND_EVENTS.items()},
+    Answer: RESPONSE,
+    Error: ERROR,
+}
+"""The record name of every command and answer event."""

@@ -19,14 +19,15 @@ from typing import Any
 
 from nsqviz.lookupd import grammar
 from nsqviz.lookupd.analyses import ANALYSES
-from nsqviz.lookupd.codec import COMMAND_EVENTS
+from nsqviz.lookupd.dissector import DISSECTOR
 from nsqviz.lookupd.events import (
+    ERROR,
+    MAGIC,
+    NAMES,
     Answer,
     Command,
     Error,
-    Event,
     Identify,
-    Magic,
     Register,
     Truncated,
     Unregister,
@@ -48,24 +49,10 @@ from nsqviz.sansio import violation_fields
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import RawFrame
 
-__all__ = ["ERROR", "LOOKUPD", "LookupdProtocol", "MAGIC", "NAMES", "RESPONSE"]
+__all__ = ["LOOKUPD", "LookupdProtocol", "UNDECODABLE"]
 
-MAGIC = "MAGIC"
-"""How records name the magic (it has no verb)."""
-RESPONSE = "Response"
-"""How records name nsqlookupd's answer ``OK`` or its IDENTIFY JSON."""
-ERROR = "Error"
-"""How records name nsqlookupd's error answer ``E_CODE text``."""
 UNDECODABLE = "Undecodable"
 """The name of an error record for bytes no error code is answered for."""
-
-NAMES: dict[type[Event], str] = {
-    Magic: MAGIC,
-    **{kind: verb for verb, kind in COMMAND_EVENTS.items()},
-    Answer: RESPONSE,
-    Error: ERROR,
-}
-"""The record name of every command and answer event."""
 
 PORT = 4160
 """nsqlookupd's TCP port (``--tcp-address`` default)."""
@@ -237,6 +224,7 @@ class LookupdProtocol(Protocol):
         return {k: v for k, v in out.items() if v}
 
     analyses = ANALYSES
+    dissector = DISSECTOR
     rules = RULES
 
     typed_schema = (

@@ -33,6 +33,7 @@ from nsqviz.nsq.commands import (
 )
 from nsqviz.nsq.connection import _json_or_none
 from nsqviz.nsq.cut import cut_unit
+from nsqviz.nsq.dissector import DISSECTOR
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.fields import FIELDS, record_values
 from nsqviz.nsq.framing import SIZE_PREFIX, FrameFraming
@@ -312,6 +313,7 @@ class NsqProtocol(Protocol):
         return None
 
     analyses = ANALYSES
+    dissector = DISSECTOR
     rules = RULES
 
     typed_schema = (

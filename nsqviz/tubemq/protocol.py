@@ -36,6 +36,7 @@ from nsqviz.protocols import (
 from nsqviz.sansio import violation_fields
 from nsqviz.tubemq.analyses import ANALYSES
 from nsqviz.tubemq.codec import Observer
+from nsqviz.tubemq.dissector import DISSECTOR
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
 from nsqviz.tubemq.fields import FIELDS, record_values
 from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE
@@ -257,6 +258,7 @@ class TubeMQProtocol(Protocol):
         return lambda data: frame_layout(data, response=kind == "frame")
 
     analyses = ANALYSES
+    dissector = DISSECTOR
     rules = RULES
 
     typed_schema = (
