@@ -33,7 +33,6 @@ decoded on an HTTP/1.0 request (Go ignores it there).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -42,12 +41,14 @@ from typing import Any
 
 import h11
 
+from nsqviz import compactjson
 from nsqviz.listen import listen_backlog
+from nsqviz.nsq.wire import is_valid_channel_name, is_valid_topic_name
 
 __all__ = [
     "GET", "GO_MAX_HEADER_BYTES", "POST", "HTTPError", "HTTPServerConnection",
-    "Query", "Reply", "Route", "arg", "empty", "error_body", "json_reply", "route_table",
-    "serve", "text",
+    "Query", "Reply", "Route", "arg", "channel_arg", "empty", "error_body", "json_reply",
+    "route_table", "serve", "text", "topic_arg",
 ]
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ TEXT = "text/plain; charset=utf-8"
 
 
 def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()  # as Go's encoding/json
+    return compactjson.encode(obj)  # as Go's encoding/json
 
 
 def error_body(code: str) -> bytes:
@@ -326,6 +327,30 @@ def arg(query: Query, name: str) -> str | None:
     """The first value of a query parameter (``None`` if absent)."""
     values = query.get(name)
     return values[0] if values else None
+
+
+def topic_arg(query: Query, invalid: str | None = "INVALID_ARG_TOPIC") -> str:
+    """The ``topic`` parameter, as nsqd's and nsqlookupd's ``http_api`` read it: 400
+    ``MISSING_ARG_TOPIC`` without one; a name nsqd's rule refuses is 400 ``invalid``
+    (``/pub`` and ``/mpub`` say ``INVALID_TOPIC``; ``None``: the name is not checked,
+    as nsqd's ``/topic/delete`` does not)."""
+    name = arg(query, "topic")
+    if name is None:
+        raise HTTPError(400, "MISSING_ARG_TOPIC")
+    if invalid and not is_valid_topic_name(name):
+        raise HTTPError(400, invalid)
+    return name
+
+
+def channel_arg(query: Query) -> str:
+    """The ``channel`` parameter: 400 ``MISSING_ARG_CHANNEL`` without one,
+    ``INVALID_ARG_CHANNEL`` for a name nsqd's rule refuses."""
+    name = arg(query, "channel")
+    if name is None:
+        raise HTTPError(400, "MISSING_ARG_CHANNEL")
+    if not is_valid_channel_name(name):
+        raise HTTPError(400, "INVALID_ARG_CHANNEL")
+    return name
 
 
 def route_table(routes: Mapping[str, tuple[tuple[str, ...], Handler]],

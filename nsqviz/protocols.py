@@ -354,6 +354,17 @@ class Protocol(ABC):
         magic in lower case), each to the name whose colour it takes."""
         return {}
 
+    def grammars(self) -> tuple[Any, ...]:
+        """The grammar of its units: the ``construct`` s its commands and frames parse
+        and build with (``nsqviz/<name>/grammar.py``; a constant magic aside), in order.
+        :mod:`nsqviz.palette` gives the first protocol's field names their own fills."""
+        return ()
+
+    def record_name(self, event: Any) -> str | None:
+        """The name a command or frame record of ``event`` takes (one of :meth:`names`),
+        or ``None`` for an event that is no command or frame."""
+        return None
+
     def layout(self, kind: str, name: str) -> Any:
         """The grammar (a ``construct``) a hex view colours a unit's bytes with, or a
         function from the bytes to a :class:`nsqviz.layout.Layout` (a protocol whose

@@ -11,13 +11,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from nsqviz import compactjson
 from nsqviz.broker.auth import AuthError, AuthState, query_auth
 from nsqviz.broker.identify import Negotiated
 from nsqviz.broker.options import Options
 from nsqviz.broker.output import OK, FatalClientError, Output
 from nsqviz.nsq.errors import ErrorCode, go_quote
 from nsqviz.nsq.events import Response
-from nsqviz.nsq.wire import compact_json
 
 __all__ = ["AccessSteps"]
 
@@ -86,7 +86,7 @@ class AccessSteps(Output):
             self._fatal(ErrorCode.UNAUTHORIZED, "AUTH no authorizations found")
             return
         self.codec.authorized()
-        self._send_now(Response(compact_json({
+        self._send_now(Response(compactjson.encode({
             "identity": state.identity,
             "identity_url": state.identity_url,
             "permission_count": len(state.authorizations),

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from itertools import repeat
 from typing import Any, ClassVar, cast
 
+from nsqviz import compactjson
 from nsqviz.broker.access import AccessSteps
 from nsqviz.broker.auth import AuthState
 from nsqviz.broker.channel import Channel
@@ -45,7 +46,7 @@ from nsqviz.nsq.commands import COMMANDS, name_of
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
 from nsqviz.nsq.states import State
-from nsqviz.nsq.wire import MAGIC_V2, compact_json
+from nsqviz.nsq.wire import MAGIC_V2
 
 __all__ = ["BrokerConnection", "handler_name"]
 
@@ -297,7 +298,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         if response is None:
             self._send_now(OK)
             return
-        self._send_now(events.Response(compact_json(response)))
+        self._send_now(events.Response(compactjson.encode(response)))
         if settings.tls_v1:
             self._busy = True
             self._live.pause_reading()

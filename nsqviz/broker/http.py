@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from struct import Struct
 from typing import Any
 
 from nsqviz.broker.message import BrokerMessage
@@ -23,47 +22,28 @@ from nsqviz.httpd import (
     Query,
     Reply,
     arg,
+    channel_arg,
     empty,
     json_reply,
     route_table,
     serve,
     text,
+    topic_arg,
 )
 from nsqviz.nsq import fastpath
 from nsqviz.nsq.events import Mpub
 from nsqviz.nsq.grammar_errors import GrammarError
 from nsqviz.nsq.refusals import nsqd_answer
-from nsqviz.nsq.wire import is_valid_channel_name, is_valid_topic_name
+from nsqviz.stream.sizes import INT32
 
 __all__ = ["serve_http"]
 
-_I32 = Struct(">i")
 
 
 async def serve_http(broker: Any, host: str, port: int) -> asyncio.base_events.Server:
     return await serve(route_table(_ROUTES, broker), host, port,
                        max_body_size=broker.opts.max_body_size,
                        timeout=broker.opts.client_timeout)
-
-
-def _topic_arg(query: Query, invalid: str | None = "INVALID_TOPIC") -> str:
-    """The ``topic`` parameter; ``invalid`` is nsqd's code for a bad name (the channel
-    endpoints say ``INVALID_ARG_TOPIC``; /topic/delete does not check the name)."""
-    name = arg(query, "topic")
-    if name is None:
-        raise HTTPError(400, "MISSING_ARG_TOPIC")
-    if invalid and not is_valid_topic_name(name):
-        raise HTTPError(400, invalid)
-    return name
-
-
-def _channel_arg(query: Query) -> str:
-    name = arg(query, "channel")
-    if name is None:
-        raise HTTPError(400, "MISSING_ARG_CHANNEL")
-    if not is_valid_channel_name(name):
-        raise HTTPError(400, "INVALID_ARG_CHANNEL")
-    return name
 
 
 def _ping(broker: Any, query: Query, body: bytes) -> Reply:
@@ -103,7 +83,7 @@ def _pub(broker: Any, query: Query, body: bytes) -> Reply:
         raise HTTPError(413, "MSG_TOO_BIG")
     if not body:
         raise HTTPError(400, "MSG_EMPTY")
-    name = _topic_arg(query)
+    name = topic_arg(query, "INVALID_TOPIC")
     defer = 0.0
     raw = arg(query, "defer")
     if raw is not None:
@@ -120,12 +100,12 @@ def _pub(broker: Any, query: Query, body: bytes) -> Reply:
 
 
 def _mpub(broker: Any, query: Query, body: bytes) -> Reply:
-    name = _topic_arg(query)
+    name = topic_arg(query, "INVALID_TOPIC")
     opts = broker.opts
     bodies: list[bytes] = []
     if arg(query, "binary") in ("true", "1"):
         # the binary body is an MPUB command's body: decode it with the shared fast path
-        command = b"MPUB " + name.encode() + b"\n" + _I32.pack(len(body)) + body
+        command = b"MPUB " + name.encode() + b"\n" + INT32.pack(len(body)) + body
         try:
             event = fastpath.decode_command(command)
         except GrammarError as exc:
@@ -151,20 +131,20 @@ def _mpub(broker: Any, query: Query, body: bytes) -> Reply:
 
 
 def _topic_create(broker: Any, query: Query, body: bytes) -> Reply:
-    broker.get_topic(_topic_arg(query))
+    broker.get_topic(topic_arg(query, "INVALID_TOPIC"))
     return empty()
 
 
 def _topic_delete(broker: Any, query: Query, body: bytes) -> Reply:
-    name = _topic_arg(query, invalid=None)
+    name = topic_arg(query, invalid=None)
     if not broker.delete_topic(name):
         raise HTTPError(404, "TOPIC_NOT_FOUND")
     return empty()
 
 
 def _channel_create(broker: Any, query: Query, body: bytes) -> Reply:
-    name = _topic_arg(query, "INVALID_ARG_TOPIC")
-    channel = _channel_arg(query)
+    name = topic_arg(query)
+    channel = channel_arg(query)
     topic = broker.topics.get(name)
     if topic is None:  # nsqd creates channels of existing topics only
         raise HTTPError(404, "TOPIC_NOT_FOUND")
@@ -173,8 +153,8 @@ def _channel_create(broker: Any, query: Query, body: bytes) -> Reply:
 
 
 def _channel_delete(broker: Any, query: Query, body: bytes) -> Reply:
-    name = _topic_arg(query, "INVALID_ARG_TOPIC")
-    channel = _channel_arg(query)
+    name = topic_arg(query)
+    channel = channel_arg(query)
     topic = broker.topics.get(name)
     if topic is None:
         raise HTTPError(404, "TOPIC_NOT_FOUND")

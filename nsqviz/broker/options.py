@@ -15,6 +15,7 @@ from typing import Any
 
 from nsqviz.goflags import parse_duration
 from nsqviz.listen import LOOPBACK, split_address
+from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_MSG_SIZE
 
 __all__ = ["DURATION_FLAGS", "Options", "add_arguments", "options_from_args"]
 
@@ -41,8 +42,8 @@ class Options:
     queue_scan_interval: float = 0.1
     msg_timeout: float = 60.0
     max_msg_timeout: float = 15 * 60.0
-    max_msg_size: int = 1024 * 1024
-    max_body_size: int = 5 * 1024 * 1024
+    max_msg_size: int = DEFAULT_MAX_MSG_SIZE
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE
     max_req_timeout: float = 3600.0
     client_timeout: float = 60.0
     max_heartbeat_interval: float = 60.0

@@ -22,13 +22,15 @@ from nsqviz.httpd import (
     Query,
     Reply,
     arg,
+    channel_arg,
     empty,
     json_reply,
     route_table,
     serve,
     text,
+    topic_arg,
 )
-from nsqviz.nsq.wire import is_valid_channel_name, is_valid_topic_name
+from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE
 
 __all__ = ["serve_http"]
 
@@ -42,28 +44,14 @@ class Service(Protocol):
 
 
 async def serve_http(lookupd: Service, host: str, port: int) -> asyncio.base_events.Server:
+    # nsqlookupd's HTTP server bounds no body; ours takes nsqd's --max-body-size default
     return await serve(route_table(_ROUTES, lookupd), host, port,
-                       max_body_size=5 * 1024 * 1024, timeout=60.0)
-
-
-def _topic(query: Query) -> str:
-    name = arg(query, "topic")
-    if name is None:
-        raise HTTPError(400, "MISSING_ARG_TOPIC")
-    return name
+                       max_body_size=DEFAULT_MAX_BODY_SIZE, timeout=60.0)
 
 
 def _topic_channel(query: Query) -> tuple[str, str]:
     """nsq's ``GetTopicChannelArgs``: both present and valid."""
-    topic = _topic(query)
-    if not is_valid_topic_name(topic):
-        raise HTTPError(400, "INVALID_ARG_TOPIC")
-    channel = arg(query, "channel")
-    if channel is None:
-        raise HTTPError(400, "MISSING_ARG_CHANNEL")
-    if not is_valid_channel_name(channel):
-        raise HTTPError(400, "INVALID_ARG_CHANNEL")
-    return topic, channel
+    return topic_arg(query), channel_arg(query)
 
 
 def _ping(lookupd: Service, query: Query, body: bytes) -> Reply:
@@ -80,13 +68,13 @@ def _topics(lookupd: Service, query: Query, body: bytes) -> Reply:
 
 
 def _channels(lookupd: Service, query: Query, body: bytes) -> Reply:
-    regs = lookupd.registry.find_registrations("channel", _topic(query), "*")
+    regs = lookupd.registry.find_registrations("channel", topic_arg(query, invalid=None), "*")
     return json_reply({"channels": [r[2] for r in regs]})
 
 
 def _lookup(lookupd: Service, query: Query, body: bytes) -> Reply:
     reg = lookupd.registry
-    topic = _topic(query)
+    topic = topic_arg(query, invalid=None)
     if not reg.find_registrations("topic", topic, ""):
         raise HTTPError(404, "TOPIC_NOT_FOUND")
     channels = [r[2] for r in reg.find_registrations("channel", topic, "*")]
@@ -109,16 +97,14 @@ def _nodes(lookupd: Service, query: Query, body: bytes) -> Reply:
 
 
 def _topic_create(lookupd: Service, query: Query, body: bytes) -> Reply:
-    topic = _topic(query)
-    if not is_valid_topic_name(topic):
-        raise HTTPError(400, "INVALID_ARG_TOPIC")
+    topic = topic_arg(query)
     lookupd.registry.add_registration(("topic", topic, ""))
     return empty()
 
 
 def _topic_delete(lookupd: Service, query: Query, body: bytes) -> Reply:
     reg = lookupd.registry
-    topic = _topic(query)
+    topic = topic_arg(query, invalid=None)
     for key in reg.find_registrations("channel", topic, "*"):
         reg.remove_registration(key)
     for key in reg.find_registrations("topic", topic, ""):
@@ -127,7 +113,7 @@ def _topic_delete(lookupd: Service, query: Query, body: bytes) -> Reply:
 
 
 def _tombstone(lookupd: Service, query: Query, body: bytes) -> Reply:
-    topic = _topic(query)
+    topic = topic_arg(query, invalid=None)
     node = arg(query, "node")
     if node is None:
         raise HTTPError(400, "MISSING_ARG_NODE")

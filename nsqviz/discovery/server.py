@@ -10,7 +10,6 @@ registration (the topics and channels themselves stay until deleted over HTTP).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import socket
 import time
@@ -18,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from nsqviz import compactjson
 from nsqviz.discovery.registry import Peer, Registry
 from nsqviz.embedded import ListeningServer
 from nsqviz.goflags import VERSION, parse_duration
@@ -107,13 +107,13 @@ class Lookupd:
 
     def identify_answer(self) -> bytes:
         """What nsqlookupd answers to IDENTIFY (Go's encoder sorts the keys)."""
-        return json.dumps({
+        return compactjson.dumps_sorted({
             "broadcast_address": self.opts.broadcast_address or socket.gethostname(),
             "hostname": socket.gethostname(),
             "http_port": self.http_port,
             "tcp_port": self.tcp_port,
             "version": VERSION,
-        }, separators=(",", ":"), sort_keys=True).encode()
+        }).encode()
 
 
 class _PeerConnection(asyncio.Protocol):

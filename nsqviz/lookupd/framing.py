@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from nsqviz.lookupd.grammar import BODY_VERBS, ERROR_PREFIX, MAGIC_V1, ErrorCode, Refusal
 from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE
-from nsqviz.stream.lines import SIZE_PREFIX, MagicLineFraming
+from nsqviz.nsq.lines import MagicLineFraming
 from nsqviz.stream.reassembly import Buffer, FramingError
-from nsqviz.stream.sizes import INT32
+from nsqviz.stream.sizes import INT32, SIZE_PREFIX
 
 __all__ = ["ANSWER_STARTS", "CommandFraming", "ResponseFraming"]
 

@@ -12,11 +12,11 @@ nsqlookupd refuses carries the refusal as its ``violation``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
+from nsqviz import compactjson
 from nsqviz.lookupd import grammar
 from nsqviz.lookupd.analyses import ANALYSES
 from nsqviz.lookupd.dissector import DISSECTOR
@@ -147,7 +147,7 @@ class LookupdProtocol(Protocol):
         elif name == ERROR:
             text = f"{fields['code']} {fields['text']}".rstrip()
         elif isinstance(fields.get("data"), dict):
-            text = json.dumps(fields["data"], separators=(",", ":"))[:120]
+            text = compactjson.dumps(fields["data"])[:120]
         else:
             text = str(fields.get("data", ""))[:120]
             if "answers" in fields:
@@ -174,6 +174,12 @@ class LookupdProtocol(Protocol):
 
     def record_names(self) -> frozenset[str]:
         return frozenset([*NAMES.values(), *grammar.ErrorCode, UNDECODABLE])
+
+    def grammars(self) -> tuple[Any, ...]:
+        return (*grammar.COMMANDS.values(), grammar.Response)
+
+    def record_name(self, event: Any) -> str | None:
+        return NAMES.get(type(event))
 
     def layout(self, kind: str, name: str) -> Any:
         if name == MAGIC:
@@ -243,7 +249,7 @@ class LookupdProtocol(Protocol):
                 out["channel"] = event.channel
             return out
         if kind is Identify:
-            return {"data": json.dumps(event.info, separators=(",", ":"))}
+            return {"data": compactjson.dumps(event.info)}
         if kind is Answer:
             return {"data": _text(event.data)}
         if kind is Error:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
+from nsqviz import compactjson
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
 from nsqviz.nsq.analyses import ANALYSES
@@ -118,7 +118,7 @@ def _command_summary(spec: CommandSpec, f: Mapping[str, Any]) -> str:
     elif spec.body is BodyKind.MESSAGES:
         parts.append(f"messages={len(f['bodies']) if 'bodies' in f else f.get('messages', '?')}")
     elif spec.body is BodyKind.JSON:
-        parts.append(json.dumps(f["data"], separators=(",", ":")) if "data" in f else _body(f))
+        parts.append(compactjson.dumps(f["data"]) if "data" in f else _body(f))
     return " ".join(parts)
 
 
@@ -135,7 +135,7 @@ def _command_typed(spec: CommandSpec, event: Any) -> dict[str, Any]:
     elif spec.body is BodyKind.MESSAGES:
         out["bodies"] = [_sha1(b) for b in event.bodies]
     elif spec.body is BodyKind.JSON:
-        out["data"] = json.dumps(event.data, separators=(",", ":"))
+        out["data"] = compactjson.dumps(event.data)
     return out
 
 
@@ -302,6 +302,13 @@ class NsqProtocol(Protocol):
 
     def aliases(self) -> Mapping[str, str]:
         return {MAGIC_NAME: COMMAND_NAMES[ev.Magic]}
+
+    def grammars(self) -> tuple[Any, ...]:
+        return (grammar.Command, grammar.Frame)
+
+    def record_name(self, event: Any) -> str | None:
+        kind = type(event)
+        return COMMAND_NAMES.get(kind) or FRAME_NAMES.get(kind)
 
     def layout(self, kind: str, name: str) -> Any:
         if name == COMMAND_NAMES[ev.Magic]:

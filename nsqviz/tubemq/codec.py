@@ -40,6 +40,7 @@ from nsqviz.sansio import LocalProtocolError
 from nsqviz.sansio import Observer as SansIOObserver
 from nsqviz.stream.reassembly import Garbage, RawFrame, Reassembler
 from nsqviz.stream.reassembly import Truncated as StreamTruncated
+from nsqviz.stream.sizes import INT32
 from nsqviz.tubemq.events import (
     Answer,
     ConnectionClosed,
@@ -106,7 +107,6 @@ def outcome(request: Request | None, answer: Answer) -> Outcome | None:
     return None
 
 
-_I32 = Struct(">i")
 _SERIAL_COUNT = Struct(">Ii")
 _SERIAL_AT = len(BEGIN_TOKEN)
 """Where a frame's serialNo starts (after the MsgToken)."""
@@ -123,7 +123,7 @@ def _block_starts(buf: bytes, start: int, count: int) -> list[int]:
     p = start + HEADER_SIZE
     for _ in range(count):
         starts.append(p + 4)
-        p += 4 + _I32.unpack_from(buf, p)[0]
+        p += 4 + INT32.unpack_from(buf, p)[0]
     return starts
 
 
@@ -146,7 +146,7 @@ def _content(buf: bytes, start: int, end: int) -> tuple[int, Any, Callable[[int]
     def where(offset: int) -> int:
         at = 0
         for s in _block_starts(buf, start, count):
-            length = _I32.unpack_from(buf, s - 4)[0]
+            length = INT32.unpack_from(buf, s - 4)[0]
             if offset < at + length:
                 return s + offset - at
             at += length

@@ -39,7 +39,7 @@ from nsqviz.tubemq.codec import Observer
 from nsqviz.tubemq.dissector import DISSECTOR
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
 from nsqviz.tubemq.fields import FIELDS, record_values
-from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE
+from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE, FrameStruct
 from nsqviz.tubemq.layout import frame_layout
 from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
 from nsqviz.tubemq.protos import status_name
@@ -249,6 +249,15 @@ class TubeMQProtocol(Protocol):
         if t is Violation:
             return f"{event.code}: {event.field}", "error"
         return type(event).__name__, "note"
+
+    def grammars(self) -> tuple[Any, ...]:
+        """The frame (its content's protobuf messages are compiled from ``.proto``
+        sources: :mod:`nsqviz.tubemq.protos`)."""
+        return (FrameStruct,)
+
+    def record_name(self, event: Any) -> str | None:
+        t = type(event)
+        return event.name if t is Request or t is Response or t is ExceptionResponse else None
 
     def layout(self, kind: str, name: str) -> Any:
         """:func:`~nsqviz.tubemq.layout.frame_layout`: the frame's fields from the grammar

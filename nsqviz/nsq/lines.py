@@ -5,7 +5,8 @@ followed by ``[4-byte size][size bytes]``.
 A protocol's command framing subclasses :class:`MagicLineFraming` with its magic and
 the code its server answers a wrong one with, and measures one whole line in
 :meth:`~MagicLineFraming.measure_line` (which verbs carry a body, how their sizes are
-judged); the magic, the line limit and the size prefix are read here once.
+judged); the magic, the line limit and the size prefix are read here once. (NSQ's own
+framing is :mod:`nsqviz.nsq.framing`; nsqlookupd's, :mod:`nsqviz.lookupd.framing`.)
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from abc import ABC, abstractmethod
 from nsqviz.stream.reassembly import FramingError
 from nsqviz.stream.sizes import INT32, SIZE_PREFIX
 
-__all__ = ["SIZE_PREFIX", "MagicLineFraming"]
+__all__ = ["MagicLineFraming"]
 
 
 class MagicLineFraming(ABC):
