@@ -168,16 +168,10 @@ def _frame_name(value: int) -> str:
 
 
 def _share(max_in_flight: int, connections: int) -> int:
-    from types import SimpleNamespace
-
-    from nsqviz.client.consumer import Consumer
+    from nsqviz.client.consumer import rdy_share
     from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT
 
-    me = SimpleNamespace(conns=dict.fromkeys(range(connections)),
-                         config=SimpleNamespace(max_in_flight=max_in_flight))
-    conn: Any = SimpleNamespace(max_rdy_count=DEFAULT_MAX_RDY_COUNT)
-    consumer: Any = me  # the two attributes the rule reads
-    return Consumer._share(consumer, conn)
+    return rdy_share(max_in_flight, connections, DEFAULT_MAX_RDY_COUNT)
 
 
 def _starved(in_flight: int, rdy: int) -> bool:
