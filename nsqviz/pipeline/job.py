@@ -75,11 +75,19 @@ def run(spark: SparkSession, captures: Paths, out: str, *, partitions: int | Non
     local ``out``; for a URI ``out``, a local temporary directory, which serves local
     mode and a cluster on one host only).
     """
-
     from nsqviz.capture.paths import expand_paths
 
+    return _run_files(spark, expand_paths(captures), out, partitions=partitions, ports=ports,
+                      idle_split=idle_split, count=count, per_file=per_file,
+                      progress=progress, work=work)
+
+
+def _run_files(spark: SparkSession, files: list[str], out: str, *, partitions: int | None,
+               ports: Mapping[str, Iterable[int]] | None, idle_split: float | None,
+               count: bool, per_file: bool, progress: Callable[[Any], None] | None,
+               work: str | None) -> PipelineResult:
+    """:func:`run` on ``files``, the capture set already named file by file."""
     started = time.perf_counter()
-    files = expand_paths(captures)
     sizes = [os.path.getsize(f) for f in files]
     result = PipelineResult(os.path.abspath(out) if "://" not in out else out, files)
     # The decoding tasks report how far they are in files there (on a cluster, the
@@ -184,20 +192,20 @@ def run_args(args: argparse.Namespace) -> int:
     from nsqviz.pipeline.spark import JavaMissing, get_session, input_bytes
 
     try:
-        expand_paths(args.captures)  # before paying for a JVM
+        files = expand_paths(args.captures)  # once, and before paying for a JVM
     except FileNotFoundError as exc:
         return usage_error("pipeline", str(exc))
     try:
         spark = get_session(args.master, driver_memory=args.driver_memory,
-                            input_bytes=input_bytes(args.captures))
+                            input_bytes=input_bytes(files))
     except JavaMissing as exc:
         return usage_error("pipeline", str(exc))
     try:
         options = capture_set_options(args)
-        result = run(spark, args.captures, args.out, partitions=args.partitions,
-                     ports=options["ports"], idle_split=options["idle_split"],
-                     per_file=not options["continuation"],
-                     progress=None if args.quiet else console, work=args.work)
+        result = _run_files(spark, files, args.out, partitions=args.partitions,
+                            ports=options["ports"], idle_split=options["idle_split"],
+                            count=True, per_file=not options["continuation"],
+                            progress=None if args.quiet else console, work=args.work)
     except FileNotFoundError as exc:
         return usage_error("pipeline", str(exc))
     print(f"{len(result.files)} capture file(s) -> {result.out} in {result.seconds:.1f} s")
