@@ -1,45 +1,62 @@
 """What nsqviz needs from a protocol, and the registry of the protocols it knows.
 
-The capture decoder, the replay, the Spark pipeline's frames table, ``nsqviz decode``,
-the records module and the palette never name a protocol: they ask this module. (The
-Spark *analyses* -- NSQ's message lifecycle, TubeMQ's RPC pairs -- and the Wireshark
-dissectors are written per protocol.) A protocol is one
-:class:`Protocol` instance that says
+A protocol is one package, ``nsqviz/<name>/``, that owns everything about itself, and
+one :class:`Protocol` instance in it, registered here. The capture decoder, the records,
+the display filters, the palette, the views and the replay, both analyses engines, the
+Spark pipeline, ``nsqviz wireshark`` and the site's reference never name a protocol:
+they ask this module (:func:`registered`, :func:`by_name`, :func:`of_event`).
 
-* how to **detect** it on a TCP connection: the bytes only its client sends first
-  (:meth:`Protocol.client_hello`), its server ports, and a guess for captures that start
-  mid-connection (:meth:`Protocol.detect`);
-* how to **decode** a connection it owns: :meth:`Protocol.observer` returns a
-  :class:`ConnectionObserver` fed both directions in capture order, which turns the
-  protocol's own events into protocol-free :class:`Item` s (a command, a frame, an
-  error, the TLS switch ...) and says what a gap in the capture costs it;
-* how its events read as **records**: fields as JSON-ready data, the one-line summary
-  ``nsqviz decode`` prints, a label for diagrams, the names its records take (each
-  gets a colour of its own), the grammar a hex view colours the bytes with, and the
-  typed columns its Spark analyses aggregate on;
-* its **display-filter fields** (:attr:`Protocol.filter_fields`, declared in
-  ``nsqviz/<name>/fields.py``) and each record's values for them
-  (:meth:`Protocol.filter_values`): ``nsqviz decode -Y`` evaluates filters over them,
-  the Wireshark generator declares them, :func:`filter_fields` lists them all.
+The package (NSQ's, nsqlookupd's and TubeMQ's each have these parts):
 
-How a protocol plugs in:
+===================  ===================================================================
+``grammar.py``       its bytes, parsed and built (``construct``); :meth:`~Protocol.grammars`
+tables               commands/methods, states and transitions (h11's ``_state.py``), errors:
+                     data every other part reads, never strings parsed back
+``events.py``        what happens on a connection: frozen dataclasses, one base
+``codec.py`` ...     a sans-IO connection per role (``ClientConnection``,
+                     ``ServerConnection``) and a capture ``Observer``, on
+                     :mod:`nsqviz.sansio`: its ``Violation`` and error family
+``protocol.py``      the :class:`Protocol` instance (detection, records, typed columns)
+``fields.py``        its display-filter fields, ``<name>.*``
+``analyses.py``      its SQL views for both engines, and its hooks into the shared tables
+``rules.py``         its doctor rules (the hook is there; the catalogue comes with the doctor)
+``dissector/``       its Wireshark dissector generator (``script.py``, ``engine.lua``)
+===================  ===================================================================
 
-1. write ``nsqviz/<name>/protocol.py`` with a subclass of :class:`Protocol` and one
-   instance of it (NSQ's is :mod:`nsqviz.nsq.protocol`); its detection is the shared
-   :meth:`Protocol.detect` fed by its :attr:`~Protocol.detection_words`, hello and look;
-2. declare its display-filter fields, named ``<name>.*``, in ``nsqviz/<name>/fields.py``
-   (:class:`nsqviz.fields.Field` s read off its tables, and a record's values for them)
-   and set :attr:`Protocol.filter_fields`, :meth:`Protocol.filter_values` and
-   :meth:`Protocol.record_names` from them;
-3. add ``"nsqviz.<name>.protocol:INSTANCE"`` to :data:`BUILTIN` (or call
-   :func:`register` with the instance, for a protocol that lives outside nsqviz).
+The interface, hook by hook:
 
-For decoding, records, colours and the frames table nothing else is edited: a capture's
-flows are offered to every registered protocol (:func:`detect`), records find their
-protocol from the event's class (:func:`of_event`), the palette colours every
-protocol's :meth:`Protocol.names`, and the pipeline's frames table gets the typed
-columns of every protocol (:func:`typed_columns`). A Wireshark dissector
-(:mod:`nsqviz.wireshark`) or a protocol-specific Spark analysis is written for it.
+* **detection** -- :attr:`~Protocol.server_ports`, :meth:`~Protocol.client_hello` (the bytes
+  only its client sends first), :meth:`~Protocol.starts_hello`, :meth:`~Protocol.looks_like`
+  (mid-connection), :attr:`~Protocol.detection_words`; :meth:`~Protocol.detect` scores them
+  alike for every protocol;
+* **decoding** -- :meth:`~Protocol.observer`: a :class:`ConnectionObserver` (usually
+  :class:`ObservedConnection` around the sans-IO observer) turning its events into
+  protocol-free :class:`Item` s of an :class:`ItemKind`, and saying what a gap costs
+  (:class:`Lost`);
+* **records** -- :meth:`~Protocol.fields` (JSON-ready), :meth:`~Protocol.summary`
+  (``nsqviz decode``'s Info), :meth:`~Protocol.label` (diagrams), :meth:`~Protocol.names`,
+  :meth:`~Protocol.aliases` and :meth:`~Protocol.record_name` (one colour per name),
+  :meth:`~Protocol.layout` (what a hex view colours bytes with), :attr:`~Protocol.bytes_fields`;
+* **the frames table** -- :attr:`~Protocol.typed_schema` and :meth:`~Protocol.typed`: the
+  typed columns its analyses aggregate on;
+* **display filters** -- :attr:`~Protocol.filter_fields`, :meth:`~Protocol.filter_values`,
+  :meth:`~Protocol.record_names`;
+* **analyses** -- :attr:`~Protocol.analyses` (:class:`nsqviz.sql.Analyses`): its views,
+  which read only its own rows, its columns of ``connections``, its error answers;
+* **doctor** -- :attr:`~Protocol.rules`: declarative definitions over the analyses'
+  tables, kept with the protocol and run by the same engines (empty for now);
+* **Wireshark** -- :attr:`~Protocol.dissector` (a :class:`Dissector`): the files
+  ``nsqviz wireshark`` writes and the preferences tshark needs.
+
+How a protocol plugs in: write its package with those parts, and add
+``"nsqviz.<name>.protocol:INSTANCE"`` to :data:`BUILTIN` (or call :func:`register` with
+the instance, for a protocol that lives outside nsqviz). Nothing else is edited: a
+capture's flows are offered to every registered protocol (:func:`detect`), records find
+their protocol from the event's class (:func:`of_event`), the palette colours every
+protocol's names, the frames table gets every protocol's typed columns
+(:func:`typed_columns`), :func:`filter_fields` lists every field,
+:mod:`nsqviz.pipeline.definitions` collects every protocol's analyses and
+:mod:`nsqviz.wireshark.generate` every dissector.
 """
 
 from __future__ import annotations
