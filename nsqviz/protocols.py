@@ -84,6 +84,7 @@ __all__ = [
     "Item",
     "ItemKind",
     "Lost",
+    "LuaScript",
     "Protocol",
     "RecordView",
     "by_name",
@@ -281,6 +282,19 @@ class Dissector(ABC):
         ``folder``; a ``uat:<table>`` one is a line of that table, which ``nsqviz
         wireshark --install`` adds to the user's own."""
         return {}
+
+
+class LuaScript(Dissector):
+    """A dissector that is one Lua script, ``<name>.lua``, written by the ``render``
+    function of the module ``script`` (``nsqviz.<name>.dissector.script``), which is
+    imported when the dissector is written, not with the protocol."""
+
+    def __init__(self, script: str) -> None:
+        self.script = script
+
+    def files(self, protocol: Protocol) -> dict[str, str]:
+        render = importlib.import_module(self.script).render
+        return {f"{protocol.name}.lua": render(protocol)}
 
 
 class Protocol(ABC):

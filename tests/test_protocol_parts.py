@@ -81,12 +81,14 @@ def inventory(proto: protocols.Protocol) -> dict[str, list[str]]:
         "rules": [f"{package}.rules"
                   if proto.rules == importlib.import_module(f"{package}.rules").RULES
                   else "outside"],
-        "dissector": [type(proto.dissector).__module__] if proto.dissector else [],
+        "dissector": [],
     }
     if proto.dissector is not None:
-        engine = ROOT.joinpath(*type(proto.dissector).__module__.split(".")[1:]) / "engine.lua"
-        parts["dissector"].append(f"{package}.dissector/engine.lua"
-                                  if engine.is_file() else "no engine.lua in its folder")
+        # a LuaScript names the module that writes it; another dissector is its class
+        script = getattr(proto.dissector, "script", type(proto.dissector).__module__)
+        folder = ROOT.joinpath(*script.split(".")[1:-1])
+        parts["dissector"] += [script, f"{script.rpartition('.')[0]}/engine.lua"
+                               if (folder / "engine.lua").is_file() else "no engine.lua"]
     return parts
 
 

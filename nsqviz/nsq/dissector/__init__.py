@@ -9,25 +9,13 @@ writes it; :attr:`nsqviz.protocols.Protocol.dissector`).
   the field registry, and ``engine.lua`` (framing, reassembly, pairing) that reads them;
 * :mod:`~nsqviz.nsq.dissector.tshark_records` -- what tshark shows, read back as
   ``nsqviz decode`` rows, for the parity tests.
-
-The generator is imported when a dissector is written, not with the protocol.
 """
 
 from __future__ import annotations
 
-from nsqviz.protocols import Dissector, Protocol
+from nsqviz.protocols import LuaScript
 
-__all__ = ["DISSECTOR", "NsqDissector"]
+__all__ = ["DISSECTOR"]
 
-
-class NsqDissector(Dissector):
-    """``nsq.lua``, nothing beside it."""
-
-    def files(self, protocol: Protocol) -> dict[str, str]:
-        from nsqviz.nsq.dissector.script import render
-
-        return {f"{protocol.name}.lua": render(protocol)}
-
-
-DISSECTOR = NsqDissector()
-"""NSQ's dissector, as :attr:`nsqviz.nsq.protocol.NsqProtocol.dissector`."""
+DISSECTOR = LuaScript("nsqviz.nsq.dissector.script")
+"""NSQ's dissector, ``nsq.lua``, as :attr:`nsqviz.nsq.protocol.NsqProtocol.dissector`."""

@@ -3,26 +3,24 @@ wireshark`` writes it; :attr:`nsqviz.protocols.Protocol.dissector`): ``tubemq.lu
 (:mod:`~nsqviz.tubemq.dissector.script`, with ``engine.lua``) and, beside it in
 ``tubemq-proto/`` (:data:`~nsqviz.tubemq.dissector.script.PROTO_DIR`), the ``.proto``
 sources Wireshark's protobuf dissector reads the messages with.
-
-The generator is imported when a dissector is written, not with the protocol.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from nsqviz.protocols import Dissector, Protocol
+from nsqviz.protocols import LuaScript, Protocol
 
 __all__ = ["DISSECTOR", "TubeMQDissector"]
 
 
-class TubeMQDissector(Dissector):
+class TubeMQDissector(LuaScript):
     """``tubemq.lua`` and the ``.proto`` sources beside it."""
 
     def files(self, protocol: Protocol) -> dict[str, str]:
-        from nsqviz.tubemq.dissector.script import PROTO_DIR, proto_sources, render
+        from nsqviz.tubemq.dissector.script import PROTO_DIR, proto_sources
 
-        files = {f"{protocol.name}.lua": render(protocol)}
+        files = super().files(protocol)
         for name, text in proto_sources().items():
             files[f"{PROTO_DIR}/{name}"] = text
         return files
@@ -39,5 +37,5 @@ class TubeMQDissector(Dissector):
                 "protobuf.pbf_as_hf": "TRUE", "protobuf.preload_protos": "TRUE"}
 
 
-DISSECTOR = TubeMQDissector()
+DISSECTOR = TubeMQDissector("nsqviz.tubemq.dissector.script")
 """TubeMQ's dissector, as :attr:`nsqviz.tubemq.protocol.TubeMQProtocol.dissector`."""
