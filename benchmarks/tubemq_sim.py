@@ -1,7 +1,7 @@
 """Messages/s through the TubeMQ simulator, beside the codec's own ceiling.
 
-The project's asyncio :class:`~nsqviz.tubemq_client.Producer` sends ``--messages`` 1 KiB
-messages (``--window`` sends in flight) and its :class:`~nsqviz.tubemq_client.Consumer`
+The project's asyncio :class:`~nsqviz.clients.tubemq.Producer` sends ``--messages`` 1 KiB
+messages (``--window`` sends in flight) and its :class:`~nsqviz.clients.tubemq.Consumer`
 fetches and commits them all back:
 
 * **through the simulator**: ``nsqviz tubemq-sim`` as its own process (a Master and two
@@ -26,13 +26,13 @@ import sys
 import time
 from typing import Any
 
+from nsqviz.clients.tubemq import Consumer, Producer
+from nsqviz.clients.tubemq.rpc import AsyncChannel, Call, request_message
 from nsqviz.tubemq.codec import ServerConnection
 from nsqviz.tubemq.events import Request, Response
 from nsqviz.tubemq.messages import make_response
 from nsqviz.tubemq.metadata import checksum
 from nsqviz.tubemq.protos import MESSAGES
-from nsqviz.tubemq_client import Consumer, Producer
-from nsqviz.tubemq_client.rpc import AsyncChannel, Call, request_message
 
 TOPIC = "bench"
 BODY = b"x" * 1024

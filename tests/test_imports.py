@@ -3,7 +3,7 @@
 The imports are read from the source (AST), every one of them: at module level, inside
 functions and under ``if TYPE_CHECKING`` -- a lazy or type-only import that closes a
 loop is still two parts that know each other, which is what the layout forbids. A
-"package" is a first-level part of nsqviz (``nsqviz.broker``, ``nsqviz.records``);
+"package" is a first-level part of nsqviz (``nsqviz.servers.nsqd``, ``nsqviz.records``);
 ``nsqviz/__init__.py`` (the public facade) is left out of the package graph.
 """
 

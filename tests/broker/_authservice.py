@@ -1,12 +1,12 @@
 """The auth service the AUTH tests talk to: the notebook's real HTTP one
-(:class:`nsqviz.session.services.AuthService`), answering from a fixed table of secrets
+(:class:`nsqviz.servers.authd.AuthService`), answering from a fixed table of secrets
 that covers what a single grant cannot say (a 200 with no authorizations, say)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from nsqviz.session.services import AuthService as _Service
+from nsqviz.servers.authd import AuthService as _Service
 
 ALLOW = {"topic": "^allowed", "channels": [".*"], "permissions": ["subscribe", "publish"]}
 ANSWERS = {

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from nsqviz.broker import EmbeddedBroker
 from nsqviz.nsq.events import Auth, Message, Pub, Rdy, Response, Sub
+from nsqviz.servers.nsqd import EmbeddedBroker
 from tests.broker._authservice import AuthService
 from tests.broker._client import RawClient, stats
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from nsqviz.broker import topic as queues_topic
 from nsqviz.nsq.events import Mpub, Rdy, Response, Sub
+from nsqviz.servers.nsqd import topic as queues_topic
 from tests.broker._client import RawClient
 
 
@@ -43,9 +43,9 @@ def test_sub_on_a_disk_backlog_is_answered_before_the_backlog_moves(broker, monk
 
 
 def test_without_an_event_loop_the_backlog_moves_at_once(tmp_path):
-    from nsqviz.broker.message import BrokerMessage
-    from nsqviz.broker.options import Options
-    from nsqviz.broker.server import Broker
+    from nsqviz.servers.nsqd.message import BrokerMessage
+    from nsqviz.servers.nsqd.options import Options
+    from nsqviz.servers.nsqd.server import Broker
 
     broker = Broker(Options(data_path=str(tmp_path), mem_queue_size=10))
     broker.loading = True  # as at start-up, from the metadata file: no loop, no drain yet

@@ -179,7 +179,7 @@ def test_reconnecting_consumers_at_full_publish_speed(tmp_path):
     """Publishing as fast as OKs come back through a small memory queue (disk in use)
     while consumers connect, take some, FIN most and drop: every acknowledged message
     is FINed in the end, none lost."""
-    from nsqviz.broker import EmbeddedBroker
+    from nsqviz.servers.nsqd import EmbeddedBroker
     from tests.broker.test_faults import _flaky_consumer
 
     n = 5000

@@ -9,7 +9,7 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsqviz.broker.diskqueue import DiskQueue
+from nsqviz.servers.nsqd.diskqueue import DiskQueue
 
 
 def _queue(path, **kw) -> DiskQueue:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from nsqviz.broker import EmbeddedBroker
 from nsqviz.nsq.events import Dpub, Fin, Mpub, Pub
+from nsqviz.servers.nsqd import EmbeddedBroker
 from tests.broker._client import RawClient, channel_stats, stats, subscriber, wait_for
 
 

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from nsqviz.broker import EmbeddedBroker
 from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import Fin, Identify, Magic, Message, Mpub, Rdy, Sub
+from nsqviz.servers.nsqd import EmbeddedBroker
 from tests.broker._client import RawClient, channel_stats, subscriber, wait_for
 
 

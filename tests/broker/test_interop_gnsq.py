@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsqviz.broker import EmbeddedBroker
+from nsqviz.servers.nsqd import EmbeddedBroker
 from tests.broker._interop import CLIENTS, python_clients, run_client
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]

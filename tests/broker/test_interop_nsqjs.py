@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsqviz.broker import EmbeddedBroker
+from nsqviz.servers.nsqd import EmbeddedBroker
 from tests.broker._interop import CLIENTS, node_clients, run_client, self_signed_cert
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]

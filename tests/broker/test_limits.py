@@ -9,10 +9,10 @@ import subprocess
 
 import pytest
 
-from nsqviz.listen import listen_backlog
 from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.compression import SNAPPY_MAX_CHUNK, SNAPPY_STREAM_IDENTIFIER
 from nsqviz.nsq.events import Identify, Magic
+from nsqviz.servers.listen import listen_backlog
 from tests.broker._processes import BrokerProcess
 
 RSS_GROWTH_LIMIT = 60 * 1024 * 1024

@@ -143,8 +143,8 @@ def test_too_big_message_closes_as_nsqd_does(tmp_path, size):
     """Issue 24 item 7c: a message over --max-msg-size is refused from its size; nsqd
     closes with an RST only when bytes of it are still unread (beyond what its reader
     has buffered), and so does the broker."""
-    from nsqviz.broker import EmbeddedBroker
-    from nsqviz.peers import RealNsqd
+    from nsqviz.servers.nsqd import EmbeddedBroker
+    from nsqviz.servers.peers import RealNsqd
     from tests.conftest import peer
 
     sent = b"  V2PUB t\n" + size.to_bytes(4, "big") + b"x" * size
@@ -464,7 +464,7 @@ def test_snappy_and_deflate_together_refused(broker):
 
 
 def test_req_timeout_clamped_to_max_req_timeout(tmp_path):
-    from nsqviz.broker import EmbeddedBroker
+    from nsqviz.servers.nsqd import EmbeddedBroker
 
     with EmbeddedBroker(max_req_timeout=1.0) as b:
         c = subscriber(b.tcp_address, "t", "c", rdy=1)
@@ -538,7 +538,7 @@ def test_stats_shape_matches_nsqd(broker):
 def test_silent_client_timed_out():
     """A client that connects and says nothing is cut after --client-timeout (nsqd reads
     with a deadline of two heartbeat intervals, client_timeout/2 each by default)."""
-    from nsqviz.broker import EmbeddedBroker
+    from nsqviz.servers.nsqd import EmbeddedBroker
 
     with EmbeddedBroker(client_timeout=1.0) as b:
         c = RawClient(b.tcp_address, magic=False)
@@ -549,7 +549,7 @@ def test_silent_client_timed_out():
 
 def test_dribbling_client_timed_out():
     """Bytes that never complete a command are not a sign of life."""
-    from nsqviz.broker import EmbeddedBroker
+    from nsqviz.servers.nsqd import EmbeddedBroker
 
     with EmbeddedBroker(client_timeout=1.0) as b:
         c = RawClient(b.tcp_address)
@@ -567,7 +567,7 @@ def test_dribbling_client_timed_out():
 
 
 def test_max_channel_consumers():
-    from nsqviz.broker import EmbeddedBroker
+    from nsqviz.servers.nsqd import EmbeddedBroker
 
     with EmbeddedBroker(max_channel_consumers=1) as b:
         first = subscriber(b.tcp_address, "t", "c")
@@ -604,7 +604,7 @@ def test_http_hostile_requests(broker):
 def test_http_silent_client_dropped():
     import socket
 
-    from nsqviz.broker import EmbeddedBroker
+    from nsqviz.servers.nsqd import EmbeddedBroker
 
     with EmbeddedBroker(client_timeout=1.0) as b:
         host, port = b.http_address.rsplit(":", 1)

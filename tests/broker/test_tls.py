@@ -8,8 +8,8 @@ import ssl
 
 import pytest
 
-from nsqviz.broker import EmbeddedBroker
 from nsqviz.nsq.events import Fin, Identify, Message, Pub, Rdy, Response, Sub, TLSUpgrade
+from nsqviz.servers.nsqd import EmbeddedBroker
 from tests.broker._client import RawClient, channel_stats
 from tests.broker._interop import self_signed_cert
 

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nsqviz.broker.diskqueue import DiskQueue
-from nsqviz.broker.identify import IdentifyRefused, Negotiated, negotiate
-from nsqviz.broker.message import BrokerMessage, IDGenerator, decode_record, encode_record
-from nsqviz.broker.options import Options
-from nsqviz.goflags import parse_duration
 from nsqviz.nsq import grammar
+from nsqviz.servers.goflags import parse_duration
+from nsqviz.servers.nsqd.diskqueue import DiskQueue
+from nsqviz.servers.nsqd.identify import IdentifyRefused, Negotiated, negotiate
+from nsqviz.servers.nsqd.message import BrokerMessage, IDGenerator, decode_record, encode_record
+from nsqviz.servers.nsqd.options import Options
 
 ids = st.binary(min_size=16, max_size=16).map(lambda b: b.hex()[:16].encode())
 
@@ -143,7 +143,7 @@ def test_bad_duration():
 def test_command_line_flags_like_nsqd():
     import argparse
 
-    from nsqviz.broker.options import add_arguments, options_from_args
+    from nsqviz.servers.nsqd.options import add_arguments, options_from_args
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -161,9 +161,9 @@ def test_command_line_flags_like_nsqd():
 
 
 def test_broker_dispatch_is_built_from_the_command_table():
-    from nsqviz.broker.connection import BrokerConnection, handler_name
     from nsqviz.nsq.commands import COMMANDS
     from nsqviz.nsq.events import Magic, Violation
+    from nsqviz.servers.nsqd.connection import BrokerConnection, handler_name
 
     handlers = BrokerConnection._handlers
     assert set(handlers) == {spec.event for spec in COMMANDS.values()} | {Magic, Violation}

@@ -12,10 +12,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from nsqviz.broker import EmbeddedBroker
 from nsqviz.conformance.tap import WireTap
 from nsqviz.lookupd.codec import Identify, LookupClientConnection, Magic, Register
 from nsqviz.nsq.events import Fin, Message, Rdy, Req
+from nsqviz.servers.nsqd import EmbeddedBroker
 
 
 def run(coro, timeout: float = 60):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from nsqviz.client import Consumer, ExponentialBackoff, Producer
+from nsqviz.clients.nsq import Consumer, ExponentialBackoff, Producer
 from nsqviz.conformance.report import check
 from nsqviz.conformance.sources import from_tap
 from nsqviz.nsq.events import (
@@ -464,7 +464,7 @@ def test_is_starved_signals_a_batch(tapped):
 
 def test_discovery_through_the_embedded_lookupd(tapped):
     """Real registration path: brokers announce taps to the embedded lookupd."""
-    from nsqviz.discovery import EmbeddedLookupd
+    from nsqviz.servers.nsqlookupd import EmbeddedLookupd
 
     pairs = tapped(2)
     with EmbeddedLookupd() as lk:
@@ -527,7 +527,7 @@ def test_in_backoff_the_tester_moves_off_an_empty_nsqd(tapped):
 def test_backoff_strategies():
     import random
 
-    from nsqviz.client import LinearBackoff
+    from nsqviz.clients.nsq import LinearBackoff
 
     full = ExponentialBackoff(multiplier=1.0, max_duration=60, rng=random.Random(7))
     draws = [full(5) for _ in range(200)]
@@ -540,7 +540,7 @@ def test_backoff_strategies():
 
 
 def test_go_nsq_backoff_option_names_shape_the_default():
-    from nsqviz.client import Config
+    from nsqviz.clients.nsq import Config
 
     strategy = Config(backoff_multiplier=0.5, max_backoff_duration=3).backoff_strategy
     assert isinstance(strategy, ExponentialBackoff) and strategy.jitter

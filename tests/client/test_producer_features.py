@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from nsqviz.client import (
+from nsqviz.clients.nsq import (
     Consumer,
     MessageTooBig,
     NSQError,

@@ -8,9 +8,9 @@ import contextlib
 import time
 import urllib.request
 
-from nsqviz.broker import EmbeddedBroker
-from nsqviz.client import SyncProducer
-from nsqviz.discovery import EmbeddedLookupd
+from nsqviz.clients.nsq import SyncProducer
+from nsqviz.servers.nsqd import EmbeddedBroker
+from nsqviz.servers.nsqlookupd import EmbeddedLookupd
 
 TOPIC = "guide"
 BODIES = [["ok-a0", "ok-a1", "ok-a2", "ok-a3", "fail-a4"],

@@ -46,7 +46,7 @@ def real_lookupd():
 
 @pytest.fixture
 def lookupd():
-    from nsqviz.discovery import EmbeddedLookupd
+    from nsqviz.servers.nsqlookupd import EmbeddedLookupd
 
     with EmbeddedLookupd() as running:
         yield running

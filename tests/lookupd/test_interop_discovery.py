@@ -1,6 +1,6 @@
 """Real clients, unchanged, discover brokers through nsqviz's lookupd: pynsq
 ``Reader(lookupd_http_addresses=...)``, gnsq ``Consumer(lookupd_http_addresses=...)``,
-nsqjs ``lookupdHTTPAddresses`` -- and nsqviz.client. Two lookupds each know one broker."""
+nsqjs ``lookupdHTTPAddresses`` -- and nsqviz.clients.nsq. Two lookupds each know one broker."""
 
 from __future__ import annotations
 

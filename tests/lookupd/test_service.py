@@ -12,8 +12,8 @@ import urllib.request
 
 import pytest
 
-from nsqviz.broker import EmbeddedBroker
-from nsqviz.discovery import EmbeddedLookupd
+from nsqviz.servers.nsqd import EmbeddedBroker
+from nsqviz.servers.nsqlookupd import EmbeddedLookupd
 
 INFO = {"broadcast_address": "127.0.0.1", "tcp_port": 4150, "http_port": 4151,
         "version": "1.3.0", "hostname": "h"}
@@ -130,7 +130,7 @@ def _same_answers(a: str, b: str) -> None:
 
 
 def test_real_nsqd_registers_with_both_alike(real_lookupd, lookupd):
-    from nsqviz.peers import RealNsqd
+    from nsqviz.servers.peers import RealNsqd
     from tests.conftest import peer
 
     with RealNsqd(peer("nsqd"), lookupd_tcp_address=[lookupd.tcp_address,
@@ -161,7 +161,7 @@ def test_real_nsqd_registers_with_both_alike(real_lookupd, lookupd):
 
 
 def test_our_broker_registers_like_nsqd(real_lookupd, lookupd, monkeypatch):
-    monkeypatch.setattr("nsqviz.broker.lookup.HEARTBEAT_INTERVAL", 0.2)
+    monkeypatch.setattr("nsqviz.servers.nsqd.lookup.HEARTBEAT_INTERVAL", 0.2)
     with EmbeddedBroker(broadcast_address="127.0.0.1",
                         lookupd_tcp_address=[lookupd.tcp_address,
                                              real_lookupd.tcp_address]) as b:
@@ -185,7 +185,7 @@ def test_our_broker_registers_like_nsqd(real_lookupd, lookupd, monkeypatch):
 
 
 def test_inactive_producers_leave_lookup_answers(monkeypatch):
-    monkeypatch.setattr("nsqviz.broker.lookup.HEARTBEAT_INTERVAL", 0.2)
+    monkeypatch.setattr("nsqviz.servers.nsqd.lookup.HEARTBEAT_INTERVAL", 0.2)
     with EmbeddedLookupd(inactive_producer_timeout=1.0) as lk, \
             EmbeddedBroker(broadcast_address="127.0.0.1",
                            lookupd_tcp_address=[lk.tcp_address]) as b:
@@ -230,7 +230,7 @@ def test_broker_logs_and_retries_after_an_unreadable_identify_answer(monkeypatch
     its next command or heartbeat."""
     import threading
 
-    monkeypatch.setattr("nsqviz.broker.lookup.HEARTBEAT_INTERVAL", 0.2)
+    monkeypatch.setattr("nsqviz.servers.nsqd.lookup.HEARTBEAT_INTERVAL", 0.2)
     listener = socket.create_server(("127.0.0.1", 0))
     accepted: list[socket.socket] = []
 
@@ -247,7 +247,7 @@ def test_broker_logs_and_retries_after_an_unreadable_identify_answer(monkeypatch
     threading.Thread(target=serve, daemon=True).start()
     address = f"127.0.0.1:{listener.getsockname()[1]}"
     try:
-        with caplog.at_level("WARNING", logger="nsqviz.broker.lookup"), \
+        with caplog.at_level("WARNING", logger="nsqviz.servers.nsqd.lookup"), \
                 EmbeddedBroker(broadcast_address="127.0.0.1", lookupd_tcp_address=[address]):
             assert _wait(lambda: len(accepted) >= 3)
         assert "parsing response" in caplog.text

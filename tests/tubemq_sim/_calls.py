@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from nsqviz.servers.tubemq.cluster import Part
 from nsqviz.tubemq.protos import MESSAGES
 from nsqviz.tubemq.tables import METHODS_BY_NAME
-from nsqviz.tubemq_sim.cluster import Part
 
 
 def call(target: Any, method: str, now: float = 0.0, **fields: Any):

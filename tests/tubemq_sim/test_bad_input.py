@@ -10,10 +10,10 @@ import socket
 
 import pytest
 
+from nsqviz.clients.tubemq import Channel
+from nsqviz.servers.tubemq import EmbeddedSim
 from nsqviz.tubemq.codec import ClientConnection
 from nsqviz.tubemq.protos import MESSAGES
-from nsqviz.tubemq_client import Channel
-from nsqviz.tubemq_sim import EmbeddedSim
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def _blast(address: str, data: bytes) -> None:
 
 
 def test_mutated_and_truncated_frames(sim, caplog):
-    caplog.set_level(logging.INFO, logger="nsqviz.tubemq_sim.server")
+    caplog.set_level(logging.INFO, logger="nsqviz.servers.tubemq.server")
     rnd = random.Random(16)
     frames = _frames()
     targets = [sim.master_address, *sim.broker_addresses]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from nsqviz.tubemq_client import Channel
-from nsqviz.tubemq_sim import EmbeddedSim
+from nsqviz.clients.tubemq import Channel
+from nsqviz.servers.tubemq import EmbeddedSim
 from tests.tubemq_sim._pcap import conversations
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "tubemq"

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from nsqviz.tubemq_sim import EmbeddedSim
+from nsqviz.servers.tubemq import EmbeddedSim
 from tests.conftest import peer
 
 pytestmark = pytest.mark.interop

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from nsqviz.clients.tubemq import Channel, Consumer, Producer
+from nsqviz.servers.tubemq import EmbeddedSim
 from nsqviz.tubemq.grammar import frame_bytes
-from nsqviz.tubemq_client import Channel, Consumer, Producer
-from nsqviz.tubemq_sim import EmbeddedSim
 
 TOPIC = "demo"
 

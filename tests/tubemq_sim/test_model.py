@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from nsqviz.servers.tubemq.cluster import SimConfig
+from nsqviz.servers.tubemq.events import RebalanceDone, RebalanceQueued, RebalanceSent
+from nsqviz.servers.tubemq.master import RpcError
+from nsqviz.servers.tubemq.state import Simulation
+from nsqviz.servers.tubemq.store import INDEX_UNIT
 from nsqviz.tubemq.metadata import checksum
 from nsqviz.tubemq.tables import EventType
-from nsqviz.tubemq_sim.cluster import SimConfig
-from nsqviz.tubemq_sim.events import RebalanceDone, RebalanceQueued, RebalanceSent
-from nsqviz.tubemq_sim.master import RpcError
-from nsqviz.tubemq_sim.state import Simulation
-from nsqviz.tubemq_sim.store import INDEX_UNIT
 from tests.tubemq_sim._calls import call, commit, fetch, register_c2b, send
 
 G = "grp"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from nsqviz.clients.session.tubemq import TubeSession
+from nsqviz.servers.tubemq import EmbeddedSim
 from nsqviz.tubemq.grammar import RPC_MAX_BUFFER_SIZE
-from nsqviz.tubemq_client.session import TubeSession
-from nsqviz.tubemq_sim import EmbeddedSim
 from nsqviz.widgets.tubemq_steps import (
     history_table,
     partition_moves,
@@ -91,7 +91,7 @@ def test_consumers_rebalance_and_commit(session):
 
 
 def test_default_session_starts_the_process_simulator():
-    from nsqviz.tubemq_client.session import default_sim
+    from nsqviz.clients.session.tubemq import default_sim
 
     session = TubeSession()  # no address: the process's embedded simulator
     assert session.sim is default_sim() and session.master_address == default_sim().master_address

@@ -1,0 +1,10 @@
+"""Live TubeMQ traffic from Python: calls over sockets with every byte kept
+(:mod:`~nsqviz.clients.tubemq.rpc`), a stepping session for notebooks
+(:mod:`~nsqviz.clients.session.tubemq`), and an asyncio producer and consumer
+(:mod:`~nsqviz.clients.tubemq.clients`) -- all on the codec's client role."""
+
+from nsqviz.clients.tubemq.clients import Batch, ClientError, Consumer, Producer, Received
+from nsqviz.clients.tubemq.rpc import AsyncChannel, Call, CallFailed, Channel
+
+__all__ = ["AsyncChannel", "Batch", "Call", "CallFailed", "Channel", "ClientError",
+           "Consumer", "Producer", "Received"]
