@@ -22,7 +22,7 @@ import pytest
 from nsqviz.servers.peers import NsqdProcess, RealNsqd
 from tests.conftest import peer
 from tests.differential._probes import LIMITS
-from tests.lookupd.conftest import RealLookupd
+from tests.servers.nsqlookupd.conftest import RealLookupd
 
 H = b"Host: x\r\n"
 PUB = b"POST /pub?topic=framing HTTP/1.1\r\n" + H

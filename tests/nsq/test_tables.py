@@ -25,7 +25,7 @@ from nsqviz.nsq.server_connection import ServerConnection
 from nsqviz.nsq.states import TRANSITIONS, Role, State, allowed_states, diagram
 from nsqviz.sansio import LocalProtocolError
 from nsqviz.stream import Reassembler
-from tests.broker._client import RawClient
+from tests.servers.nsqd._client import RawClient
 
 ID = b"0123456789abcdef"
 

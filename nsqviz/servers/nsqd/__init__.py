@@ -21,7 +21,7 @@ queues, in-flight and deferred messages -- is lost on SIGKILL, as it is with nsq
 graceful stop (SIGTERM/SIGINT) writes it all to disk first. ``--mem-queue-size 0`` sends
 every message to disk. nsqd itself, killed right after an ``OK``, can also lose what
 its disk queue had not yet synced and deliver some messages twice after the restart
-(``tests/broker/test_crash.py`` runs both and prints the counts).
+(``tests/servers/nsqd/test_crash.py`` runs both and prints the counts).
 """
 
 from nsqviz.servers.nsqd.embedded import EmbeddedBroker

@@ -3,7 +3,7 @@
 nsqd stores a message on disk in the same layout it sends in a ``FrameTypeMessage``
 (``[timestamp:int64][attempts:uint16][id:16][body]``), so a disk record *is* the data
 of a message frame. :func:`encode_record`/:func:`decode_record` are the struct fast
-path for that layout; ``tests/broker/test_units.py`` checks them byte for byte
+path for that layout; ``tests/servers/nsqd/test_units.py`` checks them byte for byte
 against :data:`nsqviz.nsq.grammar_frames.Message`, the one definition of the layout.
 """
 

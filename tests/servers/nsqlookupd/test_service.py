@@ -206,7 +206,7 @@ def test_command_lines_lookupd_and_broker_register():
     import subprocess
     import sys
 
-    from tests.broker._interop import CLIBroker
+    from tests.servers.nsqd._interop import CLIBroker
 
     proc = subprocess.Popen([sys.executable, "-m", "nsqviz.cli", "lookupd", "--tcp-address",
                              "127.0.0.1:0", "--http-address", "127.0.0.1:0",

@@ -7,7 +7,7 @@ import os
 
 from nsqviz.nsq.events import Dpub, Fin, Mpub, Pub
 from nsqviz.servers.nsqd import EmbeddedBroker
-from tests.broker._client import RawClient, channel_stats, stats, subscriber, wait_for
+from tests.servers.nsqd._client import RawClient, channel_stats, stats, subscriber, wait_for
 
 
 def test_overflow_goes_to_disk_queue(tmp_path):

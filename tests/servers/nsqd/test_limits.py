@@ -13,7 +13,7 @@ from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.compression import SNAPPY_MAX_CHUNK, SNAPPY_STREAM_IDENTIFIER
 from nsqviz.nsq.events import Identify, Magic
 from nsqviz.servers.listen import listen_backlog
-from tests.broker._processes import BrokerProcess
+from tests.servers.nsqd._processes import BrokerProcess
 
 RSS_GROWTH_LIMIT = 60 * 1024 * 1024
 """100 connections each holding the longest legal incomplete chunk (~75 KiB) must not

@@ -24,7 +24,7 @@ from nsqviz.nsq.events import (
     Touch,
 )
 from nsqviz.nsq.identify_fields import FEATURE_NEGOTIATION_FIELDS
-from tests.broker._client import RawClient, channel_stats, http, stats, subscriber, wait_for
+from tests.servers.nsqd._client import RawClient, channel_stats, http, stats, subscriber, wait_for
 
 
 def test_publish_subscribe_fin(broker):

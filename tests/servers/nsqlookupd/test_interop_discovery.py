@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker._interop import node_clients, python_clients, run_client
-from tests.lookupd._discovery import TOPIC, N, discovery_scenario
+from tests.servers.nsqd._interop import node_clients, python_clients, run_client
+from tests.servers.nsqlookupd._discovery import TOPIC, N, discovery_scenario
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
-CLIENTS = Path(__file__).resolve().parents[2] / "data" / "clients"
+CLIENTS = Path(__file__).resolve().parents[3] / "data" / "clients"
 
 
 def _argv(lib: str, lookupds: str) -> list[str]:

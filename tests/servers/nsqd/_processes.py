@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from nsqviz.nsq.events import Error, Fin, Message, Mpub, Rdy
-from tests.broker._client import RawClient, subscriber
+from tests.servers.nsqd._client import RawClient, subscriber
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def find_nsqd() -> str | None:

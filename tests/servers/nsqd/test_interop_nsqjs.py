@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from nsqviz.servers.nsqd import EmbeddedBroker
-from tests.broker._interop import CLIENTS, node_clients, run_client, self_signed_cert
+from tests.servers.nsqd._interop import CLIENTS, node_clients, run_client, self_signed_cert
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -38,7 +38,7 @@ def test_nsqjs_reader_writer(tmp_path, cert, mode):
 
 
 def test_nsqjs_against_the_nsqviz_broker_command(tmp_path):
-    from tests.broker._interop import CLIBroker
+    from tests.servers.nsqd._interop import CLIBroker
 
     modules = node_clients() / "node_modules"
     with CLIBroker("--data-path", str(tmp_path)) as b:

@@ -9,8 +9,8 @@ import pytest
 
 from nsqviz.nsq.events import Auth, Message, Pub, Rdy, Response, Sub
 from nsqviz.servers.nsqd import EmbeddedBroker
-from tests.broker._authservice import AuthService
-from tests.broker._client import RawClient, stats
+from tests.servers.nsqd._authservice import AuthService
+from tests.servers.nsqd._client import RawClient, stats
 
 
 @pytest.fixture(scope="module")

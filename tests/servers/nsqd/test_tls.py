@@ -10,8 +10,8 @@ import pytest
 
 from nsqviz.nsq.events import Fin, Identify, Message, Pub, Rdy, Response, Sub, TLSUpgrade
 from nsqviz.servers.nsqd import EmbeddedBroker
-from tests.broker._client import RawClient, channel_stats
-from tests.broker._interop import self_signed_cert
+from tests.servers.nsqd._client import RawClient, channel_stats
+from tests.servers.nsqd._interop import self_signed_cert
 
 
 @pytest.fixture(scope="module")

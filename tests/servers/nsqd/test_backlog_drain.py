@@ -10,7 +10,7 @@ import pytest
 
 from nsqviz.nsq.events import Mpub, Rdy, Response, Sub
 from nsqviz.servers.nsqd import topic as queues_topic
-from tests.broker._client import RawClient
+from tests.servers.nsqd._client import RawClient
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nsqviz.servers.nsqd import EmbeddedBroker
-from tests.broker._interop import CLIENTS, python_clients, run_client
+from tests.servers.nsqd._interop import CLIENTS, python_clients, run_client
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -32,7 +32,7 @@ def test_gnsq_producer_consumer_http(tmp_path, mode):
 
 
 def test_gnsq_against_the_nsqviz_broker_command(tmp_path):
-    from tests.broker._interop import CLIBroker
+    from tests.servers.nsqd._interop import CLIBroker
 
     python = python_clients()
     with CLIBroker("--data-path", str(tmp_path), "--msg-timeout", "1s") as b:

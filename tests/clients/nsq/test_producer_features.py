@@ -32,8 +32,8 @@ from nsqviz.nsq.events import (
     TLSUpgrade,
 )
 from nsqviz.nsq.server_connection import ServerConnection
-from tests.client.conftest import run
-from tests.client.test_consumer_rules import until
+from tests.clients.nsq.conftest import run
+from tests.clients.nsq.test_consumer_rules import until
 
 
 def test_pub_mpub_dpub_on_the_wire(tapped):
@@ -128,7 +128,7 @@ def test_compression_negotiated_and_used(tapped, feature):
 
 
 def test_tls_then_messages(tapped, tmp_path):
-    from tests.broker._interop import self_signed_cert
+    from tests.servers.nsqd._interop import self_signed_cert
 
     cert, key = self_signed_cert(tmp_path)
     ((b, tap),) = tapped(1, tls_cert=cert, tls_key=key)
@@ -148,7 +148,7 @@ def test_tls_then_messages(tapped, tmp_path):
 
 
 def test_auth_sample_rate_and_msg_timeout_in_identify(tapped):
-    from tests.broker._authservice import AuthService
+    from tests.servers.nsqd._authservice import AuthService
 
     service = AuthService()
     try:

@@ -13,7 +13,7 @@ import pytest
 from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import Fin, Identify, Magic, Message, Mpub, Rdy, Sub
 from nsqviz.servers.nsqd import EmbeddedBroker
-from tests.broker._client import RawClient, channel_stats, subscriber, wait_for
+from tests.servers.nsqd._client import RawClient, channel_stats, subscriber, wait_for
 
 
 def test_killed_consumer_messages_redelivered_to_another(broker):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nsqviz.servers.nsqd import EmbeddedBroker
-from tests.broker._interop import CLIENTS, python_clients, run_client, self_signed_cert
+from tests.servers.nsqd._interop import CLIENTS, python_clients, run_client, self_signed_cert
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -51,7 +51,7 @@ def test_pynsq_reader_writer(client_python, cert, tmp_path, mode):
 
 def test_pynsq_with_auth(client_python, tmp_path):
     """pynsq's auth_secret against a real HTTP auth service (ttl 1 s: re-checked mid-flow)."""
-    from tests.broker._authservice import AuthService
+    from tests.servers.nsqd._authservice import AuthService
 
     service = AuthService()
     try:
@@ -67,7 +67,7 @@ def test_pynsq_with_auth(client_python, tmp_path):
 
 
 def test_pynsq_against_the_nsqviz_broker_command(client_python, tmp_path):
-    from tests.broker._interop import CLIBroker
+    from tests.servers.nsqd._interop import CLIBroker
 
     with CLIBroker("--data-path", str(tmp_path)) as b:
         report = run_client([str(client_python), str(CLIENTS / "pynsq_flow.py"),

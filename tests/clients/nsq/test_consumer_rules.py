@@ -23,7 +23,7 @@ from nsqviz.nsq.events import (
     Sub,
     Touch,
 )
-from tests.client.conftest import announce, in_flight_ok, rdy_sums, rdy_timeline, run
+from tests.clients.nsq.conftest import announce, in_flight_ok, rdy_sums, rdy_timeline, run
 
 
 async def until(pred, timeout: float = 10.0) -> None:

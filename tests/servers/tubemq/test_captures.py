@@ -17,9 +17,9 @@ import pytest
 
 from nsqviz.clients.tubemq import Channel
 from nsqviz.servers.tubemq import EmbeddedSim
-from tests.tubemq_sim._pcap import conversations
+from tests.servers.tubemq._pcap import conversations
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "tubemq"
+DATA = Path(__file__).resolve().parents[3] / "data" / "tubemq"
 PORTS = {8715, 8123, 8124, 8717}  # what data/make_tubemq_captures.py listens on
 SAMPLES = ["tubemq-producer-go.pcap", "tubemq-consumer-rebalance-go.pcap",
            "tubemq-large-message-go.pcap", "tubemq-glued-requests.pcap", "tubemq-errors.pcap"]

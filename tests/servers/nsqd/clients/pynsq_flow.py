@@ -1,7 +1,7 @@
 """Runs pynsq 0.9.1 (Reader + Writer), unchanged, against a broker; prints a JSON report.
 
 Usage: python pynsq_flow.py TCP_ADDRESS TOPIC MODE [CA_FILE]   (MODE: plain|snappy|deflate|tls|auth)
-Executed by tests/broker/test_interop_pynsq.py in its own venv (pynsq needs tornado 6.0.x).
+Executed by tests/servers/nsqd/test_interop_pynsq.py in its own venv (pynsq needs tornado 6.0.x).
 
 The flow: the Writer publishes with PUB, MPUB and DPUB; the Reader FINs most messages,
 REQs "req-me" once, TOUCHes "touch-me" while holding it past its msg_timeout, and lets

@@ -12,7 +12,7 @@ fetches and commits them all back:
   decode a fixed answer built by the codec -- no socket, no model: what the codec and the
   client cost by themselves, the ceiling for the first figure.
 
-Run: ``.venv/bin/python -m benchmarks.tubemq_sim [--messages 10000] [--window 64]``.
+Run: ``.venv/bin/python -m benchmarks.tubemq_load [--messages 10000] [--window 64]``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from nsqviz.servers.tubemq.state import Simulation
 from nsqviz.servers.tubemq.store import INDEX_UNIT
 from nsqviz.tubemq.metadata import checksum
 from nsqviz.tubemq.tables import EventType
-from tests.tubemq_sim._calls import call, commit, fetch, register_c2b, send
+from tests.servers.tubemq._calls import call, commit, fetch, register_c2b, send
 
 G = "grp"
 

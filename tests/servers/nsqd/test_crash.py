@@ -15,8 +15,15 @@ import threading
 import pytest
 
 from nsqviz.nsq.events import Mpub
-from tests.broker._client import RawClient, channel_stats, subscriber, wait_for
-from tests.broker._processes import NSQD_MISSING, BrokerProcess, body, drain, find_nsqd, publish
+from tests.servers.nsqd._client import RawClient, channel_stats, subscriber, wait_for
+from tests.servers.nsqd._processes import (
+    NSQD_MISSING,
+    BrokerProcess,
+    body,
+    drain,
+    find_nsqd,
+    publish,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -180,7 +187,7 @@ def test_reconnecting_consumers_at_full_publish_speed(tmp_path):
     while consumers connect, take some, FIN most and drop: every acknowledged message
     is FINed in the end, none lost."""
     from nsqviz.servers.nsqd import EmbeddedBroker
-    from tests.broker.test_faults import _flaky_consumer
+    from tests.servers.nsqd.test_faults import _flaky_consumer
 
     n = 5000
     with EmbeddedBroker(data_path=str(tmp_path / "d"), mem_queue_size=MEM) as b:

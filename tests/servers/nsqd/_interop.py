@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CLIENTS = Path(__file__).resolve().parent / "clients"
 PY_VENV = ROOT / ".venv-pynsq"
 PY_REQUIREMENTS = ["pynsq==0.9.1", "tornado==6.0.4", "python-snappy", "gnsq==1.0.2"]
