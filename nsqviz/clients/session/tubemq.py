@@ -1,15 +1,16 @@
 """A stepping TubeMQ session for notebooks: one request per step, everything recorded.
 
-Like the NSQ session (:mod:`nsqviz.clients.session`): a :class:`TubeSession` holds clients --
-a producer, one or more consumers -- and each method of a client sends exactly one
-request (or, for a consumer acting on a rebalance event, one per partition) and
-returns the :class:`Step`: the request and answer frames, their blocks, the three
+Like the NSQ session beside it (:mod:`nsqviz.clients.session.nsq`): a :class:`TubeSession`
+holds clients -- a producer, one or more consumers -- and each method of a client sends
+exactly one request (or, for a consumer acting on a rebalance event, one per partition)
+and returns the :class:`Step`: the request and answer frames, their blocks, the three
 protobuf messages on each side and the inner request and response, the serialNo that
 pairs them, the latency, and the client's state before and after.
 
-By default a session talks to an embedded simulator (:class:`~nsqviz.servers.tubemq.EmbeddedSim`
-started once per process on free loopback ports) and can show what its Master decided
-(:meth:`TubeSession.master_history`); ``TubeSession("host:8715")`` talks to any Master.
+By default a session talks to an embedded simulator
+(:class:`~nsqviz.servers.tubemq.EmbeddedSim` started once per process on free loopback
+ports) and can show what its Master decided (:meth:`TubeSession.master_history`);
+``TubeSession("host:8715")`` talks to any Master.
 """
 
 from __future__ import annotations

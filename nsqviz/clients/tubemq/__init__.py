@@ -1,7 +1,8 @@
 """Live TubeMQ traffic from Python: calls over sockets with every byte kept
-(:mod:`~nsqviz.clients.tubemq.rpc`), a stepping session for notebooks
-(:mod:`~nsqviz.clients.session.tubemq`), and an asyncio producer and consumer
-(:mod:`~nsqviz.clients.tubemq.clients`) -- all on the codec's client role."""
+(:mod:`~nsqviz.clients.tubemq.rpc`) and an asyncio producer and consumer
+(:mod:`~nsqviz.clients.tubemq.clients`) -- both on the codec's client role. The notebooks'
+stepping session (:mod:`nsqviz.clients.session.tubemq`) makes its calls with the same
+channels."""
 
 from nsqviz.clients.tubemq.clients import Batch, ClientError, Consumer, Producer, Received
 from nsqviz.clients.tubemq.rpc import AsyncChannel, Call, CallFailed, Channel
