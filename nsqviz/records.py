@@ -189,9 +189,9 @@ def summary(rec: DecodedRecord) -> str:
         if "response_to" in fields:
             text += f"  [response to {fields['response_to']}]"
         return text
-    if rec.kind in ("gap", "error", "tls", "flow", "tcp"):
+    if rec.kind in ("gap", "error", "tls", "flow", "tcp"):  # (a field with no value aside)
         return "  ".join(f"{k}={_clip(v)}" for k, v in rec.fields.items()
-                         if k not in ("data", "pending"))
+                         if k not in ("data", "pending") and v is not None)
     return ""
 
 
