@@ -1,6 +1,6 @@
 """Re-makes the nsqlookupd "  V1" sample captures in data/lookupd/: real tcpdump captures on
 loopback of an nsqd registering with an nsqlookupd -- the real nsqd and nsqlookupd v1.3.0
-(found as ``nsqviz.peers`` finds them) and, for comparison, ``nsqviz broker`` registering
+(found as ``nsqviz.servers.peers`` finds them) and, for comparison, ``nsqviz broker`` registering
 with ``nsqviz lookupd``. Needs root (tcpdump) and a free port 4160 on 127.0.0.1 (the
 lookup protocol's default port, so the captures are recognised by port as well as by
 the magic).
@@ -24,7 +24,7 @@ from pathlib import Path
 from make_captures import Tcpdump
 
 from nsqviz.lookupd.codec import Identify, LookupClientConnection, Magic, Register
-from nsqviz.peers import NsqdProcess, RealNsqd, require
+from nsqviz.servers.peers import NsqdProcess, RealNsqd, require
 
 DATA = Path(__file__).resolve().parent
 LOOKUP_TCP = "127.0.0.1:4160"
