@@ -18,7 +18,7 @@ from make_captures import Tcpdump
 from make_debugging_capture import Conn
 
 from nsqviz.nsq.events import Cls, Nop, Rdy, Sub
-from nsqviz.peers import RealNsqd
+from nsqviz.servers.peers import RealNsqd
 
 HEARTBEAT = b"_heartbeat_"
 FRAME_MESSAGE = 2

@@ -1,7 +1,7 @@
 """Records data/doctor/healthy-*.pcap: busy but healthy traffic with the real nsqd v1.3.0
 that the doctor must stay quiet on (issue 35: "a doctor that cries wolf is worse than
 none"): go-nsq 1.1.0 (the official Go client, as the NSQ release's ``to_nsq`` and
-``nsq_tail``), and ``nsqviz.client``, which follows every rule of the client guide.
+``nsq_tail``), and ``nsqviz.clients.nsq``, which follows every rule of the client guide.
 
 Run as root from the repository: ``.venv/bin/python data/make_doctor_healthy.py [--only NAME]``.
 """
@@ -15,8 +15,8 @@ from collections.abc import Callable
 from doctor_expected import DATA, RULES, Capture, conn, guide, record, run
 from doctor_nsqd import recorded
 
-from nsqviz.client import Consumer, ExponentialBackoff, Message, Producer
-from nsqviz.peers import require
+from nsqviz.clients.nsq import Consumer, ExponentialBackoff, Message, Producer
+from nsqviz.servers.peers import require
 
 LINES = 600
 
@@ -46,7 +46,7 @@ def go_nsq() -> None:
 
 
 def nsqviz_client() -> None:
-    """nsqviz.client's Producer MPUBs 300 messages in batches of 10 over 3 s; its
+    """nsqviz.clients.nsq's Producer MPUBs 300 messages in batches of 10 over 3 s; its
     Consumer (max_in_flight 20, heartbeat every 1 s) handles each in 5 ms, fails one
     once (REQ, backoff: RDY 0, then RDY 1 to test the waters, then back to 20), FINs
     the rest and closes with CLS and CLOSE_WAIT. The channel exists before, so nsqd's

@@ -24,7 +24,7 @@ from make_lookupd_captures import LookupdProcess, _talk
 
 from nsqviz.lookupd.codec import Identify, LookupClientConnection, Magic
 from nsqviz.nsq.events import Pub
-from nsqviz.peers import RealNsqd, require
+from nsqviz.servers.peers import RealNsqd, require
 
 NAME = "doctor/lookupd-registration.pcap"
 PING_AT = 15.0

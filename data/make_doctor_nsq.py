@@ -28,7 +28,7 @@ from doctor_nsqd import HEARTBEAT, Client, Delivery, publish, recorded, subscrib
 
 from nsqviz.nsq.events import Fin, Mpub, Pub, Rdy, Req, Sub, Touch
 from nsqviz.nsq.fastpath import encode_command
-from nsqviz.peers import RealNsqd
+from nsqviz.servers.peers import RealNsqd
 
 MADE_BY = "data/make_doctor_nsq.py --only {}"
 

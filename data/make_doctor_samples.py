@@ -150,7 +150,7 @@ SAMPLES: dict[str, tuple[tuple[Finder, ...], list[Any], str]] = {
     "guide-gnsq.pcap": ((nsq_guide,), [], "client-guide scenario, gnsq"),
     "guide-nsqjs.pcap": ((resets, nsq_guide), [], "client-guide scenario, nsqjs (closes "
                          "with RST)"),
-    "guide-nsqviz.pcap": ((nsq_guide,), [], "client-guide scenario, nsqviz.client"),
+    "guide-nsqviz.pcap": ((nsq_guide,), [], "client-guide scenario, nsqviz.clients.nsq"),
     "nsqd/pubsub-pynsq.pcap": ((nsq_guide,), [], "pynsq against the real nsqd"),
     "nsqd/small-messages-pynsq.pcap": ((nsq_guide,), [], "the real nsqd"),
     "nsqd/snappy-pynsq.pcap": ((nsq_guide,), [], "the real nsqd, snappy"),

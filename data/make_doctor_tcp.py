@@ -39,7 +39,7 @@ from doctor_nsqd import Client, publish, recorded, subscriber
 from make_captures import Tcpdump
 
 from nsqviz.nsq.events import Fin, Mpub, Pub, Rdy
-from nsqviz.peers import RealNsqd
+from nsqviz.servers.peers import RealNsqd
 
 MADE_BY = "data/make_doctor_tcp.py --only {}"
 

@@ -27,11 +27,12 @@ from doctor_expected import DATA, conn, finding, record, rpcs, run
 from make_captures import Tcpdump
 from make_tubemq_captures import GO_OPTS, go_consumer
 
-from nsqviz.peers import require
+from nsqviz.clients.tubemq import Channel, Producer
+from nsqviz.servers.peers import require
+from nsqviz.servers.tubemq import EmbeddedSim
+from nsqviz.servers.tubemq.events import ConsumerLeft, RebalanceDone
 from nsqviz.tubemq.metadata import parse_subscribe_info
 from nsqviz.tubemq.tables import MSG_OPTYPE_REGISTER, ErrorCode
-from nsqviz.tubemq_client import Channel, Producer
-from nsqviz.tubemq_sim import EmbeddedSim
 
 MADE_BY = "data/make_doctor_tubemq.py --only {}"
 UNDEFINED = -2
@@ -73,7 +74,6 @@ class RawConsumer:
         self.master.call("consumerRegisterC2M", {
             "clientId": client_id, "groupName": group, "hostName": "127.0.0.1",
             "topicList": ["demo"]})
-        self.address = "{}:{}".format(*self.master.local)
 
     def heartbeat(self, event: Any = None, held: list[str] = ()) -> Any:
         """A HeartRequestC2M; with ``event``, reported DONE with ``held`` as subscribeInfo."""
@@ -140,7 +140,7 @@ def heartbeat_timeout() -> None:
         for p in (consumer, producer):
             p.send_signal(signal.SIGCONT)
         logs = [p.communicate(timeout=60)[1] for p in (consumer, producer)]
-        left = [e for e in history(sim) if type(e).__name__ == "ConsumerLeft"]
+        left = [e for e in history(sim) if isinstance(e, ConsumerLeft)]
     assert any(e.reason == "heartbeat timeout" for e in left), left
     calls = rpcs(DATA / name)
     found = []
@@ -187,7 +187,7 @@ def rebalance_unacked() -> None:
         go.communicate(timeout=30)
         stuck.close()
         events = history(sim)
-    assert not [e for e in events if type(e).__name__ == "RebalanceDone"], events
+    assert not [e for e in events if isinstance(e, RebalanceDone)], events
     calls = rpcs(DATA / name)
     sent = [c for c in calls if c["name"] == "HeartResponseM2C" and "event" in c["message"]]
     later = [c["packets"][0] for c in calls if c["name"] == "HeartRequestC2M"
