@@ -16,6 +16,14 @@ then answers the close with an RST, not a FIN. Our servers have read those bytes
 :func:`close_unread` tells the kernel to do the same (``SO_LINGER`` 0, once the error
 has been written).
 
+**Releasing a closed connection.** What a connection leaves behind must be freed when it
+ends, by reference counting, not whenever the cyclic collector next walks the heap: the
+broker runs with a lazy collector (``nsqviz.broker.cli.GC_THRESHOLDS``), and a health
+checker's connect/close churn otherwise piles closed sockets up by the hundred thousand.
+Python 3.11's selector transport keeps a bound method of itself (``_read_ready_cb``, a
+cycle CPython 3.12 breaks in ``close()``, python/cpython#100348), so :func:`release`
+breaks it once the transport is closed.
+
 **Backlog.** The system's maximum, as Go's ``net.Listen`` gives nsqd and nsqlookupd
 (``/proc/sys/net/core/somaxconn``). asyncio's default of 100 made a burst of 500
 connects wait about a second for SYN retransmits.
@@ -26,8 +34,10 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import sys
 
-__all__ = ["LOOPBACK", "bind_help", "close_unread", "listen_backlog", "split_address"]
+__all__ = ["LOOPBACK", "bind_help", "close_unread", "listen_backlog", "release",
+           "split_address"]
 
 LOOPBACK = "127.0.0.1"
 """Where every server listens by default."""
@@ -61,6 +71,15 @@ def close_unread(transport: asyncio.Transport) -> None:
     if sock is not None and not transport.get_write_buffer_size():
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.close()
+
+
+def release(transport: asyncio.BaseTransport) -> None:
+    """Break the reference cycle of a closed transport (Python 3.11's selector transport
+    holds a bound method of itself until the cyclic collector finds it), so that it, its
+    socket and its protocol are freed as soon as the last reference goes."""
+    state = vars(transport)
+    if sys.version_info < (3, 12) and "_read_ready_cb" in state and transport.is_closing():
+        state["_read_ready_cb"] = None
 
 
 def listen_backlog() -> int:

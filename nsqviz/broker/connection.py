@@ -40,6 +40,7 @@ from nsqviz.broker.identify import IdentifyRefused, Negotiated, negotiate
 from nsqviz.broker.message import BrokerMessage
 from nsqviz.broker.options import Options
 from nsqviz.broker.output import CLOSE_WAIT, OK, FatalClientError
+from nsqviz.listen import release
 from nsqviz.nsq import events
 from nsqviz.nsq.commands import COMMANDS, name_of
 from nsqviz.nsq.errors import ErrorCode
@@ -203,6 +204,8 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._teardown()
+        if self.transport is not None:
+            release(self.transport)
 
     def pause_writing(self) -> None:
         # the client does not read: stop reading its commands until it does
