@@ -596,6 +596,8 @@ def test_http_hostile_requests(broker):
     assert raw(b"POST /pub?topic=t HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n").startswith(
         b"HTTP/1.1 400")
     big = raw(b"POST /pub?topic=t HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n\r\n")
+    assert big.startswith(b"HTTP/1.1 413") and b"MSG_TOO_BIG" in big  # nsqd's /pub limit
+    big = raw(b"POST /mpub?topic=t HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n\r\n")
     assert big.startswith(b"HTTP/1.1 413") and b"BODY_TOO_BIG" in big
     assert raw(b"garbage\r\n\r\n").startswith(b"HTTP/1.1 400")
     assert http(broker.http_address, "/ping") == (200, b"OK")  # still serving
