@@ -21,7 +21,7 @@ from typing import Any
 from nsqviz.discovery.registry import Peer, Registry
 from nsqviz.embedded import ListeningServer
 from nsqviz.goflags import VERSION, parse_duration
-from nsqviz.listen import LOOPBACK, close_unread, listen_backlog, split_address
+from nsqviz.listen import LOOPBACK, close_unread, listen_backlog, release, split_address
 from nsqviz.lookupd.codec import (
     Closed,
     Identify,
@@ -141,6 +141,7 @@ class _PeerConnection(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        release(self.transport)
         self.lookupd.connections.discard(self)
         if self.peer is not None:
             self.lookupd.registry.remove_peer(self.peer_id)
