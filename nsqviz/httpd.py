@@ -62,7 +62,7 @@ from typing import Any, NamedTuple
 
 import h11
 
-from nsqviz.listen import listen_backlog, release
+from nsqviz.listen import release, start_serving
 
 __all__ = [
     "GET", "GO_MAX_HEADER_BYTES", "JSON", "POST", "SLICE", "TEXT", "BodyLimit", "Endpoint",
@@ -404,11 +404,9 @@ async def serve(route: Route, host: str, port: int, *, max_body_size: int,
     """Listen on ``host:port``; a client that has not completed a request within
     ``timeout`` seconds of the last answer (or its connect) is dropped, and a body above
     its endpoint's limit (else ``max_body_size``) is refused (413) without being read."""
-    loop = asyncio.get_running_loop()
-    return await loop.create_server(
+    return await start_serving(
         lambda: _HTTPProtocol(HTTPServerConnection(route, max_body_size=max_body_size),
-                              timeout),
-        host, port, reuse_address=True, backlog=listen_backlog())
+                              timeout), host, port)
 
 
 class _HTTPProtocol(asyncio.Protocol):

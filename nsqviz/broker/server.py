@@ -26,7 +26,7 @@ from nsqviz.broker.message import IDGenerator
 from nsqviz.broker.options import Options
 from nsqviz.broker.topic import Topic
 from nsqviz.goflags import VERSION
-from nsqviz.listen import listen_backlog
+from nsqviz.listen import start_serving
 from nsqviz.nsq.wire import is_valid_channel_name, is_valid_topic_name
 
 if TYPE_CHECKING:  # both imported when the broker starts
@@ -85,10 +85,7 @@ class Broker:
             self.persist_metadata()
         loop = asyncio.get_running_loop()
         host, port = opts.tcp_host_port()
-        self._tcp_server = await loop.create_server(
-            lambda: BrokerConnection(self), host, port, reuse_address=True,
-            backlog=listen_backlog(),
-        )
+        self._tcp_server = await start_serving(lambda: BrokerConnection(self), host, port)
         self.tcp_port = self._tcp_server.sockets[0].getsockname()[1]
         host, port = opts.http_host_port()
         self._http_server = await serve_http(self, host, port)

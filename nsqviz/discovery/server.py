@@ -21,7 +21,7 @@ from typing import Any
 from nsqviz.discovery.registry import Peer, Registry
 from nsqviz.embedded import ListeningServer
 from nsqviz.goflags import VERSION, parse_duration
-from nsqviz.listen import LOOPBACK, close_unread, listen_backlog, release, split_address
+from nsqviz.listen import LOOPBACK, close_unread, release, split_address, start_serving
 from nsqviz.lookupd.codec import (
     Closed,
     Identify,
@@ -79,10 +79,8 @@ class Lookupd:
     async def start(self) -> None:
         from nsqviz.discovery.http import serve_http
 
-        loop = asyncio.get_running_loop()
         host, port = self.opts.host_port("tcp")
-        tcp = await loop.create_server(lambda: _PeerConnection(self), host, port,
-                                       reuse_address=True, backlog=listen_backlog())
+        tcp = await start_serving(lambda: _PeerConnection(self), host, port)
         self.tcp_port = tcp.sockets[0].getsockname()[1]
         host, port = self.opts.host_port("http")
         http = await serve_http(self, host, port)
