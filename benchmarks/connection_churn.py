@@ -18,7 +18,7 @@ cycles/s (by the client's wall clock) and the server's CPU seconds per 100k cycl
 machine may be shared: RSS and descriptors do not depend on it, rates do.
 
 Run: ``.venv/bin/python -m benchmarks.connection_churn [--cycles 300000]``. Needs ``nsqd``
-(see :mod:`nsqviz.peers`) for the baseline; without it, ours alone.
+(see :mod:`nsqviz.servers.peers`) for the baseline; without it, ours alone.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import struct
 import time
 from collections.abc import Awaitable, Callable
 
-from nsqviz.peers import NsqdProcess, PeerNotFound, RealNsqd
+from nsqviz.servers.peers import NsqdProcess, PeerNotFound, RealNsqd
 
 _IDENTIFY = json.dumps({"client_id": "churn", "hostname": "churn",
                         "feature_negotiation": True}).encode()

@@ -20,10 +20,10 @@ undamaged records), all deliveries, connections the consumer made, and the secon
 the last message. The goal (issue 33): every intact record delivered -- at least as many
 as nsqd; nsqd itself loses the rest of the file after a record it cannot frame.
 
-The damage is recovered by the broker's disk queue (:mod:`nsqviz.broker.diskqueue`,
+The damage is recovered by the broker's disk queue (:mod:`nsqviz.servers.nsqd.diskqueue`,
 reworked on the ``brokerspeed`` branch); this module only measures, beside nsqd.
 Run: ``.venv/bin/python -m benchmarks.diskqueue_corrupt [--messages 1000]``. Needs
-``nsq_tail``, and ``nsqd`` for the baseline (see :mod:`nsqviz.peers`).
+``nsq_tail``, and ``nsqd`` for the baseline (see :mod:`nsqviz.servers.peers`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from nsqviz.peers import NsqdProcess, PeerNotFound, RealNsqd, require
+from nsqviz.servers.peers import NsqdProcess, PeerNotFound, RealNsqd, require
 
 TOPIC, CHANNEL = "corrupt", "c"
 _HEAD = 4 + 8 + 2 + 16  # a record's size, then the message's timestamp, attempts and id

@@ -16,7 +16,7 @@ per service:
 The baseline is the real nsqlookupd v1.3.0 measured in the same run; figures are wall
 times on a machine other programs may share (the ratio is what carries over).
 Run: ``.venv/bin/python -m benchmarks.lookupd_nodes [--topics 100000] [--repeat 3]``.
-Needs ``nsqlookupd`` (see :mod:`nsqviz.peers`) for the baseline; without it, ours alone.
+Needs ``nsqlookupd`` (see :mod:`nsqviz.servers.peers`) for the baseline; without it, ours alone.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from nsqviz.peers import PeerNotFound, require
+from nsqviz.servers.peers import PeerNotFound, require
 
 _LISTENING = re.compile(r"(TCP|HTTP): listening on (\S+)")
 

@@ -19,10 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from nsqviz.peers import NsqdProcess, RealNsqd
+from nsqviz.servers.peers import NsqdProcess, RealNsqd
 from tests.conftest import peer
 from tests.differential._probes import LIMITS
-from tests.lookupd.conftest import RealLookupd
+from tests.servers.nsqlookupd.conftest import RealLookupd
 
 H = b"Host: x\r\n"
 PUB = b"POST /pub?topic=framing HTTP/1.1\r\n" + H
@@ -55,7 +55,7 @@ CASES: dict[str, tuple[bytes, ...]] = {
     "bad chunk size": (PUB + b"Transfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n",),
     # issue 33 item 6: Go reads at most 16 hex digits of a chunk size and answers 500 past
     # them at once; h11 takes up to 20 (the 17 to 20 digit size then waits for its bytes:
-    # after the client's half-close both say 500, see nsqviz.httpd)
+    # after the client's half-close both say 500, see nsqviz.servers.httpd)
     "chunk size 2^80": (PUB + b"Transfer-Encoding: chunked\r\n\r\n1" + b"0" * 20 + b"\r\nab",),
     "chunk size 2^60": (PUB + b"Transfer-Encoding: chunked\r\n\r\n1" + b"0" * 15 + b"\r\nab",),
     "chunk size 2^64": (PUB + b"Transfer-Encoding: chunked\r\n\r\n1" + b"0" * 16 + b"\r\nab",),
@@ -146,7 +146,7 @@ def nsqd_pair(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lookupd_pair():
-    from nsqviz.discovery import EmbeddedLookupd
+    from nsqviz.servers.nsqlookupd import EmbeddedLookupd
 
     peer("nsqlookupd")
     with RealLookupd() as real, EmbeddedLookupd() as ours:

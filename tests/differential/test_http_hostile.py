@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from nsqviz.peers import NsqdProcess, RealNsqd
+from nsqviz.servers.peers import NsqdProcess, RealNsqd
 from tests.conftest import peer
 
 PING = b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
