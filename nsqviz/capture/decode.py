@@ -41,7 +41,7 @@ from nsqviz import protocols
 from nsqviz.capture.driver import IDLE_SPLIT, CaptureDriver, Step, split_packet_id
 from nsqviz.capture.files import CaptureWarning
 from nsqviz.capture.tcp import Data, Flow, FlowEnd, FlowStart, Gap, Retransmission, TcpEvent
-from nsqviz.protocols import ConnectionObserver, Item, ItemKind, Protocol
+from nsqviz.protocols import ANSWERS, ConnectionObserver, Item, ItemKind, Protocol
 from nsqviz.records import DecodedRecord
 from nsqviz.stream.direction import Direction
 
@@ -280,7 +280,7 @@ class CaptureDecoder:
     def _record(self, flow: Flow, direction: Direction | None, kind: str, name: str,
                 fields: dict[str, Any], ts: float, ids: tuple[int, ...], event: Any,
                 protocol: str | None = None, offset: int | None = None,
-                size: int | None = None) -> DecodedRecord:
+                size: int | None = None, answers: int | None = None) -> DecodedRecord:
         if ids and ids[-1] >= _FILE0:
             pairs = [split_packet_id(i) for i in ids]
             files, packets = tuple(f for f, _ in pairs), tuple(n for _, n in pairs)
@@ -288,7 +288,7 @@ class CaptureDecoder:
             files, packets = (0,) * len(ids), ids
         return _new_tuple(DecodedRecord, (ts, flow.label, direction, kind, name, fields,
                                           packets, flow.id, event, protocol, files, offset,
-                                          size))
+                                          size, answers))
 
     def _detect(self, state: _FlowState, data: Data) -> None:
         flow, stats = state.flow, state.stats
@@ -392,13 +392,14 @@ class CaptureDecoder:
     def _annotation(self, flow: Flow, side: _Side, direction: Direction, item: Item,
                     offset: int | None, number: int, ts: float, proto: str | None,
                     counts: dict[str, int], out: list[DecodedRecord]) -> DecodedRecord | None:
-        """Not a unit of its own: it says something about the one just before it."""
+        """Not a unit of its own: it says something about the one just before it (the
+        command an answer answers: by its number, kept apart from the fields)."""
         if out and out[-1].dir == direction:
-            fields = item.fields
-            asked = fields.get("response_to")
-            if asked is not None and asked >= _FILE0:  # a packet of a later file
-                fields = {**fields, "response_to": split_packet_id(asked)[1]}
+            fields = _answered(item.fields)
+            answers = fields.pop(ANSWERS, None)
             out[-1].fields.update(fields)
+            if answers is not None:
+                out[-1] = out[-1]._replace(answers=answers)
         return None
 
     def _tls(self, flow: Flow, side: _Side, direction: Direction, item: Item,
@@ -470,12 +471,11 @@ class CaptureDecoder:
                 unit = lost.unit
                 if unit is not None:  # decoded as far as it was captured: a unit, not a gap
                     counts[unit.kind] = counts.get(unit.kind, 0) + 1
-                    asked = unit.fields.get("response_to")
-                    if asked is not None and asked >= _FILE0:
-                        unit.fields["response_to"] = split_packet_id(asked)[1]
-                    yield self._record(flow, direction, unit.kind, unit.name, unit.fields,
+                    fields_of = _answered(unit.fields)
+                    yield self._record(flow, direction, unit.kind, unit.name, fields_of,
                                        gap.ts, _packets(unit.raw, gap.number), None, proto,
-                                       gap.offset - len(partial), lost.length)
+                                       gap.offset - len(partial), lost.length,
+                                       fields_of.pop(ANSWERS, None))
                 elif partial:
                     fields["lost_partial_frame"] = partial.hex()
                 side.epoch = gap.offset + gap.size
@@ -558,6 +558,15 @@ _ON_ITEM: dict[ItemKind, _OnItem] = {
     ItemKind.TRUNCATED: CaptureDecoder._truncated,
 }
 """How each kind of item other than a command or frame becomes a record."""
+
+
+def _answered(fields: dict[str, Any]) -> dict[str, Any]:
+    """An answer's fields with the packet it answers (``response_to``) numbered in its
+    own file, as Wireshark numbers it."""
+    asked = fields.get("response_to")
+    if asked is not None and asked >= _FILE0:  # a packet of a later file
+        return {**fields, "response_to": split_packet_id(asked)[1]}
+    return fields
 
 
 def _shift_violations(fields: dict[str, Any], epoch: int) -> None:
