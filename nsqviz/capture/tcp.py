@@ -322,8 +322,10 @@ class FlowTracker:
         if flags & FIN and half.fin_at is None:
             half.fin_at = half.offset_of(seq) + len(payload) + seg.missing
         if flags & RST:
-            for d, h in halves.items():
-                self._end(flow, d, h, "rst", seg.number, seg.ts, out, sender=direction)
+            # the sender's direction ends first: a table reading the first end reads who
+            # reset the connection
+            for d in (direction, _other(direction)):
+                self._end(flow, d, halves[d], "rst", seg.number, seg.ts, out, sender=direction)
             return out
         if half.pending_bytes > MAX_PENDING_BYTES or len(half.pending) > MAX_PENDING_SEGMENTS:
             self._declare_hole(flow, direction, half, seg.number, seg.ts, out,
