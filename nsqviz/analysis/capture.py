@@ -49,7 +49,8 @@ class Capture:
 
     Every table is a pandas DataFrame: :attr:`frames` (one row per command, frame, error,
     gap and connection start/end, with its packet numbers), :attr:`messages`,
-    :attr:`deliveries`, :attr:`connections`, :attr:`errors`, :attr:`heartbeats`,
+    :attr:`deliveries`, :attr:`connections`, :attr:`errors` (what servers answered),
+    :attr:`problems` (what nsqviz found wrong), :attr:`heartbeats`,
     :attr:`publishes`, :attr:`flow_control`, :attr:`sticky_packets`, :attr:`rpc_pairs`,
     :attr:`rpc_latency` (each table's definition says what its rows are: the analyses of
     each protocol, :mod:`nsqviz.nsq.analyses` ..., and the capture layer's,
@@ -127,7 +128,11 @@ class Capture:
     connections = property(lambda self: self.table("connections"),
                            doc="One row per connection.")
     errors = property(lambda self: self.table("errors"),
-                      doc="One row per error, with the command it answers.")
+                      doc="One row per error answer a server sent, with the command it "
+                          "answers.")
+    problems = property(lambda self: self.table("problems"),
+                        doc="One row per thing nsqviz found wrong (a refused command, "
+                            "undecodable bytes, a gap in the capture), apart from errors.")
     heartbeats = property(lambda self: self.table("heartbeats"),
                           doc="One row per heartbeat, with the client's answer.")
     publishes = property(lambda self: self.table("publishes"),

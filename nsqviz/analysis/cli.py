@@ -122,7 +122,8 @@ def _messages(args: argparse.Namespace) -> int:
             "outcome_packet": d["outcome_packet"], "outcome_ts": d["outcome_ts"],
             "req_delay_ms": None if d["req_delay_ms"] is None else int(d["req_delay_ms"]),
             "touches": d["touches"],
-            "msg_timeout_ms": d["msg_timeout_ms"], "redelivered_ts": d["next_delivery_ts"],
+            "msg_timeout_ms": d["msg_timeout_ms"], "requeue_due_ts": d["requeue_due_ts"],
+            "redelivered_ts": d["next_delivery_ts"],
         } for d in r["deliveries"]]
         if args.json:
             out.write(json.dumps({
@@ -144,31 +145,85 @@ def _messages(args: argparse.Namespace) -> int:
                 line += f"{d['outcome']} packet {_pkt(d['outcome_packet'])} " \
                         f"{_t(d['outcome_ts'], t0)}"
                 if d["outcome"] == "REQ":
-                    line += f" delay {d['req_delay_ms']} ms"
+                    line += f" delay {d['req_delay_ms']} ms: {_requeue(d, t0)}"
             elif d["outcome"] == "timeout":
-                line += (f"timeout (msg_timeout {d['msg_timeout_ms']} ms): requeue due "
-                         f"{_t(d['outcome_ts'], t0)}, redelivery seen "
-                         f"{_t(d['redelivered_ts'], t0)} "
-                         f"({d['redelivered_ts'] - d['outcome_ts']:+.3f}s)")
+                line += f"timeout (msg_timeout {d['msg_timeout_ms']} ms): {_requeue(d, t0)}"
             else:
                 line += "open at the end of the capture"
             if d["touches"]:
                 line += f", {d['touches']} TOUCH"
             out.write(line + "\n")
+    if not args.id:
+        note = _unlisted(cap, bool(msgs))
+        if note and args.json:
+            warn(args.command, note)
+        elif note:
+            out.write(note + "\n")
     return _status(args, cap)
+
+
+def _requeue(d: dict[str, Any], t0: float) -> str:
+    """When a requeued delivery (REQ or timeout) was due back, and when its redelivery
+    was seen: nsqd's queue scans bring it some time after."""
+    due, seen = d["requeue_due_ts"], d["redelivered_ts"]
+    if seen is None:
+        return f"requeue due {_t(due, t0)}, no redelivery in the capture"
+    return (f"requeue due {_t(due, t0)}, redelivery seen {_t(seen, t0)} "
+            f"({seen - due:+.3f}s)")
+
+
+def _unlisted(cap: Any, listed: bool) -> str:
+    """Why the capture's messages are not listed, or not all of them: a message is known
+    by the id its deliveries carry (``message_sources`` per broker) -- none delivered
+    (no consumer in the capture, or none given a message), or ids the capture cut."""
+    sources = cap.arrow_table("message_sources").to_pylist()
+    if not sources:
+        return "" if listed else "no message ids in the capture: it holds no NSQ traffic"
+    frames = sum(s["message_frames"] for s in sources)
+    cut = [s for s in sources if s["cut_ids"]]
+    if cut:
+        n = sum(s["cut_ids"] for s in cut)
+        first = _pkt(min(s["first_cut_packet"] for s in cut))
+        why = ("its snaplen: capture with tcpdump -s 0"
+               if any("snaplen" in (p or "") for p in cap.problems.reason)
+               else "bytes it lost")
+        if listed:
+            return (f"{n} of the capture's {frames} message frames are not listed: the "
+                    f"capture cut them short of their 16-digit id (first: packet {first}) "
+                    f"-- {why}")
+        return (f"no message ids in the capture: it cut its {n} message frames short of "
+                f"their 16-digit id (first: packet {first}) -- {why}")
+    if listed or frames:
+        return ""
+    publishes = sum(s["publishes"] for s in sources)
+    subs = [s for s in sources if s["subscriptions"]]
+    if subs:
+        first = min(s["first_sub_packet"] for s in subs)
+        return (f"no message ids in the capture: a consumer subscribed (SUB packet "
+                f"{_pkt(first)}) but no message was delivered while it was captured")
+    if publishes:
+        first = min(s["first_publish_packet"] for s in sources if s["publishes"])
+        return (f"no message ids in the capture: {publishes} publishes (first: packet "
+                f"{_pkt(first)}) but no consumer in the capture (no SUB, no message "
+                "frame) -- a message's id is only on the wire in its deliveries")
+    return "no message ids in the capture: no publish, no consumer, no message frame"
 
 
 def _connections(args: argparse.Namespace) -> int:
     cap = _open(args)
     conns = cap.connections.sort_values(["start_ts", "conn_id"])
-    errors, t0, rdy = cap.errors, cap.t0, cap.where("RDY")
+    errors, problems, t0, rdy = cap.errors, cap.problems, cap.t0, cap.where("RDY")
     out = sys.stdout
     for c in conns.to_dict("records"):
         c = {k: _v(v) for k, v in c.items()}
         mine = errors[errors.conn_id == c["conn_id"]].sort_values("seq")
-        errs = [{"code": e["code"], "packet": _v(e["packet"]), "dir": e["dir"],
+        errs = [{"code": e["code"], "packet": _v(e["packet"]), "text": e["text"],
                  "command": e["command"], "command_packet": _v(e["command_packet"]),
-                 "nsqd_closed": bool(e["closed"])} for e in mine.to_dict("records")]
+                 "server_closed": bool(e["closed"])} for e in mine.to_dict("records")]
+        found = [{"problem": p["problem"], "name": p["name"], "packet": _v(p["packet"]),
+                  "dir": p["dir"], "reason": p["reason"]}
+                 for p in problems[problems.conn_id == c["conn_id"]].sort_values("seq")
+                 .to_dict("records")]
         rdys = [{"count": int(r["count"]), "packet": _v(r["packets"][0])}
                 for r in rdy[rdy.conn_id == c["conn_id"]].sort_values("seq")
                 .to_dict("records")]
@@ -182,7 +237,7 @@ def _connections(args: argparse.Namespace) -> int:
             "msg_timeout_ms": c["msg_timeout_ms"], "compression": c["compression"],
             "sub": None if c["topic"] is None else {
                 "topic": c["topic"], "channel": c["channel"], "packet": c["sub_packet"]},
-            "rdy": rdys, "errors": errs,
+            "rdy": rdys, "errors": errs, "problems": found,
             "ended": {"how": c["ended_by"], "first_side": c["ended_from"],
                       "packet": c["end_packet"], "after": c["last_frame"],
                       "after_packet": c["last_frame_packet"]},
@@ -211,10 +266,17 @@ def _connections(args: argparse.Namespace) -> int:
             out.write("  RDY        " + ", ".join(f"{r['count']} (packet {_pkt(r['packet'])})"
                                                  for r in rdys) + "\n")
         for e in errs:
-            answers = (f" answers {e['command']} (packet {_pkt(e['command_packet'])})"
-                       if e["command"] else " (in the client's bytes)")
+            if e["command"]:
+                answers = f" answers {e['command']} (packet {_pkt(e['command_packet'])})"
+            elif e["command_packet"] is not None:
+                answers = (" answers bytes that are no command (packet "
+                           f"{_pkt(e['command_packet'])})")
+            else:
+                answers = " (answers nothing the capture shows)"
             out.write(f"  error      {e['code']} packet {_pkt(e['packet'])}{answers}"
-                      f"{'; nsqd closed' if e['nsqd_closed'] else ''}\n")
+                      f"{'; the server closed' if e['server_closed'] else ''}\n")
+        if found:
+            out.write(f"  problems   {_problems(found)}\n")
         side = {"c2s": "client", "s2c": "server"}.get(c["ended_from"] or "", "?")
         if c["ended_by"] in ("fin", "rst"):
             after = (f"{c['last_frame']} (packet {_pkt(c['last_frame_packet'])})"
@@ -224,6 +286,23 @@ def _connections(args: argparse.Namespace) -> int:
         else:
             out.write(f"  ended      {c['ended_by'] or 'open'} (no FIN or RST seen)\n")
     return _status(args, cap)
+
+
+def _problems(found: list[dict[str, Any]]) -> str:
+    """nsqviz's findings on one connection, by kind, with their packets (``Gap 4
+    (packets 12, 14, ...)``; a refused command: ``RDY refused E_INVALID``)."""
+    by: dict[str, list[str]] = {}
+    for p in found:
+        what = (p["problem"] if p["problem"] == p["name"]
+                else f"{p['name']} refused {p['problem']}")
+        by.setdefault(what, []).append(_pkt(p["packet"]))
+    return "; ".join(
+        f"{what} (packet{'s' if len(pkts) > 1 else ''} {', '.join(pkts[:_LISTED])}"
+        f"{f', ... {len(pkts)} in all' if len(pkts) > _LISTED else ''})"
+        for what, pkts in by.items())
+
+
+_LISTED = 10  # packets listed per kind of problem at most
 
 
 def _stats(args: argparse.Namespace) -> int:

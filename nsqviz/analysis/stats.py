@@ -53,6 +53,7 @@ def stats(cap: Any) -> dict[str, Any]:
     return {
         "frames": [{"name": n, "dir": d, "count": k} for (n, d), k in sorted(by_name.items())],
         "errors": dict(sorted(Counter(cap.errors.code).items())),
+        "problems": dict(sorted(Counter(cap.problems.problem).items())),
         "glued_packets": glued,
         "split_frames": sorted(split),
         "heartbeats": {
@@ -84,8 +85,10 @@ def render(s: dict[str, Any]) -> str:
     """:func:`stats`' result as text."""
     out = ["frames by name and direction\n"]
     out += [f"  {f['name']:<22} {f['dir']}  {f['count']}\n" for f in s["frames"]]
-    out.append("errors by code\n")
+    out.append("errors by code (the servers' error answers)\n")
     out += [f"  {code:<22} {n}\n" for code, n in s["errors"].items()] or ["  none\n"]
+    out.append("problems nsqviz found (refused commands, undecodable bytes, capture gaps)\n")
+    out += [f"  {what:<22} {n}\n" for what, n in s["problems"].items()] or ["  none\n"]
     out.append("sticky packets\n")
     out.append(f"  packets with several frames: {_listed(s['glued_packets']) or 'none'}\n")
     out.append(f"  frames over several packets (first packet): "
