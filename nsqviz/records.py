@@ -443,7 +443,7 @@ class FrameColumns:
             if problem:
                 self.notes.append((row, problem["code"] or "closes", None))
             asked = fields.get("response_to")
-            if asked is not None:
+            if asked is not None or rec.answers is not None:
                 self.answers.append((row, asked, rec.answers))
         elif kind == "flow":
             self.notes.append((row, None, fields.get("how")))

@@ -38,8 +38,7 @@ def reference_row(rec: DecodedRecord, conn_id: str | None, seq: int | None,
         problem = rec.fields.get("violation")
         if problem:
             row["violation"] = problem["code"] or "closes"
-        if "response_to" in rec.fields:
-            row["response_to"], row["answers"] = rec.fields["response_to"], rec.answers
+        row["response_to"], row["answers"] = rec.fields.get("response_to"), rec.answers
         if rec.protocol is not None and rec.event is not None:
             typed = protocols.by_name(rec.protocol).typed(rec.event)
     elif rec.kind == "flow":
