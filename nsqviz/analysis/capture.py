@@ -50,7 +50,8 @@ class Capture:
     Every table is a pandas DataFrame: :attr:`frames` (one row per command, frame, error,
     gap and connection start/end, with its packet numbers), :attr:`messages`,
     :attr:`deliveries`, :attr:`connections`, :attr:`errors` (what servers answered),
-    :attr:`problems` (what nsqviz found wrong), :attr:`heartbeats`,
+    :attr:`problems` (what nsqviz found wrong), :attr:`answer_pairs` (each answer and
+    the command it answers), :attr:`heartbeats`,
     :attr:`publishes`, :attr:`flow_control`, :attr:`sticky_packets`, :attr:`rpc_pairs`,
     :attr:`rpc_latency` (each table's definition says what its rows are: the analyses of
     each protocol, :mod:`nsqviz.nsq.analyses` ..., and the capture layer's,
@@ -130,6 +131,8 @@ class Capture:
     errors = property(lambda self: self.table("errors"),
                       doc="One row per error answer a server sent, with the command it "
                           "answers.")
+    answer_pairs = property(lambda self: self.table("answer_pairs"),
+                            doc="One row per answer, with the command it answers.")
     problems = property(lambda self: self.table("problems"),
                         doc="One row per thing nsqviz found wrong (a refused command, "
                             "undecodable bytes, a gap in the capture), apart from errors.")

@@ -212,7 +212,7 @@ per packet and packets per frame (粘包).""", across_servers=True),
         View(ANSWER_PAIRS, _ANSWER_PAIRS, """One row per server answer its decoder paired
 with a command (the frames table's ``answers``): the answer (``seq``, packet, name, the
 ``response_to`` packet it names) and the command (``command_seq``, name, time, first
-packet). Every view that pairs an answer with its command reads this.""", step=True),
+packet). Every view that pairs an answer with its command reads this."""),
         View("errors", _errors(is_error, code, text), """One row per error answer a server
 sent: its code and text, the command it answers (``command``, ``command_seq`` and its
 first packet; for an answer to bytes that were no command, ``command`` is null and
