@@ -35,6 +35,7 @@ from nsqviz.nsq.events import (
     Fin,
     Magic,
     Message,
+    Rdy,
     Refused,
     Req,
     Response,
@@ -52,6 +53,10 @@ __all__ = ["WAITING_KEPT", "Observer"]
 
 WAITING_KEPT = 4096
 """How many commands still unanswered an observer remembers (the oldest go first)."""
+
+
+_RDY_BOUND = next(p.bound for p in BY_EVENT[Rdy].params if p.bound)
+"""The key of nsqd's IDENTIFY response that bounds RDY (``max_rdy_count``)."""
 
 
 class _Waiting(NamedTuple):
@@ -238,7 +243,7 @@ class Observer(SansIOObserver):
 
     def _announced(self, features: dict[str, Any]) -> None:
         """nsqd's IDENTIFY response: its ``max_rdy_count`` bounds the client's RDY."""
-        limit = features.get("max_rdy_count")
+        limit = features.get(_RDY_BOUND)
         config = self.server.config
         if type(limit) is int and limit >= 0 and limit != config.max_rdy_count:
             self.server.config = replace(config, max_rdy_count=limit)

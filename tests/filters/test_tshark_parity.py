@@ -141,27 +141,22 @@ _STATELESS = "NotAllowedInState: the dissector keeps no connection state"
 JUDGED_BEYOND_THE_DISSECTOR = {
     # data/doctor/: the packet numbers of data/make_doctor_*.py's last run (a new run
     # renumbers them: update these with it)
-    "doctor/nsq-fatal-error.pcap": {
-        44: "RDY 3000: nsqd's range check (0..max-rdy-count), which the dissector lacks"},
     "doctor/tubemq-heartbeat-timeout.pcap": dict.fromkeys(
         (281, 325, 331, 375, 381, 423, 430, 475, 480, 530, 579, 605), _STATELESS),
     "doctor/tubemq-rpc-error.pcap": {59: _STATELESS},
     "lookupd/lookupd-errors-real.pcap": {
         8: "an NSQ client's \"  V2\" magic sent to nsqlookupd's port 4160: nsqviz gives it to "
            "NSQ by its magic, Wireshark to lookupd.lua by the port it asks first"},
-    "nsqd/refused/bad-values.pcap": {
-        26: "RDY 99999: nsqd's range check (0..max-rdy-count), which the dissector lacks"},
-    "nsqd/refused/max-rdy-count.pcap": {
-        10: "RDY 11 above the max_rdy_count 10 nsqd's IDENTIFY response announced"},
     "tubemq/tubemq-errors.pcap": {
         4: "NotAllowedInState: the dissector keeps no connection state",
         22: "CrcMismatch: the dissector computes no CRC-32",
         42: "NotAllowedInState: the dissector keeps no connection state"},
 }
 """Packets where nsqviz's observer judges a command the generated dissector cannot (it
-needs a negotiated limit, the connection's state or a checksum): nsqviz shows
-``nsq.violation``/``tubemq.violation`` there and tshark does not. Each must still be a
-difference (so the list cannot go stale), and no other packet may differ."""
+needs the connection's state or a checksum): nsqviz shows ``nsq.violation``/
+``tubemq.violation`` there and tshark does not. Each must still be a difference (so the
+list cannot go stale), and no other packet may differ. (A RDY over the max_rdy_count
+nsqd announced, or over its default, is judged alike: the dissector keeps the limit.)"""
 
 _TAP = """
 -- nsqviz's filter-parity test: one Listener per display filter; Wireshark compiles and
@@ -259,6 +254,24 @@ DECODER_BUGS = {
 def test_decode_Y_selects_the_packets_tshark_selects(capture, lua_dir, tmp_path):  # noqa: N802
     known = set(JUDGED_BEYOND_THE_DISSECTOR.get(capture, {}))
     assert_same_selection(DATA / capture, lua_dir, tmp_path, known)
+
+
+@pytest.mark.parametrize(("capture", "packet", "limit"), [
+    ("nsqd/refused/max-rdy-count.pcap", 10, "RDY 11 above the max_rdy_count 10 nsqd's "
+                                            "IDENTIFY response announced"),
+    ("nsqd/refused/bad-values.pcap", 26, "RDY 99999 above nsqd's default 2500"),
+    ("doctor/nsq-fatal-error.pcap", 44, "RDY 3000 above the 2500 announced"),
+])
+def test_a_rdy_over_the_limit_is_a_violation_in_both(capture, packet, limit, lua_dir,
+                                                     tmp_path):
+    """``nsq.violation`` on a RDY over nsqd's max_rdy_count (which nsqd refused with
+    E_INVALID): the dissector holds RDY to the limit as nsqviz's observer does."""
+    exprs = ["nsq.violation", 'nsq.violation == "E_INVALID" and nsq.command == "RDY"']
+    theirs = tshark_selects(DATA / capture, lua_dir, exprs, tmp_path)
+    ours = nsqviz_selects(DATA / capture, exprs)
+    for t, o in zip(theirs, ours, strict=True):
+        assert packet in t and packet in o, limit
+    assert theirs[1] == ours[1]
 
 
 def test_ipv6_and_pdus_split_over_segments_select_alike(lua_dir, tmp_path):

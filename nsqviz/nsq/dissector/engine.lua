@@ -6,9 +6,10 @@
 -- Per connection it decides once which side is the client (the magic, a server port,
 -- or -- for a capture that started mid-connection -- the first bytes), gives the
 -- stream engine's walk() its framing hooks for each direction (walk follows the
--- stream), pairs nsqd's responses with the commands that asked for them, and marks
--- what follows an IDENTIFY response that negotiated snappy, deflate or TLS as such
--- instead of dissecting it as NSQ.
+-- stream), pairs nsqd's responses with the commands that asked for them, keeps the
+-- limits nsqd's IDENTIFY response announced (max_rdy_count), and marks what follows
+-- an IDENTIFY response that negotiated snappy, deflate or TLS as such instead of
+-- dissecting it as NSQ.
 -- ---------------------------------------------------------------------------------
 
 local ef_violation = ProtoExpert.new("nsq.expert.violation", "NSQ protocol violation",
@@ -236,8 +237,10 @@ local function violation(item, st, answer, vars, summaries)
 end
 
 -- The parameters of a command line, checked in the codec's order; a failure returns
--- the generated answer for that situation and the values for its placeholders.
-local function command_params(t, tvb, s, off, line, verb, spec, summaries)
+-- the generated answer for that situation and the values for its placeholders. A number
+-- nsqd holds to a limit (RDY's count) is judged against the limit its IDENTIFY response
+-- announced on this connection (limits), else nsqd's default (BOUNDS).
+local function command_params(t, tvb, s, off, line, verb, spec, summaries, limits)
   local E = ERRORS.commands[verb]
   local params, starts = {}, {}
   local pos = #verb + 2
@@ -272,6 +275,10 @@ local function command_params(t, tvb, s, off, line, verb, spec, summaries)
         return false, E["param." .. p.name], {value = value}
       end
       t:add(F[p.key], range, u64(value))
+      local limit = p.bound and (limits[p.bound] or BOUNDS[p.bound])
+      if limit and not first and tonumber(value) > limit then
+        first, fvars = E["bound." .. p.name], {value = value, max = tostring(limit)}
+      end
     elseif p.kind == "message_id" then
       t:add(F[p.key], range, value)
       if not first and #value ~= 16 then
@@ -344,7 +351,8 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
   if not spec then
     ok, answer, vars = false, ERRORS.unknown, {value = verb}
   else
-    ok, answer, vars, kept = command_params(t, tvb, s, off, line, verb, spec, summaries)
+    ok, answer, vars, kept = command_params(t, tvb, s, off, line, verb, spec, summaries,
+                                            conv.limits)
     if (ok or kept) and spec.body then
       local bok, banswer, bvars = command_body(t, tvb, s, nl, len - (nl - off) - 4, verb, spec,
                                                pinfo)
@@ -450,6 +458,10 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
     if data:sub(1, 1) == "{" then show_json(tvb(pos, dlen), pinfo, r) end
     local asked = answer_to(t, conv, pinfo, off, live and data ~= HEARTBEAT, nil)
     if live and asked and asked.verb == NEGOTIATES then
+      for key in pairs(BOUNDS) do  -- the limits nsqd announces (max_rdy_count)
+        local value = data:match('"' .. key .. '"%s*:%s*(%d+)')
+        if value then conv.limits[key] = tonumber(value) end
+      end
       local mode, level = negotiated(data)
       if mode then
         conv.c2s.mode = mode
@@ -490,6 +502,7 @@ local function new_connection(src_is_client, from_start)
     c2s = {dir = "c2s", expect_magic = from_start, resyncing = not from_start, skip = 0},
     s2c = {dir = "s2c", expect_magic = false, resyncing = not from_start, skip = 0},
     waiting = {first = 1, last = 0},
+    limits = {},
     answers = {},
     answered_in = {},
     switch = {},
