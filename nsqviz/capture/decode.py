@@ -160,6 +160,7 @@ class CaptureDecoder:
         self.driver = CaptureDriver(
             server_ports=self.server_ports,
             client_hello=lambda data: any(h(data) for h in hellos),
+            sent_by_client=self._sent_by_client,
             continuation=continuation, idle_split=idle_split,
         )
         self.flows: dict[int, _FlowState] = {}
@@ -276,6 +277,16 @@ class CaptureDecoder:
             state.stats.retransmitted_bytes += tcp_event.size
         elif kind is FlowEnd:
             yield from self._on_end(state, tcp_event)
+
+    def _sent_by_client(self, data: bytes) -> bool | None:
+        """Whose first bytes of a flow seen without its handshake these are, by their
+        look: a client's when a protocol takes them for its client's units and not its
+        server's, a server's the other way round; ``None``: no protocol can tell."""
+        for proto in self.protocols:
+            client = proto.looks_like(Direction.C2S, data)
+            if client != proto.looks_like(Direction.S2C, data):
+                return client
+        return None
 
     def _record(self, flow: Flow, direction: Direction | None, kind: str, name: str,
                 fields: dict[str, Any], ts: float, ids: tuple[int, ...], event: Any,

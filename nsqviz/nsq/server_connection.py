@@ -95,6 +95,14 @@ class ServerConnection(_Connection):
             max_msg_size=self.config.max_msg_size,
         )
 
+    def gap(self) -> tuple[bytes, int | None]:
+        """See :meth:`nsqviz.sansio.Connection.gap`. A magic not seen yet went with the
+        bytes the capture lost (the framing after a gap expects none): the next unit is
+        a command, not the magic."""
+        if self.state is State.INIT:
+            self._advance(ev.Magic)
+        return super().gap()
+
     def snapshot(self) -> dict[str, Any]:
         return {
             "state": self.state.value,

@@ -1,0 +1,56 @@
+"""Decoder bugs found while making the doctor's real captures (data/doctor/), each on the
+capture that showed it or on a written one that has its shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nsqviz.capture.decode import decode_capture
+from nsqviz.capture.synth import NsqTalk
+from nsqviz.capture.writer import PcapWriter, TcpConversation
+from nsqviz.nsq.events import Fin, Magic, Message, Rdy, Response, Sub
+from nsqviz.stream.direction import Direction
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+def _shown(path: Path, **options) -> list[tuple]:
+    return [(r.packets[0] if r.packets else None, r.dir, r.kind, r.name, r.flow)
+            for r in decode_capture(path, **options)]
+
+
+def test_a_gap_that_took_the_magic_leaves_the_next_commands_commands():
+    """capture-gap.pcap: the capture lost the consumer's magic, IDENTIFY and SUB; packet 5
+    holds 'RDY 1' and 'RDY 1000' (decode showed a MAGIC there and lost RDY 1)."""
+    records = list(decode_capture(DATA / "doctor" / "capture-gap.pcap"))
+    at5 = [(r.kind, r.name, r.fields.get("count")) for r in records
+           if r.packets == (5,) and r.dir == "c2s"]
+    assert at5 == [("gap", "Resync", None), ("command", "RDY", 1), ("command", "RDY", 1000)]
+    assert not [r for r in records if r.name == "MAGIC"]
+
+
+def test_a_connection_seen_midway_is_oriented_by_what_each_side_sends(tmp_path):
+    """No SYN, no magic, a server port nobody named -- and higher than the client's
+    (an OS-picked one): the side that sends command lines is the client, the one that
+    sends size-prefixed frames the server (the higher port was taken for the client's)."""
+    path = tmp_path / "midway-high-port.pcap"
+    with PcapWriter(path) as w:
+        conv = TcpConversation(w, ("127.0.0.1", 40001), ("127.0.0.1", 61001))
+        talk = NsqTalk(None)
+        talk.say(Magic(), Sub("t", "c"))
+        talk.answer(Response(b"OK"))
+        talk.say(Rdy(1))  # all before the capture started
+        conv.sent = {Direction.C2S: len(talk.written.c2s), Direction.S2C: len(talk.written.s2c)}
+        talk.conv = conv
+        mid = b"0123456789abcdef"
+        talk.answer(Message(1_700_000_000_000_000_000, 1, mid, b"body"))
+        talk.say(Fin(mid))
+    shown = _shown(path)
+    assert [(d, k, n, f) for _, d, k, n, f in shown if k in ("command", "frame")] == [
+        ("s2c", "frame", "FrameTypeMessage", "127.0.0.1:40001->127.0.0.1:61001"),
+        ("c2s", "command", "FIN", "127.0.0.1:40001->127.0.0.1:61001")]
+    # the capture that showed it: its consumer and producer flows, without --port
+    flows = {f for *_, k, _, f in _shown(DATA / "doctor" / "capture-midstream.pcap")
+             if k == "command"}
+    assert flows == {"127.0.0.1:59968->127.0.0.1:45831", "127.0.0.1:59972->127.0.0.1:45831",
+                     "127.0.0.1:59982->127.0.0.1:45831"}
