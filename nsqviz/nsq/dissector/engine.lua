@@ -313,7 +313,8 @@ local function command_body(t, tvb, s, bstart, size, verb, spec, pinfo)
     if size < 4 then return false, E.count_cut end
     local count = be32(s, data + 1)
     t:add(F["mpub.count"], tvb(data, 4))
-    if count < 1 then return false, E.count, {n = tostring(count)} end
+    -- a whole body that counts no message: the MPUB stands, of no message, refused
+    if count < 1 then return false, E.count, {n = tostring(count)}, true end
     local pos, stop = data + 4, data + size
     for i = 1, count do
       if stop - pos < 4 then return false, E.size_cut end
@@ -354,12 +355,13 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
     ok, answer, vars, kept = command_params(t, tvb, s, off, line, verb, spec, summaries,
                                             conv.limits)
     if (ok or kept) and spec.body then
-      local bok, banswer, bvars = command_body(t, tvb, s, nl, len - (nl - off) - 4, verb, spec,
-                                               pinfo)
+      local bok, banswer, bvars, bkept = command_body(t, tvb, s, nl, len - (nl - off) - 4,
+                                                      verb, spec, pinfo)
       if not bok then
         -- the body is bad too: nsqd answers the line's refusal first, unless it ignored it
-        if ok or answer.code == "" then ok, answer, vars = false, banswer, bvars end
-        kept = false
+        local line_stands = not ok and answer.code ~= ""
+        if not line_stands then ok, answer, vars = false, banswer, bvars end
+        kept = (bkept and not line_stands) or false
         summaries[#summaries + 1] = verb
       end
     end
