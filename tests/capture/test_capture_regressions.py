@@ -54,3 +54,41 @@ def test_a_connection_seen_midway_is_oriented_by_what_each_side_sends(tmp_path):
              if k == "command"}
     assert flows == {"127.0.0.1:59968->127.0.0.1:45831", "127.0.0.1:59972->127.0.0.1:45831",
                      "127.0.0.1:59982->127.0.0.1:45831"}
+
+
+def test_an_mpub_of_no_message_is_that_mpub_with_its_violation():
+    """nsq-publish-refused.pcap packet 42: ``MPUB events`` whose whole body counts 0
+    messages -- nsqd answered E_BAD_BODY to it (it was shown as undecodable bytes, and
+    the error as answering itself)."""
+    records = list(decode_capture(DATA / "doctor" / "nsq-publish-refused.pcap"))
+    (mpub,) = [r for r in records if r.packets == (42,)]
+    assert (mpub.kind, mpub.name, mpub.fields["topic"], mpub.fields["bodies"]) == (
+        "command", "MPUB", "events", [])
+    assert mpub.fields["violation"]["code"] == "E_BAD_BODY"
+    assert mpub.fields["violation"]["text"] == "MPUB invalid message count 0"
+    (answer,) = [r for r in records if r.packets == (44,)]
+    assert answer.fields["response_to"] == 42
+
+
+def test_conformance_takes_nsqds_refusals_and_leaves_what_the_capture_lost():
+    """In-flight: a FIN, REQ and TOUCH nsqd refused 'not in flight' (the messages timed
+    out while the client held them: nsq-late-answer.pcap) fail it; FINs for deliveries
+    the capture lost (capture-gap.pcap, a snaplen) are not judged. Handshake: an
+    IDENTIFY the snaplen cut short still comes before SUB."""
+    from nsqviz.conformance.report import check
+    from nsqviz.conformance.sources import from_capture
+
+    def verdicts(name: str) -> dict:
+        report = check(from_capture([DATA / name]))
+        return {(label.split("->")[0], v.rule): v for label, vs in report.connections.items()
+                for v in vs}
+
+    late = verdicts("doctor/nsq-late-answer.pcap")[("127.0.0.1:55278", "in-flight")]
+    assert (late.status, late.packets) == ("fail", (28, 31, 33))
+    assert "3 of them refused by nsqd" in late.detail
+    gap = verdicts("doctor/capture-gap.pcap")[("127.0.0.1:51886", "in-flight")]
+    assert gap.status == "not exercised" and "the capture lost server bytes" in gap.detail
+    cut = verdicts("nsqd/snaplen/pubsub-s96.pcap")
+    assert cut[("127.0.0.1:40338", "handshake")].status == "pass"
+    assert cut[("127.0.0.1:40314", "handshake")].detail == "IDENTIFY sent (a producer: no SUB)"
+    assert cut[("127.0.0.1:40338", "in-flight")].status == "not exercised"
