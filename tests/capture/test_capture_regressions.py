@@ -92,3 +92,13 @@ def test_conformance_takes_nsqds_refusals_and_leaves_what_the_capture_lost():
     assert cut[("127.0.0.1:40338", "handshake")].status == "pass"
     assert cut[("127.0.0.1:40314", "handshake")].detail == "IDENTIFY sent (a producer: no SUB)"
     assert cut[("127.0.0.1:40338", "in-flight")].status == "not exercised"
+
+
+def test_a_close_with_the_master_is_allowed_before_a_registration_succeeded():
+    """tubemq-rpc-error.pcap packet 59: the Go consumer closes after registrations the
+    Master refused (TOPIC_NOT_DEPLOYED); the Master answers 200 -- a close is released
+    and unregistered in any state -- so the close is no violation."""
+    records = list(decode_capture(DATA / "doctor" / "tubemq-rpc-error.pcap"))
+    (close,) = [r for r in records if r.packets == (59,)]
+    assert close.name == "CloseRequestC2M" and "refused" not in close.fields
+    assert "violation" not in close.fields and "violations" not in close.fields
