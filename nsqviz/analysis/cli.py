@@ -289,8 +289,8 @@ def _connections(args: argparse.Namespace) -> int:
 
 
 def _problems(found: list[dict[str, Any]]) -> str:
-    """nsqviz's findings on one connection, by kind, with their packets (``Gap 4
-    (packets 12, 14, ...)``; a refused command: ``RDY refused E_INVALID``)."""
+    """nsqviz's findings on one connection, by kind, with their packets (``Gap (packets
+    12, 14)``; a refused command: ``RDY refused E_INVALID (packet 26)``)."""
     by: dict[str, list[str]] = {}
     for p in found:
         what = (p["problem"] if p["problem"] == p["name"]
