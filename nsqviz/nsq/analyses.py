@@ -41,7 +41,7 @@ Packet numbers are the first packet of a frame (:data:`nsqviz.sql.FIRST_PACKET`)
 from __future__ import annotations
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.commands import BY_EVENT, COMMANDS, FRAME_NAMES, BodyKind
+from nsqviz.nsq.commands import BY_EVENT, COMMANDS, ENDS_FLIGHT, FRAME_NAMES, BodyKind
 from nsqviz.nsq.wire import HEARTBEAT
 from nsqviz.sql import (
     ANSWER_PAIRS,
@@ -97,7 +97,7 @@ MESSAGE, RESPONSE, ERROR = (_frame(e) for e in (ev.Message, ev.Response, ev.Erro
 _HEARTBEAT = f"'{HEARTBEAT.decode()}'"
 _PUBLISHES = quoted(v for v, c in COMMANDS.items()
                     if c.body in (BodyKind.MESSAGE, BodyKind.MESSAGES))
-_ENDS = f"{FIN}, {REQ}"
+_ENDS = ", ".join(_verb(e) for e in ENDS_FLIGHT)
 _JSON_RESPONSE = f"(name = {RESPONSE} AND data LIKE '{{%')"
 
 _CONN_INFO = f"""

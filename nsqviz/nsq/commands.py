@@ -156,6 +156,9 @@ COMMANDS: dict[str, CommandSpec] = {
 }
 """Every verb of protocol V2, in the spec's order."""
 
+ENDS_FLIGHT: tuple[type[ev.Command], ...] = (ev.Fin, ev.Req)
+"""The commands that take their message out of flight (TOUCH keeps it there)."""
+
 BY_VERB: dict[bytes, CommandSpec] = {spec.wire: spec for spec in COMMANDS.values()}
 BY_EVENT: dict[type[ev.Event], CommandSpec] = {spec.event: spec for spec in COMMANDS.values()}
 BODY_VERBS: frozenset[bytes] = frozenset(s.wire for s in COMMANDS.values() if s.body is not NONE)

@@ -8,7 +8,7 @@ from typing import Any
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
-from nsqviz.nsq.commands import BY_EVENT, BY_VERB, name_of
+from nsqviz.nsq.commands import BY_EVENT, BY_VERB, ENDS_FLIGHT, name_of
 from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _continued, _garbage_raw
 from nsqviz.nsq.errors import ErrorCode, not_in_flight
 from nsqviz.nsq.framing import (
@@ -378,7 +378,7 @@ class ServerConnection(_Connection):
         kind = type(cmd)
         before = self.state
         self._advance(kind)
-        if isinstance(cmd, ev.Fin | ev.Req):
+        if isinstance(cmd, ENDS_FLIGHT):
             self.in_flight.discard(cmd.id)
             if self.passive and not self.whole:
                 left = self.left
