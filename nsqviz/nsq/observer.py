@@ -87,6 +87,20 @@ def _answers(waiting: _Waiting, frame: Response | Error) -> bool:
     return False
 
 
+def _sure_instead(waiting: deque[_Waiting], n: int, w: _Waiting,
+                  frame: Error) -> tuple[int, _Waiting]:
+    """The waiting command an error answers when the oldest it may answer is a FIN, REQ
+    or TOUCH of an id the observer saw in flight (it gets this error only if the message
+    timed out meanwhile: nsqd is silent otherwise) and a later one is sure to get this
+    very error (the same id, FIN'ed again): the later one -- were the first refused too,
+    nsqd would have sent the error twice."""
+    sure = (frame.code, frame.text)
+    for m in range(n + 1, len(waiting)):
+        if waiting[m].expect == sure:
+            return m, waiting[m]
+    return n, w
+
+
 class Observer(SansIOObserver):
     """Watches both directions of someone else's NSQ connection (a capture).
 
@@ -236,6 +250,9 @@ class Observer(SansIOObserver):
         waiting = self.waiting
         for n, w in enumerate(waiting):
             if _answers(w, frame):
+                if isinstance(frame, Error) and w.expect is None and not w.answered:
+                    # a FIN/REQ/TOUCH of an id in flight
+                    n, w = _sure_instead(waiting, n, w, frame)
                 for _ in range(n + 1):
                     waiting.popleft()
                 return Answered(w.packet, w.number)

@@ -102,3 +102,38 @@ def test_a_close_with_the_master_is_allowed_before_a_registration_succeeded():
     (close,) = [r for r in records if r.packets == (59,)]
     assert close.name == "CloseRequestC2M" and "refused" not in close.fields
     assert "violation" not in close.fields and "violations" not in close.fields
+
+
+def test_an_error_after_a_fin_sent_twice_answers_the_second(tmp_path):
+    """A message FIN'ed twice: nsqd is silent to the first (the id was in flight) and
+    answers the second E_FIN_FAILED -- which once paired with the first, so that FIN
+    seemed refused and its delivery never ended."""
+    from nsqviz.nsq.errors import not_in_flight
+    from nsqviz.nsq.events import Error, Identify
+
+    path = tmp_path / "fin-twice.pcap"
+    with PcapWriter(path) as w:
+        conv = TcpConversation(w, ("127.0.0.1", 40002), ("127.0.0.1", 4150))
+        conv.open(1_700_000_000.0)
+        talk = NsqTalk(conv)
+        talk.say(Magic(), Identify({"client_id": "twice"}))
+        talk.answer(Response(b"OK"))
+        talk.say(Sub("t", "c"))
+        talk.answer(Response(b"OK"))
+        talk.say(Rdy(1))
+        mid = b"0123456789abcdef"
+        talk.answer(Message(1_700_000_000_000_000_000, 1, mid, b"body"))
+        talk.say(Fin(mid))
+        talk.say(Fin(mid))
+        code, text = not_in_flight("FIN", mid)
+        talk.answer(Error(code.frame(text)))
+    records = list(decode_capture(path))
+    fins = [r for r in records if r.name == "FIN"]
+    (error,) = [r for r in records if r.name == "FrameTypeError"]
+    assert error.fields["response_to"] == fins[1].packets[-1] != fins[0].packets[-1]
+    import nsqviz
+
+    cap = nsqviz.open(str(path))
+    assert cap.deliveries.outcome.tolist() == ["FIN"]
+    assert cap.errors.command_seq.tolist() == [int(cap.frames[
+        cap.frames.name == "FIN"].seq.max())]

@@ -274,6 +274,36 @@ def test_a_rdy_over_the_limit_is_a_violation_in_both(capture, packet, limit, lua
     assert theirs[1] == ours[1]
 
 
+def test_an_error_after_a_fin_sent_twice_answers_the_second_in_both(lua_dir, tmp_path):
+    """A message FIN'ed twice and nsqd's one E_FIN_FAILED: both pair it with the second
+    FIN (nsqd is silent to the first, the id being in flight), not with the oldest FIN
+    whose id it names."""
+    from nsqviz.nsq import events as ev
+    from nsqviz.nsq.errors import not_in_flight
+
+    path = tmp_path / "fin-twice.pcap"
+    with PcapWriter(path) as w:
+        conv = TcpConversation(w, ("127.0.0.1", 40002), ("127.0.0.1", 4150), mss=200)
+        conv.open(100.0)
+        talk = NsqTalk(conv, ts=100.0)
+        talk.say(ev.Magic(), ev.Sub("t", "c"))
+        talk.answer(ev.Response(b"OK"))
+        talk.say(ev.Rdy(1))
+        mid = b"0123456789abcdef"
+        talk.answer(ev.Message(1, 1, mid, b"body"))
+        talk.say(ev.Fin(mid))
+        talk.say(ev.Fin(mid))
+        code, text = not_in_flight("FIN", mid)
+        talk.answer(ev.Error(code.frame(text)))
+    exprs = [f"nsq.response_to == {n}" for n in range(1, 20)]
+    theirs = tshark_selects(path, lua_dir, exprs, tmp_path)
+    ours = nsqviz_selects(path, exprs)
+    assert theirs == ours
+    # packets: the handshake (1-3), magic and SUB (4), OK (5), RDY, the message, FIN (8),
+    # FIN (9), the error (10)
+    assert {i + 1: sel for i, sel in enumerate(ours) if sel} == {4: {5}, 9: {10}}
+
+
 def test_ipv6_and_pdus_split_over_segments_select_alike(lua_dir, tmp_path):
     """No sample is IPv6, and few split every PDU: a written capture of both (a session
     over IPv6 in 61-byte segments beside one over IPv4 in 3-byte segments)."""

@@ -165,8 +165,9 @@ end
 -- nsqd answers in command order: a response answers the oldest waiting command it
 -- answers on success, an error the oldest that gets this very error (one nsqd answers
 -- anyway, one whose refusal is known, a FIN/REQ/TOUCH whose "not in flight" text it
--- is). Waiting commands, oldest first, as a queue; the oldest are forgotten past
--- WAITING_KEPT (as nsqviz's observer does).
+-- is -- unless a later one is sure to get it: the same id FIN'ed twice). Waiting
+-- commands, oldest first, as a queue; the oldest are forgotten past WAITING_KEPT (as
+-- nsqviz's observer does).
 local WAITING_KEPT = 4096
 
 local function wait_answer(conv, pinfo, off, verb, answered, expect, flight)
@@ -195,8 +196,16 @@ local function answered_by(conv, error_data)
       fits = c.answered or c.flight == error_data
     end
     if fits then
-      for j = w.first, i do w[j] = nil end
-      w.first = i + 1
+      local last = i
+      if error_data ~= nil and not c.expect and not c.answered then
+        -- a FIN/REQ/TOUCH of an id in flight gets this error only if the message timed
+        -- out; a later command sure to get this very error (the same id again) takes it
+        for k = i + 1, w.last do
+          if w[k].expect == error_data then last, c = k, w[k]; break end
+        end
+      end
+      for j = w.first, last do w[j] = nil end
+      w.first = last + 1
       return c
     end
   end
@@ -381,11 +390,17 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
   local answer = conv.answered_in[pinfo.number .. ":" .. off]
   if answer then t:add(F["response_in"], answer):set_generated() end
   if live then
-    -- a FIN/REQ/TOUCH gets nsqd's "not in flight" error when its id is not in flight
-    local not_flying, flight = ERRORS.commands[verb].id_hex, nil
-    if not_flying then flight = fill(not_flying, {value = line:match("^%S+ (%S+)")}) end
-    wait_answer(conv, pinfo, off, verb, spec.answered, nil,
-                flight and not_flying.code .. " " .. flight)
+    -- a FIN/REQ/TOUCH gets nsqd's "not in flight" error when its id is not in flight: for
+    -- sure when a FIN/REQ on this connection took it out of flight and it was not
+    -- delivered again since (left), else only if it timed out (flight)
+    local not_flying, flight, expect = ERRORS.commands[verb].id_hex, nil, nil
+    if not_flying then
+      local id = line:match("^%S+ (%S+)")
+      flight = not_flying.code .. " " .. fill(not_flying, {value = id})
+      if conv.left[id] then expect, flight = flight, nil end
+      if spec.ends_flight then conv.left[id] = true end
+    end
+    wait_answer(conv, pinfo, off, verb, spec.answered, expect, flight)
   end
 end
 
@@ -437,6 +452,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
           violation(t, st, ERRORS.frames.id, {pyrepr = pyrepr(id)}, summaries)
           return
         end
+        if live then conv.left[id] = nil end  -- delivered: in flight again
       elseif f.type == "uint16" then
         shown[#shown + 1] = f.name .. "=" .. tvb(pos, size):uint()
       end
@@ -505,6 +521,7 @@ local function new_connection(src_is_client, from_start)
     s2c = {dir = "s2c", expect_magic = false, resyncing = not from_start, skip = 0},
     waiting = {first = 1, last = 0},
     limits = {},
+    left = {},
     answers = {},
     answered_in = {},
     switch = {},

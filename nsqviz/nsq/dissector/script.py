@@ -45,6 +45,7 @@ def _tables(spec: NsqSpec, protocol: Protocol) -> dict[str, Any]:
             "body": c.body,
             "message": c.message,
             "answered": c.answered,
+            "ends_flight": c.ends_flight,
         }
         for c in spec.commands
     }

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from nsqviz.nsq import framing, grammar, grammar_frames
 from nsqviz.nsq import wire as nsq_wire
-from nsqviz.nsq.commands import COMMANDS, BodyKind, ParamKind
+from nsqviz.nsq.commands import COMMANDS, ENDS_FLIGHT, BodyKind, ParamKind
 from nsqviz.nsq.commands import CommandSpec as TableEntry
 from nsqviz.nsq.commands import Param as TableParam
 from nsqviz.nsq.events import NON_FATAL_ERRORS, Response
@@ -60,6 +60,7 @@ class CommandSpec:
     body: str | None
     message: bool
     answered: bool  # nsqd answers it with a response frame (others only when they fail)
+    ends_flight: bool  # it takes its message out of flight (FIN, REQ: not TOUCH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,7 @@ def _command(spec: TableEntry) -> CommandSpec:
         _BODIES[spec.body],
         spec.body is BodyKind.MESSAGE,
         spec.answered,
+        spec.event in ENDS_FLIGHT,
     )
 
 
