@@ -247,6 +247,8 @@ def test_hand_picked_malformed_commands_fail_alike(wire):
     [
         (ev.Sub("bad name", "c"), grammar_errors.BadName),
         (ev.Pub("t", b""), grammar_errors.BadSize),
+        (ev.Mpub("t", ()), grammar_errors.BadSize),
+        (ev.Mpub("t", (b"a", b"", b"c")), grammar_errors.BadSize),
         (ev.Fin(b"xyz"), grammar_errors.BadMessageID),
         (ev.Req(ID, -1), grammar_errors.BadNumber),
         (ev.Rdy(-5), grammar_errors.BadNumber),
