@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, cast
 
 from nsqviz.client.config import Config
 from nsqviz.client.conn import ConnectionFailed, NSQConnection, NSQError
@@ -27,6 +27,11 @@ from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_MSG_SIZE
 __all__ = ["MessageTooBig", "Producer", "split_mpub"]
 
 log = logging.getLogger(__name__)
+
+
+_BYTES = {bytes}
+"""What a batch made only of bytes holds (checked without a Python-level step per
+message: the usual batch, and the one a publishing hot loop sends)."""
 
 
 class MessageTooBig(ValueError):
@@ -129,7 +134,9 @@ class Producer:
         delay = self.retry_delay
         for attempt in range(self.retries + 1):
             try:
-                conn = await self.connection()
+                conn = self._conn
+                if conn is None or not conn.is_open:
+                    conn = await self.connection()
                 await conn.command(cmd)
                 return
             except ConnectionError as exc:
@@ -157,7 +164,10 @@ class Producer:
     async def mpub(self, topic: str, bodies: list[bytes | str], *, split: bool = True) -> int:
         """MPUB ``bodies`` (split into several MPUBs if one would be too big); returns the
         number of MPUB commands sent."""
-        data = [b.encode() if isinstance(b, str) else b for b in bodies]
+        if set(map(type, bodies)) <= _BYTES:
+            data = cast("list[bytes]", list(bodies))
+        else:
+            data = [b.encode() if isinstance(b, str) else b for b in bodies]
         batches = split_mpub(data, max_msg_size=self.max_msg_size,
                              max_body_size=self.max_body_size)
         if len(batches) > 1 and not split:
