@@ -259,8 +259,12 @@ class Consumer:
         return sum(c.rdy for c in self.conns.values())
 
     def _share(self, conn: NSQConnection) -> int:
-        n = max(1, len(self.conns))
-        return max(1, min(self.config.max_in_flight // n, conn.max_rdy_count))
+        """``max_in_flight // num_conns``, at least 1, at most nsqd's max_rdy_count (in
+        plain comparisons: it is asked after every message)."""
+        share = self.config.max_in_flight // (len(self.conns) or 1)
+        if share > conn.max_rdy_count:
+            share = conn.max_rdy_count
+        return share if share > 1 else 1
 
     def _send_rdy(self, conn: NSQConnection, count: int) -> bool:
         """Send RDY ``count`` if the sum over connections stays within max_in_flight."""
@@ -359,11 +363,11 @@ class Consumer:
     # -- backoff --------------------------------------------------------------------
 
     def _result(self, conn: NSQConnection, success: bool) -> None:
+        if success and self.backoff_level == 0:
+            return  # the usual case: not in backoff, and nothing to count
         if self.config.backoff_disabled or self._backoff_timer is not None:
             return  # during the backoff wait results do not count
         if success:
-            if self.backoff_level == 0:
-                return
             self.backoff_level -= 1
         else:
             self.backoff_level += 1
