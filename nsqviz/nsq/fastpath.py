@@ -17,7 +17,6 @@ Input to the decoders is exactly one frame or command, as cut by
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from itertools import chain
 from struct import Struct
 from typing import Any, Protocol
 
@@ -451,31 +450,41 @@ _ENCODE: dict[ParamKind, Callable[[Any, Param], bytes]] = {
 }
 
 
-def _sized_parts(data: bytes, what: str, field: str) -> list[bytes]:
-    """``[4-byte size][data]`` as the parts a command is joined from (no copy here)."""
+_SIZED: dict[BodyKind, tuple[str, str]] = {
+    BodyKind.JSON: ("IDENTIFY body", "body size"),
+    BodyKind.SECRET: ("AUTH body", "body size"),
+    BodyKind.MESSAGE: ("message body", "message size"),
+}
+"""The bodies that are one ``[4-byte size][data]``: their name and their size field's."""
+
+
+def _with_body(line: bytes, kind: BodyKind, value: Any) -> bytes:
+    """A command's ``line`` followed by its body, joined once."""
+    if kind is BodyKind.MESSAGES:
+        return _with_messages(line, value)
+    data = compact_json(value) if kind is BodyKind.JSON else value
     if not data:
+        what, field = _SIZED[kind]
         raise BadSize(f"invalid {what} size 0", field=field)
-    return [_I32.pack(len(data)), data]
+    return b"".join((line, _I32.pack(len(data)), data))
 
 
-def _body_parts(kind: BodyKind, value: Any) -> list[bytes]:
-    """The parts of a command's body, joined once with its line by :func:`encode_command`
-    (an MPUB's messages are not copied one by one, then again with their size fields)."""
-    if kind is BodyKind.JSON:
-        return _sized_parts(compact_json(value), "IDENTIFY body", "body size")
-    if kind is BodyKind.SECRET:
-        return _sized_parts(value, "AUTH body", "body size")
-    if kind is BodyKind.MESSAGE:
-        return _sized_parts(value, "message body", "message size")
-    if not value:
+def _with_messages(line: bytes, bodies: tuple[bytes, ...]) -> bytes:
+    """An MPUB: ``line``, ``[body size][num messages]``, then ``([message size][message])*``
+    -- the size fields packed and put between the messages by slice assignment, each
+    message copied once, without a Python-level step per message (a publisher's hot
+    loop)."""
+    if not bodies:
         raise BadSize("MPUB invalid message count 0", field="num messages")
-    sizes = list(map(len, value))
+    sizes = list(map(len, bodies))
     if not all(sizes):
         raise BadSize("invalid message body size 0", field="message size")
-    # [body size][num messages] then ([message size][message])*, sizes packed and
-    # interleaved without a Python-level step per message (an MPUB's hot loop)
-    head = _HEADER.pack(4 + 4 * len(sizes) + sum(sizes), len(sizes))
-    return [head, *chain.from_iterable(zip(map(_I32.pack, sizes), value, strict=True))]
+    n = len(sizes)
+    parts = [line] * (2 * n + 2)
+    parts[1] = _HEADER.pack(4 + 4 * n + sum(sizes), n)
+    parts[2::2] = map(_I32.pack, sizes)
+    parts[3::2] = bodies
+    return b"".join(parts)
 
 
 _ENCODING: dict[type[Command], tuple[bytes, tuple[tuple[str, Callable[[Any, Param], bytes],
@@ -490,9 +499,9 @@ parameter's field and check, its body's field (``None``: no body) and kind."""
 
 def encode_command(cmd: Command) -> bytes:
     """A command event -> its bytes on the wire, refusing what the grammar would refuse."""
-    kind = type(cmd)
-    if kind is Fin:  # a consumer's most frequent command
+    if type(cmd) is Fin:  # a consumer's most frequent command
         return b"FIN " + _id(cmd.id, 0) + b"\n"
+    kind = type(cmd)
     if kind is Magic:
         return MAGIC_V2
     encoding = _ENCODING.get(kind)
@@ -505,4 +514,4 @@ def encode_command(cmd: Command) -> bytes:
     out = b" ".join(line) + b"\n"
     if body is None:
         return out
-    return b"".join([out, *_body_parts(body_kind, getattr(cmd, body))])
+    return _with_body(out, body_kind, getattr(cmd, body))
