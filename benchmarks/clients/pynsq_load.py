@@ -1,8 +1,9 @@
-"""pynsq 0.9.1 under load. Usage: python pynsq_load.py pub|sub ADDRESS TOPIC N [WINDOW]
+"""pynsq 0.9.1 under load.
+Usage: python pynsq_load.py pub|pubmixed|sub ADDRESS TOPIC N [WINDOW]
 pub: a Writer, N 200-byte messages in MPUBs of 200, WINDOW (default 1) of them in flight
-(each answer sends the next); sub: a Reader with max_in_flight 2500 whose handler
-returns True. Prints JSON: the timed window's seconds and the process's CPU seconds
-over it."""
+(each answer sends the next; pubmixed: messages of 100 to 300 bytes, 200 on average);
+sub: a Reader with max_in_flight 2500 whose handler returns True. Prints JSON: the timed
+window's seconds and the process's CPU seconds over it."""
 
 import json
 import sys
@@ -13,7 +14,8 @@ import tornado.ioloop
 
 mode, address, topic, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 window = int(sys.argv[5]) if len(sys.argv) > 5 else 1
-BODY = b"x" * 200
+BATCH = ([b"x" * (100 + i * 101 % 201) for i in range(200)] if mode == "pubmixed"
+         else [b"x" * 200] * 200)
 loop = tornado.ioloop.IOLoop.current()
 result = {}
 
@@ -23,7 +25,7 @@ def finish(seconds, cpu):
     loop.stop()
 
 
-if mode == "pub":
+if mode != "sub":
     writer = nsq.Writer([address])
     state = {"left": n // 200, "unsent": n // 200, "start": None, "cpu": None}
 
@@ -36,7 +38,7 @@ if mode == "pub":
             finish(time.perf_counter() - state["start"], time.process_time() - state["cpu"])
         elif state["unsent"]:
             state["unsent"] -= 1
-            writer.mpub(topic, [BODY] * 200, callback=sent)
+            writer.mpub(topic, list(BATCH), callback=sent)
 
     def go():
         if not writer.conns:
@@ -45,7 +47,7 @@ if mode == "pub":
         state["start"], state["cpu"] = time.perf_counter(), time.process_time()
         for _ in range(min(window, state["unsent"])):
             state["unsent"] -= 1
-            writer.mpub(topic, [BODY] * 200, callback=sent)
+            writer.mpub(topic, list(BATCH), callback=sent)
 
     loop.call_later(0.1, go)
 else:
