@@ -48,11 +48,11 @@ def split_mpub(bodies: list[bytes], *, max_msg_size: int = DEFAULT_MAX_MSG_SIZE,
     if not bodies:
         raise ValueError("MPUB needs at least one message")
     sizes = list(map(len, bodies))
-    body = 4 + 4 * len(sizes) + sum(sizes)
+    whole = 4 + 4 * len(sizes) + sum(sizes)
     # the usual case, checked without a loop per message (and without looking for the
     # largest message when the whole body fits max_msg_size: each of them does then)
-    if all(sizes) and body <= max_body_size and (
-            body <= max_msg_size or max(sizes) <= max_msg_size):
+    if all(sizes) and whole <= max_body_size and (
+            whole <= max_msg_size or max(sizes) <= max_msg_size):
         return [list(bodies)]
     batches: list[list[bytes]] = [[]]
     size = 4
