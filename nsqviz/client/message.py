@@ -29,7 +29,7 @@ class Message:
     """A message delivered to this consumer (``id``, ``body``, ``attempts``, ``timestamp``)."""
 
     __slots__ = ("id", "body", "attempts", "timestamp", "conn", "received_at", "deadline",
-                 "responded", "async_", "refused", "_config", "_answered")
+                 "responded", "async_", "refused", "_config", "_answered", "__weakref__")
 
     def __init__(self, event: MessageFrame, conn: NSQConnection, config: Config,
                  answered: Answered, now: float):
