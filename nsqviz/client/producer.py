@@ -168,7 +168,7 @@ class Producer:
         """MPUB ``bodies`` (split into several MPUBs if one would be too big); returns the
         number of MPUB commands sent."""
         if set(map(type, bodies)) <= _BYTES:
-            data = cast("list[bytes]", list(bodies))
+            data = cast("list[bytes]", bodies)  # split_mpub copies it
         else:
             data = [b.encode() if isinstance(b, str) else b for b in bodies]
         batches = split_mpub(data, max_msg_size=self.max_msg_size,

@@ -478,14 +478,14 @@ def _with_messages(line: bytes, bodies: tuple[bytes, ...]) -> bytes:
     if not bodies:
         raise BadSize("MPUB invalid message count 0", field="num messages")
     sizes = list(map(len, bodies))
+    n, first = len(sizes), sizes[0]
+    if first and sizes.count(first) == n:  # one size: its size field separates them
+        head = _HEADER.pack(4 + n * (4 + first), n)
+        return _I32.pack(first).join([line + head, *bodies])
     if not all(sizes):
         raise BadSize("invalid message body size 0", field="message size")
-    n = len(sizes)
-    head = _HEADER.pack(4 + 4 * n + sum(sizes), n)
-    if sizes.count(sizes[0]) == n:
-        return _I32.pack(sizes[0]).join([line + head, *bodies])
     parts = [line] * (2 * n + 2)
-    parts[1] = head
+    parts[1] = _HEADER.pack(4 + 4 * n + sum(sizes), n)
     parts[2::2] = map(_I32.pack, sizes)
     parts[3::2] = bodies
     return b"".join(parts)
