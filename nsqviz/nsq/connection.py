@@ -137,7 +137,7 @@ class _Connection(Connection):
     @property
     def closed(self) -> bool:
         """The connection is over: nothing more is read or sent."""
-        return self.state is State.CLOSED
+        return self._state is State.CLOSED
 
     def _pump(self, data: bytes, out: list[Event], segment: int | None) -> None:
         """Frame and decode ``data``; if the stream changes form after a frame (TLS,
@@ -170,7 +170,7 @@ class _Connection(Connection):
             else:
                 self._on_garbage(item, out)
                 pos = item.offset - base + len(item.data)
-            if self.state is State.CLOSED:
+            if self._state is State.CLOSED:
                 return
 
     def _bulk(
