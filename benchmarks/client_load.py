@@ -1,8 +1,8 @@
-"""nsqviz.client against pynsq and gnsq: publishing and consuming throughput, same broker,
+"""nsqviz.clients.nsq against pynsq and gnsq: publishing and consuming throughput, same broker,
 same run.
 
 The broker is ``nsqviz broker`` as its own process (``--mem-queue-size 10000000``, so no
-disk), then -- when it is found (:mod:`nsqviz.peers`) -- the real nsqd with the same
+disk), then -- when it is found (:mod:`nsqviz.servers.peers`) -- the real nsqd with the same
 flags. Each client runs as its own process (``benchmarks/clients/*_load.py``), driven
 the way its own users drive it, with the same knobs on every side:
 
@@ -23,7 +23,7 @@ of ``--repeat``), the client process's CPU time per message over the same window
 time), the broker's CPU per message and how busy it was while each client published
 (user + system time from ``/proc``, where there is one: a broker busy all the time is
 what limits publishing, not the client), and the ratios issue 32 sets targets on --
-nsqviz.client's msgs/s over gnsq's and pynsq's, publishing >= 1.2x gnsq (and ahead of
+nsqviz.clients.nsq's msgs/s over gnsq's and pynsq's, publishing >= 1.2x gnsq (and ahead of
 pynsq) against both brokers, consuming >= 4x both -- as the ratio of the medians, with
 each round's own ratio beside it. Needs the client venv of the interop tests
 (``.venv-pynsq``: pynsq 0.9.1, gnsq 1.0.2).
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.broker_load import _cpu_seconds
-from nsqviz.peers import NsqdProcess, RealNsqd, find
+from nsqviz.servers.peers import NsqdProcess, RealNsqd, find
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENTS = Path(__file__).resolve().parent / "clients"
@@ -53,7 +53,7 @@ LIBS = ("nsqviz", "pynsq", "gnsq")
 PHASES = {"publish": "pub", "publish mixed": "pubmixed", "consume": "sub"}
 """Each phase and the load drivers' mode for it."""
 TARGETS = {"publish": {"gnsq": 1.2, "pynsq": 1.0}, "consume": {"gnsq": 4.0, "pynsq": 4.0}}
-"""Issue 32's targets: nsqviz.client's msgs/s over each baseline's, at least (pynsq's
+"""Issue 32's targets: nsqviz.clients.nsq's msgs/s over each baseline's, at least (pynsq's
 publishing target is 'ahead of it')."""
 
 

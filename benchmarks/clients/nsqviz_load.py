@@ -1,4 +1,4 @@
-"""nsqviz.client under load.
+"""nsqviz.clients.nsq under load.
 Usage: python nsqviz_load.py pub|pubmixed|sub ADDRESS TOPIC N [WINDOW]
 pub: N 200-byte messages in MPUBs of 200, WINDOW (default 1) of them in flight at a time
 (1: each awaited before the next; pubmixed: messages of 100 to 300 bytes, 200 on
@@ -11,7 +11,7 @@ import json
 import sys
 import time
 
-from nsqviz.client import Consumer, Producer
+from nsqviz.clients.nsq import Consumer, Producer
 
 mode, address, topic, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 window = int(sys.argv[5]) if len(sys.argv) > 5 else 1

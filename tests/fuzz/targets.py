@@ -23,7 +23,6 @@ from pathlib import Path
 from nsqviz.capture.cli import json_line
 from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.files import CaptureFormatError
-from nsqviz.httpd import GET, POST, HTTPError, HTTPServerConnection, route_table, text
 from nsqviz.lookupd import codec as lookupd_codec
 from nsqviz.lookupd import grammar as lookupd_grammar
 from nsqviz.nsq import events as nsq_events
@@ -33,6 +32,7 @@ from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.observer import Observer as NsqObserver
 from nsqviz.nsq.server_connection import ServerConnection
+from nsqviz.servers.httpd import GET, POST, HTTPError, HTTPServerConnection, route_table, text
 from nsqviz.tubemq import codec as tube_codec
 from nsqviz.tubemq import grammar as tube_grammar
 
@@ -140,12 +140,12 @@ def lookupd_codec_target(data: bytes) -> None:
     role = data[0] % 3
     stream = data[2:]
     if role == 0:
-        server = lookupd_codec.LookupServerConnection()
+        server = lookupd_codec.ServerConnection()
         if data[1] & 1:
             stream = lookupd_grammar.MAGIC_V1 + stream  # mostly past the magic
         receive = server.receive
     else:
-        client = lookupd_codec.LookupClientConnection()
+        client = lookupd_codec.ClientConnection()
         asked = [lookupd_codec.Magic(), lookupd_codec.Identify(LOOKUPD_INFO)]
         if role == 2:
             asked += [lookupd_codec.Register("t", "c"), lookupd_codec.Ping()]
