@@ -12,7 +12,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from nsqviz.broker.diskqueue import DiskQueue
-from nsqviz.broker.message import BrokerMessage, decode_record, encode_record
+from nsqviz.broker.message import (
+    HEADER_SIZE,
+    RECORD_START,
+    BrokerMessage,
+    decode_record,
+    encode_record,
+)
 
 if TYPE_CHECKING:
     from nsqviz.broker.options import Options
@@ -37,8 +43,8 @@ class Backlog:
             self.disk = DiskQueue(
                 name, opts.data_path,
                 max_bytes_per_file=opts.max_bytes_per_file,
-                min_msg_size=26, max_msg_size=opts.max_msg_size + 26,
-                sync_every=opts.sync_every,
+                min_msg_size=HEADER_SIZE, max_msg_size=opts.max_msg_size + HEADER_SIZE,
+                sync_every=opts.sync_every, record_start=RECORD_START,
             )
         elif not ephemeral:
             self.limit = None  # no data path: an embedded broker keeps everything in memory
@@ -54,7 +60,7 @@ class Backlog:
         if self.limit is None or len(self.memory) < self.limit:
             self.memory.append(msg)
         elif self.disk is not None:
-            self.disk.put(encode_record(msg))
+            self.disk.put_many((encode_record(msg),))
         else:
             self.dropped += 1  # ephemeral: nsqd's dummy backend discards
 
@@ -88,14 +94,7 @@ class Backlog:
         (not decoded: a move to another backlog writes them back as they are)."""
         memory = self.memory
         msgs = [memory.popleft() for _ in range(min(n, len(memory)))]
-        records: list[bytes] = []
-        if self.disk is not None:
-            get = self.disk.get
-            while len(msgs) + len(records) < n:
-                data = get()
-                if data is None:
-                    break
-                records.append(data)
+        records = self.disk.get_many(n - len(msgs)) if self.disk is not None else []
         return msgs, records
 
     def pop_many(self, n: int) -> list[BrokerMessage]:
@@ -103,19 +102,17 @@ class Backlog:
         memory = self.memory
         popleft = memory.popleft
         msgs = [popleft() for _ in range(min(n, len(memory)))]
-        if self.disk is not None:
-            get = self.disk.get
-            while len(msgs) < n and (data := get()) is not None:
-                msgs.append(decode_record(data))
+        if self.disk is not None and len(msgs) < n:
+            msgs += map(decode_record, self.disk.get_many(n - len(msgs)))
         return msgs
 
     def pop(self) -> BrokerMessage | None:
         if self.memory:
             return self.memory.popleft()
         if self.disk is not None:
-            data = self.disk.get()
-            if data is not None:
-                return decode_record(data)
+            records = self.disk.get_many(1)
+            if records:
+                return decode_record(records[0])
         return None
 
     def spill(self, msgs: Iterable[BrokerMessage]) -> None:

@@ -5,20 +5,36 @@ nsqd stores a message on disk in the same layout it sends in a ``FrameTypeMessag
 of a message frame. :func:`encode_record`/:func:`decode_record` are the struct fast
 path for that layout; ``tests/broker/test_units.py`` checks them byte for byte
 against :data:`nsqviz.nsq.grammar_frames.Message`, the one definition of the layout.
+:data:`RECORD_START` is what every record must start with: a disk record is checked
+against it when it is read back (:mod:`nsqviz.broker.diskqueue`), so that every message
+the broker holds has an id a message frame can carry -- ours are generated, a disk
+record's is checked.
 """
 
 from __future__ import annotations
 
 import array
 import itertools
+import re
 import sys
 import time
 from struct import Struct
 
-__all__ = ["BrokerMessage", "IDGenerator", "decode_record", "encode_record"]
+__all__ = [
+    "HEADER_SIZE",
+    "RECORD_START",
+    "BrokerMessage",
+    "IDGenerator",
+    "decode_record",
+    "encode_record",
+]
 
 _HEADER = Struct(">qH16s")
 HEADER_SIZE = _HEADER.size  # 26
+
+RECORD_START = re.compile(rb"[\x00-\xff]{10}[0-9a-fA-F]{16}")
+"""A disk record's first 26 bytes: timestamp and attempts (any value), then the message
+id -- 16 hex digits, as a message frame's id must be (``fastpath.encode_messages``)."""
 
 
 class BrokerMessage:

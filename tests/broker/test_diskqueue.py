@@ -25,17 +25,14 @@ def _kill(q: DiskQueue) -> None:
 
 
 def _drain(q: DiskQueue) -> list[bytes]:
-    out = []
-    while (r := q.get()) is not None:
-        out.append(r)
-    return out
+    return q.get_many(1 << 30)
 
 
 def test_records_written_before_any_sync_survive_a_kill(tmp_path):
     q = _queue(tmp_path, max_bytes_per_file=10_000)
     records = [b"%03d" % i * 10 for i in range(50)]
     q.put_many(records[:25])
-    q.put(records[25])
+    q.put_many([records[25]])
     q.put_many(records[26:])
     assert not (tmp_path / "t:c.diskqueue.meta.dat").exists()
     _kill(q)
@@ -69,7 +66,7 @@ def test_torn_last_record_is_cut_off_with_a_warning_and_writing_goes_on(tmp_path
         again = _queue(tmp_path)
     assert "11 bytes of a torn record at offset 28" in caplog.text
     assert (tmp_path / "t:c.diskqueue.000000.dat.bad").read_bytes() == b"\x00\x00\x00\x14zzzzzzz"
-    again.put(b"w" * 5)
+    again.put_many([b"w" * 5])
     assert _drain(again) == [b"x" * 10, b"y" * 10, b"w" * 5]
     _kill(again)
     assert _drain(_queue(tmp_path)) == [b"x" * 10, b"y" * 10, b"w" * 5]
@@ -77,7 +74,7 @@ def test_torn_last_record_is_cut_off_with_a_warning_and_writing_goes_on(tmp_path
 
 def test_failed_write_leaves_no_partial_record(tmp_path):
     q = _queue(tmp_path)
-    q.put(b"ok" * 5)
+    q.put_many([b"ok" * 5])
     fd = q._fd
     os.close(fd)
     q._fd = os.open(os.devnull, os.O_RDONLY)  # any write now fails
@@ -95,7 +92,7 @@ def test_failed_write_leaves_no_partial_record(tmp_path):
 
 def test_metadata_is_replaced_atomically(tmp_path):
     q = _queue(tmp_path)
-    q.put(b"m" * 10)
+    q.put_many([b"m" * 10])
     q.sync()
     assert (tmp_path / "t:c.diskqueue.meta.dat").read_text() == "1\n0,0\n0,14\n"
     assert not (tmp_path / "t:c.diskqueue.meta.dat.tmp").exists()
@@ -110,7 +107,7 @@ def test_sync_every_fsyncs_and_saves_metadata(tmp_path, monkeypatch):
     q = _queue(tmp_path, sync_every=3)
     q.put_many([b"a"] * 2)
     assert not synced and q.dirty
-    q.put(b"b")
+    q.put_many([b"b"])
     assert synced and not q.dirty
     assert (tmp_path / "t:c.diskqueue.meta.dat").read_text().startswith("3\n")
 
@@ -146,12 +143,10 @@ def test_nothing_written_is_lost_whatever_the_interleaving(tmp_path_factory, ops
             q.put_many(batch)
             written += batch
         elif op == "get":
-            for _ in range(n):
-                r = q.get()
-                if r is None:
-                    break
-                assert r == written[read]
-                read += 1
+            got = q.get_many(n)
+            assert got == written[read:read + len(got)]
+            assert len(got) == min(n, len(written) - read)
+            read += len(got)
         elif op == "sync":
             q.sync()
         elif op == "close":

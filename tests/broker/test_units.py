@@ -54,45 +54,38 @@ def test_disk_queue_rolls_files_and_survives_reopen(tmp_path):
     q = _queue(tmp_path)
     records = [b"%03d" % i * 30 for i in range(100)]  # 90-byte records: ~11 per file
     for r in records[:60]:
-        q.put(r)
-    assert [q.get() for _ in range(20)] == records[:20]
+        q.put_many([r])
+    assert q.get_many(20) == records[:20]
     q.close()
     assert "t:c.diskqueue.meta.dat" in os.listdir(tmp_path)
     q = _queue(tmp_path)
     assert q.depth == 40
     for r in records[60:]:
-        q.put(r)
-    out = []
-    while (r := q.get()) is not None:
-        out.append(r)
-    assert out == records[20:]
+        q.put_many([r])
+    assert q.get_many(1000) == records[20:]
     assert q.depth == 0
     # fully read files are removed
     dat = [f for f in os.listdir(tmp_path) if f.endswith(".dat") and "meta" not in f]
     assert len(dat) <= 1
 
 
-def test_disk_queue_corrupt_file_is_renamed_bad_and_skipped(tmp_path):
+def test_disk_queue_bad_size_sets_the_record_aside_and_reads_on(tmp_path):
     q = _queue(tmp_path)
-    for i in range(30):
-        q.put(b"%02d" % i * 45)  # 90 bytes each; files of 11 records
+    q.put_many([b"%02d" % i * 45 for i in range(30)])  # 90 bytes each; files of 11 records
     q.close()
     first = tmp_path / "t:c.diskqueue.000000.dat"
     data = bytearray(first.read_bytes())
     data[0:4] = b"\x7f\xff\xff\xff"  # a size no record can have
     first.write_bytes(bytes(data))
     q = _queue(tmp_path)
-    got = []
-    while (r := q.get()) is not None:
-        got.append(r)
-    assert got == [b"%02d" % i * 45 for i in range(11, 30)]
-    assert (tmp_path / "t:c.diskqueue.000000.dat.bad").exists()
+    assert q.get_many(100) == [b"%02d" % i * 45 for i in range(1, 30)]
+    assert (tmp_path / "t:c.diskqueue.000000.dat.bad").read_bytes() == bytes(data[:94])
 
 
 def test_disk_queue_refuses_bad_sizes(tmp_path):
     q = _queue(tmp_path)
     with pytest.raises(ValueError, match="invalid record size"):
-        q.put(b"x" * 501)
+        q.put_many([b"x" * 501])
 
 
 def _defaults(opts: Options) -> Negotiated:
