@@ -28,7 +28,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nsqviz.broker.backlog import Backlog, backend_name
-from nsqviz.broker.message import BrokerMessage
+from nsqviz.broker.memqueue import Entry, size_of
+from nsqviz.broker.message import Batch, BrokerMessage
 
 if TYPE_CHECKING:
     from nsqviz.broker.options import Options
@@ -133,14 +134,15 @@ class Channel:
 
     # -- putting ----------------------------------------------------------------
 
-    def put(self, msg: BrokerMessage) -> None:
-        self.message_count += 1
-        self.backlog.put(msg)
+    def put_batch(self, batch: Batch) -> None:
+        self.message_count += len(batch)
+        self.backlog.put_batch(batch)
         self._pump_after_put()
 
-    def put_many(self, msgs: list[BrokerMessage]) -> None:
-        self.message_count += len(msgs)
-        self.backlog.put_many(msgs)
+    def put_entries(self, entries: list[Entry], *, copy: bool) -> None:
+        """Messages the topic's backlog held in memory (see :meth:`Backlog.put_entries`)."""
+        self.message_count += size_of(entries)
+        self.backlog.put_entries(entries, copy=copy)
         self._pump_after_put()
 
     def put_records(self, records: list[bytes]) -> None:
@@ -161,8 +163,7 @@ class Channel:
         self._defer(msg, delay)
 
     def _defer(self, msg: BrokerMessage, delay: float) -> None:
-        msg.deliver_at = time.monotonic() + delay
-        heapq.heappush(self.deferred, (msg.deliver_at, next(_seq), msg))
+        heapq.heappush(self.deferred, (time.monotonic() + delay, next(_seq), msg))
 
     # -- delivering -------------------------------------------------------------
 
@@ -278,7 +279,6 @@ class Channel:
         in_flight = client.in_flight
         for msg in batch:
             msg.attempts += 1
-            msg.client = client
             msg.deadline = deadline
             in_flight[msg.id] = msg
         self.holders.add(client)
@@ -312,9 +312,7 @@ class Channel:
         them into the channel already): they become the channel's own first."""
         waiting = self.topic.backlog.memory
         if self.topic.sole_reader is self and waiting:
-            self.message_count += len(waiting)
-            self.backlog.memory.extend(waiting)
-            waiting.clear()
+            self.message_count += self.backlog.memory.take_all_from(waiting)
         self.backlog.memory.append(msg)
 
     def touch(self, client: Consumer, msg_id: bytes) -> None:
@@ -347,9 +345,7 @@ class Channel:
                 self.holders.discard(client)
         deferred = self.deferred
         while deferred and deferred[0][0] <= now:
-            msg = heapq.heappop(deferred)[2]
-            msg.deliver_at = 0.0
-            self._put_back(msg)
+            self._put_back(heapq.heappop(deferred)[2])
             dirty = True
         if dirty:
             self.pump()

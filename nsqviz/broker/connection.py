@@ -30,7 +30,6 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from itertools import repeat
 from typing import Any, ClassVar, cast
 
 from nsqviz.broker.access import AccessSteps
@@ -359,12 +358,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         # pump runs apart from the command loop)
         broker.held_pumps = held = set[Channel]()
         try:
-            if len(bodies) == 1:
-                topic.put(BrokerMessage(broker.new_id(), bodies[0]), delay)
-            else:
-                now = time.time_ns()
-                ids = broker.new_id.many(len(bodies))
-                topic.put_many(list(map(BrokerMessage, ids, bodies, repeat(now))))
+            topic.publish(broker.ids.batch(bodies), delay)
         except (OSError, ValueError) as exc:
             # nsqd: E_PUB_FAILED / E_MPUB_FAILED / E_DPUB_FAILED when the put fails (a
             # disk queue that cannot be written)

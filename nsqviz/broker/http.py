@@ -13,7 +13,6 @@ import socket
 from struct import Struct
 from typing import Any
 
-from nsqviz.broker.message import BrokerMessage
 from nsqviz.broker.stats import stats, stats_text
 from nsqviz.goflags import VERSION
 from nsqviz.httpd import (
@@ -115,7 +114,7 @@ def _pub(broker: Any, query: Query, body: bytes) -> Reply:
             raise HTTPError(400, "INVALID_DEFER")
         defer = ms / 1000
     topic = broker.get_topic(name)
-    topic.put(BrokerMessage(broker.new_id(), body), defer)
+    topic.publish(broker.ids.batch((body,)), defer)
     return text(b"OK")
 
 
@@ -146,7 +145,7 @@ def _mpub(broker: Any, query: Query, body: bytes) -> Reply:
                 raise HTTPError(413, "MSG_TOO_BIG")
             bodies.append(line)
     topic = broker.get_topic(name)  # nsqd: an MPUB of no lines is a 200 that adds nothing
-    topic.put_many([BrokerMessage(broker.new_id(), b) for b in bodies])
+    topic.publish(broker.ids.batch(bodies))
     return text(b"OK")
 
 

@@ -1,4 +1,12 @@
-"""A message inside the broker, its id, and its on-disk record.
+"""A message inside the broker, a publish's messages packed as one batch, ids, and the
+on-disk record.
+
+A publish (PUB, MPUB, HTTP ``/pub``, ``/mpub``) becomes one :class:`Batch`: the bodies
+as the command carried them, the hex digits of their consecutive ids (formatted once,
+for the whole batch) and their timestamp. Queues hold the batch, not a message object
+per message; a :class:`BrokerMessage` is made when a message leaves the queue (to a
+client, to a deferred heap, back from disk), because from then on it has a life of its
+own: attempts, a deadline, a requeue.
 
 nsqd stores a message on disk in the same layout it sends in a ``FrameTypeMessage``
 (``[timestamp:int64][attempts:uint16][id:16][body]``), so a disk record *is* the data
@@ -14,15 +22,17 @@ record's is checked.
 from __future__ import annotations
 
 import array
-import itertools
 import re
 import sys
 import time
+from collections.abc import Sequence
+from itertools import repeat
 from struct import Struct
 
 __all__ = [
     "HEADER_SIZE",
     "RECORD_START",
+    "Batch",
     "BrokerMessage",
     "IDGenerator",
     "decode_record",
@@ -38,28 +48,65 @@ id -- 16 hex digits, as a message frame's id must be (``fastpath.encode_messages
 
 
 class BrokerMessage:
-    """One message of one channel (nsqd copies a topic's message for each channel).
+    """One message of one channel, once it has left the queue (nsqd copies a topic's
+    message for each channel).
 
-    ``deliver_at`` (monotonic seconds) is set while the message is deferred;
-    ``client``/``deadline`` while it is in flight.
+    ``deadline`` (monotonic seconds) is set while it is in flight.
     """
 
-    __slots__ = ("id", "body", "timestamp", "attempts", "client", "deadline", "deliver_at")
+    __slots__ = ("id", "body", "timestamp", "attempts", "deadline")
 
-    def __init__(self, id: bytes, body: bytes, timestamp: int | None = None, attempts: int = 0):
+    def __init__(self, id: bytes, body: bytes, timestamp: int, attempts: int = 0):
         self.id = id
         self.body = body
-        self.timestamp = time.time_ns() if timestamp is None else timestamp
+        self.timestamp = timestamp
         self.attempts = attempts
-        self.client: object | None = None  # the connection it is in flight on
         self.deadline = 0.0
-        self.deliver_at = 0.0
 
     def copy(self) -> BrokerMessage:
         return BrokerMessage(self.id, self.body, self.timestamp, self.attempts)
 
     def __repr__(self) -> str:
         return f"BrokerMessage({self.id!r}, attempts={self.attempts}, {len(self.body)} bytes)"
+
+
+class Batch:
+    """The messages of one publish, as one object while they wait in queues.
+
+    Immutable, so every channel of a topic shares it (each queue keeps its own place in
+    it); nothing is made per message until a message leaves a queue
+    (:meth:`messages`, :meth:`records`).
+    """
+
+    __slots__ = ("bodies", "digits", "timestamp", "size")
+
+    def __init__(self, bodies: Sequence[bytes], digits: bytes, timestamp: int):
+        self.bodies = bodies
+        self.digits = digits  # 16 hex digits per message: the ids, end to end
+        self.timestamp = timestamp
+        self.size = sum(map(len, bodies))  # body bytes, for /stats
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+    def ids(self, start: int, stop: int) -> list[bytes]:
+        digits = self.digits
+        return [digits[k : k + 16] for k in range(16 * start, 16 * stop, 16)]
+
+    def messages(self, start: int, stop: int) -> list[BrokerMessage]:
+        """Messages ``start`` to ``stop`` (never delivered: attempts 0)."""
+        return list(map(BrokerMessage, self.ids(start, stop), self.bodies[start:stop],
+                        repeat(self.timestamp)))
+
+    def records(self, start: int, stop: int) -> list[bytes]:
+        """Messages ``start`` to ``stop`` as disk records."""
+        pack = _HEADER.pack
+        ts = self.timestamp
+        return [pack(ts, 0, mid) + body
+                for mid, body in zip(self.ids(start, stop), self.bodies[start:stop], strict=True)]
+
+    def __repr__(self) -> str:
+        return f"Batch({len(self)} messages from {self.digits[:16]!r})"
 
 
 class IDGenerator:
@@ -72,21 +119,17 @@ class IDGenerator:
     """
 
     def __init__(self) -> None:
-        self._counter = itertools.count(time.time_ns())
+        self._next = time.time_ns()
 
-    def __call__(self) -> bytes:
-        return b"%016x" % next(self._counter)
-
-    def many(self, n: int) -> list[bytes]:
-        """``n`` consecutive ids (an MPUB's worth) in one go: the 64-bit values packed
-        big-endian and hex-encoded at once, then cut into ids."""
-        start = next(self._counter)
-        self._counter = itertools.count(start + n)
-        values = array.array("Q", range(start, start + n))
+    def batch(self, bodies: Sequence[bytes]) -> Batch:
+        """A publish's messages: consecutive ids, their 64-bit values packed big-endian
+        and hex-encoded at once, and the time of now."""
+        start = self._next
+        self._next = start + len(bodies)
+        values = array.array("Q", range(start, start + len(bodies)))
         if sys.byteorder == "little":
             values.byteswap()
-        digits = values.tobytes().hex().encode()
-        return [digits[k : k + 16] for k in range(0, 16 * n, 16)]
+        return Batch(bodies, values.tobytes().hex().encode(), time.time_ns())
 
 
 def encode_record(msg: BrokerMessage) -> bytes:

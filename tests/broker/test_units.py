@@ -39,9 +39,20 @@ def test_short_record_refused():
 
 def test_ids_unique_and_hex():
     gen = IDGenerator()
-    got = [gen() for _ in range(100)] + gen.many(100) + [gen()]
-    assert len(set(got)) == len(got)
+    batches = [gen.batch([b"x"]) for _ in range(100)] + [gen.batch([b"y"] * 100), gen.batch([])]
+    got = [i for b in batches for i in b.ids(0, len(b))]
+    assert len(got) == 200 and len(set(got)) == len(got)
     assert all(len(i) == 16 and int(i, 16) >= 0 for i in got)
+
+
+def test_a_batch_unpacks_into_the_messages_and_records_it_holds():
+    batch = IDGenerator().batch([b"a", b"bc", b"def"])
+    assert (len(batch), batch.size) == (3, 6)
+    msgs = batch.messages(1, 3)
+    assert [(m.id, m.body, m.timestamp, m.attempts) for m in msgs] == [
+        (batch.ids(1, 2)[0], b"bc", batch.timestamp, 0),
+        (batch.ids(2, 3)[0], b"def", batch.timestamp, 0)]
+    assert batch.records(1, 3) == [encode_record(m) for m in msgs]
 
 
 def _queue(path, **kw):
@@ -164,3 +175,51 @@ def test_broker_dispatch_is_built_from_the_command_table():
         method = handlers[spec.event]
         assert method.__name__ == handler_name(spec.verb), spec.verb
         assert callable(method) and method is getattr(BrokerConnection, handler_name(spec.verb))
+
+
+queue_ops = st.lists(st.one_of(
+    st.tuples(st.just("batch"), st.integers(0, 7)),
+    st.tuples(st.just("single"), st.just(1)),
+    st.tuples(st.just("pop_many"), st.integers(0, 9)),
+    st.tuples(st.just("popleft"), st.just(1)),
+    st.tuples(st.just("take"), st.integers(0, 9)),
+), max_size=40)
+
+
+@given(ops=queue_ops)
+def test_memory_queue_keeps_order_across_runs_and_singles(ops):
+    """A queue of runs of shared batches and single messages gives them back in the order
+    they came, whichever way they are taken; entries taken and copied into a second queue
+    leave the batches they share as they were."""
+    from nsqviz.broker.memqueue import MemoryQueue, size_of
+
+    gen = IDGenerator()
+    q, model = MemoryQueue(), []
+    for op, n in ops:
+        if op == "batch":
+            batch = gen.batch([b"%d" % i for i in range(n)])
+            q.append_batch(batch, 0, n)
+            model += batch.ids(0, n)
+        elif op == "single":
+            msg = gen.batch([b"s"]).messages(0, 1)[0]
+            q.append(msg)
+            model.append(msg.id)
+        elif op == "pop_many":
+            got = [m.id for m in q.pop_many(n)]
+            assert got == model[:len(got)] and len(got) == min(n, len(model))
+            del model[:len(got)]
+        elif op == "popleft":
+            msg = q.popleft()
+            assert (msg.id if msg else None) == (model.pop(0) if model else None)
+        else:
+            entries = q.take(n)
+            taken = size_of(entries)
+            other, twin = MemoryQueue(), MemoryQueue()
+            other.extend(entries, copy=True)
+            twin.extend(entries)
+            assert taken == len(other) == min(n, len(model))
+            assert [m.id for m in other.pop_many(n)] == [m.id for m in twin.pop_many(n)]
+            assert [m.id for m in twin.pop_many(n)] == []
+            del model[:taken]
+        assert len(q) == len(model)
+    assert [decode_record(r).id for r in q.records()] == model
