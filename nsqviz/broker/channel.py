@@ -34,7 +34,7 @@ from nsqviz.broker.message import Batch, BrokerMessage
 if TYPE_CHECKING:
     from nsqviz.broker.options import Options
 
-__all__ = ["PUMP_SLICE", "Channel", "Consumer", "Owner"]
+__all__ = ["NOT_IN_FLIGHT", "PUMP_SLICE", "Channel", "Consumer", "Owner"]
 
 _seq = itertools.count()
 
@@ -45,6 +45,9 @@ which nsqd runs on other goroutines (and cores). Smaller slices let a publisher'
 be read between a draining reader's slices; larger ones favour the reader and cost less
 CPU per message when it is alone (``benchmarks.broker_load`` shows both sides)."""
 
+
+NOT_IN_FLIGHT = "ID not in flight"
+"""nsqd's reason when a FIN, REQ or TOUCH names a message not in flight on the channel."""
 
 _Room = list[Any]
 """One client's turn in a pump: ``[client, room left, batch taken]`` (a list: the pump
@@ -288,12 +291,16 @@ class Channel:
     def _end_in_flight(self, client: Consumer, msg_id: bytes) -> BrokerMessage:
         msg = client.in_flight.pop(msg_id, None)
         if msg is None:
-            raise KeyError("ID not in flight")
+            raise KeyError(NOT_IN_FLIGHT)
         self.in_flight_count -= 1
         return msg
 
-    def finish(self, client: Consumer, msg_id: bytes) -> None:
-        self._end_in_flight(client, msg_id)
+    def finish(self, client: Consumer, msg_ids: list[bytes]) -> list[bytes]:
+        """FIN of these messages; returns the ids that were not in flight."""
+        pop = client.in_flight.pop
+        missing = [mid for mid in msg_ids if pop(mid, None) is None]
+        self.in_flight_count -= len(msg_ids) - len(missing)
+        return missing
 
     def requeue(self, client: Consumer, msg_id: bytes, delay: float) -> None:
         msg = self._end_in_flight(client, msg_id)
@@ -318,7 +325,7 @@ class Channel:
     def touch(self, client: Consumer, msg_id: bytes) -> None:
         msg = client.in_flight.pop(msg_id, None)
         if msg is None:
-            raise KeyError("ID not in flight")
+            raise KeyError(NOT_IN_FLIGHT)
         msg.deadline = time.monotonic() + client.msg_timeout
         client.in_flight[msg_id] = msg  # re-inserted last: deadlines stay in order
 

@@ -34,7 +34,7 @@ from typing import Any, ClassVar, cast
 
 from nsqviz.broker.access import AccessSteps
 from nsqviz.broker.auth import AuthState
-from nsqviz.broker.channel import Channel
+from nsqviz.broker.channel import NOT_IN_FLIGHT, Channel
 from nsqviz.broker.identify import IdentifyRefused, Negotiated, negotiate
 from nsqviz.broker.message import BrokerMessage
 from nsqviz.broker.options import Options
@@ -375,12 +375,16 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         self._pump_pending = True  # the codec holds the count (and ignores it after CLS)
 
     def _on_fin(self, ev: events.Fin) -> None:
-        try:
-            self._subscribed.finish(self, ev.id)
-        except KeyError as exc:
-            self._send_now(events.Error(_failed(ev, exc.args[0])))
-            return
-        self.finish_count += 1
+        """FIN, and the FINs queued right behind it: a consumer's commands are mostly
+        FINs, and a run of them is one call to the channel."""
+        queue = self._events
+        ids = [ev.id]
+        while queue and type(queue[0]) is events.Fin:
+            ids.append(cast(events.Fin, queue.popleft()).id)
+        missing = self._subscribed.finish(self, ids)
+        for mid in missing:
+            self._send_now(events.Error(_failed(events.Fin(mid), NOT_IN_FLIGHT)))
+        self.finish_count += len(ids) - len(missing)
         self._pump_pending = True
 
     def _on_req(self, ev: events.Req) -> None:
