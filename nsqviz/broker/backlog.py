@@ -110,12 +110,15 @@ class Backlog:
         records = self.disk.get_many(n - size_of(entries)) if self.disk is not None else []
         return entries, records
 
-    def pop_many(self, n: int) -> list[BrokerMessage]:
-        """Up to ``n`` messages off the front, in order (memory, then disk)."""
-        msgs = self.memory.pop_many(n)
-        if self.disk is not None and len(msgs) < n:
-            msgs += map(decode_record, self.disk.get_many(n - len(msgs)))
-        return msgs
+    def take_entries(self, n: int) -> list[Entry]:
+        """Up to ``n`` messages off the front, in order (memory, then disk), as queue
+        entries: runs of batches as they are held, disk records as messages."""
+        entries = self.memory.take(n)
+        if self.disk is not None:
+            taken = size_of(entries)
+            if taken < n:
+                entries += map(decode_record, self.disk.get_many(n - taken))
+        return entries
 
     def pop(self) -> BrokerMessage | None:
         msg = self.memory.popleft()

@@ -25,11 +25,12 @@ import itertools
 import random
 import time
 from collections.abc import Callable
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nsqviz.broker.backlog import Backlog, backend_name
-from nsqviz.broker.memqueue import Entry, size_of
-from nsqviz.broker.message import Batch, BrokerMessage
+from nsqviz.broker.memqueue import Entry, Run, size_of
+from nsqviz.broker.message import Batch, BrokerMessage, Delivery, InFlight, flying
 
 if TYPE_CHECKING:
     from nsqviz.broker.options import Options
@@ -57,7 +58,7 @@ updates it in place)."""
 class Consumer(Protocol):
     """What a channel needs from a subscribed connection."""
 
-    in_flight: dict[bytes, BrokerMessage]
+    in_flight: dict[bytes, InFlight]
 
     @property
     def sample_rate(self) -> int: ...
@@ -69,9 +70,9 @@ class Consumer(Protocol):
         """How many more messages the client may have in flight now (RDY - in flight)."""
         ...
 
-    def deliver(self, batch: list[BrokerMessage]) -> None: ...
+    def deliver(self, batch: list[InFlight]) -> None: ...
 
-    def timed_out(self, msg: BrokerMessage) -> None: ...
+    def timed_out(self, msg_id: bytes) -> None: ...
 
     def abort(self) -> None: ...
 
@@ -89,7 +90,7 @@ class Owner(Protocol):
 
     def lend(self) -> BrokerMessage | None: ...
 
-    def lend_many(self, n: int) -> list[BrokerMessage]: ...
+    def lend_many(self, n: int) -> list[Entry]: ...
 
 
 class Channel:
@@ -198,7 +199,7 @@ class Channel:
         else:
             queued = len(self.backlog) + (len(self.topic.backlog) if shared else 0)
             budget = self._deal_slices(rooms, budget, queued,
-                                       self._pop_many_shared if shared else self.backlog.pop_many)
+                                       self._take_shared if shared else self.backlog.take_entries)
         self._next = start + 1  # the next pump starts with the next client
         for client, _, batch in rooms:
             if batch:
@@ -209,7 +210,7 @@ class Channel:
 
     @staticmethod
     def _deal_slices(rooms: list[_Room], budget: int, queued: int,
-                     take: Callable[[int], list[BrokerMessage]]) -> int:
+                     take: Callable[[int], list[Entry]]) -> int:
         """Each client with room takes a slice off the queue in turn, its share of the
         ``budget`` (negative: no limit) or of the ``queued`` messages if fewer -- one call
         per slice, not per message. Returns what is left of the budget, negative once the
@@ -222,10 +223,11 @@ class Channel:
                 queued -= want
                 got = take(want)
                 entry[2] += got
-                entry[1] -= len(got)
+                taken = size_of(got)
+                entry[1] -= taken
                 if budget > 0:
-                    budget -= len(got)
-                if len(got) < want:
+                    budget -= taken
+                if taken < want:
                     return -1
                 if not budget:
                     return 0
@@ -268,32 +270,46 @@ class Channel:
                 self.message_count += 1
         return msg
 
-    def _pop_many_shared(self, n: int) -> list[BrokerMessage]:
+    def _take_shared(self, n: int) -> list[Entry]:
         """:meth:`_pop_shared` for up to ``n`` messages at once."""
-        msgs = self.backlog.pop_many(n)
-        if len(msgs) < n:
-            lent = self.topic.lend_many(n - len(msgs))
-            self.message_count += len(lent)
-            msgs += lent
-        return msgs
+        entries = self.backlog.take_entries(n)
+        taken = size_of(entries)
+        if taken < n:
+            lent = self.topic.lend_many(n - taken)
+            self.message_count += size_of(lent)
+            entries += lent
+        return entries
 
-    def _hand_out(self, client: Consumer, batch: list[BrokerMessage]) -> None:
+    def _hand_out(self, client: Consumer, entries: list[Entry]) -> None:
+        """Put the messages in flight on ``client`` and send them: a run of a batch as
+        one :class:`Delivery`, a message of its own with one more attempt."""
         deadline = time.monotonic() + client.msg_timeout
         in_flight = client.in_flight
-        for msg in batch:
-            msg.attempts += 1
-            msg.deadline = deadline
-            in_flight[msg.id] = msg
+        items: list[InFlight] = []
+        count = 0
+        for entry in entries:
+            if isinstance(entry, Run):
+                ids = entry.batch.ids(entry.start, entry.stop)
+                delivery = Delivery(entry.batch, entry.start, ids, deadline)
+                in_flight.update(zip(ids, repeat(delivery)))
+                items.append(delivery)
+                count += len(ids)
+            else:
+                entry.attempts += 1
+                entry.deadline = deadline
+                in_flight[entry.id] = entry
+                items.append(entry)
+                count += 1
         self.holders.add(client)
-        self.in_flight_count += len(batch)
-        client.deliver(batch)
+        self.in_flight_count += count
+        client.deliver(items)
 
     def _end_in_flight(self, client: Consumer, msg_id: bytes) -> BrokerMessage:
-        msg = client.in_flight.pop(msg_id, None)
-        if msg is None:
+        entry = client.in_flight.pop(msg_id, None)
+        if entry is None:
             raise KeyError(NOT_IN_FLIGHT)
         self.in_flight_count -= 1
-        return msg
+        return flying(entry, msg_id)
 
     def finish(self, client: Consumer, msg_ids: list[bytes]) -> list[bytes]:
         """FIN of these messages; returns the ids that were not in flight."""
@@ -323,9 +339,10 @@ class Channel:
         self.backlog.memory.append(msg)
 
     def touch(self, client: Consumer, msg_id: bytes) -> None:
-        msg = client.in_flight.pop(msg_id, None)
-        if msg is None:
+        entry = client.in_flight.pop(msg_id, None)
+        if entry is None:
             raise KeyError(NOT_IN_FLIGHT)
+        msg = flying(entry, msg_id)
         msg.deadline = time.monotonic() + client.msg_timeout
         client.in_flight[msg_id] = msg  # re-inserted last: deadlines stay in order
 
@@ -337,16 +354,16 @@ class Channel:
         for client in list(self.holders):
             fl = client.in_flight
             expired = []
-            for msg in fl.values():
-                if msg.deadline > now:
+            for mid, entry in fl.items():
+                if entry.deadline > now:
                     break
-                expired.append(msg)
-            for msg in expired:
-                del fl[msg.id]
+                expired.append((mid, entry))
+            for mid, entry in expired:
+                del fl[mid]
                 self.in_flight_count -= 1
                 self.timeout_count += 1
-                client.timed_out(msg)
-                self._put_back(msg)
+                client.timed_out(mid)
+                self._put_back(flying(entry, mid))
                 dirty = True
             if not fl:
                 self.holders.discard(client)
@@ -364,7 +381,7 @@ class Channel:
         """Every message not yet FINed: in flight, deferred, then queued in memory."""
         out: list[BrokerMessage] = []
         for client in self.holders:
-            out.extend(client.in_flight.values())
+            out.extend(map(flying, client.in_flight.values(), client.in_flight))
             client.in_flight.clear()
         self.holders.clear()
         self.in_flight_count = 0

@@ -36,7 +36,7 @@ from nsqviz.broker.access import AccessSteps
 from nsqviz.broker.auth import AuthState
 from nsqviz.broker.channel import NOT_IN_FLIGHT, Channel
 from nsqviz.broker.identify import IdentifyRefused, Negotiated, negotiate
-from nsqviz.broker.message import BrokerMessage
+from nsqviz.broker.message import BrokerMessage, InFlight
 from nsqviz.broker.options import Options
 from nsqviz.broker.output import CLOSE_WAIT, OK, FatalClientError
 from nsqviz.nsq import events
@@ -90,7 +90,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             sample_rate=0, msg_timeout=opts.msg_timeout, feature_negotiation=False,
         )
         self.channel: Channel | None = None
-        self.in_flight: dict[bytes, BrokerMessage] = {}  # the codec counts them against RDY
+        self.in_flight: dict[bytes, InFlight] = {}  # the codec counts them against RDY
         self.auth_state: AuthState | None = None
         self._secret = ""  # kept to ask the auth service again when the answer expires
         self.compression = ""
@@ -411,12 +411,29 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
 
     # -- delivery (called by the channel) --------------------------------------------
 
-    def deliver(self, batch: list[BrokerMessage]) -> None:
-        """Messages the channel just put in flight for us, as one buffered write."""
-        data = self.codec.send_messages(batch)
-        self.message_count += len(batch)
-        self._out.append(data)
-        self._out_size += len(data)
+    def deliver(self, batch: list[InFlight]) -> None:
+        """Messages the channel just put in flight for us, as one buffered write: each
+        :class:`Delivery` (part of a publish) encoded from its columns, the messages of
+        their own together."""
+        codec = self.codec
+        out = self._out
+        size = len(out)
+        singles: list[BrokerMessage] = []
+        for item in batch:  # in order: a run of messages of their own is one call
+            if isinstance(item, BrokerMessage):
+                singles.append(item)
+                continue
+            if singles:
+                out.append(codec.send_messages(singles))
+                self.message_count += len(singles)
+                singles = []
+            out.append(codec.send_message_run(item.batch.timestamp, item.attempts,
+                                              item.ids, item.bodies))
+            self.message_count += len(item.ids)
+        if singles:
+            out.append(codec.send_messages(singles))
+            self.message_count += len(singles)
+        self._out_size += sum(map(len, out[size:]))
         if self._out_size >= self.settings.output_buffer_size or not self.ready():
             self._flush()
         elif self._flush_handle is None:
@@ -429,9 +446,9 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
                 phase = (time.monotonic() - self._ticker_start) % timeout
                 self._flush_handle = self.loop.call_later(timeout - phase, self._flush)
 
-    def timed_out(self, msg: BrokerMessage) -> None:
+    def timed_out(self, msg_id: bytes) -> None:
         if not self.closed:
-            self.codec.forget(msg.id)
+            self.codec.forget(msg_id)
 
     def _teardown(self) -> None:
         if self._torn_down:

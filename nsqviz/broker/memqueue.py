@@ -110,29 +110,9 @@ class MemoryQueue:
             entries.popleft()
         return msg
 
-    def pop_many(self, n: int) -> list[BrokerMessage]:
-        """Up to ``n`` messages off the front, in order."""
-        out: list[BrokerMessage] = []
-        entries = self._entries
-        while n > 0 and entries:
-            head = entries[0]
-            if isinstance(head, Run):
-                k = min(n, head.stop - head.start)
-                out += head.batch.messages(head.start, head.start + k)
-                head.start += k
-                if head.start == head.stop:
-                    entries.popleft()
-                n -= k
-            else:
-                entries.popleft()
-                out.append(head)
-                n -= 1
-        self._count -= len(out)
-        return out
-
     def take(self, n: int) -> list[Entry]:
-        """Up to ``n`` messages off the front as they are held (runs not unpacked), for
-        another queue's :meth:`extend`."""
+        """Up to ``n`` messages off the front, in order, as they are held (runs not
+        unpacked): to deliver, or for another queue's :meth:`extend`."""
         out: list[Entry] = []
         entries = self._entries
         taken = 0

@@ -4,9 +4,10 @@ on-disk record.
 A publish (PUB, MPUB, HTTP ``/pub``, ``/mpub``) becomes one :class:`Batch`: the bodies
 as the command carried them, the hex digits of their consecutive ids (formatted once,
 for the whole batch) and their timestamp. Queues hold the batch, not a message object
-per message; a :class:`BrokerMessage` is made when a message leaves the queue (to a
-client, to a deferred heap, back from disk), because from then on it has a life of its
-own: attempts, a deadline, a requeue.
+per message. Part of a batch handed to a client is one :class:`Delivery`, which stands
+for each of its messages in the client's in-flight table; a :class:`BrokerMessage` is
+made only for a message with a life of its own -- requeued, timed out, touched,
+deferred, read back from disk.
 
 nsqd stores a message on disk in the same layout it sends in a ``FrameTypeMessage``
 (``[timestamp:int64][attempts:uint16][id:16][body]``), so a disk record *is* the data
@@ -34,9 +35,12 @@ __all__ = [
     "RECORD_START",
     "Batch",
     "BrokerMessage",
+    "Delivery",
     "IDGenerator",
+    "InFlight",
     "decode_record",
     "encode_record",
+    "flying",
 ]
 
 _HEADER = Struct(">qH16s")
@@ -78,11 +82,15 @@ class Batch:
     (:meth:`messages`, :meth:`records`).
     """
 
-    __slots__ = ("bodies", "digits", "timestamp", "size")
+    __slots__ = ("bodies", "first", "digits", "timestamp", "size")
 
-    def __init__(self, bodies: Sequence[bytes], digits: bytes, timestamp: int):
+    def __init__(self, bodies: Sequence[bytes], first: int, timestamp: int):
         self.bodies = bodies
-        self.digits = digits  # 16 hex digits per message: the ids, end to end
+        self.first = first  # the first id's 64-bit value; the others count up from it
+        values = array.array("Q", range(first, first + len(bodies)))
+        if sys.byteorder == "little":
+            values.byteswap()
+        self.digits = values.tobytes().hex().encode()  # the ids' hex digits, end to end
         self.timestamp = timestamp
         self.size = sum(map(len, bodies))  # body bytes, for /stats
 
@@ -92,6 +100,10 @@ class Batch:
     def ids(self, start: int, stop: int) -> list[bytes]:
         digits = self.digits
         return [digits[k : k + 16] for k in range(16 * start, 16 * stop, 16)]
+
+    def index(self, msg_id: bytes) -> int:
+        """Where the message with this id (one of ours) is in the batch."""
+        return int(msg_id, 16) - self.first
 
     def messages(self, start: int, stop: int) -> list[BrokerMessage]:
         """Messages ``start`` to ``stop`` (never delivered: attempts 0)."""
@@ -122,14 +134,48 @@ class IDGenerator:
         self._next = time.time_ns()
 
     def batch(self, bodies: Sequence[bytes]) -> Batch:
-        """A publish's messages: consecutive ids, their 64-bit values packed big-endian
-        and hex-encoded at once, and the time of now."""
-        start = self._next
-        self._next = start + len(bodies)
-        values = array.array("Q", range(start, start + len(bodies)))
-        if sys.byteorder == "little":
-            values.byteswap()
-        return Batch(bodies, values.tobytes().hex().encode(), time.time_ns())
+        """A publish's messages: the next ``len(bodies)`` ids, and the time of now."""
+        first = self._next
+        self._next = first + len(bodies)
+        return Batch(bodies, first, time.time_ns())
+
+
+class Delivery:
+    """Messages ``start`` to ``start + len(ids)`` of a batch, handed to a client together
+    for the first time: until each is finished, this stands for it in the client's
+    in-flight table (no message object is made for a message that is simply FINed).
+    """
+
+    __slots__ = ("batch", "start", "ids", "deadline")
+    attempts = 1
+
+    def __init__(self, batch: Batch, start: int, ids: list[bytes], deadline: float):
+        self.batch = batch
+        self.start = start
+        self.ids = ids
+        self.deadline = deadline
+
+    @property
+    def bodies(self) -> Sequence[bytes]:
+        return self.batch.bodies[self.start : self.start + len(self.ids)]
+
+    def message(self, msg_id: bytes) -> BrokerMessage:
+        """The message with this id, as an object of its own (it is requeued, timed out
+        or touched)."""
+        batch = self.batch
+        msg = BrokerMessage(msg_id, batch.bodies[batch.index(msg_id)], batch.timestamp,
+                            self.attempts)
+        msg.deadline = self.deadline
+        return msg
+
+
+InFlight = BrokerMessage | Delivery
+"""What stands for a message in a client's in-flight table."""
+
+
+def flying(entry: InFlight, msg_id: bytes) -> BrokerMessage:
+    """The in-flight message ``msg_id``, as an object of its own."""
+    return entry if isinstance(entry, BrokerMessage) else entry.message(msg_id)
 
 
 def encode_record(msg: BrokerMessage) -> bytes:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from nsqviz.broker.backlog import Backlog, backend_name
 from nsqviz.broker.channel import Channel
-from nsqviz.broker.memqueue import size_of
+from nsqviz.broker.memqueue import Entry, size_of
 from nsqviz.broker.message import Batch, BrokerMessage
 
 if TYPE_CHECKING:
@@ -134,13 +134,13 @@ class Topic:
             self._drained()
         return msg
 
-    def lend_many(self, n: int) -> list[BrokerMessage]:
+    def lend_many(self, n: int) -> list[Entry]:
         """:meth:`lend` for up to ``n`` messages at once."""
-        msgs = self.backlog.pop_many(n)
-        if len(msgs) < n:
+        entries = self.backlog.take_entries(n)
+        if size_of(entries) < n:
             self.sole_reader = None
             self._drained()
-        return msgs
+        return entries
 
     def _drained(self) -> None:
         self.draining = False

@@ -17,7 +17,8 @@ Input to the decoders is exactly one frame or command, as cut by
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
+from itertools import chain, repeat
 from struct import Struct
 from typing import Any, Protocol
 
@@ -70,6 +71,7 @@ __all__ = [
     "decode_messages",
     "encode_command",
     "encode_frame",
+    "encode_message_run",
     "encode_messages",
     "MessageParts",
 ]
@@ -218,20 +220,56 @@ class MessageParts(Protocol):
     def body(self) -> bytes: ...
 
 
-def encode_messages(messages: Iterable[MessageParts]) -> bytes:
+def encode_messages(messages: Sequence[MessageParts]) -> bytes:
     """The message frames of ``messages``, one after the other, as one bytes object:
     a consumer's batch in a single write, each body copied once."""
+    _check_ids([m.id for m in messages])
     pack = _MESSAGE_FRAME_HEADER.pack
     parts: list[bytes] = []
     append = parts.append
     for m in messages:
-        mid = m.id
-        if len(mid) != 16 or mid.translate(None, _HEXDIGITS):
-            raise BadMessageID(f"message id {mid!r} is not 16 hex digits")
         body = m.body
-        append(pack(30 + len(body), 2, m.timestamp, m.attempts, mid))
+        append(pack(30 + len(body), 2, m.timestamp, m.attempts, m.id))
         append(body)
     return b"".join(parts)
+
+
+def encode_message_run(timestamp: int, attempts: int, ids: Sequence[bytes],
+                       bodies: Sequence[bytes]) -> bytes:
+    """:func:`encode_messages` for messages that share their timestamp and attempts
+    count (a broker's first delivery of part of a publish), from columns: no object per
+    message, and no loop in Python."""
+    if len(ids) != len(bodies):
+        raise ValueError(f"{len(ids)} ids for {len(bodies)} bodies")
+    _check_ids(ids)
+    middle = _TIMESTAMP_ATTEMPTS.pack(timestamp, attempts)
+    starts = map(_FRAME_STARTS.__getitem__, map(len, bodies))
+    return b"".join(chain.from_iterable(zip(starts, repeat(middle), ids, bodies)))
+
+
+def _check_ids(ids: Sequence[bytes]) -> None:
+    """Every id 16 hex digits, checked for all at once."""
+    joined = b"".join(ids)
+    if len(joined) == 16 * len(ids) and not joined.translate(None, _HEXDIGITS) and (
+            not ids or set(map(len, ids)) == {16}):
+        return
+    bad = next(m for m in ids if len(m) != 16 or m.translate(None, _HEXDIGITS))
+    raise BadMessageID(f"message id {bad!r} is not 16 hex digits")
+
+
+class _FrameStarts(dict[int, bytes]):
+    """A message frame's first 8 bytes (size, frame type 2) by body length, made once
+    per length (a few thousand kept at most)."""
+
+    def __missing__(self, length: int) -> bytes:
+        if len(self) >= 4096:
+            self.clear()
+        start = self[length] = _HEADER.pack(30 + length, 2)
+        return start
+
+
+_FRAME_STARTS = _FrameStarts()
+_TIMESTAMP_ATTEMPTS = Struct(">qH")
 
 
 # --------------------------------------------------------------------------- commands

@@ -136,6 +136,16 @@ class ServerConnection(_Connection):
         self.in_flight.update([m.id for m in messages])
         return self._wrap(data)
 
+    def send_message_run(self, timestamp: int, attempts: int, ids: Sequence[bytes],
+                         bodies: Sequence[bytes], *, check: bool = True) -> bytes:
+        """:meth:`send_messages` for messages sharing a timestamp and an attempts count,
+        given as columns (the broker's first delivery of part of a publish)."""
+        if check:
+            self._check_delivery(len(ids))
+        data = fastpath.encode_message_run(timestamp, attempts, ids, bodies)
+        self.in_flight.update(ids)
+        return self._wrap(data)
+
     def _check_delivery(self, count: int) -> None:
         """nsqd sends messages only to a subscribed client, and no more than its RDY."""
         if self.state is not State.SUBSCRIBED:

@@ -180,10 +180,17 @@ def test_broker_dispatch_is_built_from_the_command_table():
 queue_ops = st.lists(st.one_of(
     st.tuples(st.just("batch"), st.integers(0, 7)),
     st.tuples(st.just("single"), st.just(1)),
-    st.tuples(st.just("pop_many"), st.integers(0, 9)),
-    st.tuples(st.just("popleft"), st.just(1)),
     st.tuples(st.just("take"), st.integers(0, 9)),
+    st.tuples(st.just("popleft"), st.just(1)),
+    st.tuples(st.just("move"), st.integers(0, 9)),
 ), max_size=40)
+
+
+def _ids(entries):
+    from nsqviz.broker.memqueue import Run
+
+    return [i for e in entries
+            for i in (e.batch.ids(e.start, e.stop) if isinstance(e, Run) else [e.id])]
 
 
 @given(ops=queue_ops)
@@ -204,10 +211,11 @@ def test_memory_queue_keeps_order_across_runs_and_singles(ops):
             msg = gen.batch([b"s"]).messages(0, 1)[0]
             q.append(msg)
             model.append(msg.id)
-        elif op == "pop_many":
-            got = [m.id for m in q.pop_many(n)]
-            assert got == model[:len(got)] and len(got) == min(n, len(model))
-            del model[:len(got)]
+        elif op == "take":
+            entries = q.take(n)
+            assert size_of(entries) == min(n, len(model))
+            assert _ids(entries) == model[:size_of(entries)]
+            del model[:size_of(entries)]
         elif op == "popleft":
             msg = q.popleft()
             assert (msg.id if msg else None) == (model.pop(0) if model else None)
@@ -218,8 +226,7 @@ def test_memory_queue_keeps_order_across_runs_and_singles(ops):
             other.extend(entries, copy=True)
             twin.extend(entries)
             assert taken == len(other) == min(n, len(model))
-            assert [m.id for m in other.pop_many(n)] == [m.id for m in twin.pop_many(n)]
-            assert [m.id for m in twin.pop_many(n)] == []
+            assert _ids(other.take(n)) == _ids(twin.take(n)) == model[:taken]
             del model[:taken]
         assert len(q) == len(model)
     assert [decode_record(r).id for r in q.records()] == model

@@ -9,6 +9,7 @@ produce the bytes the grammar builds.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 from hypothesis import example, given, settings
@@ -268,6 +269,25 @@ def test_encoding_a_message_with_a_bad_id_is_refused():
                 "data": {"timestamp": 0, "attempts": 1, "id": b"0123456789abcdeZ", "body": b"x"},
             }
         )
+
+
+@given(ts=st.integers(-(2**63), 2**63 - 1), attempts=st.integers(0, 65535),
+       ids=st.lists(st.binary(min_size=8, max_size=8).map(lambda b: b.hex().encode()),
+                    max_size=6),
+       data=st.data())
+def test_a_message_run_encodes_as_its_messages_do(ts, attempts, ids, data):
+    bodies = [data.draw(st.binary(min_size=1, max_size=40)) for _ in ids]
+    messages = [ev.Message(ts, attempts, i, b) for i, b in zip(ids, bodies, strict=True)]
+    assert fp.encode_message_run(ts, attempts, ids, bodies) == fp.encode_messages(messages)
+
+
+@pytest.mark.parametrize("bad", [b"0123456789abcdeZ", b"0123456789abcde", b"0123456789abcdef0"])
+def test_a_message_run_with_a_bad_id_is_refused(bad):
+    ids = [b"0123456789abcdef", bad, b"fedcba9876543210"]
+    with pytest.raises(grammar_errors.BadMessageID, match=re.escape(repr(bad))):
+        fp.encode_message_run(0, 1, ids, [b"x"] * 3)
+    with pytest.raises(grammar_errors.BadMessageID):
+        fp.encode_messages([ev.Message(0, 1, i, b"x") for i in ids])
 
 
 def _reason(fn, data: bytes) -> str:
