@@ -281,6 +281,19 @@ def test_a_message_run_encodes_as_its_messages_do(ts, attempts, ids, data):
     assert fp.encode_message_run(ts, attempts, ids, bodies) == fp.encode_messages(messages)
 
 
+@given(st.lists(st.one_of(st.binary(min_size=8, max_size=8).map(lambda b: b.hex().encode()),
+                         st.binary(max_size=20),
+                         st.text("0123456789abcdefABCDEF-", max_size=18).map(str.encode))))
+def test_a_message_run_is_refused_exactly_when_one_of_its_ids_is(ids):
+    valid = all(len(i) == 16 and not i.strip(b"0123456789abcdefABCDEF") for i in ids)
+    try:
+        fp.encode_message_run(0, 1, ids, [b"x"] * len(ids))
+    except grammar_errors.BadMessageID:
+        assert not valid
+    else:
+        assert valid
+
+
 @pytest.mark.parametrize("bad", [b"0123456789abcdeZ", b"0123456789abcde", b"0123456789abcdef0"])
 def test_a_message_run_with_a_bad_id_is_refused(bad):
     ids = [b"0123456789abcdef", bad, b"fedcba9876543210"]
@@ -288,6 +301,15 @@ def test_a_message_run_with_a_bad_id_is_refused(bad):
         fp.encode_message_run(0, 1, ids, [b"x"] * 3)
     with pytest.raises(grammar_errors.BadMessageID):
         fp.encode_messages([ev.Message(0, 1, i, b"x") for i in ids])
+
+
+def test_fins_made_in_bulk_are_the_events_fin_makes():
+    ids = [b"%016x" % i for i in range(5)]
+    made = fp._fins(ids)
+    assert made == [ev.Fin(i) for i in ids]
+    assert [(type(f), f.id, f.raw) for f in made] == [(ev.Fin, i, None) for i in ids]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made[0].id = b"x"
 
 
 def _reason(fn, data: bytes) -> str:
