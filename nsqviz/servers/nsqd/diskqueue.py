@@ -49,6 +49,7 @@ __all__ = ["DiskQueue"]
 
 log = logging.getLogger(__name__)
 _SIZE = Struct(">i")
+_RELEASE_EVERY = 1 << 20
 
 
 class DiskQueue:
@@ -71,6 +72,7 @@ class DiskQueue:
         self._view: View = b""  # file _view_num (the read file) mapped
         self._view_num = -1
         self._view_whole = False
+        self._released = 0  # the view's pages before this offset are unmapped
         self._unsynced = 0
         self._recover()
 
@@ -262,6 +264,7 @@ class DiskQueue:
                     view, self.read_pos, limit, n - len(out), out)
                 self.depth = max(0, self.depth - taken)
                 self._unsynced += taken
+                self._release_read(view)
                 if span is not None:
                     self._set_aside(view, *span)
             if not last and self.read_pos >= limit:
@@ -288,7 +291,17 @@ class DiskQueue:
             os.close(fd)  # the mapping keeps the file
         self._view_num = self.read_file
         self._view_whole = not last  # no more writes to it: mapped to its end
+        self._released = self.read_pos & -mmap.PAGESIZE  # nothing before it touched here
         return self._view
+
+    def _release_read(self, view: View) -> None:
+        """Unmap the pages read (a MiB at a time): they stay in the page cache, but a
+        mapping keeps every page it touched in the process's resident set, which would
+        grow with the file (100 MB by default) while only records of it are held."""
+        done = self.read_pos & -mmap.PAGESIZE
+        if isinstance(view, mmap.mmap) and done - self._released >= _RELEASE_EVERY:
+            view.madvise(mmap.MADV_DONTNEED, self._released, done - self._released)
+            self._released = done
 
     def _set_aside(self, view: View, start: int, end: int) -> None:
         """Bytes of the read file that are not a record: logged, appended to the file's
