@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from nsqviz.nsq import events as ev
@@ -26,6 +27,7 @@ from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame
 __all__ = ["ServerConfig", "ServerConnection"]
 
 _RDY_COUNT_AT = len(BY_EVENT[ev.Rdy].verb) + 1  # the count follows the verb and one space
+_ID = attrgetter("id")
 
 LEFT_KEPT = 65536
 """How many ids that left flight a mid-stream observer remembers (memory stays bounded)."""
@@ -168,6 +170,11 @@ class ServerConnection(_Connection):
         fins: list[ev.Fin] = []
         i, pos = fastpath.decode_fins(buf, items, i, pos, fins)
         in_flight = self.in_flight
+        ids = list(map(_ID, fins))
+        if len(set(ids)) == len(ids) and in_flight.issuperset(ids):
+            in_flight.difference_update(ids)  # every one in flight, none twice: in C
+            out += fins
+            return i, pos
         append = out.append
         for k, fin in enumerate(fins):
             mid = fin.id

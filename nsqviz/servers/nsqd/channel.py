@@ -24,6 +24,7 @@ import heapq
 import itertools
 import random
 import time
+from collections import deque
 from collections.abc import Callable
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol
@@ -314,7 +315,13 @@ class Channel:
     def finish(self, client: Consumer, msg_ids: list[bytes]) -> list[bytes]:
         """FIN of these messages; returns the ids that were not in flight."""
         pop = client.in_flight.pop
-        missing = [mid for mid in msg_ids if pop(mid, None) is None]
+        rest = iter(msg_ids)
+        missing: list[bytes] = []
+        try:
+            deque(map(pop, rest), maxlen=0)  # all of them, in C, unless one is missing
+        except KeyError as exc:
+            missing.append(exc.args[0])
+            missing += [mid for mid in rest if pop(mid, None) is None]
         self.in_flight_count -= len(msg_ids) - len(missing)
         return missing
 

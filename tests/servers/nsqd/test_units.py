@@ -230,3 +230,16 @@ def test_memory_queue_keeps_order_across_runs_and_singles(ops):
             del model[:taken]
         assert len(q) == len(model)
     assert [decode_record(r).id for r in q.records()] == model
+
+
+def test_channel_finish_reports_the_ids_not_in_flight():
+    from types import SimpleNamespace
+
+    from nsqviz.servers.nsqd.server import Broker
+
+    channel = Broker(Options()).get_topic("t").get_channel("c")
+    client = SimpleNamespace(in_flight={m: BrokerMessage(m, b"", 0) for m in (b"a", b"b", b"c")})
+    channel.in_flight_count = 3
+    assert channel.finish(client, [b"a", b"x", b"b", b"y", b"a"]) == [b"x", b"y", b"a"]
+    assert (list(client.in_flight), channel.in_flight_count) == ([b"c"], 1)
+    assert channel.finish(client, [b"c"]) == [] and channel.in_flight_count == 0
