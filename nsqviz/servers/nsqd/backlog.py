@@ -110,15 +110,17 @@ class Backlog:
         records = self.disk.get_many(n - size_of(entries)) if self.disk is not None else []
         return entries, records
 
-    def take_entries(self, n: int) -> list[Entry]:
+    def take_entries(self, n: int) -> tuple[list[Entry], int]:
         """Up to ``n`` messages off the front, in order (memory, then disk), as queue
-        entries: runs of batches as they are held, disk records as messages."""
-        entries = self.memory.take(n)
-        if self.disk is not None:
-            taken = size_of(entries)
-            if taken < n:
-                entries += map(decode_record, self.disk.get_many(n - taken))
-        return entries
+        entries -- runs of batches as they are held, disk records as messages -- and
+        how many messages they are."""
+        taken = min(n, len(self.memory))
+        entries = self.memory.take(taken)
+        if self.disk is not None and taken < n:
+            records = self.disk.get_many(n - taken)
+            entries += map(decode_record, records)
+            taken += len(records)
+        return entries, taken
 
     def pop(self) -> BrokerMessage | None:
         msg = self.memory.popleft()

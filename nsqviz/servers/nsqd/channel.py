@@ -91,7 +91,7 @@ class Owner(Protocol):
 
     def lend(self) -> BrokerMessage | None: ...
 
-    def lend_many(self, n: int) -> list[Entry]: ...
+    def lend_many(self, n: int) -> tuple[list[Entry], int]: ...
 
 
 class Channel:
@@ -211,7 +211,7 @@ class Channel:
 
     @staticmethod
     def _deal_slices(rooms: list[_Room], budget: int, queued: int,
-                     take: Callable[[int], list[Entry]]) -> int:
+                     take: Callable[[int], tuple[list[Entry], int]]) -> int:
         """Each client with room takes a slice off the queue in turn, its share of the
         ``budget`` (negative: no limit) or of the ``queued`` messages if fewer -- one call
         per slice, not per message. Returns what is left of the budget, negative once the
@@ -222,9 +222,8 @@ class Channel:
             for entry in active:
                 want = min(entry[1], per) if budget < 0 else min(entry[1], per, budget)
                 queued -= want
-                got = take(want)
+                got, taken = take(want)
                 entry[2] += got
-                taken = size_of(got)
                 entry[1] -= taken
                 if budget > 0:
                     budget -= taken
@@ -271,15 +270,15 @@ class Channel:
                 self.message_count += 1
         return msg
 
-    def _take_shared(self, n: int) -> list[Entry]:
+    def _take_shared(self, n: int) -> tuple[list[Entry], int]:
         """:meth:`_pop_shared` for up to ``n`` messages at once."""
-        entries = self.backlog.take_entries(n)
-        taken = size_of(entries)
+        entries, taken = self.backlog.take_entries(n)
         if taken < n:
-            lent = self.topic.lend_many(n - taken)
-            self.message_count += size_of(lent)
+            lent, more = self.topic.lend_many(n - taken)
+            self.message_count += more
             entries += lent
-        return entries
+            taken += more
+        return entries, taken
 
     def _hand_out(self, client: Consumer, entries: list[Entry]) -> None:
         """Put the messages in flight on ``client`` and send them: a run of a batch as

@@ -134,13 +134,13 @@ class Topic:
             self._drained()
         return msg
 
-    def lend_many(self, n: int) -> list[Entry]:
-        """:meth:`lend` for up to ``n`` messages at once."""
-        entries = self.backlog.take_entries(n)
-        if size_of(entries) < n:
+    def lend_many(self, n: int) -> tuple[list[Entry], int]:
+        """:meth:`lend` for up to ``n`` messages at once (and how many they are)."""
+        entries, taken = self.backlog.take_entries(n)
+        if taken < n:
             self.sole_reader = None
             self._drained()
-        return entries
+        return entries, taken
 
     def _drained(self) -> None:
         self.draining = False
