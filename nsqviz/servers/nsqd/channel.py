@@ -295,7 +295,7 @@ class Channel:
                 items.append(delivery)
                 count += len(ids)
             else:
-                entry.attempts += 1
+                entry.attempts = (entry.attempts + 1) & 0xFFFF  # nsqd's uint16 wraps too
                 entry.deadline = deadline
                 in_flight[entry.id] = entry
                 items.append(entry)

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsqviz.servers.nsqd.diskqueue import DiskQueue
+from nsqviz.servers.nsqd.message import HEADER_SIZE, RECORD_START, BrokerMessage, encode_record
 
 
 def _queue(path, **kw) -> DiskQueue:
@@ -171,3 +172,44 @@ def test_nothing_written_is_lost_whatever_the_interleaving(tmp_path_factory, ops
             assert len(rest) >= len(written) - read
             read = len(written)
     assert _drain(q) == written[read:]
+
+
+def _message_queue(path) -> DiskQueue:
+    return DiskQueue("t:c", str(path), max_bytes_per_file=1 << 20, min_msg_size=HEADER_SIZE,
+                     max_msg_size=HEADER_SIZE + 300, record_start=RECORD_START)
+
+
+@settings(max_examples=80, deadline=None)
+@given(bodies=st.lists(st.binary(min_size=1, max_size=60), min_size=1, max_size=12),
+       data=st.data())
+def test_a_damaged_record_is_set_aside_and_the_others_read(tmp_path_factory, bodies, data):
+    """One record's id made no hex, or its size changed to any value that does not end
+    on another record's boundary (a size that does cannot be told from a long record
+    without a checksum): every other record is read, in order, once, and the damaged
+    record's bytes are what the .bad file holds -- whether the damage is found when the
+    queue is opened or while it is read."""
+    path = tmp_path_factory.mktemp("dq")
+    records = [encode_record(BrokerMessage(b"%016x" % i, b, i)) for i, b in enumerate(bodies)]
+    q = _message_queue(path)
+    q.put_many(records)
+    q.close()
+    k = data.draw(st.integers(0, len(records) - 1))
+    starts = [sum(4 + len(r) for r in records[:i]) for i in range(len(records) + 1)]
+    damaged = bytearray(_size_prefixed(records[k]))
+    if data.draw(st.booleans()):
+        damaged[14 + data.draw(st.integers(0, 15))] = ord(data.draw(st.sampled_from("g-Z \x00")))
+    else:
+        size = data.draw(st.integers(0, 2**31 - 1).filter(
+            lambda n: starts[k] + 4 + n not in starts and n != len(records[k])))
+        damaged[0:4] = size.to_bytes(4, "big")
+    queue_file = path / "t:c.diskqueue.000000.dat"
+    content = bytearray(queue_file.read_bytes())
+    content[starts[k] : starts[k + 1]] = damaged
+    queue_file.write_bytes(bytes(content))
+    again = _message_queue(path)
+    assert _drain(again) == records[:k] + records[k + 1 :]
+    assert (path / "t:c.diskqueue.000000.dat.bad").read_bytes() == bytes(damaged)
+
+
+def _size_prefixed(record: bytes) -> bytes:
+    return len(record).to_bytes(4, "big") + record
