@@ -205,6 +205,19 @@ def test_mutated_frames_fail_alike(wire):
     assert_same_frame(wire)
 
 
+@settings(max_examples=300, deadline=None)
+@given(size=st.integers(1, 9), count=st.integers(1, 300), data=st.data())
+def test_mpubs_of_equal_sizes_decode_alike(size, count, data):
+    """MPUB bodies of one size (cut by struct, without a loop), and the same with one
+    byte of the body -- a size field's or a message's -- changed: alike with the grammar."""
+    body = be32(count) + (be32(size) + b"m" * size) * count
+    wire = bytearray(b"MPUB t\n" + be32(len(body)) + body)
+    if data.draw(st.booleans()):
+        at = data.draw(st.integers(11, len(wire) - 1))
+        wire[at] = data.draw(st.integers(0, 255))
+    assert_same_command(bytes(wire))
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.builds(
