@@ -7,7 +7,7 @@ queue ``topic:channel`` (:func:`backend_name`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from nsqviz.servers.nsqd.diskqueue import DiskQueue
@@ -40,6 +40,8 @@ class Backlog:
         self.limit: int | None = opts.mem_queue_size
         self.disk: DiskQueue | None = None
         self.dropped = 0
+        self.on_write: Callable[[OSError | None], None] | None = None
+        """Told how each write to the disk queue went (the broker's health, as nsqd's)."""
         if opts.data_path and not ephemeral:
             self.disk = DiskQueue(
                 name, opts.data_path,
@@ -71,7 +73,7 @@ class Backlog:
         self.memory.append_batch(batch, 0, room)
         if room < n:
             if self.disk is not None:
-                self.disk.put_many(batch.records(room, n))
+                self._write(batch.records(room, n))
             else:
                 self.dropped += n - room  # ephemeral: nsqd's dummy backend discards
 
@@ -86,7 +88,7 @@ class Backlog:
         spare.extend(entries, copy=copy)
         self.memory.extend(spare.take(self._room(count)))
         if self.disk is not None:
-            self.disk.put_many(spare.records())
+            self._write(spare.records())
         else:
             self.dropped += len(spare)
 
@@ -98,9 +100,21 @@ class Backlog:
             self.memory.append(decode_record(r))
         if room < len(records):
             if self.disk is not None:
-                self.disk.put_many(records[room:])
+                self._write(records[room:])
             else:
                 self.dropped += len(records) - room
+
+    def _write(self, records: Iterable[bytes]) -> None:
+        """One write to the disk queue, its outcome told to :attr:`on_write`."""
+        assert self.disk is not None
+        try:
+            self.disk.put_many(records)
+        except OSError as exc:
+            if self.on_write is not None:
+                self.on_write(exc)
+            raise
+        if self.on_write is not None:
+            self.on_write(None)
 
     def take(self, n: int) -> tuple[list[Entry], list[bytes]]:
         """Up to ``n`` messages off the front: those in memory as they are held, then raw

@@ -41,14 +41,13 @@ import mmap
 import os
 import re
 from collections.abc import Iterable
-from struct import Struct
 
 from nsqviz.servers.nsqd.diskrecords import RecordScanner, View
+from nsqviz.stream.sizes import INT32
 
 __all__ = ["DiskQueue"]
 
 log = logging.getLogger(__name__)
-_SIZE = Struct(">i")
 _RELEASE_EVERY = 1 << 20
 
 
@@ -199,7 +198,7 @@ class DiskQueue:
         buf = bytearray()
         count = 0
         for data in records:
-            buf += _SIZE.pack(len(data))
+            buf += INT32.pack(len(data))
             buf += data
             count += 1
             if self.write_pos + len(buf) >= self.max_bytes_per_file:

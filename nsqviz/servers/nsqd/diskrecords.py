@@ -25,11 +25,11 @@ import mmap
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from struct import Struct
+
+from nsqviz.stream.sizes import INT32
 
 __all__ = ["RESYNC_RECORDS", "RecordScanner", "View"]
 
-_SIZE = Struct(">i")
 
 View = bytes | mmap.mmap
 """A file's bytes, as the scanner reads them."""
@@ -54,7 +54,7 @@ class RecordScanner:
         """Where the record at ``pos`` ends, or -1 if none starts there."""
         if pos + 4 > limit:
             return -1
-        n: int = _SIZE.unpack_from(view, pos)[0]
+        n: int = INT32.unpack_from(view, pos)[0]
         end = pos + 4 + n
         if n < self.min_size or n > self.max_size or end > limit:
             return -1
@@ -71,7 +71,7 @@ class RecordScanner:
         end = self.record_at(view, pos, limit)
         if end < 0:
             return 0, pos, self.bad_span(view, pos, pos, limit)
-        unpack = _SIZE.unpack_from
+        unpack = INT32.unpack_from
         lo, hi = self.min_size, self.max_size
         match = self.start.match if self.start is not None else None
         count = 0
