@@ -8,7 +8,7 @@ from operator import attrgetter
 from typing import Any
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq import fastpath
+from nsqviz.nsq import fastpath, runs
 from nsqviz.nsq.commands import BY_EVENT, BY_VERB, name_of
 from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _continued, _garbage_raw
 from nsqviz.nsq.errors import ErrorCode, not_in_flight
@@ -144,7 +144,7 @@ class ServerConnection(_Connection):
         given as columns (the broker's first delivery of part of a publish)."""
         if check:
             self._check_delivery(len(ids))
-        data = fastpath.encode_message_run(timestamp, attempts, ids, bodies)
+        data = runs.encode_message_run(timestamp, attempts, ids, bodies)
         self.in_flight.update(ids)
         return self._wrap(data)
 
@@ -168,7 +168,7 @@ class ServerConnection(_Connection):
             return i, pos
         start = pos
         fins: list[ev.Fin] = []
-        i, pos = fastpath.decode_fins(buf, items, i, pos, fins)
+        i, pos = runs.decode_fins(buf, items, i, pos, fins)
         in_flight = self.in_flight
         ids = list(map(_ID, fins))
         if len(set(ids)) == len(ids) and in_flight.issuperset(ids):

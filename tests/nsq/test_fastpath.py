@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath as fp
 from nsqviz.nsq import grammar as g
-from nsqviz.nsq import grammar_errors
+from nsqviz.nsq import grammar_errors, runs
 from nsqviz.nsq.commands import COMMANDS
 from nsqviz.nsq.framing import CommandFraming, FrameFraming
 from nsqviz.stream import FramingError
@@ -309,7 +309,7 @@ def test_encoding_a_message_with_a_bad_id_is_refused():
 def test_a_message_run_encodes_as_its_messages_do(ts, attempts, ids, data):
     bodies = [data.draw(st.binary(min_size=1, max_size=40)) for _ in ids]
     messages = [ev.Message(ts, attempts, i, b) for i, b in zip(ids, bodies, strict=True)]
-    assert fp.encode_message_run(ts, attempts, ids, bodies) == fp.encode_messages(messages)
+    assert runs.encode_message_run(ts, attempts, ids, bodies) == fp.encode_messages(messages)
 
 
 @given(st.lists(st.one_of(st.binary(min_size=8, max_size=8).map(lambda b: b.hex().encode()),
@@ -318,7 +318,7 @@ def test_a_message_run_encodes_as_its_messages_do(ts, attempts, ids, data):
 def test_a_message_run_is_refused_exactly_when_one_of_its_ids_is(ids):
     valid = all(len(i) == 16 and not i.strip(b"0123456789abcdefABCDEF") for i in ids)
     try:
-        fp.encode_message_run(0, 1, ids, [b"x"] * len(ids))
+        runs.encode_message_run(0, 1, ids, [b"x"] * len(ids))
     except grammar_errors.BadMessageID:
         assert not valid
     else:
@@ -329,14 +329,14 @@ def test_a_message_run_is_refused_exactly_when_one_of_its_ids_is(ids):
 def test_a_message_run_with_a_bad_id_is_refused(bad):
     ids = [b"0123456789abcdef", bad, b"fedcba9876543210"]
     with pytest.raises(grammar_errors.BadMessageID, match=re.escape(repr(bad))):
-        fp.encode_message_run(0, 1, ids, [b"x"] * 3)
+        runs.encode_message_run(0, 1, ids, [b"x"] * 3)
     with pytest.raises(grammar_errors.BadMessageID):
         fp.encode_messages([ev.Message(0, 1, i, b"x") for i in ids])
 
 
 def test_fins_made_in_bulk_are_the_events_fin_makes():
     ids = [b"%016x" % i for i in range(5)]
-    made = fp._fins(ids)
+    made = runs._fins(ids)
     assert made == [ev.Fin(i) for i in ids]
     assert [(type(f), f.id, f.raw) for f in made] == [(ev.Fin, i, None) for i in ids]
     with pytest.raises(dataclasses.FrozenInstanceError):
