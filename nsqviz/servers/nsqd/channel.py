@@ -289,11 +289,10 @@ class Channel:
         count = 0
         for entry in entries:
             if isinstance(entry, Run):
-                ids = entry.batch.ids(entry.start, entry.stop)
-                delivery = Delivery(entry.batch, entry.start, ids, deadline)
-                in_flight.update(zip(ids, repeat(delivery)))
+                delivery = Delivery(entry.batch, entry.start, entry.stop, deadline)
+                in_flight.update(zip(delivery.ids, repeat(delivery)))
                 items.append(delivery)
-                count += len(ids)
+                count += len(delivery.ids)
             else:
                 entry.attempts = (entry.attempts + 1) & 0xFFFF  # nsqd's uint16 wraps too
                 entry.deadline = deadline

@@ -447,8 +447,8 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
                 out.append(codec.send_messages(singles))
                 self.message_count += len(singles)
                 singles = []
-            out.append(codec.send_message_run(item.batch.timestamp, item.attempts,
-                                              item.ids, item.bodies))
+            out.append(codec.send_message_run(item.timestamp, item.attempts, item.ids,
+                                              item.bodies))
             self.message_count += len(item.ids)
         if singles:
             out.append(codec.send_messages(singles))

@@ -92,11 +92,11 @@ class Batch:
     (:meth:`messages`, :meth:`records`).
     """
 
-    __slots__ = ("bodies", "first", "digits", "timestamp", "size")
+    __slots__ = ("bodies", "digits", "timestamp", "size")
 
     def __init__(self, bodies: Sequence[bytes], first: int, timestamp: int):
+        """``first``: the first id's 64-bit value; the others count up from it."""
         self.bodies = bodies
-        self.first = first  # the first id's 64-bit value; the others count up from it
         values = array.array("Q", range(first, first + len(bodies)))
         if sys.byteorder == "little":
             values.byteswap()
@@ -116,10 +116,6 @@ class Batch:
             ids += _ids_struct(_IDS_AT_ONCE).unpack_from(digits, 16 * start)
             start += _IDS_AT_ONCE
         return ids + _ids_struct(stop - start).unpack_from(digits, 16 * start)
-
-    def index(self, msg_id: bytes) -> int:
-        """Where the message with this id (one of ours) is in the batch."""
-        return int(msg_id, 16) - self.first
 
     def messages(self, start: int, stop: int) -> list[BrokerMessage]:
         """Messages ``start`` to ``stop`` (never delivered: attempts 0)."""
@@ -157,30 +153,27 @@ class IDGenerator:
 
 
 class Delivery:
-    """Messages ``start`` to ``start + len(ids)`` of a batch, handed to a client together
-    for the first time: until each is finished, this stands for it in the client's
-    in-flight table (no message object is made for a message that is simply FINed).
+    """Messages of one batch handed to a client together for the first time: until each
+    is finished, this stands for it in the client's in-flight table (no message object
+    is made for a message that is simply FINed). It keeps only its own messages' bodies,
+    not the whole batch's, so what a client leaves in flight holds no more than the
+    deliveries it came in.
     """
 
-    __slots__ = ("batch", "start", "ids", "deadline")
+    __slots__ = ("bodies", "ids", "timestamp", "deadline")
     attempts = 1
 
-    def __init__(self, batch: Batch, start: int, ids: Sequence[bytes], deadline: float):
-        self.batch = batch
-        self.start = start
-        self.ids = ids
+    def __init__(self, batch: Batch, start: int, stop: int, deadline: float):
+        self.bodies = batch.bodies[start:stop]
+        self.ids = batch.ids(start, stop)
+        self.timestamp = batch.timestamp
         self.deadline = deadline
-
-    @property
-    def bodies(self) -> Sequence[bytes]:
-        return self.batch.bodies[self.start : self.start + len(self.ids)]
 
     def message(self, msg_id: bytes) -> BrokerMessage:
         """The message with this id, as an object of its own (it is requeued, timed out
-        or touched)."""
-        batch = self.batch
-        msg = BrokerMessage(msg_id, batch.bodies[batch.index(msg_id)], batch.timestamp,
-                            self.attempts)
+        or touched). A batch's ids count up, so its place is the difference."""
+        index = int(msg_id, 16) - int(self.ids[0], 16)
+        msg = BrokerMessage(msg_id, self.bodies[index], self.timestamp, self.attempts)
         msg.deadline = self.deadline
         return msg
 

@@ -3,6 +3,7 @@ IDENTIFY negotiation, options."""
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
@@ -243,3 +244,16 @@ def test_channel_finish_reports_the_ids_not_in_flight():
     assert channel.finish(client, [b"a", b"x", b"b", b"y", b"a"]) == [b"x", b"y", b"a"]
     assert (list(client.in_flight), channel.in_flight_count) == ([b"c"], 1)
     assert channel.finish(client, [b"c"]) == [] and channel.in_flight_count == 0
+
+
+def test_a_delivery_gives_each_of_its_messages_back_as_an_object_of_its_own():
+    from nsqviz.servers.nsqd.message import Delivery, flying
+
+    batch = IDGenerator().batch([b"m%d" % i for i in range(10)])
+    delivery = Delivery(batch, 3, 7, deadline=5.0)
+    assert (delivery.ids, delivery.bodies) == (batch.ids(3, 7), batch.bodies[3:7])
+    for mid, body in zip(delivery.ids, delivery.bodies, strict=True):
+        msg = flying(delivery, mid)
+        assert (msg.id, msg.body, msg.timestamp, msg.attempts, msg.deadline) == (
+            mid, body, batch.timestamp, 1, 5.0)
+    assert batch not in gc.get_referents(delivery)  # only its own bodies are kept
