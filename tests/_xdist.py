@@ -1,14 +1,16 @@
 """How ``make test`` deals the tests to its pytest-xdist workers (``-n``; tests/conftest.py
 wires it in and says the rules a test follows to be safe there).
 
-A *unit* is what one worker runs from start to end, in collection order:
+A *unit* is what one worker runs from start to end, in collection order. A test's unit
+is its file -- so a module-scoped fixture (a JupyterLab server, a tshark run, a pair of
+servers) is built once, and a notebook's nbval cells run in order on one kernel -- unless
+the longest prefix of its path listed in :data:`UNITS` says otherwise:
 
-* the tests of a folder in :data:`TOGETHER`, whose conftest builds a session fixture too
-  costly to build once per worker;
-* each test of a file in :data:`APART` alone;
-* otherwise the tests of one file -- so a module-scoped fixture (a JupyterLab server, a
-  tshark run, a pair of servers) is built once, and a notebook's nbval cells run in order
-  on one kernel.
+* ``TOGETHER``: every test under the prefix, one unit (its conftest builds a session
+  fixture too costly to build once per worker);
+* ``EACH``: each test of the file alone (each is long enough to deserve a worker);
+* ``FILE``: the file alone after all, inside a ``TOGETHER`` folder (it is long enough to
+  be worth building the folder's fixture a second time).
 
 The unit is worked out from the test's id alone, the same way on the workers and on the
 controller that deals (xdist's own ``xdist_group`` marks travel in the ids, which pytest
@@ -23,16 +25,20 @@ from typing import Any
 
 import pytest
 
-# folder -> the session fixture its tests share on one worker
-TOGETHER = {
-    "tests/pipeline/": "spark: one local Spark session, and the pipeline runs made on it",
-    "tests/docs/": "site: the website, built by Sphinx",
-    "tests/differential/": "server_pairs: six real nsqd and six nsqviz broker processes",
-}
+TOGETHER, EACH, FILE = "together", "each", "file"
 
-# files whose tests are long enough to be worth a worker each (and a fixture each)
-APART = {
-    "tests/explorer/test_browser_learner.py": "minutes of a learner's reading per notebook",
+UNITS = {
+    # one local Spark session, and the pipeline runs cached on it
+    "tests/pipeline/": TOGETHER,
+    # a standalone cluster's three JVMs for two minutes: beside the rest, on a Spark
+    # session of its own
+    "tests/pipeline/test_cluster.py": FILE,
+    # the website, built by Sphinx
+    "tests/docs/": TOGETHER,
+    # six real nsqd and six nsqviz broker processes
+    "tests/differential/": TOGETHER,
+    # minutes of a learner's reading per notebook
+    "tests/explorer/test_browser_learner.py": EACH,
 }
 
 # The order units start in: those holding a test with the first of these marks first.
@@ -42,10 +48,10 @@ FIRST = ("spark", "browser", "slow")
 def unit_of(nodeid: str) -> str:
     """The unit of the test with id ``nodeid`` (``path::name[params]``)."""
     path = nodeid.split("::", 1)[0]
-    folder = next((f for f in TOGETHER if path.startswith(f)), None)
-    if folder is not None:
-        return folder
-    return nodeid if path in APART else path
+    prefix = max((p for p in UNITS if path.startswith(p)), key=len, default=None)
+    if prefix is None or UNITS[prefix] == FILE:
+        return path
+    return prefix if UNITS[prefix] == TOGETHER else nodeid
 
 
 def longest_first(items: list[pytest.Item]) -> None:

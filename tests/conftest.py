@@ -10,11 +10,11 @@
 #    fills in the checkout (.venv-pynsq/) is filled under a file lock;
 # 3. shares its file's worker: a file's tests run on one worker, in order, so a
 #    module-scoped fixture is built once; other files run meanwhile on other workers;
-# 4. gets a costly session-scoped fixture once per worker that uses it -- unless its
-#    folder is in tests._xdist.TOGETHER (tests/pipeline: Spark; tests/docs: the site;
-#    tests/differential: the nsqd pairs), whose tests all run on one worker. Put such a
-#    fixture in such a folder's conftest (or add the folder there); a file whose tests
-#    are each long enough to deserve a worker goes in tests._xdist.APART;
+# 4. gets a session-scoped fixture once per worker that uses it -- unless its folder is
+#    listed TOGETHER in tests._xdist.UNITS (tests/pipeline: Spark; tests/docs: the site;
+#    tests/differential: the nsqd pairs), whose tests all run on one worker. Put a costly
+#    session fixture in such a folder's conftest, or list its folder there
+#    (tests/test_xdist.py checks); a file whose tests each deserve a worker is listed EACH;
 # 5. is marked `slow` (or `browser`, `spark`) when it takes more than a few seconds: the
 #    units holding those start first, so none is left running alone at the end;
 # 6. waits for what it is about, not for the clock: it polls for a condition with a

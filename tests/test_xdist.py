@@ -18,13 +18,16 @@ def test_a_file_is_a_unit_and_a_notebook_keeps_its_cells_on_one_kernel():
     assert {_xdist.unit_of(c) for c in cells} == {"notebooks/02-live-session.ipynb"}
 
 
-def test_a_shared_session_fixture_keeps_its_folder_on_one_worker():
-    ids = ["tests/pipeline/test_frames.py::test_a", "tests/pipeline/test_cluster.py::test_b"]
+def test_a_shared_session_fixture_keeps_its_folder_on_one_worker_but_the_cluster():
+    ids = ["tests/pipeline/test_frames.py::test_a", "tests/pipeline/test_engines.py::test_b"]
     assert {_xdist.unit_of(i) for i in ids} == {"tests/pipeline/"}
+    cluster = "tests/pipeline/test_cluster.py"
+    assert _xdist.unit_of(f"{cluster}::test_spark_submit") == cluster
 
 
 def test_the_learner_notebooks_run_apart():
-    (learner,) = _xdist.APART
+    learner = "tests/explorer/test_browser_learner.py"
+    assert _xdist.UNITS[learner] == _xdist.EACH
     ids = [f"{learner}::test_a_learner_steps_through_without_a_traceback[{n}]"
            for n in ("02-live-session.ipynb", "07-tubemq.ipynb")]
     assert len({_xdist.unit_of(i) for i in ids}) == 2
@@ -43,10 +46,11 @@ def _session_fixtures(path: Path) -> list[str]:
 
 
 def test_every_session_fixture_is_built_on_one_worker():
-    """A session-scoped fixture outside the TOGETHER folders would be built again on every
+    """A session-scoped fixture outside a TOGETHER folder would be built again on every
     worker that runs one of its tests: a Spark session or a site build each time."""
+    together = tuple(p for p, kind in _xdist.UNITS.items() if kind == _xdist.TOGETHER)
     stray = {f"{p.relative_to(ROOT)}::{name}" for p in TESTS.rglob("*.py")
              for name in _session_fixtures(p)
-             if not str(p.relative_to(ROOT)).startswith(tuple(_xdist.TOGETHER))}
-    assert not stray, (f"{sorted(stray)}: move each into a folder of tests._xdist.TOGETHER "
-                       "(or add its folder there), or give it module scope")
+             if not str(p.relative_to(ROOT)).startswith(together)}
+    assert not stray, (f"{sorted(stray)}: move each into a TOGETHER folder of "
+                       "tests._xdist.UNITS (or list its folder there), or give it module scope")
