@@ -3,8 +3,9 @@
 # several pytest-xdist workers at once (tests/_xdist.py deals them; tests/conftest.py
 # says what a test must do to be safe there). Much of the suite waits -- on a browser, a
 # learner's reading pace, a heartbeat, a server -- so there are more workers than cores:
-# NSQVIZ_TEST_WORKERS (6 by default) says how many; -n0 among the arguments runs
-# everything in this one process.
+# NSQVIZ_TEST_WORKERS (4 by default: six left a busy machine's timing-sensitive tests
+# too little CPU) says how many; -n0 among the arguments runs everything in this one
+# process.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
@@ -14,7 +15,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 # compile every module it imports again (~5 s of CPU for a worker's collection alone).
 export PYTHONPYCACHEPREFIX="$PWD/build/pycache"
 unset PYTHONDONTWRITEBYTECODE
-.venv/bin/python -m pytest -n "${NSQVIZ_TEST_WORKERS:-6}" "$@"
+.venv/bin/python -m pytest -n "${NSQVIZ_TEST_WORKERS:-4}" "$@"
 rc=$?
 if [ "$rc" = 5 ]; then
     echo "pytest collected no tests: that is a failure for this project" >&2

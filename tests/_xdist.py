@@ -8,15 +8,18 @@ the longest prefix of its path listed in :data:`UNITS` says otherwise:
 
 * ``TOGETHER``: every test under the prefix, one unit (its conftest builds a session
   fixture too costly to build once per worker);
-* ``EACH``: each test of the file alone (each is long enough to deserve a worker);
-* ``FILE``: the file alone after all, inside a ``TOGETHER`` folder (it is long enough to
-  be worth building the folder's fixture a second time).
+* ``EACH``: each test of the file alone (each is long enough to deserve a worker).
 
 The unit is worked out from the test's id alone, the same way on the workers and on the
 controller that deals (xdist's own ``xdist_group`` marks travel in the ids, which pytest
-9.2 no longer lets a plugin rewrite). The workers list the units holding Spark tests
-first, then those holding browser tests, then other slow ones, and the controller deals
-them in that order: a long unit begun last would leave the other workers idle at the end.
+9.2 no longer lets a plugin rewrite).
+
+The workers list the units longest first, and the controller deals them in that order:
+a long unit begun last would leave the other workers idle at the end. First the units
+of :data:`LONGEST`, then those holding a test marked ``browser``, ``spark`` or ``slow``,
+then the rest in file order. The longest are one CPU-bound unit (Spark) and minutes of a
+learner's reading in a browser, which leave the cores to it; every CPU-heavy start at
+once (JVMs, Sphinx, JupyterLab servers, mypy) would make each of them slow.
 """
 
 from __future__ import annotations
@@ -25,14 +28,12 @@ from typing import Any
 
 import pytest
 
-TOGETHER, EACH, FILE = "together", "each", "file"
+TOGETHER, EACH = "together", "each"
 
 UNITS = {
-    # one local Spark session, and the pipeline runs cached on it
+    # one local Spark session, the pipeline runs cached on it, and a standalone cluster
+    # (its JVMs would only take cores from the session's beside it)
     "tests/pipeline/": TOGETHER,
-    # a standalone cluster's three JVMs for two minutes: beside the rest, on a Spark
-    # session of its own
-    "tests/pipeline/test_cluster.py": FILE,
     # the website, built by Sphinx
     "tests/docs/": TOGETHER,
     # six real nsqd and six nsqviz broker processes
@@ -41,29 +42,58 @@ UNITS = {
     "tests/explorer/test_browser_learner.py": EACH,
 }
 
-# The order units start in: those holding a test with the first of these marks first.
-FIRST = ("spark", "browser", "slow")
+# The units that start first, longest first (seconds, one after another on a busy
+# 2-core machine): the prefix of their unit.
+LONGEST = (
+    "tests/pipeline/",  # ~300: Spark
+    "tests/explorer/test_browser_learner.py",  # 100-210 each: 3 s a cell, one 90-s pause
+    "tests/differential/",  # ~90: twelve servers, then 600 probes
+    "tests/explorer/test_browser_pace.py",  # ~85: a 70-s pause
+    "tests/explorer/test_browser.py",  # ~70
+)
+
+# Then the units holding a test with one of these marks.
+MARKS = ("browser", "spark", "slow")
 
 
 def unit_of(nodeid: str) -> str:
     """The unit of the test with id ``nodeid`` (``path::name[params]``)."""
     path = nodeid.split("::", 1)[0]
     prefix = max((p for p in UNITS if path.startswith(p)), key=len, default=None)
-    if prefix is None or UNITS[prefix] == FILE:
+    if prefix is None:
         return path
     return prefix if UNITS[prefix] == TOGETHER else nodeid
 
 
+# pytest-timeout's limit for a test of a TOGETHER folder (pyproject.toml: 300 s for the
+# others): whichever runs first also waits for the shared fixture to be built (a Spark
+# session and two pipeline runs, the site, twelve servers), minutes on a busy machine.
+TOGETHER_TIMEOUT = 600
+
+
+def allow_for_shared_fixtures(items: list[pytest.Item]) -> None:
+    """Give each test of a ``TOGETHER`` folder :data:`TOGETHER_TIMEOUT`, unless it says."""
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        shared = any(path.startswith(p) for p, kind in UNITS.items() if kind == TOGETHER)
+        if shared and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(TOGETHER_TIMEOUT))
+
+
 def longest_first(items: list[pytest.Item]) -> None:
-    """Reorder ``items`` (stably) so the units holding :data:`FIRST` marks come first."""
+    """Reorder ``items`` (stably) into the order their units start in."""
     def rank(item: pytest.Item) -> int:
-        return min((i for i, name in enumerate(FIRST) if item.get_closest_marker(name)),
-                   default=len(FIRST))
+        unit = unit_of(item.nodeid)
+        listed = [i for i, prefix in enumerate(LONGEST) if unit.startswith(prefix)]
+        if listed:
+            return listed[0]
+        marked = any(item.get_closest_marker(name) for name in MARKS)
+        return len(LONGEST) + (0 if marked else 1)
 
     ranks: dict[str, int] = {}
     for item in items:
         unit = unit_of(item.nodeid)
-        ranks[unit] = min(ranks.get(unit, len(FIRST)), rank(item))
+        ranks[unit] = min(ranks.get(unit, len(LONGEST) + 1), rank(item))
     items.sort(key=lambda item: ranks[unit_of(item.nodeid)])
 
 

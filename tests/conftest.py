@@ -16,7 +16,8 @@
 #    session fixture in such a folder's conftest, or list its folder there
 #    (tests/test_xdist.py checks); a file whose tests each deserve a worker is listed EACH;
 # 5. is marked `slow` (or `browser`, `spark`) when it takes more than a few seconds: the
-#    units holding those start first, so none is left running alone at the end;
+#    units holding those start early (after tests._xdist.LONGEST, where a unit of minutes
+#    belongs), so none is left running alone at the end;
 # 6. waits for what it is about, not for the clock: it polls for a condition with a
 #    deadline rather than sleeping a fixed time, and keeps a timer as short as what it
 #    proves allows; the machine is busy, so a deadline is generous and a bound on
@@ -55,6 +56,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _xdist.allow_for_shared_fixtures(items)
     if hasattr(config, "workerinput"):  # an xdist worker: the long units first
         _xdist.longest_first(items)
 

@@ -18,11 +18,9 @@ def test_a_file_is_a_unit_and_a_notebook_keeps_its_cells_on_one_kernel():
     assert {_xdist.unit_of(c) for c in cells} == {"notebooks/02-live-session.ipynb"}
 
 
-def test_a_shared_session_fixture_keeps_its_folder_on_one_worker_but_the_cluster():
-    ids = ["tests/pipeline/test_frames.py::test_a", "tests/pipeline/test_engines.py::test_b"]
+def test_a_shared_session_fixture_keeps_its_folder_on_one_worker():
+    ids = ["tests/pipeline/test_frames.py::test_a", "tests/pipeline/test_cluster.py::test_b"]
     assert {_xdist.unit_of(i) for i in ids} == {"tests/pipeline/"}
-    cluster = "tests/pipeline/test_cluster.py"
-    assert _xdist.unit_of(f"{cluster}::test_spark_submit") == cluster
 
 
 def test_the_learner_notebooks_run_apart():
@@ -31,6 +29,27 @@ def test_the_learner_notebooks_run_apart():
     ids = [f"{learner}::test_a_learner_steps_through_without_a_traceback[{n}]"
            for n in ("02-live-session.ipynb", "07-tubemq.ipynb")]
     assert len({_xdist.unit_of(i) for i in ids}) == 2
+
+
+class _Item:
+    def __init__(self, nodeid: str, *marks: str):
+        self.nodeid, self.marks = nodeid, marks
+
+    def get_closest_marker(self, name: str) -> str | None:
+        return name if name in self.marks else None
+
+
+def test_the_longest_units_start_first_then_the_marked_ones():
+    learner = "tests/explorer/test_browser_learner.py::test_a_learner[02]"
+    items = [_Item("tests/nsq/test_codec.py::test_a"),
+             _Item("tests/nsq/test_x.py::test_b", "slow"),
+             _Item(learner, "browser"),
+             _Item("tests/pipeline/test_frames.py::test_c", "spark"),
+             _Item("tests/analysis/test_cli.py::test_d"),
+             _Item("tests/pipeline/test_cli.py::test_e")]
+    _xdist.longest_first(items)  # type: ignore[arg-type]
+    assert [i.nodeid.split("::")[1] for i in items] == [
+        "test_c", "test_e", "test_a_learner[02]", "test_b", "test_a", "test_d"]
 
 
 def _session_fixtures(path: Path) -> list[str]:
