@@ -80,6 +80,8 @@ class _PassiveCommands(CommandFraming):
     """nsqd's commands, read on after a line that is not one: the next line."""
 
     def resync(self, buf: Buffer, pos: int) -> int | None:
+        if self.expect_magic:
+            return -1  # nsqlookupd refuses another magic and closes: nothing more is read
         nl = buf.find(b"\n", pos)
         return None if nl < 0 else nl + 1
 
@@ -184,7 +186,9 @@ class Observer:
 def _undecodable(item: Garbage | Truncated) -> Seen:
     if isinstance(item, Truncated):
         return Seen(Refused("", "the stream ended inside this unit", item.offset), item)
-    return Seen(Refused(item.code, item.reason, item.offset), item)
+    # nsqlookupd answers a wrong magic with the bare code E_BAD_PROTOCOL
+    bare = item.code == grammar.ErrorCode.BAD_PROTOCOL and not item.continued
+    return Seen(Refused(item.code, "" if bare else item.reason, item.offset), item)
 
 
 def _as_sent(line: bytes) -> LookupEvent | None:

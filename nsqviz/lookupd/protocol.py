@@ -20,6 +20,7 @@ from typing import Any
 from nsqviz.lookupd import grammar
 from nsqviz.lookupd.codec import (
     COMMAND_EVENTS,
+    DEFAULT_MAX_BODY_SIZE,
     Answer,
     Identify,
     LookupEvent,
@@ -29,10 +30,10 @@ from nsqviz.lookupd.codec import (
     Unregister,
 )
 from nsqviz.lookupd.fields import FIELDS, PARAMS, PREFIX
-from nsqviz.lookupd.observer import Observer, Seen
+from nsqviz.lookupd.observer import ANSWER_STARTS, Observer, Seen
 from nsqviz.protocols import DetectionWords, Item, Lost, Protocol, RecordView, no_fields
 from nsqviz.stream.direction import Direction
-from nsqviz.stream.reassembly import RawFrame, Truncated
+from nsqviz.stream.reassembly import Garbage, RawFrame, Truncated
 
 __all__ = ["ERROR", "LOOKUPD", "LookupdProtocol", "MAGIC", "NAMES", "RESPONSE"]
 
@@ -110,6 +111,9 @@ def _item(seen: Seen, c2s: bool, fields_of: Callable[[Any], dict[str, Any]]) -> 
     if type(event) is Refused and (c2s or not isinstance(raw, RawFrame)):
         # no command or answer: bytes that do not frame or parse as one, or a unit the
         # stream ended inside
+        if isinstance(raw, Garbage) and raw.continued:  # the rest of bytes already refused
+            return Item("skipped", "Skipped", {"offset": event.offset, "reason": event.text},
+                        event, offset, raw)
         fields: dict[str, Any] = {**_refusal(event), "offset": event.offset}
         if raw is not None:
             fields["data"] = raw.data.hex()
@@ -141,6 +145,18 @@ class LookupdProtocol(Protocol):
         "magic", "no magic: nsqlookupd will refuse it", "client did not send the lookup magic",
         "looks like nsqd talking to nsqlookupd",
         "no magic, port not a lookup port, not lookup-like")
+
+    def server_hello(self, data: bytes) -> bool | None:
+        """nsqlookupd's first answer: a size, then ``OK``, IDENTIFY's JSON or ``E_...``
+        (its refusal of another protocol's magic too)."""
+        if len(data) < 4:
+            return None
+        if not 2 <= int.from_bytes(data[:4], "big", signed=True) <= DEFAULT_MAX_BODY_SIZE:
+            return False
+        head = data[4:6]
+        if any(head.startswith(start) for start in ANSWER_STARTS):
+            return True
+        return None if any(start.startswith(head) for start in ANSWER_STARTS) else False
 
     def looks_like(self, direction: str, data: bytes) -> bool:
         return _looks_like_lookup(direction, data)

@@ -24,6 +24,7 @@ from nsqviz.nsq.commands import (
     COMMAND_NAMES,
     COMMANDS,
     FRAME_NAMES,
+    FRAMES,
     MAGIC_NAME,
     MESSAGE_ID,
     BodyKind,
@@ -34,7 +35,7 @@ from nsqviz.nsq.connection import _json_or_none
 from nsqviz.nsq.cut import cut_unit
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.fields import FIELDS, record_values
-from nsqviz.nsq.framing import SIZE_PREFIX, FrameFraming
+from nsqviz.nsq.framing import DEFAULT_MAX_FRAME_SIZE, SIZE_PREFIX, FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
 from nsqviz.nsq.wire import MAGIC_V2
@@ -263,6 +264,9 @@ class NsqProtocol(Protocol):
     def starts_hello(self, data: bytes) -> bool:
         return MAGIC_V2.startswith(data[:4])  # also when the magic came split
 
+    def server_hello(self, data: bytes) -> bool | None:
+        return _first_answer(data)
+
     def looks_like(self, direction: str, data: bytes) -> bool:
         return _looks_like_nsq(direction, data)
 
@@ -332,6 +336,25 @@ class NsqProtocol(Protocol):
         if kind is ev.Response or kind is ev.Error:
             return {"data": event.data.decode("utf-8", "replace")}
         return {}
+
+
+_FIRST_ANSWERS = {FRAMES[ev.Response][1]: b"O{_C", FRAMES[ev.Error][1]: b"E"}
+"""What nsqd's first frame on a connection can be, by frame type: a response (``OK``,
+IDENTIFY's or AUTH's JSON, ``_heartbeat_``, ``CLOSE_WAIT``) or an error (``E_...``,
+its refusal of another protocol's magic too) -- the first byte of its data."""
+
+
+def _first_answer(data: bytes) -> bool | None:
+    """Are a server's first bytes an NSQ frame nsqd can send first? ``None``: fewer than
+    its size, frame type and first data byte, and the size does not already say no."""
+    if len(data) < 4:
+        return None
+    size = int.from_bytes(data[:4], "big", signed=True)
+    if not 5 <= size <= DEFAULT_MAX_FRAME_SIZE:
+        return False
+    if len(data) < 9:
+        return None
+    return data[8] in _FIRST_ANSWERS.get(int.from_bytes(data[4:8], "big"), b"")
 
 
 def _looks_like_nsq(direction: str, data: bytes) -> bool:

@@ -138,9 +138,6 @@ _SHOWN = " or ".join(generate.DISSECTORS)  # a PDU of a protocol with a dissecto
 _OPAQUE = "nsq.compressed or nsq.tls or nsq.cut"
 
 JUDGED_BEYOND_THE_DISSECTOR = {
-    "lookupd/lookupd-errors-real.pcap": {
-        8: "an NSQ client's \"  V2\" magic sent to nsqlookupd's port 4160: nsqviz gives it to "
-           "NSQ by its magic, Wireshark to lookupd.lua by the port it asks first"},
     "nsqd/refused/bad-values.pcap": {
         26: "RDY 99999: nsqd's range check (0..max-rdy-count), which the dissector lacks"},
     "nsqd/refused/max-rdy-count.pcap": {
