@@ -356,6 +356,12 @@ class Protocol(ABC):
         """Values of :attr:`typed_schema` columns for one command or frame."""
         return {}
 
+    def typed_unit(self, kind: str, name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """Values of :attr:`typed_schema` columns for a command or frame known by its
+        fields alone: one the capture cut short (:attr:`Lost.unit`, no event), from what
+        its captured head decoded -- nothing the lost rest would change."""
+        return {}
+
     # -- display filters ------------------------------------------------------------
 
     filter_fields: tuple[Field, ...] = ()

@@ -36,6 +36,7 @@ from nsqviz.nsq.cut import cut_unit
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.fields import FIELDS, record_values
 from nsqviz.nsq.framing import DEFAULT_MAX_FRAME_SIZE, SIZE_PREFIX, FrameFraming
+from nsqviz.nsq.grammar_frames import MessageID
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
 from nsqviz.nsq.wire import MAGIC_V2
@@ -118,14 +119,22 @@ def _command_summary(spec: CommandSpec, f: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _param_columns(spec: CommandSpec, values: Mapping[str, Any]) -> dict[str, Any]:
+    """A command's parameters in their typed columns, read from its table entry
+    (``values`` by field name; a message id as its text)."""
+    out: dict[str, Any] = {}
+    for p in spec.params:
+        if p.column is not None and p.field in values:
+            value = values[p.field]
+            out[p.column] = _id_text(value) if p.kind is ParamKind.ID and isinstance(
+                value, bytes) else value
+    return out
+
+
 def _command_typed(spec: CommandSpec, event: Any) -> dict[str, Any]:
     """A command's typed columns, read from its table entry (the parameters' columns,
     the sha1 of each body, IDENTIFY's JSON)."""
-    out: dict[str, Any] = {}
-    for p in spec.params:
-        if p.column is not None:
-            value = getattr(event, p.field)
-            out[p.column] = _id_text(value) if p.kind is ParamKind.ID else value
+    out = _param_columns(spec, {p.field: getattr(event, p.field) for p in spec.params})
     if spec.body is BodyKind.MESSAGE:
         out["bodies"] = [_sha1(event.body)]
     elif spec.body is BodyKind.MESSAGES:
@@ -337,6 +346,24 @@ class NsqProtocol(Protocol):
             return {"data": event.data.decode("utf-8", "replace")}
         return {}
 
+    def typed_unit(self, kind: str, name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """A unit the capture cut short: a command's parameters (its line was captured
+        whole, :mod:`nsqviz.nsq.cut`), a message's attempts, timestamp and id when all its
+        digits were captured -- not a body's sha1 or an answer's text."""
+        spec = COMMANDS.get(name) if kind == "command" else None
+        if spec is not None:
+            return _param_columns(spec, fields)
+        if name != FRAME_NAMES[ev.Message]:
+            return {}
+        out: dict[str, Any] = {}
+        if "attempts" in fields:
+            out["attempts"] = fields["attempts"]
+        if "timestamp" in fields:
+            out["msg_ts"] = fields["timestamp"] / 1e9
+        if len(fields.get("id", "")) == _ID_DIGITS:
+            out["msg_id"] = fields["id"]
+        return out
+
 
 _FIRST_ANSWERS = {FRAMES[ev.Response][1]: b"O{_C", FRAMES[ev.Error][1]: b"E"}
 """What nsqd's first frame on a connection can be, by frame type: a response (``OK``,
@@ -355,6 +382,10 @@ def _first_answer(data: bytes) -> bool | None:
     if len(data) < 9:
         return None
     return data[8] in _FIRST_ANSWERS.get(int.from_bytes(data[4:8], "big"), b"")
+
+
+_ID_DIGITS = MessageID.sizeof()
+"""A message id's length: its 16 hex digits."""
 
 
 def _looks_like_nsq(direction: str, data: bytes) -> bool:
