@@ -32,6 +32,7 @@ from nsqviz.lookupd.codec import (
 from nsqviz.lookupd.fields import FIELDS, PARAMS, PREFIX
 from nsqviz.lookupd.observer import ANSWER_STARTS, Observer, Seen
 from nsqviz.protocols import DetectionWords, Item, Lost, Protocol, RecordView, no_fields
+from nsqviz.records import escaped
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import Garbage, RawFrame, Truncated
 
@@ -54,6 +55,10 @@ NAMES: dict[type[LookupEvent], str] = {
 
 PORT = 4160
 """nsqlookupd's TCP port (``--tcp-address`` default)."""
+
+_MAGIC_SUMMARY = f'"{escaped(grammar.Magic.build(None))}"'
+"""The magic record's one line: the bytes nsqd sent, as the grammar's magic field holds
+them (``"  V1"``)."""
 
 
 def _text(data: bytes) -> str:
@@ -169,7 +174,7 @@ class LookupdProtocol(Protocol):
 
     def summary(self, kind: str, name: str, fields: Mapping[str, Any]) -> str:
         if name == MAGIC:
-            return ""
+            return _MAGIC_SUMMARY
         if "topic" in fields:
             channel = fields.get("channel")
             text = f"topic={fields['topic']}" + (f" channel={channel}" if channel else "")

@@ -288,6 +288,8 @@ class NsqProtocol(Protocol):
 
     def summary(self, kind: str, name: str, fields: Mapping[str, Any]) -> str:
         f = fields
+        if name == COMMAND_NAMES[ev.Magic]:
+            return _MAGIC_SUMMARY
         spec = COMMANDS.get(name) if kind == "command" else None
         if spec is not None:
             return _command_summary(spec, f)
@@ -383,6 +385,10 @@ def _first_answer(data: bytes) -> bool | None:
         return None
     return data[8] in _FIRST_ANSWERS.get(int.from_bytes(data[4:8], "big"), b"")
 
+
+_MAGIC_SUMMARY = f'"{escaped(grammar.Magic.build(None))}"'
+"""The magic record's one line: the bytes the client sent, as the grammar's magic field
+holds them (``"  V2"``)."""
 
 _ID_DIGITS = MessageID.sizeof()
 """A message id's length: its 16 hex digits."""
