@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from nsqviz.usage import help_text
 from nsqviz.wireshark import tubemq_lua
 from nsqviz.wireshark.generate import DISSECTORS, write_dissectors
 
@@ -66,7 +67,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "wireshark",
         help="write Wireshark Lua dissectors generated from the grammars",
-        description=__doc__.splitlines()[0],
+        description=help_text(__doc__),
     )
     p.add_argument("-o", "--out", default="wireshark", metavar="DIR",
                    help="folder to write the dissectors into (default: ./wireshark)")
