@@ -1,9 +1,10 @@
 """nsqlookupd's ``"  V1"`` protocol as the protocol-free parts of nsqviz see it
 (:class:`nsqviz.protocols.Protocol`).
 
-Detection is the magic ``"  V1"`` nsqd sends first, or nsqlookupd's port 4160 (for a
-capture that starts mid-connection, or a connection whose client sent something else:
-nsqlookupd answers that with ``E_BAD_PROTOCOL``). Decoding is
+Detection is nsqlookupd's first answer (a size, then ``OK``, JSON or ``E_...``: also how
+it refuses another protocol's magic, so an NSQ client's ``"  V2"`` sent to it stays
+lookupd's), the magic ``"  V1"`` nsqd sends first, or nsqlookupd's port 4160 (for a
+capture that starts mid-connection). Decoding is
 :class:`~nsqviz.lookupd.observer.Observer`: nsqd's commands are ``command`` records
 named by their verb (the magic ``MAGIC``), nsqlookupd's answers ``frame`` records --
 :data:`RESPONSE` (``OK`` or the IDENTIFY JSON) or :data:`ERROR` (``E_*``). A command

@@ -1,7 +1,9 @@
 """NSQ V2 as the protocol-free parts of nsqviz see it (:class:`nsqviz.protocols.Protocol`).
 
-Detection is the magic ``"  V2"`` a client sends first, nsqd's port 4150, or -- for a
-capture that starts mid-connection -- bytes that frame as an NSQ command or frame.
+Detection is nsqd's first answer on a connection (an NSQ response or error frame: also
+how nsqd refuses another protocol's magic), the magic ``"  V2"`` a client sends first,
+nsqd's port 4150, or -- for a capture that starts mid-connection -- bytes that frame as
+an NSQ command or frame.
 Decoding is the codec's :class:`~nsqviz.nsq.observer.Observer`, its events turned into
 :class:`~nsqviz.protocols.Item` s here. Record fields keep a message id as the 16 hex
 digits it is on the wire (as nsqd, nsqadmin and client logs print it); other bytes are

@@ -1,9 +1,9 @@
 """TubeMQ as the protocol-free parts of nsqviz see it (:class:`nsqviz.protocols.Protocol`).
 
 Detection is the begin token ``FF 7F F4 FE`` that starts every frame in both
-directions, and the Master's and Broker's default ports (8715, 8123) for captures that
-start mid-connection. A flow's client is the side whose first frame is a request
-(``RpcConnHeader.flag`` is not 1). Decoding is the codec's
+directions (a server's first frame an answer), and the Master's and Broker's default
+ports (8715, 8123) for captures that start mid-connection. A flow's client is the side
+whose first frame is a request (``RpcConnHeader.flag`` is not 1). Decoding is the codec's
 :class:`~nsqviz.tubemq.codec.Observer`; requests become ``command`` items, answers
 ``frame`` items, and a violation about a request or answer rides on that item as its
 ``violation``.
