@@ -42,6 +42,7 @@ The differences allowed, and checked to be only these:
 from __future__ import annotations
 
 import re
+import subprocess
 from io import StringIO
 from pathlib import Path
 
@@ -54,6 +55,7 @@ from nsqviz.capture.writer import PcapWriter, TcpConversation
 from nsqviz.cli import build_parser
 from nsqviz.cli import main as nsqviz_main
 from nsqviz.nsq.protocol import NSQ
+from nsqviz.wireshark.generate import tshark_args
 from nsqviz.wireshark.tshark import as_record, find_tshark, tshark_pdus
 
 pytestmark = pytest.mark.skipif(
@@ -219,10 +221,16 @@ def test_tshark_shows_a_magic_nsqd_refused_like_nsqviz(lua_dir):
     """The real nsqd on its port 4150 sent nsqlookupd's magic: both show NSQ's
     connection -- the magic nsqd refused (E_BAD_PROTOCOL), nsqd's error frame (in three
     segments), and nothing decodable after it (the PING nsqd never read)."""
-    ours = assert_tshark_agrees(DATA / "nsqd" / "refused" / "wrong-magic.pcap", lua_dir)
+    path = DATA / "nsqd" / "refused" / "wrong-magic.pcap"
+    ours = assert_tshark_agrees(path, lua_dir)
     assert [(r["kind"], r["name"], r["packets"]) for r in ours if r["kind"] != "tcp"] == [
         ("error", "E_BAD_PROTOCOL", [4]), ("frame", "FrameTypeError", [6, 8, 10]),
         ("gap", "Skipped", [13])]
+    # the same in two passes, as the GUI dissects (a first pass without a tree)
+    done = subprocess.run(["tshark", "-2", *tshark_args(lua_dir), "-r", str(path), "-Y",
+                           "nsq.violation", "-T", "fields", "-e", "frame.number"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split() == ["4"]
 
 
 @pytest.mark.parametrize("mss", [3, 61])
