@@ -21,7 +21,7 @@ the backlog). The baseline is the real nsqd, measured in the same run.
 Run: ``.venv/bin/python -m benchmarks.broker_load [--runfor 10] [--repeat 3]``
 (medians over the repetitions); ``--profile FILE`` runs our broker under cProfile,
 ``--uvloop`` on uvloop's event loop (when installed).
-Needs ``nsqd``, ``bench_writer`` and ``bench_reader`` (see :mod:`nsqviz.peers`).
+Needs ``nsqd``, ``bench_writer`` and ``bench_reader`` (see :mod:`nsqviz.servers.peers`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import time
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.client_connection import ClientConnection
-from nsqviz.peers import NsqdProcess, PeerNotFound, RealNsqd, require
+from nsqviz.servers.peers import NsqdProcess, PeerNotFound, RealNsqd, require
 
 TOPIC = "sub_bench"  # the tools' default topic and channel
 CHANNEL = "ch"

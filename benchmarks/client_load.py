@@ -1,8 +1,8 @@
-"""nsqviz.client against pynsq and gnsq: publishing and consuming throughput, same broker,
+"""nsqviz.clients.nsq against pynsq and gnsq: publishing and consuming throughput, same broker,
 same run.
 
 The broker is ``nsqviz broker`` as its own process (``--mem-queue-size 10000000``, so no
-disk), then -- when it is found (:mod:`nsqviz.peers`) -- the real nsqd with the same
+disk), then -- when it is found (:mod:`nsqviz.servers.peers`) -- the real nsqd with the same
 flags: against our broker the broker is the bottleneck (publishing especially: every
 client gets about what the broker takes), against the real nsqd the clients are. Each
 client runs as its own process (``benchmarks/clients/*_load.py``):
@@ -15,7 +15,7 @@ client runs as its own process (``benchmarks/clients/*_load.py``):
 
 Each phase's topic is deleted afterwards and the clients take turns going first, so
 each meets the broker in the same state. Printed: msgs/s per client (median of
-``--repeat``) and nsqviz.client's ratio to pynsq (the baseline; targets >= 2x consuming,
+``--repeat``) and nsqviz.clients.nsq's ratio to pynsq (the baseline; targets >= 2x consuming,
 >= 1.5x publishing) and to gnsq. Needs the client venv of the interop tests
 (``.venv-pynsq``: pynsq 0.9.1, gnsq 1.0.2).
 
@@ -33,7 +33,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from nsqviz.peers import NsqdProcess, RealNsqd, find
+from nsqviz.servers.peers import NsqdProcess, RealNsqd, find
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENTS = Path(__file__).resolve().parent / "clients"

@@ -17,7 +17,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 
-from nsqviz.broker.diskqueue import DiskQueue
+from nsqviz.servers.nsqd.diskqueue import DiskQueue
 
 
 class WritePerRecord(DiskQueue):

@@ -21,9 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from nsqviz.broker.embedded import EmbeddedBroker
 from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import Fin, Identify, Magic, Pub, Rdy, Req, Sub
+from nsqviz.servers.nsqd.embedded import EmbeddedBroker
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"
@@ -42,12 +42,15 @@ def pynsq_python() -> Path:
 
 class Tcpdump:
     """tcpdump writing FILE (TCP traffic of one port or several); started and waited for
-    until it says it is listening."""
+    until it says it is listening. ``buffer``: its kernel buffer in KiB (a small one
+    drops packets when tcpdump falls behind)."""
 
-    def __init__(self, path: Path, port: int | list[int], iface: str = "lo", snaplen: int = 0):
+    def __init__(self, path: Path, port: int | list[int], iface: str = "lo", snaplen: int = 0,
+                 buffer: int = 32768):
         ports = [port] if isinstance(port, int) else port
         self.proc = subprocess.Popen(
-            ["tcpdump", "-i", iface, "-s", str(snaplen), "-B", "32768", "--immediate-mode", "-U",
+            ["tcpdump", "-i", iface, "-s", str(snaplen), "-B", str(buffer), "--immediate-mode",
+             "-U",
              "-w", str(path), " or ".join(f"tcp port {p}" for p in ports)],
             stderr=subprocess.PIPE, text=True,
         )
@@ -153,7 +156,7 @@ def tls_capture() -> None:
     because TLS is a broker option), stored as pcapng."""
     import tempfile
 
-    from nsqviz.session.services import self_signed_certificate
+    from nsqviz.servers.authd import self_signed_certificate
 
     with tempfile.TemporaryDirectory() as tmp:
         cert, key = self_signed_certificate(tmp)
@@ -192,9 +195,9 @@ REAL_NSQD = ("pubsub-pynsq.pcap", "small-messages-pynsq.pcap", "snappy-pynsq.pca
 
 
 def real_nsqd_captures(names: list[str]) -> None:
-    """The same scenarios against the real nsqd (found by nsqviz.peers: $NSQD, PATH,
+    """The same scenarios against the real nsqd (found by nsqviz.servers.peers: $NSQD, PATH,
     $NSQVIZ_PEERS), started with the same --msg-timeout, written to data/nsqd/."""
-    from nsqviz.peers import RealNsqd
+    from nsqviz.servers.peers import RealNsqd
 
     out = DATA / "nsqd"
     out.mkdir(exist_ok=True)
@@ -220,8 +223,8 @@ def snaplen_capture() -> None:
     96 bytes (30 of TCP payload on loopback), as a capture that may keep headers only."""
     import asyncio
 
-    from nsqviz.client import Producer
-    from nsqviz.peers import RealNsqd, require
+    from nsqviz.clients.nsq import Producer
+    from nsqviz.servers.peers import RealNsqd, require
 
     lines = [f"line-{i}-" + "x" * (40 + 20 * i) for i in range(4)]
     batch = [f"batch-{i}-" + "y" * 60 for i in range(3)]

@@ -3,7 +3,7 @@ nsqlookupd discovery, captured with tcpdump on loopback. Needs root (tcpdump).
 
     sudo .venv/bin/python data/make_guide_captures.py [pynsq|gnsq|nsqjs|nsqviz ...]
 
-The scenario (``tests/lookupd/_discovery.py``): two nsqviz lookupds, two brokers each
+The scenario (``tests/servers/nsqlookupd/_discovery.py``): two nsqviz lookupds, two brokers each
 registered with ONE of them, five messages on each (one fails its first attempt);
 the consumer (max_in_flight 4, heartbeats and lookupd polls every second) runs until all
 ten are finished, stays 5 s and closes. tcpdump records the brokers' TCP ports and the
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from data.make_captures import Tcpdump  # noqa: E402
-from tests.lookupd._discovery import TOPIC, N, discovery_scenario  # noqa: E402
+from tests.servers.nsqlookupd._discovery import TOPIC, N, discovery_scenario  # noqa: E402
 
 CLIENTS = ROOT / "data" / "clients"
 LIBS = ("pynsq", "gnsq", "nsqjs", "nsqviz")

@@ -1,6 +1,6 @@
 """Re-makes the nsqlookupd "  V1" sample captures in data/lookupd/: real tcpdump captures on
 loopback of an nsqd registering with an nsqlookupd -- the real nsqd and nsqlookupd v1.3.0
-(found as ``nsqviz.peers`` finds them) and, for comparison, ``nsqviz broker`` registering
+(found as ``nsqviz.servers.peers`` finds them) and, for comparison, ``nsqviz broker`` registering
 with ``nsqviz lookupd``. Needs root (tcpdump) and a free port 4160 on 127.0.0.1 (the
 lookup protocol's default port, so the captures are recognised by port as well as by
 the magic).
@@ -24,7 +24,7 @@ from pathlib import Path
 from make_captures import Tcpdump
 
 from nsqviz.lookupd.codec import Identify, LookupClientConnection, Magic, Register
-from nsqviz.peers import NsqdProcess, RealNsqd, require
+from nsqviz.servers.peers import NsqdProcess, RealNsqd, require
 
 DATA = Path(__file__).resolve().parent
 LOOKUP_TCP = "127.0.0.1:4160"
@@ -35,11 +35,13 @@ PINGS_AFTER = 33.0
 
 class LookupdProcess:
     """An nsqlookupd-compatible server (the real one or ``nsqviz lookupd``) on
-    127.0.0.1:4160, started and waited for until it says it is listening."""
+    127.0.0.1:4160 (or the addresses given), started and waited for until it says it is
+    listening."""
 
-    def __init__(self, command: list[str]):
+    def __init__(self, command: list[str], tcp_address: str = LOOKUP_TCP,
+                 http_address: str = "127.0.0.1:0"):
         self.proc = subprocess.Popen(
-            [*command, f"--tcp-address={LOOKUP_TCP}", "--http-address=127.0.0.1:0"],
+            [*command, f"--tcp-address={tcp_address}", f"--http-address={http_address}"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         seen: list[str] = []
         while not any("TCP: listening" in line for line in seen):
@@ -88,8 +90,8 @@ def nsqviz_register(_: LookupdProcess) -> str:
     return _lifecycle(NsqdProcess.nsqviz(lookupd_tcp_address=LOOKUP_TCP), 16.0)
 
 
-def _talk(data: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", PORT)) as sock:
+def _talk(data: bytes, port: int = PORT) -> bytes:
+    with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(data)
         sock.settimeout(1.0)
         got = b""

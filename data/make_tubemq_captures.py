@@ -1,7 +1,7 @@
 """Re-makes the TubeMQ sample captures in data/tubemq/: real tcpdump captures on loopback of the
-simulated Master and Brokers (``nsqviz.tubemq_sim.EmbeddedSim`` on the default ports
+simulated Master and Brokers (``nsqviz.servers.tubemq.EmbeddedSim`` on the default ports
 8715, 8123 and 8124) with the real Go client (Apache InLong ``tubemq-client-go``, the
-``tubemq-producer``/``tubemq-consumer`` programs, found as ``nsqviz.peers`` finds them)
+``tubemq-producer``/``tubemq-consumer`` programs, found as ``nsqviz.servers.peers`` finds them)
 and the project's own clients. Needs root (tcpdump) and free ports 8715, 8123, 8124, 8717.
 
     sudo .venv/bin/python data/make_tubemq_captures.py [NAME ...]
@@ -20,10 +20,10 @@ from pathlib import Path
 
 from make_captures import Tcpdump
 
-from nsqviz.peers import require
+from nsqviz.clients.tubemq import Channel, Producer
+from nsqviz.servers.peers import require
+from nsqviz.servers.tubemq import EmbeddedSim
 from nsqviz.tubemq.grammar import frame_bytes
-from nsqviz.tubemq_client import Channel, Producer
-from nsqviz.tubemq_sim import EmbeddedSim
 
 DATA = Path(__file__).resolve().parent
 MASTER, BROKERS, STANDBY = 8715, (8123, 8124), 8717

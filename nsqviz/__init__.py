@@ -6,9 +6,9 @@ __version__ = "0.1.0"
 
 
 def _show_steps_as_html() -> None:
-    """In IPython, display a session's :class:`~nsqviz.session.Step` as the card of
+    """In IPython, display a session's :class:`~nsqviz.clients.session.Step` as the card of
     :func:`nsqviz.widgets.steps.step_html`, and a TubeMQ session's
-    :class:`~nsqviz.tubemq_client.session.Step` as the card of
+    :class:`~nsqviz.clients.session.tubemq.Step` as the card of
     :func:`nsqviz.widgets.tubemq_steps.step_html`. The sessions know no HTML and the
     widgets are imported only when a step is first displayed; registering by name
     imports neither here."""
@@ -17,8 +17,8 @@ def _show_steps_as_html() -> None:
     if shell is None:
         return
     html = shell.display_formatter.formatters["text/html"]
-    html.for_type_by_name("nsqviz.session.entries", "Step", _step_html)
-    html.for_type_by_name("nsqviz.tubemq_client.session", "Step", _tubemq_step_html)
+    html.for_type_by_name("nsqviz.clients.session.entries", "Step", _step_html)
+    html.for_type_by_name("nsqviz.clients.session.tubemq", "Step", _tubemq_step_html)
 
 
 def _step_html(step: object) -> str:

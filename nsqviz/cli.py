@@ -17,13 +17,13 @@ _PARTS = {
     "messages": "nsqviz.analysis.cli",  # registers messages, connections and stats
     "connections": "nsqviz.analysis.cli",
     "stats": "nsqviz.analysis.cli",
-    "broker": "nsqviz.broker.cli",
+    "broker": "nsqviz.servers.nsqd.cli",
     "decode": "nsqviz.capture.cli",
     "conformance": "nsqviz.conformance.cli",
     "fields": "nsqviz.filters.cli",
-    "lookupd": "nsqviz.discovery.cli",
+    "lookupd": "nsqviz.servers.nsqlookupd.cli",
     "pipeline": "nsqviz.pipeline.cli",
-    "tubemq-sim": "nsqviz.tubemq_sim.cli",
+    "tubemq-sim": "nsqviz.servers.tubemq.cli",
     "wireshark": "nsqviz.wireshark.cli",
 }
 """Sub-command -> the module that registers it."""

@@ -198,7 +198,7 @@ def summary(rec: DecodedRecord) -> str:
 compact_json = json.JSONEncoder(separators=(",", ":")).encode
 """``json.dumps(obj, separators=(",", ":"))`` for records. Other compact encoders exist
 where bytes must match a peer's (Go's ``encoding/json`` in :func:`nsqviz.nsq.wire.
-compact_json` and :mod:`nsqviz.httpd`, the discovery server's sorted keys) or a view's
+compact_json` and :mod:`nsqviz.servers.httpd`, the discovery server's sorted keys) or a view's
 (:mod:`nsqviz.widgets.style`); records and their outputs use this one."""
 
 _encode_str = json.encoder.encode_basestring_ascii

@@ -26,7 +26,7 @@ def broker(tmp_path, broker_options):
 
     ``broker.tcp_address`` / ``broker.http_address`` are ``"127.0.0.1:PORT"``.
     """
-    from nsqviz.broker import EmbeddedBroker
+    from nsqviz.servers.nsqd import EmbeddedBroker
 
     options = {"data_path": str(tmp_path / "nsqd"), **broker_options}
     with EmbeddedBroker(**options) as running:
@@ -36,9 +36,9 @@ def broker(tmp_path, broker_options):
 def peer(name: str):
     """The real program ``name`` (nsqd, to_nsq, ...), or skip the test saying how to provide it.
 
-    Found by :func:`nsqviz.peers.find`: ``$NSQD``-style variable, PATH, ``$NSQVIZ_PEERS``.
+    Found by :func:`nsqviz.servers.peers.find`: ``$NSQD``-style variable, PATH, ``$NSQVIZ_PEERS``.
     """
-    from nsqviz.peers import PeerNotFound, require
+    from nsqviz.servers.peers import PeerNotFound, require
 
     try:
         return require(name)
@@ -58,7 +58,7 @@ def real_nsqd(tmp_path, real_nsqd_options):
 
     ``real_nsqd.tcp_address`` / ``real_nsqd.http_address`` are ``"127.0.0.1:PORT"``.
     """
-    from nsqviz.peers import RealNsqd
+    from nsqviz.servers.peers import RealNsqd
 
     binary = peer("nsqd")
     with RealNsqd(binary, data_path=str(tmp_path / "real-nsqd"), **real_nsqd_options) as running:

@@ -8,12 +8,12 @@ import asyncio
 
 import pytest
 
-from nsqviz.broker.options import options_from_args
 from nsqviz.cli import build_parser, main
-from nsqviz.discovery.server import Lookupd, LookupdOptions
-from nsqviz.listen import LOOPBACK, split_address
-from nsqviz.session.services import AuthService
-from nsqviz.tubemq_sim.cli import config_from_args
+from nsqviz.servers.authd import AuthService
+from nsqviz.servers.listen import LOOPBACK, split_address
+from nsqviz.servers.nsqd.options import options_from_args
+from nsqviz.servers.nsqlookupd.server import Lookupd, LookupdOptions
+from nsqviz.servers.tubemq.cli import config_from_args
 
 
 def _defaults(command: str):

@@ -3,7 +3,11 @@
 The imports are read from the source (AST), every one of them: at module level, inside
 functions and under ``if TYPE_CHECKING`` -- a lazy or type-only import that closes a
 loop is still two parts that know each other, which is what the layout forbids. A
-"package" is a first-level part of nsqviz (``nsqviz.broker``, ``nsqviz.records``);
+"package" is a first-level part of nsqviz (``nsqviz.capture``, ``nsqviz.records``); in the
+folders that group parts by role (:data:`ROLES`: ``nsqviz.servers``, ``nsqviz.clients``,
+``nsqviz.teaching``) each part is a package too (``nsqviz.servers.nsqd``,
+``nsqviz.clients.session``), so two servers may not know each other in a loop either,
+while the role folder as a whole is held to the first-level rule.
 ``nsqviz/__init__.py`` (the public facade) is left out of the package graph.
 """
 
@@ -14,6 +18,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "nsqviz"
+ROLES = ("servers", "clients", "teaching")
+"""The folders of nsqviz that hold parts side by side by role."""
 
 
 def _modules() -> dict[str, Path]:
@@ -97,6 +103,12 @@ def _package(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
+def _part(module: str) -> str:
+    """The package, or inside a role folder the part (``nsqviz.servers.nsqd``)."""
+    parts = module.split(".")
+    return ".".join(parts[:3] if len(parts) > 2 and parts[1] in ROLES else parts[:2])
+
+
 def _explain(cycle: list[str], graph: Mapping[str, set[str]], unit=lambda m: m) -> str:
     members = set(cycle)
     edges = sorted(f"{m} -> {t}" for m, ts in graph.items() for t in ts
@@ -122,15 +134,33 @@ def test_no_cycle_between_files() -> None:
     assert not cycles, "\n".join(_explain(c, graph) for c in cycles)
 
 
-def test_no_cycle_between_packages() -> None:
-    graph = import_graph()
-    packages: dict[str, set[str]] = {}
+def _units(graph: Mapping[str, set[str]], unit) -> dict[str, set[str]]:
+    units: dict[str, set[str]] = {}
     for module, targets in graph.items():
         if module == "nsqviz":
             continue
-        packages.setdefault(_package(module), set()).update(
-            _package(t) for t in targets if t != "nsqviz")
-    for name, targets in packages.items():
+        units.setdefault(unit(module), set()).update(unit(t) for t in targets if t != "nsqviz")
+    for name, targets in units.items():
         targets.discard(name)
-    cycles = _cycles(packages)
+    return units
+
+
+def test_the_role_folders_hold_their_parts() -> None:
+    units = _units(import_graph(), _part)
+    for role in ROLES:
+        assert (ROOT / role / "__init__.py").exists()
+    assert {"nsqviz.servers.nsqd", "nsqviz.servers.nsqlookupd", "nsqviz.servers.tubemq",
+            "nsqviz.clients.nsq", "nsqviz.clients.tubemq", "nsqviz.clients.session",
+            "nsqviz.teaching.course"} <= set(units)
+
+
+def test_no_cycle_between_packages() -> None:
+    graph = import_graph()
+    cycles = _cycles(_units(graph, _package))
     assert not cycles, "\n".join(_explain(c, graph, _package) for c in cycles)
+
+
+def test_no_cycle_between_the_parts_of_a_role() -> None:
+    graph = import_graph()
+    cycles = _cycles(_units(graph, _part))
+    assert not cycles, "\n".join(_explain(c, graph, _part) for c in cycles)

@@ -1,4 +1,4 @@
-"""nsqviz.client under load. Usage: python nsqviz_load.py pub|sub ADDRESS TOPIC N [WINDOW]
+"""nsqviz.clients.nsq under load. Usage: python nsqviz_load.py pub|sub ADDRESS TOPIC N [WINDOW]
 pub: N 200-byte messages in MPUBs of 200, WINDOW (default 1) of them in flight at a time
 (1: each awaited before the next); sub: consume N messages with max_in_flight 2500 (an
 async handler that returns at once: FIN). Prints JSON."""
@@ -8,7 +8,7 @@ import json
 import sys
 import time
 
-from nsqviz.client import Consumer, Producer
+from nsqviz.clients.nsq import Consumer, Producer
 
 mode, address, topic, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 window = int(sys.argv[5]) if len(sys.argv) > 5 else 1

@@ -1,4 +1,4 @@
-"""nsqviz.client as a consumer that discovers nsqd through lookupd (the client guide
+"""nsqviz.clients.nsq as a consumer that discovers nsqd through lookupd (the client guide
 scenario). Usage: python guide_nsqviz.py LOOKUPD_HTTP[,LOOKUPD_HTTP...] TOPIC N [STAY]
 
 As guide_pynsq.py: bodies starting with "fail" fail once (return False: REQ and backoff);
@@ -9,7 +9,7 @@ import asyncio
 import json
 import sys
 
-from nsqviz.client import Consumer, ExponentialBackoff
+from nsqviz.clients.nsq import Consumer, ExponentialBackoff
 
 lookupds, topic, n = sys.argv[1].split(","), sys.argv[2], int(sys.argv[3])
 stay = float(sys.argv[4]) if len(sys.argv) > 4 else 1.5

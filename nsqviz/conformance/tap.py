@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsqviz.listen import LOOPBACK
 from nsqviz.nsq.events import Event
 from nsqviz.nsq.observer import Observer
+from nsqviz.servers.listen import LOOPBACK
 from nsqviz.stream.direction import Direction
 
 __all__ = ["TappedConnection", "WireEvent", "WireTap"]

@@ -6,5 +6,5 @@
   :mod:`~nsqviz.lookupd.fields`: the protocol as captures, views, Spark and Wireshark
   see it (a registered :class:`nsqviz.protocols.Protocol`).
 
-The nsqlookupd-compatible service that speaks it is :mod:`nsqviz.discovery`.
+The nsqlookupd-compatible service that speaks it is :mod:`nsqviz.servers.nsqlookupd`.
 """

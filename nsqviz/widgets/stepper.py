@@ -1,6 +1,6 @@
 """The session stepper: a control for every command, and the views that grow with it.
 
-:class:`Stepper` wraps a :class:`~nsqviz.session.Session`. ``stepper.do("SUB")`` (what
+:class:`Stepper` wraps a :class:`~nsqviz.clients.session.Session`. ``stepper.do("SUB")`` (what
 the SUB button calls) sends one command on the selected connection with the parameters
 in the form, then every view is redrawn: the sequence diagram of the whole session, the
 selected connection's state machine and in-flight table, and hex views of the last
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from nsqviz.clients.session.entries import Step
+from nsqviz.clients.session.nsq import Connection, LocalProtocolError, Session
+from nsqviz.clients.session.outcomes import SessionClosed, closed_message
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.commands import COMMANDS, MAGIC_NAME, BodyKind, ParamKind
 from nsqviz.nsq.labels import event_label
-from nsqviz.session.client import Connection, LocalProtocolError, Session
-from nsqviz.session.entries import Step
-from nsqviz.session.outcomes import SessionClosed, closed_message
 from nsqviz.widgets.steps import inflight_view, sequence, state_view, step_hexviews
 from nsqviz.widgets.style import CSS, esc, once
 

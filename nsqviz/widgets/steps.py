@@ -1,4 +1,4 @@
-"""Views of a stepping session (:mod:`nsqviz.session`): arrows, hex views, state, in-flight.
+"""Views of a stepping session (:mod:`nsqviz.clients.session`): arrows, hex views, state, in-flight.
 
 This is where a session's steps meet the protocol-free widgets: a frame's bytes are
 annotated with the grammar's ``Frame`` and a command's with ``Command``, the labels
@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+from nsqviz.clients.session.entries import Step
+from nsqviz.clients.session.outcomes import DEFAULT_MSG_TIMEOUT_MS
 from nsqviz.layout import annotate
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
@@ -19,8 +21,6 @@ from nsqviz.nsq.labels import command_label, event_label, short_repr
 from nsqviz.nsq.states import Role, diagram
 from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.palette import name_of_event
-from nsqviz.session.entries import Step
-from nsqviz.session.outcomes import DEFAULT_MSG_TIMEOUT_MS
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.opener import MAX_OPEN_BYTES, too_long
 from nsqviz.widgets.sequence import Arrow, SequenceDiagram, Span
@@ -30,7 +30,7 @@ from nsqviz.widgets.table import TableView
 from nsqviz.widgets.timers import Row, server_options, timer_spans
 
 if TYPE_CHECKING:
-    from nsqviz.session.client import Connection, Session
+    from nsqviz.clients.session.nsq import Connection, Session
 
 __all__ = [
     "command_hex",

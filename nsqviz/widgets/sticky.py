@@ -7,7 +7,7 @@ lighter shade, so neighbours stay apart) and labelled ``F k``; a frame that cont
 row has an open, hatched edge. To the right of each row: which frames that segment
 completed, and what the reassembler is still holding.
 
-:class:`StickyView` renders a :class:`~nsqviz.session.sticky.StickyRun` (optionally
+:class:`StickyView` renders a :class:`~nsqviz.clients.session.sticky.StickyRun` (optionally
 only its first ``upto`` steps); :class:`StickyPlayground` adds ipywidgets controls for
 the message count and size, MSS, coalescing and the step.
 """
@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nsqviz.palette import ordinal_colour
-from nsqviz.session.sticky import (
+from nsqviz.clients.session.sticky import (
     StickyRun,
     framing_for,
     loopback,
@@ -26,6 +25,7 @@ from nsqviz.session.sticky import (
     simulate_segments,
     tubemq_frames,
 )
+from nsqviz.palette import ordinal_colour
 from nsqviz.stream.reassembly import Garbage, RawFrame
 from nsqviz.widgets.hexview import LINK_CSS, unit_view
 from nsqviz.widgets.opener import MAX_OPEN_BYTES, MAX_OPENERS, OPEN_CSS, Openers, too_long

@@ -33,10 +33,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from nsqviz.broker.options import Options
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.grammar_errors import BadJSON
 from nsqviz.nsq.json_object import read_object
+from nsqviz.servers.nsqd.options import Options
 from nsqviz.widgets.sequence import Span
 
 __all__ = ["Row", "Settings", "server_options", "timer_spans"]

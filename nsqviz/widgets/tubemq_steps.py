@@ -1,4 +1,4 @@
-"""Views of a stepping TubeMQ session (:mod:`nsqviz.tubemq_client.session`).
+"""Views of a stepping TubeMQ session (:mod:`nsqviz.clients.session.tubemq`).
 
 A step is shown as a card: the request and the answer side by side -- the frame
 (serialNo, listSize, each block's length), the three protobuf messages of the content
@@ -22,7 +22,7 @@ from nsqviz.widgets.style import CSS, esc, short_value
 from nsqviz.widgets.table import TableView
 
 if TYPE_CHECKING:
-    from nsqviz.tubemq_client.session import Step, TubeSession
+    from nsqviz.clients.session.tubemq import Step, TubeSession
 
 __all__ = ["fields_text", "history_table", "partition_moves", "sequence", "step_hex",
            "step_html"]

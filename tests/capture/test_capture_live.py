@@ -13,12 +13,12 @@ import time
 
 import pytest
 
-from nsqviz.broker.embedded import EmbeddedBroker
 from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.files import read_capture
 from nsqviz.capture.layers import LINKTYPE_LINUX_SLL2
 from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import Fin, Identify, Magic, Message, Pub, Rdy, Sub
+from nsqviz.servers.nsqd.embedded import EmbeddedBroker
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("tcpdump") is None, reason="tcpdump is not installed"),

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import pytest
 
-from nsqviz.broker.embedded import EmbeddedBroker
 from nsqviz.capture.decode import SWEEP_EVERY, CaptureDecoder
 from nsqviz.capture.files import read_capture
 from nsqviz.capture.synth import NsqTalk, pubsub_session
@@ -36,6 +35,7 @@ from nsqviz.capture.tcp import LINGER
 from nsqviz.capture.writer import PcapWriter, TcpConversation
 from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.events import Identify, Magic, Pub, Rdy, Sub
+from nsqviz.servers.nsqd.embedded import EmbeddedBroker
 from nsqviz.stream.direction import Direction
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -288,7 +288,7 @@ def test_decode_loads_only_its_own_part(tmp_path):
     path = tmp_path / "empty.pcap"
     PcapWriter(path).close()
     code = ("import sys; from nsqviz.cli import main; main(['decode', '--json', sys.argv[1]]);"
-            " print(sorted(m for m in ('asyncio', 'nsqviz.broker', 'nsqviz.pipeline')"
+            " print(sorted(m for m in ('asyncio', 'nsqviz.servers.nsqd', 'nsqviz.pipeline')"
             " if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
                          text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})

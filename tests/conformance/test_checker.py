@@ -1,4 +1,4 @@
-"""The conformance checker: sample captures of real clients, a live run of nsqviz.client,
+"""The conformance checker: sample captures of real clients, a live run of nsqviz.clients.nsq,
 and a deliberately rude client whose every breach must be named with its packets."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from nsqviz.client import Consumer, Producer
+from nsqviz.clients.nsq import Consumer, Producer
 from nsqviz.conformance.report import check
 from nsqviz.conformance.rules import RULES, check_polls
 from nsqviz.conformance.sources import from_capture, from_tap

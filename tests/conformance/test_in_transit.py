@@ -2,7 +2,7 @@
 
 An observer between client and nsqd (the tap, or tcpdump) sees a message pass before the
 client reads it, and reads a client's commands on different connections in its own
-order. These sequences are what a loaded machine made of ``nsqviz.client``'s traffic in
+order. These sequences are what a loaded machine made of ``nsqviz.clients.nsq``'s traffic in
 notebook 08 (a message in transit when the client re-sent RDY; a RDY re-sent on one
 connection read after the failure's RDY 0 on another), built here event by event so the
 interleaving is the same on every run.

@@ -2,7 +2,7 @@
 
 :func:`run_sessions` executes a notebook's code cells top to bottom (as a fresh kernel
 would, without the display) with :envvar:`NSQVIZ_NSQD` set to the server asked for, and
-returns every :class:`~nsqviz.session.Session` the notebook left in a variable.
+returns every :class:`~nsqviz.clients.session.Session` the notebook left in a variable.
 :func:`steps` describes a session's steps without the server's own values, so the same
 notebook run against the embedded broker and the real nsqd can be compared.
 """
@@ -13,9 +13,9 @@ import json
 import os
 from pathlib import Path
 
+from nsqviz.clients.session import NSQD_CHOICE, Session
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.labels import command_label
-from nsqviz.session import NSQD_CHOICE, Session
 from tests.differential._replay import describe
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"

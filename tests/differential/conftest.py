@@ -3,7 +3,7 @@
 A *configuration* is a set of nsqd flags (the probe corpus's small limits plus, say,
 an auth service or a certificate); for each one the fixture runs both servers as
 processes on free loopback ports. Tests skip with the reason when no real nsqd is found
-(see :mod:`nsqviz.peers`).
+(see :mod:`nsqviz.servers.peers`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from nsqviz.peers import NsqdProcess, RealNsqd
-from nsqviz.session.services import AuthService, Grant, self_signed_certificate
+from nsqviz.servers.authd import AuthService, Grant, self_signed_certificate
+from nsqviz.servers.peers import NsqdProcess, RealNsqd
 from tests.conftest import peer
 from tests.differential._probes import AUTH_SECRET, LIMITS
 

@@ -3,7 +3,7 @@
 The embedded broker's answers are the notebook's stored outputs (nbval checks them on
 every run); here the labs' cells run again against the real nsqd. Each lab must print
 the same (message ids, times and ports masked) or name its difference in
-``nsqviz.labs.KNOWN_DIFFERENCES`` -- and that difference is checked too. The comparison
+``nsqviz.teaching.labs.KNOWN_DIFFERENCES`` -- and that difference is checked too. The comparison
 the notebook shows (``data/failure-labs-real-nsqd.json``) must be what this run found.
 """
 
@@ -14,7 +14,7 @@ import io
 import json
 import re
 
-from nsqviz import labs
+from nsqviz.teaching import labs
 from tests.conftest import peer
 
 
@@ -42,7 +42,8 @@ def test_the_labs_answer_like_the_real_nsqd():
     for old, new in zip(stored["labs"], fresh["labs"], strict=True):
         if old["lab"] in labs.KNOWN_DIFFERENCES:  # timing: either answer may come
             old = {**old, "real": new["real"], "same": new["same"]}
-        assert old == new, "run `python -m nsqviz.labs` to store what the real nsqd answers"
+        assert old == new, \
+            "run `python -m nsqviz.teaching.labs` to store what the real nsqd answers"
 
 
 def test_the_stored_comparison_is_the_notebooks_embedded_answers():

@@ -123,7 +123,7 @@ def answers(server_pairs):
 
 
 def test_every_endpoint_is_asked():
-    from nsqviz.broker.http import _ROUTES
+    from nsqviz.servers.nsqd.http import _ROUTES
 
     asked = {t.split("?")[0] for _, t, _ in CASES}
     assert set(_ROUTES) <= asked

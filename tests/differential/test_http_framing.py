@@ -19,10 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from nsqviz.peers import NsqdProcess, RealNsqd
+from nsqviz.servers.peers import NsqdProcess, RealNsqd
 from tests.conftest import peer
 from tests.differential._probes import LIMITS
-from tests.lookupd.conftest import RealLookupd
+from tests.servers.nsqlookupd.conftest import RealLookupd
 
 H = b"Host: x\r\n"
 PUB = b"POST /pub?topic=framing HTTP/1.1\r\n" + H
@@ -139,7 +139,7 @@ def nsqd_pair(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lookupd_pair():
-    from nsqviz.discovery import EmbeddedLookupd
+    from nsqviz.servers.nsqlookupd import EmbeddedLookupd
 
     peer("nsqlookupd")
     with RealLookupd() as real, EmbeddedLookupd() as ours:

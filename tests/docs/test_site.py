@@ -24,10 +24,11 @@ pytestmark = pytest.mark.slow  # the build: ~10 s of CPU
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # the packages whose every public name (``__all__``) the API reference documents
-API = ("nsqviz.nsq", "nsqviz.tubemq", "nsqviz.client", "nsqviz.capture",
-       "nsqviz.capture.replay", "nsqviz.analysis.capture", "nsqviz.broker",
-       "nsqviz.discovery", "nsqviz.tubemq_sim", "nsqviz.tubemq_client", "nsqviz.filters",
-       "nsqviz.embedded", "nsqviz.session")
+API = ("nsqviz.nsq", "nsqviz.tubemq", "nsqviz.clients.nsq", "nsqviz.capture",
+       "nsqviz.capture.replay", "nsqviz.analysis.capture", "nsqviz.servers.nsqd",
+       "nsqviz.servers.nsqlookupd", "nsqviz.servers.tubemq", "nsqviz.clients.tubemq",
+       "nsqviz.filters", "nsqviz.servers.embedded", "nsqviz.servers.authd",
+       "nsqviz.clients.session", "nsqviz.clients.session.tubemq")
 
 
 def test_the_site_builds_with_no_warning(site: Site) -> None:

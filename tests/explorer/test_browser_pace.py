@@ -23,7 +23,7 @@ PAUSE_MS = 70_000
 NOTEBOOK = {
     "cells": [{"cell_type": "code", "execution_count": None, "id": "stepper", "metadata": {},
                "outputs": [], "source": [
-                   "from nsqviz.session.client import Session\n",
+                   "from nsqviz.clients.session.nsq import Session\n",
                    "from nsqviz.widgets.stepper import Stepper\n",
                    'Stepper(Session(), topic="pace", channel="learner")']}],
     "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",

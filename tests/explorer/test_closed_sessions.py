@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from nsqviz.session import Session, SessionClosed
-from nsqviz.tubemq_client.session import NotHeld, TubeSession
-from nsqviz.tubemq_sim import EmbeddedSim
+from nsqviz.clients.session import Session, SessionClosed
+from nsqviz.clients.session.tubemq import NotHeld, TubeSession
+from nsqviz.servers.tubemq import EmbeddedSim
 from nsqviz.widgets.stepper import Stepper
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from nsqviz.session.client import Session
+from nsqviz.clients.session.nsq import Session
 from nsqviz.widgets.stepper import Stepper
 from nsqviz.widgets.steps import sequence
 

@@ -6,9 +6,9 @@ import pytest
 
 from nsqviz import palette, protocols
 from nsqviz.capture.replay import Replay
+from nsqviz.clients.session.sticky import message_frames, reassemble
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
-from nsqviz.session.sticky import message_frames, reassemble
 from nsqviz.tubemq.tables import METHODS
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.replay import ReplayView

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
+from nsqviz.clients.session import Session
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar as g
 from nsqviz.sansio import LocalProtocolError
-from nsqviz.session import Session
-from nsqviz.session.services import AuthService, Grant, self_signed_certificate
+from nsqviz.servers.authd import AuthService, Grant, self_signed_certificate
 from nsqviz.widgets.steps import step_html
 from nsqviz.widgets.style import _STYLE
 
@@ -172,7 +172,7 @@ def test_pcap_carries_the_exact_bytes(session, tmp_path):
 
 
 def test_auth_against_a_real_http_auth_service(tmp_path):
-    from nsqviz.broker import EmbeddedBroker
+    from nsqviz.servers.nsqd import EmbeddedBroker
 
     with AuthService({"s3cret": Grant("alice", topic="^orders$")}) as auth, EmbeddedBroker(
         data_path=str(tmp_path / "d"), auth_http_address=[auth.address]
@@ -198,7 +198,7 @@ def test_auth_against_a_real_http_auth_service(tmp_path):
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl command not installed")
 def test_tls_upgrade(tmp_path):
-    from nsqviz.broker import EmbeddedBroker
+    from nsqviz.servers.nsqd import EmbeddedBroker
 
     cert, key = self_signed_certificate(tmp_path)
     with EmbeddedBroker(data_path=str(tmp_path / "d"), tls_cert=str(cert),
@@ -266,7 +266,7 @@ def test_saved_pcap_replays_to_the_same_events(session, tmp_path):
 
 def test_the_session_imports_no_view():
     """Views depend on the session, never the other way round (no import cycle)."""
-    code = ("import sys, nsqviz.session; "
+    code = ("import sys, nsqviz.clients.session; "
             "print(sorted(m for m in sys.modules if m.startswith('nsqviz.widgets')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout

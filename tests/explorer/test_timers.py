@@ -2,8 +2,8 @@
 
 import re
 
-from nsqviz.broker.options import Options
 from nsqviz.nsq import events as ev
+from nsqviz.servers.nsqd.options import Options
 from nsqviz.widgets.sequence import Arrow, SequenceDiagram, Span
 from nsqviz.widgets.timers import Row, server_options, timer_spans
 

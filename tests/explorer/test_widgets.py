@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nsqviz.clients.session import Session
+from nsqviz.clients.session.sticky import loopback, message_frames, reassemble, simulate_segments
 from nsqviz.layout import annotate
 from nsqviz.nsq import grammar as g
-from nsqviz.session import Session
-from nsqviz.session.sticky import loopback, message_frames, reassemble, simulate_segments
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.sequence import Arrow, SequenceDiagram
 from nsqviz.widgets.statemachine import StateMachineView

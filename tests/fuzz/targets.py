@@ -23,7 +23,6 @@ from pathlib import Path
 from nsqviz.capture.cli import json_line
 from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.files import CaptureFormatError
-from nsqviz.httpd import GET, POST, HTTPError, HTTPServerConnection, route_table, text
 from nsqviz.lookupd import codec as lookupd_codec
 from nsqviz.lookupd import grammar as lookupd_grammar
 from nsqviz.nsq import events as nsq_events
@@ -33,6 +32,7 @@ from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.observer import Observer as NsqObserver
 from nsqviz.nsq.server_connection import ServerConnection
+from nsqviz.servers.httpd import GET, POST, HTTPError, HTTPServerConnection, route_table, text
 from nsqviz.tubemq import codec as tube_codec
 from nsqviz.tubemq import grammar as tube_grammar
 

@@ -1,5 +1,5 @@
 """One reading order, one set of times: the notebooks, their Next links and the README
-say what :mod:`nsqviz.course` says."""
+say what :mod:`nsqviz.teaching.course` says."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nsqviz.course import COURSE, NEXT_ID, PATH_ID, next_cell, path_cell
+from nsqviz.teaching.course import COURSE, NEXT_ID, PATH_ID, next_cell, path_cell
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -29,7 +29,7 @@ def test_every_notebook_is_in_the_course_once():
 def test_each_notebook_links_to_the_next_in_the_course(lesson):
     cells = _markdown(lesson.file)
     assert cells.get(NEXT_ID) == next_cell(lesson.file), \
-        "stale: run `python -m nsqviz.course notebooks`"
+        "stale: run `python -m nsqviz.teaching.course notebooks`"
     others = [cid for cid, text in cells.items() if "**Next:**" in text and cid != NEXT_ID]
     assert not others, f"a second Next link in {others}"
     stated = re.findall(r"About (\d+) minutes", "\n".join(cells.values()))

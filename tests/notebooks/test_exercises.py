@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nsqviz.exercises import EXERCISES, Question, markdown
+from nsqviz.teaching.exercises import EXERCISES, Question, markdown
 
 NOTEBOOKS = Path(__file__).parents[2] / "notebooks"
 ALL = [(name, i, q) for name, qs in EXERCISES.items() for i, q in enumerate(qs, 1)]
@@ -25,7 +25,7 @@ def test_notebook_ends_with_its_exercises(name: str):
     assert 4 <= len(questions) <= 8
     cells = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text())["cells"]
     assert "".join(cells[-1]["source"]) == markdown(questions), (
-        f"{name}: exercises cell stale; run `python -m nsqviz.exercises notebooks`")
+        f"{name}: exercises cell stale; run `python -m nsqviz.teaching.exercises notebooks`")
 
 
 def test_a_wrong_key_fails():

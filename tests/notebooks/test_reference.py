@@ -1,12 +1,12 @@
-"""notebooks/00-reference.ipynb is the card nsqviz.reference renders from the code's tables."""
+"""notebooks/00-reference.ipynb is the card nsqviz.teaching.reference renders from the code's tables."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from nsqviz.nsq import identify_fields
-from nsqviz import reference
-from nsqviz.broker.options import Options
+from nsqviz.teaching import reference
+from nsqviz.servers.nsqd.options import Options
 from nsqviz.nsq import framing, grammar
 from nsqviz.nsq import wire as nsq_wire
 from nsqviz.nsq.commands import COMMANDS, FRAMES
@@ -18,7 +18,7 @@ CARD = Path(__file__).parents[2] / "notebooks" / "00-reference.ipynb"
 def test_stored_card_is_what_the_code_renders():
     assert CARD.read_text() == reference.render(), (
         "notebooks/00-reference.ipynb is stale: run "
-        "`python -m nsqviz.reference notebooks/00-reference.ipynb`")
+        "`python -m nsqviz.teaching.reference notebooks/00-reference.ipynb`")
 
 
 def test_card_states_every_fact_the_tables_hold():

@@ -25,7 +25,7 @@ from nsqviz.nsq.server_connection import ServerConnection
 from nsqviz.nsq.states import TRANSITIONS, Role, State, allowed_states, diagram
 from nsqviz.sansio import LocalProtocolError
 from nsqviz.stream import Reassembler
-from tests.broker._client import RawClient
+from tests.servers.nsqd._client import RawClient
 
 ID = b"0123456789abcdef"
 
@@ -295,8 +295,8 @@ def test_the_real_nsqd_sample_shows_each_refused_command_as_sent():
 
 def test_the_broker_checks_identify_against_identify_fields(monkeypatch):
     """Narrow sample_rate's range in the grammar's IDENTIFY table: the broker refuses."""
-    from nsqviz.broker.identify import IdentifyRefused, Negotiated, negotiate
-    from nsqviz.broker.options import Options
+    from nsqviz.servers.nsqd.identify import IdentifyRefused, Negotiated, negotiate
+    from nsqviz.servers.nsqd.options import Options
 
     current = Negotiated("", "", "", 30.0, 16384, 0.25, 0, 60.0, False)
     kw = {"current": current, "tls_available": False, "auth_required": False}

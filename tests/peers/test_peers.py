@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from nsqviz import peers
-from nsqviz.peers import NsqdProcess, PeerNotFound, env_var, find, require
+from nsqviz.servers import peers
+from nsqviz.servers.peers import NsqdProcess, PeerNotFound, env_var, find, require
 from tests.conftest import peer
 
 

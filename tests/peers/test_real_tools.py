@@ -2,7 +2,7 @@
 
 ``to_nsq`` and ``nsq_tail`` are go-nsq 1.1.0 programs (IDENTIFY, PUB, SUB, RDY, FIN as a
 real client does them); ``bench_writer`` and ``bench_reader`` are the NSQ repository's
-load tools (MPUB batches, a high RDY). They are found by :mod:`nsqviz.peers`; a test
+load tools (MPUB batches, a high RDY). They are found by :mod:`nsqviz.servers.peers`; a test
 skips with the reason when one is missing.
 """
 
@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from nsqviz.peers import NsqdProcess
+from nsqviz.servers.peers import NsqdProcess
 from tests.conftest import peer
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from nsqviz.session.sticky import loopback, tubemq_block_marks, tubemq_frames
+from nsqviz.clients.session.sticky import loopback, tubemq_block_marks, tubemq_frames
 from nsqviz.widgets.sticky import StickyPlayground, StickyView
 
 

@@ -1,0 +1,387 @@
+"""Channels: one consumer group of a topic, where its messages fly and come back.
+
+Each channel hands its messages to one of its subscribed clients at a time, as their
+RDY counts allow. A message handed out is *in flight* until the client FINs it, REQs
+it, or its timeout passes (then it is requeued and ``attempts`` grows on the next
+delivery). ``DPUB`` and ``REQ`` with a delay put it in the channel's *deferred* queue.
+
+In flight, nsqd keeps one priority queue per channel ordered by deadline. Here each
+client keeps its in-flight messages in a dict in insertion order: a client's
+``msg_timeout`` is fixed once it has subscribed and TOUCH re-inserts at the end, so that
+order *is* deadline order, the timeout scan stops at the first message not yet due, and
+FIN is a dict delete -- no heap entries left behind by the 99 % of messages that are
+FINed in time. A client that disconnects keeps its dict until those messages time out,
+as in nsqd.
+
+Everything here runs on the broker's event loop thread, so no locks: a channel
+delivers synchronously, straight into the client's output buffer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from nsqviz.servers.nsqd.backlog import Backlog, backend_name
+from nsqviz.servers.nsqd.message import BrokerMessage
+
+if TYPE_CHECKING:
+    from nsqviz.servers.nsqd.options import Options
+
+__all__ = ["PUMP_SLICE", "Channel", "Consumer", "Owner"]
+
+_seq = itertools.count()
+
+PUMP_SLICE = 64
+"""Messages one pump hands out before it lets the event loop run (the rest follow on the
+next turn): a consumer refilling RDY 2500 from a deep queue must not stall publishers,
+which nsqd runs on other goroutines (and cores). Smaller slices let a publisher's MPUB
+be read between a draining reader's slices; larger ones favour the reader and cost less
+CPU per message when it is alone (``benchmarks.broker_load`` shows both sides)."""
+
+
+_Room = list[Any]
+"""One client's turn in a pump: ``[client, room left, batch taken]`` (a list: the pump
+updates it in place)."""
+
+
+class Consumer(Protocol):
+    """What a channel needs from a subscribed connection."""
+
+    in_flight: dict[bytes, BrokerMessage]
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    @property
+    def msg_timeout(self) -> float: ...
+
+    def room(self) -> int:
+        """How many more messages the client may have in flight now (RDY - in flight)."""
+        ...
+
+    def deliver(self, batch: list[BrokerMessage]) -> None: ...
+
+    def timed_out(self, msg: BrokerMessage) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+class Owner(Protocol):
+    """What a channel needs from its topic (:class:`~nsqviz.servers.nsqd.topic.Topic`), named
+    here so that the two modules do not import each other."""
+
+    name: str
+    broker: Any
+    sole_reader: Channel | None
+    backlog: Backlog
+
+    def delete_channel(self, name: str) -> None: ...
+
+    def lend(self) -> BrokerMessage | None: ...
+
+    def lend_many(self, n: int) -> list[BrokerMessage]: ...
+
+
+class Channel:
+    """One consumer group of a topic: its queue, deferred heap, clients and counters."""
+
+    def __init__(self, topic: Owner, name: str, opts: Options):
+        self.topic = topic
+        self.name = name
+        self.opts = opts
+        self.ephemeral = name.endswith("#ephemeral")
+        self.backlog = Backlog(backend_name(topic.name, name), opts, self.ephemeral)
+        self.deferred: list[tuple[float, int, BrokerMessage]] = []
+        self.clients: list[Consumer] = []
+        self.holders: set[Consumer] = set()  # clients (even gone ones) with in-flight msgs
+        self.in_flight_count = 0
+        self.message_count = 0
+        self.requeue_count = 0
+        self.timeout_count = 0
+        self.paused = False
+        self._next = 0  # round robin: the client to try first
+        self._pump_scheduled = False
+
+    # -- stats ------------------------------------------------------------------
+
+    @property
+    def depth(self) -> int:
+        return len(self.backlog)
+
+    @property
+    def deferred_count(self) -> int:
+        return len(self.deferred)
+
+    # -- clients ----------------------------------------------------------------
+
+    def add_client(self, client: Consumer) -> None:
+        self.clients.append(client)
+
+    def remove_client(self, client: Consumer) -> None:
+        """A client left. Its in-flight messages stay until they time out, as in nsqd."""
+        if client in self.clients:
+            self.clients.remove(client)
+            self._next = 0
+        if self.ephemeral and not self.clients:
+            self.topic.delete_channel(self.name)
+
+    # -- putting ----------------------------------------------------------------
+
+    def put(self, msg: BrokerMessage) -> None:
+        self.message_count += 1
+        self.backlog.put(msg)
+        self._pump_after_put()
+
+    def put_many(self, msgs: list[BrokerMessage]) -> None:
+        self.message_count += len(msgs)
+        self.backlog.put_many(msgs)
+        self._pump_after_put()
+
+    def put_records(self, records: list[bytes]) -> None:
+        """Disk records of the topic's backlog (see :meth:`Backlog.put_records`)."""
+        self.message_count += len(records)
+        self.backlog.put_records(records)
+        self._pump_after_put()
+
+    def _pump_after_put(self) -> None:
+        held = self.topic.broker.held_pumps
+        if held is None:
+            self.pump()
+        else:
+            held.add(self)  # a publish in progress: deliver after its OK is out
+
+    def put_deferred(self, msg: BrokerMessage, delay: float) -> None:
+        self.message_count += 1
+        self._defer(msg, delay)
+
+    def _defer(self, msg: BrokerMessage, delay: float) -> None:
+        msg.deliver_at = time.monotonic() + delay
+        heapq.heappush(self.deferred, (msg.deliver_at, next(_seq), msg))
+
+    # -- delivering -------------------------------------------------------------
+
+    def pump(self) -> None:
+        """Hand queued messages to clients with room (RDY above in-flight), a slice each
+        in turn, and give each client its share as one batch (one write)."""
+        clients = self.clients
+        if not clients or self.paused:
+            return
+        n = len(clients)
+        start = self._next % n
+        rooms: list[_Room] = []
+        for k in range(n):
+            client = clients[(start + k) % n]
+            room = client.room()
+            if room > 0:
+                rooms.append([client, room, []])
+        if not rooms:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+            budget = PUMP_SLICE
+        except RuntimeError:  # no loop to come back on (a unit test): no limit
+            loop, budget = None, -1
+        shared = self.topic.sole_reader is self
+        if any(entry[0].sample_rate for entry in rooms):
+            budget = self._deal_one_by_one(rooms, budget,
+                                           self._pop_shared if shared else self.backlog.pop)
+        else:
+            queued = len(self.backlog) + (len(self.topic.backlog) if shared else 0)
+            budget = self._deal_slices(rooms, budget, queued,
+                                       self._pop_many_shared if shared else self.backlog.pop_many)
+        self._next = start + 1  # the next pump starts with the next client
+        for client, _, batch in rooms:
+            if batch:
+                self._hand_out(client, batch)
+        if budget == 0 and loop is not None and not self._pump_scheduled:
+            self._pump_scheduled = True  # more room, maybe more messages: next turn
+            loop.call_soon(self._pump_again)
+
+    @staticmethod
+    def _deal_slices(rooms: list[_Room], budget: int, queued: int,
+                     take: Callable[[int], list[BrokerMessage]]) -> int:
+        """Each client with room takes a slice off the queue in turn, its share of the
+        ``budget`` (negative: no limit) or of the ``queued`` messages if fewer -- one call
+        per slice, not per message. Returns what is left of the budget, negative once the
+        queue ran dry."""
+        active = rooms
+        while active and budget:
+            per = max(1, (queued if budget < 0 else min(budget, queued)) // len(active))
+            for entry in active:
+                want = min(entry[1], per) if budget < 0 else min(entry[1], per, budget)
+                queued -= want
+                got = take(want)
+                entry[2] += got
+                entry[1] -= len(got)
+                if budget > 0:
+                    budget -= len(got)
+                if len(got) < want:
+                    return -1
+                if not budget:
+                    return 0
+            active = [e for e in active if e[1] > 0]
+        return budget
+
+    @staticmethod
+    def _deal_one_by_one(rooms: list[_Room], budget: int,
+                         pop: Callable[[], BrokerMessage | None]) -> int:
+        """As :meth:`_deal_slices`, a message at a time, for sampling clients (nsqd drops
+        a message a sampling client skips)."""
+        active = rooms
+        while active and budget:
+            for entry in active:
+                if not budget:
+                    break
+                budget -= 1
+                msg = pop()
+                if msg is None:
+                    return -1
+                rate = entry[0].sample_rate
+                if rate and random.randrange(100) > rate:
+                    continue
+                entry[2].append(msg)
+                entry[1] -= 1
+            active = [e for e in active if e[1] > 0]
+        return budget
+
+    def _pump_again(self) -> None:
+        self._pump_scheduled = False
+        self.pump()
+
+    def _pop_shared(self) -> BrokerMessage | None:
+        """As the topic's only channel while it drains: our own queue (requeued and
+        timed-out messages), then straight from the topic's backlog -- nothing copied."""
+        msg = self.backlog.pop()
+        if msg is None:
+            msg = self.topic.lend()
+            if msg is not None:
+                self.message_count += 1
+        return msg
+
+    def _pop_many_shared(self, n: int) -> list[BrokerMessage]:
+        """:meth:`_pop_shared` for up to ``n`` messages at once."""
+        msgs = self.backlog.pop_many(n)
+        if len(msgs) < n:
+            lent = self.topic.lend_many(n - len(msgs))
+            self.message_count += len(lent)
+            msgs += lent
+        return msgs
+
+    def _hand_out(self, client: Consumer, batch: list[BrokerMessage]) -> None:
+        deadline = time.monotonic() + client.msg_timeout
+        in_flight = client.in_flight
+        for msg in batch:
+            msg.attempts += 1
+            msg.client = client
+            msg.deadline = deadline
+            in_flight[msg.id] = msg
+        self.holders.add(client)
+        self.in_flight_count += len(batch)
+        client.deliver(batch)
+
+    def _end_in_flight(self, client: Consumer, msg_id: bytes) -> BrokerMessage:
+        msg = client.in_flight.pop(msg_id, None)
+        if msg is None:
+            raise KeyError("ID not in flight")
+        self.in_flight_count -= 1
+        return msg
+
+    def finish(self, client: Consumer, msg_id: bytes) -> None:
+        self._end_in_flight(client, msg_id)
+
+    def requeue(self, client: Consumer, msg_id: bytes, delay: float) -> None:
+        msg = self._end_in_flight(client, msg_id)
+        self.requeue_count += 1
+        if delay <= 0:
+            self._put_back(msg)
+            self.pump()
+        else:
+            self._defer(msg, delay)
+
+    def _put_back(self, msg: BrokerMessage) -> None:
+        """A requeued, timed-out or due deferred message goes behind every message
+        queued for the channel, as nsqd's ``c.put`` puts it (in memory, even if full).
+        While this channel reads the topic's backlog in place, the topic's messages
+        waiting in memory are queued for it too (nsqd's topic pump would have moved
+        them into the channel already): they become the channel's own first."""
+        waiting = self.topic.backlog.memory
+        if self.topic.sole_reader is self and waiting:
+            self.message_count += len(waiting)
+            self.backlog.memory.extend(waiting)
+            waiting.clear()
+        self.backlog.memory.append(msg)
+
+    def touch(self, client: Consumer, msg_id: bytes) -> None:
+        msg = client.in_flight.pop(msg_id, None)
+        if msg is None:
+            raise KeyError("ID not in flight")
+        msg.deadline = time.monotonic() + client.msg_timeout
+        client.in_flight[msg_id] = msg  # re-inserted last: deadlines stay in order
+
+    # -- the periodic scan (nsqd's queueScanLoop) ---------------------------------
+
+    def scan(self, now: float) -> bool:
+        """Requeue timed-out in-flight messages and release due deferred ones."""
+        dirty = False
+        for client in list(self.holders):
+            fl = client.in_flight
+            expired = []
+            for msg in fl.values():
+                if msg.deadline > now:
+                    break
+                expired.append(msg)
+            for msg in expired:
+                del fl[msg.id]
+                self.in_flight_count -= 1
+                self.timeout_count += 1
+                client.timed_out(msg)
+                self._put_back(msg)
+                dirty = True
+            if not fl:
+                self.holders.discard(client)
+        deferred = self.deferred
+        while deferred and deferred[0][0] <= now:
+            msg = heapq.heappop(deferred)[2]
+            msg.deliver_at = 0.0
+            self._put_back(msg)
+            dirty = True
+        if dirty:
+            self.pump()
+        return dirty
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def take_all(self) -> list[BrokerMessage]:
+        """Every message not yet FINed: in flight, deferred, then queued in memory."""
+        out: list[BrokerMessage] = []
+        for client in self.holders:
+            out.extend(client.in_flight.values())
+            client.in_flight.clear()
+        self.holders.clear()
+        self.in_flight_count = 0
+        out.extend(m for _, _, m in sorted(self.deferred, key=lambda t: t[0]))
+        self.deferred.clear()
+        return out
+
+    def close(self) -> None:
+        """Graceful stop: write in-flight, deferred and queued messages to disk (nsqd's
+        flush); without a data path there is nowhere to keep them."""
+        pending = self.take_all()
+        if self.backlog.disk is not None:
+            self.backlog.spill(pending)
+            self.backlog.close()
+
+    def delete(self) -> None:
+        """Deleted (HTTP or last client of an ephemeral channel): its messages go, and
+        its clients are disconnected, as nsqd's channel exit closes them."""
+        clients, self.clients = self.clients, []
+        for client in clients:
+            client.abort()
+        self.take_all()
+        self.backlog.delete()

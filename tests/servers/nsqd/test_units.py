@@ -1,0 +1,173 @@
+"""Unit tests of the broker's parts that need no sockets: disk records, the disk queue,
+IDENTIFY negotiation, options."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nsqviz.nsq import grammar
+from nsqviz.servers.goflags import parse_duration
+from nsqviz.servers.nsqd.diskqueue import DiskQueue
+from nsqviz.servers.nsqd.identify import IdentifyRefused, Negotiated, negotiate
+from nsqviz.servers.nsqd.message import BrokerMessage, IDGenerator, decode_record, encode_record
+from nsqviz.servers.nsqd.options import Options
+
+ids = st.binary(min_size=16, max_size=16).map(lambda b: b.hex()[:16].encode())
+
+
+@given(ts=st.integers(-(2**63), 2**63 - 1), attempts=st.integers(0, 65535), mid=ids,
+       body=st.binary(max_size=300))
+def test_disk_record_is_the_grammar_message_layout(ts, attempts, mid, body):
+    msg = BrokerMessage(mid, body, ts, attempts)
+    data = encode_record(msg)
+    assert data == grammar.Message.build(
+        {"timestamp": ts, "attempts": attempts, "id": mid, "body": body})
+    parsed = grammar.Message.parse(data)
+    back = decode_record(data)
+    assert (back.timestamp, back.attempts, back.id, back.body) == (
+        parsed.timestamp, parsed.attempts, parsed.id, parsed.body)
+
+
+def test_short_record_refused():
+    with pytest.raises(ValueError, match="shorter than 26"):
+        decode_record(b"x" * 25)
+
+
+def test_ids_unique_and_hex():
+    gen = IDGenerator()
+    got = [gen() for _ in range(100)] + gen.many(100) + [gen()]
+    assert len(set(got)) == len(got)
+    assert all(len(i) == 16 and int(i, 16) >= 0 for i in got)
+
+
+def _queue(path, **kw):
+    opts = {"max_bytes_per_file": 1000, "min_msg_size": 1, "max_msg_size": 500,
+            "sync_every": 10, **kw}
+    return DiskQueue("t:c", str(path), **opts)
+
+
+def test_disk_queue_rolls_files_and_survives_reopen(tmp_path):
+    q = _queue(tmp_path)
+    records = [b"%03d" % i * 30 for i in range(100)]  # 90-byte records: ~11 per file
+    for r in records[:60]:
+        q.put(r)
+    assert [q.get() for _ in range(20)] == records[:20]
+    q.close()
+    assert "t:c.diskqueue.meta.dat" in os.listdir(tmp_path)
+    q = _queue(tmp_path)
+    assert q.depth == 40
+    for r in records[60:]:
+        q.put(r)
+    out = []
+    while (r := q.get()) is not None:
+        out.append(r)
+    assert out == records[20:]
+    assert q.depth == 0
+    # fully read files are removed
+    dat = [f for f in os.listdir(tmp_path) if f.endswith(".dat") and "meta" not in f]
+    assert len(dat) <= 1
+
+
+def test_disk_queue_corrupt_file_is_renamed_bad_and_skipped(tmp_path):
+    q = _queue(tmp_path)
+    for i in range(30):
+        q.put(b"%02d" % i * 45)  # 90 bytes each; files of 11 records
+    q.close()
+    first = tmp_path / "t:c.diskqueue.000000.dat"
+    data = bytearray(first.read_bytes())
+    data[0:4] = b"\x7f\xff\xff\xff"  # a size no record can have
+    first.write_bytes(bytes(data))
+    q = _queue(tmp_path)
+    got = []
+    while (r := q.get()) is not None:
+        got.append(r)
+    assert got == [b"%02d" % i * 45 for i in range(11, 30)]
+    assert (tmp_path / "t:c.diskqueue.000000.dat.bad").exists()
+
+
+def test_disk_queue_refuses_bad_sizes(tmp_path):
+    q = _queue(tmp_path)
+    with pytest.raises(ValueError, match="invalid record size"):
+        q.put(b"x" * 501)
+
+
+def _defaults(opts: Options) -> Negotiated:
+    return Negotiated("", "", "", opts.client_timeout / 2, 16384, opts.output_buffer_timeout,
+                      0, opts.msg_timeout, False)
+
+
+def test_negotiation_clamps_deflate_level_and_reports_settings():
+    opts = Options(max_deflate_level=4)
+    n, resp = negotiate({"feature_negotiation": True, "deflate": True, "deflate_level": 9,
+                         "output_buffer_size": -1, "heartbeat_interval": -1},
+                        opts, current=_defaults(opts), tls_available=False,
+                        auth_required=False)
+    assert resp["deflate_level"] == 4 and n.deflate_level == 4
+    assert (n.output_buffer_size, n.output_buffer_timeout) == (1, 0.0)
+    assert n.heartbeat_interval == 0.0
+    assert resp["output_buffer_size"] == 1 and resp["output_buffer_timeout"] == 0
+
+
+def test_negotiation_off_by_server_options():
+    opts = Options(snappy=False, deflate=False)
+    _, resp = negotiate({"feature_negotiation": True, "snappy": True, "tls_v1": True},
+                        opts, current=_defaults(opts), tls_available=False,
+                        auth_required=True)
+    assert (resp["snappy"], resp["tls_v1"], resp["auth_required"]) == (False, False, True)
+
+
+def test_negotiation_wrong_type():
+    opts = Options()
+    with pytest.raises(IdentifyRefused, match="failed to decode JSON body"):
+        negotiate({"snappy": "yes"}, opts, current=_defaults(opts), tls_available=False,
+                  auth_required=False)
+
+
+@pytest.mark.parametrize("text,seconds", [("60s", 60), ("250ms", 0.25), ("15m", 900),
+                                          ("1h", 3600), ("1m30s", 90), ("2", 2)])
+def test_go_durations(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+def test_bad_duration():
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_duration("soon")
+
+
+def test_command_line_flags_like_nsqd():
+    import argparse
+
+    from nsqviz.servers.nsqd.options import add_arguments, options_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    o = options_from_args(parser.parse_args([
+        "--tls-required", "--snappy=false", "--msg-timeout", "2s", "--max-req-timeout=90m",
+        "--auth-http-address", "a:1", "--auth-http-address", "b:2", "--mem-queue-size", "5",
+    ]))
+    assert (o.tls_required, o.snappy, o.deflate) == (True, False, True)
+    assert (o.msg_timeout, o.max_req_timeout, o.mem_queue_size) == (2.0, 5400.0, 5)
+    assert o.auth_http_address == ["a:1", "b:2"]
+    defaults = options_from_args(parser.parse_args([]))
+    assert defaults == Options()
+    assert (defaults.max_rdy_count, defaults.max_msg_size, defaults.msg_timeout) == (
+        2500, 1048576, 60.0)
+
+
+def test_broker_dispatch_is_built_from_the_command_table():
+    from nsqviz.nsq.commands import COMMANDS
+    from nsqviz.nsq.events import Magic, Violation
+    from nsqviz.servers.nsqd.connection import BrokerConnection, handler_name
+
+    handlers = BrokerConnection._handlers
+    assert set(handlers) == {spec.event for spec in COMMANDS.values()} | {Magic, Violation}
+    for spec in COMMANDS.values():
+        method = handlers[spec.event]
+        assert method.__name__ == handler_name(spec.verb), spec.verb
+        assert callable(method) and method is getattr(BrokerConnection, handler_name(spec.verb))
