@@ -24,7 +24,10 @@ What this module adds is the capture's honesty layer around the protocols' obser
 
 Output is a stream of :class:`~nsqviz.records.DecodedRecord`, the rows ``nsqviz
 decode`` prints, each as soon as the packet that completes it has been read (so a
-capture read from a pipe while tcpdump writes it is decoded as it is made); with
+capture read from a pipe while tcpdump writes it is decoded as it is made) -- but the
+first records of a connection seen from its start, which wait for its server's first
+bytes: they come out with that packet, after the records other connections completed
+meanwhile; with
 ``tcp_records`` also a ``tcp`` record (``FIN``, ``RST``, and the ``side`` that sent it)
 where a decoded connection's peer closes or resets it, as ``nsqviz decode`` shows them;
 with ``flow_records`` a ``flow`` record where each flow starts and where each direction
