@@ -22,7 +22,8 @@ from doctor_nsqd import post, publish
 from make_captures import Tcpdump
 from make_lookupd_captures import LookupdProcess, _talk
 
-from nsqviz.lookupd.codec import Identify, LookupClientConnection, Magic
+from nsqviz.lookupd.codec import ClientConnection
+from nsqviz.lookupd.events import Identify, Magic
 from nsqviz.nsq.events import Pub
 from nsqviz.servers.peers import RealNsqd, require
 
@@ -47,7 +48,7 @@ def free_port() -> int:
 
 def hello(tcp_port: int) -> bytes:
     """A good magic and IDENTIFY, as an nsqd on ``tcp_port`` would send them."""
-    codec = LookupClientConnection()
+    codec = ClientConnection()
     return codec.send(Magic()) + codec.send(Identify({
         "broadcast_address": "127.0.0.1", "tcp_port": tcp_port, "http_port": tcp_port + 1,
         "version": "1.3.0"}))

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from make_captures import Tcpdump
 
-from nsqviz.lookupd.codec import Identify, LookupClientConnection, Magic, Register
+from nsqviz.lookupd.codec import ClientConnection
+from nsqviz.lookupd.events import Identify, Magic, Register
 from nsqviz.servers.peers import NsqdProcess, RealNsqd, require
 
 DATA = Path(__file__).resolve().parent
@@ -107,7 +108,7 @@ def real_errors(_: LookupdProcess) -> str:
     """What the real nsqlookupd refuses, one connection each: a V2 magic, REGISTER before
     IDENTIFY, a bad topic name, an IDENTIFY without the required fields. The codec
     refuses to build these, so the bad bytes are written out here."""
-    codec = LookupClientConnection()
+    codec = ClientConnection()
     hello = codec.send(Magic()) + codec.send(Identify({
         "broadcast_address": "127.0.0.1", "tcp_port": 4150, "http_port": 4151,
         "version": "1.3.0"}))

@@ -44,7 +44,7 @@ def reference_row(rec: DecodedRecord, conn_id: str | None, seq: int | None,
     elif rec.kind == "flow":
         row["reason"] = rec.fields.get("how")
     else:
-        text = rec.fields.get("reason") or rec.fields.get("text") or rec.fields.get("note")
+        text = rec.fields.get("text") or rec.fields.get("reason") or rec.fields.get("note")
         row["reason"] = f"{rec.name}: {text}" if text else rec.name
     for name in TYPED:
         row[name] = typed.get(name)

@@ -1,5 +1,7 @@
-"""The site's own Sphinx parts: the API reference of a package's every public name,
-the columns of every table ``nsqviz.open`` gives, the CLI reference read from
+"""The site's own Sphinx parts: the API reference of a package's every public name, the
+reference of every registered protocol (each protocol's own package and what it
+contributes, read from :mod:`nsqviz.protocols`), the columns of every table
+``nsqviz.open`` gives, the CLI reference read from
 ``nsqviz.cli``'s parsers, and a Binder launch link on every notebook page.
 
 The CLI reference is generated rather than written so that a sub-command a part
@@ -106,6 +108,40 @@ def _comment(name: str, value: object) -> list[str]:
     return []
 
 
+def _api(package: str) -> list[str]:
+    """``package``'s automodule, plus its tables and constants (see :class:`ApiDirective`),
+    as reStructuredText lines."""
+    module = importlib.import_module(package)
+    lines = [f".. automodule:: {package}", ""]
+    names = list(getattr(module, "__all__", ()))
+    for name in names:
+        value = getattr(module, name)
+        if name not in vars(module) and not _is_data(value):  # a lazy __getattr__'s
+            auto = "autoclass" if inspect.isclass(value) else "autofunction"
+            lines += [f".. {auto}:: {package}.{name}", ""]
+    data = [name for name in names
+            if _is_data(getattr(module, name)) and name not in _assigned(package)]
+    if data:
+        lines += [".. rubric:: Tables and constants", ""]
+    for name in data:
+        value = getattr(module, name)
+        lines += [f".. py:data:: {name}", f"   :module: {package}"]
+        if isinstance(value, types.UnionType):
+            lines.append(f"   :value: {value!r}")
+        else:
+            kind = type(value)
+            where = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
+            lines.append(f"   :type: {where}{kind.__qualname__}")
+        lines += [""] + [f"   {line}" for line in _comment(name, value)] + [""]
+    return lines
+
+
+def _parsed(directive: SphinxDirective, lines: list[str], source: str) -> list[nodes.Node]:
+    holder = nodes.section()
+    nested_parse_with_titles(directive.state, StringList(lines, source=source), holder)
+    return list(holder.children)
+
+
 class ApiDirective(SphinxDirective):
     """``.. nsqviz-api:: package``: the package's automodule, plus its tables and
     constants.
@@ -124,38 +160,44 @@ class ApiDirective(SphinxDirective):
 
     def run(self) -> list[nodes.Node]:
         package = self.arguments[0]
-        module = importlib.import_module(package)
-        lines = [f".. automodule:: {package}", ""]
-        names = list(getattr(module, "__all__", ()))
-        for name in names:
-            value = getattr(module, name)
-            if name not in vars(module) and not _is_data(value):  # a lazy __getattr__'s
-                auto = "autoclass" if inspect.isclass(value) else "autofunction"
-                lines += [f".. {auto}:: {package}.{name}", ""]
-        data = [name for name in names
-                if _is_data(getattr(module, name)) and name not in _assigned(package)]
-        if data:
-            lines += [".. rubric:: Tables and constants", ""]
-        for name in data:
-            value = getattr(module, name)
-            lines += [f".. py:data:: {name}", f"   :module: {package}"]
-            if isinstance(value, types.UnionType):
-                lines.append(f"   :value: {value!r}")
-            else:
-                kind = type(value)
-                where = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
-                lines.append(f"   :type: {where}{kind.__qualname__}")
-            lines += [""] + [f"   {line}" for line in _comment(name, value)] + [""]
-        content = StringList(lines, source=f"<nsqviz-api {package}>")
-        holder = nodes.section()
-        nested_parse_with_titles(self.state, content, holder)
-        return list(holder.children)
+        return _parsed(self, _api(package), f"<nsqviz-api {package}>")
+
+
+class ProtocolsDirective(SphinxDirective):
+    """``.. nsqviz-protocols::``: every registered protocol, in registration order
+    (:func:`nsqviz.protocols.registered`): what it contributes -- its analyses' tables,
+    its display-filter fields, its Wireshark dissector, its doctor rules -- and its
+    package's API (as ``nsqviz-api``). A protocol registered later has its section
+    without an edit of the site."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        from nsqviz import protocols
+
+        lines: list[str] = []
+        for proto in protocols.registered():
+            mine = proto.analyses
+            tables = ", ".join(f"``{v.name}``" for v in mine.views if not v.step) or "none"
+            shared = [name for name, hook in (("connections", mine.connections),
+                                              ("errors", mine.errors)) if hook is not None]
+            lines += [f".. rubric:: ``{proto.package}``: {proto.title}", "",
+                      f"* analyses: {tables}" + (f"; its part of {' and '.join(shared)}"
+                                                 if shared else ""),
+                      f"* display-filter fields: {len(proto.filter_fields)} "
+                      f"(``{proto.name}.*``; ``nsqviz fields`` lists them)",
+                      "* Wireshark dissector: "
+                      + (f"``{proto.name}.lua``" if proto.dissector else "none"),
+                      f"* doctor rules: {len(proto.rules)}", ""]
+            lines += _api(proto.package)
+        return _parsed(self, lines, "<nsqviz-protocols>")
 
 
 class TablesDirective(SphinxDirective):
     """``.. nsqviz-tables::``: each table of ``nsqviz.open``'s
-    :class:`~nsqviz.analysis.capture.Capture`, its one-line description (the attribute's
-    docstring) and its columns with their Arrow types, read from
+    :class:`~nsqviz.analysis.capture.Capture`, what its rows are (an analysis's
+    definition says it; the frames table's attribute) and its columns with their Arrow
+    types, read from
     :func:`~nsqviz.analysis.capture.table_schemas` -- the frames table's schema and what
     each analysis's SQL makes -- so the page follows the definitions unedited. Used
     inside ``eval-rst``: what it writes is reStructuredText."""
@@ -164,20 +206,20 @@ class TablesDirective(SphinxDirective):
 
     def run(self) -> list[nodes.Node]:
         from nsqviz.analysis.capture import Capture, table_schemas
+        from nsqviz.pipeline.definitions import definitions
 
         lines: list[str] = []
         for name, schema in table_schemas().items():
-            about = (inspect.getdoc(getattr(Capture, name)) or "").split("\n\n")[0]
+            view = definitions().get(name)
+            about = view.doc if view is not None and view.doc else \
+                (inspect.getdoc(getattr(Capture, name)) or "").split("\n\n")[0]
             lines += [f".. rubric:: cap.{name}", f"   :name: table-{name.replace('_', '-')}", "",
                       " ".join(about.split()), "", ".. list-table::", "   :header-rows: 1",
                       "   :widths: auto", "", "   * - column", "     - type"]
             for field in schema:
                 lines += [f"   * - ``{field.name}``", f"     - {field.type}"]
             lines.append("")
-        content = StringList(lines, source="<nsqviz-tables>")
-        holder = nodes.section()
-        nested_parse_with_titles(self.state, content, holder)
-        return list(holder.children)
+        return _parsed(self, lines, "<nsqviz-tables>")
 
 
 def _assigned(package: str) -> set[str]:
@@ -210,6 +252,7 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("nsqviz_binder_repo", "", "html", types=[str])
     app.add_config_value("nsqviz_binder_ref", "HEAD", "html", types=[str])
     app.add_directive("nsqviz-api", ApiDirective)
+    app.add_directive("nsqviz-protocols", ProtocolsDirective)
     app.add_directive("nsqviz-cli", CliDirective)
     app.add_directive("nsqviz-tables", TablesDirective)
     app.connect("doctree-read", _binder_link)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nsqviz.capture.driver import IDLE_SPLIT
-from nsqviz.pipeline.definitions import TABLES, VIEWS
+from nsqviz.pipeline.definitions import definitions, tables
 from nsqviz.usage import nearest_hint
 
 __all__ = ["Capture", "frames_of", "open_capture", "table_schemas"]
@@ -46,15 +46,15 @@ def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
 def table_schemas() -> dict[str, Any]:
     """Every table a :class:`Capture` gives, by name, as the Arrow schema of its
     columns: ``frames`` (:func:`nsqviz.records.frame_schema`), then each analysis of
-    :data:`~nsqviz.pipeline.definitions.TABLES` as its definition makes it -- run over no
+    :func:`~nsqviz.pipeline.definitions.tables` as its definition makes it -- run over no
     frames at all, so that its columns are written down nowhere but in its SQL."""
     import pyarrow as pa
 
     from nsqviz.pipeline.on_duckdb import analyse
     from nsqviz.records import frame_schema
 
-    made = analyse(pa.Table.from_batches([], schema=frame_schema()), TABLES)
-    return {"frames": frame_schema(), **{name: made[name].schema for name in TABLES}}
+    made = analyse(pa.Table.from_batches([], schema=frame_schema()), tables())
+    return {"frames": frame_schema(), **{name: made[name].schema for name in tables()}}
 
 
 class Capture:
@@ -65,9 +65,10 @@ class Capture:
     gap and connection start/end, with its packet numbers), :attr:`messages`,
     :attr:`deliveries`, :attr:`connections`, :attr:`errors`, :attr:`heartbeats`,
     :attr:`publishes`, :attr:`flow_control`, :attr:`sticky_packets`, :attr:`rpc_pairs`,
-    :attr:`rpc_latency` (:mod:`nsqviz.pipeline.definitions` says what each row is; the
-    columns of each are :func:`table_schemas`'); :meth:`filter` selects records by a
-    Wireshark display filter.
+    :attr:`rpc_latency` (each table's definition says what its rows are: the analyses of
+    each protocol, :mod:`nsqviz.nsq.analyses` ..., and the capture layer's,
+    :mod:`nsqviz.capture.analyses`; the columns of each are :func:`table_schemas`');
+    :meth:`filter` selects records by a Wireshark display filter.
     """
 
     def __init__(self, *captures: str, idle_split: float | None = IDLE_SPLIT,
@@ -92,18 +93,18 @@ class Capture:
         return self._frames
 
     def table(self, name: str) -> Any:
-        """Analysis ``name`` (one of :data:`nsqviz.pipeline.definitions.TABLES`)."""
-        if name not in TABLES:
-            raise KeyError(f"no table {name!r}; choose from {', '.join(TABLES)}")
+        """Analysis ``name`` (one of :func:`nsqviz.pipeline.definitions.tables`)."""
+        if name not in tables():
+            raise KeyError(f"no table {name!r}; choose from {', '.join(tables())}")
         if name not in self._tables:
             self._tables[name] = self.arrow_table(name).to_pandas()
         return self._tables[name]
 
     def arrow_table(self, name: str) -> Any:
         """Analysis ``name`` as an Arrow table (what :meth:`table` converts), or one of
-        the steps they are built from (:data:`~nsqviz.pipeline.definitions.STEPS`)."""
-        if name not in VIEWS:
-            raise KeyError(f"no table {name!r}; choose from {', '.join(TABLES)}")
+        the steps they are built from (:func:`~nsqviz.pipeline.definitions.steps`)."""
+        if name not in definitions():
+            raise KeyError(f"no table {name!r}; choose from {', '.join(tables())}")
         if name not in self._arrow_tables:  # computed when first asked for, each once
             from nsqviz.pipeline.on_duckdb import analyse
 

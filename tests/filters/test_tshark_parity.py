@@ -134,7 +134,7 @@ FILTERS = [
 ]
 assert len(FILTERS) >= 40
 
-_SHOWN = " or ".join(generate.DISSECTORS)  # a PDU of a protocol with a dissector
+_SHOWN = " or ".join(generate.dissected())  # a PDU of a protocol with a dissector
 _OPAQUE = "nsq.compressed or nsq.tls or nsq.cut"
 
 _STATELESS = "NotAllowedInState: the dissector keeps no connection state"
