@@ -143,9 +143,6 @@ JUDGED_BEYOND_THE_DISSECTOR = {
     # renumbers them: update these with it)
     "doctor/tubemq-heartbeat-timeout.pcap": dict.fromkeys(
         (281, 325, 331, 375, 381, 423, 430, 475, 480, 530, 579, 605), _STATELESS),
-    "lookupd/lookupd-errors-real.pcap": {
-        8: "an NSQ client's \"  V2\" magic sent to nsqlookupd's port 4160: nsqviz gives it to "
-           "NSQ by its magic, Wireshark to lookupd.lua by the port it asks first"},
     "tubemq/tubemq-errors.pcap": {
         4: "NotAllowedInState: the dissector keeps no connection state",
         22: "CrcMismatch: the dissector computes no CRC-32",
