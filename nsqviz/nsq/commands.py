@@ -156,7 +156,7 @@ COMMANDS: dict[str, CommandSpec] = {
 }
 """Every verb of protocol V2, in the spec's order."""
 
-ENDS_FLIGHT: tuple[type[ev.Command], ...] = (ev.Fin, ev.Req)
+ENDS_FLIGHT: tuple[type[ev.Fin], type[ev.Req]] = (ev.Fin, ev.Req)
 """The commands that take their message out of flight (TOUCH keeps it there)."""
 
 BY_VERB: dict[bytes, CommandSpec] = {spec.wire: spec for spec in COMMANDS.values()}
