@@ -35,6 +35,7 @@ from nsqviz.lookupd.events import (
 )
 from nsqviz.lookupd.fields import FIELDS, PARAMS, PREFIX
 from nsqviz.lookupd.observer import Observer
+from nsqviz.lookupd.report import REPORT
 from nsqviz.lookupd.rules import RULES
 from nsqviz.protocols import (
     DetectionWords,
@@ -230,6 +231,7 @@ class LookupdProtocol(Protocol):
         return {k: v for k, v in out.items() if v}
 
     analyses = ANALYSES
+    report = REPORT
     dissector = DISSECTOR
     rules = RULES
 

@@ -39,6 +39,7 @@ from nsqviz.nsq.fields import FIELDS, record_values
 from nsqviz.nsq.framing import SIZE_PREFIX, FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
+from nsqviz.nsq.report import REPORT
 from nsqviz.nsq.rules import RULES
 from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.protocols import (
@@ -320,6 +321,7 @@ class NsqProtocol(Protocol):
         return None
 
     analyses = ANALYSES
+    report = REPORT
     dissector = DISSECTOR
     rules = RULES
 

@@ -43,6 +43,7 @@ from nsqviz.tubemq.fields import FIELDS, record_values
 from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE, FrameStruct
 from nsqviz.tubemq.layout import frame_layout
 from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
+from nsqviz.tubemq.report import REPORT
 from nsqviz.tubemq.rules import RULES
 from nsqviz.tubemq.tables import (
     DEFAULT_BROKER_PORT,
@@ -267,6 +268,7 @@ class TubeMQProtocol(Protocol):
         return lambda data: frame_layout(data, response=kind == "frame")
 
     analyses = ANALYSES
+    report = REPORT
     dissector = DISSECTOR
     rules = RULES
 
