@@ -32,11 +32,12 @@ Messages (``tubemq_messages``, ``tubemq_fetches``). What the wire carries:
 * a message is known by its Broker (the server end of the connections), topic,
   partition id (storeId * 10000 + index) and the message id the Broker assigned. The
   Broker answers a send (SendMessageResponseB2P) with that id -- in ``messageId``, and
-  as the success answer's ``errMsg`` text (the only place before that field existed)
-  -- and every fetch answer (GetMessageResponseB2C) carries each message's
-  ``messageId``: the same id, so a send and the fetches of its message are linked
-  exactly. The Broker numbers messages per topic store (``IdWorker``), so an id alone
-  is not unique: only with its Broker, topic and partition;
+  as the success answer's ``errMsg`` text, kept for older clients (read when
+  ``messageId``, an optional field, is absent) -- and every fetch answer
+  (GetMessageResponseB2C) carries each message's ``messageId``: the same id, so a send
+  and the fetches of its message are linked exactly. The Broker numbers messages per
+  topic store (``IdWorker``), so an id alone is not unique: only with its Broker, topic
+  and partition;
 * a fetch answer does not name its partition: its request does (pairing gives it);
 * a fetched batch ends with the next call on the same connection, topic and partition
   that says whether it was consumed: CommitOffsetRequestC2B or GetMessageRequestC2B
@@ -489,7 +490,12 @@ came in, and how the batch ended -- committed, not consumed or open -- by which 
 and in which packet."""),
         View("tubemq_messages", _MESSAGES, """One row per message (Broker, topic, partition,
 message id): its send and the Broker's answer, every fetch of it with its outcome, the
-groups that committed it, and the time from send to first fetch."""),
+groups that committed it, and the time from send to first fetch. Linked by the id the
+Broker assigned, which its send answer and every fetch answer carry; a send the Broker
+did not answer with an id (refused, or its answer not captured) cannot be linked and is
+not here (``tubemq_sends`` has it), a message whose send was not captured has no send;
+offsets locate no message (a fetch answer has one offset for its partition, none per
+message). The module doc says why."""),
         View("tubemq_heartbeats", _HEARTBEATS_VIEW, """One row per heartbeat call, to the
 Master or a Broker: interval, answer, latency, 411 HB_NO_NODE (the server's registration
 timeout) and how many in a row, the packet of the register call that followed one, and

@@ -39,9 +39,9 @@ _LISTED = 10  # packets listed per line at most
 
 
 def _records(cap: Tables, name: str, *order: str) -> list[dict[str, Any]]:
-    table = cap.table(name)
-    return [{k: cell(v) for k, v in r.items()}
-            for r in table.sort_values(list(order)).to_dict("records")]
+    """A table's rows as Python values (whole numbers stay ints where a column has
+    nulls: Arrow's rows, not pandas'), sorted by ``order``."""
+    return cap.arrow_table(name).sort_by([(k, "ascending") for k in order]).to_pylist()
 
 
 def _by_conn(rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -121,13 +121,13 @@ class TubeMQReport(Report):
         return "".join(out)
 
     def connections(self, cap: Tables) -> dict[str, ConnectionPart]:
-        conns = cap.table("connections")
         events = _by_conn(_records(cap, "tubemq_rebalances", "conn_id", "packet"))
         parts = _by_conn(_records(cap, "tubemq_partitions", "conn_id", "packet"))
         beats = _by_conn(_records(cap, "tubemq_heartbeats", "conn_id", "heartbeat"))
         out = {}
-        for c in conns[conns.protocol == "tubemq"].to_dict("records"):
-            c = {k: cell(v) for k, v in c.items()}
+        for c in _records(cap, "connections", "conn_id"):
+            if c["protocol"] != "tubemq":
+                continue
             conn = c["conn_id"]
             json_part = {
                 "server_role": c["server_role"], "client_id": c["client_id"],
@@ -154,8 +154,7 @@ class TubeMQReport(Report):
                 "hb_no_node": int(mine.hb_no_node.sum()),
                 "interval": percentiles(list(mine.interval_s)),
                 "answer": percentiles(list(mine.latency_ms / 1000))})
-        statuses = [{k: cell(v) for k, v in r.items()} for r in cap.table(
-            "tubemq_statuses").sort_values(["method", "status", "err_code"]).to_dict("records")]
+        statuses = _records(cap, "tubemq_statuses", "method", "status", "err_code")
         sends = cap.table("tubemq_sends")
         msgs = cap.table("tubemq_messages")
         return {"tubemq": {
@@ -183,7 +182,8 @@ class TubeMQReport(Report):
         if not s["heartbeats"]:
             out.append("  none\n")
         out.append("TubeMQ answers by method, status and errCode\n")
-        out += [f"  {r['method']:<28} {r['status']:<8} {_code(r['err_code']):<28} "
+        out += [f"  {r['method']:<28} {r['status']:<8} "
+                f"{'-' if r['err_code'] is None else _code(r['err_code']):<28} "
                 f"{r['answers']}{'  (error)' if r['error'] else ''}\n"
                 for r in s["statuses"]] or ["  none\n"]
         m = s["messages"]
@@ -235,13 +235,14 @@ def _heartbeats(beats: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _lines(c: dict[str, Any]) -> list[str]:
     """A connection's text, from its JSON part."""
-    server = "the Master" if c["server_role"] == Role.MASTER else "a Broker"
-    who = f"  client     of {server}: clientId {c['client_id']}"
-    if c["group"] is not None:
-        who += f"  group {c['group']}"
-    if c["registered_packet"] is not None:
-        who += f"  (registered packet {packet(c['registered_packet'])})"
-    lines = [who + "\n"]
+    server = {Role.MASTER: "of the Master", Role.BROKER: "of a Broker"}.get(
+        c["server_role"], "")
+    details = "  ".join(text for value, text in (
+        (c["client_id"], f"clientId {c['client_id']}"), (c["group"], f"group {c['group']}"),
+        (c["registered_packet"], f"(registered packet {packet(c['registered_packet'])})"))
+        if value is not None)
+    who = ": ".join(part for part in (server, details) if part)
+    lines = [f"  client     {who}\n"] if who else []
     if c["topics"]:
         lines.append(f"  topics     {', '.join(c['topics'])}\n")
     if c["partitions"] and not c["partition_registrations"]:
