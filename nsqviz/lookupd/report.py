@@ -1,6 +1,6 @@
 """The lookup protocol's part of ``nsqviz connections`` (:mod:`nsqviz.report` says how the
-commands ask for it): an nsqd registering with nsqlookupd, named by its IDENTIFY (the
-JSON and its packet, the hostname), from the ``connections`` table's lookup columns
+commands ask for it): an nsqd registering with nsqlookupd, named by its IDENTIFY (what
+it announces -- addresses, ports, version -- and its packet, the hostname), from the ``connections`` table's lookup columns
 (:mod:`nsqviz.lookupd.analyses`). It has no messages and no statistics of its own.
 """
 
@@ -26,8 +26,9 @@ class LookupdReport(Report):
             c = {k: cell(v) for k, v in c.items()}
             identify = json.loads(c["identify"]) if c["identify"] else None
             lines = [] if identify is None else [
-                f"  nsqd       hostname {c['hostname']}  (IDENTIFY packet "
-                f"{packet(c['identify_packet'])})\n"]
+                "  IDENTIFY   " + "  ".join(f"{key} {json.dumps(value)}"
+                                            for key, value in sorted(identify.items()))
+                + f"  (packet {packet(c['identify_packet'])})\n"]
             out[c["conn_id"]] = ConnectionPart(ROLE, {
                 "hostname": c["hostname"], "identify": identify,
                 "identify_packet": c["identify_packet"]}, lines, server="nsqlookupd")
