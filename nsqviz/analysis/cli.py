@@ -20,7 +20,7 @@ from typing import Any
 from nsqviz import protocols
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
 from nsqviz.report import ConnectionPart, Report, cell, packet, since
-from nsqviz.usage import nearest_hint, usage_error, warn
+from nsqviz.usage import damaged_input, nearest_hint, usage_error, warn
 
 __all__ = ["register"]
 
@@ -56,11 +56,29 @@ def _open(args: argparse.Namespace) -> Any:
                       ports=options["ports"], fields=False)
     except FileNotFoundError as exc:
         raise SystemExit(usage_error(args.command, str(exc))) from None
-    for warning in cap.warnings:
-        warn(args.command, warning)
     if cap.warnings and cap.arrow.num_rows == len(cap.warnings):
-        raise SystemExit(2)  # nothing but warnings: no capture was read
+        # nothing but warnings: no capture was read
+        raise SystemExit(damaged_input(args.command, cap.warnings))
+    for warning in _warnings(cap, "PacketWarning"):  # one packet each: the file is sound
+        warn(args.command, warning)
     return cap
+
+
+def _warnings(cap: Any, name: str) -> list[str]:
+    """The capture's warnings of one kind: ``CaptureWarning`` (the file is damaged) or
+    ``PacketWarning`` (a packet in it cannot be read)."""
+    import pyarrow.compute as pc
+
+    rows = cap.arrow
+    mine = rows.filter(pc.and_(pc.equal(rows["kind"], "error"), pc.equal(rows["name"], name)))
+    return [str(r) for r in mine["reason"].to_pylist()]
+
+
+def _status(args: argparse.Namespace, cap: Any) -> int:
+    """0, or 2 after saying what could not be read of a damaged capture file
+    (:func:`~nsqviz.usage.damaged_input`: one rule for ``decode`` and the analyses)."""
+    damage = _warnings(cap, "CaptureWarning")
+    return damaged_input(args.command, damage) if damage else 0
 
 
 def _reports(cap: Any) -> list[Report]:
@@ -84,7 +102,7 @@ def _messages(args: argparse.Namespace) -> int:
     out = sys.stdout
     for report, m in found:
         out.write(json.dumps(m.json) + "\n" if args.json else report.render_message(m.json, t0))
-    return 0
+    return _status(args, cap)
 
 
 _OTHER = ConnectionPart("other", {}, [])
@@ -133,7 +151,7 @@ def _connections(args: argparse.Namespace) -> int:
                       f"{packet(c['end_packet'])}) after {after}\n")
         else:
             out.write(f"  ended      {c['ended_by'] or 'open'} (no FIN or RST seen)\n")
-    return 0
+    return _status(args, cap)
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -144,6 +162,6 @@ def _stats(args: argparse.Namespace) -> int:
     result = stats(cap, reports)
     if args.json:
         sys.stdout.write(json.dumps(result, default=cell) + "\n")
-        return 0
+        return _status(args, cap)
     sys.stdout.write(render(result, reports))
-    return 0
+    return _status(args, cap)

@@ -26,7 +26,6 @@ from nsqviz.nsq.commands import (
     BY_VERB,
     MESSAGE_ID,
     BodyKind,
-    CommandSpec,
     Param,
     ParamKind,
 )
@@ -74,7 +73,6 @@ __all__ = [
     "MessageParts",
 ]
 
-_U32 = Struct(">I")
 _HEADER = Struct(">ii")
 _MESSAGE_FRAME_HEADER = Struct(">iiqH16s")
 _HEXDIGITS = b"0123456789abcdefABCDEF"
@@ -452,25 +450,55 @@ _ENCODE: dict[ParamKind, Callable[[Any, Param], bytes]] = {
 }
 
 
-def _size(data: bytes, what: str, field: str) -> bytes:
+_SIZED: dict[BodyKind, tuple[str, str]] = {
+    BodyKind.JSON: ("IDENTIFY body", "body size"),
+    BodyKind.SECRET: ("AUTH body", "body size"),
+    BodyKind.MESSAGE: ("message body", "message size"),
+}
+"""The bodies that are one ``[4-byte size][data]``: their name and their size field's."""
+
+
+def _with_body(line: bytes, kind: BodyKind, value: Any) -> bytes:
+    """A command's ``line`` followed by its body, joined once."""
+    if kind is BodyKind.MESSAGES:
+        return _with_messages(line, value)
+    data = compactjson.encode(value) if kind is BodyKind.JSON else value
     if not data:
+        what, field = _SIZED[kind]
         raise BadSize(f"invalid {what} size 0", field=field)
-    return INT32.pack(len(data)) + data
+    return b"".join((line, INT32.pack(len(data)), data))
 
 
-def _encode_body(spec: CommandSpec, value: Any) -> bytes:
-    kind = spec.body
-    if kind is BodyKind.JSON:
-        return _size(compactjson.encode(value), "IDENTIFY body", "body size")
-    if kind is BodyKind.SECRET:
-        return _size(value, "AUTH body", "body size")
-    if kind is BodyKind.MESSAGE:
-        return _size(value, "message body", "message size")
-    if not value:
+def _with_messages(line: bytes, bodies: tuple[bytes, ...]) -> bytes:
+    """An MPUB: ``line``, ``[body size][num messages]``, then ``([message size][message])*``,
+    each message copied once and no Python-level step per message (a publisher's hot
+    loop). Messages of one size (a batch of fixed-size records) are joined with their
+    one size field as the separator; otherwise the size fields are packed and put
+    between the messages by slice assignment."""
+    if not bodies:
         raise BadSize("MPUB invalid message count 0", field="num messages")
-    parts = [_U32.pack(len(value))]
-    parts.extend(_size(b, "message body", "message size") for b in value)
-    return _size(b"".join(parts), "MPUB body", "body size")
+    sizes = list(map(len, bodies))
+    n, first = len(sizes), sizes[0]
+    if first and sizes.count(first) == n:  # one size: its size field separates them
+        head = _HEADER.pack(4 + n * (4 + first), n)
+        return INT32.pack(first).join([line + head, *bodies])
+    if not all(sizes):
+        raise BadSize("invalid message body size 0", field="message size")
+    parts = [line] * (2 * n + 2)
+    parts[1] = _HEADER.pack(4 + 4 * n + sum(sizes), n)
+    parts[2::2] = map(INT32.pack, sizes)
+    parts[3::2] = bodies
+    return b"".join(parts)
+
+
+_ENCODING: dict[type[Command], tuple[bytes, tuple[tuple[str, Callable[[Any, Param], bytes],
+                                                        Param], ...], str | None, BodyKind]] = {
+    spec.event: (spec.wire, tuple((p.field, _ENCODE[p.kind], p) for p in spec.params),
+                 spec.event_body, spec.body)
+    for spec in BY_EVENT.values()
+}
+"""Each command class's encoding, read once from the command table: its verb, each line
+parameter's field and check, its body's field (``None``: no body) and kind."""
 
 
 def encode_command(cmd: Command) -> bytes:
@@ -480,13 +508,14 @@ def encode_command(cmd: Command) -> bytes:
     kind = type(cmd)
     if kind is Magic:
         return MAGIC_V2
-    spec = BY_EVENT.get(kind)
-    if spec is None:
+    encoding = _ENCODING.get(kind)
+    if encoding is None:
         raise TypeError(f"not a command: {cmd!r}")
-    line = [spec.wire]
-    line.extend(_ENCODE[p.kind](getattr(cmd, p.field), p) for p in spec.params)
+    wire, params, body, body_kind = encoding
+    line = [wire]
+    for field, check, p in params:
+        line.append(check(getattr(cmd, field), p))
     out = b" ".join(line) + b"\n"
-    body = spec.event_body
     if body is None:
         return out
-    return out + _encode_body(spec, getattr(cmd, body))
+    return _with_body(out, body_kind, getattr(cmd, body))

@@ -171,6 +171,22 @@ def test_valid_commands_decode_alike_and_encode_like_the_grammar(vector):
         assert fp.encode_command(event) == wire == g.Command.build(parsed)
 
 
+_same_size = st.integers(1, 300).flatmap(
+    lambda k: st.lists(st.binary(min_size=k, max_size=k), min_size=1, max_size=20))
+_mixed_sizes = st.lists(st.binary(min_size=1, max_size=300), min_size=2, max_size=20)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(_same_size, _mixed_sizes))
+def test_mpub_of_one_size_or_many_encodes_as_the_grammar_builds_it(bodies):
+    # the encoder joins a batch of one message size differently from a mixed one
+    event = ev.Mpub("t", tuple(bodies))
+    wire = fp.encode_command(event)
+    parsed = g.parse_command(wire)
+    assert event_from_grammar_command(parsed) == event
+    assert g.Command.build(parsed) == wire
+
+
 @settings(max_examples=200, deadline=None)
 @given(any_frame)
 def test_valid_frames_decode_alike_and_encode_like_the_grammar(wire):
@@ -247,6 +263,8 @@ def test_hand_picked_malformed_commands_fail_alike(wire):
     [
         (ev.Sub("bad name", "c"), grammar_errors.BadName),
         (ev.Pub("t", b""), grammar_errors.BadSize),
+        (ev.Mpub("t", ()), grammar_errors.BadSize),
+        (ev.Mpub("t", (b"a", b"", b"c")), grammar_errors.BadSize),
         (ev.Fin(b"xyz"), grammar_errors.BadMessageID),
         (ev.Req(ID, -1), grammar_errors.BadNumber),
         (ev.Rdy(-5), grammar_errors.BadNumber),
