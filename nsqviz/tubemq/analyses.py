@@ -415,7 +415,11 @@ WITH units AS (
               AS BIGINT) AS heartbeats,
          CAST(sum(CASE WHEN kind = 'frame' AND rpc_method IN ({_HEARTBEATS})
                         AND err_code = {int(ErrorCode.HB_NO_NODE)} THEN 1 ELSE 0 END)
-              AS BIGINT) AS hb_no_node
+              AS BIGINT) AS hb_no_node,
+         CAST(sum(CASE WHEN kind = 'frame' AND rpc_method = {_SEND} AND msg_ids IS NOT NULL
+                       THEN 1 ELSE 0 END) AS BIGINT) AS messages_published,
+         CAST(sum(CASE WHEN kind = 'frame' AND rpc_method = {_FETCH} AND msg_ids IS NOT NULL
+                       THEN size(msg_ids) ELSE 0 END) AS BIGINT) AS messages_in
   FROM units GROUP BY conn_id
 ), topics AS (
   SELECT conn_id, array_sort(collect_set(t)) AS topics
@@ -450,24 +454,17 @@ WITH units AS (
   SELECT conn_id, count(*) AS rebalances,
          CAST(sum(CASE WHEN reported THEN 0 ELSE 1 END) AS BIGINT) AS rebalances_unreported
   FROM tubemq_rebalances GROUP BY conn_id
-), sent AS (
-  SELECT conn_id, count(msg_id) AS messages_published FROM tubemq_sends GROUP BY conn_id
-), got AS (
-  SELECT conn_id, count(*) AS messages_in FROM tubemq_fetches GROUP BY conn_id
 )
 SELECT b.conn_id, b.role, b.server_role, b.client_id, b.group_name, t.topics, s.partitions,
        b.heartbeats, b.hb_no_node, coalesce(e.rebalances, 0) AS rebalances,
        coalesce(e.rebalances_unreported, 0) AS rebalances_unreported,
-       coalesce(n.messages_published, 0) AS messages_published,
-       coalesce(g.messages_in, 0) AS messages_in,
+       b.messages_published, b.messages_in,
        c.registered_packet, c.closed_with, c.close_packet, c.close_err_code
 FROM base AS b
 LEFT JOIN topics AS t ON t.conn_id = b.conn_id
 LEFT JOIN parts AS s ON s.conn_id = b.conn_id
 LEFT JOIN calls AS c ON c.conn_id = b.conn_id
 LEFT JOIN events AS e ON e.conn_id = b.conn_id
-LEFT JOIN sent AS n ON n.conn_id = b.conn_id
-LEFT JOIN got AS g ON g.conn_id = b.conn_id
 """
 
 ANALYSES = Analyses(
