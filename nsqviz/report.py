@@ -35,7 +35,6 @@ nearest-rank percentiles (:func:`percentiles`, :func:`percentile_line`).
 from __future__ import annotations
 
 import math
-from abc import ABC
 from collections.abc import Iterable
 from typing import Any, NamedTuple, Protocol
 
@@ -103,9 +102,10 @@ class ConnectionPart(NamedTuple):
     server: str = "server"
 
 
-class Report(ABC):  # noqa: B024 (every part is optional: a protocol gives what it has)
+class Report:
     """A protocol's part of ``nsqviz messages``, ``connections`` and ``stats`` (see the
-    module doc). Each method gives nothing by default."""
+    module doc). Every part is optional: each method gives nothing by default, and a
+    protocol overrides those it has."""
 
     def messages(self, cap: Tables) -> list[Message]:
         """Every message of the capture, in the order they are printed."""
