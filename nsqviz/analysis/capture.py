@@ -17,7 +17,7 @@ from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.pipeline.definitions import definitions, tables
 from nsqviz.usage import nearest_hint
 
-__all__ = ["Capture", "frames_of", "open_capture"]
+__all__ = ["Capture", "frames_of", "open_capture", "table_schemas"]
 
 
 def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
@@ -41,6 +41,20 @@ def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
         schema = pa.schema([schema.field(n) for n in keep])
         batches = (b.select(keep) for b in batches)
     return pa.Table.from_batches(list(batches), schema=schema)
+
+
+def table_schemas() -> dict[str, Any]:
+    """Every table a :class:`Capture` gives, by name, as the Arrow schema of its
+    columns: ``frames`` (:func:`nsqviz.records.frame_schema`), then each analysis of
+    :func:`~nsqviz.pipeline.definitions.tables` as its definition makes it -- run over no
+    frames at all, so that its columns are written down nowhere but in its SQL."""
+    import pyarrow as pa
+
+    from nsqviz.pipeline.on_duckdb import analyse
+    from nsqviz.records import frame_schema
+
+    made = analyse(pa.Table.from_batches([], schema=frame_schema()), tables())
+    return {"frames": frame_schema(), **{name: made[name].schema for name in tables()}}
 
 
 class Capture:

@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
         ("stats", _stats, "statistics, like tshark -z: frames, errors, sticky packets, and "
                           "each protocol's heartbeats, answers and latencies"),
     ):
-        p = subparsers.add_parser(name, help=text, description=text)
+        p = subparsers.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}.")
         p.add_argument("captures", nargs="+", metavar="CAPTURE",
                        help="pcap/pcapng files, directories or globs (one capture set)")
         p.add_argument("--json", action="store_true", help="one JSON object per line")
