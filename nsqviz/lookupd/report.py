@@ -1,7 +1,8 @@
 """The lookup protocol's part of ``nsqviz connections`` (:mod:`nsqviz.report` says how the
 commands ask for it): an nsqd registering with nsqlookupd, named by its IDENTIFY (what
-it announces -- addresses, ports, version -- and its packet, the hostname), from the ``connections`` table's lookup columns
-(:mod:`nsqviz.lookupd.analyses`). It has no messages and no statistics of its own.
+it announces -- addresses, ports, version -- and its packet, the hostname), from the
+``connections`` table's lookup columns (:mod:`nsqviz.lookupd.analyses`). It has no
+messages and no statistics of its own.
 """
 
 from __future__ import annotations

@@ -41,7 +41,9 @@ _LISTED = 10  # packets listed per line at most
 def _records(cap: Tables, name: str, *order: str) -> list[dict[str, Any]]:
     """A table's rows as Python values (whole numbers stay ints where a column has
     nulls: Arrow's rows, not pandas'), sorted by ``order``."""
-    return cap.arrow_table(name).sort_by([(k, "ascending") for k in order]).to_pylist()
+    rows: list[dict[str, Any]] = cap.arrow_table(name).sort_by(
+        [(k, "ascending") for k in order]).to_pylist()
+    return rows
 
 
 def _by_conn(rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
