@@ -37,6 +37,7 @@ from nsqviz.lookupd.events import (
 from nsqviz.lookupd.fields import FIELDS, PARAMS, PREFIX
 from nsqviz.lookupd.framing import ANSWER_STARTS
 from nsqviz.lookupd.observer import Observer
+from nsqviz.lookupd.report import REPORT
 from nsqviz.lookupd.rules import RULES
 from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE
 from nsqviz.protocols import (
@@ -253,6 +254,7 @@ class LookupdProtocol(Protocol):
         return {k: v for k, v in out.items() if v}
 
     analyses = ANALYSES
+    report = REPORT
     dissector = DISSECTOR
     rules = RULES
 

@@ -26,7 +26,7 @@ def test_a_reset_is_the_side_whose_packet_carried_it():
     out = _nsqviz("connections", str(DATA / "doctor" / "tcp-reset.pcap"))
     assert out.returncode == 0, out.stderr
     last = out.stdout.split("connection ")[-1]
-    assert "  error      E_BAD_TOPIC packet 48 answers PUB (packet 44); the server closed\n" \
+    assert "  error      E_BAD_TOPIC packet 48 answers PUB (packet 44); nsqd closed\n" \
         in last
     assert "  ended      RST from the server (packet 50) after FrameTypeError (packet 48)\n" \
         in last

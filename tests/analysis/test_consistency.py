@@ -90,9 +90,19 @@ def test_every_error_frame_is_one_error_and_counted_by_stats(opened, name):
             if r.kind == "frame" and (r.protocol, r.name) in ERRORS]
     want = Counter((r.flow, r.packets[0], r.fields.get("code") or
                     bytes.fromhex(r.fields["data"]).decode().split(" ")[0]) for r in sent)
-    got = Counter((_flow(e.conn_id), int(e.packet), e.code) for e in cap.errors.itertuples())
+    errors = cap.errors
+    protocols = dict(zip(cap.connections.conn_id, cap.connections.protocol, strict=True))
+    mine = errors[errors.conn_id.map(protocols).isin({p for p, _ in ERRORS})]
+    got = Counter((_flow(e.conn_id), int(e.packet), e.code) for e in mine.itertuples())
     assert got == want
-    assert stats(cap)["errors"] == dict(Counter(code for _, _, code in want.elements()))
+    assert stats(cap, [])["errors"] == dict(Counter(errors.code))
+    assert Counter(mine.code) == Counter(code for _, _, code in want.elements())
+    # TubeMQ's error answers are answers its codec paired by serialNo (rpc_pairs)
+    rpc = {(p.conn_id, int(p.answer_seq)): int(p.request_seq)
+           for p in cap.rpc_pairs.itertuples() if p.answer_seq == p.answer_seq}
+    tubemq = errors[errors.conn_id.map(protocols) == "tubemq"]
+    assert {(e.conn_id, int(e.seq)): e.command_seq for e in tubemq.itertuples()} == {
+        (e.conn_id, int(e.seq)): rpc.get((e.conn_id, int(e.seq))) for e in tubemq.itertuples()}
     # what nsqviz found itself is a problem, not an error
     found = decoded.of("error") + decoded.of("gap") + [
         r for r in decoded.of("command") if "violation" in r.fields]
