@@ -22,7 +22,7 @@ import pytest
 
 from nsqviz import protocols, sansio
 from nsqviz.pipeline.definitions import definitions, reads
-from nsqviz.sql import frames_of
+from nsqviz.sql import SHARED, frames_of
 
 ROOT = Path(__file__).resolve().parent.parent / "nsqviz"
 PROTOCOLS = protocols.registered()
@@ -119,13 +119,15 @@ def test_the_codec_stands_on_the_sansio_base(proto):
 def test_each_analysis_reads_its_own_protocols_rows_only(proto):
     mine = {v.name for v in proto.analyses.views}
     others = {v.name for p in PROTOCOLS if p is not proto for v in p.analyses.views}
-    for view in proto.analyses.views:
+    for view in proto.analyses.views:  # a shared table built from the hooks (SHARED) aside
         read = reads(view.name)
         assert "frames" not in read, f"{view.name} reads every protocol's frames"
         assert not read & others, f"{view.name} reads {read & others}"
-        assert read <= mine | {frames_of(proto.name)}, f"{view.name} reads {read - mine}"
-    if proto.analyses.connections is not None:
-        assert proto.analyses.connections.view in mine
+        assert read <= mine | SHARED | {frames_of(proto.name)}, \
+            f"{view.name} reads {read - mine}"
+    for hook in (proto.analyses.connections, proto.analyses.publishes):
+        if hook is not None:
+            assert hook.view in mine
     assert all(name in definitions() for name in mine)
 
 
