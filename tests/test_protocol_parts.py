@@ -37,7 +37,7 @@ PROTOCOL_FREE = [
     "nsqviz.wireshark.generate", "nsqviz.wireshark.cli", "nsqviz.wireshark.lua",
     "nsqviz.wireshark.tshark",
     "nsqviz.analysis.capture", "nsqviz.analysis.cli",
-    "nsqviz.widgets.sequence", "nsqviz.widgets.hexview",
+    "nsqviz.widgets.sequence", "nsqviz.widgets.hexview", "nsqviz.widgets.replay",
 ]
 """Modules that find every protocol through the registry and may name none."""
 

@@ -40,6 +40,7 @@ from nsqviz.nsq.framing import SIZE_PREFIX, FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
 from nsqviz.nsq.rules import RULES
+from nsqviz.nsq.timers import timer_spans
 from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.protocols import (
     DetectionWords,
@@ -49,6 +50,8 @@ from nsqviz.protocols import (
     ObservedConnection,
     Protocol,
     RecordView,
+    TimerRow,
+    TimerSpan,
     no_fields,
 )
 from nsqviz.records import escaped
@@ -322,6 +325,11 @@ class NsqProtocol(Protocol):
     analyses = ANALYSES
     dissector = DISSECTOR
     rules = RULES
+
+    def timers(self, rows: list[TimerRow]) -> list[TimerSpan]:
+        """nsqd's timers (:mod:`nsqviz.nsq.timers`), their lengths from the IDENTIFY
+        exchange alone."""
+        return timer_spans(rows, None)
 
     typed_schema = (
         ("msg_id", "string"),
