@@ -12,9 +12,11 @@ imports one. ``pytest -s`` prints the inventory.
 from __future__ import annotations
 
 import ast
+import glob
 import importlib
 import inspect
 import pkgutil
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +172,22 @@ def test_the_finder_sees_a_part_outside():
     assert _defined_in(grammar.Command, "nsqviz.nsq") == "nsqviz.nsq.grammar"
     assert _defined_in(grammar.Command, "nsqviz.tubemq") is None
     assert "nsqviz.nsq.events" in _imports("nsqviz.nsq.connection")
+
+
+def test_every_file_beside_the_modules_is_package_data():
+    """A protocol's data files (its dissector's Lua, TubeMQ's .proto sources) are found
+    in its folder by the package-data patterns every package shares: a file under
+    nsqviz/ that no pattern takes would be missing from an installed nsqviz."""
+    config = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]
+    taken: set[Path] = set()
+    for init in ROOT.rglob("__init__.py"):
+        folder = init.parent
+        package = ".".join(folder.relative_to(ROOT.parent).parts)
+        for pattern in [*patterns.get("*", []), *patterns.get(package, [])]:
+            taken |= {folder / f for f in glob.glob(pattern, root_dir=folder,
+                                                     recursive=True)}
+    files = {f for f in ROOT.rglob("*") if f.is_file() and f.suffix not in (".py", ".pyc")
+             and "__pycache__" not in f.parts}
+    assert files, "no data file found"
+    assert not files - taken, sorted(str(f.relative_to(ROOT)) for f in files - taken)
