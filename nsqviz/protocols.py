@@ -107,6 +107,7 @@ BUILTIN = (
     "nsqviz.nsq.protocol:NSQ",
     "nsqviz.tubemq.protocol:TUBEMQ",
     "nsqviz.lookupd.protocol:LOOKUPD",
+    "nsqviz.http.protocol:HTTP",
 )
 """The protocols nsqviz ships, in detection order (``module:attribute``)."""
 

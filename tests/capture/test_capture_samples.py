@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from nsqviz import protocols
 from nsqviz.capture.decode import CaptureDecoder
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -32,11 +33,12 @@ def test_sample_decodes_with_no_unexplained_errors(name):
     assert not decoder.warnings
     nsq = [s for s in decoder.stats if s.protocol == "nsq"]
     assert nsq and all(s.records.get("command") and s.records.get("frame") for s in nsq)
-    # An error we report on the client's side is explained when nsqd said the same.
+    # An error we report on the client's side is explained when nsqd said the same (the
+    # HTTP flow of errors.pcap: a request to nsqd's TCP port, see below).
     answered = Counter((r.flow, r.fields["code"]) for r in records
                        if r.name == "FrameTypeError")
     for r in records:
-        if r.kind == "error":
+        if r.kind == "error" and r.protocol == "nsq":
             assert answered[r.flow, r.name] > 0, r
     if name not in CUT_ON_PURPOSE:
         assert not [r for r in records if r.kind == "gap"]
@@ -86,9 +88,17 @@ def test_errors_sample_and_the_http_flow():
     records, decoder = _decode("errors.pcap")
     codes = [r.fields["code"] for r in records if r.name == "FrameTypeError"]
     assert codes == ["E_BAD_TOPIC", "E_FIN_FAILED", "E_REQ_FAILED", "E_INVALID"]
-    assert [s.protocol for s in decoder.stats] == ["nsq", "nsq", "nsq", ""]
+    # an HTTP request sent to nsqd's TCP port: its request line makes it HTTP's; nsqd's
+    # answer (E_BAD_PROTOCOL, NSQ-framed) is no HTTP response
+    assert [s.protocol for s in decoder.stats] == ["nsq", "nsq", "nsq", "http"]
+    http = [r for r in records if r.flow_id == 3]
+    assert [(r.dir, r.kind, r.name) for r in http] == [
+        ("c2s", "command", "GET /stats"), ("s2c", "error", "Undecodable")]
+    assert http[1].fields["field"] == "status-line"
+    # read as NSQ, what nsqd said of it
     port = decoder.stats[0].flow.server[1]
-    records, decoder = _decode("errors.pcap", ports={"nsq": {port}})
+    records, decoder = _decode("errors.pcap", protocols=[protocols.by_name("nsq")],
+                               ports={"nsq": {port}})
     http = [r for r in records if r.flow_id == 3]
     assert [r.name for r in http] == ["E_BAD_PROTOCOL", "FrameTypeError"]
 
