@@ -304,8 +304,8 @@ class HttpProtocol(Protocol):
             out[f"{p}.request"] = [True]
             out[f"{p}.request.method"] = [fields["method"]]
             out[f"{p}.request.uri"] = [uri]
-            out[f"{p}.request.uri.path"] = [path]
-            if query:
+            if query:  # Wireshark splits the target only where it has a query
+                out[f"{p}.request.uri.path"] = [path]
                 out[f"{p}.request.uri.query"] = [query]
                 out[f"{p}.request.uri.query.parameter"] = query.split("&")
             out[f"{p}.request.version"] = [f"HTTP/{fields['version']}"]
