@@ -160,9 +160,6 @@ JUDGED_BEYOND_THE_DISSECTOR = {
     "doctor/tubemq-heartbeat-timeout.pcap": dict.fromkeys(
         (281, 325, 331, 375, 381, 423, 430, 475, 480, 530, 579, 605), _STATELESS),
     "doctor/tubemq-rpc-error.pcap": {59: _STATELESS},
-    "lookupd/lookupd-errors-real.pcap": {
-        8: "an NSQ client's \"  V2\" magic sent to nsqlookupd's port 4160: nsqviz gives it to "
-           "NSQ by its magic, Wireshark to lookupd.lua by the port it asks first"},
     "nsqd/errors.pcap": dict.fromkeys((44, 46), _NO_STATUS_LINE),
     "http/edge-cases-real.pcap": {
         42: "the answer to the second of two requests pipelined in one segment: Wireshark "
