@@ -1,16 +1,17 @@
 """nsqd's and nsqlookupd's HTTP APIs as the protocol-free parts of nsqviz see them
 (:class:`nsqviz.protocols.Protocol`).
 
-Detection is a request line in a client's first bytes, the APIs' ports (nsqd's 4151,
-nsqlookupd's 4161, and any ``--port http:N``), or -- mid-connection -- bytes that start
-like a request or a status line. Decoding is :class:`~nsqviz.http.observer.Observer`
-(h11 on both sides). A request is a ``command`` record named by its endpoint
-(``POST /pub``; another request by its method), a response a ``frame`` record
-(:data:`RESPONSE`) that says which request it answers; a request whose body nsqd
-refuses carries the refusal as its ``violation``. Fields keep bodies as hex (``nsqviz
-decode -V`` shows them as text) beside what they mean: a publish's topic and messages,
-a JSON answer decoded, the nsqd a ``/lookup`` answer names. The Info column reads as
-tshark's: ``POST /pub?topic=orders HTTP/1.1``, ``HTTP/1.1 200 OK  (text/plain)``.
+Detection is a status line in the server's first answer, a request line in a client's
+first bytes, the APIs' ports (nsqd's 4151, nsqlookupd's 4161, and any ``--port
+http:N``), or -- mid-connection -- bytes that start like a request or a status line.
+Decoding is :class:`~nsqviz.http.observer.Observer` (h11 on both sides). A request is a
+``command`` record named by its endpoint (``POST /pub``; another request by its method),
+a response a ``frame`` record (:data:`RESPONSE`) that says which request it answers; a
+request whose body nsqd refuses carries the refusal as its ``violation``. Fields keep
+bodies as hex (``nsqviz decode -V`` shows them as text) beside what they mean: a
+publish's topic and messages, a JSON answer decoded, the nsqd a ``/lookup`` answer
+names. The Info column reads as tshark's: ``POST /pub?topic=orders HTTP/1.1``,
+``HTTP/1.1 200 OK  (text/plain)``.
 """
 
 from __future__ import annotations
@@ -214,6 +215,15 @@ class HttpProtocol(Protocol):
     def starts_hello(self, data: bytes) -> bool:
         return REQUEST_START.match(data) is not None
 
+    def server_hello(self, data: bytes) -> bool | None:
+        """A status line's start (``HTTP/1.1 200``): Go's server answers in HTTP what it
+        cannot read as a request too (another protocol's magic gets a 400)."""
+        if RESPONSE_START.match(data):
+            return True
+        if len(data) < len(b"HTTP/1.1 200") and data[:7] == b"HTTP/1."[:len(data)]:
+            return None
+        return False
+
     detection_words = DetectionWords(
         "request line", "no request line: the server will answer 400",
         "the client's first bytes are no HTTP request", "looks like HTTP/1.x",
@@ -392,6 +402,22 @@ class HttpProtocol(Protocol):
             if producers is not None:
                 out["producers"] = producers
             return out
+        return {}
+
+    def typed_unit(self, kind: str, name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """A message the capture cut short: what its head says (a request's method,
+        path, number, topic and channel; a response's status) -- not a publish's
+        messages or an answer's body, which the lost rest would change."""
+        if "method" in fields:
+            out: dict[str, Any] = {"http_method": fields["method"],
+                                   "http_path": str(fields["uri"]).partition("?")[0],
+                                   "http_request": fields.get("number")}
+            for arg in ("topic", "channel"):
+                if arg in fields:
+                    out[arg] = fields[arg]
+            return out
+        if "status" in fields:
+            return {"http_status": fields["status"]}
         return {}
 
 

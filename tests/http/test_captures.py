@@ -37,11 +37,12 @@ def _http(path: Path) -> list:
 
 def _exchanges(records) -> list[tuple]:
     """Each request with its answer: (name, uri, status, what the answer says it answers),
-    paired by the packet the answer names (``response_to``)."""
+    paired by the packet the answer names (``response_to``), requests in packet order (a
+    connection's records wait for its server's first bytes)."""
     answers = {r.fields["response_to"]: r for r in records
                if r.kind == "frame" and "response_to" in r.fields}
     out = []
-    for r in records:
+    for r in sorted(records, key=lambda r: r.packets[0]):  # in the order they were sent
         if r.kind == "command":
             a = answers.get(r.packets[-1])
             out.append((r.name, r.fields["uri"], a and a.fields["status"],
@@ -263,3 +264,24 @@ def test_end_of_stream_inside_a_message_is_truncated():
 def test_detection(data, direction, score):
     assert HTTP.detect(direction, data, from_start=direction == "c2s",
                        server_port=False).score == score
+
+
+def test_the_server_s_first_answer_decides():
+    """Go's server answers in HTTP even what it cannot read as a request: an NSQ client's
+    magic sent to nsqd's HTTP port gets a 400, so the connection is HTTP's."""
+    assert HTTP.server_hello(b"HTTP/1.1 400 Bad Request\r\n") is True
+    assert HTTP.server_hello(b"HTTP/1") is None  # too few bytes yet
+    assert HTTP.server_hello(b"\x00\x00\x00\x06") is False
+    proto, why = protocols.detect(protocols.registered(), Direction.C2S, b"  V2", from_start=True,
+                                  ports={}, server_port=50000,
+                                  answer=b"HTTP/1.1 400 Bad Request\r\n")
+    assert proto is HTTP and "HTTP's framing" in why
+
+
+def test_a_message_cut_by_a_gap_keeps_what_its_head_says():
+    obs = HTTP.observer(midstream=False)
+    obs.feed(Direction.C2S, PUB_HEAD + b"abc", 1)
+    unit = obs.gap(Direction.C2S).unit
+    assert unit is not None
+    assert HTTP.typed_unit(unit.kind, unit.name, unit.fields) == {
+        "http_method": "POST", "http_path": "/pub", "http_request": 1, "topic": "t"}
