@@ -149,9 +149,9 @@ _SHOWN = " or ".join(generate.dissected())  # a PDU of a protocol with a dissect
 _OPAQUE = "nsq.compressed or nsq.tls or nsq.cut"
 
 _STATELESS = "NotAllowedInState: the dissector keeps no connection state"
-_NO_STATUS_LINE = ("nsqd's E_BAD_PROTOCOL answer (NSQ-framed, in three writes) to an HTTP "
-                   "request on its TCP port: Wireshark shows each segment as an HTTP "
-                   "Continuation, nsqviz one undecodable answer at its last packet")
+_HTTP_TO_NSQD = ("an HTTP request to the broker's TCP port: nsqviz gives the flow to NSQ, "
+                 "whose framing the broker answers in (the request is the magic it "
+                 "refused); Wireshark's HTTP heuristics show the request as HTTP")
 JUDGED_BEYOND_THE_DISSECTOR = {
     # data/doctor/: the packet numbers of data/make_doctor_*.py's last run (a new run
     # renumbers them: update these with it)
@@ -160,7 +160,12 @@ JUDGED_BEYOND_THE_DISSECTOR = {
     "doctor/tubemq-heartbeat-timeout.pcap": dict.fromkeys(
         (281, 325, 331, 375, 381, 423, 430, 475, 480, 530, 579, 605), _STATELESS),
     "doctor/tubemq-rpc-error.pcap": {59: _STATELESS},
-    "nsqd/errors.pcap": dict.fromkeys((44, 46), _NO_STATUS_LINE),
+    "errors.pcap": dict.fromkeys((40, 44), _HTTP_TO_NSQD),
+    "nsqd/errors.pcap": {
+        42: _HTTP_TO_NSQD,
+        **dict.fromkeys((44, 46), "nsqd's E_BAD_PROTOCOL answer to it, in three writes: "
+                                  "Wireshark shows the first two segments as HTTP "
+                                  "continuation data, nsqviz one NSQ frame at the last")},
     "http/edge-cases-real.pcap": {
         42: "the answer to the second of two requests pipelined in one segment: Wireshark "
             "finds no http.request_in for it",
