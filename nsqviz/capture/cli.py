@@ -219,13 +219,26 @@ def _named(rec: DecodedRecord, names: set[str]) -> bool:
 _BATCH = 32  # lines: fewer system calls, yet small enough to stay in the CPU cache
 
 
-def _write(out: TextIO, lines: list[str], flush: bool) -> None:
-    """Write ``lines`` (each ended by a newline) and empty the list."""
-    if lines:
-        out.write("\n".join(lines) + "\n")
-        lines.clear()
-        if flush:
+def _write(out: TextIO, lines: list[Any], flush: bool) -> None:
+    """Write ``lines`` (each ended by a newline) and empty the list. JSON lines are
+    UTF-8 bytes (:func:`nsqviz.records.json_line`): they go to the binary stream beneath
+    ``out`` as they are, after what was written as text (or are decoded, for an ``out``
+    with none, such as a :class:`io.StringIO`)."""
+    if not lines:
+        return
+    if isinstance(lines[0], bytes):
+        data = b"\n".join(lines) + b"\n"
+        binary = getattr(out, "buffer", None)
+        if binary is None:
+            out.write(data.decode())
+        else:
             out.flush()
+            binary.write(data)
+    else:
+        out.write("\n".join(lines) + "\n")
+    lines.clear()
+    if flush:
+        out.flush()
 
 
 def _stats_until_done(decoder: CaptureDecoder, records: Iterable[DecodedRecord], out: TextIO,
@@ -286,7 +299,7 @@ def _decode(args: argparse.Namespace, out: TextIO, capture: LiveCapture | None) 
     # Lines go out in small batches (with PYTHONUNBUFFERED every write is a system call;
     # one large write costs more, its text being copied and encoded in fresh memory), or
     # each at once, flushed, when decoding live.
-    batch: list[str] = []
+    batch: list[Any] = []  # text lines, or --json's UTF-8 lines
     keep = batch.append
     limit = 1 if live else _BATCH
     t0: float | None = None
