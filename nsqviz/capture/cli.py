@@ -68,7 +68,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--capture-tool", choices=TOOLS, default=None,
                    help="with -i: the tool that captures (default: the first installed of"
                         f" {', '.join(TOOLS)})")
-    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument("--json", action="store_true", help="one JSON object per line (compact, UTF-8; ts null when unknown)")
     p.add_argument(
         "--flow", action="append", default=[], metavar="F",
         help="only flow F: its index (0-based, like tcp.stream), its client->server label,"
