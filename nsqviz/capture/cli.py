@@ -25,7 +25,6 @@ bounded however long it runs (unless ``--stats``, which needs every flow's count
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -35,7 +34,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
-from nsqviz import protocols
+from nsqviz import compactjson, protocols
 from nsqviz.capture import checks
 from nsqviz.capture.decode import CaptureDecoder, FlowStats
 from nsqviz.capture.files import CaptureFormatError, PacketWarning
@@ -68,7 +67,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--capture-tool", choices=TOOLS, default=None,
                    help="with -i: the tool that captures (default: the first installed of"
                         f" {', '.join(TOOLS)})")
-    p.add_argument("--json", action="store_true", help="one JSON object per line (compact, UTF-8; ts null when unknown)")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per line (compact, UTF-8; ts null when unknown)")
     p.add_argument(
         "--flow", action="append", default=[], metavar="F",
         help="only flow F: its index (0-based, like tcp.stream), its client->server label,"
@@ -184,7 +184,7 @@ def _print_stats(decoder: CaptureDecoder, out: TextIO, as_json: bool,
                                                     s.flow.id))]
     if as_json:
         for s in rows:
-            out.write(json.dumps(_stats_dict(s)) + "\n")
+            out.write(compactjson.line(_stats_dict(s)).decode() + "\n")
         return
     out.write(f"{decoder.packets} packets, {decoder.not_tcp} not TCP,"
               f" {decoder.warning_count} capture warnings, {len(decoder.stats)} TCP flows\n")
