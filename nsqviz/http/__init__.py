@@ -13,7 +13,8 @@ as captures, views, the analyses and Wireshark see it.
   (:class:`~nsqviz.http.codec.ServerConnection`, :class:`~nsqviz.http.codec.
   ClientConnection`), kept in step;
 * :mod:`~nsqviz.http.observer`, :mod:`~nsqviz.http.protocol`, :mod:`~nsqviz.http.fields`,
-  :mod:`~nsqviz.http.analyses`, :mod:`~nsqviz.http.dissector`: the registered
+  :mod:`~nsqviz.http.analyses`, :mod:`~nsqviz.http.report`,
+  :mod:`~nsqviz.http.dissector`: the registered
   :class:`nsqviz.protocols.Protocol`.
 
 The servers that speak these APIs are :mod:`nsqviz.servers.nsqd.http` and

@@ -29,6 +29,7 @@ from nsqviz.http.events import Message, Request, Response, Switched, Truncated, 
 from nsqviz.http.fields import FIELDS, HEADER_FIELDS, PREFIX
 from nsqviz.http.framing import REQUEST_START, RESPONSE_START
 from nsqviz.http.observer import Answered, Observer
+from nsqviz.http.report import REPORT
 from nsqviz.http.rules import RULES
 from nsqviz.protocols import (
     DetectionWords,
@@ -346,6 +347,7 @@ class HttpProtocol(Protocol):
 
     analyses = ANALYSES
     dissector = DISSECTOR
+    report = REPORT
     rules = RULES
 
     typed_schema = (

@@ -74,3 +74,30 @@ def test_error_answers_name_the_request(lookups, publish):
         [("TOPIC_NOT_FOUND", "GET /lookup")]
     errors = publish.table("errors")
     assert list(zip(errors.code, errors.command, strict=True)) == [("NOT_FOUND", "POST")]
+
+
+def test_connections_and_stats_show_each_request_and_its_answer(capsys):
+    """``nsqviz connections``: each lookup and what it named, each publish and what nsqd
+    said, on its connection; ``nsqviz stats``: requests by endpoint and status."""
+    import json
+
+    from nsqviz.cli import main as nsqviz_main
+
+    assert nsqviz_main(["connections", str(DATA / "lookups-real.pcap")]) == 0
+    out = capsys.readouterr().out
+    assert "lookup  +" in out
+    assert "  request    GET /lookup topic=orders -> 200 nsqd 127.0.0.1:4150 (packets 91, 93" \
+        in out
+    assert "  request    GET /lookup topic=missing -> 404 TOPIC_NOT_FOUND (packets 101, 103" \
+        in out
+    assert nsqviz_main(["connections", "--json", str(DATA / "curl-pub-real.pcap")]) == 0
+    conns = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    producers = [c for c in conns if c["role"] == "producer"]
+    assert sorted(c["messages_published"] for c in producers) == [1, 1, 1, 2, 3]
+    (dpub,) = [c for c in conns if c.get("requests") and c["requests"][0]["path"] == "/dpub"]
+    assert (dpub["requests"][0]["status"], dpub["requests"][0]["error"]) == (404, "NOT_FOUND")
+    assert nsqviz_main(["stats", str(DATA / "curl-pub-real.pcap")]) == 0
+    out = capsys.readouterr().out
+    section = out.split("HTTP requests by endpoint and status\n", 1)[1]
+    assert [line.split() for line in section.splitlines() if line.startswith("  POST /pub ")] \
+        == [["POST", "/pub", "200", "3"]]
