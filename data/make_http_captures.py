@@ -32,6 +32,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from make_captures import Tcpdump
@@ -187,7 +188,7 @@ def edge_cases() -> list[bytes]:
     return said
 
 
-def _record(name: str, make) -> None:  # type: ignore[no-untyped-def]
+def _record(name: str, make: Callable[[], Sequence[str | bytes]]) -> None:
     DATA.mkdir(exist_ok=True)
     path = DATA / name
     dump = Tcpdump(path, PORTS)
@@ -204,7 +205,7 @@ def main(names: list[str]) -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        makers = {
+        makers: dict[str, Callable[[], Sequence[str | bytes]]] = {
             "lookups-real.pcap": lookups,
             "curl-pub-real.pcap": lambda: curl_pub(Path(tmp)),
             "edge-cases-real.pcap": edge_cases,
