@@ -31,6 +31,7 @@ from nsqviz.nsq.events import (
     Touch,
     Violation,
 )
+from nsqviz.nsq.protocol import NSQ
 from nsqviz.stream.direction import Direction
 
 __all__ = ["Traffic", "from_capture", "from_tap"]
@@ -46,8 +47,9 @@ class Traffic:
 
 def from_capture(paths: Iterable[str | os.PathLike[str]], *,
                  ports: Mapping[str, Iterable[int]] | None = None) -> Traffic:
-    """The client connections in capture files (one capture set, as ``nsqviz decode``
-    reads them); ``ports``: extra server ports per protocol name."""
+    """The NSQ client connections in capture files (one capture set, as ``nsqviz decode``
+    reads them; another protocol's flows are not a client's to check); ``ports``: extra
+    server ports per protocol name."""
     traffic = Traffic()
     decoder = CaptureDecoder(ports=ports)
     ended: set[int] = set()
@@ -57,7 +59,8 @@ def from_capture(paths: Iterable[str | os.PathLike[str]], *,
             _note(traffic, tcp_event, ended)
         for rec in decoder.step(step):
             if rec.flow is None or rec.dir is None or rec.kind not in (
-                    "command", "frame", "gap"):
+                    "command", "frame", "gap") or \
+                    rec.protocol not in (NSQ.name, None):  # the rules are NSQ clients'
                 continue
             direction = Direction(rec.dir)
             conn = traffic.connections.get(rec.flow)

@@ -17,9 +17,13 @@ definition types one. The rules an operator must trust:
   ``next_delivery_ts`` when the redelivery was actually seen (nsqd scans its deferred
   and in-flight queues on an interval, so it comes some time after);
 * a publish is linked to a message by broker, topic and body (sha1): the latest
-  PUB/MPUB/DPUB of that body at or before the first delivery -- nsqd assigns ids after
-  the publish, so nothing else on the wire links them; a message with no such publish
-  in the capture keeps its row, with no publish;
+  publish of that body at or before the first delivery -- nsqd assigns ids after the
+  publish, so nothing else on the wire links them; a message with no such publish in
+  the capture keeps its row, with no publish. Publishes are read from the shared
+  ``published`` table (:class:`nsqviz.sql.Publishes`), NSQ's PUB/MPUB/DPUB among them,
+  so a message published over another protocol links as well: a
+  publish that names no broker (one made to another port of the host) links to a
+  message of a broker on its host;
 * an answer (``FrameTypeResponse``, ``FrameTypeError``) answers the command its decoder
   paired it with (:class:`nsqviz.nsq.observer.Observer`, by nsqd's own order): the
   shared ``answer_pairs`` (:mod:`nsqviz.capture.analyses`) is what ``publishes``,
@@ -50,12 +54,15 @@ from nsqviz.sql import (
     COMMAND,
     FIRST_PACKET,
     FLOW_END,
+    PUBLISHED,
     UNITS,
     Analyses,
     ConnectionColumns,
     ErrorAnswers,
+    Publishes,
     View,
     frames_of,
+    host,
     quoted,
     server,
 )
@@ -204,18 +211,14 @@ WITH per AS (
                                         msg_timeout_ms, next_delivery_ts, requeue_due_ts)))
            AS deliveries
   FROM deliveries GROUP BY {_KEY}
-), pubs AS (
-  SELECT {server()} AS server, topic, ts AS pub_ts, name AS publish_cmd,
-         conn_id AS publisher, {FIRST_PACKET} AS publish_packet, seq AS pub_seq,
-         explode(bodies) AS body_sha1
-  FROM {FRAMES} WHERE name IN ({_PUBLISHES})
 ), linked AS (
-  SELECT m.*, p.pub_ts, p.publish_cmd, p.publisher, p.publish_packet,
+  SELECT m.*, p.ts AS pub_ts, p.command AS publish_cmd, p.conn_id AS publisher,
+         p.packet AS publish_packet,
          row_number() OVER (PARTITION BY m.server, m.topic, m.channel, m.msg_id
-                            ORDER BY p.pub_ts DESC, p.publisher, p.pub_seq) AS r
-  FROM per AS m LEFT JOIN pubs AS p
-    ON m.server = p.server AND m.topic = p.topic AND m.body_sha1 = p.body_sha1
-       AND p.pub_ts <= m.first_delivery_ts
+                            ORDER BY p.ts DESC, p.conn_id, p.seq) AS r
+  FROM per AS m LEFT JOIN {PUBLISHED} AS p
+    ON p.host = {host('m.server')} AND coalesce(p.broker = m.server, true)
+       AND m.topic = p.topic AND m.body_sha1 = p.body_sha1 AND p.ts <= m.first_delivery_ts
 )
 SELECT {_KEY}, pub_ts AS publish_ts, publish_cmd, publisher, publish_packet, created_ts,
        first_delivery_ts, deliveries_count, deliveries, outcome, outcome_ts AS final_ts,
@@ -240,6 +243,12 @@ SELECT {server()} AS server,
        CAST(sum(CASE WHEN name = {SUB} THEN 1 ELSE 0 END) AS BIGINT) AS subscriptions,
        min({FIRST_PACKET}) FILTER (WHERE name = {SUB}) AS first_sub_packet
 FROM {FRAMES} WHERE {UNITS} GROUP BY {server()}
+"""
+
+_PUBLISHED = f"""
+SELECT {host(server())} AS host, {server()} AS broker, topic, ts, name AS command, conn_id,
+       {FIRST_PACKET} AS packet, seq, explode(bodies) AS body_sha1
+FROM {FRAMES} WHERE name IN ({_PUBLISHES})
 """
 
 _HEARTBEATS = f"""
@@ -371,8 +380,11 @@ the message timeout in force.""", step=True),
         View("deliveries", _DELIVERIES, """One row per delivery: message, connection,
 attempt, how and when it ended (packet numbers of the delivery and of its FIN/REQ), when
 its requeue was due (after a REQ or a timeout) and when the next delivery was seen."""),
+        View("nsq_published", _PUBLISHED, """NSQ's part of the shared ``published`` table:
+one row per message body a PUB, MPUB or DPUB carried, to the broker it was sent to.""",
+             step=True),
         View("messages", _MESSAGES_VIEW, """One row per message (:data:`MESSAGE_KEY`):
-publish, deliveries, outcome, latencies."""),
+publish (over whatever protocol), deliveries, outcome, latencies."""),
         View("message_sources", _MESSAGE_SOURCES, """Per broker, where the messages
 table's rows come from and why it may have none: message frames (a message is known by
 the id its deliveries carry), those the capture cut short of their id (its snaplen),
@@ -402,6 +414,7 @@ published), negotiated, RDY, heartbeats.""", step=True),
     )),
     errors=ErrorAnswers(answer=f"name = {ERROR}", code="split_part(data, ' ', 1)",
                         text="data"),
+    publishes=Publishes("nsq_published"),
 )
 """NSQ's analyses (:class:`nsqviz.sql.Analyses`), read through
 :attr:`nsqviz.nsq.protocol.NsqProtocol.analyses`."""
