@@ -21,11 +21,17 @@ What this module adds is the capture's honesty layer around the protocols' obser
 
 Output is a stream of :class:`~nsqviz.records.DecodedRecord`, the rows ``nsqviz
 decode`` prints, each as soon as the packet that completes it has been read (so a
-capture read from a pipe while tcpdump writes it is decoded as it is made); with
-``tcp_records`` also a ``tcp`` record (``FIN``, ``RST``, and the ``side`` that sent it)
-where a decoded connection's peer closes or resets it, as ``nsqviz decode`` shows them;
-with ``flow_records`` a ``flow`` record where each flow starts and where each direction
-ends (what the pipeline's connections table is built from).
+capture read from a pipe while tcpdump writes it is decoded as it is made). With
+``tcp_records``, as ``nsqviz decode`` shows them, also a ``tcp`` record -- with the
+``side`` whose packet it is -- where a decoded connection's peer closes it (``FIN``)
+or resets it (``RST``), announces a zero window (``ZeroWindow``) or a window again
+after one (``WindowOpen``), or sends what Wireshark calls a retransmission or an
+out-of-order segment (``Retransmission``): the TCP analysis of
+:mod:`~nsqviz.capture.tcp_analysis`. With ``flow_records`` (the pipeline) a ``flow``
+record where each flow starts (``how``: ``syn``, or ``midstream`` when its start was not
+captured) and where each direction ends, and the ``tcp`` records of every flow but its
+FINs (which the flow records hold), with a ``Truncated`` one per direction the snaplen
+cut: what the connections table and the TCP views are built from.
 """
 
 from __future__ import annotations
@@ -40,7 +46,9 @@ from typing import Any, BinaryIO, NamedTuple
 from nsqviz import protocols
 from nsqviz.capture.driver import IDLE_SPLIT, CaptureDriver, Step, split_packet_id
 from nsqviz.capture.files import CaptureWarning
-from nsqviz.capture.tcp import Data, Flow, FlowEnd, FlowStart, Gap, Retransmission, TcpEvent
+from nsqviz.capture.flow import Flow
+from nsqviz.capture.tcp import Data, FlowEnd, FlowStart, Gap, TcpEvent
+from nsqviz.capture.tcp_analysis import Reset, Retransmission, Truncated, WindowOpen, ZeroWindow
 from nsqviz.protocols import ConnectionObserver, Item, Protocol
 from nsqviz.records import DecodedRecord
 from nsqviz.stream.direction import Direction
@@ -101,11 +109,10 @@ class _Side:
 
 
 class _FlowState:
-    __slots__ = ("flow", "stats", "protocol", "observer", "sides", "reset")
+    __slots__ = ("flow", "stats", "protocol", "observer", "sides")
 
     def __init__(self, flow: Flow) -> None:
         self.flow = flow
-        self.reset = False  # a RST was seen
         self.stats = FlowStats(flow)
         self.protocol: Protocol | None = None
         self.observer: ConnectionObserver | None = None
@@ -263,18 +270,55 @@ class CaptureDecoder:
             self.flow_count += 1
             if self.flow_records:
                 yield self._record(flow, None, "flow", "FlowStart",
-                                   {"midstream": flow.midstream}, tcp_event.ts,
-                                   (tcp_event.number,), None)
+                                   {"how": "midstream" if flow.midstream else "syn"},
+                                   tcp_event.ts, (tcp_event.number,), None)
             return
         state = self.flows[flow.id]
         if kind is Data:
             yield from self._on_data(state, tcp_event)
         elif kind is Gap:
             yield from self._on_gap(state, tcp_event)
-        elif kind is Retransmission:
-            state.stats.retransmitted_bytes += tcp_event.size
         elif kind is FlowEnd:
             yield from self._on_end(state, tcp_event)
+        else:
+            if kind is Retransmission:
+                state.stats.retransmitted_bytes += tcp_event.repeated
+            if self.flow_records or (self.tcp_records and state.protocol is not None
+                                     and kind is not Truncated):
+                yield self._tcp_record(state, tcp_event)
+
+    def _tcp_record(self, state: _FlowState, event: Any) -> DecodedRecord:
+        """The ``tcp`` record of one TCP analysis event (:mod:`~nsqviz.capture.
+        tcp_analysis`); its fields say whose packet it is (``side``) and what the
+        analysis found."""
+        kind = type(event)
+        fields: dict[str, Any] = {"side": _SIDES[event.direction]}
+        packets: tuple[int, ...] = (event.number,)
+        offset = size = None
+        if kind is Retransmission:
+            name = "Retransmission"
+            offset, size = event.offset, event.size
+            fields.update(kind=event.kind, offset=offset, size=size, repeated=event.repeated)
+        elif kind is ZeroWindow:
+            name = "ZeroWindow"
+            fields.update(acked=event.acked, in_flight=event.in_flight, probes=event.probes)
+        elif kind is WindowOpen:
+            name = "WindowOpen"
+            fields.update(window=event.window, since=event.since,
+                          zero_windows=event.zero_windows, probes=event.probes)
+        elif kind is Reset:
+            name = "RST"
+            fields.update(in_flight=event.in_flight, unacked=event.unacked,
+                          when="at close" if event.after_fin else "mid-session")
+            if event.stopped_reading is not None:
+                fields["since"] = event.stopped_reading  # its window had been 0 since
+        else:  # Truncated
+            name = "Truncated"
+            packets, size = event.packets, event.size
+            fields.update(packets_cut=len(packets), size=size, cut_bytes=event.cut)
+        proto = state.protocol.name if state.protocol is not None else None
+        return self._record(state.flow, event.direction, "tcp", name, fields, event.ts,
+                            packets, None, proto, offset, size)
 
     def _record(self, flow: Flow, direction: Direction | None, kind: str, name: str,
                 fields: dict[str, Any], ts: float, ids: tuple[int, ...], event: Any,
@@ -420,6 +464,8 @@ class CaptureDecoder:
         counts["gap"] = counts.get("gap", 0) + 1
         flow, direction = state.flow, gap.direction
         fields: dict[str, Any] = {"offset": gap.offset, "size": gap.size, "reason": gap.reason}
+        if gap.cut:
+            fields["cut_bytes"] = gap.cut  # of its bytes, those the snaplen cut
         observer = state.observer
         side = state.sides[direction]
         resync = None
@@ -458,7 +504,11 @@ class CaptureDecoder:
                     side.skip = 0
                     if unit is not None:
                         observer.gap(direction)  # more than that unit is missing
-        yield self._record(flow, direction, "gap", "Gap", fields, gap.ts, (gap.number,), gap,
+        # the packet after the hole (where Wireshark sees the previous segment missing),
+        # then the one that made it certain
+        packets = ((gap.after, gap.number) if gap.after is not None and gap.after != gap.number
+                   else (gap.number,))
+        yield self._record(flow, direction, "gap", "Gap", fields, gap.ts, packets, gap,
                            proto, gap.offset, gap.size)
         if resync is not None:
             yield self._record(flow, direction, "gap", "Resync", resync, gap.ts,
@@ -466,11 +516,9 @@ class CaptureDecoder:
 
     def _on_end(self, state: _FlowState, end: FlowEnd) -> Iterator[DecodedRecord]:
         yield from self._end_side(state, end)
-        if self.tcp_records and end.sender is not None and state.protocol is not None and (
-                end.how == "fin" or not state.reset):  # a RST ends both: one record
-            state.reset = state.reset or end.how == "rst"
-            yield self._record(state.flow, end.sender, "tcp", end.how.upper(),
-                               {"side": _SIDES[end.sender]}, end.ts, (end.number,), None,
+        if self.tcp_records and end.how == "fin" and state.protocol is not None:
+            yield self._record(state.flow, end.direction, "tcp", "FIN",
+                               {"side": _SIDES[end.direction]}, end.ts, (end.number,), None,
                                state.protocol.name)
         side = state.sides[end.direction]
         if side.frames:
