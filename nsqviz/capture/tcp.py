@@ -280,43 +280,25 @@ class FlowTracker:
         size = len(payload) + seg.missing
         start = half.offset_of(seg.seq)  # where the segment (a SYN: its own number) starts
         off = start + 1 if flags & SYN else start  # where its payload starts
-        window = seg.window
-
+        repeat = None  # its ACK repeats the last one (None: no ACK)
         if flags & ACK and peer.base is not None:
             acked = peer.offset_of(seg.ack)
+            repeat = acked == peer.acked
             if acked > peer.acked:
                 peer.acked = acked
-                half.dupacks = 0
                 if peer.pending and peer.pending[0].offset <= acked:
                     self._declare_hole(flow, _other(direction), peer, seg.number, seg.ts, out,
                                        "acknowledged by the receiver but not captured")
-            elif acked < peer.acked:
-                half.dupacks = 0
-            elif (not size and window and window == half.window and start == half.next
-                  and not flags & (SYN | FIN | RST) and not peer.keepalive):
-                half.dupacks += 1  # Wireshark's duplicate ACK: it repeats everything
-        if start > half.next != UNKNOWN and half.lost_at is None and not flags & RST:
-            half.lost_at = seg.number  # Wireshark: "previous segment not captured"
-        kind = classify(half, peer, start, size, flags, seg.ts, half.acked, peer_ts,
-                        flow.first_rtt)
-        if kind is not None:
-            out.append(Retransmission(flow, direction, start, size, seg.number, seg.ts, kind,
-                                      self._seen(half, off, off + len(payload))))
-        if not window and not flags & (SYN | FIN | RST):
-            if half.zero_since is None:
-                half.zero_since, half.zero_count, half.probes = seg.ts, 0, 0
-            half.zero_count += 1
-            out.append(ZeroWindow(flow, direction, seg.number, seg.ts, peer.acked,
-                                  peer.in_flight(peer.acked, peer.fin_at), half.probes))
-        elif window and half.zero_since is not None and not flags & (SYN | RST):
-            out.append(WindowOpen(flow, direction, seg.number, seg.ts, half.zero_since, window,
-                                  half.zero_count, half.probes))
-            half.zero_since = None
-        half.window = window
+        # Late packets of a connection both sides have closed (the last ACK, a FIN sent
+        # again) belong to it but say nothing new: they are not analysed.
+        live = not (half.ended and peer.ended)
+        if live:
+            self._analyse(flow, direction, half, peer, seg, start, size, repeat, peer_ts, out)
 
         if size:
             if seg.missing:
                 half.lost.append((off + len(payload), off + size, seg.number))
+            if seg.missing and live:
                 if half.cuts is None:
                     half.cuts = array("q")
                 half.cuts.append(seg.number)
@@ -337,11 +319,12 @@ class FlowTracker:
         if flags & FIN and half.fin_at is None:
             half.fin_at = off + size
         if flags & RST:
-            out.append(Reset(flow, direction, seg.number, seg.ts, peer.acked,
-                             peer.in_flight(peer.acked, peer.fin_at),
-                             half.in_flight(half.acked, half.fin_at),
-                             half.fin_at is not None or peer.fin_at is not None,
-                             half.zero_since))
+            if live:
+                out.append(Reset(flow, direction, seg.number, seg.ts, peer.acked,
+                                 peer.in_flight(peer.acked, peer.fin_at),
+                                 half.in_flight(half.acked, half.fin_at),
+                                 half.fin_at is not None or peer.fin_at is not None,
+                                 half.zero_since))
             # the sender's direction ends first: a table reading the first end reads who
             # reset the connection
             for d in (direction, _other(direction)):
@@ -354,6 +337,38 @@ class FlowTracker:
             if h.fin_at is not None and h.delivered >= h.fin_at and not h.ended:
                 self._ended(flow, d, h, "fin", seg.number, seg.ts, out, d)
         return out
+
+    def _analyse(self, flow: Flow, direction: Direction, half: _Half, peer: _Half,
+                 seg: Segment, start: int, size: int, repeat: bool | None, peer_ts: float,
+                 out: list[TcpEvent]) -> None:
+        """Wireshark's analysis of one segment (:mod:`~nsqviz.capture.tcp_analysis`):
+        duplicate ACKs, the packet past bytes not captured, retransmissions, the window."""
+        flags, window = seg.flags, seg.window
+        if repeat is not None:
+            if not repeat:
+                half.dupacks = 0
+            elif (not size and window and window == half.window and start == half.next
+                  and not flags & (SYN | FIN | RST) and not peer.keepalive):
+                half.dupacks += 1  # a duplicate ACK: it repeats everything
+        if start > half.next != UNKNOWN and half.lost_at is None and not flags & RST:
+            half.lost_at = seg.number  # Wireshark: "previous segment not captured"
+        kind = classify(half, peer, start, size, flags, seg.ts, half.acked, peer_ts,
+                        flow.first_rtt)
+        if kind is not None:
+            off = start + 1 if flags & SYN else start
+            out.append(Retransmission(flow, direction, start, size, seg.number, seg.ts, kind,
+                                      self._seen(half, off, off + len(seg.payload))))
+        if not window and not flags & (SYN | FIN | RST):
+            if half.zero_since is None:
+                half.zero_since, half.zero_count, half.probes = seg.ts, 0, 0
+            half.zero_count += 1
+            out.append(ZeroWindow(flow, direction, seg.number, seg.ts, peer.acked,
+                                  peer.in_flight(peer.acked, peer.fin_at), half.probes))
+        elif window and half.zero_since is not None and not flags & (SYN | RST):
+            out.append(WindowOpen(flow, direction, seg.number, seg.ts, half.zero_since, window,
+                                  half.zero_count, half.probes))
+            half.zero_since = None
+        half.window = window
 
     def _insert(self, flow: Flow, direction: Direction, half: _Half, off: int, payload: bytes,
                 seg: Segment, out: list[TcpEvent]) -> None:
