@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import re
 
+from nsqviz.capture.tcp_views import TCP_VIEWS
 from nsqviz.nsq.commands import COMMANDS
 from nsqviz.nsq.protocol import NSQ
 from nsqviz.stream.direction import Direction
@@ -523,8 +524,10 @@ VIEWS: dict[str, str] = {
     "sticky_packets": _STICKY_PACKETS,
     "rpc_pairs": _RPC_PAIRS,
     "rpc_latency": _RPC_LATENCY,
+    **TCP_VIEWS,
 }
-"""Every definition by view name, each after the views it reads."""
+"""Every definition by view name, each after the views it reads (the capture layer's
+TCP views, :mod:`nsqviz.capture.tcp_views`, last)."""
 
 ACROSS_SERVERS = ("sticky_packets", "rpc_latency")
 """The views that combine brokers: they read the other views, never ``frames``. Every
