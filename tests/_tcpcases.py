@@ -16,7 +16,9 @@ C, S = ("10.3.0.1", 40300), ("10.3.0.2", 4150)
 
 def write_every_case(path: Path) -> None:
     """One connection with each kind of finding, made packet by packet, its handshake
-    1 ms long (what tells out-of-order from retransmitted); a second one mid-stream."""
+    1 ms long (what tells out-of-order from retransmitted); a second one mid-stream
+    (3 ms tell them apart there), whose last segment is out of order just after one that
+    came in sequence."""
     c2s, s2c = Direction.C2S, Direction.S2C
     with PcapWriter(path) as w:
         conv = TcpConversation(w, C, S, isn=(1000, 9000))
@@ -60,7 +62,7 @@ def write_every_case(path: Path) -> None:
 
         mid = TcpConversation(w, ("10.3.0.3", 40301), S, isn=(5000, 7000))
         for ts, rel in ((10.0, 0), (10.001, 100), (10.002, 300), (10.0025, 200),
-                        (10.5, 100)):
+                        (10.5, 100), (10.51, 400), (10.5105, 300)):
             mid.packet(c2s, ts, 5001 + rel, 7001, ACK | PSH, b"y" * 100)
         mid.packet(s2c, 10.6, 7001, 5401, ACK, window=0)
         mid.packet(s2c, 11.6, 7001, 5401, ACK | FIN, window=0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections import defaultdict
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,22 @@ def test_every_case_as_tshark_names_it(tmp_path):
     kinds = {e.kind for step in CaptureDriver().run([path]) for e in step.events
              if isinstance(e, Retransmission)}
     assert kinds == {*RETRANSMISSION_KINDS, "out-of-order"}
+
+
+def test_the_shortcut_concludes_what_the_analysis_does(tmp_path, monkeypatch):
+    """Segments next in sequence skip the analysis (:attr:`FlowTracker.shortcut`): every
+    sample capture gives the same events with and without the shortcut."""
+    from nsqviz.capture.tcp import FlowTracker
+
+    write_every_case(tmp_path / "every-case.pcap")
+    for path in [*(DATA / c for c in CAPTURES), tmp_path / "every-case.pcap"]:
+        def events(path=path):
+            return [(type(e).__name__, e.flow.id,
+                     [getattr(e, f.name) for f in fields(e) if f.name != "flow"])
+                    for step in CaptureDriver().run([path]) for e in step.events
+                    if is_dataclass(e)]  # all but the bytes (Data)
+
+        fast = events()
+        monkeypatch.setattr(FlowTracker, "shortcut", False)
+        assert events() == fast, path.name
+        monkeypatch.undo()
