@@ -335,7 +335,8 @@ TCP_COLUMNS = (
 )
 """The columns of the ``tcp`` rows (:mod:`nsqviz.capture.tcp_analysis`: one row per
 zero-window packet, reopened window, retransmission and reset, one per direction the
-snaplen cut) and of the gaps, each from the record's field of the name after ``tcp_``.
+snaplen cut), each from the record's field of the name after ``tcp_``; a ``Gap`` row's
+``tcp_cut_bytes`` comes from its gap event.
 Which side's packet a row is is its ``dir``; its ``reason``, ``offset`` and ``size`` say
 the rest (:mod:`nsqviz.capture.tcp_views` reads them)."""
 
@@ -468,8 +469,10 @@ class FrameColumns:
             self.notes.append((row, None, fields.get("kind") or fields.get("when")))
             self._tcp_typed(row, fields)
         else:
-            if kind == "gap" and "cut_bytes" in fields:
-                self._tcp_typed(row, fields)  # bytes of the gap the snaplen cut
+            cut = getattr(rec.event, "cut", 0) if rec.name == "Gap" else 0
+            if cut:  # bytes of the gap the snaplen cut (its reason names the packet)
+                self.typed_rows.append(row)
+                self.typed.append({"tcp_cut_bytes": cut})
             text = fields.get("reason") or fields.get("text") or fields.get("note")
             self.notes.append((row, None, f"{rec.name}: {text}" if text else rec.name))
         tss.append(rec.ts)

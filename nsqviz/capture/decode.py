@@ -464,8 +464,6 @@ class CaptureDecoder:
         counts["gap"] = counts.get("gap", 0) + 1
         flow, direction = state.flow, gap.direction
         fields: dict[str, Any] = {"offset": gap.offset, "size": gap.size, "reason": gap.reason}
-        if gap.cut:
-            fields["cut_bytes"] = gap.cut  # of its bytes, those the snaplen cut
         observer = state.observer
         side = state.sides[direction]
         resync = None
