@@ -48,10 +48,13 @@ class Capture:
     (``fields=False``: the frames without their ``fields`` column, for big captures).
 
     Every table is a pandas DataFrame: :attr:`frames` (one row per command, frame, error,
-    gap and connection start/end, with its packet numbers), :attr:`messages`,
+    gap, connection start/end and TCP finding, with its packet numbers), :attr:`messages`,
     :attr:`deliveries`, :attr:`connections`, :attr:`errors`, :attr:`heartbeats`,
     :attr:`publishes`, :attr:`flow_control`, :attr:`sticky_packets`, :attr:`rpc_pairs`,
-    :attr:`rpc_latency` (:mod:`nsqviz.pipeline.definitions` says what each row is);
+    :attr:`rpc_latency`, and what the TCP layer knows: :attr:`zero_windows`,
+    :attr:`retransmissions`, :attr:`resets`, :attr:`truncated`, :attr:`midstream`,
+    :attr:`gaps` (:mod:`nsqviz.pipeline.definitions` and :mod:`nsqviz.capture.tcp_views`
+    say what each row is);
     :meth:`filter` selects records by a Wireshark display filter.
     """
 
@@ -138,6 +141,19 @@ class Capture:
                          doc="One row per RPC request (TubeMQ), with its answer.")
     rpc_latency = property(lambda self: self.table("rpc_latency"),
                            doc="RPC latency per protocol and method.")
+    # what the TCP layer knows (nsqviz.capture.tcp_views)
+    zero_windows = property(lambda self: self.table("zero_windows"),
+                            doc="One row per zero-window period: who stopped reading, how long.")
+    retransmissions = property(lambda self: self.table("retransmissions"),
+                               doc="Retransmissions per connection and sender, by kind.")
+    resets = property(lambda self: self.table("resets"),
+                      doc="One row per RST: who sent it, after what, what was lost.")
+    truncated = property(lambda self: self.table("truncated"),
+                         doc="Packets the snaplen cut, per connection.")
+    midstream = property(lambda self: self.table("midstream"),
+                         doc="Connections whose start the capture does not show.")
+    gaps = property(lambda self: self.table("gaps"),
+                    doc="Bytes missing from the capture, per connection and direction.")
 
     def filter(self, expression: str) -> Any:
         """The records a Wireshark display filter (:mod:`nsqviz.filters`, as ``nsqviz
