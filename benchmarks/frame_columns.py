@@ -28,7 +28,8 @@ from typing import Any
 
 from nsqviz import protocols
 from nsqviz.capture.decode import CaptureDecoder
-from nsqviz.records import FRAME_COLUMNS, FrameColumns, compact_json, frame_schema
+from nsqviz.compactjson import dumps as compact_json
+from nsqviz.records import FRAME_COLUMNS, FrameColumns, frame_schema
 
 BATCH_ROWS = 8192
 

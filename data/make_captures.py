@@ -42,12 +42,15 @@ def pynsq_python() -> Path:
 
 class Tcpdump:
     """tcpdump writing FILE (TCP traffic of one port or several); started and waited for
-    until it says it is listening."""
+    until it says it is listening. ``buffer``: its kernel buffer in KiB (a small one
+    drops packets when tcpdump falls behind)."""
 
-    def __init__(self, path: Path, port: int | list[int], iface: str = "lo", snaplen: int = 0):
+    def __init__(self, path: Path, port: int | list[int], iface: str = "lo", snaplen: int = 0,
+                 buffer: int = 32768):
         ports = [port] if isinstance(port, int) else port
         self.proc = subprocess.Popen(
-            ["tcpdump", "-i", iface, "-s", str(snaplen), "-B", "32768", "--immediate-mode", "-U",
+            ["tcpdump", "-i", iface, "-s", str(snaplen), "-B", str(buffer), "--immediate-mode",
+             "-U",
              "-w", str(path), " or ".join(f"tcp port {p}" for p in ports)],
             stderr=subprocess.PIPE, text=True,
         )

@@ -40,10 +40,15 @@ def free_port() -> int:
 
 
 class Conn:
-    """One V2 connection with a frame reader: (type, data) per frame; None at EOF."""
+    """One V2 connection with a frame reader: (type, data) per frame; None at EOF.
+    ``rcvbuf``: a receive buffer of that many bytes, set before connecting."""
 
-    def __init__(self, port: int, identify: dict | None = None):
-        self.sock = socket.create_connection(("127.0.0.1", port))
+    def __init__(self, port: int, identify: dict | None = None, rcvbuf: int = 0,
+                 host: str = "127.0.0.1"):
+        self.sock = socket.socket()
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.connect((host, port))
         self.buf = b""
         self.sock.sendall(b"  V2")
         if identify is not None:

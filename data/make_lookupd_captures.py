@@ -23,7 +23,8 @@ from pathlib import Path
 
 from make_captures import Tcpdump
 
-from nsqviz.lookupd.codec import Identify, LookupClientConnection, Magic, Register
+from nsqviz.lookupd.codec import ClientConnection
+from nsqviz.lookupd.events import Identify, Magic, Register
 from nsqviz.servers.peers import NsqdProcess, RealNsqd, require
 
 DATA = Path(__file__).resolve().parent
@@ -35,11 +36,13 @@ PINGS_AFTER = 33.0
 
 class LookupdProcess:
     """An nsqlookupd-compatible server (the real one or ``nsqviz lookupd``) on
-    127.0.0.1:4160, started and waited for until it says it is listening."""
+    127.0.0.1:4160 (or the addresses given), started and waited for until it says it is
+    listening."""
 
-    def __init__(self, command: list[str]):
+    def __init__(self, command: list[str], tcp_address: str = LOOKUP_TCP,
+                 http_address: str = "127.0.0.1:0"):
         self.proc = subprocess.Popen(
-            [*command, f"--tcp-address={LOOKUP_TCP}", "--http-address=127.0.0.1:0"],
+            [*command, f"--tcp-address={tcp_address}", f"--http-address={http_address}"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         seen: list[str] = []
         while not any("TCP: listening" in line for line in seen):
@@ -88,8 +91,8 @@ def nsqviz_register(_: LookupdProcess) -> str:
     return _lifecycle(NsqdProcess.nsqviz(lookupd_tcp_address=LOOKUP_TCP), 16.0)
 
 
-def _talk(data: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", PORT)) as sock:
+def _talk(data: bytes, port: int = PORT) -> bytes:
+    with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(data)
         sock.settimeout(1.0)
         got = b""
@@ -105,7 +108,7 @@ def real_errors(_: LookupdProcess) -> str:
     """What the real nsqlookupd refuses, one connection each: a V2 magic, REGISTER before
     IDENTIFY, a bad topic name, an IDENTIFY without the required fields. The codec
     refuses to build these, so the bad bytes are written out here."""
-    codec = LookupClientConnection()
+    codec = ClientConnection()
     hello = codec.send(Magic()) + codec.send(Identify({
         "broadcast_address": "127.0.0.1", "tcp_port": 4150, "http_port": 4151,
         "version": "1.3.0"}))

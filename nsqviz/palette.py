@@ -13,8 +13,9 @@ own. Two maps, both fixed by the protocol tables, not by what a view happens to 
   a protocol registered later gets colours for its names without an edit here.
 * :func:`field_colour` -- a field of a hex view or field tree, by the field's name (the
   last name of its path: ``command.body.size`` and ``size`` of a frame are one ``size``
-  colour). The names the NSQ grammar gives its fields each have their own colour; any
-  other name (TubeMQ's protobuf fields) takes a stable one from the same set.
+  colour). The names the first registered protocol's grammar (NSQ's) gives its fields
+  each have their own colour; any other name (TubeMQ's protobuf fields) takes a stable
+  one from the same set.
 
 Fills are pastel, so black text on them stays readable; :func:`ink` is the darker shade
 of the same hue for lines and text on white (the sequence diagram's arrows).
@@ -113,11 +114,12 @@ def name_colour(name: Any) -> str:
 
 
 def name_of_event(event: Any) -> str | None:
-    """The table name of an NSQ event (``SUB``, ``FrameTypeMessage``), else ``None``."""
-    from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
+    """The table name of a protocol's event (``SUB``, ``FrameTypeMessage``, an RPC
+    message), as its protocol names its records, else ``None``."""
+    from nsqviz import protocols
 
-    kind = type(event)
-    return COMMAND_NAMES.get(kind) or FRAME_NAMES.get(kind)
+    proto = protocols.of_event(event)
+    return None if proto is None else proto.record_name(event)
 
 
 def ink(fill: str) -> str:
@@ -195,14 +197,15 @@ def _walk_names(con: Any, out: dict[str, None], seen: set[int]) -> None:
 
 @cache
 def _fields() -> dict[str, str]:
-    """The NSQ grammar's field names, in the grammar's order, each with its own fill, at
-    least :data:`MIN_DELTA_E` from the fills of the fields it can share a unit with."""
-    from nsqviz.nsq import grammar
+    """The first registered protocol's field names (its :meth:`~nsqviz.protocols.
+    Protocol.grammars`: NSQ's), in the grammar's order, each with its own fill, at least
+    :data:`MIN_DELTA_E` from the fills of the fields it can share a unit with."""
+    from nsqviz import protocols
 
     found: dict[str, None] = {}
     seen: set[int] = set()
     groups: list[frozenset[str]] = []
-    for con in (grammar.Command, grammar.Frame):  # the magic: one field, no path
+    for con in protocols.registered()[0].grammars():
         _walk_names(con, found, seen)
         groups += field_groups(con)
     spare = list(_FIELD_FILLS[len(found):])

@@ -1,57 +1,77 @@
 """What nsqviz needs from a protocol, and the registry of the protocols it knows.
 
-The capture decoder, the replay, the Spark pipeline's frames table, ``nsqviz decode``,
-the records module and the palette never name a protocol: they ask this module. (The
-Spark *analyses* -- NSQ's message lifecycle, TubeMQ's RPC pairs -- and the Wireshark
-dissectors are written per protocol.) A protocol is one
-:class:`Protocol` instance that says
+A protocol is one package, ``nsqviz/<name>/``, that owns everything about itself, and
+one :class:`Protocol` instance in it, registered here. The capture decoder, the records,
+the display filters, the palette, the views and the replay, both analyses engines, the
+Spark pipeline, ``nsqviz wireshark`` and the site's reference never name a protocol:
+they ask this module (:func:`registered`, :func:`by_name`, :func:`of_event`).
 
-* how to **detect** it on a TCP connection: the bytes only its client sends first
-  (:meth:`Protocol.client_hello`), its server ports, and a guess for captures that start
-  mid-connection (:meth:`Protocol.detect`);
-* how to **decode** a connection it owns: :meth:`Protocol.observer` returns a
-  :class:`ConnectionObserver` fed both directions in capture order, which turns the
-  protocol's own events into protocol-free :class:`Item` s (a command, a frame, an
-  error, the TLS switch ...) and says what a gap in the capture costs it;
-* how its events read as **records**: fields as JSON-ready data, the one-line summary
-  ``nsqviz decode`` prints, a label for diagrams, the names its records take (each
-  gets a colour of its own), the grammar a hex view colours the bytes with, and the
-  typed columns its Spark analyses aggregate on;
-* its **display-filter fields** (:attr:`Protocol.filter_fields`, declared in
-  ``nsqviz/<name>/fields.py``) and each record's values for them
-  (:meth:`Protocol.filter_values`): ``nsqviz decode -Y`` evaluates filters over them,
-  the Wireshark generator declares them, :func:`filter_fields` lists them all.
+The package (NSQ's, nsqlookupd's and TubeMQ's each have these parts):
 
-How a protocol plugs in:
+===================  ===================================================================
+``grammar.py``       its bytes, parsed and built (``construct``); :meth:`~Protocol.grammars`
+tables               commands/methods, states and transitions (h11's ``_state.py``), errors:
+                     data every other part reads, never strings parsed back
+``events.py``        what happens on a connection: frozen dataclasses, one base
+``codec.py`` ...     a sans-IO connection per role (``ClientConnection``,
+                     ``ServerConnection``) and a capture ``Observer``, on
+                     :mod:`nsqviz.sansio`: its ``Violation`` and error family
+``protocol.py``      the :class:`Protocol` instance (detection, records, typed columns)
+``fields.py``        its display-filter fields, ``<name>.*``
+``analyses.py``      its SQL views for both engines, and its hooks into the shared tables
+``rules.py``         its doctor rules (the hook is there; the catalogue comes with the doctor)
+``dissector/``       its Wireshark dissector generator (``script.py``, ``engine.lua``)
+===================  ===================================================================
 
-1. write ``nsqviz/<name>/protocol.py`` with a subclass of :class:`Protocol` and one
-   instance of it (NSQ's is :mod:`nsqviz.nsq.protocol`); its detection is the shared
-   :meth:`Protocol.detect` fed by its :attr:`~Protocol.detection_words`, hello and look;
-2. declare its display-filter fields, named ``<name>.*``, in ``nsqviz/<name>/fields.py``
-   (:class:`nsqviz.fields.Field` s read off its tables, and a record's values for them)
-   and set :attr:`Protocol.filter_fields`, :meth:`Protocol.filter_values` and
-   :meth:`Protocol.record_names` from them;
-3. add ``"nsqviz.<name>.protocol:INSTANCE"`` to :data:`BUILTIN` (or call
-   :func:`register` with the instance, for a protocol that lives outside nsqviz).
+The interface, hook by hook:
 
-For decoding, records, colours and the frames table nothing else is edited: a capture's
-flows are offered to every registered protocol (:func:`detect`), records find their
-protocol from the event's class (:func:`of_event`), the palette colours every
-protocol's :meth:`Protocol.names`, and the pipeline's frames table gets the typed
-columns of every protocol (:func:`typed_columns`). A Wireshark dissector
-(:mod:`nsqviz.wireshark`) or a protocol-specific Spark analysis is written for it.
+* **detection** -- :attr:`~Protocol.server_ports`, :meth:`~Protocol.client_hello` (the bytes
+  only its client sends first), :meth:`~Protocol.starts_hello`, :meth:`~Protocol.looks_like`
+  (mid-connection), :attr:`~Protocol.detection_words`; :meth:`~Protocol.detect` scores them
+  alike for every protocol;
+* **decoding** -- :meth:`~Protocol.observer`: a :class:`ConnectionObserver` (usually
+  :class:`ObservedConnection` around the sans-IO observer) turning its events into
+  protocol-free :class:`Item` s of an :class:`ItemKind`, and saying what a gap costs
+  (:class:`Lost`);
+* **records** -- :meth:`~Protocol.fields` (JSON-ready), :meth:`~Protocol.summary`
+  (``nsqviz decode``'s Info), :meth:`~Protocol.label` (diagrams), :meth:`~Protocol.names`,
+  :meth:`~Protocol.aliases` and :meth:`~Protocol.record_name` (one colour per name),
+  :meth:`~Protocol.layout` (what a hex view colours bytes with), :attr:`~Protocol.bytes_fields`;
+* **the frames table** -- :attr:`~Protocol.typed_schema` and :meth:`~Protocol.typed`: the
+  typed columns its analyses aggregate on;
+* **display filters** -- :attr:`~Protocol.filter_fields`, :meth:`~Protocol.filter_values`,
+  :meth:`~Protocol.record_names`;
+* **analyses** -- :attr:`~Protocol.analyses` (:class:`nsqviz.sql.Analyses`): its views,
+  which read only its own rows, its columns of ``connections``, its error answers;
+* **doctor** -- :attr:`~Protocol.rules`: declarative definitions over the analyses'
+  tables, kept with the protocol and run by the same engines (empty for now);
+* **Wireshark** -- :attr:`~Protocol.dissector` (a :class:`Dissector`): the files
+  ``nsqviz wireshark`` writes and the preferences tshark needs.
+
+How a protocol plugs in: write its package with those parts, and add
+``"nsqviz.<name>.protocol:INSTANCE"`` to :data:`BUILTIN` (or call :func:`register` with
+the instance, for a protocol that lives outside nsqviz). Nothing else is edited: a
+capture's flows are offered to every registered protocol (:func:`detect`), records find
+their protocol from the event's class (:func:`of_event`), the palette colours every
+protocol's names, the frames table gets every protocol's typed columns
+(:func:`typed_columns`), :func:`filter_fields` lists every field,
+:mod:`nsqviz.pipeline.definitions` collects every protocol's analyses and
+:mod:`nsqviz.wireshark.generate` every dissector.
 """
 
 from __future__ import annotations
 
+import enum
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
 from typing import Protocol as TypingProtocol
 
 from nsqviz import sansio
 from nsqviz.fields import CAPTURE_FIELDS, Field, by_abbrev
+from nsqviz.sql import Analyses, View
 from nsqviz.stream.direction import Direction
 
 __all__ = [
@@ -60,8 +80,11 @@ __all__ = [
     "ObservedConnection",
     "Detection",
     "DetectionWords",
+    "Dissector",
     "Item",
+    "ItemKind",
     "Lost",
+    "LuaScript",
     "Protocol",
     "RecordView",
     "by_name",
@@ -82,26 +105,41 @@ BUILTIN = (
 """The protocols nsqviz ships, in detection order (``module:attribute``)."""
 
 
+class ItemKind(enum.StrEnum):
+    """What an :class:`Item` is (the capture layer has one handler per kind)."""
+
+    COMMAND = "command"
+    """A decoded unit, client to server; ``fields`` may hold a ``"violation"`` (what the
+    server refuses in it, :func:`nsqviz.sansio.violation_fields`)."""
+    FRAME = "frame"
+    """A decoded unit, server to client (an answer, a message, a frame); ``fields`` may
+    hold a ``"violation"``."""
+    ERROR = "error"
+    """Bytes that could not be decoded as a unit: ``name`` is the server's error code
+    (or the protocol's name for the problem, or ``"Undecodable"``); ``fields`` are
+    :func:`nsqviz.sansio.violation_fields` and the bytes as ``data``."""
+    TRUNCATED = "truncated"
+    """The stream ended inside a unit."""
+    SKIPPED = "skipped"
+    """The rest of undecodable bytes whose start an :attr:`ERROR` reported."""
+    TLS = "tls"
+    """The connection switches to TLS here (nothing after it is readable)."""
+    ANNOTATION = "annotation"
+    """``fields`` to add to the previous record of the same direction (a compression
+    switch that takes effect right after a response, the packet a response answers)."""
+
+
 class Item(NamedTuple):
     """One thing a connection observer saw, in words every output understands.
 
-    ``kind`` is one of
-
-    * ``"command"`` (client to server) or ``"frame"`` (server to client): a decoded
-      unit; ``fields`` may hold a ``"violation"`` (what the server refuses in it);
-    * ``"error"``: bytes that could not be decoded as a unit (``name`` the server's
-      error code, or ``"Undecodable"``); ``"truncated"``: the stream ended inside a unit;
-      ``"skipped"``: the rest of undecodable bytes whose start an ``"error"`` reported;
-    * ``"tls"``: the connection switches to TLS here (nothing after it is readable);
-    * ``"annotation"``: ``fields`` to add to the previous record of the same direction
-      (a compression switch that takes effect right after a response, say).
-
-    ``offset`` is the stream offset of the unit relative to where the observer's
-    current stream starts (the capture layer adds what came before a gap); ``raw`` is the
+    ``kind`` says what (:class:`ItemKind`); ``name`` is the record's name (a command's
+    verb, a frame type, an RPC message). ``offset`` is the stream offset of the unit
+    relative to where the observer's current stream starts (the capture layer adds what
+    came before a gap, to the offsets of a violation in ``fields`` too); ``raw`` is the
     reassembled frame (``raw.sources`` name its packets) or ``None``.
     """
 
-    kind: str
+    kind: ItemKind
     name: str
     fields: dict[str, Any]
     event: Any
@@ -228,6 +266,37 @@ class DetectionWords(NamedTuple):
     none: str
 
 
+class Dissector(ABC):
+    """A protocol's Wireshark dissector, generated from its tables and grammar
+    (``nsqviz/<name>/dissector/``): the files ``nsqviz wireshark`` writes, and the
+    preferences tshark needs to use them."""
+
+    @abstractmethod
+    def files(self, protocol: Protocol) -> dict[str, str]:
+        """``{path within the folder: text}`` of ``protocol``'s dissector (its name,
+        title, ports and filter fields come from it): the Lua script ``<name>.lua``
+        first, then what it reads beside it."""
+
+    def preferences(self, folder: Path) -> dict[str, str]:
+        """The Wireshark preferences (``-o key:value``) it needs once its files are in
+        ``folder``; a ``uat:<table>`` one is a line of that table, which ``nsqviz
+        wireshark --install`` adds to the user's own."""
+        return {}
+
+
+class LuaScript(Dissector):
+    """A dissector that is one Lua script, ``<name>.lua``, written by the ``render``
+    function of the module ``script`` (``nsqviz.<name>.dissector.script``), which is
+    imported when the dissector is written, not with the protocol."""
+
+    def __init__(self, script: str) -> None:
+        self.script = script
+
+    def files(self, protocol: Protocol) -> dict[str, str]:
+        render = importlib.import_module(self.script).render
+        return {f"{protocol.name}.lua": render(protocol)}
+
+
 class Protocol(ABC):
     """One protocol, as the protocol-free parts of nsqviz see it. See the module doc."""
 
@@ -316,6 +385,17 @@ class Protocol(ABC):
         magic in lower case), each to the name whose colour it takes."""
         return {}
 
+    def grammars(self) -> tuple[Any, ...]:
+        """The grammar of its units: the ``construct`` s its commands and frames parse
+        and build with (``nsqviz/<name>/grammar.py``; a constant magic aside), in order.
+        :mod:`nsqviz.palette` gives the first protocol's field names their own fills."""
+        return ()
+
+    def record_name(self, event: Any) -> str | None:
+        """The name a command or frame record of ``event`` takes (one of :meth:`names`),
+        or ``None`` for an event that is no command or frame."""
+        return None
+
     def layout(self, kind: str, name: str) -> Any:
         """The grammar (a ``construct``) a hex view colours a unit's bytes with, or a
         function from the bytes to a :class:`nsqviz.layout.Layout` (a protocol whose
@@ -351,6 +431,25 @@ class Protocol(ABC):
         is absent here; a field the unit holds several times has several values), typed
         as the field is: ``str``, ``bytes``, ``int``, ``bool``, ``float`` seconds for times."""
         return {}
+
+    # -- analyses and the doctor ----------------------------------------------------
+
+    analyses: Analyses = Analyses()
+    """Its analyses (``nsqviz/<name>/analyses.py``): SQL views over its own rows of the
+    frames table, and its hooks into the tables every protocol shares (its columns of
+    ``connections``, its error answers); :mod:`nsqviz.sql` says how they are written,
+    :mod:`nsqviz.pipeline.definitions` collects them for both engines."""
+
+    # -- Wireshark ------------------------------------------------------------------
+
+    dissector: Dissector | None = None
+    """Its Wireshark dissector (``nsqviz wireshark`` writes it; tshark-parity tests hold
+    it to ``nsqviz decode``), or ``None``."""
+
+    rules: tuple[View, ...] = ()
+    """Its doctor rules (``nsqviz/<name>/rules.py``): declarative definitions over the
+    analyses' tables, each a view whose rows are findings, run by the same engines as
+    the analyses. None yet: the doctor (``nsqviz doctor``) is built on this hook."""
 
 
 _BUILTINS: list[Protocol] = []

@@ -9,7 +9,8 @@ place that turns events and records into text and data:
   field of a record on lines of their own (``-V``); :func:`packet_list` and
   :func:`escaped` -- how packet numbers and bytes are written as text;
 * :func:`label` -- the short label diagrams and transcripts show;
-* :func:`compact_json`, :func:`fields_json`, :func:`json_line` -- the JSON encoders;
+* :func:`fields_json`, :func:`json_line` -- the JSON encoders (compact:
+  :mod:`nsqviz.compactjson`'s);
 * :func:`packet_schema`, :func:`frame_schema` and :class:`FrameColumns` -- the Arrow
   layout of the pipeline's packets and frames tables (with the TCP layer's columns,
   :data:`TCP_COLUMNS`).
@@ -26,6 +27,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from nsqviz import protocols
+from nsqviz.compactjson import dumps as compact_dumps
 
 __all__ = [
     "DecodedRecord",
@@ -34,7 +36,6 @@ __all__ = [
     "PacketColumns",
     "CAPTURE_BYTES_FIELDS",
     "TCP_COLUMNS",
-    "compact_json",
     "details",
     "escaped",
     "event_fields",
@@ -190,19 +191,13 @@ def summary(rec: DecodedRecord) -> str:
         if "response_to" in fields:
             text += f"  [response to {fields['response_to']}]"
         return text
-    if rec.kind in ("gap", "error", "tls", "flow", "tcp"):
+    if rec.kind in ("gap", "error", "tls", "flow", "tcp"):  # (a field with no value aside)
         return "  ".join(f"{k}={_clip(v)}" for k, v in rec.fields.items()
-                         if k not in ("data", "pending"))
+                         if k not in ("data", "pending") and v is not None)
     return ""
 
 
 # --------------------------------------------------------------------------- JSON
-
-compact_json = json.JSONEncoder(separators=(",", ":")).encode
-"""``json.dumps(obj, separators=(",", ":"))`` for records. Other compact encoders exist
-where bytes must match a peer's (Go's ``encoding/json`` in :func:`nsqviz.nsq.wire.
-compact_json` and :mod:`nsqviz.servers.httpd`, the discovery server's sorted keys) or a view's
-(:mod:`nsqviz.widgets.style`); records and their outputs use this one."""
 
 _encode_str = json.encoder.encode_basestring_ascii
 """What ``json.dumps`` writes for a string: the encoder's own (C) escaper."""
@@ -213,7 +208,7 @@ def fields_json(fields: dict[str, Any], *, compact: bool = False) -> str:
     written faster (see :func:`_fields_parts`)."""
     parts: list[str] = []
     if not _fields_parts(fields, parts, compact):
-        return (compact_json if compact else json.dumps)(fields)
+        return (compact_dumps if compact else json.dumps)(fields)
     return "".join(parts)
 
 
@@ -227,7 +222,7 @@ def _fields_parts(fields: dict[str, Any], parts: list[str], compact: bool) -> bo
     digits (ids, and the hex of bodies: most of the bytes) needs no escaping and is
     copied as it is; ``bytes.isalnum`` (a table lookup per byte) tells so several times
     faster than the escaper or ``str.isalnum`` (a Unicode lookup per character)."""
-    dumps, sep, kv = (compact_json, ",", ":") if compact else (json.dumps, ", ", ": ")
+    dumps, sep, kv = (compact_dumps, ",", ":") if compact else (json.dumps, ", ", ": ")
     add = parts.append
     add("{")
     for i, (k, v) in enumerate(fields.items()):
@@ -473,7 +468,8 @@ class FrameColumns:
             if cut:  # bytes of the gap the snaplen cut (its reason names the packet)
                 self.typed_rows.append(row)
                 self.typed.append({"tcp_cut_bytes": cut})
-            text = fields.get("reason") or fields.get("text") or fields.get("note")
+            # a violation's words: the server's text where it has one, else the reason
+            text = fields.get("text") or fields.get("reason") or fields.get("note")
             self.notes.append((row, None, f"{rec.name}: {text}" if text else rec.name))
         tss.append(rec.ts)
         flows.append(rec.flow)

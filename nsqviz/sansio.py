@@ -20,8 +20,10 @@ clock: ``receive(data, segment=..., now=...)`` returns the events the bytes comp
 * **one error family**: :class:`ProtocolError`, with :class:`LocalProtocolError` (we
   were about to send what the protocol forbids) and :class:`GrammarError` (bytes that do
   not fit the grammar, naming offset, field and reason) below it;
-* **violations**: a peer's misbehaviour is data, an event with ``code``, ``field``,
-  ``reason``, ``offset`` and ``fatal`` (:class:`Violation` is what views may rely on);
+* **violations**: a peer's misbehaviour is data, an event with ``code``, ``text``,
+  ``field``, ``reason``, ``offset``, ``field_offset`` and ``fatal``, each with one meaning
+  in every protocol (:class:`Violation`; :func:`violation_fields` is how every record
+  shows one);
 * **the observer** (:class:`Observer`): both roles, passive, fed the two directions in
   capture order; a protocol tells one role what the other saw through the roles' public
   methods, never their private ones.
@@ -45,6 +47,7 @@ __all__ = [
     "Observer",
     "ProtocolError",
     "Violation",
+    "violation_fields",
 ]
 
 
@@ -75,18 +78,59 @@ class GrammarError(ProtocolError, ConstructError):
 
 
 class Violation(Protocol):
-    """What every protocol's violation event carries (NSQ's and TubeMQ's both do)."""
+    """What every protocol's violation event carries, with one meaning in all of them
+    (NSQ's, nsqlookupd's and TubeMQ's ``Violation`` are each this; a test holds them to
+    it). Offsets are stream offsets of the direction the bytes came in, counted from the
+    first byte the connection object read."""
 
     @property
-    def code(self) -> str: ...
+    def code(self) -> str:
+        """The kind of violation in the protocol's words: the error code the server
+        answers it with (``E_BAD_TOPIC``), or the decoder's name for it where the
+        protocol has no code (TubeMQ's ``BadToken``); ``""`` when the server answers
+        nothing."""
+        ...
+
     @property
-    def field(self) -> str | None: ...
+    def text(self) -> str:
+        """What the server says about it (the text of its error answer), or
+        :attr:`reason` where the server says nothing of its own."""
+        ...
+
     @property
-    def reason(self) -> str: ...
+    def field(self) -> str | None:
+        """The field at fault, in the protocol's words (``topic``, ``listSize``);
+        ``None`` when the unit as a whole is (bytes that do not frame)."""
+        ...
+
     @property
-    def offset(self) -> int | None: ...
+    def reason(self) -> str:
+        """Why, for a reader: what is wrong with the field or the bytes."""
+        ...
+
     @property
-    def fatal(self) -> bool: ...
+    def offset(self) -> int | None:
+        """Where the unit the violation is about starts -- the command or frame, or the
+        undecodable bytes (as a record's ``offset`` is); ``None``: not known."""
+        ...
+
+    @property
+    def field_offset(self) -> int | None:
+        """Where the field at fault starts (the offending byte, where the grammar knows
+        it); ``None`` when no field is (then :attr:`offset` is where to look)."""
+        ...
+
+    @property
+    def fatal(self) -> bool:
+        """The real peer closes the connection here."""
+        ...
+
+
+def violation_fields(v: Violation) -> dict[str, Any]:
+    """A violation as every record shows it (a command's ``violation``, an error record's
+    fields): the same keys, with the same meanings, for every protocol."""
+    return {"code": v.code, "text": v.text, "fatal": v.fatal, "field": v.field,
+            "reason": v.reason, "offset": v.offset, "field_offset": v.field_offset}
 
 
 class Connection(ABC):

@@ -46,7 +46,7 @@ def reference_row(rec: DecodedRecord, conn_id: str | None, seq: int | None,
         row["reason"] = rec.fields.get("kind") or rec.fields.get("when")
         typed = {name: rec.fields.get(name[len("tcp_"):]) for name in TCP}
     else:
-        text = rec.fields.get("reason") or rec.fields.get("text") or rec.fields.get("note")
+        text = rec.fields.get("text") or rec.fields.get("reason") or rec.fields.get("note")
         row["reason"] = f"{rec.name}: {text}" if text else rec.name
         if rec.name == "Gap" and rec.event.cut:
             typed = {"tcp_cut_bytes": rec.event.cut}

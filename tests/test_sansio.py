@@ -1,4 +1,5 @@
-"""NSQ and TubeMQ stand on one sans-IO base (:mod:`nsqviz.sansio`): the same shape."""
+"""Every protocol stands on one sans-IO base (:mod:`nsqviz.sansio`): the same shape, one
+error family, one meaning for a violation's offsets and words."""
 
 from __future__ import annotations
 
@@ -8,18 +9,23 @@ import inspect
 import pytest
 
 from nsqviz import nsq, sansio, tubemq
+from nsqviz.lookupd import codec as lookupd
+from nsqviz.lookupd import grammar as lookupd_grammar
+from nsqviz.lookupd.observer import Observer as LookupObserver
 from nsqviz.nsq import grammar as nsq_grammar
 from nsqviz.nsq import grammar_errors
 from nsqviz.tubemq import grammar as tube_grammar
 
 ROLES = [nsq.ClientConnection, nsq.ServerConnection, tubemq.ClientConnection,
-         tubemq.ServerConnection]
-OBSERVERS = [nsq.Observer, tubemq.Observer]
+         tubemq.ServerConnection, lookupd.ClientConnection, lookupd.ServerConnection]
+OBSERVERS = [nsq.Observer, tubemq.Observer, LookupObserver]
 GARBAGE = {  # bytes each role cannot frame
     nsq.ClientConnection: b"\x00\x00\x00\x08\x00\x00\x00\x07whatever",
     nsq.ServerConnection: b"  V3",
     tubemq.ClientConnection: b"\x00\x00\x00\x01" + bytes(12),
     tubemq.ServerConnection: b"\x00\x00\x00\x01" + bytes(12),
+    lookupd.ClientConnection: b"\xff\xff\xff\xff",
+    lookupd.ServerConnection: b"  V3",
 }
 
 
@@ -55,9 +61,38 @@ def test_a_peers_violation_names_code_field_reason_and_offset(role):
     assert isinstance(v.code, str) and (v.field is None or isinstance(v.field, str))
 
 
+def test_role_classes_are_named_alike():
+    """Every protocol package names its roles ``ClientConnection``/``ServerConnection``
+    and its capture observer ``Observer``."""
+    assert sorted({r.__name__ for r in ROLES}) == ["ClientConnection", "ServerConnection"]
+    assert {o.__name__ for o in OBSERVERS} == {"Observer"}
+
+
+FIELD_AT_FAULT = [  # (role, bytes, where the unit starts, where the field at fault goes wrong)
+    (nsq.ServerConnection, b"  V2PUB bad*topic\n\x00\x00\x00\x01x", 4, 4 + len(b"PUB bad")),
+    (lookupd.ServerConnection, b"  V1PING\nREGISTER t b@d\n", 9, 9 + len(b"REGISTER t b")),
+    (tubemq.ServerConnection,
+     tube_grammar.BEGIN_TOKEN + bytes(4) + b"\x00\x00\x0f\xa0", 0, 8),  # listSize 4000
+]
+
+
+@pytest.mark.parametrize(("role", "data", "start", "at"), FIELD_AT_FAULT,
+                         ids=lambda x: getattr(x, "__module__", None))
+def test_offset_is_the_units_start_and_field_offset_the_fields(role, data, start, at):
+    """One meaning in every protocol: ``offset`` is where the unit the violation is about
+    starts, ``field_offset`` where the field at fault does; every record shows both, with
+    the same keys (:func:`nsqviz.sansio.violation_fields`)."""
+    v = next(e for e in role().receive(data) if type(e).__name__ == "Violation")
+    assert (v.offset, v.field_offset) == (start, at)
+    assert v.field and v.reason and v.text
+    shown = sansio.violation_fields(v)
+    assert list(shown) == ["code", "text", "fatal", "field", "reason", "offset", "field_offset"]
+    assert (shown["offset"], shown["field_offset"]) == (start, at)
+
+
 def test_one_error_family():
     for error in (nsq_grammar.GrammarError, tube_grammar.GrammarError, tube_grammar.BadToken,
-                  grammar_errors.UnknownCommand):
+                  grammar_errors.UnknownCommand, lookupd_grammar.LookupError_):
         assert issubclass(error, sansio.GrammarError)
         assert issubclass(error, sansio.ProtocolError)
     assert nsq.LocalProtocolError is tubemq.LocalProtocolError is sansio.LocalProtocolError
@@ -66,6 +101,8 @@ def test_one_error_family():
         nsq.ClientConnection().send(nsq.Sub("t", "c"))
     with pytest.raises(sansio.LocalProtocolError):
         tubemq.ClientConnection().request(99)
+    with pytest.raises(sansio.LocalProtocolError):
+        lookupd.ClientConnection().send(lookupd.Ping())
 
 
 def _private_reaches(cls: type) -> list[str]:

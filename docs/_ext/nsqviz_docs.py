@@ -1,6 +1,7 @@
-"""The site's own Sphinx parts: the API reference of a package's every public name,
-the CLI reference read from ``nsqviz.cli``'s parsers, and a Binder launch link on every
-notebook page.
+"""The site's own Sphinx parts: the API reference of a package's every public name, the
+reference of every registered protocol (each protocol's own package and what it
+contributes, read from :mod:`nsqviz.protocols`), the CLI reference read from
+``nsqviz.cli``'s parsers, and a Binder launch link on every notebook page.
 
 The CLI reference is generated rather than written so that a sub-command a part
 registers later (``register(subparsers)`` in its ``cli`` module) appears on the site
@@ -106,6 +107,40 @@ def _comment(name: str, value: object) -> list[str]:
     return []
 
 
+def _api(package: str) -> list[str]:
+    """``package``'s automodule, plus its tables and constants (see :class:`ApiDirective`),
+    as reStructuredText lines."""
+    module = importlib.import_module(package)
+    lines = [f".. automodule:: {package}", ""]
+    names = list(getattr(module, "__all__", ()))
+    for name in names:
+        value = getattr(module, name)
+        if name not in vars(module) and not _is_data(value):  # a lazy __getattr__'s
+            auto = "autoclass" if inspect.isclass(value) else "autofunction"
+            lines += [f".. {auto}:: {package}.{name}", ""]
+    data = [name for name in names
+            if _is_data(getattr(module, name)) and name not in _assigned(package)]
+    if data:
+        lines += [".. rubric:: Tables and constants", ""]
+    for name in data:
+        value = getattr(module, name)
+        lines += [f".. py:data:: {name}", f"   :module: {package}"]
+        if isinstance(value, types.UnionType):
+            lines.append(f"   :value: {value!r}")
+        else:
+            kind = type(value)
+            where = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
+            lines.append(f"   :type: {where}{kind.__qualname__}")
+        lines += [""] + [f"   {line}" for line in _comment(name, value)] + [""]
+    return lines
+
+
+def _parsed(directive: SphinxDirective, lines: list[str], source: str) -> list[nodes.Node]:
+    holder = nodes.section()
+    nested_parse_with_titles(directive.state, StringList(lines, source=source), holder)
+    return list(holder.children)
+
+
 class ApiDirective(SphinxDirective):
     """``.. nsqviz-api:: package``: the package's automodule, plus its tables and
     constants.
@@ -124,32 +159,37 @@ class ApiDirective(SphinxDirective):
 
     def run(self) -> list[nodes.Node]:
         package = self.arguments[0]
-        module = importlib.import_module(package)
-        lines = [f".. automodule:: {package}", ""]
-        names = list(getattr(module, "__all__", ()))
-        for name in names:
-            value = getattr(module, name)
-            if name not in vars(module) and not _is_data(value):  # a lazy __getattr__'s
-                auto = "autoclass" if inspect.isclass(value) else "autofunction"
-                lines += [f".. {auto}:: {package}.{name}", ""]
-        data = [name for name in names
-                if _is_data(getattr(module, name)) and name not in _assigned(package)]
-        if data:
-            lines += [".. rubric:: Tables and constants", ""]
-        for name in data:
-            value = getattr(module, name)
-            lines += [f".. py:data:: {name}", f"   :module: {package}"]
-            if isinstance(value, types.UnionType):
-                lines.append(f"   :value: {value!r}")
-            else:
-                kind = type(value)
-                where = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
-                lines.append(f"   :type: {where}{kind.__qualname__}")
-            lines += [""] + [f"   {line}" for line in _comment(name, value)] + [""]
-        content = StringList(lines, source=f"<nsqviz-api {package}>")
-        holder = nodes.section()
-        nested_parse_with_titles(self.state, content, holder)
-        return list(holder.children)
+        return _parsed(self, _api(package), f"<nsqviz-api {package}>")
+
+
+class ProtocolsDirective(SphinxDirective):
+    """``.. nsqviz-protocols::``: every registered protocol, in registration order
+    (:func:`nsqviz.protocols.registered`): what it contributes -- its analyses' tables,
+    its display-filter fields, its Wireshark dissector, its doctor rules -- and its
+    package's API (as ``nsqviz-api``). A protocol registered later has its section
+    without an edit of the site."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        from nsqviz import protocols
+
+        lines: list[str] = []
+        for proto in protocols.registered():
+            mine = proto.analyses
+            tables = ", ".join(f"``{v.name}``" for v in mine.views if not v.step) or "none"
+            shared = [name for name, hook in (("connections", mine.connections),
+                                              ("errors", mine.errors)) if hook is not None]
+            lines += [f".. rubric:: ``{proto.package}``: {proto.title}", "",
+                      f"* analyses: {tables}" + (f"; its part of {' and '.join(shared)}"
+                                                 if shared else ""),
+                      f"* display-filter fields: {len(proto.filter_fields)} "
+                      f"(``{proto.name}.*``; ``nsqviz fields`` lists them)",
+                      "* Wireshark dissector: "
+                      + (f"``{proto.name}.lua``" if proto.dissector else "none"),
+                      f"* doctor rules: {len(proto.rules)}", ""]
+            lines += _api(proto.package)
+        return _parsed(self, lines, "<nsqviz-protocols>")
 
 
 def _assigned(package: str) -> set[str]:
@@ -182,6 +222,7 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("nsqviz_binder_repo", "", "html", types=[str])
     app.add_config_value("nsqviz_binder_ref", "HEAD", "html", types=[str])
     app.add_directive("nsqviz-api", ApiDirective)
+    app.add_directive("nsqviz-protocols", ProtocolsDirective)
     app.add_directive("nsqviz-cli", CliDirective)
     app.connect("doctree-read", _binder_link)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nsqviz.capture.driver import IDLE_SPLIT
-from nsqviz.pipeline.definitions import TABLES, VIEWS
+from nsqviz.pipeline.definitions import definitions, tables
 from nsqviz.usage import nearest_hint
 
 __all__ = ["Capture", "frames_of", "open_capture"]
@@ -53,8 +53,9 @@ class Capture:
     :attr:`publishes`, :attr:`flow_control`, :attr:`sticky_packets`, :attr:`rpc_pairs`,
     :attr:`rpc_latency`, and what the TCP layer knows: :attr:`zero_windows`,
     :attr:`retransmissions`, :attr:`resets`, :attr:`truncated`, :attr:`midstream`,
-    :attr:`gaps` (:mod:`nsqviz.pipeline.definitions` and :mod:`nsqviz.capture.tcp_views`
-    say what each row is);
+    :attr:`gaps` (each table's definition says what its rows are: the analyses of each
+    protocol, :mod:`nsqviz.nsq.analyses` ..., and the capture layer's,
+    :mod:`nsqviz.capture.analyses` and :mod:`nsqviz.capture.tcp_views`);
     :meth:`filter` selects records by a Wireshark display filter.
     """
 
@@ -80,18 +81,18 @@ class Capture:
         return self._frames
 
     def table(self, name: str) -> Any:
-        """Analysis ``name`` (one of :data:`nsqviz.pipeline.definitions.TABLES`)."""
-        if name not in TABLES:
-            raise KeyError(f"no table {name!r}; choose from {', '.join(TABLES)}")
+        """Analysis ``name`` (one of :func:`nsqviz.pipeline.definitions.tables`)."""
+        if name not in tables():
+            raise KeyError(f"no table {name!r}; choose from {', '.join(tables())}")
         if name not in self._tables:
             self._tables[name] = self.arrow_table(name).to_pandas()
         return self._tables[name]
 
     def arrow_table(self, name: str) -> Any:
         """Analysis ``name`` as an Arrow table (what :meth:`table` converts), or one of
-        the steps they are built from (:data:`~nsqviz.pipeline.definitions.STEPS`)."""
-        if name not in VIEWS:
-            raise KeyError(f"no table {name!r}; choose from {', '.join(TABLES)}")
+        the steps they are built from (:func:`~nsqviz.pipeline.definitions.steps`)."""
+        if name not in definitions():
+            raise KeyError(f"no table {name!r}; choose from {', '.join(tables())}")
         if name not in self._arrow_tables:  # computed when first asked for, each once
             from nsqviz.pipeline.on_duckdb import analyse
 

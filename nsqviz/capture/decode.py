@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NamedTuple
 
@@ -48,8 +48,8 @@ from nsqviz.capture.driver import IDLE_SPLIT, CaptureDriver, Step, split_packet_
 from nsqviz.capture.files import CaptureWarning
 from nsqviz.capture.flow import Flow
 from nsqviz.capture.tcp import Data, FlowEnd, FlowStart, Gap, TcpEvent
-from nsqviz.capture.tcp_analysis import Reset, Retransmission, Truncated, WindowOpen, ZeroWindow
-from nsqviz.protocols import ConnectionObserver, Item, Protocol
+from nsqviz.capture.tcp_analysis import Finding, Retransmission, Truncated
+from nsqviz.protocols import ConnectionObserver, Item, ItemKind, Protocol
 from nsqviz.records import DecodedRecord
 from nsqviz.stream.direction import Direction
 
@@ -256,7 +256,8 @@ class CaptureDecoder:
         if not self.live:
             self.warnings.append(w)
         fields: dict[str, Any] = {"reason": w.reason, "file_offset": w.offset}
-        return DecodedRecord(float("nan"), None, None, "error", "CaptureWarning", fields,
+        # a damaged file's CaptureWarning, or a PacketWarning (one unreadable packet)
+        return DecodedRecord(float("nan"), None, None, "error", type(w).__name__, fields,
                              (w.number,), files=(file_index,))
 
     # -- TCP events -> records ---------------------------------------------------------
@@ -287,38 +288,13 @@ class CaptureDecoder:
                                      and kind is not Truncated):
                 yield self._tcp_record(state, tcp_event)
 
-    def _tcp_record(self, state: _FlowState, event: Any) -> DecodedRecord:
-        """The ``tcp`` record of one TCP analysis event (:mod:`~nsqviz.capture.
-        tcp_analysis`); its fields say whose packet it is (``side``) and what the
-        analysis found."""
-        kind = type(event)
-        fields: dict[str, Any] = {"side": _SIDES[event.direction]}
-        packets: tuple[int, ...] = (event.number,)
-        offset = size = None
-        if kind is Retransmission:
-            name = "Retransmission"
-            offset, size = event.offset, event.size
-            fields.update(kind=event.kind, offset=offset, size=size, repeated=event.repeated)
-        elif kind is ZeroWindow:
-            name = "ZeroWindow"
-            fields.update(acked=event.acked, in_flight=event.in_flight, probes=event.probes)
-        elif kind is WindowOpen:
-            name = "WindowOpen"
-            fields.update(window=event.window, since=event.since,
-                          zero_windows=event.zero_windows, probes=event.probes)
-        elif kind is Reset:
-            name = "RST"
-            fields.update(in_flight=event.in_flight, unacked=event.unacked,
-                          when="at close" if event.after_fin else "mid-session")
-            if event.stopped_reading is not None:
-                fields["since"] = event.stopped_reading  # its window had been 0 since
-        else:  # Truncated
-            name = "Truncated"
-            packets, size = event.packets, event.size
-            fields.update(packets_cut=len(packets), size=size, cut_bytes=event.cut)
+    def _tcp_record(self, state: _FlowState, event: Finding) -> DecodedRecord:
+        """The ``tcp`` record of one finding of the TCP analysis: whose packet it is
+        (``side``), then what the analysis found."""
+        fields = {"side": _SIDES[event.direction], **event.fields()}
         proto = state.protocol.name if state.protocol is not None else None
-        return self._record(state.flow, event.direction, "tcp", name, fields, event.ts,
-                            packets, None, proto, offset, size)
+        return self._record(state.flow, event.direction, "tcp", event.record, fields,
+                            event.ts, event.packets(), None, proto, *event.span())
 
     def _record(self, flow: Flow, direction: Direction | None, kind: str, name: str,
                 fields: dict[str, Any], ts: float, ids: tuple[int, ...], event: Any,
@@ -383,6 +359,8 @@ class CaptureDecoder:
 
     def _records(self, state: _FlowState, side: _Side, direction: Direction, items: list[Item],
                  number: int, ts: float) -> list[DecodedRecord]:
+        """The records of one direction's items: a command or frame here (the hot path),
+        every other kind of item by its handler in :data:`_ON_ITEM`."""
         flow = state.flow
         proto = state.protocol.name if state.protocol is not None else None
         counts = state.stats.records
@@ -393,69 +371,102 @@ class CaptureDecoder:
         for item in items:
             kind = item.kind
             offset = None if item.offset is None else epoch + item.offset
+            if epoch:
+                _shift_violations(item.fields, epoch)
+            if kind is not ItemKind.COMMAND and kind is not ItemKind.FRAME:
+                record = _ON_ITEM[kind](self, flow, side, direction, item, offset, number, ts,
+                                        proto, counts, out)
+                if record is not None:
+                    out.append(record)
+                continue
             raw = item.raw
             size = None if raw is None else len(raw.data)
-            if kind == "command" or kind == "frame":
-                packets = _packets(raw, number)
-                if side.resyncing:
-                    side.resyncing = False
-                    counts["gap"] = counts.get("gap", 0) + 1
-                    out.append(self._record(
-                        flow, direction, "gap", "Resync",
-                        {"method": "heuristic", "offset": epoch if offset is None else offset,
-                         "reason": "the first frame the framing rule accepts after the gap"},
-                        ts, packets[:1], None, proto))
-                # Units come out in stream order, so a packet's count is complete once a
-                # unit starts in a later packet.
-                for p in packets:
-                    if p == side.packet:
-                        side.frames += 1
-                    else:
-                        if side.frames:
-                            fpp[side.frames] += 1
-                        side.packet, side.frames = p, 1
-                ppf[len(packets)] += 1
-                counts[kind] = counts.get(kind, 0) + 1
-                out.append(self._record(flow, direction, kind, item.name, item.fields, ts,
-                                        packets, item.event, proto, offset, size))
-            elif kind == "annotation":
-                # Not a unit of its own: it says something about the one just before it.
-                if out and out[-1].dir == direction:
-                    fields = item.fields
-                    asked = fields.get("response_to")
-                    if asked is not None and asked >= _FILE0:  # a packet of a later file
-                        fields = {**fields, "response_to": split_packet_id(asked)[1]}
-                    out[-1].fields.update(fields)
-            elif kind == "tls":
-                counts["tls"] = counts.get("tls", 0) + 1
-                out.append(self._record(flow, direction, "tls", item.name, item.fields, ts,
-                                        (number,), item.event, proto))
-            elif kind == "error":
-                packets = _packets(raw, number)
-                fields = item.fields
-                if "offset" in fields:
-                    fields["offset"] = offset
-                if side.resyncing:
-                    fields["note"] = "undecodable bytes after a gap, skipped while resynchronising"
-                    counts["gap"] = counts.get("gap", 0) + 1
-                    out.append(self._record(flow, direction, "gap", "Skipped", fields, ts,
-                                            packets, item.event, proto, offset, size))
-                else:
-                    counts["error"] = counts.get("error", 0) + 1
-                    out.append(self._record(flow, direction, "error", item.name, fields, ts,
-                                            packets, item.event, proto, offset, size))
-            elif kind == "skipped":  # the rest of bytes an error record already reported
+            packets = _packets(raw, number)
+            if side.resyncing:
+                side.resyncing = False
                 counts["gap"] = counts.get("gap", 0) + 1
-                fields = {**item.fields, "offset": offset, "size": size, "continued": True}
-                out.append(self._record(flow, direction, "gap", item.name, fields, ts,
-                                        _packets(raw, number), item.event, proto, offset, size))
-            elif kind == "truncated":
-                counts["error"] = counts.get("error", 0) + 1
-                fields = item.fields
-                fields["offset"] = offset
-                out.append(self._record(flow, direction, "error", item.name, fields, ts,
-                                        (number,), item.event, proto, offset))
+                out.append(self._record(
+                    flow, direction, "gap", "Resync",
+                    {"method": "heuristic", "offset": epoch if offset is None else offset,
+                     "reason": "the first frame the framing rule accepts after the gap"},
+                    ts, packets[:1], None, proto))
+            # Units come out in stream order, so a packet's count is complete once a
+            # unit starts in a later packet.
+            for p in packets:
+                if p == side.packet:
+                    side.frames += 1
+                else:
+                    if side.frames:
+                        fpp[side.frames] += 1
+                    side.packet, side.frames = p, 1
+            ppf[len(packets)] += 1
+            counts[kind] = counts.get(kind, 0) + 1
+            out.append(self._record(flow, direction, kind, item.name, item.fields, ts,
+                                    packets, item.event, proto, offset, size))
         return out
+
+    # The other kinds of item, one handler each (:data:`_ON_ITEM`): each returns the record
+    # to add, or ``None``.
+
+    def _annotation(self, flow: Flow, side: _Side, direction: Direction, item: Item,
+                    offset: int | None, number: int, ts: float, proto: str | None,
+                    counts: dict[str, int], out: list[DecodedRecord]) -> DecodedRecord | None:
+        """Not a unit of its own: it says something about the one just before it."""
+        if out and out[-1].dir == direction:
+            fields = item.fields
+            asked = fields.get("response_to")
+            if asked is not None and asked >= _FILE0:  # a packet of a later file
+                fields = {**fields, "response_to": split_packet_id(asked)[1]}
+            out[-1].fields.update(fields)
+        return None
+
+    def _tls(self, flow: Flow, side: _Side, direction: Direction, item: Item,
+             offset: int | None, number: int, ts: float, proto: str | None,
+             counts: dict[str, int], out: list[DecodedRecord]) -> DecodedRecord | None:
+        counts["tls"] = counts.get("tls", 0) + 1
+        return self._record(flow, direction, "tls", item.name, item.fields, ts, (number,),
+                            item.event, proto)
+
+    def _error(self, flow: Flow, side: _Side, direction: Direction, item: Item,
+               offset: int | None, number: int, ts: float, proto: str | None,
+               counts: dict[str, int], out: list[DecodedRecord]) -> DecodedRecord | None:
+        """Bytes the observer could not decode: an error record, or -- while resynchronising
+        after a gap -- bytes skipped, a gap record."""
+        raw = item.raw
+        size = None if raw is None else len(raw.data)
+        packets = _packets(raw, number)
+        fields = item.fields
+        if "offset" in fields:
+            fields["offset"] = offset
+        if side.resyncing:
+            fields["note"] = "undecodable bytes after a gap, skipped while resynchronising"
+            counts["gap"] = counts.get("gap", 0) + 1
+            return self._record(flow, direction, "gap", "Skipped", fields, ts, packets,
+                                item.event, proto, offset, size)
+        counts["error"] = counts.get("error", 0) + 1
+        return self._record(flow, direction, "error", item.name, fields, ts, packets,
+                            item.event, proto, offset, size)
+
+    def _skipped(self, flow: Flow, side: _Side, direction: Direction, item: Item,
+                 offset: int | None, number: int, ts: float, proto: str | None,
+                 counts: dict[str, int], out: list[DecodedRecord]) -> DecodedRecord | None:
+        """The rest of bytes an error record already reported."""
+        raw = item.raw
+        size = None if raw is None else len(raw.data)
+        counts["gap"] = counts.get("gap", 0) + 1
+        fields = {**item.fields, "offset": offset, "size": size, "continued": True}
+        return self._record(flow, direction, "gap", item.name, fields, ts,
+                            _packets(raw, number), item.event, proto, offset, size)
+
+    def _truncated(self, flow: Flow, side: _Side, direction: Direction, item: Item,
+                   offset: int | None, number: int, ts: float, proto: str | None,
+                   counts: dict[str, int], out: list[DecodedRecord]) -> DecodedRecord | None:
+        """The stream ended inside a unit."""
+        counts["error"] = counts.get("error", 0) + 1
+        fields = item.fields
+        fields["offset"] = offset
+        return self._record(flow, direction, "error", item.name, fields, ts, (number,),
+                            item.event, proto, offset)
 
     def _on_gap(self, state: _FlowState, gap: Gap) -> Iterator[DecodedRecord]:
         stats = state.stats
@@ -555,6 +566,32 @@ class CaptureDecoder:
             return
         items = observer.end(direction, end.number)
         yield from self._records(state, side, direction, items, end.number, end.ts)
+
+
+_OnItem = Callable[[CaptureDecoder, Flow, _Side, Direction, Item, "int | None", int, float,
+                    "str | None", dict[str, int], list[DecodedRecord]], "DecodedRecord | None"]
+
+_ON_ITEM: dict[ItemKind, _OnItem] = {
+    ItemKind.ANNOTATION: CaptureDecoder._annotation,
+    ItemKind.TLS: CaptureDecoder._tls,
+    ItemKind.ERROR: CaptureDecoder._error,
+    ItemKind.SKIPPED: CaptureDecoder._skipped,
+    ItemKind.TRUNCATED: CaptureDecoder._truncated,
+}
+"""How each kind of item other than a command or frame becomes a record."""
+
+
+def _shift_violations(fields: dict[str, Any], epoch: int) -> None:
+    """An observer's offsets count from where its current stream starts; after a gap the
+    capture layer adds what came before (``epoch``) to the offsets a violation carries,
+    as it does to the record's own."""
+    for problem in (fields, fields.get("violation"), *fields.get("violations", ())):
+        if isinstance(problem, dict):
+            at = problem.get("field_offset")
+            if at is not None:
+                problem["field_offset"] = at + epoch
+            if problem is not fields and problem.get("offset") is not None:
+                problem["offset"] += epoch
 
 
 def _registered() -> tuple[Protocol, ...]:

@@ -14,12 +14,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsqviz import tubemq
+from nsqviz import compactjson, tubemq
 from nsqviz.capture.writer import TcpConversation
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.server_connection import ServerConnection
-from nsqviz.records import compact_json
 from nsqviz.stream.direction import Direction
 from nsqviz.tubemq.tables import ErrorCode
 
@@ -113,7 +112,7 @@ def pubsub_session(
                 "deflate_level": 6, "max_deflate_level": 6, "snappy": compression == "snappy",
                 "sample_rate": 0, "auth_required": False, "output_buffer_size": 16384,
                 "output_buffer_timeout": 250}
-    response = ev.Response(compact_json(features).encode())
+    response = ev.Response(compactjson.encode(features))
     if compression:
         talk.answer(response, compress_after=(compression, 6 if compression == "deflate"
                                               else None))

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from nsqviz.capture.flow import Flow
 from nsqviz.capture.layers import FIN, RST, SYN
@@ -39,6 +40,7 @@ from nsqviz.stream.direction import Direction
 
 __all__ = [
     "FAST_RETRANSMISSION_WINDOW",
+    "Finding",
     "OUT_OF_ORDER_DEFAULT",
     "RETRANSMISSION_KINDS",
     "UNKNOWN",
@@ -134,8 +136,33 @@ def classify(fwd: SeqState, rev: SeqState, start: int, size: int, flags: int, ts
 # ----------------------------------------------------------------------------- events
 
 
+class Finding:
+    """What the analysis found in packet ``number`` (or, for :class:`Truncated`, in a
+    direction's packets) of ``direction`` of ``flow``: the base of its events. A finding is
+    shown as a ``tcp`` record named :attr:`record` with its :meth:`fields`, over its
+    :meth:`packets` and the stream :meth:`span` it is about."""
+
+    __slots__ = ()
+    record: ClassVar[str]
+    flow: Flow
+    direction: Direction
+    number: int
+    ts: float
+
+    def fields(self) -> dict[str, Any]:
+        """What the record says, beside whose packet it is."""
+        raise NotImplementedError
+
+    def packets(self) -> tuple[int, ...]:
+        return (self.number,)
+
+    def span(self) -> tuple[int | None, int | None]:
+        """Where its bytes are in its direction's stream: offset and size, if it has any."""
+        return None, None
+
+
 @dataclass(frozen=True, slots=True)
-class Retransmission:
+class Retransmission(Finding):
     """Packet ``number`` carried sequence numbers its direction had already sent (or
     came out of order): ``kind`` is Wireshark's name for it (:func:`classify`);
     ``offset``/``size`` its payload's place in the stream and length; ``repeated`` how
@@ -150,10 +177,18 @@ class Retransmission:
     ts: float
     kind: str
     repeated: int = 0
+    record: ClassVar[str] = "Retransmission"
+
+    def fields(self) -> dict[str, Any]:
+        return {"kind": self.kind, "offset": self.offset, "size": self.size,
+                "repeated": self.repeated}
+
+    def span(self) -> tuple[int | None, int | None]:
+        return self.offset, self.size
 
 
 @dataclass(frozen=True, slots=True)
-class ZeroWindow:
+class ZeroWindow(Finding):
     """Packet ``number`` of ``direction`` announced a window of 0: its sender stops
     taking the other side's bytes. ``acked``: the other direction's stream offset it had
     acknowledged; ``in_flight``: the other side's bytes sent beyond that, which wait;
@@ -166,10 +201,14 @@ class ZeroWindow:
     acked: int
     in_flight: int
     probes: int
+    record: ClassVar[str] = "ZeroWindow"
+
+    def fields(self) -> dict[str, Any]:
+        return {"acked": self.acked, "in_flight": self.in_flight, "probes": self.probes}
 
 
 @dataclass(frozen=True, slots=True)
-class WindowOpen:
+class WindowOpen(Finding):
     """Packet ``number`` of ``direction`` announced a window again (``window``, as
     sent) after ``zero_windows`` zero-window packets since ``since`` (the first one's
     time), during which the other side sent ``probes`` window probes."""
@@ -182,10 +221,15 @@ class WindowOpen:
     window: int
     zero_windows: int
     probes: int
+    record: ClassVar[str] = "WindowOpen"
+
+    def fields(self) -> dict[str, Any]:
+        return {"window": self.window, "since": self.since,
+                "zero_windows": self.zero_windows, "probes": self.probes}
 
 
 @dataclass(frozen=True, slots=True)
-class Reset:
+class Reset(Finding):
     """Packet ``number``, a RST of ``direction``: it ends the connection. ``acked``: the
     other direction's stream offset its sender had acknowledged; ``in_flight``: the
     other side's bytes sent beyond that (never taken); ``unacked``: the RST sender's own
@@ -203,18 +247,37 @@ class Reset:
     unacked: int
     after_fin: bool
     stopped_reading: float | None = None
+    record: ClassVar[str] = "RST"
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"in_flight": self.in_flight, "unacked": self.unacked,
+                               "when": "at close" if self.after_fin else "mid-session"}
+        if self.stopped_reading is not None:
+            out["since"] = self.stopped_reading  # its window had been 0 since
+        return out
 
 
 @dataclass(frozen=True, slots=True)
-class Truncated:
-    """At the end of ``direction`` (packet ``number``): the ``packets`` whose payload the
-    capture cut short (snaplen), ``size`` payload bytes they carried on the wire, of
+class Truncated(Finding):
+    """At the end of ``direction`` (packet ``number``): the ``cut_packets`` whose payload
+    the capture cut short (snaplen), ``size`` payload bytes they carried on the wire, of
     which ``cut`` were not kept."""
 
     flow: Flow
     direction: Direction
     number: int
     ts: float
-    packets: tuple[int, ...]
+    cut_packets: tuple[int, ...]
     size: int
     cut: int
+    record: ClassVar[str] = "Truncated"
+
+    def fields(self) -> dict[str, Any]:
+        return {"packets_cut": len(self.cut_packets), "size": self.size,
+                "cut_bytes": self.cut}
+
+    def packets(self) -> tuple[int, ...]:
+        return self.cut_packets
+
+    def span(self) -> tuple[int | None, int | None]:
+        return None, self.size

@@ -1,239 +1,55 @@
-"""Sans-IO connections of the lookup protocol ``"  V1"``, one object per role.
+"""Sans-IO connections of the lookup protocol ``"  V1"``, one object per role, on the base
+every protocol shares (:class:`nsqviz.sansio.Connection`), named as NSQ's and TubeMQ's.
 
-:class:`LookupServerConnection` is nsqlookupd's side: bytes from nsqd go into
-``receive`` and come out as command events; what it answers goes through ``respond`` /
-``refuse``. :class:`LookupClientConnection` is nsqd's side (the broker registering):
-``send(command)`` gives the bytes, ``receive`` pairs each answer with the command that
-asked for it. Neither owns a socket or a clock. Framing uses the shared stream
-:class:`~nsqviz.stream.Reassembler`; every byte is parsed and built by
-:mod:`nsqviz.lookupd.grammar`. States and their transitions are in :data:`TRANSITIONS`.
+:class:`ServerConnection` is nsqlookupd's side: bytes from nsqd go into ``receive`` and
+come out as commands -- or as the :class:`~nsqviz.lookupd.events.Violation` nsqlookupd
+answers (the command kept in it when its bytes frame as one); what it answers goes
+through :meth:`~ServerConnection.respond` / :meth:`~ServerConnection.refuse`.
+:class:`ClientConnection` is nsqd's side (the broker registering): ``send(command)``
+gives the bytes (misuse raises :class:`~nsqviz.sansio.LocalProtocolError`),
+``receive`` pairs each answer with the command that asked for it. Neither owns a socket
+or a clock. Every byte is parsed and built by :mod:`nsqviz.lookupd.grammar`, cut by
+:mod:`nsqviz.lookupd.framing`; states move as :data:`~nsqviz.lookupd.states.
+TRANSITIONS` says. A ``passive`` connection (the capture :class:`~nsqviz.lookupd.
+observer.Observer`'s) reads on after what it refuses and resynchronises after bytes
+that do not frame; a ``midstream`` one does not know the state it starts in, so judges
+nothing by it.
 """
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass, field
-from struct import Struct as _Struct
+from collections import deque
+from dataclasses import replace
 from typing import Any
 
 from nsqviz.lookupd import grammar
-from nsqviz.lookupd.grammar import BODY_VERBS, MAGIC_V1, ErrorCode, LookupError_
-from nsqviz.nsq.grammar import GrammarError
-from nsqviz.stream.lines import SIZE_PREFIX, MagicLineFraming
-from nsqviz.stream.reassembly import (
-    Buffer,
-    FramingError,
-    Garbage,
-    RawFrame,
-    Reassembler,
+from nsqviz.lookupd.events import (
+    COMMAND_EVENTS,
+    Answer,
+    BadAnswer,
+    Command,
+    ConnectionClosed,
+    Error,
+    Event,
+    Identify,
+    Magic,
+    Ping,
+    Register,
     Truncated,
+    Unregister,
+    Violation,
 )
+from nsqviz.lookupd.framing import CommandFraming, ResponseFraming
+from nsqviz.lookupd.grammar import MAGIC_V1, ErrorCode, LookupError_, Refusal
+from nsqviz.lookupd.states import INITIAL, State, next_state
+from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE
+from nsqviz.nsq.grammar_errors import GrammarError
+from nsqviz.sansio import Connection, LocalProtocolError
+from nsqviz.stream.reassembly import Garbage, RawFrame, Reassembler
+from nsqviz.stream.reassembly import Truncated as StreamTruncated
+from nsqviz.stream.sizes import SIZE_PREFIX
 
-__all__ = [
-    "Answer",
-    "BadAnswer",
-    "COMMAND_EVENTS",
-    "Closed",
-    "CommandFraming",
-    "command_of",
-    "Identify",
-    "LookupClientConnection",
-    "LookupEvent",
-    "LookupProtocolError",
-    "LookupServerConnection",
-    "Magic",
-    "Ping",
-    "Refused",
-    "Register",
-    "ResponseFraming",
-    "State",
-    "TRANSITIONS",
-    "Unregister",
-]
-
-_I32 = _Struct(">i")
-DEFAULT_MAX_BODY_SIZE = 5 * 1024 * 1024
-"""nsqd's --max-body-size, the bound nsqd puts on an answer it reads."""
-
-
-class LookupProtocolError(Exception):
-    """We were about to send something the lookup protocol forbids."""
-
-
-# ------------------------------------------------------------------------------ events
-
-
-@dataclass(frozen=True, slots=True)
-class LookupEvent:
-    """Base of everything that happens on a lookup connection. ``raw`` is the unit's
-    bytes with the packets they came from, where a capture's observer knows them (the
-    replay's hex view reads it); the roles leave it ``None``."""
-
-    raw: RawFrame | None = field(default=None, kw_only=True, compare=False, repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Magic(LookupEvent):
-    """The 4 bytes ``"  V1"``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Identify(LookupEvent):
-    """IDENTIFY: the nsqd's address and ports (``broadcast_address``, ``tcp_port`` ...)."""
-
-    info: dict[str, Any]
-
-    def __hash__(self) -> int:
-        return hash(tuple(sorted(self.info)))
-
-
-@dataclass(frozen=True, slots=True)
-class Register(LookupEvent):
-    """REGISTER: this nsqd has ``topic`` (and ``channel`` when given)."""
-
-    topic: str
-    channel: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Unregister(LookupEvent):
-    """UNREGISTER: this nsqd no longer has ``topic`` (or only ``channel`` of it)."""
-
-    topic: str
-    channel: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Ping(LookupEvent):
-    """PING: the nsqd's heartbeat (every 15 s); keeps it active in /lookup answers."""
-
-
-@dataclass(frozen=True, slots=True)
-class Answer(LookupEvent):
-    """nsqlookupd's answer to ``command``: ``OK`` or, for IDENTIFY, its JSON."""
-
-    command: LookupEvent | None
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class BadAnswer(LookupEvent):
-    """An answer to ``command`` that nsqd cannot read (an IDENTIFY answer that is not a
-    JSON object): nsqd logs ``parsing response`` and closes, so the connection is
-    finished; ``reason`` says what is wrong, ``offset`` where the answer starts."""
-
-    command: LookupEvent | None
-    data: bytes
-    reason: str
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class Refused(LookupEvent):
-    """A command nsqlookupd refuses (always fatal): ``code`` from the error table."""
-
-    code: str
-    text: str
-    offset: int | None = None
-
-    @property
-    def error(self) -> bytes:
-        return f"{self.code} {self.text}".rstrip().encode()
-
-
-@dataclass(frozen=True, slots=True)
-class Closed(LookupEvent):
-    """The peer closed its side."""
-
-
-Command = Magic | Identify | Register | Unregister | Ping
-
-COMMAND_EVENTS: dict[str, type[Identify | Register | Unregister | Ping]] = {
-    "IDENTIFY": Identify,
-    "REGISTER": Register,
-    "UNREGISTER": Unregister,
-    "PING": Ping,
-}
-"""The event of each verb of :data:`nsqviz.lookupd.grammar.COMMANDS` (a test checks the
-two tables name the same verbs)."""
-
-
-# ------------------------------------------------------------------------------ states
-
-
-class State(enum.Enum):
-    """``INIT`` before the magic, ``CONNECTED`` after it, ``IDENTIFIED`` after IDENTIFY
-    (REGISTER/UNREGISTER allowed), ``CLOSED`` after an error or EOF."""
-
-    INIT = "INIT"
-    CONNECTED = "CONNECTED"
-    IDENTIFIED = "IDENTIFIED"
-    CLOSED = "CLOSED"
-
-
-TRANSITIONS: dict[tuple[State, type], State | str] = {
-    (State.INIT, Magic): State.CONNECTED,
-    (State.CONNECTED, Identify): State.IDENTIFIED,
-    (State.CONNECTED, Ping): State.CONNECTED,
-    (State.CONNECTED, Register): f"{ErrorCode.INVALID} client must IDENTIFY",
-    (State.CONNECTED, Unregister): f"{ErrorCode.INVALID} client must IDENTIFY",
-    (State.IDENTIFIED, Identify): f"{ErrorCode.INVALID} cannot IDENTIFY again",
-    (State.IDENTIFIED, Register): State.IDENTIFIED,
-    (State.IDENTIFIED, Unregister): State.IDENTIFIED,
-    (State.IDENTIFIED, Ping): State.IDENTIFIED,
-}
-"""``(state, command) -> next state``, or the error nsqlookupd answers (then closes)."""
-
-
-# ----------------------------------------------------------------------------- framing
-
-
-class CommandFraming(MagicLineFraming):
-    """nsqd to nsqlookupd: the magic once, then ``VERB params\\n`` lines, IDENTIFY's
-    followed by ``[ 4-byte size ][ body ]``."""
-
-    name = "nsq-lookup-commands"
-    magic = MAGIC_V1
-    bad_magic_code = ErrorCode.BAD_PROTOCOL
-
-    def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE, max_line: int = 16384):
-        super().__init__(expect_magic=True, max_line=max_line)
-        self.max_body_size = max_body_size
-
-    def measure_line(self, buf: bytes, pos: int, nl: int) -> int | None:
-        verb = buf[pos:nl].split(b" ", 1)[0].strip()
-        if verb not in BODY_VERBS:
-            return nl + 1 - pos
-        size = self.body_size(buf, nl)
-        if size is None:
-            return None
-        if not 0 <= size <= self.max_body_size:
-            raise FramingError(f"IDENTIFY body size {size} out of range", code=ErrorCode.BAD_BODY)
-        return nl + 1 - pos + SIZE_PREFIX + size
-
-    def resync(self, buf: Buffer, pos: int) -> int | None:
-        return -1  # nsqlookupd closes on the first error: nothing after it is read
-
-
-class ResponseFraming:
-    """nsqlookupd to nsqd: ``[ 4-byte size ][ data ]``."""
-
-    name = "nsq-lookup-responses"
-
-    def __init__(self, *, max_size: int = DEFAULT_MAX_BODY_SIZE):
-        self.max_size = max_size
-
-    def measure(self, buf: bytes, pos: int) -> int | None:
-        if len(buf) - pos < 4:
-            return None
-        size: int = _I32.unpack_from(buf, pos)[0]
-        if not 0 <= size <= self.max_size:
-            raise FramingError(f"response body size ({size}) is greater than limit "
-                               f"({self.max_size})")
-        return 4 + size
-
-    def resync(self, buf: Buffer, pos: int) -> int | None:
-        return -1
+__all__ = ["ClientConnection", "ServerConnection", "command_of", "encode"]
 
 
 # -------------------------------------------------------------------------- conversion
@@ -254,6 +70,16 @@ def command_of(data: bytes) -> Command:
         Unregister(parsed.topic, channel)
 
 
+def _as_sent(line: bytes) -> Command | None:
+    """A well-framed REGISTER/UNREGISTER with a name the grammar refuses, as nsqd sent it
+    (so the refusal is shown on that command); ``None`` for anything else."""
+    verb, *params = line.rstrip(b"\n").decode("utf-8", "replace").split(" ")
+    kind = COMMAND_EVENTS.get(verb)
+    if not params or kind is not Register and kind is not Unregister:
+        return None
+    return kind(params[0], params[1] if len(params) > 1 else None)
+
+
 def encode(cmd: Command) -> bytes:
     """The bytes of a command, built by the grammar."""
     if isinstance(cmd, Magic):
@@ -262,130 +88,240 @@ def encode(cmd: Command) -> bytes:
         built: bytes = grammar.IDENTIFY.build({"body": cmd.info})
     elif isinstance(cmd, Ping):
         built = grammar.PING.build({})
-    else:
+    elif isinstance(cmd, Register | Unregister):
         con = grammar.REGISTER if isinstance(cmd, Register) else grammar.UNREGISTER
         channel = {"name": cmd.channel} if cmd.channel is not None else None
         built = con.build({"topic": cmd.topic, "channel": channel})
+    else:  # pragma: no cover - every command is above
+        raise TypeError(f"not a lookup command: {cmd!r}")
     return built
+
+
+def _verb(cmd: Command) -> str:
+    return next(v for v, k in COMMAND_EVENTS.items() if k is type(cmd))
+
+
+# ------------------------------------------------------------------------------ common
+
+
+class _Connection(Connection):
+    """What both roles share beyond the sans-IO base: the state (``None``: not known,
+    for a connection seen from its middle), the framing limit, the unit loop."""
+
+    def __init__(self, *, max_body_size: int, provenance: bool, passive: bool,
+                 midstream: bool) -> None:
+        self.max_body_size = max_body_size
+        self.state: State | None = None if midstream else INITIAL
+        super().__init__(provenance=provenance, passive=passive)
+
+    @property
+    def closed(self) -> bool:
+        """The connection is over: nothing more is read (nor, for nsqd, sent)."""
+        return self.state is State.CLOSED
+
+    def _receive(self, data: bytes, out: list[Any], segment: int | None,
+                 now: float | None) -> None:
+        for item in self._reasm.feed(data, segment=segment):
+            if isinstance(item, RawFrame):
+                self._on_unit(item, out)
+            else:
+                assert not isinstance(item, StreamTruncated)  # only finish() makes those
+                self._on_garbage(item, out)
+            if self.closed:
+                break
+
+    def _on_unit(self, raw: RawFrame, out: list[Any]) -> None:  # pragma: no cover
+        raise NotImplementedError  # each role decodes its direction
+
+    def _raw(self, raw: RawFrame) -> RawFrame | None:
+        return raw if self.provenance else None
+
+    def _stop(self) -> None:
+        """A fatal violation: an active role is finished; a passive one reads on."""
+        if not self.passive:
+            self.state = State.CLOSED
+
+    def _truncated(self, item: StreamTruncated) -> Truncated:
+        raw = RawFrame(item.data, item.offset, item.sources) if self.provenance else None
+        return Truncated(item.offset, item.data, item.expected, raw=raw)
+
+    def _closed_event(self) -> ConnectionClosed:
+        return ConnectionClosed()
+
+    def _ended(self) -> None:
+        self.state = State.CLOSED
 
 
 # ------------------------------------------------------------------------------ server
 
 
-class LookupServerConnection:
+class ServerConnection(_Connection):
     """nsqlookupd's side of one nsqd connection."""
 
-    def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE):
-        self.state = State.INIT
+    def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+                 provenance: bool = False, passive: bool = False, midstream: bool = False):
         self.info: dict[str, Any] | None = None
-        self._reasm = Reassembler(CommandFraming(max_body_size=max_body_size),
-                                  provenance=False, resync=False)
+        self._expect_magic = not midstream
+        super().__init__(max_body_size=max_body_size, provenance=provenance, passive=passive,
+                         midstream=midstream)
 
-    def receive(self, data: bytes) -> list[LookupEvent]:
-        """Bytes from nsqd; ``b""`` is EOF. After a :class:`Refused` nothing more is read
-        (send its :meth:`refuse` bytes and close, as nsqlookupd does)."""
-        out: list[LookupEvent] = []
-        if self.state is State.CLOSED:
-            return out
-        if not data:
-            self.state = State.CLOSED
-            return [Closed()]
-        for item in self._reasm.feed(data):
-            ev = self._decode(item)
-            out.append(ev)
-            if isinstance(ev, Refused):
-                self.state = State.CLOSED
-                break
-        return out
+    def _reassembler(self, *, after_gap: bool) -> Reassembler:
+        if after_gap:
+            self._expect_magic = False
+        rule = CommandFraming(expect_magic=self._expect_magic, max_body_size=self.max_body_size)
+        return Reassembler(rule, provenance=self.provenance, resync=self.passive)
 
-    def _decode(self, item: RawFrame | Garbage | Truncated) -> LookupEvent:
-        assert not isinstance(item, Truncated)  # only Reassembler.finish() makes those
-        if isinstance(item, Garbage):
-            if item.code == ErrorCode.BAD_PROTOCOL:  # nsqlookupd sends the bare code
-                return Refused(item.code, "", item.offset)
-            return Refused(item.code or ErrorCode.INVALID, item.reason, item.offset)
-        if self.state is State.INIT:
-            self.state = State.CONNECTED
-            return Magic()
+    def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:
+        """Bytes that are no command: nsqlookupd's answer (the bare code to a wrong
+        magic), and it closes."""
+        raw = RawFrame(garbage.data, garbage.offset, garbage.sources) \
+            if self.provenance else None
+        if garbage.code == ErrorCode.BAD_PROTOCOL:
+            violation = Violation(garbage.code, Refusal.BAD_MAGIC.answer(), garbage.offset,
+                                  field="magic", reason=garbage.reason,
+                                  field_offset=garbage.offset, raw=raw)
+        else:
+            violation = Violation(garbage.code or ErrorCode.INVALID, garbage.reason,
+                                  garbage.offset, reason=garbage.reason, raw=raw)
+        out.append(violation)
+        self._stop()
+
+    def _on_unit(self, raw: RawFrame, out: list[Any]) -> None:
+        if self._expect_magic:
+            self._expect_magic = False
+            self._advance(Magic)
+            out.append(Magic(raw=self._raw(raw)))
+            return
         try:
-            ev = command_of(item.data)
+            cmd = command_of(raw.data)
         except LookupError_ as exc:
-            off = item.offset + exc.offset if exc.offset is not None else item.offset
-            return Refused(exc.code, exc.text, off)
-        nxt = TRANSITIONS[(self.state, type(ev))]
-        if isinstance(nxt, str):
-            code, text = nxt.split(" ", 1)
-            return Refused(code, text, item.offset)
-        if type(ev) is Identify:
-            bad = grammar.identify_refusal(ev.info)
-            if bad is not None:
-                return Refused(bad.code, bad.text, item.offset)
-            self.info = ev.info
-        self.state = nxt
-        return ev
+            at = None if exc.offset is None else raw.offset + exc.offset
+            out.append(Violation(exc.code, exc.text, raw.offset, command=_as_sent(raw.data),
+                                 field=exc.field, reason=exc.reason, field_offset=at,
+                                 raw=self._raw(raw)))
+            self._stop()
+            return
+        if self.provenance:
+            cmd = _with_raw(cmd, raw)
+        refusal = self._judge(cmd)
+        if refusal is not None:
+            text = refusal.answer(verb=_verb(cmd))
+            body = refusal is Refusal.MISSING_FIELDS  # else: the verb, in this state
+            at = raw.offset + raw.data.index(b"\n") + 1 + SIZE_PREFIX if body else None
+            out.append(Violation(refusal.code, text, raw.offset, command=cmd,
+                                 field="body" if body else None, reason=refusal.why,
+                                 field_offset=at, raw=self._raw(raw)))
+            self._stop()
+            return
+        out.append(cmd)
+
+    def _judge(self, cmd: Command) -> Refusal | None:
+        """What nsqlookupd answers ``cmd`` in the current state (``None``: it is accepted,
+        and the state moves on) -- the state table first, then IDENTIFY's body, in the
+        order nsqlookupd checks them."""
+        nxt = next_state(self.state, type(cmd))
+        if isinstance(nxt, Refusal):
+            return nxt
+        if isinstance(cmd, Identify):
+            missing = grammar.identify_refusal(cmd.info)
+            if missing is not None:
+                return missing
+            self.info = cmd.info
+        if nxt is not None:
+            self.state = nxt
+        return None
+
+    def _advance(self, command: type[Command]) -> None:
+        nxt = next_state(self.state, command)
+        if isinstance(nxt, State):
+            self.state = nxt
+
+    def answered_error(self) -> None:
+        """nsqlookupd answered an error (an observer saw it): it closes, so nothing
+        after is judged by the state table."""
+        self.state = State.CLOSED
 
     def respond(self, data: bytes) -> bytes:
         """The bytes of an answer (``OK`` or the IDENTIFY JSON)."""
         return grammar.Response.build(data)
 
-    def refuse(self, refused: Refused) -> bytes:
+    def refuse(self, violation: Violation) -> bytes:
         """The bytes of the error answer to a refused command."""
-        return grammar.Response.build(refused.error)
+        return grammar.Response.build(violation.error)
+
+
+def _with_raw(cmd: Command, raw: RawFrame) -> Command:
+    return replace(cmd, raw=raw)
 
 
 # ------------------------------------------------------------------------------ client
 
 
-class LookupClientConnection:
+class ClientConnection(_Connection):
     """nsqd's side of its connection to one nsqlookupd."""
 
-    def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE):
-        self.state = State.INIT
-        self.pending: list[Command] = []
+    def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+                 provenance: bool = False, passive: bool = False, midstream: bool = False):
+        self.pending: deque[Command] = deque()
+        """The commands sent and not yet answered, oldest first (nsqlookupd answers in
+        order)."""
         self.peer_info: dict[str, Any] | None = None
-        self._reasm = Reassembler(ResponseFraming(max_size=max_body_size),
-                                  provenance=False, resync=False)
+        super().__init__(max_body_size=max_body_size, provenance=provenance, passive=passive,
+                         midstream=midstream)
+
+    def _reassembler(self, *, after_gap: bool) -> Reassembler:
+        return Reassembler(ResponseFraming(max_size=self.max_body_size),
+                           provenance=self.provenance, resync=self.passive)
 
     def send(self, cmd: Command) -> bytes:
-        """The bytes for ``cmd``; raises :class:`LookupProtocolError` on misuse."""
-        if self.state is State.CLOSED:
-            raise LookupProtocolError("the connection is closed")
+        """The bytes for ``cmd``; raises :class:`~nsqviz.sansio.LocalProtocolError` for
+        what the protocol forbids now (what nsqlookupd would refuse)."""
+        if self.closed:
+            raise LocalProtocolError("the connection is closed")
         if (self.state is State.INIT) != (type(cmd) is Magic):
-            raise LookupProtocolError("the magic comes first, and only once")
-        nxt = TRANSITIONS.get((self.state, type(cmd)))
-        if not isinstance(nxt, State):
-            raise LookupProtocolError(nxt or f"cannot send {type(cmd).__name__} now")
+            raise LocalProtocolError("the magic comes first, and only once")
+        nxt = next_state(self.state, type(cmd))
+        if isinstance(nxt, Refusal):
+            raise LocalProtocolError(nxt.answer(verb=_verb(cmd)))
+        if nxt is None:
+            raise LocalProtocolError(f"cannot send {type(cmd).__name__} now")
         self.state = nxt
         if type(cmd) is not Magic:
             self.pending.append(cmd)
         return encode(cmd)
 
-    def receive(self, data: bytes) -> list[LookupEvent]:
-        """Answers from nsqlookupd, each paired with its command; ``b""`` is EOF. Bytes
-        that are not an answer end in a :class:`Refused` or :class:`BadAnswer` event
-        (the connection is then finished); no input raises."""
-        if not data:
-            self.state = State.CLOSED
-            return [Closed()]
-        out: list[LookupEvent] = []
-        for item in self._reasm.feed(data):
-            if isinstance(item, Garbage):
-                self.state = State.CLOSED
-                out.append(Refused("", item.reason, item.offset))
-                break
-            payload = grammar.parse_response(item.data)
-            asked = self.pending.pop(0) if self.pending else None
-            if payload.startswith(grammar.ERROR_PREFIX):
-                code, _, text = payload.decode("utf-8", "replace").partition(" ")
-                self.state = State.CLOSED
-                out.append(Refused(code, text, item.offset))
-                break
-            if type(asked) is Identify:
-                try:
-                    self.peer_info = grammar.IDENTIFY_ANSWER.parse(payload)
-                except GrammarError as exc:
-                    self.state = State.CLOSED
-                    out.append(BadAnswer(asked, payload, exc.reason, item.offset))
-                    break
-            out.append(Answer(asked, payload))
-        return out
+    def sent(self, cmd: Command) -> None:
+        """nsqd sent ``cmd`` (an observer saw it): its answer pairs with it."""
+        if type(cmd) is not Magic:
+            self.pending.append(cmd)
+
+    def forget_pending(self) -> None:
+        """A capture lost bytes: answers can no longer be paired with commands."""
+        self.pending.clear()
+
+    def _on_garbage(self, garbage: Garbage, out: list[Event]) -> None:
+        """Bytes that are no answer: nsqd drops the connection."""
+        raw = RawFrame(garbage.data, garbage.offset, garbage.sources) \
+            if self.provenance else None
+        out.append(Violation(garbage.code, garbage.reason, garbage.offset, field="size",
+                             reason=garbage.reason, field_offset=garbage.offset, raw=raw))
+        self._stop()
+
+    def _on_unit(self, raw: RawFrame, out: list[Any]) -> None:
+        payload = grammar.parse_response(raw.data)
+        asked = self.pending.popleft() if self.pending else None
+        kept = self._raw(raw)
+        if payload.startswith(grammar.ERROR_PREFIX):
+            code, _, text = payload.decode("utf-8", "replace").partition(" ")
+            out.append(Error(asked, code, text, raw=kept))
+            self._stop()  # nsqlookupd closes after an error
+            return
+        if type(asked) is Identify and not self.passive:
+            try:
+                self.peer_info = grammar.IDENTIFY_ANSWER.parse(payload)
+            except GrammarError as exc:
+                out.append(BadAnswer(asked, payload, exc.reason, raw.offset,
+                                     field_offset=raw.offset + SIZE_PREFIX, raw=kept))
+                self._stop()
+                return
+        out.append(Answer(asked, payload, raw=kept))

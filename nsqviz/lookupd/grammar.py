@@ -11,7 +11,8 @@ nsqd opens a TCP connection to each ``--lookupd-tcp-address``, sends the 4-byte 
 nsqlookupd answers every command with ``[ 4-byte size ][ N-byte data ]`` -- no frame
 type: ``OK``, the IDENTIFY answer (a JSON object), or an error ``E_CODE description``.
 Every error of this protocol is fatal (nsqlookupd closes after sending it); the
-:data:`ERRORS` table says when each is sent. Names are those of nsqlookupd's
+error table (:class:`Refusal`) says what each is sent for, in which words. Names are
+those of nsqlookupd's
 ``lookup_protocol_v1.go``; topic and channel names follow nsqd's rule (the same
 validators as protocol V2).
 """
@@ -47,6 +48,9 @@ __all__ = [
     "Response",
     "UNREGISTER",
     "LookupError_",
+    "NAME_REFUSALS",
+    "PARAM_VERBS",
+    "Refusal",
     "identify_refusal",
     "parse_command",
     "parse_response",
@@ -106,6 +110,9 @@ COMMANDS: dict[str, Struct] = {
 BODY_VERBS = frozenset({b"IDENTIFY"})
 """Verbs whose line is followed by a size-prefixed body."""
 
+PARAM_VERBS = frozenset({b"REGISTER", b"UNREGISTER"})
+"""Verbs whose line carries parameters (a topic, perhaps a channel)."""
+
 Response = Prefixed(Int32sb, GreedyBytes)
 """nsqlookupd's answer to every command: ``[ 4-byte size ][ N-byte data ]``."""
 
@@ -131,36 +138,72 @@ class ErrorCode(enum.StrEnum):
 ERROR_PREFIX = b"E_"
 """How every error answer starts (each :class:`ErrorCode` does)."""
 
-MISSING_FIELDS = "IDENTIFY missing fields"
-"""nsqlookupd's text for an IDENTIFY without one of :data:`IDENTIFY_REQUIRED`."""
 
-# The error table: code -> (when nsqlookupd sends it, the text's pattern).
-ERRORS: dict[ErrorCode, tuple[str, str]] = {
-    ErrorCode.BAD_PROTOCOL: ("the first 4 bytes are not the magic \"  V1\"", ""),
-    ErrorCode.INVALID: (
-        "unknown verb; REGISTER/UNREGISTER before IDENTIFY or without a topic; "
-        "a second IDENTIFY",
-        "invalid command {verb} | client must IDENTIFY | {verb} insufficient number of "
-        "params | cannot IDENTIFY again",
-    ),
-    ErrorCode.BAD_TOPIC: ("the topic name breaks nsqd's naming rule",
-                    "{verb} topic name '{name}' is not valid"),
-    ErrorCode.BAD_CHANNEL: ("the channel name breaks nsqd's naming rule",
-                      "{verb} channel name '{name}' is not valid"),
-    ErrorCode.BAD_BODY: (
-        "the IDENTIFY body cannot be read, is not JSON, or lacks a required field",
-        "IDENTIFY failed to read body size | IDENTIFY failed to read body | "
-        f"IDENTIFY failed to decode JSON body | {MISSING_FIELDS}",
-    ),
-}
+class Refusal(enum.Enum):
+    """The error table: everything nsqlookupd refuses, each with the answer it sends --
+    ``code`` and ``text`` (a template: ``{verb}`` is the command's verb, ``{name}`` the
+    name at fault, ``{size}`` a body size) -- and ``why``. Every one is fatal: nsqlookupd
+    closes after sending it. The codec, the observer and the Wireshark dissector take
+    their texts from here (:meth:`answer`)."""
+
+    code: ErrorCode
+    text: str
+    why: str
+
+    def __init__(self, code: ErrorCode, text: str, why: str) -> None:
+        self.code = code
+        self.text = text
+        self.why = why
+
+    BAD_MAGIC = (ErrorCode.BAD_PROTOCOL, "", 'the first 4 bytes are not the magic "  V1" '
+                 "(nsqlookupd sends the bare code)")
+    UNKNOWN_VERB = (ErrorCode.INVALID, "invalid command {verb}",
+                    "a verb the protocol does not have")
+    MUST_IDENTIFY = (ErrorCode.INVALID, "client must IDENTIFY",
+                     "REGISTER or UNREGISTER before IDENTIFY")
+    FEW_PARAMS = (ErrorCode.INVALID, "{verb} insufficient number of params",
+                  "REGISTER or UNREGISTER without a topic")
+    IDENTIFY_AGAIN = (ErrorCode.INVALID, "cannot IDENTIFY again", "a second IDENTIFY")
+    BAD_TOPIC = (ErrorCode.BAD_TOPIC, "{verb} topic name '{name}' is not valid",
+                 "the topic name breaks nsqd's naming rule")
+    BAD_CHANNEL = (ErrorCode.BAD_CHANNEL, "{verb} channel name '{name}' is not valid",
+                   "the channel name breaks nsqd's naming rule")
+    NO_BODY_SIZE = (ErrorCode.BAD_BODY, "IDENTIFY failed to read body size",
+                    "the connection ends before IDENTIFY's body size")
+    NO_BODY = (ErrorCode.BAD_BODY, "IDENTIFY failed to read body",
+               "the connection ends inside IDENTIFY's body")
+    BODY_SIZE = (ErrorCode.BAD_BODY, "IDENTIFY body size {size} out of range",
+                 "a body size below 0 or beyond nsqd's --max-body-size: nsqlookupd would "
+                 "wait for that many bytes; nsqviz refuses it at once")
+    NOT_JSON = (ErrorCode.BAD_BODY, "IDENTIFY failed to decode JSON body",
+                "the IDENTIFY body is not a JSON object")
+    MISSING_FIELDS = (ErrorCode.BAD_BODY, "IDENTIFY missing fields",
+                      "the IDENTIFY body lacks one of " + ", ".join(IDENTIFY_REQUIRED)
+                      + " (or it is empty or zero)")
+
+    def answer(self, **words: object) -> str:
+        """The text nsqlookupd sends, its template filled in with ``words``."""
+        return self.text.format(**words)
+
+
+NAME_REFUSALS: dict[str, Refusal] = {"topic": Refusal.BAD_TOPIC, "channel": Refusal.BAD_CHANNEL}
+"""What nsqlookupd answers a bad name in each name parameter of the grammar."""
+
+ERRORS: dict[ErrorCode, tuple[Refusal, ...]] = {
+    code: tuple(r for r in Refusal if r.code is code) for code in ErrorCode}
+"""The error table by code: the refusals each code is sent for."""
 
 
 class LookupError_(GrammarError):  # noqa: N801 - LookupError is a builtin
-    """A command nsqlookupd refuses: ``code`` from :data:`ERRORS` and nsqlookupd's text."""
+    """A command nsqlookupd refuses: ``refusal`` (its row of :class:`Refusal`), ``code``
+    and ``text`` what nsqlookupd answers, ``field`` the parameter at fault and
+    ``offset`` where it starts in the command."""
 
-    def __init__(self, code: str, text: str, *, offset: int | None = None):
-        super().__init__(text, offset=offset)
-        self.code = code
+    def __init__(self, refusal: Refusal, text: str, *, offset: int | None = None,
+                 field: str | None = None, reason: str = ""):
+        super().__init__(reason or text, offset=offset, field=field)
+        self.refusal = refusal
+        self.code = refusal.code
         self.text = text
 
 
@@ -176,9 +219,10 @@ def parse_command(data: bytes) -> Any:
     name = verb.decode("ascii", "replace")
     con = COMMANDS.get(name)
     if con is None:
-        raise LookupError_(ErrorCode.INVALID, f"invalid command {name}", offset=0)
-    if verb in (b"REGISTER", b"UNREGISTER") and not line[len(verb) + 1:].strip():
-        raise LookupError_(ErrorCode.INVALID, f"{name} insufficient number of params",
+        raise LookupError_(Refusal.UNKNOWN_VERB, Refusal.UNKNOWN_VERB.answer(verb=name),
+                           offset=0)
+    if verb in PARAM_VERBS and not line[len(verb) + 1:].strip():
+        raise LookupError_(Refusal.FEW_PARAMS, Refusal.FEW_PARAMS.answer(verb=name),
                            offset=len(verb))
     try:
         return parse_exactly(con, data)
@@ -188,26 +232,27 @@ def parse_command(data: bytes) -> Any:
 
 def _refusal(verb: str, exc: GrammarError) -> LookupError_:
     path = exc.path or ""
-    # nsqlookupd's text ends at "is not valid": the rule the grammar adds for a reader
-    # is not on its wire
-    said = exc.reason.removesuffix(f": {NAME_RULE}")
-    if "channel" in path:
-        return LookupError_(ErrorCode.BAD_CHANNEL, f"{verb} {said}", offset=exc.offset)
-    if "topic" in path:
-        return LookupError_(ErrorCode.BAD_TOPIC, f"{verb} {said}", offset=exc.offset)
+    for param, refusal in NAME_REFUSALS.items():
+        if param in path:
+            # nsqlookupd's text ends at "is not valid": the rule the grammar adds for a
+            # reader is not on its wire
+            said = exc.reason.removesuffix(f": {NAME_RULE}")
+            return LookupError_(refusal, f"{verb} {said}", offset=exc.offset, field=param,
+                                reason=exc.reason)
     if verb == "IDENTIFY":
-        return LookupError_(ErrorCode.BAD_BODY, "IDENTIFY failed to decode JSON body",
-                            offset=exc.offset)
-    return LookupError_(ErrorCode.INVALID, f"invalid command {verb}: {exc.reason}",
-                        offset=exc.offset)
+        return LookupError_(Refusal.NOT_JSON, Refusal.NOT_JSON.answer(), offset=exc.offset,
+                            field="body", reason=exc.reason)
+    text = f"{Refusal.UNKNOWN_VERB.answer(verb=verb)}: {exc.reason}"
+    return LookupError_(Refusal.UNKNOWN_VERB, text, offset=exc.offset, field=exc.field,
+                        reason=exc.reason)
 
 
-def identify_refusal(info: Mapping[str, Any]) -> LookupError_ | None:
-    """The error nsqlookupd answers an IDENTIFY whose JSON lacks a required field
-    (one absent, empty or zero), else ``None``."""
+def identify_refusal(info: Mapping[str, Any]) -> Refusal | None:
+    """What nsqlookupd answers an IDENTIFY whose JSON lacks a required field (one
+    absent, empty or zero): :attr:`Refusal.MISSING_FIELDS`; else ``None``."""
     if all(info.get(k) for k in IDENTIFY_REQUIRED):
         return None
-    return LookupError_(ErrorCode.BAD_BODY, MISSING_FIELDS)
+    return Refusal.MISSING_FIELDS
 
 
 def parse_response(data: bytes) -> bytes:

@@ -12,44 +12,47 @@ nsqlookupd refuses carries the refusal as its ``violation``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from functools import partial
 from typing import Any
 
+from nsqviz import compactjson
 from nsqviz.lookupd import grammar
-from nsqviz.lookupd.codec import (
-    COMMAND_EVENTS,
+from nsqviz.lookupd.analyses import ANALYSES
+from nsqviz.lookupd.dissector import DISSECTOR
+from nsqviz.lookupd.events import (
+    ERROR,
+    MAGIC,
+    NAMES,
     Answer,
+    Command,
+    Error,
     Identify,
-    LookupEvent,
-    Magic,
-    Refused,
     Register,
+    Truncated,
     Unregister,
+    Violation,
 )
 from nsqviz.lookupd.fields import FIELDS, PARAMS, PREFIX
-from nsqviz.lookupd.observer import Observer, Seen
-from nsqviz.protocols import DetectionWords, Item, Lost, Protocol, RecordView, no_fields
+from nsqviz.lookupd.observer import Observer
+from nsqviz.lookupd.rules import RULES
+from nsqviz.protocols import (
+    DetectionWords,
+    Item,
+    ItemKind,
+    ObservedConnection,
+    Protocol,
+    RecordView,
+    no_fields,
+)
+from nsqviz.sansio import violation_fields
 from nsqviz.stream.direction import Direction
-from nsqviz.stream.reassembly import RawFrame, Truncated
+from nsqviz.stream.reassembly import RawFrame
 
-__all__ = ["ERROR", "LOOKUPD", "LookupdProtocol", "MAGIC", "NAMES", "RESPONSE"]
+__all__ = ["LOOKUPD", "LookupdProtocol", "UNDECODABLE"]
 
-MAGIC = "MAGIC"
-"""How records name the magic (it has no verb)."""
-RESPONSE = "Response"
-"""How records name nsqlookupd's answer ``OK`` or its IDENTIFY JSON."""
-ERROR = "Error"
-"""How records name nsqlookupd's error answer ``E_CODE text``."""
-
-NAMES: dict[type[LookupEvent], str] = {
-    Magic: MAGIC,
-    **{kind: verb for verb, kind in COMMAND_EVENTS.items()},
-    Answer: RESPONSE,
-    Refused: ERROR,
-}
-"""The record name of every command and answer event."""
+UNDECODABLE = "Undecodable"
+"""The name of an error record for bytes no error code is answered for."""
 
 PORT = 4160
 """nsqlookupd's TCP port (``--tcp-address`` default)."""
@@ -70,60 +73,43 @@ def _fields(event: Any) -> dict[str, Any]:
         if event.command is not None:
             out["answers"] = NAMES[type(event.command)]
         return out
-    if kind is Refused:
-        return {"code": event.code, "text": event.text}
+    if kind is Error:
+        out = {"code": event.code, "text": event.text}
+        if event.command is not None:
+            out["answers"] = NAMES[type(event.command)]
+        return out
     return {}
 
 
-def _refusal(refused: Refused) -> dict[str, Any]:
-    return {"code": refused.code, "text": refused.text, "fatal": True}
-
-
-class _Adapter:
-    """The :class:`Observer` behind the :class:`~nsqviz.protocols.ConnectionObserver`
-    interface. The lookup protocol has no TLS switch."""
-
-    __slots__ = ("codec", "fields_of")
-
-    encrypted = False
-
-    def __init__(self, midstream: bool, fields: bool = True) -> None:
-        self.codec = Observer(midstream=midstream)
-        self.fields_of = _fields if fields else no_fields
-
-    def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
-        c2s = direction == Direction.C2S
-        seen = (self.codec.c2s if c2s else self.codec.s2c)(data, segment=segment)
-        return [_item(s, c2s, self.fields_of) for s in seen]
-
-    def end(self, direction: str, segment: int) -> list[Item]:
-        return self.feed(direction, b"", segment)
-
-    def gap(self, direction: str) -> Lost:
-        partial, length = self.codec.gap(direction == Direction.C2S)
-        return Lost(partial, length)
-
-
-def _item(seen: Seen, c2s: bool, fields_of: Callable[[Any], dict[str, Any]]) -> Item:
-    event, raw = seen.event, seen.raw
-    offset = None if raw is None else raw.offset
-    if type(event) is Refused and (c2s or not isinstance(raw, RawFrame)):
-        # no command or answer: bytes that do not frame or parse as one, or a unit the
-        # stream ended inside
-        fields: dict[str, Any] = {**_refusal(event), "offset": event.offset}
-        if raw is not None:
-            fields["data"] = raw.data.hex()
-        if isinstance(raw, Truncated):
-            return Item("truncated", "Truncated", fields, event, offset, raw)
-        return Item("error", event.code or "Undecodable", fields, event, offset, raw)
-    fields = fields_of(event)
-    if seen.refused is not None:
-        fields["violation"] = _refusal(seen.refused)
-    if seen.asked is not None:
-        fields["answers"] = NAMES[type(seen.asked)]
-    if isinstance(raw, RawFrame):
-        event = replace(event, raw=raw)
-    return Item("command" if c2s else "frame", NAMES[type(event)], fields, event, offset, raw)
+def _items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = _fields,
+           ) -> list[Item]:
+    """The observer's events as items: commands (a refused one with its violation),
+    answers, undecodable bytes, a unit the stream ended inside."""
+    out: list[Item] = []
+    for e in events:
+        kind = type(e)
+        raw = e.raw
+        offset = None if raw is None else raw.offset
+        if isinstance(e, Command):
+            out.append(Item(ItemKind.COMMAND, NAMES[kind], fields_of(e), e, offset, raw))
+        elif kind is Answer or kind is Error:
+            out.append(Item(ItemKind.FRAME, NAMES[kind], fields_of(e), e, offset, raw))
+        elif kind is Violation and e.command is not None:
+            fields = fields_of(e.command)
+            fields["violation"] = violation_fields(e)
+            out.append(Item(ItemKind.COMMAND, NAMES[type(e.command)], fields, e, e.offset,
+                            raw))
+        elif kind is Violation:
+            fields = violation_fields(e)
+            if raw is not None:
+                fields["data"] = raw.data.hex()
+            out.append(Item(ItemKind.ERROR, e.code or UNDECODABLE, fields, e, e.offset, raw))
+        elif kind is Truncated:
+            out.append(Item(ItemKind.TRUNCATED, "Truncated", {
+                "offset": e.offset, "expected": e.expected, "data": e.data.hex(),
+                "reason": "the stream ended inside this unit"}, e, e.offset, raw))
+        # ConnectionClosed is a TCP matter: the capture layer reports the flow's end.
+    return out
 
 
 class LookupdProtocol(Protocol):
@@ -145,8 +131,9 @@ class LookupdProtocol(Protocol):
     def looks_like(self, direction: str, data: bytes) -> bool:
         return _looks_like_lookup(direction, data)
 
-    def observer(self, *, midstream: bool, fields: bool = True) -> _Adapter:
-        return _Adapter(midstream, fields)
+    def observer(self, *, midstream: bool, fields: bool = True) -> ObservedConnection:
+        items = _items if fields else partial(_items, fields_of=no_fields)
+        return ObservedConnection(Observer(midstream=midstream), items)
 
     def fields(self, event: Any) -> dict[str, Any]:
         return _fields(event)
@@ -160,7 +147,7 @@ class LookupdProtocol(Protocol):
         elif name == ERROR:
             text = f"{fields['code']} {fields['text']}".rstrip()
         elif isinstance(fields.get("data"), dict):
-            text = json.dumps(fields["data"], separators=(",", ":"))[:120]
+            text = compactjson.dumps(fields["data"])[:120]
         else:
             text = str(fields.get("data", ""))[:120]
             if "answers" in fields:
@@ -174,7 +161,11 @@ class LookupdProtocol(Protocol):
             return " ".join(filter(None, (name, event.topic, event.channel))), "command"
         if kind is Answer:
             return _text(event.data)[:40], "response"
-        if kind is Refused:
+        if kind is Error:
+            return f"{event.code} {event.text}".rstrip(), "error"
+        if kind is Violation:
+            if event.command is not None:
+                return self.label(event.command)
             return f"{event.code} {event.text}".rstrip(), "error"
         return name, "command"
 
@@ -182,7 +173,13 @@ class LookupdProtocol(Protocol):
         return tuple(NAMES.values())
 
     def record_names(self) -> frozenset[str]:
-        return frozenset([*NAMES.values(), *grammar.ERRORS])
+        return frozenset([*NAMES.values(), *grammar.ErrorCode, UNDECODABLE])
+
+    def grammars(self) -> tuple[Any, ...]:
+        return (*grammar.COMMANDS.values(), grammar.Response)
+
+    def record_name(self, event: Any) -> str | None:
+        return NAMES.get(type(event))
 
     def layout(self, kind: str, name: str) -> Any:
         if name == MAGIC:
@@ -232,6 +229,10 @@ class LookupdProtocol(Protocol):
                 out[f"{PREFIX}.answers"] = [fields["answers"]]
         return {k: v for k, v in out.items() if v}
 
+    analyses = ANALYSES
+    dissector = DISSECTOR
+    rules = RULES
+
     typed_schema = (
         ("topic", "string"),
         ("channel", "string"),
@@ -239,6 +240,8 @@ class LookupdProtocol(Protocol):
     )
 
     def typed(self, event: Any) -> dict[str, Any]:
+        if type(event) is Violation and event.command is not None:
+            event = event.command
         kind = type(event)
         if kind is Register or kind is Unregister:
             out = {"topic": event.topic}
@@ -246,11 +249,11 @@ class LookupdProtocol(Protocol):
                 out["channel"] = event.channel
             return out
         if kind is Identify:
-            return {"data": json.dumps(event.info, separators=(",", ":"))}
+            return {"data": compactjson.dumps(event.info)}
         if kind is Answer:
             return {"data": _text(event.data)}
-        if kind is Refused:
-            return {"data": f"{event.code} {event.text}".rstrip()}
+        if kind is Error:
+            return {"data": _text(event.data)}
         return {}
 
 

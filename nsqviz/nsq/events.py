@@ -22,6 +22,7 @@ from dataclasses import field as _field
 from typing import Any
 
 from nsqviz.nsq.errors import ErrorCode
+from nsqviz.nsq.wire import HEARTBEAT
 from nsqviz.stream.reassembly import RawFrame
 
 __all__ = [
@@ -213,7 +214,7 @@ class Response(ServerFrame):
 
     @property
     def is_heartbeat(self) -> bool:
-        return self.data == b"_heartbeat_"
+        return self.data == HEARTBEAT
 
     @property
     def is_ok(self) -> bool:

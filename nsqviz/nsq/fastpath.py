@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from struct import Struct
 from typing import Any, Protocol
 
+from nsqviz import compactjson
 from nsqviz.nsq.commands import (
     BY_EVENT,
     BY_VERB,
@@ -54,11 +55,11 @@ from nsqviz.nsq.lexer import line_end, verb_of
 from nsqviz.nsq.wire import (
     MAGIC_V2,
     bad_name_reason,
-    compact_json,
     first_bad_name_byte,
     is_valid_topic_name,
 )
 from nsqviz.stream.reassembly import Garbage, RawFrame
+from nsqviz.stream.sizes import INT32
 
 __all__ = [
     "decode_command",
@@ -73,7 +74,6 @@ __all__ = [
     "MessageParts",
 ]
 
-_I32 = Struct(">i")
 _U32 = Struct(">I")
 _HEADER = Struct(">ii")
 _MESSAGE_FRAME_HEADER = Struct(">iiqH16s")
@@ -109,14 +109,14 @@ def decode_frame_at(
     data = buf[start:end]
     if n < 4:
         raise GrammarError("frame shorter than its 4-byte size", offset=n, field="size")
-    (size,) = _I32.unpack_from(data)
+    (size,) = INT32.unpack_from(data)
     if size < 4:
         raise BadSize(f"frame size {size} is smaller than the 4-byte frame type", offset=0,
                       field="size")
     if n < 8:
         raise GrammarError("frame shorter than its 4-byte frame type", offset=n,
                            field="frame_type")
-    (code,) = _I32.unpack_from(data, 4)
+    (code,) = INT32.unpack_from(data, 4)
     if not 0 <= code <= 2:
         raise UnknownFrameType(f"unknown frame type {code}", offset=4, field="frame_type")
     if n < 4 + size:
@@ -284,7 +284,7 @@ def _span(data: bytes, pos: int, what: str, field: str, base: int = 0,
     """:func:`_sized` without the copy: where the N bytes start and end in ``data``."""
     if len(data) - pos < 4:
         raise GrammarError(f"{field} is cut short", offset=base + len(data), field=cut)
-    (size,) = _I32.unpack_from(data, pos)
+    (size,) = INT32.unpack_from(data, pos)
     if size < 1:
         name = what if index is None else numbered(what, index)
         raise BadSize(f"invalid {name} size {size}", offset=base + pos, field=field)
@@ -315,7 +315,7 @@ def _messages_body(data: bytes, nl: int) -> tuple[tuple[bytes, ...], int]:
     base, end = _span(data, nl + 1, "MPUB body", "body size")  # base: the body's offset
     if end - base < 4:
         raise GrammarError("num messages is cut short", offset=end, field="num messages")
-    (count,) = _I32.unpack_from(data, base)
+    (count,) = INT32.unpack_from(data, base)
     if count < 1:
         raise BadSize(f"MPUB invalid message count {count}", offset=base, field="num messages")
     # each message is sliced straight out of the command (the MPUB body is not copied
@@ -323,7 +323,7 @@ def _messages_body(data: bytes, nl: int) -> tuple[tuple[bytes, ...], int]:
     pos = base + 4
     bodies: list[bytes] = []
     append = bodies.append
-    unpack = _I32.unpack_from
+    unpack = INT32.unpack_from
     for i in range(count):
         if end - pos >= 4:
             (size,) = unpack(data, pos)
@@ -455,13 +455,13 @@ _ENCODE: dict[ParamKind, Callable[[Any, Param], bytes]] = {
 def _size(data: bytes, what: str, field: str) -> bytes:
     if not data:
         raise BadSize(f"invalid {what} size 0", field=field)
-    return _I32.pack(len(data)) + data
+    return INT32.pack(len(data)) + data
 
 
 def _encode_body(spec: CommandSpec, value: Any) -> bytes:
     kind = spec.body
     if kind is BodyKind.JSON:
-        return _size(compact_json(value), "IDENTIFY body", "body size")
+        return _size(compactjson.encode(value), "IDENTIFY body", "body size")
     if kind is BodyKind.SECRET:
         return _size(value, "AUTH body", "body size")
     if kind is BodyKind.MESSAGE:

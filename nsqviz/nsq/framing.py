@@ -16,9 +16,10 @@ from struct import Struct as _Struct
 from nsqviz.nsq.commands import BODY_VERBS, BY_VERB, BodyKind
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.lexer import line_end, verb_of
+from nsqviz.nsq.lines import MagicLineFraming
 from nsqviz.nsq.wire import MAGIC_V2
-from nsqviz.stream.lines import MagicLineFraming
 from nsqviz.stream.reassembly import Buffer, FramingError
+from nsqviz.stream.sizes import INT32
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",
@@ -30,10 +31,9 @@ __all__ = [
     "FrameFraming",
 ]
 
-_I32 = _Struct(">i")
 _HEADER = _Struct(">ii")
 
-SIZE_PREFIX = _I32.size
+SIZE_PREFIX = INT32.size
 """Bytes of every size prefix of protocol V2: bodies, frames, MPUB's count and messages."""
 
 DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024 + 1024
@@ -72,7 +72,7 @@ class FrameFraming:
             if 4 <= size <= self.max_size and 0 <= ftype <= 2:
                 return 4 + size
         elif avail >= 4:
-            (size,) = _I32.unpack_from(buf, pos)
+            (size,) = INT32.unpack_from(buf, pos)
             ftype = None  # not known yet
         else:
             return None

@@ -50,6 +50,7 @@ from construct import (
 )
 from construct.core import stream_read, stream_tell, stream_write
 
+from nsqviz import compactjson
 from nsqviz.nsq.commands import COMMANDS as TABLE
 from nsqviz.nsq.commands import MAGIC_NAME, BodyKind, CommandSpec, Param, ParamKind
 from nsqviz.nsq.grammar_base import (
@@ -74,7 +75,6 @@ from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.wire import (
     MAGIC_V2,
     bad_name_reason,
-    compact_json,
     first_bad_name_byte,
     is_valid_topic_name,
 )
@@ -277,7 +277,7 @@ class _JSONObject(AdapterBase):
             raise
 
     def _encode(self, obj: dict[str, Any], context: Context, path: PathType) -> bytes:
-        return compact_json(obj)
+        return compactjson.encode(obj)
 
 
 JSONObject = _Located(_JSONObject(GreedyBytes), "body")

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
+from nsqviz import compactjson
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
+from nsqviz.nsq.analyses import ANALYSES
 from nsqviz.nsq.commands import (
     BY_EVENT,
     COMMAND_NAMES,
@@ -32,15 +33,18 @@ from nsqviz.nsq.commands import (
 )
 from nsqviz.nsq.connection import _json_or_none
 from nsqviz.nsq.cut import cut_unit
+from nsqviz.nsq.dissector import DISSECTOR
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.fields import FIELDS, record_values
 from nsqviz.nsq.framing import SIZE_PREFIX, FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
+from nsqviz.nsq.rules import RULES
 from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.protocols import (
     DetectionWords,
     Item,
+    ItemKind,
     Lost,
     ObservedConnection,
     Protocol,
@@ -48,6 +52,7 @@ from nsqviz.protocols import (
     no_fields,
 )
 from nsqviz.records import escaped
+from nsqviz.sansio import violation_fields
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
 
@@ -113,7 +118,7 @@ def _command_summary(spec: CommandSpec, f: Mapping[str, Any]) -> str:
     elif spec.body is BodyKind.MESSAGES:
         parts.append(f"messages={len(f['bodies']) if 'bodies' in f else f.get('messages', '?')}")
     elif spec.body is BodyKind.JSON:
-        parts.append(json.dumps(f["data"], separators=(",", ":")) if "data" in f else _body(f))
+        parts.append(compactjson.dumps(f["data"]) if "data" in f else _body(f))
     return " ".join(parts)
 
 
@@ -130,7 +135,7 @@ def _command_typed(spec: CommandSpec, event: Any) -> dict[str, Any]:
     elif spec.body is BodyKind.MESSAGES:
         out["bodies"] = [_sha1(b) for b in event.bodies]
     elif spec.body is BodyKind.JSON:
-        out["data"] = json.dumps(event.data, separators=(",", ":"))
+        out["data"] = compactjson.dumps(event.data)
     return out
 
 
@@ -160,7 +165,7 @@ class _Observer(ObservedConnection):
             asked = codec.recovered(Direction(direction), name, fields, packet)
             if asked is not None:
                 fields["response_to"] = asked
-        kind = "command" if direction == Direction.C2S else "frame"
+        kind = ItemKind.COMMAND if direction == Direction.C2S else ItemKind.FRAME
         return Lost(raw.data, length, unit=Item(kind, name, fields, None, raw.offset, raw))
 
 
@@ -169,26 +174,26 @@ def _items(events: list[ev.Event], fields_of: Callable[[Any], dict[str, Any]] = 
     out: list[Item] = []
     for e in events:
         if isinstance(e, ev.Command):
-            out.append(Item("command", COMMAND_NAMES[type(e)], fields_of(e), e,
+            out.append(Item(ItemKind.COMMAND, COMMAND_NAMES[type(e)], fields_of(e), e,
                             _offset(e.raw), e.raw))
         elif isinstance(e, ev.ServerFrame):
-            out.append(Item("frame", FRAME_NAMES[type(e)], fields_of(e), e, _offset(e.raw),
+            out.append(Item(ItemKind.FRAME, FRAME_NAMES[type(e)], fields_of(e), e, _offset(e.raw),
                             e.raw))
         elif isinstance(e, ev.Violation):
             out.append(_violation(e))
         elif isinstance(e, ev.CompressionStarted):
-            out.append(Item("annotation", "CompressionStarted",
+            out.append(Item(ItemKind.ANNOTATION, "CompressionStarted",
                             {"compression_starts": {"kind": e.kind, "level": e.level}}, e))
         elif isinstance(e, ev.TLSUpgrade):
-            out.append(Item("tls", "TLSUpgrade", {
+            out.append(Item(ItemKind.TLS, "TLSUpgrade", {
                 "pending": e.pending.hex(),
                 "note": "the connection switches to TLS here; what follows is encrypted"}, e))
         elif type(e) is ev.Answered:
-            out.append(Item("annotation", "Answered", {"response_to": e.packet}, e))
+            out.append(Item(ItemKind.ANNOTATION, "Answered", {"response_to": e.packet}, e))
         elif type(e) is ev.Refused:
-            out.append(Item("annotation", "Refused", {"refused": e.answer}, e))
+            out.append(Item(ItemKind.ANNOTATION, "Refused", {"refused": e.answer}, e))
         elif isinstance(e, ev.Truncated):
-            out.append(Item("truncated", "Truncated", {
+            out.append(Item(ItemKind.TRUNCATED, "Truncated", {
                 "offset": e.offset, "expected": e.expected, "data": e.data.hex(),
                 "reason": "the stream ended inside this frame"}, e, e.offset))
         # ConnectionClosed is a TCP matter: the capture layer reports the flow's end.
@@ -199,19 +204,19 @@ def _violation(e: ev.Violation) -> Item:
     """A command nsqd refuses is that command with its violation attached; bytes that
     do not decode as a command are an error of their own."""
     if e.continued:
-        return Item("skipped", "Skipped", {"offset": e.offset, "reason": e.text}, e, e.offset,
-                    e.raw)
-    problem = {"code": e.code, "text": e.text, "fatal": e.fatal}
+        return Item(ItemKind.SKIPPED, "Skipped", {"offset": e.offset, "reason": e.text}, e,
+                    e.offset, e.raw)
+    problem = violation_fields(e)
     cmd = e.command
     if cmd is not None:
         fields = _fields(cmd)
         fields["violation"] = problem
         raw = cmd.raw if cmd.raw is not None else e.raw
-        return Item("command", COMMAND_NAMES[type(cmd)], fields, e, _offset(raw), raw)
-    fields = {**problem, "offset": e.offset}
+        return Item(ItemKind.COMMAND, COMMAND_NAMES[type(cmd)], fields, e, _offset(raw), raw)
+    fields = problem
     if e.raw is not None:
         fields["data"] = e.raw.data.hex()
-    return Item("error", e.code or UNDECODABLE, fields, e, e.offset, e.raw)
+    return Item(ItemKind.ERROR, e.code or UNDECODABLE, fields, e, e.offset, e.raw)
 
 
 def _offset(raw: Any) -> int | None:
@@ -298,6 +303,13 @@ class NsqProtocol(Protocol):
     def aliases(self) -> Mapping[str, str]:
         return {MAGIC_NAME: COMMAND_NAMES[ev.Magic]}
 
+    def grammars(self) -> tuple[Any, ...]:
+        return (grammar.Command, grammar.Frame)
+
+    def record_name(self, event: Any) -> str | None:
+        kind = type(event)
+        return COMMAND_NAMES.get(kind) or FRAME_NAMES.get(kind)
+
     def layout(self, kind: str, name: str) -> Any:
         if name == COMMAND_NAMES[ev.Magic]:
             return grammar.Magic
@@ -306,6 +318,10 @@ class NsqProtocol(Protocol):
         if kind == "frame":
             return grammar.Frame
         return None
+
+    analyses = ANALYSES
+    dissector = DISSECTOR
+    rules = RULES
 
     typed_schema = (
         ("msg_id", "string"),

@@ -1,5 +1,5 @@
-"""NSQ's wire constants and value rules, without construct: the magic, nsqd's rule for
-topic and channel names, and Go's compact JSON.
+"""NSQ's wire constants and value rules, without construct: the magic, the heartbeat,
+nsqd's rule for topic and channel names.
 
 The grammar (:mod:`nsqviz.nsq.grammar`) and its struct-based twin for hot loops
 (:mod:`nsqviz.nsq.fastpath`, :mod:`nsqviz.nsq.framing`) both read these, so that the
@@ -8,16 +8,17 @@ hot paths do not import the construct grammar for them.
 
 from __future__ import annotations
 
-import json
 import re
-from typing import Any
 
-__all__ = ["EPHEMERAL", "MAGIC_V2", "NAME_CHARS", "NAME_MAX", "NAME_RE", "NAME_RULE",
-           "bad_name_reason", "compact_json", "first_bad_name_byte", "is_valid_channel_name",
+__all__ = ["EPHEMERAL", "HEARTBEAT", "MAGIC_V2", "NAME_CHARS", "NAME_MAX", "NAME_RE", "NAME_RULE",
+           "bad_name_reason", "first_bad_name_byte", "is_valid_channel_name",
            "is_valid_topic_name"]
 
 MAGIC_V2 = b"  V2"
 """The four bytes a client sends first to speak protocol V2."""
+
+HEARTBEAT = b"_heartbeat_"
+"""The data of the FrameTypeResponse nsqd sends as a heartbeat (a client answers NOP)."""
 
 NAME_CHARS = "[.a-zA-Z0-9_-]"
 """nsqd's characters for a topic or channel name."""
@@ -57,7 +58,3 @@ def first_bad_name_byte(name: bytes) -> int:
     return min(NAME_MAX, len(name))
 
 
-def compact_json(value: Any) -> bytes:
-    """``value`` as JSON without spaces, as Go's ``encoding/json`` writes it: how
-    clients send IDENTIFY bodies and how nsqd answers IDENTIFY and AUTH."""
-    return json.dumps(value, separators=(",", ":")).encode()

@@ -1,4 +1,4 @@
-"""The analyses on Spark: :data:`nsqviz.pipeline.definitions.VIEWS`, each broker's
+"""The analyses on Spark: :func:`nsqviz.pipeline.definitions.definitions`, each broker's
 frames analysed apart, in parallel, by the engine ``nsqviz messages`` runs in-process,
 written as Parquet by the tasks that computed them.
 
@@ -6,7 +6,7 @@ Why not Spark SQL throughout: the definitions are a dozen window and aggregate q
 and on Spark each one is several stages of shuffles and generated code. On the 215 MB
 benchmark set (300 000 frames) they took longer than decoding the captures and did not
 gain from a second core. But every view except those that combine brokers
-(:data:`~nsqviz.pipeline.definitions.ACROSS_SERVERS`) reads one broker's frames at a
+(:func:`~nsqviz.pipeline.definitions.across_servers`) reads one broker's frames at a
 time, so Spark needs one shuffle: the frames partitioned by their server
 (:data:`~nsqviz.pipeline.definitions.SERVER`), each partition holding some brokers
 whole. Then each partition runs those views on DuckDB inside a Python task
@@ -30,17 +30,21 @@ from functools import cache
 from typing import Any
 
 from nsqviz.pipeline import sink
-from nsqviz.pipeline.definitions import ACROSS_SERVERS, SERVER, TABLES, VIEWS, reads
+from nsqviz.pipeline.definitions import SERVER, across_servers, reads, tables, views
 
-__all__ = ["PER_SERVER", "TABLES", "write"]
+__all__ = ["per_server", "write"]
 
-PER_SERVER = tuple(name for name in VIEWS if name not in ACROSS_SERVERS)
-"""The views each broker's task computes."""
 
-_WRITTEN = tuple(name for name in PER_SERVER if name in TABLES
-                 or any(name in reads(other) for other in ACROSS_SERVERS))
-"""The per-broker views the tasks write: the tables, and the steps the combining views
-read (under ``_steps/`` in the output, removed at the end)."""
+def per_server() -> tuple[str, ...]:
+    """The views each broker's task computes."""
+    return tuple(name for name in views() if name not in across_servers())
+
+
+def _written() -> tuple[str, ...]:
+    """The per-broker views the tasks write: the tables, and the steps the combining views
+    read (under ``_steps/`` in the output, removed at the end)."""
+    return tuple(name for name in per_server() if name in tables()
+                 or any(name in reads(other) for other in across_servers()))
 
 
 def write(frames: Any, out: str) -> None:
@@ -48,8 +52,8 @@ def write(frames: Any, out: str) -> None:
     Parquet table ``out/<name>``. ``out`` is a local path or a URI that pyarrow's file
     systems know and every executor reaches, as for the frames table."""
     spark = frames.sparkSession
-    paths = {name: (f"{out}/{name}" if name in TABLES else f"{out}/_steps/{name}")
-             for name in _WRITTEN}
+    paths = {name: (f"{out}/{name}" if name in tables() else f"{out}/_steps/{name}")
+             for name in _written()}
     for path in paths.values():
         sink.clear(path)
     parts, partition = _deal(frames, int(spark.conf.get("spark.sql.shuffle.partitions")))
@@ -59,11 +63,11 @@ def write(frames: Any, out: str) -> None:
         if name not in written:  # no broker had a row: an empty file gives the schema
             sink.PartWriter(path, "part-empty", arrow_schemas()[name]).close()
         sink.done(path)
-    for name in {view for across in ACROSS_SERVERS for view in reads(across)} & set(paths):
+    for name in {view for across in across_servers() for view in reads(across)} & set(paths):
         spark.read.parquet(paths[name]).createOrReplaceTempView(name)
     try:
-        for name in ACROSS_SERVERS:  # in order: one may read those before it
-            df = spark.sql(VIEWS[name])
+        for name in across_servers():  # in order: one may read those before it
+            df = spark.sql(views()[name])
             df.createOrReplaceTempView(name)
             df.write.mode("overwrite").parquet(f"{out}/{name}")
     finally:
@@ -155,4 +159,4 @@ def arrow_schemas() -> dict[str, Any]:
     from nsqviz.records import frame_schema
 
     empty = pa.Table.from_batches([], schema=frame_schema())
-    return {name: table.schema for name, table in analyse(empty, PER_SERVER).items()}
+    return {name: table.schema for name, table in analyse(empty, per_server()).items()}

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
-from nsqviz.pipeline.definitions import TABLES as ANALYSES
+from nsqviz.pipeline.definitions import tables as analyses_tables
 from nsqviz.pipeline.progress import Progress, console
 from nsqviz.usage import usage_error
 
@@ -38,7 +38,11 @@ if TYPE_CHECKING:  # pyspark and the frames stage are imported when a run starts
 
 __all__ = ["PipelineResult", "main", "run"]
 
-TABLES = ("frames", *ANALYSES)
+
+
+def _tables() -> tuple[str, ...]:
+    """What a run writes: the frames, then every analysis."""
+    return ("frames", *analyses_tables())
 
 
 @dataclass
@@ -71,11 +75,19 @@ def run(spark: SparkSession, captures: Paths, out: str, *, partitions: int | Non
     local ``out``; for a URI ``out``, a local temporary directory, which serves local
     mode and a cluster on one host only).
     """
-
     from nsqviz.capture.paths import expand_paths
 
+    return _run_files(spark, expand_paths(captures), out, partitions=partitions, ports=ports,
+                      idle_split=idle_split, count=count, per_file=per_file,
+                      progress=progress, work=work)
+
+
+def _run_files(spark: SparkSession, files: list[str], out: str, *, partitions: int | None,
+               ports: Mapping[str, Iterable[int]] | None, idle_split: float | None,
+               count: bool, per_file: bool, progress: Callable[[Any], None] | None,
+               work: str | None) -> PipelineResult:
+    """:func:`run` on ``files``, the capture set already named file by file."""
     started = time.perf_counter()
-    files = expand_paths(captures)
     sizes = [os.path.getsize(f) for f in files]
     result = PipelineResult(os.path.abspath(out) if "://" not in out else out, files)
     # The decoding tasks report how far they are in files there (on a cluster, the
@@ -123,7 +135,7 @@ def _run(spark: SparkSession, files: list[str], uri: str, result: PipelineResult
             "kind in ('command', 'frame')").count())
     analyses.write(frames, uri)
     if count:
-        for name in TABLES:
+        for name in _tables():
             result.counts[name] = _rows(spark, f"{uri}/{name}")
 
 
@@ -180,24 +192,24 @@ def run_args(args: argparse.Namespace) -> int:
     from nsqviz.pipeline.spark import JavaMissing, get_session, input_bytes
 
     try:
-        expand_paths(args.captures)  # before paying for a JVM
+        files = expand_paths(args.captures)  # once, and before paying for a JVM
     except FileNotFoundError as exc:
         return usage_error("pipeline", str(exc))
     try:
         spark = get_session(args.master, driver_memory=args.driver_memory,
-                            input_bytes=input_bytes(args.captures))
+                            input_bytes=input_bytes(files))
     except JavaMissing as exc:
         return usage_error("pipeline", str(exc))
     try:
         options = capture_set_options(args)
-        result = run(spark, args.captures, args.out, partitions=args.partitions,
-                     ports=options["ports"], idle_split=options["idle_split"],
-                     per_file=not options["continuation"],
-                     progress=None if args.quiet else console, work=args.work)
+        result = _run_files(spark, files, args.out, partitions=args.partitions,
+                            ports=options["ports"], idle_split=options["idle_split"],
+                            count=True, per_file=not options["continuation"],
+                            progress=None if args.quiet else console, work=args.work)
     except FileNotFoundError as exc:
         return usage_error("pipeline", str(exc))
     print(f"{len(result.files)} capture file(s) -> {result.out} in {result.seconds:.1f} s")
-    for name in TABLES:
+    for name in _tables():
         print(f"  {name:<15} {result.counts.get(name, 0):>10} rows  "
               f"{os.path.join(result.out, name)}")
     return 0

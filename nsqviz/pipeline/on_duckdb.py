@@ -1,5 +1,5 @@
-"""The analyses on DuckDB: :data:`nsqviz.pipeline.definitions.VIEWS` run over an Arrow
-frames table -- in-process for the captures one person debugs
+"""The analyses on DuckDB: :func:`nsqviz.pipeline.definitions.definitions` run over an
+Arrow frames table -- in-process for the captures one person debugs
 (:mod:`nsqviz.analysis`), and inside the pipeline's Spark tasks, one partition of
 brokers at a time (:mod:`nsqviz.pipeline.analyses`).
 
@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from nsqviz.pipeline.definitions import TABLES, VIEWS, reads
+from nsqviz.pipeline.definitions import definitions, reads, tables
 
 __all__ = ["DUCKDB_NAMES", "analyse", "duckdb_sql"]
 
@@ -50,17 +50,19 @@ def duckdb_sql(text: str) -> str:
     return _CALL.sub(rename, text)
 
 
-def analyse(frames: Any, tables: Iterable[str] = TABLES, *,
+def analyse(frames: Any, wanted: Iterable[str] | None = None, *,
             ordered: bool = True, threads: int | None = None) -> dict[str, Any]:
     """Run the definitions on DuckDB over ``frames`` (an Arrow table of the frames
-    table; its ``fields`` column is never read) and return ``tables`` (any of
-    :data:`~nsqviz.pipeline.definitions.VIEWS`) as Arrow tables, rows sorted by all
-    their columns unless not ``ordered``. ``threads``: how many DuckDB may use (default:
-    one per core), for a Spark task that is given fewer.
-    Each view is materialised once, so a table several others read is computed once."""
+    table; its ``fields`` column is never read) and return the views ``wanted`` (any
+    of :func:`~nsqviz.pipeline.definitions.definitions`; default: every table) as
+    Arrow tables, rows sorted by all their columns unless not ``ordered``. ``threads``:
+    how many DuckDB may use (default: one per core), for a Spark task that is given
+    fewer. Each view is materialised once, so a table several others read is computed
+    once (a view that is only a filter of the frames is read through, not copied)."""
     import duckdb
 
-    wanted = set(tables)
+    views = definitions()
+    wanted = set(tables() if wanted is None else wanted)
     con = duckdb.connect()
     try:
         con.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")
@@ -69,14 +71,15 @@ def analyse(frames: Any, tables: Iterable[str] = TABLES, *,
         con.register("frames", frames.drop_columns(["fields"]) if "fields" in
                      frames.column_names else frames)
         needed = _needed(wanted)
-        for name, text in VIEWS.items():
+        for name, view in views.items():
             if name in needed:
-                con.execute(f"CREATE TEMP TABLE {name} AS {duckdb_sql(text)}")
+                what = "TABLE" if view.materialise else "VIEW"
+                con.execute(f"CREATE TEMP {what} {name} AS {duckdb_sql(view.sql)}")
         # Rows in one order (by every column, left to right): DuckDB's parallel plans
         # give them in any, and a notebook's stored output must not depend on that.
         order = " ORDER BY ALL" if ordered else ""
         return {name: con.sql(f"SELECT * FROM {name}{order}").to_arrow_table()
-                for name in VIEWS if name in wanted}
+                for name in views if name in wanted}
     finally:
         con.close()
 
@@ -89,8 +92,8 @@ def _needed(wanted: set[str]) -> set[str]:
         name = todo.pop()
         if name in needed:
             continue
-        if name not in VIEWS:
-            raise KeyError(f"no analysis named {name!r} (choose from {', '.join(TABLES)})")
+        if name not in definitions():
+            raise KeyError(f"no analysis named {name!r} (choose from {', '.join(tables())})")
         needed.add(name)
         todo.extend(reads(name) - {"frames"})
     return needed

@@ -21,8 +21,6 @@ import shutil
 import sys
 import zipfile
 
-import nsqviz
-
 __all__ = ["build"]
 
 MAIN_NAME = "nsqviz_pipeline_main.py"
@@ -33,7 +31,8 @@ def build(dest: str | os.PathLike[str]) -> tuple[str, str]:
     ``dest/nsqviz_pipeline_main.py``; return their paths."""
     dest = os.fspath(dest)
     os.makedirs(dest, exist_ok=True)
-    package = os.path.dirname(os.path.abspath(nsqviz.__file__))
+    # this module's own package's package: the nsqviz these files are part of
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     root = os.path.dirname(package)
     zpath = os.path.join(dest, "nsqviz.zip")
     with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:

@@ -19,13 +19,12 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pyspark is imported when a session is made
     from pyspark.sql import SparkSession
 
-    from nsqviz.capture.paths import Paths
 
 __all__ = ["DEFAULT_MASTER", "JavaMissing", "check_java", "driver_memory_for", "get_session",
            "input_bytes"]
@@ -43,11 +42,10 @@ and touches all of it before its first full collection (notebook 06, measured fr
 /proc: the JVM's peak RSS 691 MB -> 539 MB). Large inputs keep the JVM's defaults."""
 
 
-def input_bytes(paths: Paths) -> int:
-    """Bytes of the capture files ``paths`` names (files, directories, globs)."""
-    from nsqviz.capture.paths import expand_paths
-
-    return sum(os.path.getsize(f) for f in expand_paths(paths))
+def input_bytes(files: Iterable[str]) -> int:
+    """Bytes of the capture ``files`` (as :func:`~nsqviz.capture.paths.expand_paths`
+    names them)."""
+    return sum(os.path.getsize(f) for f in files)
 
 
 def driver_memory_for(n_bytes: int | None) -> str:

@@ -25,6 +25,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from nsqviz import compactjson
 from nsqviz.capture.writer import PcapngWriter, PcapWriter, RecordWriter, TcpConversation
 from nsqviz.nsq.errors import not_in_flight
 from nsqviz.nsq.events import (
@@ -47,7 +48,6 @@ from nsqviz.nsq.events import (
     Touch,
 )
 from nsqviz.nsq.fastpath import encode_command, encode_frame
-from nsqviz.records import compact_json
 from nsqviz.stream.direction import Direction
 
 __all__ = [
@@ -352,7 +352,7 @@ class _Sim:
 
 
 def _json(obj: dict[str, Any]) -> bytes:
-    return compact_json(obj).encode()
+    return compactjson.encode(obj)
 
 
 def simulate(

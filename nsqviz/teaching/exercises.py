@@ -149,10 +149,10 @@ def _max_frame() -> int:
     return DEFAULT_MAX_FRAME_SIZE
 
 
-def _pipeline(attr: str) -> object:
-    from nsqviz.pipeline import definitions
+def _nsq_analyses(attr: str) -> object:
+    from nsqviz.nsq import analyses
 
-    return getattr(definitions, attr)
+    return getattr(analyses, attr)
 
 
 def _frame_columns() -> list[str]:
@@ -168,16 +168,10 @@ def _frame_name(value: int) -> str:
 
 
 def _share(max_in_flight: int, connections: int) -> int:
-    from types import SimpleNamespace
-
-    from nsqviz.clients.nsq.consumer import Consumer
+    from nsqviz.clients.nsq.consumer import rdy_share
     from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT
 
-    me = SimpleNamespace(conns=dict.fromkeys(range(connections)),
-                         config=SimpleNamespace(max_in_flight=max_in_flight))
-    conn: Any = SimpleNamespace(max_rdy_count=DEFAULT_MAX_RDY_COUNT)
-    consumer: Any = me  # the two attributes the rule reads
-    return Consumer._share(consumer, conn)
+    return rdy_share(max_in_flight, connections, DEFAULT_MAX_RDY_COUNT)
 
 
 def _starved(in_flight: int, rdy: int) -> bool:
@@ -306,7 +300,7 @@ EXERCISES: dict[str, list[Question]] = {
         Question("When does the pipeline call a connection starved? `in_flight > 0 and "
                  "in_flight >= r × last RDY`: what is r?", 0.85,
                  "the client-library guide's rule; `work2` with RDY 1 is starved at every "
-                 "delivery.", lambda: _pipeline("STARVATION_RATIO")),
+                 "delivery.", lambda: _nsq_analyses("STARVATION_RATIO")),
         Question("The `frames` table starts with the fields `nsqviz decode --json` prints. "
                  "Which seven?", "ts, flow, dir, kind, name, fields, packets",
                  "one row per command or frame; gaps and errors are rows too.",

@@ -40,6 +40,7 @@ from nsqviz.sansio import LocalProtocolError
 from nsqviz.sansio import Observer as SansIOObserver
 from nsqviz.stream.reassembly import Garbage, RawFrame, Reassembler
 from nsqviz.stream.reassembly import Truncated as StreamTruncated
+from nsqviz.stream.sizes import INT32
 from nsqviz.tubemq.events import (
     Answer,
     ConnectionClosed,
@@ -51,7 +52,7 @@ from nsqviz.tubemq.events import (
     Violation,
 )
 from nsqviz.tubemq.framing import TubeFraming, split_frame
-from nsqviz.tubemq.grammar import DEFAULT_LIMITS, HEADER_SIZE, GrammarError, Limits
+from nsqviz.tubemq.grammar import BEGIN_TOKEN, DEFAULT_LIMITS, HEADER_SIZE, GrammarError, Limits
 from nsqviz.tubemq.messages import (
     decode_answer,
     decode_request,
@@ -67,6 +68,7 @@ from nsqviz.tubemq.tables import (
     Kind,
     Outcome,
     State,
+    ViolationCode,
     accepted,
     next_state,
 )
@@ -105,8 +107,13 @@ def outcome(request: Request | None, answer: Answer) -> Outcome | None:
     return None
 
 
-_I32 = Struct(">i")
 _SERIAL_COUNT = Struct(">Ii")
+_SERIAL_AT = len(BEGIN_TOKEN)
+"""Where a frame's serialNo starts (after the MsgToken)."""
+
+_JUDGED = frozenset({ViolationCode.RESPONSE_WITHOUT_REQUEST, ViolationCode.NOT_ALLOWED_IN_STATE})
+"""What an observer that started mid-connection cannot judge: it saw neither the request
+an answer answers nor the session's state."""
 
 
 def _block_starts(buf: bytes, start: int, count: int) -> list[int]:
@@ -116,7 +123,7 @@ def _block_starts(buf: bytes, start: int, count: int) -> list[int]:
     p = start + HEADER_SIZE
     for _ in range(count):
         starts.append(p + 4)
-        p += 4 + _I32.unpack_from(buf, p)[0]
+        p += 4 + INT32.unpack_from(buf, p)[0]
     return starts
 
 
@@ -139,7 +146,7 @@ def _content(buf: bytes, start: int, end: int) -> tuple[int, Any, Callable[[int]
     def where(offset: int) -> int:
         at = 0
         for s in _block_starts(buf, start, count):
-            length = _I32.unpack_from(buf, s - 4)[0]
+            length = INT32.unpack_from(buf, s - 4)[0]
             if offset < at + length:
                 return s + offset - at
             at += length
@@ -197,17 +204,18 @@ class _Connection(SansIOConnection):
             split_frame(garbage.data, self.limits)
             error = None
         except GrammarError as exc:
-            error = exc if type(exc).__name__ == garbage.code else None
+            error = exc if exc.code == garbage.code else None
         field = error.field if error is not None else "MsgToken"
-        offset = garbage.offset + (error.offset or 0 if error is not None else 0)
+        at = garbage.offset + (error.offset or 0 if error is not None else 0)
         reason = error.reason if error is not None else garbage.reason
         if garbage.resynced:
             reason += ("; resynchronised (a guess) on the MsgToken at "
                        f"{garbage.offset + len(garbage.data)}")
         elif not self.passive:
             reason += "; nothing after it is read (the Java decoder closes the connection)"
-        out.append(Violation(garbage.code or "BadToken", field, reason, offset, True,
-                             garbage.resynced, raw))
+        # the framing rule's code is the grammar error's ViolationCode
+        out.append(Violation(garbage.code or ViolationCode.BAD_TOKEN, field, reason,
+                             garbage.offset, True, garbage.resynced, raw, field_offset=at))
 
     def expect(self, request: Request, now: float | None) -> None:
         """Remember ``request`` as awaiting its answer (sent at ``now``): :meth:`send`
@@ -291,14 +299,14 @@ class ClientConnection(_Connection):
                   now: float | None, out: list[Event]) -> None:
         serial, content, at = _content(buf, start, end)
         entry = self.pending.get(serial)
-        answer, violations = decode_answer(serial, content, raw, lambda c: base + at(c),
-                                           entry[0] if entry else None)
+        answer, violations = decode_answer(serial, content, raw, base + start,
+                                           lambda c: base + at(c), entry[0] if entry else None)
         if answer is not None:
             if entry is None:
                 violations.insert(0, Violation(
-                    "ResponseWithoutRequest", "serialNo",
-                    f"no request with serialNo {serial} awaits an answer", base + start + 4,
-                    raw=raw))
+                    ViolationCode.RESPONSE_WITHOUT_REQUEST, "serialNo",
+                    f"no request with serialNo {serial} awaits an answer", base + start,
+                    raw=raw, field_offset=base + start + _SERIAL_AT))
             answer = self.answered(answer, now)
             out.append(answer)
             violations = [dataclasses.replace(v, event=answer) for v in violations]
@@ -311,19 +319,20 @@ class ServerConnection(_Connection):
     def _on_frame(self, buf: bytes, start: int, end: int, base: int, raw: RawFrame | None,
                   now: float | None, out: list[Event]) -> None:
         serial, content, at = _content(buf, start, end)
-        request, violations = decode_request(serial, content, raw, lambda c: base + at(c))
+        request, violations = decode_request(serial, content, raw, base + start,
+                                             lambda c: base + at(c))
         if request is not None:
             if serial in self.pending:
                 violations.insert(0, Violation(
-                    "DuplicateSerial", "serialNo",
-                    f"serialNo {serial} is already awaiting an answer", base + start + 4,
-                    raw=raw, event=request))
+                    ViolationCode.DUPLICATE_SERIAL, "serialNo",
+                    f"serialNo {serial} is already awaiting an answer", base + start,
+                    raw=raw, event=request, field_offset=base + start + _SERIAL_AT))
             else:
                 self.expect(request, now)
             info = METHODS.get(request.body.method)
             if info is not None and self.state not in info.states:
                 violations.append(Violation(
-                    "NotAllowedInState", "RequestBody.method",
+                    ViolationCode.NOT_ALLOWED_IN_STATE, "RequestBody.method",
                     f"{info.name} in state {self.state.value} on this connection",
                     base + start, raw=raw, event=request))
             out.append(request)
@@ -390,5 +399,4 @@ class Observer(SansIOObserver):
     def _judged(self, events: list[Any]) -> list[Any]:
         if not self.midstream:
             return events
-        return [e for e in events if type(e) is not Violation
-                or e.code not in ("ResponseWithoutRequest", "NotAllowedInState")]
+        return [e for e in events if type(e) is not Violation or e.code not in _JUDGED]

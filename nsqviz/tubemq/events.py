@@ -16,6 +16,7 @@ which segments); it is left out of equality, like the pairing and the latency.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from dataclasses import field as _field
 from typing import Any, ClassVar
 
 from google.protobuf import text_format
@@ -150,15 +151,16 @@ Answer = Response | ExceptionResponse
 
 @dataclass(frozen=True, slots=True, repr=False)
 class Violation(Observation):
-    """The peer broke the protocol, or sent bytes that do not decode.
+    """The peer broke the protocol, or sent bytes that do not decode (a
+    :class:`nsqviz.sansio.Violation`, with the meanings every protocol gives it).
 
-    ``code`` names the kind (``BadToken``, ``BadListSize``, ``BadBlockLength``,
-    ``BadContent``, ``ProtobufError``, ``UnknownService``, ``UnknownMethod``,
-    ``WrongService``, ``NoDecoder``, ``ResponseWithoutRequest``, ``DuplicateSerial``,
-    ``MethodMismatch``, ``CrcMismatch``, ``NotAllowedInState``); ``field`` the field in the
-    protocol's words; ``offset`` where in the stream. ``fatal``: a Java peer would close
-    the connection here. ``resynced`` (framing errors only): whether decoding resumed
-    at a later MsgToken (a guess) rather than giving up on the stream.
+    ``code`` names the kind (:class:`~nsqviz.tubemq.tables.ViolationCode`); ``field``
+    the field in the protocol's words; ``offset`` where the frame (or the bytes that do
+    not frame) starts in the stream, ``field_offset`` where the field at fault does;
+    ``reason`` says what is wrong (TubeMQ's servers answer none of these with a text of
+    their own, so it is also the :attr:`text`). ``fatal``: a Java peer would close the
+    connection here. ``resynced`` (framing errors only): whether decoding resumed at a
+    later MsgToken (a guess) rather than giving up on the stream.
     """
 
     code: str
@@ -170,6 +172,11 @@ class Violation(Observation):
     raw: RawFrame | None = _aside()
     event: Any = _aside()
     """The decoded event the violation is about, when there is one."""
+    field_offset: int | None = _field(default=None, kw_only=True)
+
+    @property
+    def text(self) -> str:
+        return self.reason
 
 
 @dataclass(frozen=True, slots=True, repr=False)

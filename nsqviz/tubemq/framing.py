@@ -24,6 +24,7 @@ from __future__ import annotations
 from struct import Struct as _Struct
 
 from nsqviz.stream.reassembly import Buffer, FramingError
+from nsqviz.stream.sizes import INT32
 from nsqviz.tubemq.grammar import (
     BEGIN_TOKEN,
     DEFAULT_LIMITS,
@@ -42,7 +43,6 @@ from nsqviz.tubemq.grammar import (
 
 __all__ = ["TubeFraming", "join_content", "join_frame", "split_content", "split_frame"]
 
-_I32 = _Struct(">i")
 _HEADER = _Struct(">4sIi")
 
 
@@ -79,7 +79,7 @@ def split_frame(data: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[int, byte
     for i in range(count):
         if n - pos < 4:
             raise Incomplete(f"the frame ends early ({n} bytes)", offset=n)
-        (length,) = _I32.unpack_from(data, pos)
+        (length,) = INT32.unpack_from(data, pos)
         if not lo <= length <= hi:
             error = _limit_error(BadBlockLength, f"block[{i}].length", length, lo, hi, limits,
                                  pos)
@@ -164,7 +164,7 @@ def join_frame(serialNo: int, content: bytes) -> bytes:
     :func:`~nsqviz.tubemq.grammar.frame_bytes` (differentially tested)."""
     size = RPC_MAX_BUFFER_SIZE
     blocks = [content[i : i + size] for i in range(0, len(content), size)]
-    pack = _I32.pack
+    pack = INT32.pack
     return b"".join([_HEADER.pack(BEGIN_TOKEN, serialNo, len(blocks)),
                      *(pack(len(b)) + b for b in blocks)])
 
@@ -240,14 +240,14 @@ class TubeFraming:
                 self._error = BadToken(f"expected {BEGIN_TOKEN.hex()}, got {got}", offset=0,
                                        field="MsgToken")
                 return True
-            count = _I32.unpack_from(field, 8)[0]
+            count = INT32.unpack_from(field, 8)[0]
             self._error = _limit_error(BadListSize, "listSize", count, 0, limits.max_list_size,
                                        limits, 8)
             self._blocks = count
             if count == 0:
                 self._total = HEADER_SIZE
             return self._error is not None or count == 0
-        length = _I32.unpack_from(field, 0)[0]
+        length = INT32.unpack_from(field, 0)[0]
         self._error = _limit_error(
             BadBlockLength, f"block[{self._index}].length", length,
             limits.min_block_length, limits.max_block_length, limits, self._seen - 4,
@@ -267,7 +267,7 @@ class TubeFraming:
         if error is not None:
             self._restart()
             raise FramingError(f"{error.field} at frame offset {error.offset}: {error.reason}",
-                               code=type(error).__name__)
+                               code=error.code)
         if total is not None:
             self._restart()
             return total
@@ -280,7 +280,7 @@ class TubeFraming:
         if self._seen:
             return pos  # measure is walking the head frame: let it finish
         n = len(buf)
-        unpack = _I32.unpack_from
+        unpack = INT32.unpack_from
         limits = self.limits
         most, lo, hi = limits.max_list_size, limits.min_block_length, limits.max_block_length
         append = ends.append

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from construct import (
     Array,
@@ -49,6 +49,7 @@ from construct import (
 from construct.core import StreamError, stream_read, stream_tell, stream_write
 
 from nsqviz import sansio
+from nsqviz.tubemq.tables import ViolationCode
 
 if TYPE_CHECKING:
     from construct import Subconstruct
@@ -128,9 +129,11 @@ longer block, and a bound keeps a hostile length from making a reader wait for 2
 class GrammarError(sansio.GrammarError):
     """Bytes that do not fit TubeMQ's grammar (the shared :class:`nsqviz.sansio.
     GrammarError`): ``offset`` where, ``field`` which field (in the protocol's words:
-    ``MsgToken``, ``listSize``, ``block[2].length`` ...), and why."""
+    ``MsgToken``, ``listSize``, ``block[2].length`` ...), and why; ``code``: the kind of
+    violation the codec reports it as."""
 
     field: str
+    code: ClassVar[ViolationCode] = ViolationCode.BAD_CONTENT
 
     def __init__(self, reason: str, *, offset: int | None = None, field: str = ""):
         super().__init__(reason, offset=offset, field=field)
@@ -144,26 +147,38 @@ class GrammarError(sansio.GrammarError):
 class BadToken(GrammarError):
     """The frame does not start with MsgToken FF 7F F4 FE (Java: UnknownProtocolException)."""
 
+    code = ViolationCode.BAD_TOKEN
+
 
 class BadListSize(GrammarError):
     """listSize is negative or beyond the reader's limit."""
+
+    code = ViolationCode.BAD_LIST_SIZE
 
 
 class BadBlockLength(GrammarError):
     """A block length is negative or outside the reader's limits."""
 
+    code = ViolationCode.BAD_BLOCK_LENGTH
+
 
 class Incomplete(GrammarError):
     """The bytes end before the frame (or a content message) does."""
+
+    code = ViolationCode.INCOMPLETE
 
 
 class TrailingBytes(GrammarError):
     """Bytes after the frame's last block, or after the content's third message."""
 
+    code = ViolationCode.TRAILING_BYTES
+
 
 class BadContent(GrammarError):
     """The content is not three varint-length-delimited messages (a bad varint, a length
     past the end)."""
+
+    code = ViolationCode.BAD_CONTENT
 
 
 # ------------------------------------------------------------------------ primitives

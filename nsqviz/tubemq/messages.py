@@ -13,6 +13,7 @@ sources (:mod:`nsqviz.tubemq.protos`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from google.protobuf.message import DecodeError, Message
@@ -29,6 +30,7 @@ from nsqviz.tubemq.tables import (
     RPC_FLAG_MSG_TYPE_REQUEST,
     RPC_FLAG_MSG_TYPE_RESPONSE,
     SERVICES,
+    ViolationCode,
     accepted,
 )
 
@@ -143,24 +145,27 @@ def parse_message(name: str, data: bytes) -> tuple[Message | None, str]:
 
 
 class _Decoding:
-    """The violations found while decoding one frame, located in the stream."""
+    """The violations found while decoding one frame, located in the stream: the frame
+    starts at ``start``; ``where`` maps a content offset to its stream offset."""
 
-    __slots__ = ("raw", "where", "violations")
+    __slots__ = ("raw", "start", "where", "violations")
 
-    def __init__(self, raw: RawFrame | None, where: Callable[[int], int]):
+    def __init__(self, raw: RawFrame | None, start: int, where: Callable[[int], int]):
         self.raw = raw
-        self.where = where  # content offset -> stream offset
+        self.start = start
+        self.where = where
         self.violations: list[Violation] = []
 
-    def add(self, code: str, field: str, reason: str, content_offset: int | None,
+    def add(self, code: ViolationCode, field: str, reason: str, content_offset: int | None,
             *, fatal: bool = False) -> None:
-        offset = None if content_offset is None else self.where(content_offset)
-        self.violations.append(Violation(code, field, reason, offset, fatal, raw=self.raw))
+        at = None if content_offset is None else self.where(content_offset)
+        self.violations.append(Violation(code, field, reason, self.start, fatal, raw=self.raw,
+                                         field_offset=at))
 
     def message(self, name: str, data: bytes, field: str, at: int) -> Message | None:
         msg, problem = parse_message(name, data)
         if problem:
-            self.add("ProtobufError", field, problem, at)
+            self.add(ViolationCode.PROTOBUF_ERROR, field, problem, at)
         return msg
 
     def content(self, content: bytes) -> tuple[Content | None, list[int]]:
@@ -168,8 +173,8 @@ class _Decoding:
         try:
             parts = split_content(content)
         except GrammarError as exc:
-            self.add(type(exc).__name__, exc.field or "content", exc.reason, exc.offset,
-                     fatal=True)
+            self.add(exc.code, exc.field or "content", exc.reason,
+                     exc.offset, fatal=True)
             return None, []
         starts = []
         pos = 0
@@ -250,21 +255,24 @@ def _fast_request(serialNo: int, content: bytes, raw: RawFrame | None) -> Reques
 
 
 def decode_request(
-    serialNo: int, content: bytes, raw: RawFrame | None, where: Callable[[int], int]
+    serialNo: int, content: bytes, raw: RawFrame | None, start: int,
+    where: Callable[[int], int],
 ) -> tuple[Request | None, list[Violation]]:
     """A request frame's content as a :class:`Request` and the violations it carries.
-    ``where`` maps a content offset to a stream offset (past the block lengths)."""
+    ``start`` is the frame's stream offset, ``where`` maps a content offset to a stream
+    offset (past the block lengths)."""
     fast = _fast_request(serialNo, content, raw)
     if fast is not None:
         return fast, []
-    return _detailed_request(serialNo, content, raw, where)
+    return _detailed_request(serialNo, content, raw, where, start)
 
 
 def _detailed_request(
-    serialNo: int, content: bytes, raw: RawFrame | None, where: Callable[[int], int]
+    serialNo: int, content: bytes, raw: RawFrame | None, where: Callable[[int], int],
+    start: int = 0,
 ) -> tuple[Request | None, list[Violation]]:
     """Every step of :func:`decode_request`, each problem worded."""
-    d = _Decoding(raw, where)
+    d = _Decoding(raw, start, where)
     read = d.headers(content, "RequestHeader")
     if read is None:
         return None, d.violations
@@ -275,32 +283,32 @@ def _detailed_request(
     message = None
     service, method = header.serviceType, body.method
     info = METHODS.get(method)
-    if service not in SERVICES or not 1 <= service <= 3:
-        d.add("UnknownService", "RequestHeader.serviceType",
+    if not any(service in m.services for m in METHODS.values()):
+        d.add(ViolationCode.UNKNOWN_SERVICE, "RequestHeader.serviceType",
               f"service type {service} has no RPC methods", starts[1])
     elif info is None:
-        d.add("UnknownMethod", "RequestBody.method", f"method id {method} is not defined",
-              starts[2])
+        d.add(ViolationCode.UNKNOWN_METHOD, "RequestBody.method",
+              f"method id {method} is not defined", starts[2])
     elif not accepted(service, method):
-        d.add("WrongService", "RequestBody.method",
-              f"{info.name} ({method}) is not accepted under {SERVICES[service]} ({service}): "
-              f"the Java server answers {RpcStatus.ERROR.name}", starts[2])
+        d.add(ViolationCode.WRONG_SERVICE, "RequestBody.method",
+              f"{info.name} ({method}) is not accepted under {SERVICES[service]} "
+              f"({service}): the Java server answers {RpcStatus.ERROR.name}", starts[2])
     if info is not None:
         if info.request is None:
-            d.add("NoDecoder", "RequestBody.method",
+            d.add(ViolationCode.NO_DECODER, "RequestBody.method",
                   f"{info.name} ({method}) has no request message: the Java server answers "
                   f"{RpcStatus.FATAL.name}", starts[2])
         elif body.HasField("request"):
             message = d.message(info.request, body.request, f"RequestBody.request ({info.request})",
                                 starts[2])
         else:
-            d.add("ProtobufError", "RequestBody.request",
+            d.add(ViolationCode.PROTOBUF_ERROR, "RequestBody.request",
                   f"no {info.request} in the request body", starts[2])
     event = Request(serialNo, conn, header, body, message, raw)
     if message is not None and info is not None and info.request == "SendMessageRequestP2B":
         sent = message.checkSum
         if sent != -1 and sent != checksum(message.data):
-            d.add("CrcMismatch", "SendMessageRequestP2B.checkSum",
+            d.add(ViolationCode.CRC_MISMATCH, "SendMessageRequestP2B.checkSum",
                   f"checkSum {sent} but CRC-32 of data & 0x7FFFFFFF is {checksum(message.data)}"
                   " (the broker answers 403)", starts[2])
     return event, _about(d.violations, event)
@@ -310,12 +318,14 @@ def decode_answer(
     serialNo: int,
     content: bytes,
     raw: RawFrame | None,
+    start: int,
     where: Callable[[int], int],
     request: Request | None,
 ) -> tuple[Response | ExceptionResponse | None, list[Violation]]:
     """A response frame's content as a :class:`Response` or :class:`ExceptionResponse`
-    and the violations it carries; ``request`` is the request of the same serialNo."""
-    d = _Decoding(raw, where)
+    and the violations it carries; ``request`` is the request of the same serialNo
+    (``start`` and ``where`` as for :func:`decode_request`)."""
+    d = _Decoding(raw, start, where)
     read = d.headers(content, "ResponseHeader")
     if read is None:
         return None, d.violations
@@ -333,13 +343,13 @@ def decode_answer(
         return None, d.violations
     method = body.method
     if request is not None and request.method != method:
-        d.add("MethodMismatch", "RspResponseBody.method",
+        d.add(ViolationCode.METHOD_MISMATCH, "RspResponseBody.method",
               f"answers method {method}, but request {serialNo} called {request.method}",
               starts[2])
     info = METHODS.get(method)
     message = None
     if info is None or info.response is None:
-        d.add("UnknownMethod", "RspResponseBody.method",
+        d.add(ViolationCode.UNKNOWN_METHOD, "RspResponseBody.method",
               f"method id {method} has no response message", starts[2])
     else:
         message = d.message(info.response, body.data, f"RspResponseBody.data ({info.response})",
@@ -348,7 +358,7 @@ def decode_answer(
     if message is not None and info is not None and info.response == "GetMessageResponseB2C":
         for i, m in enumerate(message.messages):
             if m.checkSum != checksum(m.payLoadData):
-                d.add("CrcMismatch", f"GetMessageResponseB2C.messages[{i}].checkSum",
+                d.add(ViolationCode.CRC_MISMATCH, f"GetMessageResponseB2C.messages[{i}].checkSum",
                       f"checkSum {m.checkSum} but CRC-32 of payLoadData & 0x7FFFFFFF is "
                       f"{checksum(m.payLoadData)} (the consumer drops the message)", starts[2])
     return event, _about(d.violations, event)
@@ -356,5 +366,4 @@ def decode_answer(
 
 def _about(violations: list[Violation], event: Event) -> list[Violation]:
     """The violations, each pointing at the event it is about."""
-    return [Violation(v.code, v.field, v.reason, v.offset, v.fatal, v.resynced, v.raw, event)
-            for v in violations]
+    return [dataclasses.replace(v, event=event) for v in violations]

@@ -27,18 +27,23 @@ from google.protobuf.message import Message
 from nsqviz.protocols import (
     DetectionWords,
     Item,
+    ItemKind,
     ObservedConnection,
     Protocol,
     RecordView,
     no_fields,
 )
+from nsqviz.sansio import violation_fields
+from nsqviz.tubemq.analyses import ANALYSES
 from nsqviz.tubemq.codec import Observer
+from nsqviz.tubemq.dissector import DISSECTOR
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
 from nsqviz.tubemq.fields import FIELDS, record_values
-from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE
+from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE, FrameStruct
 from nsqviz.tubemq.layout import frame_layout
 from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
 from nsqviz.tubemq.protos import status_name
+from nsqviz.tubemq.rules import RULES
 from nsqviz.tubemq.tables import (
     DEFAULT_BROKER_PORT,
     DEFAULT_MASTER_PORT,
@@ -119,16 +124,10 @@ def _fields(event: Any) -> dict[str, Any]:
             out["method"] = info.name if info else event.request.method
         return out
     if kind is Violation:
-        return {"code": event.code, "field": event.field, "text": event.reason,
-                "fatal": event.fatal, "offset": event.offset}
+        return violation_fields(event)
     if kind is Truncated:
         return {"offset": event.offset, "expected": event.expected, "data": event.data.hex()}
     return {}
-
-
-def _problem(v: Violation) -> dict[str, Any]:
-    return {"code": v.code, "field": v.field, "text": v.reason, "fatal": v.fatal,
-            "offset": v.offset}
 
 
 def _items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = _fields,
@@ -139,8 +138,8 @@ def _items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = _fiel
         t = type(e)
         if t is Request or t is Response or t is ExceptionResponse:
             raw = e.raw
-            item = Item("command" if t is Request else "frame", e.name, fields_of(e), e,
-                        None if raw is None else raw.offset, raw)
+            kind = ItemKind.COMMAND if t is Request else ItemKind.FRAME
+            item = Item(kind, e.name, fields_of(e), e, None if raw is None else raw.offset, raw)
             if raw is not None:
                 last[id(raw)] = item
             out.append(item)
@@ -148,15 +147,15 @@ def _items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = _fiel
             about = last.get(id(e.raw)) if e.event is not None else None
             if about is not None:
                 problems = about.fields.setdefault("violations", [])
-                problems.append(_problem(e))
+                problems.append(violation_fields(e))
                 about.fields.setdefault("violation", problems[0])
             else:
                 fields = _fields(e)
                 if e.raw is not None:
                     fields["data"] = e.raw.data.hex()
-                out.append(Item("error", e.code, fields, e, e.offset, e.raw))
+                out.append(Item(ItemKind.ERROR, e.code, fields, e, e.offset, e.raw))
         elif t is Truncated:
-            out.append(Item("truncated", "Truncated", {
+            out.append(Item(ItemKind.TRUNCATED, "Truncated", {
                 **_fields(e), "reason": "the stream ended inside this frame"}, e, e.offset,
                 e.raw))
         # ConnectionClosed is a TCP matter: the capture layer reports the flow's end.
@@ -251,12 +250,25 @@ class TubeMQProtocol(Protocol):
             return f"{event.code}: {event.field}", "error"
         return type(event).__name__, "note"
 
+    def grammars(self) -> tuple[Any, ...]:
+        """The frame (its content's protobuf messages are compiled from ``.proto``
+        sources: :mod:`nsqviz.tubemq.protos`)."""
+        return (FrameStruct,)
+
+    def record_name(self, event: Any) -> str | None:
+        t = type(event)
+        return event.name if t is Request or t is Response or t is ExceptionResponse else None
+
     def layout(self, kind: str, name: str) -> Any:
         """:func:`~nsqviz.tubemq.layout.frame_layout`: the frame's fields from the grammar
         and, inside the blocks, every protobuf field (a function of the bytes)."""
         if kind not in ("command", "frame"):
             return None
         return lambda data: frame_layout(data, response=kind == "frame")
+
+    analyses = ANALYSES
+    dissector = DISSECTOR
+    rules = RULES
 
     typed_schema = (
         ("rpc_serial", "int64"),

@@ -1,4 +1,5 @@
-"""TubeMQ's tables: services, methods, session states and their transitions, error codes.
+"""TubeMQ's tables: services, methods, session states and their transitions, error codes,
+and the kinds of violation the codec reports.
 
 Everything else -- the grammar's message choice, the codec's checks, record names, the
 views, the simulator, the clients, the pipeline and the Lua generator -- reads these
@@ -21,6 +22,8 @@ __all__ = [
     "SERVICES",
     "TRANSITIONS",
     "ErrorCode",
+    "Service",
+    "ViolationCode",
     "EventStatus",
     "EventType",
     "META_VALUE_UNDEFINED",
@@ -48,14 +51,68 @@ PROTOCOL_VERSIONS = {
     3: "org.apache.inlong (Java client and server)",
 }
 
-SERVICES = {
-    1: "MasterService",
-    2: "BrokerReadService",
-    3: "BrokerWriteService",
-    4: "BrokerAdminService",
-    5: "MasterAdminService",
-}
-"""``RequestHeader.serviceType`` values; 4 and 5 are declared but have no methods."""
+class Service(enum.IntEnum):
+    """``RequestHeader.serviceType``: which server-side service a request is for, named as
+    the Java sources name it (:attr:`title`). 4 and 5 are declared but have no methods."""
+
+    title: str
+
+    def __new__(cls, number: int, title: str) -> Service:
+        member = int.__new__(cls, number)
+        member._value_ = number
+        member.title = title
+        return member
+
+    MASTER = 1, "MasterService"
+    BROKER_READ = 2, "BrokerReadService"
+    BROKER_WRITE = 3, "BrokerWriteService"
+    BROKER_ADMIN = 4, "BrokerAdminService"
+    MASTER_ADMIN = 5, "MasterAdminService"
+
+
+SERVICES: dict[int, str] = {s.value: s.title for s in Service}
+"""``RequestHeader.serviceType`` value -> its Java name (what records and the dissector
+show)."""
+
+MASTER_SERVICES = frozenset({Service.MASTER})
+"""The services a Master serves."""
+BROKER_SERVICES = frozenset({Service.BROKER_READ, Service.BROKER_WRITE})
+"""The services a Broker serves."""
+
+
+class ViolationCode(enum.StrEnum):
+    """The kinds of :class:`~nsqviz.tubemq.events.Violation` the codec reports (its
+    ``code``; TubeMQ's servers answer none of them with an error code of their own), and
+    what each means. The framing ones are the names of the grammar's errors
+    (:class:`nsqviz.tubemq.grammar.GrammarError` subclasses; a test holds the two
+    together)."""
+
+    meaning: str
+
+    def __new__(cls, code: str, meaning: str) -> ViolationCode:
+        member = str.__new__(cls, code)
+        member._value_ = code
+        member.meaning = meaning
+        return member
+
+    BAD_TOKEN = "BadToken", "a frame does not start with the MsgToken FF 7F F4 FE"
+    BAD_LIST_SIZE = "BadListSize", "listSize outside the reader's limits"
+    BAD_BLOCK_LENGTH = "BadBlockLength", "a block length outside the reader's limits"
+    BAD_CONTENT = "BadContent", "the content's length varints are malformed"
+    INCOMPLETE = "Incomplete", "the content ends inside one of its messages"
+    TRAILING_BYTES = "TrailingBytes", "bytes after the content's three messages"
+    PROTOBUF_ERROR = "ProtobufError", "a message does not parse or lacks a required field"
+    UNKNOWN_SERVICE = "UnknownService", "a service type with no RPC methods"
+    UNKNOWN_METHOD = "UnknownMethod", "a method id the protocol does not define"
+    WRONG_SERVICE = "WrongService", "a method the service does not accept (ERROR answer)"
+    NO_DECODER = "NoDecoder", "a method the server cannot decode (FATAL answer)"
+    RESPONSE_WITHOUT_REQUEST = ("ResponseWithoutRequest",
+                                "an answer whose serialNo no request awaits")
+    DUPLICATE_SERIAL = "DuplicateSerial", "a request whose serialNo already awaits an answer"
+    METHOD_MISMATCH = "MethodMismatch", "an answer names another method than its request"
+    CRC_MISMATCH = "CrcMismatch", "a message's checkSum is not the CRC-32 of its data"
+    NOT_ALLOWED_IN_STATE = ("NotAllowedInState",
+                            "a method the session's state does not allow")
 
 
 class State(enum.Enum):
@@ -162,7 +219,7 @@ class Method:
     id: int
     const: str
     name: str
-    services: tuple[int, ...]
+    services: tuple[Service, ...]
     request: str | None
     response: str | None
     label: str
@@ -172,70 +229,74 @@ class Method:
 
 _ALL = frozenset(State)
 _LIVE = frozenset({State.REGISTERED})
+_M = (Service.MASTER,)
+_R = (Service.BROKER_READ,)
+_W = (Service.BROKER_WRITE,)
+_RW = (Service.BROKER_READ, Service.BROKER_WRITE)
 
 METHODS: dict[int, Method] = {m.id: m for m in (
     # id, RpcConstants name, Java method name, services, request, response, label, kind, states
-    Method(1, "RPC_MSG_MASTER_PRODUCER_REGISTER", "producerRegisterP2M", (1,),
+    Method(1, "RPC_MSG_MASTER_PRODUCER_REGISTER", "producerRegisterP2M", _M,
            "RegisterRequestP2M", "RegisterResponseM2P",
            "producer registers with the master", Kind.REGISTER, _ALL),
-    Method(2, "RPC_MSG_MASTER_PRODUCER_HEARTBEAT", "producerHeartbeatP2M", (1,),
+    Method(2, "RPC_MSG_MASTER_PRODUCER_HEARTBEAT", "producerHeartbeatP2M", _M,
            "HeartRequestP2M", "HeartResponseM2P",
            "producer heartbeat to the master", Kind.HEARTBEAT, _LIVE),
-    Method(3, "RPC_MSG_MASTER_PRODUCER_CLOSECLIENT", "producerCloseClientP2M", (1,),
+    Method(3, "RPC_MSG_MASTER_PRODUCER_CLOSECLIENT", "producerCloseClientP2M", _M,
            "CloseRequestP2M", "CloseResponseM2P",
            "producer closes with the master", Kind.CLOSE, _LIVE),
-    Method(4, "RPC_MSG_MASTER_CONSUMER_REGISTER", "consumerRegisterC2M", (1,),
+    Method(4, "RPC_MSG_MASTER_CONSUMER_REGISTER", "consumerRegisterC2M", _M,
            "RegisterRequestC2M", "RegisterResponseM2C",
            "consumer registers with the master", Kind.REGISTER, _ALL),
-    Method(5, "RPC_MSG_MASTER_CONSUMER_HEARTBEAT", "consumerHeartbeatC2M", (1,),
+    Method(5, "RPC_MSG_MASTER_CONSUMER_HEARTBEAT", "consumerHeartbeatC2M", _M,
            "HeartRequestC2M", "HeartResponseM2C",
            "consumer heartbeat to the master", Kind.HEARTBEAT, _LIVE),
-    Method(6, "RPC_MSG_MASTER_CONSUMER_CLOSECLIENT", "consumerCloseClientC2M", (1,),
+    Method(6, "RPC_MSG_MASTER_CONSUMER_CLOSECLIENT", "consumerCloseClientC2M", _M,
            "CloseRequestC2M", "CloseResponseM2C",
            "consumer closes with the master", Kind.CLOSE, _LIVE),
-    Method(7, "RPC_MSG_MASTER_BROKER_REGISTER", "brokerRegisterB2M", (1,),
+    Method(7, "RPC_MSG_MASTER_BROKER_REGISTER", "brokerRegisterB2M", _M,
            "RegisterRequestB2M", "RegisterResponseM2B",
            "broker registers with the master", Kind.REGISTER, _ALL),
-    Method(8, "RPC_MSG_MASTER_BROKER_HEARTBEAT", "brokerHeartbeatB2M", (1,),
+    Method(8, "RPC_MSG_MASTER_BROKER_HEARTBEAT", "brokerHeartbeatB2M", _M,
            "HeartRequestB2M", "HeartResponseM2B",
            "broker heartbeat to the master", Kind.HEARTBEAT, _LIVE),
-    Method(9, "RPC_MSG_MASTER_BROKER_CLOSECLIENT", "brokerCloseClientB2M", (1,),
+    Method(9, "RPC_MSG_MASTER_BROKER_CLOSECLIENT", "brokerCloseClientB2M", _M,
            "CloseRequestB2M", "CloseResponseM2B",
            "broker closes with the master", Kind.CLOSE, _LIVE),
-    Method(11, "RPC_MSG_BROKER_PRODUCER_REGISTER", "brokerProducerRegister", (2, 3),
+    Method(11, "RPC_MSG_BROKER_PRODUCER_REGISTER", "brokerProducerRegister", _RW,
            None, None,
            "producer registers with a broker (no decoder: FATAL)", Kind.CALL, _ALL),
-    Method(12, "RPC_MSG_BROKER_PRODUCER_HEARTBEAT", "brokerProducerHeartbeat", (2, 3),
+    Method(12, "RPC_MSG_BROKER_PRODUCER_HEARTBEAT", "brokerProducerHeartbeat", _RW,
            None, None,
            "producer heartbeat to a broker (no decoder: FATAL)", Kind.CALL, _ALL),
-    Method(13, "RPC_MSG_BROKER_PRODUCER_SENDMESSAGE", "sendMessageP2B", (2, 3),
+    Method(13, "RPC_MSG_BROKER_PRODUCER_SENDMESSAGE", "sendMessageP2B", _RW,
            "SendMessageRequestP2B", "SendMessageResponseB2P",
            "producer sends a message", Kind.CALL, _ALL),
-    Method(14, "RPC_MSG_BROKER_PRODUCER_CLOSE", "brokerProducerClose", (3,),
+    Method(14, "RPC_MSG_BROKER_PRODUCER_CLOSE", "brokerProducerClose", _W,
            None, None,
            "producer closes with a broker (no decoder: FATAL)", Kind.CALL, _ALL),
-    Method(15, "RPC_MSG_BROKER_CONSUMER_REGISTER", "consumerRegisterC2B", (2,),
+    Method(15, "RPC_MSG_BROKER_CONSUMER_REGISTER", "consumerRegisterC2B", _R,
            "RegisterRequestC2B", "RegisterResponseB2C",
            "consumer (un)registers a partition", Kind.REGISTER, _ALL),
-    Method(16, "RPC_MSG_BROKER_CONSUMER_HEARTBEAT", "consumerHeartbeatC2B", (2,),
+    Method(16, "RPC_MSG_BROKER_CONSUMER_HEARTBEAT", "consumerHeartbeatC2B", _R,
            "HeartBeatRequestC2B", "HeartBeatResponseB2C",
            "consumer heartbeat to a broker", Kind.HEARTBEAT, _LIVE),
-    Method(17, "RPC_MSG_BROKER_CONSUMER_GETMESSAGE", "getMessagesC2B", (2,),
+    Method(17, "RPC_MSG_BROKER_CONSUMER_GETMESSAGE", "getMessagesC2B", _R,
            "GetMessageRequestC2B", "GetMessageResponseB2C",
            "consumer fetches messages", Kind.CALL, _LIVE),
-    Method(18, "RPC_MSG_BROKER_CONSUMER_COMMIT", "consumerCommitC2B", (2,),
+    Method(18, "RPC_MSG_BROKER_CONSUMER_COMMIT", "consumerCommitC2B", _R,
            "CommitOffsetRequestC2B", "CommitOffsetResponseB2C",
            "consumer commits its offset", Kind.CALL, _LIVE),
-    Method(19, "RPC_MSG_BROKER_CONSUMER_CLOSE", "brokerConsumerClose", (2,),
+    Method(19, "RPC_MSG_BROKER_CONSUMER_CLOSE", "brokerConsumerClose", _R,
            None, None,
            "consumer closes with a broker (no decoder: FATAL)", Kind.CALL, _ALL),
-    Method(20, "RPC_MSG_MASTER_CONSUMER_REGISTER_V2", "consumerRegisterC2MV2", (1,),
+    Method(20, "RPC_MSG_MASTER_CONSUMER_REGISTER_V2", "consumerRegisterC2MV2", _M,
            "RegisterRequestC2MV2", "RegisterResponseM2CV2",
            "client-balance consumer registers", Kind.REGISTER, _ALL),
-    Method(21, "RPC_MSG_MASTER_CONSUMER_HEARTBEAT_V2", "consumerHeartbeatC2MV2", (1,),
+    Method(21, "RPC_MSG_MASTER_CONSUMER_HEARTBEAT_V2", "consumerHeartbeatC2MV2", _M,
            "HeartRequestC2MV2", "HeartResponseM2CV2",
            "client-balance consumer heartbeat", Kind.HEARTBEAT, _LIVE),
-    Method(22, "RPC_MSG_MASTER_CONSUMER_GET_PART_META", "consumerGetPartMetaInfoC2M", (1,),
+    Method(22, "RPC_MSG_MASTER_CONSUMER_GET_PART_META", "consumerGetPartMetaInfoC2M", _M,
            "GetPartMetaRequestC2M", "GetPartMetaResponseM2C",
            "client-balance consumer asks for partition metadata", Kind.CALL, _LIVE),
 )}
@@ -315,7 +376,8 @@ class EventStatus(enum.IntEnum):
 
 def accepted(service: int, method: int) -> bool:
     """Whether the Java server accepts ``method`` under ``service`` (it answers ERROR
-    otherwise): 1 takes 1-9 and 20-22, 2 takes 11-13 and 15-19, 3 takes 11-14."""
+    otherwise): 1 takes 1-9 and 20-22, 2 takes 11-13 and 15-19, 3 takes 11-14 (the
+    methods' rows say so)."""
     m = METHODS.get(method)
     return m is not None and service in m.services
 

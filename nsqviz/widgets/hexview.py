@@ -10,11 +10,12 @@ error) are pink, and the byte where the error was noticed is outlined in red.
 
 from __future__ import annotations
 
+from typing import Any
+
 import construct
 
 from nsqviz import protocols
 from nsqviz.layout import Field, Layout, annotate
-from nsqviz.nsq.grammar_base import Grammar
 from nsqviz.palette import SEPARATOR, UNPARSED, field_colour
 from nsqviz.widgets.style import CSS, SELECTED, StaticView, esc, short_value
 
@@ -51,7 +52,7 @@ class HexView(StaticView):
         self._keys = {id(leaf): k for k, leaf in enumerate(layout.leaves()) if k < _LINKED}
 
     @classmethod
-    def of(cls, con: Grammar, data: bytes, title: str = "") -> HexView:
+    def of(cls, con: construct.Construct[Any, Any], data: bytes, title: str = "") -> HexView:
         return cls(annotate(con, data), title)
 
     # -- rendering ------------------------------------------------------------------

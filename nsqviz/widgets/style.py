@@ -16,6 +16,8 @@ import json
 import re
 from typing import Any
 
+from nsqviz.compactjson import SEPARATORS
+
 __all__ = ["CSS", "SELECTED", "Live", "Static", "StaticView", "esc", "once", "short_value",
            "stable_digest", "unique_ids"]
 
@@ -172,7 +174,7 @@ def short_value(value: Any, limit: int = 40) -> str:
     elif isinstance(value, dict):
         clean = {k: v for k, v in value.items() if not str(k).startswith("_")}
         try:
-            text = json.dumps(clean, separators=(",", ":"), default=repr)
+            text = json.dumps(clean, separators=SEPARATORS, default=repr)
         except (TypeError, ValueError):
             text = repr(clean)
     elif isinstance(value, str):

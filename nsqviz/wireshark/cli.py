@@ -1,11 +1,12 @@
 """``nsqviz wireshark``: write the Lua dissectors generated from nsqviz's grammars.
 
-Writes ``nsq.lua``, ``tubemq.lua`` (with the TubeMQ ``.proto`` sources beside it) and
-``lookupd.lua`` (nsqlookupd's ``"  V1"``)
-into a folder and prints how to load them: ``tshark -X lua_script:FILE`` and ``-o``
+Writes every registered protocol's dissector (``nsq.lua``, ``tubemq.lua`` with the
+TubeMQ ``.proto`` sources beside it, ``lookupd.lua`` for nsqlookupd's ``"  V1"``) into
+a folder and prints how to load them: ``tshark -X lua_script:FILE`` and ``-o``
 preferences for one run, or ``--install`` to write them into Wireshark's personal Lua
-plugins folder (and the ``.proto`` folder onto its protobuf search path), where every
-Wireshark and tshark of this user finds them.
+plugins folder (and the tables a dissector's preferences name -- the ``.proto`` folder
+on the protobuf search path -- into the user's own), where every Wireshark and tshark
+of this user finds them.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from nsqviz.wireshark import tubemq_lua
-from nsqviz.wireshark.generate import DISSECTORS, write_dissectors
+from nsqviz.wireshark.generate import dissected, preferences, write_dissectors
 
 __all__ = ["personal_plugins_dir", "register", "run"]
 
@@ -48,13 +48,12 @@ def personal_plugins_dir() -> Path:
     return _folder("Personal Lua Plugins", home / ".local" / "lib" / "wireshark" / "plugins")
 
 
-def _add_protobuf_search_path(protos: Path) -> Path:
-    """Put ``protos`` on the personal protobuf search path (Wireshark's
-    ``protobuf_search_paths`` table), once."""
+def _add_to_table(name: str, line: str) -> Path:
+    """Add ``line`` to the user's own Wireshark table (UAT) ``name`` -- a file of that
+    name in the personal configuration folder --, once."""
     home = Path(os.path.expanduser("~"))
     conf = _folder("Personal configuration", home / ".config" / "wireshark")
-    table = conf / "protobuf_search_paths"
-    line = f'"{protos}","TRUE"'
+    table = conf / name
     lines = table.read_text().splitlines() if table.exists() else []
     if line not in lines:
         conf.mkdir(parents=True, exist_ok=True)
@@ -73,7 +72,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--install", action="store_true",
                    help="write them into Wireshark's personal Lua plugins folder instead"
                         " (tshark -G folders names it)")
-    p.add_argument("--protocol", action="append", choices=sorted(DISSECTORS), default=[],
+    p.add_argument("--protocol", action="append", choices=sorted(dissected()), default=[],
                    help="only this protocol (repeatable; default: all)")
     p.set_defaults(run=run)
 
@@ -85,23 +84,17 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     for path in written:
         out.write(f"wrote {path}\n")
     scripts = " ".join(shlex.quote(f"-Xlua_script:{p}") for p in written if p.suffix == ".lua")
-    options = " ".join(f"-o {shlex.quote(f'{k}:{v}')}" for k, v in _options(folder).items())
+    prefs = preferences(folder)
+    options = " ".join(f"-o {shlex.quote(f'{k}:{v}')}" for k, v in prefs.items())
     if args.install:
         out.write("installed: Wireshark and tshark load them at start-up\n")
-        protos = folder / tubemq_lua.PROTO_DIR
-        if protos.is_dir():
-            table = _add_protobuf_search_path(protos.resolve())
-            out.write(f"{protos} is on the protobuf search path ({table})\n")
+        for key, line in prefs.items():
+            kind, _, name = key.partition(":")
+            if kind == "uat":
+                table = _add_to_table(name, line)
+                out.write(f"{line} is in Wireshark's {name} table ({table})\n")
         out.write(f"try: tshark {options} -r CAPTURE\n")
     else:
         out.write(f"try: tshark {scripts} {options} -r CAPTURE\n")
         out.write(f"  or: wireshark {scripts} {options} CAPTURE\n")
     return 0
-
-
-def _options(folder: Path) -> dict[str, str]:
-    """The preferences the dissectors want: TCP reassembly on (and, for protobuf
-    payloads, the folder of our ``.proto`` files on the protobuf search path)."""
-    from nsqviz.wireshark.generate import preferences
-
-    return preferences(folder)

@@ -1,38 +1,34 @@
-"""The dissectors ``nsqviz wireshark`` writes, by protocol, and the tshark options they need."""
+"""The dissectors ``nsqviz wireshark`` writes, and the tshark options they need: every
+registered protocol's :attr:`~nsqviz.protocols.Protocol.dissector`, generated from its
+own tables (``nsqviz/<name>/dissector/``); nothing here names a protocol."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
-from nsqviz.wireshark import lookupd_lua, nsq_lua, tubemq_lua
+from nsqviz import protocols
 
-__all__ = ["DISSECTORS", "preferences", "tshark_args", "write_dissectors"]
-
-def _tubemq() -> dict[str, str]:
-    files = {"tubemq.lua": tubemq_lua.render()}
-    for name, text in tubemq_lua.proto_sources().items():
-        files[f"{tubemq_lua.PROTO_DIR}/{name}"] = text
-    return files
+__all__ = ["dissected", "preferences", "tshark_args", "write_dissectors"]
 
 
-DISSECTORS: dict[str, Callable[[], dict[str, str]]] = {
-    "nsq": lambda: {"nsq.lua": nsq_lua.render()},
-    "tubemq": _tubemq,
-    "lookupd": lambda: {"lookupd.lua": lookupd_lua.render()},
-}
-"""Protocol -> a function returning ``{file name: text}`` of its dissector files."""
+def dissected() -> dict[str, protocols.Protocol]:
+    """The registered protocols that have a dissector, by name."""
+    return {p.name: p for p in protocols.registered() if p.dissector is not None}
 
 
-def write_dissectors(folder: str | Path, protocols: Iterable[str] | None = None) -> list[Path]:
-    """Write the dissectors of ``protocols`` (default: all) into ``folder``; return the
-    paths written."""
+def write_dissectors(folder: str | Path, names: Iterable[str] | None = None) -> list[Path]:
+    """Write the dissectors of the protocols ``names`` (default: all that have one) into
+    ``folder``; return the paths written."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    which = dissected()
     written = []
-    for proto in protocols or DISSECTORS:
-        for name, text in DISSECTORS[proto]().items():
-            path = folder / name
+    for name in names or which:
+        proto = which[name]
+        assert proto.dissector is not None  # dissected() holds only those
+        for path_name, text in proto.dissector.files(proto).items():
+            path = folder / path_name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
             written.append(path)
@@ -40,15 +36,13 @@ def write_dissectors(folder: str | Path, protocols: Iterable[str] | None = None)
 
 
 def preferences(folder: str | Path) -> dict[str, str]:
-    """The Wireshark preferences the generated dissectors rely on: TCP reassembly, and
-    for TubeMQ the ``.proto`` folder on the protobuf search path (its messages as
-    ``pbf.*`` filter fields too)."""
+    """The Wireshark preferences the dissectors written into ``folder`` rely on: TCP
+    reassembly, and what each protocol's dissector asks for (TubeMQ's ``.proto``
+    folder on the protobuf search path, say)."""
     prefs = {"tcp.desegment_tcp_streams": "TRUE"}
-    protos = Path(folder).resolve() / tubemq_lua.PROTO_DIR
-    if protos.is_dir():
-        prefs["uat:protobuf_search_paths"] = f'"{protos}","TRUE"'
-        prefs["protobuf.pbf_as_hf"] = "TRUE"
-        prefs["protobuf.preload_protos"] = "TRUE"
+    for proto in dissected().values():
+        assert proto.dissector is not None
+        prefs.update(proto.dissector.preferences(Path(folder)))
     return prefs
 
 

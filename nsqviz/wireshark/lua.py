@@ -1,20 +1,27 @@
-"""Writing Lua source from Python data: literals, and ``ProtoField`` declarations of the
-field registry's fields (:mod:`nsqviz.fields`).
+"""Writing Lua source from Python data: literals, ``ProtoField`` declarations of the
+field registry's fields (:mod:`nsqviz.fields`), and a dissector's script put together
+from the engines every dissector shares and its own.
 
-The dissector generators describe a protocol as plain Python values (tables of
-commands, layouts, field declarations) and these helpers spell them in Lua, so that no
-generator builds Lua by string concatenation of its own.
+The dissector generators (each protocol's, ``nsqviz/<name>/dissector/``) describe a
+protocol as plain Python values (tables of commands, layouts, field declarations) and
+these helpers spell them in Lua, so that no generator builds Lua by string
+concatenation of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Any
 
 from nsqviz.fields import Field, FieldType
 
-__all__ = ["declare_fields", "engine", "literal"]
+__all__ = ["SpecError", "declare_fields", "engine", "literal", "script"]
+
+
+class SpecError(RuntimeError):
+    """A protocol's tables or grammar have a shape its dissector generator does not know
+    how to render (so a change cannot silently leave the dissector behind)."""
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\0": "\\0"}
 
@@ -103,12 +110,25 @@ def declare_fields(prefix: str, fields: Iterable[Field]) -> str:
     return "\n".join(lines)
 
 
-def engine(name: str, *shared: str) -> str:
-    """The Lua engine ``name`` shipped next to this module, after the stream engine
-    every dissector shares (``stream_engine.lua``: connections, TCP desegmentation,
-    the Info column), which it drives with its own framing and dissection hooks, and
-    after the ``shared`` pieces it reads that some protocols have in common
-    (``magic_lines.lua``: what NSQ's two line protocols share)."""
-    folder = resources.files("nsqviz.wireshark")
-    return "\n\n".join(folder.joinpath(part).read_text(encoding="utf-8")
-                       for part in ("stream_engine.lua", *shared, name))
+def engine(package: str, *shared: str) -> str:
+    """The Lua engine of a protocol's dissector: ``engine.lua`` of its dissector package
+    ``package``, after the stream engine every dissector shares (``stream_engine.lua``
+    here: connections, TCP desegmentation, the Info column), which it drives with its
+    own framing and dissection hooks, and after the ``shared`` pieces it reads that it
+    has in common with other protocols, each ``"package:file"`` (NSQ's two line
+    protocols share ``nsqviz.nsq.dissector:magic_lines.lua``)."""
+    parts = [resources.files("nsqviz.wireshark").joinpath("stream_engine.lua")]
+    for piece in shared:
+        owner, _, name = piece.partition(":")
+        parts.append(resources.files(owner).joinpath(name))
+    parts.append(resources.files(package).joinpath("engine.lua"))
+    return "\n\n".join(part.read_text(encoding="utf-8") for part in parts)
+
+
+def script(head: str, tables: Mapping[str, Any], what: str, proto: str, engine_text: str
+           ) -> str:
+    """A whole dissector: ``head`` (a comment saying it is generated), the ``tables`` as
+    ``local`` Lua values (from ``what``), the ``Proto`` and its fields (``proto``), then
+    the engine that reads them."""
+    body = "\n".join(f"local {name} = {literal(value)}" for name, value in tables.items())
+    return "\n\n".join([head, f"-- Tables (from {what})\n{body}", proto, engine_text])

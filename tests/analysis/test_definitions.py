@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from nsqviz.pipeline.definitions import ACROSS_SERVERS, STEPS, TABLES, VIEWS, reads
+from nsqviz.pipeline.definitions import across_servers, reads, steps, tables, views
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 def test_views_that_combine_brokers_read_other_views_only():
-    for name in ACROSS_SERVERS:
+    for name in across_servers():
         assert "frames" not in reads(name), name
-    for name in VIEWS:
-        if name not in ACROSS_SERVERS:
-            assert not reads(name) & set(ACROSS_SERVERS), name
-    assert set(TABLES) | set(STEPS) == set(VIEWS)
+    for name in views():
+        if name not in across_servers():
+            assert not reads(name) & set(across_servers()), name
+    assert set(tables()) | set(steps()) == set(views())
 
 
 @pytest.fixture(scope="module")
@@ -48,31 +48,31 @@ def test_brokers_apart_then_combined_give_the_whole_tables(frames):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from nsqviz.pipeline.analyses import PER_SERVER
+    from nsqviz.pipeline.analyses import per_server
     from nsqviz.pipeline.on_duckdb import analyse, duckdb_sql
 
     whole = analyse(frames)
     server = pc.list_element(pc.split_pattern(frames["flow"], "->"), 1)
     servers = pc.unique(server).to_pylist()
     assert len(servers) > 20
-    apart: dict[str, list[pa.Table]] = {name: [] for name in PER_SERVER}
+    apart: dict[str, list[pa.Table]] = {name: [] for name in per_server()}
     for s in servers:
         mine = frames.filter(pc.is_null(server) if s is None else pc.equal(server, s))
-        for name, table in analyse(mine, PER_SERVER, ordered=False).items():
+        for name, table in analyse(mine, per_server(), ordered=False).items():
             apart[name].append(table)
     con = duckdb.connect()
     con.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")
     combined = {}
-    for name in PER_SERVER:
+    for name in per_server():
         combined[name] = pa.concat_tables(apart[name])
         con.register(name, combined[name])
-    for name in ACROSS_SERVERS:
-        combined[name] = con.sql(f"SELECT * FROM ({duckdb_sql(VIEWS[name])}) ORDER BY ALL"
+    for name in across_servers():
+        combined[name] = con.sql(f"SELECT * FROM ({duckdb_sql(views()[name])}) ORDER BY ALL"
                                  ).to_arrow_table()
         con.register(name, combined[name])
-    for name in TABLES:
+    for name in tables():
         got = con.sql(f"SELECT * FROM {name} ORDER BY ALL").to_arrow_table() \
-            if name not in ACROSS_SERVERS else combined[name]
+            if name not in across_servers() else combined[name]
         assert got.num_rows == whole[name].num_rows, name
         assert got.to_pylist() == whole[name].to_pylist(), name
 

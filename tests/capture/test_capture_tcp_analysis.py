@@ -117,7 +117,7 @@ def test_what_the_snaplen_cut_is_summed_per_direction_where_it_ends():
     b = t.send("c2s", 1.2, 200, b"z" * 40, missing=960)
     fin = t.send("c2s", 1.3, 1200, flags=FIN | ACK)
     (cut,) = t.of(Truncated)
-    assert (cut.direction, cut.packets, cut.size, cut.cut, cut.number) == \
+    assert (cut.direction, cut.cut_packets, cut.size, cut.cut, cut.number) == \
         ("c2s", (a, b), 1100, 1020, fin)
     assert [(g.size, g.cut, g.after) for g in t.of(Gap)] == [(60, 60, None), (960, 960, None)]
 

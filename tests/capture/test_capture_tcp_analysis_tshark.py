@@ -63,7 +63,7 @@ def ours(path: Path) -> dict[str, set[tuple[int, int]]]:
             elif kind is Reset:
                 out["reset"].add((e.flow.id, e.number))
             elif kind is Truncated:
-                out["cut"] |= {(e.flow.id, n) for n in e.packets}
+                out["cut"] |= {(e.flow.id, n) for n in e.cut_packets}
     return out
 
 

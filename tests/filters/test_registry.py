@@ -8,15 +8,16 @@ import pytest
 
 from nsqviz import protocols
 from nsqviz.fields import CAPTURE_FIELDS, Field, FieldType, by_abbrev
-from nsqviz.wireshark import generate
 
 _DECL = re.compile(r'^F\["([\w.]+)"\] = ProtoField\.(\w+)\("([\w.]+)"', re.M)
 
 
 @pytest.mark.parametrize("proto", [p.name for p in protocols.registered()
-                                   if p.name in generate.DISSECTORS])
+                                   if p.dissector is not None])
 def test_each_dissector_declares_exactly_the_registry_fields_with_their_types(proto):
-    lua = generate.DISSECTORS[proto]()[f"{proto}.lua"]
+    protocol = protocols.by_name(proto)
+    assert protocol.dissector is not None
+    lua = protocol.dissector.files(protocol)[f"{proto}.lua"]
     declared = {abbrev: (key, typ) for key, typ, abbrev in _DECL.findall(lua)}
     fields = protocols.by_name(proto).filter_fields
     assert list(declared) == [f.abbrev for f in fields]
@@ -77,7 +78,7 @@ def test_tshark_shows_each_fields_type_and_description(tmp_path):
              "int32": "FT_INT32", "int64": "FT_INT64", "framenum": "FT_FRAMENUM",
              "absolute_time": "FT_ABSOLUTE_TIME", "relative_time": "FT_RELATIVE_TIME"}
     for proto in protocols.registered():
-        if proto.name not in generate.DISSECTORS:
+        if proto.dissector is None:
             continue
         for f in proto.filter_fields:
             assert shown[f.abbrev] == (f.title, kinds[f.type.value], f.description), f.abbrev

@@ -134,10 +134,18 @@ FILTERS = [
 ]
 assert len(FILTERS) >= 40
 
-_SHOWN = " or ".join(generate.DISSECTORS)  # a PDU of a protocol with a dissector
+_SHOWN = " or ".join(generate.dissected())  # a PDU of a protocol with a dissector
 _OPAQUE = "nsq.compressed or nsq.tls or nsq.cut"
 
+_STATELESS = "NotAllowedInState: the dissector keeps no connection state"
 JUDGED_BEYOND_THE_DISSECTOR = {
+    # data/doctor/: the packet numbers of data/make_doctor_*.py's last run (a new run
+    # renumbers them: update these with it)
+    "doctor/nsq-fatal-error.pcap": {
+        44: "RDY 3000: nsqd's range check (0..max-rdy-count), which the dissector lacks"},
+    "doctor/tubemq-heartbeat-timeout.pcap": dict.fromkeys(
+        (281, 325, 331, 375, 381, 423, 430, 475, 480, 530, 579, 605), _STATELESS),
+    "doctor/tubemq-rpc-error.pcap": {59: _STATELESS},
     "lookupd/lookupd-errors-real.pcap": {
         8: "an NSQ client's \"  V2\" magic sent to nsqlookupd's port 4160: nsqviz gives it to "
            "NSQ by its magic, Wireshark to lookupd.lua by the port it asks first"},
@@ -241,7 +249,17 @@ def assert_same_selection(path: Path, lua_dir: Path, work: Path,
     assert known <= differ, f"no longer different: {sorted(known - differ)}"
 
 
-@pytest.mark.parametrize("capture", CAPTURES)
+DECODER_BUGS = {
+    "doctor/capture-gap.pcap": "after a gap that took the client's magic, IDENTIFY and SUB, "
+                               "nsqviz decodes the next packet's 'RDY 1' as a MAGIC (tshark: "
+                               "RDY 1, RDY 1000): packet 5, handed over to the decoder's owner",
+}
+"""Captures where nsqviz is known to be wrong (strict: fixing it fails the test)."""
+
+
+@pytest.mark.parametrize("capture", [
+    pytest.param(c, marks=pytest.mark.xfail(reason=DECODER_BUGS[c], strict=True))
+    if c in DECODER_BUGS else c for c in CAPTURES])
 def test_decode_Y_selects_the_packets_tshark_selects(capture, lua_dir, tmp_path):  # noqa: N802
     known = set(JUDGED_BEYOND_THE_DISSECTOR.get(capture, {}))
     assert_same_selection(DATA / capture, lua_dir, tmp_path, known)

@@ -20,7 +20,7 @@ from nsqviz.capture.decode import decode_capture
 from nsqviz.capture.replay import Replay
 from nsqviz.cli import main as nsqviz_main
 from nsqviz.lookupd import grammar
-from nsqviz.lookupd.codec import COMMAND_EVENTS
+from nsqviz.lookupd.events import COMMAND_EVENTS
 from nsqviz.lookupd.protocol import LOOKUPD
 from nsqviz.stream.direction import Direction
 from nsqviz.widgets.replay import ReplayView

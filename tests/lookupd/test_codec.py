@@ -10,21 +10,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsqviz.lookupd import grammar
-from nsqviz.lookupd.codec import (
+from nsqviz.lookupd.codec import ClientConnection, ServerConnection, encode
+from nsqviz.lookupd.events import (
     Answer,
     BadAnswer,
-    Closed,
+    ConnectionClosed,
+    Error,
     Identify,
-    LookupClientConnection,
-    LookupProtocolError,
-    LookupServerConnection,
     Magic,
     Ping,
-    Refused,
     Register,
+    Truncated,
     Unregister,
-    encode,
+    Violation,
 )
+from nsqviz.sansio import LocalProtocolError
 
 INFO = {"broadcast_address": "127.0.0.1", "tcp_port": 4150, "http_port": 4151,
         "version": "1.3.0", "hostname": "h"}
@@ -43,17 +43,17 @@ def test_register_round_trip(topic, channel, kind):
     data = encode(kind(topic, channel))
     expected = f"{kind.__name__.upper()} {topic}{' ' + channel if channel else ''}\n"
     assert data == expected.encode()
-    server = LookupServerConnection()
+    server = ServerConnection()
     evs = server.receive(b"  V1" + _identify() + data)
     assert evs == [Magic(), Identify(INFO), kind(topic, channel)]
 
 
 def test_a_whole_registration_split_byte_by_byte():
     stream = b"  V1" + _identify() + b"REGISTER t c\nPING\nUNREGISTER t c\n"
-    server = LookupServerConnection()
+    server = ServerConnection()
     evs = [ev for i in range(len(stream)) for ev in server.receive(stream[i:i + 1])]
     assert evs == [Magic(), Identify(INFO), Register("t", "c"), Ping(), Unregister("t", "c")]
-    assert server.receive(b"") == [Closed()]
+    assert server.receive(b"") == [ConnectionClosed()]
 
 
 # nsqlookupd v1.3.0's answers (lookup_protocol_v1.go), the stream after the magic
@@ -70,10 +70,10 @@ def test_a_whole_registration_split_byte_by_byte():
     (b"IDENTIFY\n\x00\x00\x00\x03{x}", "E_BAD_BODY", "IDENTIFY failed to decode JSON body"),
 ])
 def test_refusals_are_nsqlookupds(after_magic, code, text):
-    server = LookupServerConnection()
+    server = ServerConnection()
     evs = server.receive(b"  V1" + after_magic + b"PING\n")
     refused = evs[-1]
-    assert isinstance(refused, Refused), evs
+    assert isinstance(refused, Violation), evs
     assert (refused.code, refused.text) == (code, text)
     assert refused.offset is not None and 4 <= refused.offset < 4 + len(after_magic)
     assert server.refuse(refused) == struct.pack(">i", len(refused.error)) + refused.error
@@ -81,13 +81,13 @@ def test_refusals_are_nsqlookupds(after_magic, code, text):
 
 
 def test_bad_magic_is_answered_with_the_bare_code():
-    server = LookupServerConnection()
+    server = ServerConnection()
     (refused,) = server.receive(b"  V2PING\n")
     assert server.refuse(refused) == b"\x00\x00\x00\x0eE_BAD_PROTOCOL"
 
 
 def test_client_pairs_answers_and_keeps_the_order():
-    client = LookupClientConnection()
+    client = ClientConnection()
     out = client.send(Magic()) + client.send(Identify(INFO)) + client.send(Register("t"))
     assert out.startswith(b"  V1IDENTIFY\n")
     answer = json.dumps({"tcp_port": 4160, "http_port": 4161, "version": "1.3.0",
@@ -101,33 +101,33 @@ def test_client_pairs_answers_and_keeps_the_order():
 
 
 def test_client_refuses_misuse():
-    client = LookupClientConnection()
-    with pytest.raises(LookupProtocolError):
+    client = ClientConnection()
+    with pytest.raises(LocalProtocolError):
         client.send(Ping())  # the magic comes first
     client.send(Magic())
-    with pytest.raises(LookupProtocolError, match="must IDENTIFY"):
+    with pytest.raises(LocalProtocolError, match="must IDENTIFY"):
         client.send(Register("t"))
     client.send(Identify(INFO))
-    with pytest.raises(LookupProtocolError, match="IDENTIFY again"):
+    with pytest.raises(LocalProtocolError, match="IDENTIFY again"):
         client.send(Identify(INFO))
 
 
 def test_a_hostile_body_size_is_refused_without_waiting():
-    server = LookupServerConnection()
+    server = ServerConnection()
     (_, refused) = server.receive(b"  V1IDENTIFY\n\x7f\xff\xff\xff")
     assert refused.code == "E_BAD_BODY"
 
 
 def test_a_bad_identify_answer_is_an_event_not_an_exception():
     """Issue 24 item 1: ``receive`` raised BadJSON, which ended the broker's peer task."""
-    client = LookupClientConnection()
+    client = ClientConnection()
     client.send(Magic())
     client.send(Identify(INFO))
     (bad,) = client.receive(grammar.Response.build(b"{not json"))
     assert isinstance(bad, BadAnswer) and bad.command == Identify(INFO)
     assert bad.offset == 0 and "not JSON" in bad.reason
     assert client.peer_info is None and client.state.name == "CLOSED"
-    with pytest.raises(LookupProtocolError):
+    with pytest.raises(LocalProtocolError):
         client.send(Ping())
 
 
@@ -136,8 +136,8 @@ ANSWERS = st.binary(max_size=40) | st.sampled_from(
 """Answer payloads: random, and the shapes a decoder of JSON answers trips on."""
 
 
-def _client_after(commands) -> LookupClientConnection:
-    client = LookupClientConnection()
+def _client_after(commands) -> ClientConnection:
+    client = ClientConnection()
     for cmd in (Magic(), *commands):
         client.send(cmd)
     return client
@@ -150,14 +150,15 @@ def test_no_input_raises_from_the_client_codec(commands, chunks):
     client = _client_after(commands)
     for chunk in chunks:
         for event in client.receive(chunk):
-            assert isinstance(event, Answer | BadAnswer | Refused | Closed)
+            assert isinstance(event, Answer | BadAnswer | Error | Violation | Truncated
+                              | ConnectionClosed)
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.binary(max_size=40) | st.sampled_from([b"IDENTIFY\n", _identify(), b"PING\n"]),
                 max_size=6))
 def test_no_input_raises_from_the_server_codec(chunks):
-    server = LookupServerConnection()
+    server = ServerConnection()
     server.receive(grammar.MAGIC_V1)
     for chunk in chunks:
         server.receive(chunk)

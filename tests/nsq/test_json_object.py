@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nsqviz.lookupd import codec as lookupd_codec
 from nsqviz.lookupd import grammar as lg
-from nsqviz.lookupd.codec import LookupServerConnection, Refused
+from nsqviz.lookupd.events import Violation as LookupViolation
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath as fp
 from nsqviz.nsq import grammar as g
@@ -64,9 +65,9 @@ def test_lookupd_refuses_deep_nesting_as_bad_body() -> None:
     with pytest.raises(lg.LookupError_) as caught:
         lg.parse_command(identify(nested(MAX_DEPTH + 1)))
     assert caught.value.code == "E_BAD_BODY" and caught.value.offset == 13
-    server = LookupServerConnection()
+    server = lookupd_codec.ServerConnection()
     events = server.receive(lg.MAGIC_V1 + identify(nested(MAX_DEPTH + 1)))
-    assert isinstance(events[-1], Refused) and events[-1].code == "E_BAD_BODY"
+    assert isinstance(events[-1], LookupViolation) and events[-1].code == "E_BAD_BODY"
 
 
 def test_huge_integers_are_refused_not_raised() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from nsqviz.pipeline.definitions import TABLES
+from nsqviz.pipeline.definitions import tables
 
 pytestmark = [pytest.mark.spark]
 
@@ -90,7 +90,7 @@ def _same(local: dict[str, Any], other: dict[str, Any], engine: str) -> None:
     """Every table has the same rows, compared as multisets of canonical cells (equal
     numbers compare equal whatever their type: pandas gives a whole number as a float
     in a column with nulls)."""
-    for name in TABLES:
+    for name in tables():
         mine = local[name].to_pandas()
         theirs = other[name].toPandas()
         assert sorted(mine.columns) == sorted(theirs.columns), name
@@ -116,21 +116,21 @@ def test_the_pipeline_gives_the_in_process_tables(all_frames, spark_frames, tmp_
     assert len(SAMPLES) >= 20
     analyses.write(spark_frames, str(tmp_path))
     written = {name: spark_frames.sparkSession.read.parquet(str(tmp_path / name))
-               for name in analyses.TABLES}
+               for name in tables()}
     _same(analyse(all_frames), written, "pipeline")
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(analyses.TABLES)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(tables())
 
 
 def test_every_view_on_spark_sql_alone_gives_the_same_tables(all_frames, spark_frames):
     """The definitions stay in Spark SQL's dialect, every one of them, not only the ones
     Spark SQL runs in the pipeline (those that combine brokers)."""
-    from nsqviz.pipeline.definitions import VIEWS
+    from nsqviz.pipeline.definitions import views
     from nsqviz.pipeline.on_duckdb import analyse
 
     spark = spark_frames.sparkSession
     spark_frames.createOrReplaceTempView("frames")
     on_spark = {}
-    for name, text in VIEWS.items():
+    for name, text in views().items():
         on_spark[name] = spark.sql(text).cache()
         on_spark[name].createOrReplaceTempView(name)
     try:

@@ -33,10 +33,11 @@ def twins(spark, tmp_path_factory):
 
 def _tables(frames, out):
     from nsqviz.pipeline import analyses
+    from nsqviz.pipeline.definitions import tables
 
     analyses.write(frames, str(out))
     return {name: frames.sparkSession.read.parquet(str(out / name))
-            for name in analyses.TABLES}
+            for name in tables()}
 
 
 def _rows(df) -> list[str]:

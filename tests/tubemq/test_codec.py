@@ -114,7 +114,8 @@ def test_eof_inside_a_frame():
 def test_response_without_request():
     [rsp, v] = ClientConnection().receive(bytes.fromhex(CLOSE_RESPONSE_HEX))
     assert type(rsp) is Response and rsp.request is None
-    assert (v.code, v.field, v.offset) == ("ResponseWithoutRequest", "serialNo", 4)
+    assert (v.code, v.field, v.offset, v.field_offset) == ("ResponseWithoutRequest",
+                                                           "serialNo", 0, 4)
     assert v.event is rsp
 
 
@@ -123,7 +124,7 @@ def test_duplicate_serial():
     events = ServerConnection().receive(data + data)
     assert codes(events) == ["DuplicateSerial"]
     v = events[-1]
-    assert (v.field, v.offset) == ("serialNo", len(data) + 4)
+    assert (v.field, v.offset, v.field_offset) == ("serialNo", len(data), len(data) + 4)
 
 
 @pytest.mark.parametrize(
@@ -151,8 +152,8 @@ def test_bad_token_active_is_fatal_and_final():
     good = encode(make_request(1, 1, register_p2m()))
     events = server.receive(b"GET / HTTP/1.1\r\n" + good)
     [v] = events
-    assert (v.code, v.field, v.offset, v.fatal, v.resynced) == ("BadToken", "MsgToken", 0,
-                                                               True, False)
+    assert (v.code, v.field, v.offset, v.field_offset, v.fatal, v.resynced) == (
+        "BadToken", "MsgToken", 0, 0, True, False)
     assert "Java decoder closes" in v.reason
     assert codes(server.receive(good)) == ["BadToken"]  # nothing is read any more
 
@@ -172,7 +173,7 @@ def test_bad_token_observer_resyncs_on_the_next_token():
 def test_limits(tail, code, field, offset):
     data = BEGIN_TOKEN + be32(1) + tail
     [v] = ClientConnection().receive(data)
-    assert (v.code, v.field, v.offset) == (code, field, offset)
+    assert (v.code, v.field, v.offset, v.field_offset) == (code, field, 0, offset)
 
 
 def test_protobuf_that_does_not_parse_names_the_message_and_offset():
@@ -181,7 +182,7 @@ def test_protobuf_that_does_not_parse_names_the_message_and_offset():
     events = ServerConnection().receive(encode(req))
     [v] = [e for e in events if type(e) is Violation]
     assert v.code == "ProtobufError" and "RegisterRequestP2M" in v.field
-    assert v.offset == 12 + 4 + 1 + 2 + 1 + 4 + 1  # RequestBody's first byte
+    assert v.offset == 0 and v.field_offset == 12 + 4 + 1 + 2 + 1 + 4 + 1  # RequestBody's
 
 
 def test_missing_required_fields_are_named():
@@ -198,7 +199,7 @@ def test_bad_content_offset_counts_block_lengths():
     [v] = ServerConnection().receive(data)
     assert v.code == "Incomplete"
     # content offset len(content) is in block 1: past 2 block lengths and the header
-    assert v.offset == 12 + 4 + 4 + len(content)
+    assert v.offset == 0 and v.field_offset == 12 + 4 + 4 + len(content)
 
 
 def test_crc_mismatch_on_send_and_on_fetch():

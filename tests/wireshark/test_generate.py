@@ -14,10 +14,11 @@ from construct import Const, Int8ub, Struct
 from nsqviz.nsq import commands as nsq_commands
 from nsqviz.nsq import grammar, grammar_frames
 from nsqviz.nsq.commands import COMMANDS
+from nsqviz.nsq.dissector import script as nsq_lua
+from nsqviz.nsq.dissector.spec import SpecError, _command, nsq_spec
+from nsqviz.nsq.protocol import NSQ
 from nsqviz.wireshark import cli as ws_cli
-from nsqviz.wireshark import nsq_lua
 from nsqviz.wireshark.lua import literal
-from nsqviz.wireshark.nsq_spec import SpecError, _command, nsq_spec
 
 
 def test_spec_has_every_command_and_parameter_of_the_grammar():
@@ -33,7 +34,7 @@ def test_spec_has_every_command_and_parameter_of_the_grammar():
 
 
 def test_generated_lua_declares_a_filter_field_for_every_parameter_and_layout_field():
-    lua = nsq_lua.render()
+    lua = nsq_lua.render(NSQ)
     abbrevs = set(re.findall(r'ProtoField\.\w+\("([\w.]+)"', lua))
     for cmd in nsq_spec().commands:
         assert f"{cmd.verb} = " in lua
@@ -63,7 +64,7 @@ def test_cli_writes_the_dissector_and_says_how_to_load_it(tmp_path):
     args = SimpleNamespace(out=str(tmp_path / "ws"), install=False, protocol=[])
     assert ws_cli.run(args, out) == 0
     lua = tmp_path / "ws" / "nsq.lua"
-    assert lua.read_text() == nsq_lua.render()
+    assert lua.read_text() == nsq_lua.render(NSQ)
     line = next(x for x in out.getvalue().splitlines() if x.startswith("try: tshark"))
     args = shlex.split(line.removeprefix("try: "))
     assert f"-Xlua_script:{lua}" in args and "tcp.desegment_tcp_streams:TRUE" in args
@@ -88,10 +89,11 @@ def test_cli_install_puts_it_where_tshark_loads_personal_lua_plugins(tmp_path, m
 
 
 def test_tubemq_dissector_names_every_method_and_carries_the_proto_sources(tmp_path):
+    from nsqviz.tubemq.dissector import script as tubemq_lua
+    from nsqviz.tubemq.protocol import TUBEMQ
     from nsqviz.tubemq.tables import METHODS
-    from nsqviz.wireshark import tubemq_lua
 
-    lua = tubemq_lua.render()
+    lua = tubemq_lua.render(TUBEMQ)
     for m in METHODS.values():
         assert f'name = "{m.name}"' in lua
     written = ws_cli.write_dissectors(tmp_path, ["tubemq"])

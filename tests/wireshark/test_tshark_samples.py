@@ -22,7 +22,8 @@ The differences allowed, and checked to be only these:
   not reassemble a cut segment, nsqviz shows the unit), and Wireshark must mark a cut in
   every packet nsqviz names as cut short.
 * **violations**: the code, nsqd's text and fatality are compared; nsqviz's stream
-  ``offset`` and ``data`` hex are not (Wireshark shows the bytes themselves). Bytes the
+  ``offset`` and ``field_offset``, its ``field`` and ``reason`` (where the fault is, in
+  the grammar's words) and ``data`` hex are not (Wireshark shows the bytes themselves). Bytes the
   framing rule cannot cut into a PDU are reported by both where they start (nsqviz
   with the packets they spanned so far); the rest, up to the next boundary, is
   Wireshark's "undecodable (continued)" and nsqviz's ``continued`` ``Skipped`` record,
@@ -47,7 +48,8 @@ from nsqviz.capture.synth import NsqTalk, pubsub_session
 from nsqviz.capture.writer import PcapWriter, TcpConversation
 from nsqviz.cli import build_parser
 from nsqviz.cli import main as nsqviz_main
-from nsqviz.wireshark.tshark import as_record, find_tshark, tshark_pdus
+from nsqviz.nsq.dissector.tshark_records import as_record
+from nsqviz.wireshark.tshark import find_tshark, tshark_pdus
 
 pytestmark = pytest.mark.skipif(
     find_tshark() is None, reason="tshark is not installed (scripts/sysdeps.sh installs it)"
@@ -159,9 +161,12 @@ def assert_tshark_agrees(path: Path, lua_dir: Path) -> list[dict]:
                      and r["packets"][-1] == packet and r["kind"] == "frame")
             got.insert(i + 1, {"flow": flow, "dir": "s2c", "kind": "tls", "name": "TLSUpgrade",
                                "fields": {}, "packets": [packet]})
+    shown = ("code", "text", "fatal")  # of a violation, what the dissector shows
     for r in expected:
         if r["kind"] == "error":
-            r["fields"] = {k: r["fields"][k] for k in ("code", "text", "fatal")}
+            r["fields"] = {k: r["fields"][k] for k in shown}
+        elif "violation" in r["fields"]:
+            r["fields"]["violation"] = {k: r["fields"]["violation"][k] for k in shown}
     # Bytes that cannot be cut into a PDU: both show the violation where they start,
     # Wireshark in that packet, nsqviz naming the packets they spanned so far.
     for r in got:

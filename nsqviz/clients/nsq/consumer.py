@@ -54,7 +54,13 @@ from nsqviz.nsq.events import Error, Fin, Rdy, Req
 from nsqviz.nsq.events import Message as MessageFrame
 from nsqviz.sansio import LocalProtocolError
 
-__all__ = ["Consumer"]
+__all__ = ["Consumer", "rdy_share"]
+
+
+def rdy_share(max_in_flight: int, connections: int, max_rdy_count: int) -> int:
+    """The RDY each of a consumer's ``connections`` gets (the client guide's rule):
+    ``max_in_flight`` shared evenly, at least 1, at most the nsqd's ``max_rdy_count``."""
+    return max(1, min(max_in_flight // max(1, connections), max_rdy_count))
 
 
 @types.coroutine
@@ -259,8 +265,7 @@ class Consumer:
         return sum(c.rdy for c in self.conns.values())
 
     def _share(self, conn: NSQConnection) -> int:
-        n = max(1, len(self.conns))
-        return max(1, min(self.config.max_in_flight // n, conn.max_rdy_count))
+        return rdy_share(self.config.max_in_flight, len(self.conns), conn.max_rdy_count)
 
     def _send_rdy(self, conn: NSQConnection, count: int) -> bool:
         """Send RDY ``count`` if the sum over connections stays within max_in_flight."""

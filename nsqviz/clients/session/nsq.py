@@ -214,15 +214,15 @@ class Connection:
             try:
                 wire = self.codec.send(command, check=check)
             except LocalProtocolError as exc:
-                step = Step(s._next(), self.name, command, b"", b"", before=before,
+                step = Step(s.number(), self.name, command, b"", b"", before=before,
                             after=before, t=s.now(), refused=str(exc))
-                s._record(step)
+                s.record(step)
                 raise
             plain = MAGIC_V2 if isinstance(command, ev.Magic) else fastpath.encode_command(command)
-            step = Step(s._next(), self.name, command, plain, wire, before=before, t=s.now(),
+            step = Step(s.number(), self.name, command, plain, wire, before=before, t=s.now(),
                         note=note)
             self._waiting = step
-            s._record(step)
+            s.record(step)
             started = time.monotonic()
             try:
                 self.sock.sendall(wire)
@@ -352,11 +352,11 @@ class Connection:
             if asked:
                 step.after = self.codec.snapshot()
             if unasked:
-                self.session._record(Arrival(self.session._next(), self.name, t, b"", unasked,
+                self.session.record(Arrival(self.session.number(), self.name, t, b"", unasked,
                                              self.codec.snapshot()))
             return
-        self.session._record(
-            Arrival(self.session._next(), self.name, t, data, events, self.codec.snapshot())
+        self.session.record(
+            Arrival(self.session.number(), self.name, t, data, events, self.codec.snapshot())
         )
 
     def _start_tls(self) -> None:
@@ -471,12 +471,15 @@ class Session:
     def now(self) -> float:
         return time.monotonic() - self.started
 
-    def _next(self) -> int:
+    def number(self) -> int:
+        """The number of the next transcript entry (each connection asks for its
+        steps' and arrivals' numbers here, so that they are numbered in one sequence)."""
         with self._lock:
             self._count += 1
             return self._count
 
-    def _record(self, entry: Entry) -> None:
+    def record(self, entry: Entry) -> None:
+        """Add ``entry`` (a connection's step or arrival) to the transcript."""
         with self._lock:
             self.entries.append(entry)
 

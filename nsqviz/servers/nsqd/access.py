@@ -11,9 +11,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from nsqviz import compactjson
 from nsqviz.nsq.errors import ErrorCode, go_quote
 from nsqviz.nsq.events import Response
-from nsqviz.nsq.wire import compact_json
 from nsqviz.servers.nsqd.auth import AuthError, AuthState, query_auth
 from nsqviz.servers.nsqd.identify import Negotiated
 from nsqviz.servers.nsqd.options import Options
@@ -86,7 +86,7 @@ class AccessSteps(Output):
             self._fatal(ErrorCode.UNAUTHORIZED, "AUTH no authorizations found")
             return
         self.codec.authorized()
-        self._send_now(Response(compact_json({
+        self._send_now(Response(compactjson.encode({
             "identity": state.identity,
             "identity_url": state.identity_url,
             "permission_count": len(state.authorizations),

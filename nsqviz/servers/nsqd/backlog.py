@@ -8,8 +8,8 @@ queue ``topic:channel`` (:func:`backend_name`).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from nsqviz.servers.nsqd.diskqueue import DiskQueue
 from nsqviz.servers.nsqd.message import BrokerMessage, decode_record, encode_record
@@ -33,6 +33,8 @@ class Backlog:
         self.limit: int | None = opts.mem_queue_size
         self.disk: DiskQueue | None = None
         self.dropped = 0
+        self.on_write: Callable[[OSError | None], None] | None = None
+        """Told how each write to the disk queue went (the broker's health, as nsqd's)."""
         if opts.data_path and not ephemeral:
             self.disk = DiskQueue(
                 name, opts.data_path,
@@ -54,7 +56,7 @@ class Backlog:
         if self.limit is None or len(self.memory) < self.limit:
             self.memory.append(msg)
         elif self.disk is not None:
-            self.disk.put(encode_record(msg))
+            self._write(self.disk.put, encode_record(msg))
         else:
             self.dropped += 1  # ephemeral: nsqd's dummy backend discards
 
@@ -67,7 +69,7 @@ class Backlog:
         room = max(0, self.limit - len(self.memory))
         self.memory.extend(msgs[:room])
         if self.disk is not None:
-            self.disk.put_many([encode_record(m) for m in msgs[room:]])
+            self._write(self.disk.put_many, [encode_record(m) for m in msgs[room:]])
         else:
             self.dropped += len(msgs) - room  # ephemeral: nsqd's dummy backend discards
 
@@ -79,9 +81,20 @@ class Backlog:
         if room >= len(records):
             return
         if self.disk is not None:
-            self.disk.put_many(records[room:])
+            self._write(self.disk.put_many, records[room:])
         else:
             self.dropped += len(records) - room
+
+    def _write(self, put: Callable[[Any], None], data: Any) -> None:
+        """One write to the disk queue, its outcome told to :attr:`on_write`."""
+        try:
+            put(data)
+        except OSError as exc:
+            if self.on_write is not None:
+                self.on_write(exc)
+            raise
+        if self.on_write is not None:
+            self.on_write(None)
 
     def take(self, n: int) -> tuple[list[BrokerMessage], list[bytes]]:
         """Up to ``n`` messages off the front: those in memory, then raw disk records

@@ -33,12 +33,14 @@ from collections.abc import Callable, Sequence
 from itertools import repeat
 from typing import Any, ClassVar, cast
 
+from nsqviz import compactjson
 from nsqviz.nsq import events
 from nsqviz.nsq.commands import COMMANDS, name_of
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
 from nsqviz.nsq.states import State
-from nsqviz.nsq.wire import MAGIC_V2, compact_json
+from nsqviz.nsq.wire import MAGIC_V2
+from nsqviz.servers.listen import release
 from nsqviz.servers.nsqd.access import AccessSteps
 from nsqviz.servers.nsqd.auth import AuthState
 from nsqviz.servers.nsqd.channel import Channel
@@ -50,6 +52,9 @@ from nsqviz.servers.nsqd.output import CLOSE_WAIT, OK, FatalClientError
 __all__ = ["BrokerConnection", "handler_name"]
 
 log = logging.getLogger(__name__)
+
+NSQD_READ_BUFFER = 16 * 1024
+"""nsqd's buffered reader of a client's commands (``defaultBufferSize``)."""
 
 # nsqd's client states as /stats reports them (stateInit 0, stateDisconnected 1,
 # stateConnected 2, stateSubscribed 3, stateClosing 4)
@@ -114,6 +119,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         self._pump_pending = False  # FIN/REQ/RDY freed room: pump once the batch is read
         self._dispatching = False  # handling a batch of commands: deliveries wait for its end
         self._torn_down = False
+        self._received = 0  # bytes read from the socket, for nsqd's close (_unread)
 
     # -- attributes read by channels and /stats -------------------------------------
 
@@ -185,6 +191,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self._received += len(data)
         try:
             received = self.codec.receive(data)
         except Exception as exc:  # the codec must not crash us; a bug is a fatal error
@@ -203,6 +210,8 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._teardown()
+        if self.transport is not None:
+            release(self.transport)
 
     def pause_writing(self) -> None:
         # the client does not read: stop reading its commands until it does
@@ -256,14 +265,25 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             log.info("closing %s: %s", self.remote_address, ev.text)
             self._close_quietly()
         elif ev.fatal:
-            # nsqd reads the magic alone, unbuffered: what came after a bad one is unread
-            unread = (ev.code == ErrorCode.BAD_PROTOCOL and ev.raw is not None
-                      and len(ev.raw.data) > len(MAGIC_V2))
-            self._fatal(ev.code, ev.text, unread=unread)
+            self._fatal(ev.code, ev.text, unread=self._unread(ev))
         else:
             error = self._not_owned(ev) or ev.error
             assert error is not None  # a violation with a code has nsqd's answer
             self._send_now(events.Error(error))
+
+    def _unread(self, ev: events.Violation) -> bool:
+        """Whether nsqd would close after ``ev`` with input still unread -- its kernel
+        then answers the close with an RST. nsqd reads the magic alone, unbuffered, so
+        any byte after a bad one is unread; then it reads through a buffer of
+        :data:`NSQD_READ_BUFFER` bytes, so what arrived more than that past where it
+        stopped (the field at fault, else the command's start: an MPUB's message too
+        big) is unread too."""
+        if ev.code == ErrorCode.BAD_PROTOCOL:
+            return ev.raw is not None and len(ev.raw.data) > len(MAGIC_V2)
+        stop = ev.field_offset if ev.field_offset is not None else ev.offset
+        if stop is None or self.compression:  # offsets are in the decompressed stream
+            return False
+        return self._received - stop > NSQD_READ_BUFFER
 
     def _not_owned(self, ev: events.Violation) -> bytes | None:
         """The codec only knows this connection's in-flight ids; nsqd's channel knows all,
@@ -297,7 +317,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         if response is None:
             self._send_now(OK)
             return
-        self._send_now(events.Response(compact_json(response)))
+        self._send_now(events.Response(compactjson.encode(response)))
         if settings.tls_v1:
             self._busy = True
             self._live.pause_reading()

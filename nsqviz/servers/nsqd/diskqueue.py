@@ -34,13 +34,13 @@ import mmap
 import os
 import re
 from collections.abc import Iterable
-from struct import Struct
 from typing import BinaryIO
+
+from nsqviz.stream.sizes import INT32
 
 __all__ = ["DiskQueue"]
 
 log = logging.getLogger(__name__)
-_SIZE = Struct(">i")
 
 
 class DiskQueue:
@@ -156,7 +156,7 @@ class DiskQueue:
 
     def _records_in(self, view: mmap.mmap, pos: int, size: int) -> tuple[int, int]:
         count = 0
-        unpack, lo, hi = _SIZE.unpack_from, self.min_msg_size, self.max_msg_size
+        unpack, lo, hi = INT32.unpack_from, self.min_msg_size, self.max_msg_size
         while pos + 4 <= size:
             (n,) = unpack(view, pos)
             if n < lo or n > hi or pos + 4 + n > size:
@@ -186,7 +186,7 @@ class DiskQueue:
         buf = bytearray()
         count = 0
         for data in records:
-            buf += _SIZE.pack(len(data))
+            buf += INT32.pack(len(data))
             buf += data
             count += 1
             if self.write_pos + len(buf) >= self.max_bytes_per_file:
@@ -250,7 +250,7 @@ class DiskQueue:
                           "%d", self.name, self.read_file, self.read_pos, self.write_pos)
                 self.write_pos = self.read_pos
                 break
-            (n,) = _SIZE.unpack(head)
+            (n,) = INT32.unpack(head)
             data = reader.read(n) if self.min_msg_size <= n <= self.max_msg_size else b""
             if len(data) != n or not data:
                 self._bad_file(f"invalid record size {n} at offset {self.read_pos}")

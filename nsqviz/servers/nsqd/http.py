@@ -9,35 +9,41 @@ HTTP/1.1 server of :mod:`nsqviz.servers.httpd`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
-from struct import Struct
 from typing import Any
 
 from nsqviz.nsq import fastpath
 from nsqviz.nsq.events import Mpub
 from nsqviz.nsq.grammar_errors import GrammarError
 from nsqviz.nsq.refusals import nsqd_answer
-from nsqviz.nsq.wire import is_valid_channel_name, is_valid_topic_name
 from nsqviz.servers.goflags import VERSION
 from nsqviz.servers.httpd import (
     GET,
     POST,
+    TEXT,
+    BodyLimit,
     HTTPError,
     Query,
     Reply,
+    Routes,
     arg,
+    channel_arg,
     empty,
     json_reply,
     route_table,
     serve,
     text,
+    topic_arg,
 )
 from nsqviz.servers.nsqd.message import BrokerMessage
 from nsqviz.servers.nsqd.stats import stats, stats_text
+from nsqviz.stream.sizes import INT32
 
 __all__ = ["serve_http"]
 
-_I32 = Struct(">i")
+
+log = logging.getLogger(__name__)
 
 
 async def serve_http(broker: Any, host: str, port: int) -> asyncio.base_events.Server:
@@ -46,28 +52,31 @@ async def serve_http(broker: Any, host: str, port: int) -> asyncio.base_events.S
                        timeout=broker.opts.client_timeout)
 
 
-def _topic_arg(query: Query, invalid: str | None = "INVALID_TOPIC") -> str:
-    """The ``topic`` parameter; ``invalid`` is nsqd's code for a bad name (the channel
-    endpoints say ``INVALID_ARG_TOPIC``; /topic/delete does not check the name)."""
-    name = arg(query, "topic")
-    if name is None:
-        raise HTTPError(400, "MISSING_ARG_TOPIC")
-    if invalid and not is_valid_topic_name(name):
-        raise HTTPError(400, invalid)
-    return name
-
-
-def _channel_arg(query: Query) -> str:
-    name = arg(query, "channel")
-    if name is None:
-        raise HTTPError(400, "MISSING_ARG_CHANNEL")
-    if not is_valid_channel_name(name):
-        raise HTTPError(400, "INVALID_ARG_CHANNEL")
-    return name
-
-
 def _ping(broker: Any, query: Query, body: bytes) -> Reply:
+    """nsqd's health: ``OK``, or 500 with ``NOK - <error>`` after a write to a disk queue
+    failed (until one succeeds again)."""
+    if broker.health != "OK":
+        return 500, broker.health.encode(), TEXT
     return text(b"OK")
+
+
+def _msg_limit(broker: Any) -> BodyLimit:
+    """nsqd's /pub reads at most --max-msg-size bytes: more is ``MSG_TOO_BIG``."""
+    return BodyLimit(broker.opts.max_msg_size, "MSG_TOO_BIG")
+
+
+def _put(broker: Any, topic_name: str, msgs: list[BrokerMessage], defer: float = 0.0) -> None:
+    """Queue published messages; a disk queue that cannot be written is nsqd's 503
+    ``EXITING`` (its ``PutMessage`` failed)."""
+    topic = broker.get_topic(topic_name)
+    try:
+        if len(msgs) == 1:
+            topic.put(msgs[0], defer)
+        else:
+            topic.put_many(msgs)
+    except OSError as exc:
+        log.error("TOPIC(%s): failed to write message to backend - %s", topic_name, exc)
+        raise HTTPError(503, "EXITING") from None
 
 
 def _info(broker: Any, query: Query, body: bytes) -> Reply:
@@ -99,11 +108,10 @@ def _stats(broker: Any, query: Query, body: bytes) -> Reply:
 
 
 def _pub(broker: Any, query: Query, body: bytes) -> Reply:
-    if len(body) > broker.opts.max_msg_size:
-        raise HTTPError(413, "MSG_TOO_BIG")
+    # a body past --max-msg-size was refused by the server (see _msg_limit)
     if not body:
         raise HTTPError(400, "MSG_EMPTY")
-    name = _topic_arg(query)
+    name = topic_arg(query, "INVALID_TOPIC")
     defer = 0.0
     raw = arg(query, "defer")
     if raw is not None:
@@ -114,18 +122,17 @@ def _pub(broker: Any, query: Query, body: bytes) -> Reply:
         if ms < 0 or ms > broker.opts.max_req_timeout * 1000:
             raise HTTPError(400, "INVALID_DEFER")
         defer = ms / 1000
-    topic = broker.get_topic(name)
-    topic.put(BrokerMessage(broker.new_id(), body), defer)
+    _put(broker, name, [BrokerMessage(broker.new_id(), body)], defer)
     return text(b"OK")
 
 
 def _mpub(broker: Any, query: Query, body: bytes) -> Reply:
-    name = _topic_arg(query)
+    name = topic_arg(query, "INVALID_TOPIC")
     opts = broker.opts
     bodies: list[bytes] = []
     if arg(query, "binary") in ("true", "1"):
         # the binary body is an MPUB command's body: decode it with the shared fast path
-        command = b"MPUB " + name.encode() + b"\n" + _I32.pack(len(body)) + body
+        command = b"MPUB " + name.encode() + b"\n" + INT32.pack(len(body)) + body
         try:
             event = fastpath.decode_command(command)
         except GrammarError as exc:
@@ -145,26 +152,26 @@ def _mpub(broker: Any, query: Query, body: bytes) -> Reply:
             if len(line) > opts.max_msg_size:
                 raise HTTPError(413, "MSG_TOO_BIG")
             bodies.append(line)
-    topic = broker.get_topic(name)  # nsqd: an MPUB of no lines is a 200 that adds nothing
-    topic.put_many([BrokerMessage(broker.new_id(), b) for b in bodies])
+    # nsqd: an MPUB of no lines is a 200 that adds nothing (the topic is created)
+    _put(broker, name, [BrokerMessage(broker.new_id(), b) for b in bodies])
     return text(b"OK")
 
 
 def _topic_create(broker: Any, query: Query, body: bytes) -> Reply:
-    broker.get_topic(_topic_arg(query))
+    broker.get_topic(topic_arg(query, "INVALID_TOPIC"))
     return empty()
 
 
 def _topic_delete(broker: Any, query: Query, body: bytes) -> Reply:
-    name = _topic_arg(query, invalid=None)
+    name = topic_arg(query, invalid=None)
     if not broker.delete_topic(name):
         raise HTTPError(404, "TOPIC_NOT_FOUND")
     return empty()
 
 
 def _channel_create(broker: Any, query: Query, body: bytes) -> Reply:
-    name = _topic_arg(query, "INVALID_ARG_TOPIC")
-    channel = _channel_arg(query)
+    name = topic_arg(query)
+    channel = channel_arg(query)
     topic = broker.topics.get(name)
     if topic is None:  # nsqd creates channels of existing topics only
         raise HTTPError(404, "TOPIC_NOT_FOUND")
@@ -173,8 +180,8 @@ def _channel_create(broker: Any, query: Query, body: bytes) -> Reply:
 
 
 def _channel_delete(broker: Any, query: Query, body: bytes) -> Reply:
-    name = _topic_arg(query, "INVALID_ARG_TOPIC")
-    channel = _channel_arg(query)
+    name = topic_arg(query)
+    channel = channel_arg(query)
     topic = broker.topics.get(name)
     if topic is None:
         raise HTTPError(404, "TOPIC_NOT_FOUND")
@@ -184,11 +191,11 @@ def _channel_delete(broker: Any, query: Query, body: bytes) -> Reply:
     return empty()
 
 
-_ROUTES = {
+_ROUTES: Routes = {
     "/ping": (GET, _ping),
     "/info": (GET, _info),
     "/stats": (GET, _stats),
-    "/pub": (POST, _pub),
+    "/pub": (POST, _pub, _msg_limit),
     "/mpub": (POST, _mpub),
     "/topic/create": (POST, _topic_create),
     "/topic/delete": (POST, _topic_delete),

@@ -9,7 +9,7 @@ wait for their answer one at a time (at most :data:`READ_TIMEOUT` per read), as 
 ``lookupPeer.Command`` does. Any failure -- a lost connection, a refusal, an answer
 that cannot be read -- is logged and the connection dropped; it is re-opened at the
 next command or heartbeat and registers everything again, as nsqd's ``lookupLoop``
-does. All bytes go through :class:`~nsqviz.lookupd.codec.LookupClientConnection`.
+does. All bytes go through :class:`~nsqviz.lookupd.codec.ClientConnection`.
 """
 
 from __future__ import annotations
@@ -19,17 +19,19 @@ import logging
 import socket
 from typing import TYPE_CHECKING, Any, Protocol
 
-from nsqviz.lookupd.codec import (
+from nsqviz.lookupd.codec import ClientConnection
+from nsqviz.lookupd.events import (
     Answer,
     BadAnswer,
-    Closed,
+    ConnectionClosed,
+    Error,
     Identify,
-    LookupClientConnection,
     Magic,
     Ping,
-    Refused,
     Register,
+    Truncated,
     Unregister,
+    Violation,
 )
 from nsqviz.servers.goflags import VERSION
 
@@ -99,7 +101,7 @@ class _LookupPeer:
         self.queue: asyncio.Queue[Register | Unregister] = asyncio.Queue()
         self.info: dict[str, Any] | None = None  # the lookupd's IDENTIFY answer
         self._task: asyncio.Task[None] | None = None
-        self._conn: LookupClientConnection | None = None
+        self._conn: ClientConnection | None = None
         self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
     def start(self) -> None:
@@ -135,7 +137,7 @@ class _LookupPeer:
     async def _connect(self) -> None:
         host, _, port = self.address.rpartition(":")
         self._streams = await asyncio.open_connection(host.strip("[]"), int(port))
-        self._conn = LookupClientConnection()
+        self._conn = ClientConnection()
         self._streams[1].write(self._conn.send(Magic()))
         opts = self.broker.opts
         hostname = socket.gethostname()
@@ -165,7 +167,7 @@ class _LookupPeer:
                     return ev
                 if isinstance(ev, BadAnswer):
                     raise _PeerFailed(f"parsing response - {ev.data[:200]!r}: {ev.reason}")
-                if isinstance(ev, Refused | Closed):
+                if isinstance(ev, Error | Violation | Truncated | ConnectionClosed):
                     raise _PeerFailed(f"lookupd answered {ev}")
 
     def _close(self) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_MSG_SIZE
 from nsqviz.servers.goflags import parse_duration
 from nsqviz.servers.listen import LOOPBACK, split_address
 
@@ -41,8 +42,8 @@ class Options:
     queue_scan_interval: float = 0.1
     msg_timeout: float = 60.0
     max_msg_timeout: float = 15 * 60.0
-    max_msg_size: int = 1024 * 1024
-    max_body_size: int = 5 * 1024 * 1024
+    max_msg_size: int = DEFAULT_MAX_MSG_SIZE
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE
     max_req_timeout: float = 3600.0
     client_timeout: float = 60.0
     max_heartbeat_interval: float = 60.0

@@ -1,7 +1,7 @@
 """An nsqlookupd-compatible discovery service on asyncio: the ``"  V1"`` TCP protocol for
 nsqd and the HTTP API for clients (see :mod:`nsqviz.servers.nsqlookupd.http`).
 
-Each nsqd connection goes through a :class:`~nsqviz.lookupd.codec.LookupServerConnection`;
+Each nsqd connection goes through a :class:`~nsqviz.lookupd.codec.ServerConnection`;
 the server only applies the commands' effects to the :class:`Registry`, answers, and
 closes after an error, as nsqlookupd does. When an nsqd disconnects it leaves every
 registration (the topics and channels themselves stay until deleted over HTTP).
@@ -10,7 +10,6 @@ registration (the topics and channels themselves stay until deleted over HTTP).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import socket
 import time
@@ -18,21 +17,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nsqviz.lookupd.codec import (
-    Closed,
+from nsqviz import compactjson
+from nsqviz.lookupd.codec import ServerConnection
+from nsqviz.lookupd.events import (
+    ConnectionClosed,
+    Event,
     Identify,
-    LookupEvent,
-    LookupServerConnection,
     Ping,
-    Refused,
     Register,
+    Truncated,
     Unregister,
+    Violation,
 )
 from nsqviz.lookupd.grammar import MAGIC_V1
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.servers.embedded import ListeningServer
 from nsqviz.servers.goflags import VERSION, parse_duration
-from nsqviz.servers.listen import LOOPBACK, close_unread, listen_backlog, split_address
+from nsqviz.servers.listen import LOOPBACK, close_unread, release, split_address, start_serving
 from nsqviz.servers.nsqlookupd.registry import Peer, Registry
 
 __all__ = ["EmbeddedLookupd", "Lookupd", "LookupdOptions"]
@@ -79,10 +80,8 @@ class Lookupd:
     async def start(self) -> None:
         from nsqviz.servers.nsqlookupd.http import serve_http
 
-        loop = asyncio.get_running_loop()
         host, port = self.opts.host_port("tcp")
-        tcp = await loop.create_server(lambda: _PeerConnection(self), host, port,
-                                       reuse_address=True, backlog=listen_backlog())
+        tcp = await start_serving(lambda: _PeerConnection(self), host, port)
         self.tcp_port = tcp.sockets[0].getsockname()[1]
         host, port = self.opts.host_port("http")
         http = await serve_http(self, host, port)
@@ -106,13 +105,13 @@ class Lookupd:
 
     def identify_answer(self) -> bytes:
         """What nsqlookupd answers to IDENTIFY (Go's encoder sorts the keys)."""
-        return json.dumps({
+        return compactjson.dumps_sorted({
             "broadcast_address": self.opts.broadcast_address or socket.gethostname(),
             "hostname": socket.gethostname(),
             "http_port": self.http_port,
             "tcp_port": self.tcp_port,
             "version": VERSION,
-        }, separators=(",", ":"), sort_keys=True).encode()
+        }).encode()
 
 
 class _PeerConnection(asyncio.Protocol):
@@ -120,7 +119,7 @@ class _PeerConnection(asyncio.Protocol):
 
     def __init__(self, lookupd: Lookupd):
         self.lookupd = lookupd
-        self.conn = LookupServerConnection()
+        self.conn = ServerConnection()
         self.peer: Peer | None = None
         self.peer_id = ""
         self.received = 0  # bytes, so far
@@ -141,14 +140,15 @@ class _PeerConnection(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        release(self.transport)
         self.lookupd.connections.discard(self)
         if self.peer is not None:
             self.lookupd.registry.remove_peer(self.peer_id)
 
-    def _on(self, ev: LookupEvent) -> None:
+    def _on(self, ev: Event) -> None:
         reg = self.lookupd.registry
         now = time.monotonic()
-        if isinstance(ev, Refused):
+        if isinstance(ev, Violation):
             log.info("lookupd: refusing %s: %s %s", self.peer_id, ev.code, ev.text)
             self.transport.write(self.conn.refuse(ev))
             # nsqlookupd reads the magic alone: what came after a bad one is unread
@@ -157,7 +157,7 @@ class _PeerConnection(asyncio.Protocol):
             else:
                 self.transport.close()
             return
-        if isinstance(ev, Closed):
+        if isinstance(ev, ConnectionClosed | Truncated):
             return
         answer = b"OK"
         if isinstance(ev, Identify):

@@ -24,6 +24,7 @@ from nsqviz.tubemq.codec import ServerConnection
 from nsqviz.tubemq.events import Answer, Request, Violation
 from nsqviz.tubemq.messages import make_exception, make_response
 from nsqviz.tubemq.protos import MESSAGES, RpcStatus
+from nsqviz.tubemq.tables import BROKER_SERVICES, MASTER_SERVICES, ViolationCode
 
 __all__ = ["SimServer", "answer", "exception_name"]
 
@@ -31,11 +32,13 @@ log = logging.getLogger(__name__)
 
 EXPIRE_EVERY = 1.0  # seconds between two checks for silent clients
 SERVER_VERSION = 3  # the Java server's RPC_PROTOCOL_VERSION, written in every answer
-MASTER_SERVICES = frozenset({1})
-BROKER_SERVICES = frozenset({2, 3})
 # the class-name prefix a Java server rewrites for older clients (RpcServiceInvoker)
 _PREFIX = "org.apache.inlong.tubemq."
 _CLIENT_PREFIX = {1: "com.tencent.tubemq.", 2: "com.apache.tubemq."}
+# what the Java server answers FATAL (it cannot read the call) and ERROR (no such service)
+_FATAL = frozenset({ViolationCode.NO_DECODER, ViolationCode.UNKNOWN_METHOD,
+                    ViolationCode.PROTOBUF_ERROR})
+_WRONG_SERVICE = frozenset({ViolationCode.UNKNOWN_SERVICE, ViolationCode.WRONG_SERVICE})
 
 
 def exception_name(name: str, protocol_ver: int) -> str:
@@ -61,13 +64,13 @@ def answer(target: Master | Broker, request: Request, problems: list[Violation],
     version = request.header.protocolVer
     if not request.body.timeout:
         return None
-    fatal = [v for v in problems if v.code in ("NoDecoder", "UnknownMethod", "ProtobufError")]
+    fatal = [v for v in problems if v.code in _FATAL]
     if fatal or request.message is None:
         text = "; ".join(v.reason for v in fatal) or "no request message"
         return make_exception(request, "java.io.IOException",
                               f"IPC server unable to read call parameters:{text}",
                               status=RpcStatus.FATAL)
-    wrong = [v for v in problems if v.code in ("UnknownService", "WrongService")]
+    wrong = [v for v in problems if v.code in _WRONG_SERVICE]
     served = MASTER_SERVICES if isinstance(target, Master) else BROKER_SERVICES
     if wrong or request.header.serviceType not in served:
         text = wrong[0].reason if wrong else \

@@ -13,7 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from nsqviz.conformance.tap import WireTap
-from nsqviz.lookupd.codec import Identify, LookupClientConnection, Magic, Register
+from nsqviz.lookupd.codec import ClientConnection
+from nsqviz.lookupd.events import Identify, Magic, Register
 from nsqviz.nsq.events import Fin, Message, Rdy, Req
 from nsqviz.servers.nsqd import EmbeddedBroker
 
@@ -45,7 +46,7 @@ def announce(lookupd_tcp: str, nsqd_address: str, topic: str, http_port: int = 1
     """Register ``nsqd_address`` (e.g. a tap) for ``topic`` with a lookupd, as nsqd would."""
     host, _, port = lookupd_tcp.rpartition(":")
     s = socket.create_connection((host, int(port)))
-    conn = LookupClientConnection()
+    conn = ClientConnection()
     nhost, _, nport = nsqd_address.rpartition(":")
     info = {"broadcast_address": nhost, "tcp_port": int(nport), "http_port": http_port,
             "version": "1.3.0", "hostname": "tap"}

@@ -1,7 +1,7 @@
 -- ---------------------------------------------------------------------------------
 -- The NSQ engine: framing, dissection, per-connection state. It reads the generated
--- tables above (COMMANDS, FRAME_TYPES, MESSAGE, LIMITS, ...) and the fields F; it
--- names no command, parameter or layout itself.
+-- tables above (COMMANDS, FRAME_TYPES, MESSAGE, LIMITS, NAMES, FEATURES, ERRORS ...) and
+-- the fields F; it names no command, frame, parameter, layout, feature or error itself.
 --
 -- Per connection it decides once which side is the client (the magic, a server port,
 -- or -- for a capture that started mid-connection -- the first bytes), gives the
@@ -329,7 +329,7 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
     st.expect_magic = false
     t:add(F["magic"], tvb(off, len))
     t:append_text(", Magic")
-    summaries[#summaries + 1] = "MAGIC"
+    summaries[#summaries + 1] = NAMES.magic
     return
   end
   local nl = s:find("\n", off + 1, true)
@@ -382,10 +382,11 @@ end
 -- features an IDENTIFY response switches on, read from nsqd's JSON
 local function negotiated(text)
   local function on(key) return text:find('"' .. key .. '"%s*:%s*true') ~= nil end
-  if on("tls_v1") then return "tls" end
-  if on("snappy") then return "snappy" end
-  if on("deflate") then
-    return "deflate", tonumber(text:match('"deflate_level"%s*:%s*(%d+)') or "6")
+  if on(FEATURES.tls) then return "tls" end
+  if on(FEATURES.snappy) then return "snappy" end
+  if on(FEATURES.deflate) then
+    local level = text:match('"' .. FEATURES.level .. '"%s*:%s*(%d+)')
+    return "deflate", tonumber(level) or FEATURES.default_level
   end
   return nil
 end
@@ -402,7 +403,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
   t:append_text(", " .. name)
   local dlen = len - FRAME_HEADER_SIZE
   local data = s:sub(pos + 1, pos + dlen)
-  if name == "FrameTypeMessage" then
+  if name == NAMES.message then
     if dlen < MESSAGE_FIXED then
       violation(t, st, ERRORS.frames.short, nil, summaries)
       return
@@ -433,7 +434,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
     end
     summaries[#summaries + 1] = name .. " " .. table.concat(shown, " ")
     t:append_text(" " .. table.concat(shown, " "))
-  elseif name == "FrameTypeError" then
+  elseif name == NAMES.error then
     local sp = data:find(" ", 1, true)
     local code = sp and data:sub(1, sp - 1) or data
     t:add(F["error.code"], tvb(pos, math.max(#code, 1)), code)
@@ -448,7 +449,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
     t:append_text(" " .. printable(data, 40))
     if data:sub(1, 1) == "{" then show_json(tvb(pos, dlen), pinfo, r) end
     local asked = answer_to(t, conv, pinfo, off, live and data ~= HEARTBEAT, nil)
-    if live and asked and asked.verb == "IDENTIFY" then
+    if live and asked and asked.verb == NEGOTIATES then
       local mode, level = negotiated(data)
       if mode then
         conv.c2s.mode = mode
@@ -460,7 +461,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
     if switch then
       local item = t:add(F["switch"], switch.mode):set_generated()
       if switch.level then t:add(F["switch.level"], switch.level):set_generated() end
-      item:add_proto_expert_info(ef_switch, "IDENTIFY negotiated " .. switch.mode
+      item:add_proto_expert_info(ef_switch, NEGOTIATES .. " negotiated " .. switch.mode
                                  .. ": both directions switch to it after this frame")
     end
   end
@@ -596,7 +597,7 @@ local function cut_frame(t, tvb, s, off, pinfo, conv, live)
   end
   local name = FRAME_TYPES[be32(s, 5)]
   local stop = off + #s
-  if name == "FrameTypeMessage" then
+  if name == NAMES.message then
     for _, f in ipairs(MESSAGE) do
       if f.size == 0 then
         t:add(F["msg." .. f.name], tvb(pos, stop - pos))
@@ -614,7 +615,7 @@ local function cut_frame(t, tvb, s, off, pinfo, conv, live)
   local data = s:sub(FRAME_HEADER_SIZE + 1)
   t:add(F["response"], tvb(pos, stop - pos))
   answer_to(t, conv, pinfo, off, live and data ~= HEARTBEAT,
-            name == "FrameTypeError" and data or nil)
+            name == NAMES.error and data or nil)
   return name
 end
 

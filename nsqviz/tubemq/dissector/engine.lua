@@ -2,7 +2,8 @@
 -- The TubeMQ engine: framing (MsgToken, serialNo, listSize, blocks) as hooks of the
 -- stream engine's walk(), the content's three varint-delimited protobuf messages handed to
 -- Wireshark's protobuf dissector by name, request/answer pairing by serialNo. It reads
--- the generated tables above (METHODS, SERVICES, PB, LIMITS, ...) and the fields F.
+-- the generated tables above (METHODS, SERVICES, PB, LIMITS, the violation codes V ...)
+-- and the fields F; it types no method, service or violation code of its own.
 -- ---------------------------------------------------------------------------------
 
 local ef_violation = ProtoExpert.new("tubemq.expert.violation", "TubeMQ protocol violation",
@@ -20,20 +21,20 @@ local function measure(st, s, off, cap)
   local avail = cap - off
   local n = math.min(avail, #TOKEN)
   if s:sub(off + 1, off + n) ~= TOKEN:sub(1, n) then
-    return false, "BadToken", "MsgToken", "expected " .. Struct.tohex(TOKEN, true) .. ", got "
+    return false, V.BAD_TOKEN, "MsgToken", "expected " .. Struct.tohex(TOKEN, true) .. ", got "
            .. Struct.tohex(s:sub(off + 1, off + n), true)
   end
   if avail < HEADER_SIZE then return nil, HEADER_SIZE - avail end
   local count = be32(s, off + 9)
   if count < 0 or count > LIMITS.max_list_size then
-    return false, "BadListSize", "listSize", count .. " is outside 0.." .. LIMITS.max_list_size
+    return false, V.BAD_LIST_SIZE, "listSize", count .. " is outside 0.." .. LIMITS.max_list_size
   end
   local pos = off + HEADER_SIZE
   for i = 0, count - 1 do
     if cap - pos < 4 then return nil, pos + 4 - cap end
     local len = be32(s, pos + 1)
     if len < LIMITS.min_block_length or len > LIMITS.max_block_length then
-      return false, "BadBlockLength", "block[" .. i .. "].length",
+      return false, V.BAD_BLOCK_LENGTH, "block[" .. i .. "].length",
              len .. " is outside " .. LIMITS.min_block_length .. ".." .. LIMITS.max_block_length
     end
     pos = pos + 4 + len
@@ -139,7 +140,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
   end
   local key = pinfo.number .. ":" .. off
   if content_bytes:len() == 0 then
-    violation(t, problems, "Incomplete", "content", "the content ends early (0 bytes)")
+    violation(t, problems, V.INCOMPLETE, "content", "the content ends early (0 bytes)")
     summaries[#summaries + 1] = "[Incomplete]"
     return
   end
@@ -151,18 +152,18 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
   for k = 1, 3 do
     local mlen, j, width = varint(c, i, clen)
     if not mlen then
-      violation(t, problems, i > clen and "Incomplete" or "BadContent", "content",
+      violation(t, problems, i > clen and V.INCOMPLETE or V.BAD_CONTENT, "content",
                 "no length varint for message " .. k)
       summaries[#summaries + 1] = "[BadContent]"
       return
     end
     if width > 1 and mlen < 128 ^ (width - 1) then
-      violation(t, problems, "BadContent", "content", "length varint is not minimal")
+      violation(t, problems, V.BAD_CONTENT, "content", "length varint is not minimal")
       summaries[#summaries + 1] = "[BadContent]"
       return
     end
     if j + mlen - 1 > clen then
-      violation(t, problems, "Incomplete", "content", "the content ends early (" .. clen .. " bytes)")
+      violation(t, problems, V.INCOMPLETE, "content", "the content ends early (" .. clen .. " bytes)")
       summaries[#summaries + 1] = "[Incomplete]"
       return
     end
@@ -170,7 +171,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
     i = j + mlen
   end
   if i <= clen then
-    violation(t, problems, "TrailingBytes", "content", (clen - i + 1) .. " bytes after the content")
+    violation(t, problems, V.TRAILING_BYTES, "content", (clen - i + 1) .. " bytes after the content")
     summaries[#summaries + 1] = "[TrailingBytes]"
     return
   end
@@ -179,7 +180,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
     local fields = pb_scan(c, p.start, p.start + p.len - 1)
     show_message(t, content, p.start - 1, p.len, message, pinfo)
     if not fields then
-      violation(t, problems, "ProtobufError", message, message .. " does not parse")
+      violation(t, problems, V.PROTOBUF_ERROR, message, message .. " does not parse")
     end
     return fields
   end
@@ -202,33 +203,33 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
     local info = method and METHODS[method]
     if live and conv.pending[serial] then conv.duplicate[key] = true end
     if conv.duplicate[key] then
-      violation(t, problems, "DuplicateSerial", "serialNo",
+      violation(t, problems, V.DUPLICATE_SERIAL, "serialNo",
                 "serialNo " .. serial .. " is already awaiting an answer")
     end
     if service == nil or not SERVICES[service] or service < 1 or service > 3 then
-      violation(t, problems, "UnknownService", "RequestHeader.serviceType",
+      violation(t, problems, V.UNKNOWN_SERVICE, "RequestHeader.serviceType",
                 "service type " .. tostring(service) .. " has no RPC methods")
     elseif not info then
-      violation(t, problems, "UnknownMethod", "RequestBody.method",
+      violation(t, problems, V.UNKNOWN_METHOD, "RequestBody.method",
                 "method id " .. tostring(method) .. " is not defined")
     else
       local ok = false
       for _, sv in ipairs(info.services) do if sv == service then ok = true end end
       if not ok then
-        violation(t, problems, "WrongService", "RequestBody.method",
+        violation(t, problems, V.WRONG_SERVICE, "RequestBody.method",
                   info.name .. " (" .. method .. ") is not accepted under " .. SERVICES[service])
       end
     end
     if info then
       local inner = pb_bytes(body, ENVELOPE.request_body, "request")
       if info.request == nil then
-        violation(t, problems, "NoDecoder", "RequestBody.method",
+        violation(t, problems, V.NO_DECODER, "RequestBody.method",
                   info.name .. " (" .. method .. ") has no request message")
       elseif inner then
         t:add(F["message"], info.request):set_generated()
         show_message(t, content, inner.start - 1, inner.len, info.request, pinfo)
       else
-        violation(t, problems, "ProtobufError", "RequestBody.request",
+        violation(t, problems, V.PROTOBUF_ERROR, "RequestBody.request",
                   "no " .. info.request .. " in the request body")
       end
     end
@@ -266,14 +267,14 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
       local method = pb_value(body, ENVELOPE.response_body, "method")
       if method then t:add(F["method"], method):set_generated() end
       if asked and asked.method ~= method then
-        violation(t, problems, "MethodMismatch", "RspResponseBody.method",
+        violation(t, problems, V.METHOD_MISMATCH, "RspResponseBody.method",
                   "answers method " .. tostring(method) .. ", but request " .. serial
                   .. " called " .. tostring(asked.method))
       end
       local info = method and METHODS[method]
       local data = pb_bytes(body, ENVELOPE.response_body, "data")
       if not info or info.response == nil then
-        violation(t, problems, "UnknownMethod", "RspResponseBody.method",
+        violation(t, problems, V.UNKNOWN_METHOD, "RspResponseBody.method",
                   "method id " .. tostring(method) .. " has no response message")
       elseif data then
         t:add(F["message"], info.response):set_generated()
@@ -287,7 +288,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
       local secs = math.floor(d)
       t:add(F["time"], NSTime.new(secs, math.floor((d - secs) * 1e9 + 0.5))):set_generated()
     elseif asked == false then
-      violation(t, problems, "ResponseWithoutRequest", "serialNo",
+      violation(t, problems, V.RESPONSE_WITHOUT_REQUEST, "serialNo",
                 "no request with serialNo " .. serial .. " awaits an answer")
     end
   end

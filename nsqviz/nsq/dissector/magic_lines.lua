@@ -1,7 +1,8 @@
 -- ---------------------------------------------------------------------------------
 -- What NSQ's two line protocols (V2 to nsqd, V1 to nsqlookupd) share, both opened by a
 -- 4-byte MAGIC: which side is the client, nsqd's naming rule for topics and channels.
--- The generator puts it into those two dissectors only.
+-- The generators put it into those two dissectors (NSQ's, and the lookup protocol's,
+-- which follows nsqd's naming rule).
 -- ---------------------------------------------------------------------------------
 
 -- is name a valid topic or channel name? 1 to max_len bytes of [.a-zA-Z0-9_-], the

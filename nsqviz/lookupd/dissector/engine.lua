@@ -2,15 +2,17 @@
 -- The nsqlookupd "  V1" engine: framing (the magic, command lines, IDENTIFY's sized body,
 -- size-prefixed answers) as hooks of the stream engine's walk(), the state table judged
 -- as nsqlookupd judges it, each answer paired with the oldest command awaiting one. It
--- reads the generated tables above (MAGIC, COMMANDS, STATES, ERRORS, LIMITS, ...) and the
--- fields F.
+-- reads the generated tables above (MAGIC, COMMANDS, STATES, REFUSALS, LIMITS, ...) and
+-- the fields F; it types no verb, error code or error text of its own.
 -- ---------------------------------------------------------------------------------
 
 register_fields(lookupd)
 
--- an error text of the ERRORS table, its {placeholders} filled in
-local function fill(text, vars)
-  return (text:gsub("{(%w+)}", function(k) return vars[k] or "" end))
+-- a row of the REFUSALS table as a problem: its code and its text, the {placeholders}
+-- filled in
+local function refusal(row, vars)
+  local text = row.text:gsub("{(%w+)}", function(k) return vars and vars[k] or "" end)
+  return {code = row.code, text = text}
 end
 
 -- does an IDENTIFY body hold every REQUIRED key with a value (a non-empty string, a
@@ -31,7 +33,10 @@ end
 local function measure_command(st, s, off, cap)
   if st.expect_magic then
     if cap - off < #MAGIC then return nil, #MAGIC - (cap - off) end
-    if s:sub(off + 1, off + #MAGIC) ~= MAGIC then return false, "E_BAD_PROTOCOL", "" end
+    if s:sub(off + 1, off + #MAGIC) ~= MAGIC then
+      local bad = refusal(REFUSALS.bad_magic)
+      return false, bad.code, bad.text
+    end
     return #MAGIC
   end
   local nl = s:find("\n", off + 1, true)
@@ -46,7 +51,8 @@ local function measure_command(st, s, off, cap)
   if cap - nl < 4 then return nil, nl + 4 - cap end
   local size = be32(s, nl + 1)
   if size < 0 or size > LIMITS.max_body_size then
-    return false, "E_BAD_BODY", "IDENTIFY body size " .. size .. " out of range"
+    local bad = refusal(REFUSALS.body_size, {size = size})
+    return false, bad.code, bad.text
   end
   return nl - off + 4 + size
 end
@@ -91,7 +97,7 @@ local function judge(conv, key, live, name)
     local rule = rules and rules[name]
     local out = false
     if rule and rule.code then
-      out = {code = rule.code, text = rule.text}
+      out = refusal(rule, {verb = name})
     elseif rule then
       conv.state = rule.next
     end
@@ -124,8 +130,9 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
   local verb = line:match("^[^ ]*")
   local cmd = COMMANDS[verb]
   if not cmd then
-    violation(t, {code = "E_INVALID", text = fill(ERRORS.E_INVALID.texts[1], {verb = verb})})
-    summaries[#summaries + 1] = "[E_INVALID]"
+    local problem = refusal(REFUSALS.unknown_verb, {verb = verb})
+    violation(t, problem)
+    summaries[#summaries + 1] = "[" .. problem.code .. "]"
     return
   end
   -- the parameters the line holds, in the grammar's order: {field, offset, value}
@@ -133,7 +140,7 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
   for _, p in ipairs(cmd.params) do
     if s:sub(pos + 1, pos + 1) ~= " " then
       if not p.optional then  -- no command nsqd could have meant: bytes refused
-        problem = {code = "E_INVALID", text = fill(ERRORS.E_INVALID.texts[3], {verb = verb})}
+        problem = refusal(REFUSALS.few_params, {verb = verb})
         violation(t, problem)
         summaries[#summaries + 1] = "[" .. problem.code .. "]"
         return
@@ -143,8 +150,7 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
     local value = s:sub(pos + 2, nl - 1):match("^[^ ]*")
     found[#found + 1] = {p.name, pos + 1, value}
     if not problem and not valid_name(value, NAME_SUFFIX, LIMITS.name_max) then
-      local code = "E_BAD_" .. p.name:upper()
-      problem = {code = code, text = fill(ERRORS[code].texts[1], {verb = verb, name = value})}
+      problem = refusal(REFUSALS[NAME_REFUSALS[p.name]], {verb = verb, name = value})
     end
     pos = pos + 1 + #value
   end
@@ -159,7 +165,7 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
     local size = be32(s, nl + 1)
     if size > 0 then t:add(F["body"], tvb(nl + 4, size)) end
     if not complete(s:sub(nl + 5, nl + 4 + size)) then
-      problem = {code = "E_BAD_BODY", text = ERRORS.E_BAD_BODY.texts[4]}
+      problem = refusal(REFUSALS.missing_fields)
     end
   end
   problem = problem or judge(conv, key, live, verb)
@@ -184,7 +190,7 @@ local function dissect_answer(tvb, s, off, len, tree, pinfo, conv, st, live, sum
   local asked = conv.asked[key]
   local data = s:sub(off + 5, off + len)
   local label
-  if data:sub(1, 2) == "E_" then
+  if data:sub(1, #ERROR_PREFIX) == ERROR_PREFIX then
     local code = data:match("^[^ ]*")
     t:add(F["error.code"], tvb(off + 4, #code))
     if #data > #code + 1 then t:add(F["error.text"], tvb(off + 5 + #code, #data - #code - 1)) end

@@ -5,22 +5,18 @@ followed by ``[4-byte size][size bytes]``.
 A protocol's command framing subclasses :class:`MagicLineFraming` with its magic and
 the code its server answers a wrong one with, and measures one whole line in
 :meth:`~MagicLineFraming.measure_line` (which verbs carry a body, how their sizes are
-judged); the magic, the line limit and the size prefix are read here once.
+judged); the magic, the line limit and the size prefix are read here once. (NSQ's own
+framing is :mod:`nsqviz.nsq.framing`; nsqlookupd's, :mod:`nsqviz.lookupd.framing`.)
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from struct import Struct as _Struct
 
 from nsqviz.stream.reassembly import FramingError
+from nsqviz.stream.sizes import INT32, SIZE_PREFIX
 
-__all__ = ["SIZE_PREFIX", "MagicLineFraming"]
-
-_I32 = _Struct(">i")
-
-SIZE_PREFIX = _I32.size
-"""Bytes of the size prefix before a command's body."""
+__all__ = ["MagicLineFraming"]
 
 
 class MagicLineFraming(ABC):
@@ -70,5 +66,5 @@ class MagicLineFraming(ABC):
         """The size prefix after the line ending at ``nl``; ``None`` until it came."""
         if len(buf) - (nl + 1) < SIZE_PREFIX:
             return None
-        size: int = _I32.unpack_from(buf, nl + 1)[0]
+        size: int = INT32.unpack_from(buf, nl + 1)[0]
         return size

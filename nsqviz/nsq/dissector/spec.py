@@ -1,4 +1,4 @@
-"""What the NSQ Lua dissector needs to know, read off the grammar and the framing rule.
+"""What NSQ's Lua dissector needs to know, read off the grammar and the framing rule.
 
 The dissector is generated from this description; the description is read from
 :mod:`nsqviz.nsq.commands` (the command table: verbs, parameters, bodies, answers),
@@ -21,8 +21,8 @@ from nsqviz.nsq.commands import CommandSpec as TableEntry
 from nsqviz.nsq.commands import Param as TableParam
 from nsqviz.nsq.events import NON_FATAL_ERRORS, Response
 from nsqviz.nsq.fields import FRAME_HEADER, MESSAGE, LayoutField, param_abbrev
-from nsqviz.nsq.protocol import NSQ
-from nsqviz.nsq.wire import MAGIC_V2
+from nsqviz.nsq.wire import HEARTBEAT, MAGIC_V2
+from nsqviz.wireshark.lua import SpecError
 
 __all__ = [
     "CommandSpec",
@@ -32,10 +32,6 @@ __all__ = [
     "SpecError",
     "nsq_spec",
 ]
-
-
-class SpecError(Exception):
-    """The grammar has a shape the Wireshark generator does not know how to render."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +73,6 @@ class NsqSpec:
     name_max: int
     name_suffix: str
     non_fatal_errors: tuple[str, ...]
-    server_ports: tuple[int, ...]
     heartbeat: bytes
 
 
@@ -122,7 +117,7 @@ def nsq_spec() -> NsqSpec:
     """The description of NSQ V2 that the Lua generator renders."""
     commands = tuple(_command(spec) for spec in COMMANDS.values())
     name_max, suffix = _name_rule()
-    heartbeat = b"_heartbeat_"
+    heartbeat = HEARTBEAT
     if not Response(heartbeat).is_heartbeat:
         raise SpecError("the heartbeat response changed: teach the generator")
     return NsqSpec(
@@ -138,6 +133,5 @@ def nsq_spec() -> NsqSpec:
         name_max=name_max,
         name_suffix=suffix,
         non_fatal_errors=tuple(sorted(NON_FATAL_ERRORS)),
-        server_ports=tuple(sorted(NSQ.server_ports)),
         heartbeat=heartbeat,
     )

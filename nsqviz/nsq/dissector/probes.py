@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from nsqviz.nsq.client_connection import ClientConnection
+from nsqviz.nsq.dissector.spec import CommandSpec, NsqSpec
 from nsqviz.nsq.events import Violation
 from nsqviz.nsq.server_connection import ServerConnection
 from nsqviz.nsq.wire import MAGIC_V2
-from nsqviz.wireshark.nsq_spec import CommandSpec, NsqSpec, SpecError
+from nsqviz.wireshark.lua import SpecError
 
 __all__ = ["Answer", "error_table"]
 

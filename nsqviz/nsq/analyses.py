@@ -1,0 +1,398 @@
+"""NSQ's analyses: SQL over NSQ's rows of the frames table (:func:`nsqviz.sql.frames_of`),
+read by both engines, and NSQ's hooks into the shared ``connections`` and ``errors``
+tables (:mod:`nsqviz.sql` says how analyses are defined and collected).
+
+Every command and frame name comes from NSQ's tables (:mod:`nsqviz.nsq.commands`); no
+definition types one. The rules an operator must trust:
+
+* a message is known by its broker (the server end of its connections), topic, channel
+  and id: nsqd copies a message to every channel of its topic under the same id, and
+  ids are only unique per nsqd and topic;
+* a delivery (``FrameTypeMessage``) ends with the first ``FIN``/``REQ`` for its id *on
+  the same connection* before the id is delivered again on the same channel; without
+  one it ``timeout``-ed if a later delivery exists -- its requeue was due at delivery
+  time + the connection's ``msg_timeout`` (negotiated, else asked for, else nsqd's
+  default), and ``next_delivery_ts`` says when the redelivery was actually seen --
+  else it is still ``open`` when the capture ends;
+* a publish is linked to a message by broker, topic and body (sha1): the latest
+  PUB/MPUB/DPUB of that body at or before the first delivery -- nsqd assigns ids after
+  the publish, so nothing else on the wire links them; a message with no such publish
+  in the capture keeps its row, with no publish;
+* nsqd's error answer (``FrameTypeError``) names the command it answers by its text's
+  second word (``E_FIN_FAILED FIN <id> ...``): the shared ``errors`` table
+  (:mod:`nsqviz.capture.analyses`) links it through :data:`ANALYSES`' error hook;
+* in-flight counts deliveries minus ends of deliveries (FIN, REQ, timeout) -- not FIN
+  commands, since a FIN for an id not in flight (``E_FIN_FAILED``) frees nothing; the
+  starvation test is the client-library guide's ``in_flight > 0 and in_flight >=
+  0.85 * last_rdy``;
+* a heartbeat is answered by the first command the client sends after it and before the
+  next one (nsqd resets its read deadline on any command); a connection is *closed for
+  missed heartbeats* when its last two heartbeats went unanswered and it then ended
+  with FIN or RST.
+
+Packet numbers are the first packet of a frame (:data:`nsqviz.sql.FIRST_PACKET`).
+"""
+
+from __future__ import annotations
+
+from nsqviz.nsq import events as ev
+from nsqviz.nsq.commands import BY_EVENT, COMMANDS, FRAME_NAMES, BodyKind
+from nsqviz.nsq.wire import HEARTBEAT
+from nsqviz.sql import (
+    C2S,
+    CLOSED,
+    COMMAND,
+    FIRST_PACKET,
+    FLOW_END,
+    S2C,
+    UNITS,
+    Analyses,
+    ConnectionColumns,
+    ErrorAnswers,
+    View,
+    frames_of,
+    quoted,
+    server,
+)
+
+__all__ = [
+    "ANALYSES",
+    "DEFAULT_MSG_TIMEOUT_MS",
+    "MESSAGE_KEY",
+    "STARVATION_RATIO",
+]
+
+DEFAULT_MSG_TIMEOUT_MS = 60000
+"""nsqd's --msg-timeout default: a delivery's timeout when IDENTIFY neither asked for
+nor negotiated one."""
+STARVATION_RATIO = 0.85
+"""The client-library guide's rule: a connection with this share of its RDY in flight
+is starved (it should have asked for more)."""
+MESSAGE_KEY = ("server", "topic", "channel", "msg_id")
+"""What identifies a message in the deliveries and messages tables."""
+
+FRAMES = frames_of("nsq")
+"""NSQ's rows of the frames table: the only rows NSQ's views read."""
+
+_KEY = ", ".join(MESSAGE_KEY)
+
+
+def _verb(event: type[ev.Command]) -> str:
+    return f"'{BY_EVENT[event].verb}'"
+
+
+def _frame(event: type[ev.ServerFrame]) -> str:
+    return f"'{FRAME_NAMES[event]}'"
+
+
+SUB, IDENTIFY, RDY, FIN, REQ, TOUCH = (_verb(e) for e in (ev.Sub, ev.Identify, ev.Rdy,
+                                                          ev.Fin, ev.Req, ev.Touch))
+PUB, MPUB, DPUB = (_verb(e) for e in (ev.Pub, ev.Mpub, ev.Dpub))
+MESSAGE, RESPONSE, ERROR = (_frame(e) for e in (ev.Message, ev.Response, ev.Error))
+_HEARTBEAT = f"'{HEARTBEAT.decode()}'"
+_PUBLISHES = quoted(v for v, c in COMMANDS.items()
+                    if c.body in (BodyKind.MESSAGE, BodyKind.MESSAGES))
+_ENDS = f"{FIN}, {REQ}"
+_ANSWERED = quoted(v for v, c in COMMANDS.items() if c.answered)
+_SILENT = quoted(v for v, c in COMMANDS.items() if not c.answered)
+_JSON_RESPONSE = f"(name = {RESPONSE} AND data LIKE '{{%')"
+
+_CONN_INFO = f"""
+SELECT conn_id, topic, channel, sub_packet, identify, identify_seq, identify_packet,
+       negotiated,
+       negotiated_packet,
+       CASE WHEN identify IS NOT NULL OR negotiated IS NOT NULL
+       THEN coalesce(try_cast(get_json_object(negotiated, '$.msg_timeout') AS BIGINT),
+                     try_cast(get_json_object(identify, '$.msg_timeout') AS BIGINT),
+                     {DEFAULT_MSG_TIMEOUT_MS}) END AS msg_timeout_ms
+FROM (
+  SELECT conn_id,
+         min_by(topic, seq) FILTER (WHERE name = {SUB}) AS topic,
+         min_by(channel, seq) FILTER (WHERE name = {SUB}) AS channel,
+         min_by({FIRST_PACKET}, seq) FILTER (WHERE name = {SUB}) AS sub_packet,
+         min_by(data, seq) FILTER (WHERE name = {IDENTIFY}) AS identify,
+         min(seq) FILTER (WHERE name = {IDENTIFY}) AS identify_seq,
+         min_by({FIRST_PACKET}, seq) FILTER (WHERE name = {IDENTIFY}) AS identify_packet,
+         min_by(data, seq) FILTER (WHERE {_JSON_RESPONSE}) AS negotiated,
+         min_by({FIRST_PACKET}, seq) FILTER (WHERE {_JSON_RESPONSE}) AS negotiated_packet
+  FROM {FRAMES}
+  WHERE name IN ({SUB}, {IDENTIFY}) OR {_JSON_RESPONSE}
+  GROUP BY conn_id
+) AS c
+"""
+
+_DELIVERIES = f"""
+WITH ev AS (
+  SELECT {server('f.')} AS server, f.msg_id, i.topic, i.channel, f.conn_id,
+         f.ts, f.seq, element_at(f.packets, 1) AS packet,
+         CASE WHEN f.name = {MESSAGE} THEN 'D' ELSE 'R' END AS t,
+         CASE WHEN f.name = {MESSAGE} THEN NULL ELSE f.name END AS verb,
+         f.attempts, f.msg_ts, f.delay_ms, i.msg_timeout_ms,
+         CASE WHEN f.name = {MESSAGE} THEN element_at(f.bodies, 1) END AS body_sha1
+  FROM {FRAMES} AS f LEFT JOIN conn_info AS i ON f.conn_id = i.conn_id
+  WHERE f.name IN ({MESSAGE}, {FIN}, {REQ}, {TOUCH})
+    -- a message frame the capture cut short of its id (snaplen) cannot be followed
+    AND f.msg_id IS NOT NULL
+), numbered AS (
+  SELECT *, sum(CASE WHEN t = 'D' THEN 1 ELSE 0 END) OVER (
+              PARTITION BY {_KEY} ORDER BY ts, t, conn_id, seq
+              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS n
+  FROM ev
+), owned AS (
+  SELECT *, max(CASE WHEN t = 'D' THEN conn_id END) OVER (PARTITION BY {_KEY}, n) AS d_conn
+  FROM numbered WHERE n > 0
+), per AS (
+  SELECT {_KEY}, n,
+         max(CASE WHEN t = 'D' THEN conn_id END) AS conn_id,
+         max(CASE WHEN t = 'D' THEN ts END) AS ts,
+         max(CASE WHEN t = 'D' THEN packet END) AS packet,
+         max(CASE WHEN t = 'D' THEN attempts END) AS attempts,
+         max(CASE WHEN t = 'D' THEN msg_ts END) AS msg_ts,
+         max(CASE WHEN t = 'D' THEN body_sha1 END) AS body_sha1,
+         max(CASE WHEN t = 'D' THEN msg_timeout_ms END) AS msg_timeout_ms,
+         min_by(verb, seq) FILTER (WHERE t = 'R' AND conn_id = d_conn
+                                   AND verb IN ({_ENDS})) AS end_verb,
+         min_by(ts, seq) FILTER (WHERE t = 'R' AND conn_id = d_conn
+                                 AND verb IN ({_ENDS})) AS end_ts,
+         min_by(packet, seq) FILTER (WHERE t = 'R' AND conn_id = d_conn
+                                     AND verb IN ({_ENDS})) AS end_packet,
+         min_by(delay_ms, seq) FILTER (WHERE t = 'R' AND conn_id = d_conn
+                                       AND verb IN ({_ENDS})) AS end_delay,
+         CAST(sum(CASE WHEN t = 'R' AND conn_id = d_conn AND verb = {TOUCH} THEN 1 ELSE 0 END)
+              AS BIGINT) AS touches
+  FROM owned GROUP BY {_KEY}, n
+), ordered AS (
+  SELECT *, max(n) OVER (PARTITION BY {_KEY}) AS last_n,
+         lead(ts) OVER (PARTITION BY {_KEY} ORDER BY n) AS next_delivery_ts
+  FROM per
+)
+SELECT {_KEY}, CAST(n AS BIGINT) AS delivery, conn_id, ts, packet, attempts, msg_ts,
+       body_sha1, touches,
+       CASE WHEN end_verb IS NOT NULL THEN end_verb
+            WHEN n < last_n THEN 'timeout' ELSE 'open' END AS outcome,
+       CASE WHEN end_verb IS NOT NULL THEN end_ts
+            WHEN n < last_n THEN ts + coalesce(msg_timeout_ms, {DEFAULT_MSG_TIMEOUT_MS}) / 1000.0
+       END AS outcome_ts,
+       end_packet AS outcome_packet,
+       CASE WHEN end_verb = {REQ} THEN end_delay END AS req_delay_ms,
+       msg_timeout_ms, next_delivery_ts
+FROM ordered
+"""
+
+_MESSAGES_VIEW = f"""
+WITH per AS (
+  SELECT {_KEY},
+         min(msg_ts) AS created_ts, min(ts) AS first_delivery_ts,
+         max(ts) AS last_delivery_ts, count(*) AS deliveries_count,
+         max_by(outcome, delivery) AS outcome, max_by(outcome_ts, delivery) AS outcome_ts,
+         CAST(sum(touches) AS BIGINT) AS touches,
+         CAST(sum(CASE WHEN outcome = {REQ} THEN 1 ELSE 0 END) AS BIGINT) AS requeues,
+         CAST(sum(CASE WHEN outcome = 'timeout' THEN 1 ELSE 0 END) AS BIGINT) AS timeouts,
+         min(body_sha1) AS body_sha1,
+         sort_array(collect_list(struct(delivery, ts, packet, conn_id, attempts, outcome,
+                                        outcome_ts, outcome_packet, req_delay_ms, touches,
+                                        msg_timeout_ms, next_delivery_ts))) AS deliveries
+  FROM deliveries GROUP BY {_KEY}
+), pubs AS (
+  SELECT {server()} AS server, topic, ts AS pub_ts, name AS publish_cmd,
+         conn_id AS publisher, {FIRST_PACKET} AS publish_packet, seq AS pub_seq,
+         explode(bodies) AS body_sha1
+  FROM {FRAMES} WHERE name IN ({_PUBLISHES})
+), linked AS (
+  SELECT m.*, p.pub_ts, p.publish_cmd, p.publisher, p.publish_packet,
+         row_number() OVER (PARTITION BY m.server, m.topic, m.channel, m.msg_id
+                            ORDER BY p.pub_ts DESC, p.publisher, p.pub_seq) AS r
+  FROM per AS m LEFT JOIN pubs AS p
+    ON m.server = p.server AND m.topic = p.topic AND m.body_sha1 = p.body_sha1
+       AND p.pub_ts <= m.first_delivery_ts
+)
+SELECT {_KEY}, pub_ts AS publish_ts, publish_cmd, publisher, publish_packet, created_ts,
+       first_delivery_ts, deliveries_count, deliveries, outcome, outcome_ts AS final_ts,
+       touches, requeues, timeouts,
+       first_delivery_ts - coalesce(pub_ts, created_ts) AS queue_latency_s,
+       CASE WHEN outcome = {FIN} THEN outcome_ts - coalesce(pub_ts, created_ts) END
+         AS end_to_end_latency_s,
+       CASE WHEN outcome = {FIN} THEN outcome_ts - last_delivery_ts END
+         AS processing_latency_s
+FROM linked WHERE r = 1
+"""
+
+_HEARTBEATS = f"""
+WITH both_ AS (
+  SELECT conn_id, ts, seq, {FIRST_PACKET} AS packet,
+         CASE WHEN {COMMAND} THEN 'C' ELSE 'H' END AS t,
+         CASE WHEN {COMMAND} THEN name END AS cmd
+  FROM {FRAMES}
+  WHERE (name = {RESPONSE} AND data = {_HEARTBEAT})
+     OR ({COMMAND} AND dir = '{C2S}')
+), counted AS (
+  SELECT *, sum(CASE WHEN t = 'H' THEN 1 ELSE 0 END) OVER (
+              PARTITION BY conn_id ORDER BY seq
+              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS k
+  FROM both_
+), per AS (
+  SELECT conn_id, k,
+         max(CASE WHEN t = 'H' THEN ts END) AS ts,
+         max(CASE WHEN t = 'H' THEN packet END) AS packet,
+         min_by(cmd, seq) FILTER (WHERE t = 'C') AS response,
+         min_by(ts, seq) FILTER (WHERE t = 'C') AS response_ts,
+         min_by(packet, seq) FILTER (WHERE t = 'C') AS response_packet
+  FROM counted WHERE k > 0 GROUP BY conn_id, k
+), ends AS (
+  SELECT conn_id, bool_or({CLOSED}) AS closed
+  FROM {FRAMES} WHERE {FLOW_END} GROUP BY conn_id
+), marked AS (
+  SELECT *, response IS NOT NULL AS answered,
+         sum(CASE WHEN response IS NOT NULL THEN 1 ELSE 0 END) OVER (
+           PARTITION BY conn_id ORDER BY k
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS grp,
+         max(k) OVER (PARTITION BY conn_id) AS last_k,
+         ts - lag(ts) OVER (PARTITION BY conn_id ORDER BY k) AS interval_s
+  FROM per
+), streaks AS (
+  SELECT *, sum(CASE WHEN answered THEN 0 ELSE 1 END) OVER (
+              PARTITION BY conn_id, grp ORDER BY k
+              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS missed_in_row
+  FROM marked
+)
+SELECT s.conn_id, CAST(s.k AS BIGINT) AS heartbeat, s.ts, s.packet, s.interval_s, s.answered,
+       s.response, s.response_packet, s.response_ts - s.ts AS response_s,
+       CASE WHEN s.response = {_verb(ev.Nop)} THEN s.response_ts - s.ts END AS nop_response_s,
+       CAST(s.missed_in_row AS BIGINT) AS missed_in_row,
+       (s.k = s.last_k AND s.missed_in_row >= 2 AND coalesce(e.closed, false)) AS closed_after
+FROM streaks AS s LEFT JOIN ends AS e ON s.conn_id = e.conn_id
+"""
+
+_PUBLISHES_VIEW = f"""
+WITH commands AS (
+  SELECT conn_id, seq, 0 AS extra, ts, packets, name
+  FROM {FRAMES} WHERE dir = '{C2S}' AND {COMMAND} AND name IN ({_ANSWERED})
+  UNION ALL
+  SELECT f.conn_id, f.seq, 1 AS extra, f.ts, f.packets, 'upgrade' AS name
+  FROM {FRAMES} AS f JOIN conn_info AS i ON f.conn_id = i.conn_id
+  WHERE f.name = {IDENTIFY} AND f.seq = i.identify_seq AND (
+    get_json_object(i.negotiated, '$.snappy') = 'true'
+    OR get_json_object(i.negotiated, '$.deflate') = 'true'
+    OR get_json_object(i.negotiated, '$.tls_v1') = 'true')
+), asked AS (
+  SELECT *, row_number() OVER (PARTITION BY conn_id ORDER BY seq, extra) AS k FROM commands
+), answers AS (
+  SELECT conn_id, ts, packets, name, data,
+         row_number() OVER (PARTITION BY conn_id ORDER BY seq) AS k
+  FROM {FRAMES}
+  WHERE dir = '{S2C}' AND ((name = {RESPONSE} AND data <> {_HEARTBEAT})
+     OR (name = {ERROR} AND split_part(data, ' ', 2) NOT IN ({_SILENT})))
+)
+SELECT q.conn_id, q.ts, element_at(q.packets, 1) AS packet, q.name AS command,
+       a.name AS answer,
+       CASE WHEN a.name = {ERROR} THEN split_part(a.data, ' ', 1) ELSE a.data END
+         AS answer_text,
+       element_at(a.packets, 1) AS answer_packet, a.ts - q.ts AS latency_s
+FROM asked AS q LEFT JOIN answers AS a ON a.conn_id = q.conn_id AND a.k = q.k
+WHERE q.name IN ({_PUBLISHES})
+"""
+
+_FLOW_CONTROL = f"""
+WITH ev AS (
+  SELECT conn_id, ts, 1 AS prio, seq, {RDY} AS event, count AS rdy, 0 AS delta,
+         CAST(NULL AS STRING) AS msg_id
+  FROM {FRAMES} WHERE name = {RDY}
+  UNION ALL
+  SELECT conn_id, ts, 1 AS prio, CAST(NULL AS BIGINT) AS seq, 'MSG' AS event,
+         CAST(NULL AS BIGINT) AS rdy, 1 AS delta, msg_id
+  FROM deliveries
+  UNION ALL
+  SELECT conn_id, outcome_ts AS ts, CASE WHEN outcome = 'timeout' THEN 0 ELSE 1 END AS prio,
+         CAST(NULL AS BIGINT) AS seq, outcome AS event, CAST(NULL AS BIGINT) AS rdy,
+         -1 AS delta, msg_id
+  FROM deliveries WHERE outcome_ts IS NOT NULL
+), run AS (
+  SELECT conn_id, ts, event, msg_id,
+         max_by(rdy, CASE WHEN rdy IS NOT NULL THEN r END) OVER w AS rdy,
+         CAST(sum(delta) OVER w AS BIGINT) AS in_flight
+  FROM (SELECT *, row_number() OVER (PARTITION BY conn_id ORDER BY ts, prio, event, seq,
+                                     msg_id) AS r FROM ev) AS e
+  WINDOW w AS (PARTITION BY conn_id ORDER BY r ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+)
+SELECT *, (in_flight > 0 AND in_flight >= coalesce(rdy, 0) * {STARVATION_RATIO}) AS starved
+FROM run
+"""
+
+_CONNECTIONS = f"""
+WITH base AS (
+  SELECT conn_id,
+         CAST(sum(CASE WHEN name = {MESSAGE} THEN 1 ELSE 0 END) AS BIGINT) AS messages_in,
+         CAST(sum(CASE WHEN name = {PUB} THEN 1
+                       WHEN name IN ({MPUB}, {DPUB}) THEN size(bodies) ELSE 0 END) AS BIGINT)
+           AS messages_published,
+         max_by(count, seq) FILTER (WHERE name = {RDY}) AS last_rdy,
+         max(count) FILTER (WHERE name = {RDY}) AS max_rdy,
+         CAST(sum(CASE WHEN name = {RDY} THEN 1 ELSE 0 END) AS BIGINT) AS rdy_changes
+  FROM {FRAMES} WHERE conn_id IS NOT NULL AND {UNITS} GROUP BY conn_id
+), beats AS (
+  SELECT conn_id, count(*) AS heartbeats,
+         CAST(sum(CASE WHEN answered THEN 0 ELSE 1 END) AS BIGINT) AS missed_heartbeats,
+         avg(nop_response_s) AS mean_nop_response_s,
+         bool_or(closed_after) AS closed_for_missed_heartbeats
+  FROM heartbeats GROUP BY conn_id
+)
+SELECT b.conn_id, b.messages_in, b.messages_published,
+       get_json_object(i.identify, '$.client_id') AS client_id,
+       get_json_object(i.identify, '$.hostname') AS hostname,
+       get_json_object(i.identify, '$.user_agent') AS user_agent,
+       get_json_object(i.identify, '$.feature_negotiation') AS feature_negotiation,
+       get_json_object(i.identify, '$.heartbeat_interval') AS heartbeat_interval,
+       i.identify, i.identify_packet, i.negotiated, i.negotiated_packet, i.msg_timeout_ms,
+       i.topic, i.channel, i.sub_packet, b.last_rdy, b.max_rdy, b.rdy_changes,
+       CASE WHEN get_json_object(i.negotiated, '$.snappy') = 'true' THEN 'snappy'
+            WHEN get_json_object(i.negotiated, '$.deflate') = 'true' THEN 'deflate'
+       END AS compression,
+       CASE WHEN i.channel IS NOT NULL THEN 'consumer'
+            WHEN b.messages_published > 0 THEN 'producer' ELSE 'other' END AS role,
+       h.heartbeats, h.missed_heartbeats, h.mean_nop_response_s,
+       h.closed_for_missed_heartbeats
+FROM base AS b LEFT JOIN conn_info AS i ON b.conn_id = i.conn_id
+LEFT JOIN beats AS h ON b.conn_id = h.conn_id
+"""
+
+ANALYSES = Analyses(
+    views=(
+        View("conn_info", _CONN_INFO, """Per NSQ connection: its subscription (the first
+SUB), what IDENTIFY asked for and the JSON answer negotiated (with their packets), and
+the message timeout in force.""", step=True),
+        View("deliveries", _DELIVERIES, """One row per delivery: message, connection,
+attempt, how and when it ended (packet numbers of the delivery and of its FIN/REQ), and
+when the next delivery was seen."""),
+        View("messages", _MESSAGES_VIEW, """One row per message (:data:`MESSAGE_KEY`):
+publish, deliveries, outcome, latencies."""),
+        View("heartbeats", _HEARTBEATS, """One row per ``_heartbeat_``: interval, the
+client's answer, missed streaks."""),
+        View("publishes", _PUBLISHES_VIEW, """One row per PUB/MPUB/DPUB: nsqd's answer (OK
+or its error) and the latency. nsqd answers the commands it answers
+(:data:`nsqviz.nsq.commands.COMMANDS`) one at a time, in order, and once more (OK) after
+an IDENTIFY that negotiated snappy, DEFLATE or TLS, when the connection is upgraded; so
+the k-th answer on a connection (heartbeats and the errors that answer
+FIN/REQ/TOUCH/RDY/NOP left out) is the k-th such command's."""),
+        View("flow_control", _FLOW_CONTROL, """RDY and in-flight per connection over time,
+with the starvation test at each step."""),
+        View("nsq_connections", _CONNECTIONS, """NSQ's columns of the ``connections``
+table, one row per NSQ connection: who (IDENTIFY), what (SUB, messages in and
+published), negotiated, RDY, heartbeats.""", step=True),
+    ),
+    connections=ConnectionColumns("nsq_connections", (
+        ("messages_in", "0"), ("messages_published", "0"),
+        ("client_id", None), ("hostname", None), ("user_agent", None),
+        ("feature_negotiation", None), ("heartbeat_interval", None),
+        ("identify", None), ("identify_packet", None), ("negotiated", None),
+        ("negotiated_packet", None), ("msg_timeout_ms", None),
+        ("topic", None), ("channel", None), ("sub_packet", None),
+        ("last_rdy", None), ("max_rdy", None), ("rdy_changes", "0"),
+        ("compression", None), ("role", "'other'"),
+        ("heartbeats", "0"), ("missed_heartbeats", "0"), ("mean_nop_response_s", None),
+        ("closed_for_missed_heartbeats", "false"),
+    )),
+    errors=ErrorAnswers(answer=f"name = {ERROR}", code="split_part(data, ' ', 1)",
+                        names="split_part(data, ' ', 2)"),
+)
+"""NSQ's analyses (:class:`nsqviz.sql.Analyses`), read through
+:attr:`nsqviz.nsq.protocol.NsqProtocol.analyses`."""

@@ -1,0 +1,160 @@
+"""The analyses' SQL: what a view definition is, what a protocol contributes to the
+analyses, and the words of the frames table every definition shares.
+
+An analysis is a :class:`View`: SQL over the frames table (:func:`nsqviz.records.
+frame_schema`) or over other views, written once and run by both engines -- DuckDB
+in-process and in the pipeline's Spark tasks (:mod:`nsqviz.pipeline.on_duckdb`), Spark
+SQL for the views that combine brokers (:mod:`nsqviz.pipeline.analyses`). The SQL keeps
+to what both understand (CTEs, window functions, ``FILTER`` clauses on aggregates) and
+names functions as Spark does; :data:`nsqviz.pipeline.on_duckdb.DUCKDB_NAMES` renames
+the few DuckDB spells differently. Every ordering names enough columns to be total, so
+the tables do not depend on how an engine partitions the frames.
+
+Who defines what (:mod:`nsqviz.pipeline.definitions` collects them):
+
+* each protocol, in ``nsqviz/<name>/analyses.py``, its :class:`Analyses`: its views
+  (NSQ's message lifecycle, TubeMQ's RPC pairs), which read only its own rows -- the
+  view :func:`frames_of` names, ``frames`` of that protocol -- and its own views; and
+  its hooks into the tables every protocol shares: its columns of ``connections``
+  (:class:`ConnectionColumns`) and which of its units are error answers, with what code
+  (:class:`ErrorAnswers`), for ``errors``;
+* the capture layer, in :mod:`nsqviz.capture.analyses`, the views that know no protocol:
+  packets and the frames they carried (sticky packets), and the shared tables
+  ``connections`` and ``errors``, built from the TCP-level facts and those hooks.
+
+So adding a protocol's analyses is its ``analyses.py`` and the ``analyses`` attribute
+of its :class:`~nsqviz.protocols.Protocol`; nothing else names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from nsqviz.stream.direction import Direction
+
+__all__ = [
+    "C2S",
+    "CLOSED",
+    "COMMAND",
+    "FIRST_PACKET",
+    "FLOW_END",
+    "PROBLEMS",
+    "S2C",
+    "SERVER",
+    "UNITS",
+    "Analyses",
+    "ConnectionColumns",
+    "ErrorAnswers",
+    "View",
+    "frames_of",
+    "quoted",
+    "server",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """One analysis: ``sql`` defines the view ``name`` (which later views may read);
+    ``doc`` says what each row is. ``step``: computed for other views, not a table of its
+    own. ``across_servers``: it combines brokers, so it reads other views only, never the
+    frames (every other view reads one broker's frames at a time, which is what lets the
+    pipeline analyse each broker apart). ``materialise``: an engine computes it once and
+    keeps the rows (``False``: a filter other views read through, such as
+    :func:`frames_of`)."""
+
+    name: str
+    sql: str
+    doc: str = ""
+    step: bool = False
+    across_servers: bool = False
+    materialise: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionColumns:
+    """A protocol's columns of the shared ``connections`` table: ``view`` (one of its
+    views) has a row per connection of this protocol, keyed by ``conn_id``, with the
+    ``columns`` named here. Each column is ``(name, default)``: ``default`` is the SQL
+    value of a connection this protocol has no row for (another protocol's: ``0``
+    messages, say), ``None`` for a null. Two protocols may give the same column (the
+    IDENTIFY an NSQ client and an nsqd registering both send): a connection takes the
+    value of its own protocol."""
+
+    view: str
+    columns: tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorAnswers:
+    """Which of a protocol's units are its server's error answers, for the shared
+    ``errors`` table and each connection's error count (undecodable bytes and gaps are
+    errors of every protocol already): ``answer`` an SQL condition on a frames row of
+    this protocol, ``code`` the answer's error code, ``names`` the command verb the
+    answer names in its text (``NULL``: none), each an SQL expression over that row."""
+
+    answer: str
+    code: str
+    names: str = "NULL"
+
+
+@dataclass(frozen=True, slots=True)
+class Analyses:
+    """What a protocol contributes to the analyses (see the module doc)."""
+
+    views: tuple[View, ...] = ()
+    connections: ConnectionColumns | None = None
+    errors: ErrorAnswers | None = None
+
+
+# -------------------------------------------------------- the words of the frames table
+
+
+def frames_of(protocol: str) -> str:
+    """The view of the frames table a protocol's views read: its own rows only."""
+    return f"{protocol}_frames"
+
+
+C2S, S2C = Direction.C2S.value, Direction.S2C.value
+"""The ``dir`` of client-to-server and server-to-client rows."""
+
+UNITS = "kind IN ('command', 'frame')"
+"""A decoded command or frame (not an error, a gap, a flow's start or end)."""
+
+COMMAND = "kind = 'command'"
+"""A decoded command (client to server)."""
+
+PROBLEMS = "kind IN ('error', 'gap')"
+"""Bytes no protocol could decode, and bytes the capture lost: errors of every protocol."""
+
+FLOW_END = "name = 'FlowEnd'"
+"""A row that ends a direction of a connection (``reason`` says how; ``size`` is the
+direction's payload bytes)."""
+
+CLOSED = "reason IN ('fin', 'rst')"
+"""A flow end that closed the connection (a FIN or RST), not the end of the capture."""
+
+FIRST_PACKET = "element_at(packets, 1)"
+"""A row's packet number, as Wireshark numbers the frame's first packet in its file
+(``packet_files`` names the file; in rotated files numbers restart with each file)."""
+
+
+def server(of: str = "") -> str:
+    """A row's server (its flow's server end; ``of``: a table alias and dot)."""
+    return f"split_part({of}flow, '->', 2)"
+
+
+SERVER = server()
+"""A record's server (its flow's server end): the key that keeps every connection and
+every message whole, and by which the pipeline deals the frames to its tasks."""
+
+
+def quoted(names: Iterable[str]) -> str:
+    """Names from a protocol's tables as an SQL list of string literals: ``'FIN', 'REQ'``
+    (so that no definition types a command's or frame's name by hand)."""
+    out = []
+    for name in names:
+        if "'" in name:
+            raise ValueError(f"{name!r} cannot be an SQL literal here")
+        out.append(f"'{name}'")
+    return ", ".join(out)
