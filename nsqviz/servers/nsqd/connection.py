@@ -30,7 +30,6 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from itertools import repeat
 from typing import Any, ClassVar, cast
 
 from nsqviz import compactjson
@@ -43,9 +42,9 @@ from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.servers.listen import release
 from nsqviz.servers.nsqd.access import AccessSteps
 from nsqviz.servers.nsqd.auth import AuthState
-from nsqviz.servers.nsqd.channel import Channel
+from nsqviz.servers.nsqd.channel import NOT_IN_FLIGHT, Channel
 from nsqviz.servers.nsqd.identify import IdentifyRefused, Negotiated, negotiate
-from nsqviz.servers.nsqd.message import BrokerMessage
+from nsqviz.servers.nsqd.message import BrokerMessage, InFlight
 from nsqviz.servers.nsqd.options import Options
 from nsqviz.servers.nsqd.output import CLOSE_WAIT, OK, FatalClientError
 
@@ -96,7 +95,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             sample_rate=0, msg_timeout=opts.msg_timeout, feature_negotiation=False,
         )
         self.channel: Channel | None = None
-        self.in_flight: dict[bytes, BrokerMessage] = {}  # the codec counts them against RDY
+        self.in_flight: dict[bytes, InFlight] = {}  # the codec counts them against RDY
         self.auth_state: AuthState | None = None
         self._secret = ""  # kept to ask the auth service again when the answer expires
         self.compression = ""
@@ -379,12 +378,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         # pump runs apart from the command loop)
         broker.held_pumps = held = set[Channel]()
         try:
-            if len(bodies) == 1:
-                topic.put(BrokerMessage(broker.new_id(), bodies[0]), delay)
-            else:
-                now = time.time_ns()
-                ids = broker.new_id.many(len(bodies))
-                topic.put_many(list(map(BrokerMessage, ids, bodies, repeat(now))))
+            topic.publish(broker.ids.batch(bodies), delay)
         except (OSError, ValueError) as exc:
             # nsqd: E_PUB_FAILED / E_MPUB_FAILED / E_DPUB_FAILED when the put fails (a
             # disk queue that cannot be written)
@@ -401,12 +395,16 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         self._pump_pending = True  # the codec holds the count (and ignores it after CLS)
 
     def _on_fin(self, ev: events.Fin) -> None:
-        try:
-            self._subscribed.finish(self, ev.id)
-        except KeyError as exc:
-            self._send_now(events.Error(_failed(ev, exc.args[0])))
-            return
-        self.finish_count += 1
+        """FIN, and the FINs queued right behind it: a consumer's commands are mostly
+        FINs, and a run of them is one call to the channel."""
+        queue = self._events
+        ids = [ev.id]
+        while queue and type(queue[0]) is events.Fin:
+            ids.append(cast(events.Fin, queue.popleft()).id)
+        missing = self._subscribed.finish(self, ids)
+        for mid in missing:
+            self._send_now(events.Error(_failed(events.Fin(mid), NOT_IN_FLIGHT)))
+        self.finish_count += len(ids) - len(missing)
         self._pump_pending = True
 
     def _on_req(self, ev: events.Req) -> None:
@@ -433,12 +431,29 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
 
     # -- delivery (called by the channel) --------------------------------------------
 
-    def deliver(self, batch: list[BrokerMessage]) -> None:
-        """Messages the channel just put in flight for us, as one buffered write."""
-        data = self.codec.send_messages(batch)
-        self.message_count += len(batch)
-        self._out.append(data)
-        self._out_size += len(data)
+    def deliver(self, batch: list[InFlight]) -> None:
+        """Messages the channel just put in flight for us, as one buffered write: each
+        :class:`Delivery` (part of a publish) encoded from its columns, the messages of
+        their own together."""
+        codec = self.codec
+        out = self._out
+        size = len(out)
+        singles: list[BrokerMessage] = []
+        for item in batch:  # in order: a run of messages of their own is one call
+            if isinstance(item, BrokerMessage):
+                singles.append(item)
+                continue
+            if singles:
+                out.append(codec.send_messages(singles))
+                self.message_count += len(singles)
+                singles = []
+            out.append(codec.send_message_run(item.timestamp, item.attempts, item.ids,
+                                              item.bodies))
+            self.message_count += len(item.ids)
+        if singles:
+            out.append(codec.send_messages(singles))
+            self.message_count += len(singles)
+        self._out_size += sum(map(len, out[size:]))
         if self._out_size >= self.settings.output_buffer_size or not self.ready():
             self._flush()
         elif self._flush_handle is None:
@@ -451,9 +466,9 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
                 phase = (time.monotonic() - self._ticker_start) % timeout
                 self._flush_handle = self.loop.call_later(timeout - phase, self._flush)
 
-    def timed_out(self, msg: BrokerMessage) -> None:
+    def timed_out(self, msg_id: bytes) -> None:
         if not self.closed:
-            self.codec.forget(msg.id)
+            self.codec.forget(msg_id)
 
     def _teardown(self) -> None:
         if self._torn_down:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections.abc import Sequence
 from typing import Any
 
 from nsqviz.nsq import fastpath
@@ -36,7 +37,6 @@ from nsqviz.servers.httpd import (
     text,
     topic_arg,
 )
-from nsqviz.servers.nsqd.message import BrokerMessage
 from nsqviz.servers.nsqd.stats import stats, stats_text
 from nsqviz.stream.sizes import INT32
 
@@ -65,15 +65,12 @@ def _msg_limit(broker: Any) -> BodyLimit:
     return BodyLimit(broker.opts.max_msg_size, "MSG_TOO_BIG")
 
 
-def _put(broker: Any, topic_name: str, msgs: list[BrokerMessage], defer: float = 0.0) -> None:
-    """Queue published messages; a disk queue that cannot be written is nsqd's 503
+def _put(broker: Any, topic_name: str, bodies: Sequence[bytes], defer: float = 0.0) -> None:
+    """Queue a publish's messages; a disk queue that cannot be written is nsqd's 503
     ``EXITING`` (its ``PutMessage`` failed)."""
     topic = broker.get_topic(topic_name)
     try:
-        if len(msgs) == 1:
-            topic.put(msgs[0], defer)
-        else:
-            topic.put_many(msgs)
+        topic.publish(broker.ids.batch(bodies), defer)
     except OSError as exc:
         log.error("TOPIC(%s): failed to write message to backend - %s", topic_name, exc)
         raise HTTPError(503, "EXITING") from None
@@ -122,7 +119,7 @@ def _pub(broker: Any, query: Query, body: bytes) -> Reply:
         if ms < 0 or ms > broker.opts.max_req_timeout * 1000:
             raise HTTPError(400, "INVALID_DEFER")
         defer = ms / 1000
-    _put(broker, name, [BrokerMessage(broker.new_id(), body)], defer)
+    _put(broker, name, (body,), defer)
     return text(b"OK")
 
 
@@ -153,7 +150,7 @@ def _mpub(broker: Any, query: Query, body: bytes) -> Reply:
                 raise HTTPError(413, "MSG_TOO_BIG")
             bodies.append(line)
     # nsqd: an MPUB of no lines is a 200 that adds nothing (the topic is created)
-    _put(broker, name, [BrokerMessage(broker.new_id(), b) for b in bodies])
+    _put(broker, name, bodies)
     return text(b"OK")
 
 

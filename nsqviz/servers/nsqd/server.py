@@ -49,7 +49,7 @@ class Broker:
         self.opts = opts or Options()
         self.topics: dict[str, Topic] = {}
         self.clients: set[BrokerConnection] = set()
-        self.new_id = IDGenerator()
+        self.ids = IDGenerator()
         self.start_time = int(time.time())
         self.tcp_port = 0
         self.http_port = 0
