@@ -38,8 +38,10 @@ def reference_row(rec: DecodedRecord, conn_id: str | None, seq: int | None,
         problem = rec.fields.get("violation")
         if problem:
             row["violation"] = problem["code"] or "closes"
-        if rec.protocol is not None and rec.event is not None:
-            typed = protocols.by_name(rec.protocol).typed(rec.event)
+        if rec.protocol is not None:
+            proto = protocols.by_name(rec.protocol)
+            typed = proto.typed(rec.event) if rec.event is not None else \
+                proto.typed_unit(rec.kind, rec.name, rec.fields)  # cut short by the capture
     elif rec.kind == "flow":
         row["reason"] = rec.fields.get("how")
     elif rec.kind == "tcp":

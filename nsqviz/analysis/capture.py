@@ -17,7 +17,7 @@ from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.pipeline.definitions import definitions, tables
 from nsqviz.usage import nearest_hint
 
-__all__ = ["Capture", "frames_of", "open_capture"]
+__all__ = ["Capture", "frames_of", "open_capture", "table_schemas"]
 
 
 def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
@@ -43,6 +43,20 @@ def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
     return pa.Table.from_batches(list(batches), schema=schema)
 
 
+def table_schemas() -> dict[str, Any]:
+    """Every table a :class:`Capture` gives, by name, as the Arrow schema of its
+    columns: ``frames`` (:func:`nsqviz.records.frame_schema`), then each analysis of
+    :func:`~nsqviz.pipeline.definitions.tables` as its definition makes it -- run over no
+    frames at all, so that its columns are written down nowhere but in its SQL."""
+    import pyarrow as pa
+
+    from nsqviz.pipeline.on_duckdb import analyse
+    from nsqviz.records import frame_schema
+
+    made = analyse(pa.Table.from_batches([], schema=frame_schema()), tables())
+    return {"frames": frame_schema(), **{name: made[name].schema for name in tables()}}
+
+
 class Capture:
     """A capture (one file, or rotated files of one capture set) and its analyses
     (``fields=False``: the frames without their ``fields`` column, for big captures).
@@ -55,7 +69,8 @@ class Capture:
     :attr:`retransmissions`, :attr:`resets`, :attr:`truncated`, :attr:`midstream`,
     :attr:`gaps` (each table's definition says what its rows are: the analyses of each
     protocol, :mod:`nsqviz.nsq.analyses` ..., and the capture layer's,
-    :mod:`nsqviz.capture.analyses` and :mod:`nsqviz.capture.tcp_views`);
+    :mod:`nsqviz.capture.analyses` and :mod:`nsqviz.capture.tcp_views`; the columns of
+    each are :func:`table_schemas`');
     :meth:`filter` selects records by a Wireshark display filter.
     """
 

@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
         ("stats", _stats, "statistics, like tshark -z: frames, errors, sticky packets, "
                           "heartbeats, latencies, compression, RPC"),
     ):
-        p = subparsers.add_parser(name, help=text, description=text)
+        p = subparsers.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}.")
         p.add_argument("captures", nargs="+", metavar="CAPTURE",
                        help="pcap/pcapng files, directories or globs (one capture set)")
         p.add_argument("--json", action="store_true", help="one JSON object per line")

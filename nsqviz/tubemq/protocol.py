@@ -1,9 +1,9 @@
 """TubeMQ as the protocol-free parts of nsqviz see it (:class:`nsqviz.protocols.Protocol`).
 
 Detection is the begin token ``FF 7F F4 FE`` that starts every frame in both
-directions, and the Master's and Broker's default ports (8715, 8123) for captures that
-start mid-connection. A flow's client is the side whose first frame is a request
-(``RpcConnHeader.flag`` is not 1). Decoding is the codec's
+directions (a server's first frame an answer), and the Master's and Broker's default
+ports (8715, 8123) for captures that start mid-connection. A flow's client is the side
+whose first frame is a request (``RpcConnHeader.flag`` is not 1). Decoding is the codec's
 :class:`~nsqviz.tubemq.codec.Observer`; requests become ``command`` items, answers
 ``frame`` items, and a violation about a request or answer rides on that item as its
 ``violation``.
@@ -162,13 +162,20 @@ def _items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = _fiel
     return out
 
 
-def _is_request_frame(data: bytes) -> bool:
-    """Does ``data`` start with a frame whose RpcConnHeader says request (flag != 1)?
-    The first block's content starts at byte 16: the header's length, then ``08 flag``."""
+def _rpc_flag(data: bytes) -> int | None:
+    """The RpcConnHeader flag of the frame ``data`` starts with (1: response), or
+    ``None`` when it does not start with one. The first block's content starts at byte
+    16: the header's length, then ``08 flag``."""
     if not data.startswith(BEGIN_TOKEN) or len(data) < HEADER_SIZE + 4 + 3:
-        return False
+        return None
     at = HEADER_SIZE + 4
-    return data[at] > 0 and data[at + 1] == 0x08 and data[at + 2] != RPC_FLAG_MSG_TYPE_RESPONSE
+    return data[at + 2] if data[at] > 0 and data[at + 1] == 0x08 else None
+
+
+def _is_request_frame(data: bytes) -> bool:
+    """Does ``data`` start with a frame whose RpcConnHeader says request (flag != 1)?"""
+    flag = _rpc_flag(data)
+    return flag is not None and flag != RPC_FLAG_MSG_TYPE_RESPONSE
 
 
 class TubeMQProtocol(Protocol):
@@ -197,6 +204,12 @@ class TubeMQProtocol(Protocol):
 
     def starts_hello(self, data: bytes) -> bool:
         return bool(data) and data[:4] == BEGIN_TOKEN[: len(data[:4])]
+
+    def server_hello(self, data: bytes) -> bool | None:
+        """A frame whose RpcConnHeader says response (a server closes on a bad token)."""
+        if len(data) < HEADER_SIZE + 4 + 3:
+            return None if self.starts_hello(data) or not data else False
+        return _rpc_flag(data) == RPC_FLAG_MSG_TYPE_RESPONSE
 
     def looks_like(self, direction: str, data: bytes) -> bool:
         return len(data) >= 4 and self.starts_hello(data)
