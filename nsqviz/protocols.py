@@ -19,6 +19,7 @@ tables               commands/methods, states and transitions (h11's ``_state.py
 ``protocol.py``      the :class:`Protocol` instance (detection, records, typed columns)
 ``fields.py``        its display-filter fields, ``<name>.*``
 ``analyses.py``      its SQL views for both engines, and its hooks into the shared tables
+``report.py``        its part of ``nsqviz messages``, ``connections`` and ``stats``
 ``rules.py``         its doctor rules (the hook is there; the catalogue comes with the doctor)
 ``dissector/``       its Wireshark dissector generator (``script.py``, ``engine.lua``)
 ===================  ===================================================================
@@ -45,6 +46,9 @@ The interface, hook by hook:
   :meth:`~Protocol.record_names`;
 * **analyses** -- :attr:`~Protocol.analyses` (:class:`nsqviz.sql.Analyses`): its views,
   which read only its own rows, its columns of ``connections``, its error answers;
+* **report** -- :attr:`~Protocol.report` (:class:`nsqviz.report.Report`): its messages,
+  its part of each of its connections, its sections of ``nsqviz stats`` (text and JSON);
+  ``nsqviz.open``'s Capture gives its analyses' tables by name, with no hook of its own;
 * **doctor** -- :attr:`~Protocol.rules`: declarative definitions over the analyses'
   tables, kept with the protocol and run by the same engines (empty for now);
 * **Wireshark** -- :attr:`~Protocol.dissector` (a :class:`Dissector`): the files
@@ -73,6 +77,7 @@ from typing import Protocol as TypingProtocol
 
 from nsqviz import sansio
 from nsqviz.fields import CAPTURE_FIELDS, Field, by_abbrev
+from nsqviz.report import Report
 from nsqviz.sql import Analyses, View
 from nsqviz.stream.direction import Direction
 
@@ -467,6 +472,11 @@ class Protocol(ABC):
     frames table, and its hooks into the tables every protocol shares (its columns of
     ``connections``, its error answers); :mod:`nsqviz.sql` says how they are written,
     :mod:`nsqviz.pipeline.definitions` collects them for both engines."""
+
+    report: Report | None = None
+    """Its part of ``nsqviz messages``, ``connections`` and ``stats``
+    (``nsqviz/<name>/report.py``, :mod:`nsqviz.report` says how), or ``None``: its
+    connections then get only the lines every connection has."""
 
     # -- Wireshark ------------------------------------------------------------------
 

@@ -166,9 +166,9 @@ class ApiDirective(SphinxDirective):
 class ProtocolsDirective(SphinxDirective):
     """``.. nsqviz-protocols::``: every registered protocol, in registration order
     (:func:`nsqviz.protocols.registered`): what it contributes -- its analyses' tables,
-    its display-filter fields, its Wireshark dissector, its doctor rules -- and its
-    package's API (as ``nsqviz-api``). A protocol registered later has its section
-    without an edit of the site."""
+    its part of ``nsqviz messages/connections/stats``, its display-filter fields, its
+    Wireshark dissector, its doctor rules -- and its package's API (as ``nsqviz-api``).
+    A protocol registered later has its section without an edit of the site."""
 
     has_content = False
 
@@ -184,6 +184,7 @@ class ProtocolsDirective(SphinxDirective):
             lines += [f".. rubric:: ``{proto.package}``: {proto.title}", "",
                       f"* analyses: {tables}" + (f"; its part of {' and '.join(shared)}"
                                                  if shared else ""),
+                      f"* ``nsqviz messages``, ``connections``, ``stats``: {_gives(proto)}",
                       f"* display-filter fields: {len(proto.filter_fields)} "
                       f"(``{proto.name}.*``; ``nsqviz fields`` lists them)",
                       "* Wireshark dissector: "
@@ -191,6 +192,20 @@ class ProtocolsDirective(SphinxDirective):
                       f"* doctor rules: {len(proto.rules)}", ""]
             lines += _api(proto.package)
         return _parsed(self, lines, "<nsqviz-protocols>")
+
+
+def _gives(proto: object) -> str:
+    """What a protocol's report (:mod:`nsqviz.report`) adds to the three commands."""
+    from nsqviz.report import Report
+
+    report = getattr(proto, "report", None)
+    if report is None:
+        return "nothing of its own"
+    parts = [what for method, what in (("messages", "its messages"),
+                                       ("connections", "its connections' lines"),
+                                       ("stats", "its statistics"))
+             if getattr(type(report), method) is not getattr(Report, method)]
+    return ", ".join(parts) or "nothing of its own"
 
 
 class TablesDirective(SphinxDirective):

@@ -61,17 +61,28 @@ class Capture:
     """A capture (one file, or rotated files of one capture set) and its analyses
     (``fields=False``: the frames without their ``fields`` column, for big captures).
 
-    Every table is a pandas DataFrame: :attr:`frames` (one row per command, frame, error,
-    gap, connection start/end and TCP finding, with its packet numbers), :attr:`messages`,
-    :attr:`deliveries`, :attr:`connections`, :attr:`errors`, :attr:`heartbeats`,
-    :attr:`publishes`, :attr:`flow_control`, :attr:`sticky_packets`, :attr:`rpc_pairs`,
-    :attr:`rpc_latency`, and what the TCP layer knows: :attr:`zero_windows`,
-    :attr:`retransmissions`, :attr:`resets`, :attr:`truncated`, :attr:`midstream`,
-    :attr:`gaps` (each table's definition says what its rows are: the analyses of each
-    protocol, :mod:`nsqviz.nsq.analyses` ..., and the capture layer's,
-    :mod:`nsqviz.capture.analyses` and :mod:`nsqviz.capture.tcp_views`; the columns of
-    each are :func:`table_schemas`');
-    :meth:`filter` selects records by a Wireshark display filter.
+    Every table is a pandas DataFrame, and every analysis table is an attribute of its
+    name (:meth:`table`; :func:`nsqviz.pipeline.definitions.tables` lists them): each
+    table's definition says what its rows are. :attr:`frames` has one row per command,
+    frame, error, gap, connection start/end and TCP finding, with its packet numbers;
+    the tables every capture has are the capture layer's
+    (:mod:`nsqviz.capture.analyses`):
+    ``connections`` (one row per connection: its protocol, the TCP facts, each
+    protocol's columns for its own connections), ``errors``, ``sticky_packets``; each
+    protocol adds its own (its ``analyses.py``):
+
+    * NSQ (:mod:`nsqviz.nsq.analyses`): ``messages``, ``deliveries``, ``heartbeats``,
+      ``publishes``, ``flow_control``; :meth:`lifecycle` draws one message;
+    * TubeMQ (:mod:`nsqviz.tubemq.analyses`): ``tubemq_messages`` (each message from its
+      send to each fetch and commit), ``tubemq_sends``, ``tubemq_fetches``,
+      ``tubemq_heartbeats``, ``tubemq_rebalances``, ``tubemq_partitions``,
+      ``tubemq_statuses``, ``rpc_pairs``, ``rpc_latency``;
+    * what the TCP layer flags (:mod:`nsqviz.capture.tcp_views`, in every capture):
+      ``zero_windows``, ``retransmissions``, ``resets``, ``truncated``, ``midstream``,
+      ``gaps``.
+
+    :attr:`protocols` names the protocols present; :meth:`filter` selects records by a
+    Wireshark display filter; :meth:`replay` shows the capture packet by packet.
     """
 
     def __init__(self, *captures: str, idle_split: float | None = IDLE_SPLIT,
@@ -139,37 +150,25 @@ class Capture:
 
         return self.arrow.filter(pc.equal(self.arrow["name"], name)).to_pandas()
 
-    messages = property(lambda self: self.table("messages"), doc="One row per message.")
-    deliveries = property(lambda self: self.table("deliveries"), doc="One row per delivery.")
-    connections = property(lambda self: self.table("connections"),
-                           doc="One row per connection.")
-    errors = property(lambda self: self.table("errors"),
-                      doc="One row per error, with the command it answers.")
-    heartbeats = property(lambda self: self.table("heartbeats"),
-                          doc="One row per heartbeat, with the client's answer.")
-    publishes = property(lambda self: self.table("publishes"),
-                         doc="One row per PUB/MPUB/DPUB, with nsqd's answer.")
-    flow_control = property(lambda self: self.table("flow_control"),
-                            doc="RDY and in-flight per connection over time.")
-    sticky_packets = property(lambda self: self.table("sticky_packets"),
-                              doc="Frames per packet and packets per frame.")
-    rpc_pairs = property(lambda self: self.table("rpc_pairs"),
-                         doc="One row per RPC request (TubeMQ), with its answer.")
-    rpc_latency = property(lambda self: self.table("rpc_latency"),
-                           doc="RPC latency per protocol and method.")
-    # what the TCP layer knows (nsqviz.capture.tcp_views)
-    zero_windows = property(lambda self: self.table("zero_windows"),
-                            doc="One row per zero-window period: who stopped reading, how long.")
-    retransmissions = property(lambda self: self.table("retransmissions"),
-                               doc="Retransmissions per connection and sender, by kind.")
-    resets = property(lambda self: self.table("resets"),
-                      doc="One row per RST: who sent it, after what, what was lost.")
-    truncated = property(lambda self: self.table("truncated"),
-                         doc="Packets the snaplen cut, per connection.")
-    midstream = property(lambda self: self.table("midstream"),
-                         doc="Connections whose start the capture does not show.")
-    gaps = property(lambda self: self.table("gaps"),
-                    doc="Bytes missing from the capture, per connection and direction.")
+    def __getattr__(self, name: str) -> Any:
+        """Analysis table ``name`` (``cap.connections``, ``cap.tubemq_messages`` ...)."""
+        if name.startswith("_") or name not in tables():
+            raise AttributeError(f"{type(self).__name__!r} has no attribute or table "
+                                 f"{name!r}" + nearest_hint(name, tables()))
+        return self.table(name)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *tables()})
+
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        """The protocols of the capture's connections, in registration order."""
+        import pyarrow.compute as pc
+
+        from nsqviz import protocols
+
+        present = set(pc.unique(self.arrow["protocol"]).drop_null().to_pylist())
+        return tuple(p.name for p in protocols.registered() if p.name in present)
 
     def filter(self, expression: str) -> Any:
         """The records a Wireshark display filter (:mod:`nsqviz.filters`, as ``nsqviz

@@ -36,6 +36,7 @@ from nsqviz.lookupd.events import (
 from nsqviz.lookupd.fields import FIELDS, PARAMS, PREFIX
 from nsqviz.lookupd.framing import ANSWER_STARTS
 from nsqviz.lookupd.observer import Observer
+from nsqviz.lookupd.report import REPORT
 from nsqviz.lookupd.rules import RULES
 from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE
 from nsqviz.protocols import (
@@ -249,6 +250,7 @@ class LookupdProtocol(Protocol):
         return {k: v for k, v in out.items() if v}
 
     analyses = ANALYSES
+    report = REPORT
     dissector = DISSECTOR
     rules = RULES
 

@@ -43,6 +43,7 @@ from nsqviz.nsq.framing import DEFAULT_MAX_FRAME_SIZE, SIZE_PREFIX, FrameFraming
 from nsqviz.nsq.grammar_frames import MessageID
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
+from nsqviz.nsq.report import REPORT
 from nsqviz.nsq.rules import RULES
 from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.protocols import (
@@ -337,6 +338,7 @@ class NsqProtocol(Protocol):
         return None
 
     analyses = ANALYSES
+    report = REPORT
     dissector = DISSECTOR
     rules = RULES
 

@@ -36,13 +36,14 @@ from nsqviz.protocols import (
 from nsqviz.sansio import violation_fields
 from nsqviz.tubemq.analyses import ANALYSES
 from nsqviz.tubemq.codec import Observer
+from nsqviz.tubemq.columns import SCHEMA, typed
 from nsqviz.tubemq.dissector import DISSECTOR
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
 from nsqviz.tubemq.fields import FIELDS, record_values
 from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE, FrameStruct
 from nsqviz.tubemq.layout import frame_layout
 from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
-from nsqviz.tubemq.protos import status_name
+from nsqviz.tubemq.report import REPORT
 from nsqviz.tubemq.rules import RULES
 from nsqviz.tubemq.tables import (
     DEFAULT_BROKER_PORT,
@@ -280,41 +281,14 @@ class TubeMQProtocol(Protocol):
         return lambda data: frame_layout(data, response=kind == "frame")
 
     analyses = ANALYSES
+    report = REPORT
     dissector = DISSECTOR
     rules = RULES
 
-    typed_schema = (
-        ("rpc_serial", "int64"),
-        ("rpc_method", "string"),
-        ("rpc_service", "int32"),
-        ("rpc_status", "string"),  # SUCCESS / ERROR / FATAL of an answer
-        ("err_code", "int32"),
-        ("topic", "string"),
-    )
+    typed_schema = SCHEMA
 
     def typed(self, event: Any) -> dict[str, Any]:
-        t = type(event)
-        if t not in (Request, Response, ExceptionResponse):
-            return {}
-        out: dict[str, Any] = {"rpc_serial": event.serialNo}
-        request = event if t is Request else event.request
-        method = event.body.method if t is not ExceptionResponse else (
-            None if request is None else request.method)
-        info = METHODS.get(method) if method is not None else None
-        if info is not None:
-            out["rpc_method"] = info.name
-        if t is Request:
-            out["rpc_service"] = event.header.serviceType
-        else:
-            out["rpc_status"] = status_name(event.header.status)
-        message = event.message if t is not ExceptionResponse else None
-        if message is not None:
-            if "errCode" in message.DESCRIPTOR.fields_by_name and message.HasField("errCode"):
-                out["err_code"] = message.errCode
-            if "topicName" in message.DESCRIPTOR.fields_by_name and message.HasField(
-                    "topicName"):
-                out["topic"] = message.topicName
-        return out
+        return typed(event)
 
 
 TUBEMQ = TubeMQProtocol()
