@@ -17,7 +17,9 @@ are defined and collected).
   packet), then each protocol's columns for its own connections
   (:class:`~nsqviz.sql.ConnectionColumns`);
 * ``published`` -- one row per message body published, over whatever protocol: each
-  protocol's publishes (:class:`~nsqviz.sql.Publishes`), which the message views read.
+  protocol's publishes (:class:`~nsqviz.sql.Publishes`), which the message views read;
+* what the TCP layer flags, from :mod:`nsqviz.capture.tcp_views`: ``zero_windows``,
+  ``retransmissions``, ``resets``, ``truncated``, ``midstream``, ``gaps``.
 
 :func:`views` builds them for the registered protocols: the shared tables take each
 protocol's hooks, so they name no protocol here.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from nsqviz.capture.tcp_views import TCP_VIEWS
 from nsqviz.sql import (
     C2S,
     CLOSED,
@@ -225,4 +228,5 @@ how long, how much (bytes on the wire, and of the frames they carried), errors, 
 how it ended (FIN/RST, which side first, packet); then each protocol's columns for its
 own connections (who, what, negotiated, ...; :data:`BASE_CONNECTION_COLUMNS` are every
 connection's)."""),
+        *TCP_VIEWS,
     )
