@@ -22,7 +22,9 @@ are defined and collected).
   ended: FIN/RST, which side first, packet), then each protocol's columns for its own
   connections (:class:`~nsqviz.sql.ConnectionColumns`);
 * ``published`` -- one row per message body published, over whatever protocol: each
-  protocol's publishes (:class:`~nsqviz.sql.Publishes`), which the message views read.
+  protocol's publishes (:class:`~nsqviz.sql.Publishes`), which the message views read;
+* what the TCP layer flags, from :mod:`nsqviz.capture.tcp_views`: ``zero_windows``,
+  ``retransmissions``, ``resets``, ``truncated``, ``midstream``, ``gaps``.
 
 :func:`views` builds them for the registered protocols: the shared tables take each
 protocol's hooks, so they name no protocol here.
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from nsqviz.capture.tcp_views import TCP_VIEWS
 from nsqviz.sql import (
     ANSWER_PAIRS,
     C2S,
@@ -249,4 +252,5 @@ the server's error answers (``errors``, ``error_codes``) and nsqviz's ``problems
 and how it ended (FIN/RST, which side first, packet); then each protocol's columns for
 its own connections (who, what, negotiated, ...; :data:`BASE_CONNECTION_COLUMNS` are
 every connection's)."""),
+        *TCP_VIEWS,
     )

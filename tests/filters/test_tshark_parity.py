@@ -169,6 +169,9 @@ JUDGED_BEYOND_THE_DISSECTOR = {
         104: "nsqd's 400 to 'GET /ping HTTP/1.1 extra' (a request line Go refuses): its "
              "body runs to the close, so Wireshark's PDU ends with the FIN (packet 104), "
              "nsqviz's record with the body (packet 102)"},
+    "nsqd/tcp/reset-too-big.pcap": {
+        8: "the middle of a refused 2 MB PUB's body: the dissector marks each of its "
+           "segments undecodable, nsqviz says once where the skipped bytes end (packet 10)"},
     "tubemq/tubemq-errors.pcap": {
         4: "NotAllowedInState: the dissector keeps no connection state",
         22: "CrcMismatch: the dissector computes no CRC-32",
@@ -178,7 +181,8 @@ JUDGED_BEYOND_THE_DISSECTOR = {
 needs the connection's state or a checksum): nsqviz shows ``nsq.violation``/
 ``tubemq.violation`` there and tshark does not. Each must still be a difference (so the
 list cannot go stale), and no other packet may differ. (A RDY over the max_rdy_count
-nsqd announced, or over its default, is judged alike: the dissector keeps the limit.)"""
+nsqd announced, or over its default, is judged alike: the dissector keeps the limit.)
+Also listed: where the two report bytes they skip differently."""
 
 RECORDS_APART = {
     "doctor/capture-gap.pcap": {
