@@ -86,6 +86,7 @@ from nsqviz.sql import Analyses, View
 from nsqviz.stream.direction import Direction
 
 __all__ = [
+    "ANSWERS",
     "BUILTIN",
     "ConnectionObserver",
     "ObservedConnection",
@@ -141,7 +142,17 @@ class ItemKind(enum.StrEnum):
     """The connection switches to TLS here (nothing after it is readable)."""
     ANNOTATION = "annotation"
     """``fields`` to add to the previous record of the same direction (a compression
-    switch that takes effect right after a response, the packet a response answers)."""
+    switch that takes effect right after a response, the packet a response answers) --
+    but :data:`ANSWERS`, which the record keeps apart."""
+
+
+ANSWERS = "answers"
+"""The key, in an annotation's fields (or a cut unit's), of the command a server's
+answer answers by its number among the client's commands on the connection (1: the
+client's first unit shown as a command, its magic included): the capture layer takes it
+out of the fields into :attr:`nsqviz.records.DecodedRecord.answers` -- what the
+analyses pair an answer with its command by (a packet number, ``response_to``, may name
+several commands)."""
 
 
 class Item(NamedTuple):

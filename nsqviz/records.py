@@ -58,7 +58,10 @@ class DecodedRecord(NamedTuple):
     numbers (each in its own file) that carried the bytes and ``files`` the index of the
     file of each; ``event`` the protocol event (or the TCP gap) it shows, for views that
     want the raw bytes and their provenance; ``offset``/``size`` where its bytes are in
-    the direction's stream, when known.
+    the direction's stream, when known; ``answers``, for a server's answer its decoder
+    paired with a command, that command's number among the connection's commands (1:
+    the client's first command record), which the frames table keeps and the analyses
+    join on (the fields' ``response_to`` names its packet, as shown).
     """
 
     ts: float
@@ -74,6 +77,7 @@ class DecodedRecord(NamedTuple):
     files: tuple[int, ...] = ()
     offset: int | None = None
     size: int | None = None
+    answers: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -310,6 +314,10 @@ FRAME_COLUMNS = (
     # "idle", "reused", "capture"); a retransmission's kind, a reset's "mid-session" or
     # "at close"
     ("reason", "string"),
+    # a server's answer: the packet of the command it answers (as decode shows it) and
+    # that command's number among its connection's commands (DecodedRecord.answers)
+    ("response_to", "int64"),
+    ("answers", "int64"),
 )
 """The frames table's own columns; :func:`frame_schema` adds :data:`TCP_COLUMNS` and
 each protocol's typed ones."""
@@ -429,6 +437,7 @@ class FrameColumns:
         self.typed_rows: list[int] = []  # the rows that have typed values
         self.typed: list[dict[str, Any]] = []  # and those values
         self.notes: list[tuple[int, str | None, str | None]] = []  # (row, violation, reason)
+        self.answers: list[tuple[int, int | None, int | None]] = []  # (row, packet, number)
 
     def __len__(self) -> int:
         return len(self.columns[0])
@@ -453,6 +462,9 @@ class FrameColumns:
             problem = fields.get("violation")
             if problem:
                 self.notes.append((row, problem["code"] or "closes", None))
+            asked = fields.get("response_to")
+            if asked is not None or rec.answers is not None:
+                self.answers.append((row, asked, rec.answers))
         elif kind == "flow":
             self.notes.append((row, None, fields.get("how")))
         elif kind == "tcp":
@@ -502,6 +514,10 @@ class FrameColumns:
         reasons: list[str | None] = [None] * n
         for row, violation, reason in self.notes:
             violations[row], reasons[row] = violation, reason
+        asked: list[int | None] = [None] * n
+        numbers: list[int | None] = [None] * n
+        for row, packet, number in self.answers:
+            asked[row], numbers[row] = packet, number
         # a typed column no row of the batch has a value in is made as nulls at once
         typed: dict[str, list[Any] | None] = dict.fromkeys(schema.names[len(FRAME_COLUMNS):])
         for row, values in zip(self.typed_rows, self.typed, strict=True):
@@ -514,7 +530,7 @@ class FrameColumns:
                 column[row] = value
         columns = [tss, flows, dirs, kinds, names, fieldss, packetss, protos, conn_ids,
                    [where[f][0] for f in filess], [where[f][1] for f in filess], seqs,
-                   offsets, sizes, violations, reasons, *typed.values()]
+                   offsets, sizes, violations, reasons, asked, numbers, *typed.values()]
         arrays = [pa.nulls(n, t) if c is None else pa.array(c, type=t)
                   for c, t in zip(columns, schema.types, strict=True)]
         self._clear()

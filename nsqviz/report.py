@@ -2,15 +2,17 @@
 (text and ``--json``), and the words those commands share.
 
 The commands (:mod:`nsqviz.analysis.cli`) name no protocol. They print what every
-capture has -- each connection's TCP life, its errors and how it ended; frames by name,
-errors by code, sticky packets -- and ask the :class:`Report` of each registered
-protocol present in the capture (:attr:`nsqviz.protocols.Protocol.report`) for its part:
+capture has -- each connection's TCP life, the servers' error answers, nsqviz's problems
+and how it ended; frames by name, errors and problems by code, sticky packets -- and ask
+the :class:`Report` of each registered protocol present in the capture
+(:attr:`nsqviz.protocols.Protocol.report`) for its part:
 
 ==================  ========================================================================
 ``messages``        :meth:`Report.messages`: one :class:`Message` per message -- the id
                     ``--id`` selects it by, its ``--json`` object -- and
                     :meth:`Report.render_message`, its text; each protocol's messages
-                    follow the previous protocol's
+                    follow the previous protocol's; :meth:`Report.unlisted` says why
+                    messages are not listed, or not all
 ``connections``     :meth:`Report.connections`: a :class:`ConnectionPart` for each of its
                     connections -- the role, its ``--json`` keys (between ``role`` and
                     ``errors``), its text lines (between the header and the errors), and
@@ -113,6 +115,11 @@ class Report:
 
     def render_message(self, message: dict[str, Any], t0: float) -> str:
         """One message's text (lines ending in a newline), from its JSON object."""
+        return ""
+
+    def unlisted(self, cap: Tables, listed: bool) -> str:
+        """Why the capture's messages are not listed, or not all of them (``listed``:
+        some are), in one sentence; ``""``: nothing to say."""
         return ""
 
     def connections(self, cap: Tables) -> dict[str, ConnectionPart]:

@@ -20,9 +20,11 @@ Who defines what (:mod:`nsqviz.pipeline.definitions` collects them):
   (:class:`ErrorAnswers`), for ``errors``, and the messages it publishes into a broker
   (:class:`Publishes`), for ``published``;
 * the capture layer, in :mod:`nsqviz.capture.analyses`, the views that know no protocol:
-  packets and the frames they carried (sticky packets), and the shared tables
-  ``connections``, ``errors`` and ``published``, built from the TCP-level facts and
-  those hooks. A protocol's views may read a shared table built from hooks
+  packets and the frames they carried (sticky packets), the pairing of every answer
+  with the command its decoder says it answers (:data:`ANSWER_PAIRS`, which a
+  protocol's views read too: each row is one connection's), and the shared tables
+  ``connections``, ``errors``, ``problems`` and ``published``, built from the TCP-level
+  facts and those hooks. A protocol's views may read a shared table built from hooks
   (:data:`SHARED`): a message's deliveries link to its publish whatever protocol
   carried the publish -- a broker may take messages on more than one port.
 
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 from nsqviz.stream.direction import Direction
 
 __all__ = [
+    "ANSWER_PAIRS",
     "C2S",
     "CLOSED",
     "COMMAND",
@@ -98,14 +101,15 @@ class ConnectionColumns:
 @dataclass(frozen=True, slots=True)
 class ErrorAnswers:
     """Which of a protocol's units are its server's error answers, for the shared
-    ``errors`` table and each connection's error count (undecodable bytes and gaps are
-    errors of every protocol already): ``answer`` an SQL condition on a frames row of
-    this protocol, ``code`` the answer's error code, ``names`` the command verb the
-    answer names in its text (``NULL``: none), each an SQL expression over that row."""
+    ``errors`` table and each connection's error count: ``answer`` an SQL condition on a
+    frames row of this protocol, ``code`` the answer's error code and ``text`` its
+    words, each an SQL expression over that row. The command an answer answers is the
+    one its decoder paired it with (the frames table's ``answers``), never guessed here;
+    what the decoder itself found wrong is in ``problems``, not in ``errors``."""
 
     answer: str
     code: str
-    names: str = "NULL"
+    text: str
 
 
 PUBLISHED_COLUMNS = (
@@ -160,8 +164,10 @@ UNITS = "kind IN ('command', 'frame')"
 COMMAND = "kind = 'command'"
 """A decoded command (client to server)."""
 
-PROBLEMS = "kind IN ('error', 'gap')"
-"""Bytes no protocol could decode, and bytes the capture lost: errors of every protocol."""
+PROBLEMS = "(kind IN ('error', 'gap') OR violation IS NOT NULL)"
+"""What the decoder found wrong, whatever the protocol (the ``problems`` table): bytes it
+could not decode, bytes the capture lost (and how it found the next unit), and commands
+the server refuses as they were sent (their ``violation``) -- not what a server said."""
 
 FLOW_END = "name = 'FlowEnd'"
 """A row that ends a direction of a connection (``reason`` says how; ``size`` is the
@@ -173,6 +179,13 @@ CLOSED = "reason IN ('fin', 'rst')"
 FIRST_PACKET = "element_at(packets, 1)"
 """A row's packet number, as Wireshark numbers the frame's first packet in its file
 (``packet_files`` names the file; in rotated files numbers restart with each file)."""
+
+
+ANSWER_PAIRS = "answer_pairs"
+"""The capture layer's view of each server answer paired with the command it answers,
+as the protocol's decoder paired them (the frames table's ``answers``): the one pairing
+every view reads -- a protocol's own views too (the only view outside its own they may
+read: its rows are each one connection's answer and command)."""
 
 
 def server(of: str = "") -> str:

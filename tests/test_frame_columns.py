@@ -32,12 +32,14 @@ def reference_row(rec: DecodedRecord, conn_id: str | None, seq: int | None,
         "packets": list(rec.packets), "protocol": rec.protocol, "conn_id": conn_id,
         "file": paths[0] if paths else None, "packet_files": paths, "seq": seq,
         "offset": rec.offset, "size": rec.size, "violation": None, "reason": None,
+        "response_to": None, "answers": None,
     }
     typed = {}
     if rec.kind in ("command", "frame"):
         problem = rec.fields.get("violation")
         if problem:
             row["violation"] = problem["code"] or "closes"
+        row["response_to"], row["answers"] = rec.fields.get("response_to"), rec.answers
         if rec.protocol is not None:
             proto = protocols.by_name(rec.protocol)
             typed = proto.typed(rec.event) if rec.event is not None else \

@@ -25,7 +25,7 @@ import pytest
 
 from nsqviz import protocols, sansio
 from nsqviz.pipeline.definitions import definitions, reads
-from nsqviz.sql import SHARED, frames_of
+from nsqviz.sql import ANSWER_PAIRS, SHARED, frames_of
 
 ROOT = Path(__file__).resolve().parent.parent / "nsqviz"
 PROTOCOLS = protocols.registered()
@@ -128,7 +128,7 @@ def test_each_analysis_reads_its_own_protocols_rows_only(proto):
         read = reads(view.name)
         assert "frames" not in read, f"{view.name} reads every protocol's frames"
         assert not read & others, f"{view.name} reads {read & others}"
-        assert read <= mine | SHARED | {frames_of(proto.name)}, \
+        assert read <= mine | SHARED | {frames_of(proto.name), ANSWER_PAIRS}, \
             f"{view.name} reads {read - mine}"
     for hook in (proto.analyses.connections, proto.analyses.publishes):
         if hook is not None:

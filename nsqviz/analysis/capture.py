@@ -68,7 +68,10 @@ class Capture:
     the tables every capture has are the capture layer's
     (:mod:`nsqviz.capture.analyses`):
     ``connections`` (one row per connection: its protocol, the TCP facts, each
-    protocol's columns for its own connections), ``errors``, ``sticky_packets``; each
+    protocol's columns for its own connections), ``errors`` (the error answers servers
+    sent, each with the command it answers), ``problems`` (what nsqviz found wrong:
+    refused commands, undecodable bytes, gaps in the capture -- apart from errors),
+    ``answer_pairs`` (each answer and the command it answers), ``sticky_packets``; each
     protocol adds its own (its ``analyses.py``):
 
     * NSQ (:mod:`nsqviz.nsq.analyses`): ``messages``, ``deliveries``, ``heartbeats``,

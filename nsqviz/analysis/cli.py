@@ -102,6 +102,13 @@ def _messages(args: argparse.Namespace) -> int:
     out = sys.stdout
     for report, m in found:
         out.write(json.dumps(m.json) + "\n" if args.json else report.render_message(m.json, t0))
+    if not args.id:
+        for report in _reports(cap):
+            note = report.unlisted(cap, bool(found))
+            if note and args.json:
+                warn(args.command, note)
+            elif note:
+                out.write(note + "\n")
     return _status(args, cap)
 
 
@@ -115,7 +122,7 @@ def _connections(args: argparse.Namespace) -> int:
     for report in _reports(cap):
         parts.update(report.connections(cap))
     conns = cap.connections.sort_values(["start_ts", "conn_id"])
-    errors, t0 = cap.errors, cap.t0
+    errors, problems, t0 = cap.errors, cap.problems, cap.t0
     out = sys.stdout
     for c in conns.to_dict("records"):
         c = {k: cell(v) for k, v in c.items()}
@@ -123,11 +130,16 @@ def _connections(args: argparse.Namespace) -> int:
         closed = f"{part.server}_closed"
         mine = errors[errors.conn_id == c["conn_id"]].sort_values("seq")
         errs = [{"code": e["code"], "packet": cell(e["packet"]), "dir": e["dir"],
+                 "text": e["text"],
                  "command": e["command"], "command_packet": cell(e["command_packet"]),
                  closed: bool(e["closed"])} for e in mine.to_dict("records")]
+        found = [{"problem": p["problem"], "name": p["name"], "packet": cell(p["packet"]),
+                  "dir": p["dir"], "reason": p["reason"]}
+                 for p in problems[problems.conn_id == c["conn_id"]].sort_values("seq")
+                 .to_dict("records")]
         obj = {
             "connection": c["flow"], "start_ts": c["start_ts"], "role": part.role,
-            **part.json, "errors": errs,
+            **part.json, "errors": errs, "problems": found,
             "ended": {"how": c["ended_by"], "first_side": c["ended_from"],
                       "packet": c["end_packet"], "after": c["last_frame"],
                       "after_packet": c["last_frame_packet"]},
@@ -139,10 +151,17 @@ def _connections(args: argparse.Namespace) -> int:
                   f"{c['duration_s']:.3f}s\n")
         out.writelines(part.lines)
         for e in errs:
-            answers = (f" answers {e['command']} (packet {packet(e['command_packet'])})"
-                       if e["command"] else " (in the client's bytes)")
+            if e["command"]:
+                answers = f" answers {e['command']} (packet {packet(e['command_packet'])})"
+            elif e["command_packet"] is not None:
+                answers = (" answers bytes that are no command (packet "
+                           f"{packet(e['command_packet'])})")
+            else:
+                answers = " (answers nothing the capture shows)"
             out.write(f"  error      {e['code']} packet {packet(e['packet'])}{answers}"
                       f"{f'; {part.server} closed' if e[closed] else ''}\n")
+        if found:
+            out.write(f"  problems   {_problems(found)}\n")
         side = {"c2s": "client", "s2c": "server"}.get(c["ended_from"] or "", "?")
         if c["ended_by"] in ("fin", "rst"):
             after = (f"{c['last_frame']} (packet {packet(c['last_frame_packet'])})"
@@ -152,6 +171,23 @@ def _connections(args: argparse.Namespace) -> int:
         else:
             out.write(f"  ended      {c['ended_by'] or 'open'} (no FIN or RST seen)\n")
     return _status(args, cap)
+
+
+def _problems(found: list[dict[str, Any]]) -> str:
+    """nsqviz's findings on one connection, by kind, with their packets (``Gap (packets
+    12, 14)``; a refused command: ``RDY refused E_INVALID (packet 26)``)."""
+    by: dict[str, list[str]] = {}
+    for p in found:
+        what = (p["problem"] if p["problem"] == p["name"]
+                else f"{p['name']} refused {p['problem']}")
+        by.setdefault(what, []).append(packet(p["packet"]))
+    return "; ".join(
+        f"{what} (packet{'s' if len(pkts) > 1 else ''} {', '.join(pkts[:_LISTED])}"
+        f"{f', ... {len(pkts)} in all' if len(pkts) > _LISTED else ''})"
+        for what, pkts in by.items())
+
+
+_LISTED = 10  # packets listed per kind of problem at most
 
 
 def _stats(args: argparse.Namespace) -> int:

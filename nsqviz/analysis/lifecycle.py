@@ -1,7 +1,7 @@
 """One message's lifecycle as a picture: its publish, each delivery and its answer on a
 time axis, with the timers that ran -- ``msg_timeout`` from each delivery, a REQ's delay
-from the REQ, and, for a timeout, when the requeue was due against when the redelivery
-was seen.
+from the REQ, and, for a timeout or a REQ, when the requeue was due against when the
+redelivery was seen.
 
 Static SVG in HTML (no script), so a saved notebook shows it; one lane per channel the
 message was copied to (nsqd copies a message to every channel of its topic).
@@ -86,12 +86,13 @@ class Lifecycle:
                     parts.append(f'<rect x="{x(end):.1f}" y="{y + 26}" width="'
                                  f'{max(x(end + delay / 1000) - x(end), 1):.1f}" height="4" '
                                  f'fill="#fcd34d"><title>REQ delay {delay:.0f} ms</title></rect>')
-                seen = _num(d["next_delivery_ts"])
-                if d["outcome"] == "timeout" and end is not None and seen is not None:
-                    parts.append(f'<line x1="{x(end):.1f}" x2="{x(seen):.1f}" y1="{y + 34}" '
-                                 f'y2="{y + 34}" stroke="#dc2626" stroke-dasharray="3 2">'
-                                 f'<title>requeue due +{end - self.t0:.3f} s, redelivery seen '
-                                 f'+{seen - self.t0:.3f} s ({seen - end:+.3f} s)</title></line>')
+                seen, due = _num(d["next_delivery_ts"]), _num(d["requeue_due_ts"])
+                if due is not None and seen is not None:  # after a timeout or a REQ
+                    parts.append(f'<line x1="{x(due):.1f}" x2="{x(seen):.1f}" y1="{y + 34}" '
+                                 f'y2="{y + 34}" stroke="{colour}" stroke-dasharray="3 2">'
+                                 f'<title>{escape(str(d["outcome"]))}: requeue due '
+                                 f'+{due - self.t0:.3f} s, redelivery seen '
+                                 f'+{seen - self.t0:.3f} s ({seen - due:+.3f} s)</title></line>')
         height = 24 + len(self.rows) * _LANE
         axis = (f'<text x="{_LEFT}" y="12" font-size="10">+{lo - self.t0:.3f} s</text>'
                 f'<text x="{_W + _LEFT - 20}" y="12" font-size="10" text-anchor="end">'

@@ -1,11 +1,12 @@
 """``nsqviz stats``: a capture's statistics, in the spirit of ``tshark -z``, read off the
 analyses' tables (nothing is decoded or paired here).
 
-The sections every capture has come first -- frames by name and direction, errors by
-code, sticky packets (several frames in one packet, one frame over several) -- then
-each protocol's present in the capture, from its :class:`~nsqviz.report.Report` (NSQ's
-heartbeats, latencies and compression; TubeMQ's heartbeats, answers by method and
-status, messages and RPC latency): never a section of a protocol the capture lacks.
+The sections every capture has come first -- frames by name and direction, the servers'
+error answers by code, nsqviz's problems by kind, sticky packets (several frames in one
+packet, one frame over several) -- then each protocol's present in the capture, from its
+:class:`~nsqviz.report.Report` (NSQ's heartbeats, latencies and compression; TubeMQ's
+heartbeats, answers by method and status, messages and RPC latency): never a section of
+a protocol the capture lacks.
 Latencies are given as percentiles (nearest rank over the observed values, in ms).
 """
 
@@ -35,6 +36,7 @@ def stats(cap: Tables, reports: Sequence[Report]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "frames": [{"name": n, "dir": d, "count": k} for (n, d), k in sorted(by_name.items())],
         "errors": dict(sorted(Counter(cap.table("errors").code).items())),
+        "problems": dict(sorted(Counter(cap.table("problems").problem).items())),
         "glued_packets": glued,
         "split_frames": sorted(split),
     }
@@ -56,8 +58,10 @@ def render(s: dict[str, Any], reports: Sequence[Report]) -> str:
     """:func:`stats`' result as text."""
     out = ["frames by name and direction\n"]
     out += [f"  {f['name']:<22} {f['dir']}  {f['count']}\n" for f in s["frames"]]
-    out.append("errors by code\n")
+    out.append("errors by code (the servers' error answers)\n")
     out += [f"  {code:<22} {n}\n" for code, n in s["errors"].items()] or ["  none\n"]
+    out.append("problems nsqviz found (refused commands, undecodable bytes, capture gaps)\n")
+    out += [f"  {what:<22} {n}\n" for what, n in s["problems"].items()] or ["  none\n"]
     out.append("sticky packets\n")
     out.append(f"  packets with several frames: {_listed(s['glued_packets']) or 'none'}\n")
     out.append(f"  frames over several packets (first packet): "

@@ -4,18 +4,23 @@ are defined and collected).
 
 * ``packet_frames``, ``sticky_counts``, ``sticky_packets`` -- the frames each packet
   carried: several frames glued in one packet, one frame over several (粘包);
-* ``errors`` -- one row per error: bytes a protocol's decoder could not read, bytes the
-  capture lost, and each protocol's error answers (:class:`~nsqviz.sql.ErrorAnswers`).
-  An error the server sent answers the last command before it on its connection that
-  it names (its protocol says how an answer names one), else the last thing the client
-  sent (a command, or input the decoder could not read); an error the decoder found in
-  the client's bytes answers nothing; the server *closed* after an error when no server
-  frame follows it and the server's side ended (FIN or RST) first;
+* ``answer_pairs`` -- each server answer its decoder paired with a command (the frames
+  table's ``answers``: the command's number among its connection's commands), with that
+  command: the one pairing every view that pairs reads;
+* ``errors`` -- one row per error answer a server sent (each protocol's
+  :class:`~nsqviz.sql.ErrorAnswers`): its code and text, the command it answers (or,
+  where it answers bytes that were no command, their packet), and whether the server
+  *closed* after it: no server frame follows it and the server's side ended (FIN or
+  RST) first;
+* ``problems`` -- one row per thing the decoder found wrong (:data:`~nsqviz.sql.
+  PROBLEMS`): a command the server refuses as sent (its violation), bytes no protocol
+  could decode, a unit the stream ended inside, bytes the capture lost and how decoding
+  found the next unit -- nsqviz's findings, apart from what the servers said;
 * ``connections`` -- one row per connection: its protocol (``NULL``: none recognised
   it), the TCP-level facts (when, how long, how much on the wire and in frames -- their
-  ratio is compression's --, errors, TLS, how it ended: FIN/RST, which side first,
-  packet), then each protocol's columns for its own connections
-  (:class:`~nsqviz.sql.ConnectionColumns`);
+  ratio is compression's --, the server's errors and the decoder's problems, TLS, how it
+  ended: FIN/RST, which side first, packet), then each protocol's columns for its own
+  connections (:class:`~nsqviz.sql.ConnectionColumns`);
 * ``published`` -- one row per message body published, over whatever protocol: each
   protocol's publishes (:class:`~nsqviz.sql.Publishes`), which the message views read;
 * what the TCP layer flags, from :mod:`nsqviz.capture.tcp_views`: ``zero_windows``,
@@ -31,6 +36,7 @@ from collections.abc import Sequence
 
 from nsqviz.capture.tcp_views import TCP_VIEWS
 from nsqviz.sql import (
+    ANSWER_PAIRS,
     C2S,
     CLOSED,
     COMMAND,
@@ -71,66 +77,67 @@ FROM sticky_counts GROUP BY dir, measure, n
 BASE_CONNECTION_COLUMNS = (
     "conn_id", "flow", "protocol", "start_ts", "end_ts", "frames_c2s", "frames_s2c",
     "bytes_c2s", "bytes_s2c", "frame_bytes_c2s", "frame_bytes_s2c", "ended_by", "ended_from",
-    "end_packet", "last_frame", "last_frame_packet", "errors", "error_codes", "tls",
-    "duration_s",
+    "end_packet", "last_frame", "last_frame_packet", "errors", "error_codes", "problems",
+    "tls", "duration_s",
 )
 """The columns of ``connections`` every connection has, whatever its protocol; the
 protocols' columns follow them."""
 
+_ANSWER_PAIRS = f"""
+WITH commands AS (
+  SELECT conn_id, seq, ts, name, packets,
+         row_number() OVER (PARTITION BY conn_id ORDER BY seq) AS number
+  FROM frames WHERE conn_id IS NOT NULL AND dir = '{C2S}' AND {COMMAND}
+)
+SELECT a.conn_id, a.seq, a.ts, element_at(a.packets, 1) AS packet, a.name, a.response_to,
+       c.seq AS command_seq, c.name AS command, c.ts AS command_ts,
+       element_at(c.packets, 1) AS command_packet
+FROM frames AS a JOIN commands AS c ON c.conn_id = a.conn_id AND c.number = a.answers
+WHERE a.answers IS NOT NULL
+"""
 
-def _error_marks(analyses: Sequence[tuple[str, Analyses]]) -> str:
-    """Three columns for a frames row, from the protocols' error hooks: ``is_error``,
-    ``error_code`` (the server's code, else the record's name) and ``error_names`` (the
-    verb an error answer names)."""
+
+def _error_answers(analyses: Sequence[tuple[str, Analyses]]) -> tuple[str, str, str]:
+    """SQL over a frames row, from the protocols' error hooks: whether it is a server's
+    error answer, its code and its text."""
     answers = [(f"protocol = '{name}' AND ({a.errors.answer})", a.errors)
                for name, a in analyses if a.errors is not None]
-    is_error = " OR ".join([PROBLEMS, *(f"({when})" for when, _ in answers)])
+    if not answers:
+        return "false", "NULL", "NULL"
+    is_error = " OR ".join(f"({when})" for when, _ in answers)
     code = "".join(f" WHEN {when} THEN {e.code}" for when, e in answers)
-    names = "".join(f" WHEN {when} THEN {e.names}" for when, e in answers)
-    return (f"({is_error}) AS is_error,\n"
-            f"         {f'CASE{code} ELSE name END' if code else 'name'} AS error_code,\n"
-            f"         {f'CASE{names} END' if names else 'NULL'} AS error_names")
+    text = "".join(f" WHEN {when} THEN {e.text}" for when, e in answers)
+    return f"({is_error})", f"CASE{code} END", f"CASE{text} END"
 
 
-def _errors(marks: str) -> str:
+def _errors(is_error: str, code: str, text: str) -> str:
     return f"""
-WITH marked AS (
-  SELECT conn_id, seq, ts, {FIRST_PACKET} AS packet, dir, kind, name, data, reason,
-         {marks}
-  FROM frames WHERE conn_id IS NOT NULL
-), ev AS (
-  SELECT *,
-         CASE WHEN dir = '{S2C}' AND is_error THEN 'E' ELSE 'C' END AS t,
-         CASE WHEN dir = '{S2C}' AND is_error THEN error_names ELSE name END AS verb
-  FROM marked WHERE is_error OR {COMMAND}
-), linked AS (
-  SELECT *,
-         max(CASE WHEN t = 'C' AND dir = '{C2S}' THEN seq END) OVER (
-           PARTITION BY conn_id, verb ORDER BY seq
-           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS named_seq,
-         max(CASE WHEN t = 'C' AND dir = '{C2S}' THEN seq END) OVER (
-           PARTITION BY conn_id ORDER BY seq
-           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS last_seq
-  FROM ev
+WITH answers AS (
+  SELECT conn_id, seq, ts, {FIRST_PACKET} AS packet, dir, kind, name, response_to,
+         {code} AS code, {text} AS text
+  FROM frames WHERE conn_id IS NOT NULL AND dir = '{S2C}' AND {is_error}
 ), later AS (
   SELECT conn_id, max(CASE WHEN dir = '{S2C}' AND {UNITS} THEN seq END) AS last_s2c,
          min_by(dir, seq) FILTER (WHERE {FLOW_END} AND {CLOSED}) AS closed_from
   FROM frames WHERE conn_id IS NOT NULL GROUP BY conn_id
 )
-SELECT l.conn_id, l.ts, l.packet, l.seq, l.dir, l.kind, l.name, l.error_code AS code,
-       coalesce(l.data, l.reason) AS text,
-       c.name AS command, element_at(c.packets, 1) AS command_packet,
-       coalesce(l.dir = '{S2C}' AND l.seq >= w.last_s2c AND w.closed_from = '{S2C}', false)
-         AS closed
-FROM linked AS l
-LEFT JOIN frames AS c ON c.conn_id = l.conn_id AND l.t = 'E'
-  AND c.seq = coalesce(l.named_seq, l.last_seq)
-LEFT JOIN later AS w ON w.conn_id = l.conn_id
-WHERE l.is_error
+SELECT e.conn_id, e.ts, e.packet, e.seq, e.dir, e.kind, e.name, e.code, e.text,
+       p.command, p.command_seq, coalesce(p.command_packet, e.response_to) AS command_packet,
+       coalesce(e.seq >= w.last_s2c AND w.closed_from = '{S2C}', false) AS closed
+FROM answers AS e
+LEFT JOIN {ANSWER_PAIRS} AS p ON p.conn_id = e.conn_id AND p.seq = e.seq
+LEFT JOIN later AS w ON w.conn_id = e.conn_id
 """
 
 
-def _connections(marks: str, analyses: Sequence[tuple[str, Analyses]]) -> str:
+_PROBLEMS = f"""
+SELECT conn_id, ts, {FIRST_PACKET} AS packet, seq, dir, kind, name,
+       coalesce(violation, name) AS problem, reason
+FROM frames WHERE {PROBLEMS}
+"""
+
+
+def _connections(is_error: str, code: str, analyses: Sequence[tuple[str, Analyses]]) -> str:
     joins = []
     given: dict[str, list[str]] = {}
     defaults: dict[str, str | None] = {}
@@ -152,7 +159,8 @@ def _connections(marks: str, analyses: Sequence[tuple[str, Analyses]]) -> str:
     return f"""
 WITH marked AS (
   SELECT conn_id, flow, protocol, ts, seq, dir, kind, name, size, reason, packets,
-         {marks}
+         coalesce(dir = '{S2C}' AND {is_error}, false) AS is_error, {code} AS error_code,
+         {PROBLEMS} AS is_problem
   FROM frames WHERE conn_id IS NOT NULL
 ), base AS (
   SELECT conn_id, min(flow) AS flow, max(protocol) AS protocol, min(ts) AS start_ts,
@@ -175,12 +183,14 @@ WITH marked AS (
          CAST(sum(CASE WHEN is_error THEN 1 ELSE 0 END) AS BIGINT) AS errors,
          coalesce(array_sort(collect_set(error_code) FILTER (WHERE is_error)), array())
            AS error_codes,
+         CAST(sum(CASE WHEN is_problem THEN 1 ELSE 0 END) AS BIGINT) AS problems,
          bool_or(kind = 'tls') AS tls
   FROM marked GROUP BY conn_id
 )
 SELECT b.conn_id, b.flow, b.protocol, b.start_ts, b.end_ts, b.frames_c2s, b.frames_s2c,
        b.bytes_c2s, b.bytes_s2c, b.frame_bytes_c2s, b.frame_bytes_s2c, b.ended_by, b.ended_from,
-       b.end_packet, b.last_frame, b.last_frame_packet, b.errors, b.error_codes, b.tls,
+       b.end_packet, b.last_frame, b.last_frame_packet, b.errors, b.error_codes,
+       b.problems, b.tls,
        b.end_ts - b.start_ts AS duration_s{protocol_columns}
 FROM base AS b
 {chr(10).join(joins)}
@@ -206,7 +216,7 @@ def _published(analyses: Sequence[tuple[str, Analyses]]) -> str | None:
 def views(analyses: Sequence[tuple[str, Analyses]]) -> tuple[View, ...]:
     """The capture layer's views for protocols with these analyses (``(protocol name,
     its analyses)``, in registration order)."""
-    marks = _error_marks(analyses)
+    is_error, code, text = _error_answers(analyses)
     published = _published(analyses)
     return (*([] if published is None else [View(PUBLISHED, published, """One row per
 message body published, whatever protocol carried the publish (its ``protocol``): the
@@ -220,13 +230,27 @@ and number.""", step=True),
 (a packet is one connection's, so the counts of several brokers add up).""", step=True),
         View("sticky_packets", _STICKY_PACKETS, """Distributions, per direction, of frames
 per packet and packets per frame (粘包).""", across_servers=True),
-        View("errors", _errors(marks), """One row per error (the servers' error answers,
-and what the decoders found wrong or the capture lost): its code, the command it answers
-(with its packet), and whether the server closed after it."""),
-        View("connections", _connections(marks, analyses), """One row per connection: when,
-how long, how much (bytes on the wire, and of the frames they carried), errors, TLS, and
-how it ended (FIN/RST, which side first, packet); then each protocol's columns for its
-own connections (who, what, negotiated, ...; :data:`BASE_CONNECTION_COLUMNS` are every
-connection's)."""),
+        View(ANSWER_PAIRS, _ANSWER_PAIRS, """One row per server answer its decoder paired
+with a command (the frames table's ``answers``): the answer (``seq``, packet, name, the
+``response_to`` packet it names) and the command (``command_seq``, name, time, first
+packet). Every view that pairs an answer with its command reads this."""),
+        View("errors", _errors(is_error, code, text), """One row per error answer a server
+sent: its code and text, the command it answers (``command``, ``command_seq`` and its
+first packet; for an answer to bytes that were no command, ``command`` is null and
+``command_packet`` the packet they ended in), and whether the server closed after it.
+What nsqviz itself found wrong is in ``problems``."""),
+        View("problems", _PROBLEMS, """One row per thing nsqviz found wrong, apart from
+what the servers said (those are in ``errors``): a command the server refuses as it was
+sent (``problem`` is the error code the server answers it with, ``closes`` where it just
+closes), bytes that could not be decoded, a unit the stream ended inside, bytes the
+capture lost (``Gap``: the snaplen's cuts too) and how decoding found the next unit
+(``Resync``, ``Skipped``); ``reason`` says why. Rows of no connection are the capture
+files' own damage."""),
+        View("connections", _connections(is_error, code, analyses), """One row per
+connection: when, how long, how much (bytes on the wire, and of the frames they carried),
+the server's error answers (``errors``, ``error_codes``) and nsqviz's ``problems``, TLS,
+and how it ended (FIN/RST, which side first, packet); then each protocol's columns for
+its own connections (who, what, negotiated, ...; :data:`BASE_CONNECTION_COLUMNS` are
+every connection's)."""),
         *TCP_VIEWS,
     )

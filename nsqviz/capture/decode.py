@@ -55,7 +55,7 @@ from nsqviz.capture.files import CaptureWarning
 from nsqviz.capture.flow import Flow
 from nsqviz.capture.tcp import Data, FlowEnd, FlowStart, Gap, TcpEvent
 from nsqviz.capture.tcp_analysis import Finding, Retransmission, Truncated
-from nsqviz.protocols import ConnectionObserver, Item, ItemKind, Protocol
+from nsqviz.protocols import ANSWERS, ConnectionObserver, Item, ItemKind, Protocol
 from nsqviz.records import DecodedRecord
 from nsqviz.stream.direction import Direction
 
@@ -189,6 +189,7 @@ class CaptureDecoder:
         self.driver = CaptureDriver(
             server_ports=self.server_ports,
             client_hello=lambda data: any(h(data) for h in hellos),
+            sent_by_client=self._sent_by_client,
             continuation=continuation, idle_split=idle_split,
         )
         self.flows: dict[int, _FlowState] = {}
@@ -320,10 +321,20 @@ class CaptureDecoder:
         return self._record(state.flow, event.direction, "tcp", event.record, fields,
                             event.ts, event.packets(), None, proto, *event.span())
 
+    def _sent_by_client(self, data: bytes) -> bool | None:
+        """Whose first bytes of a flow seen without its handshake these are, by their
+        look: a client's when a protocol takes them for its client's units and not its
+        server's, a server's the other way round; ``None``: no protocol can tell."""
+        for proto in self.protocols:
+            client = proto.looks_like(Direction.C2S, data)
+            if client != proto.looks_like(Direction.S2C, data):
+                return client
+        return None
+
     def _record(self, flow: Flow, direction: Direction | None, kind: str, name: str,
                 fields: dict[str, Any], ts: float, ids: tuple[int, ...], event: Any,
                 protocol: str | None = None, offset: int | None = None,
-                size: int | None = None) -> DecodedRecord:
+                size: int | None = None, answers: int | None = None) -> DecodedRecord:
         if ids and ids[-1] >= _FILE0:
             pairs = [split_packet_id(i) for i in ids]
             files, packets = tuple(f for f, _ in pairs), tuple(n for _, n in pairs)
@@ -331,7 +342,7 @@ class CaptureDecoder:
             files, packets = (0,) * len(ids), ids
         return _new_tuple(DecodedRecord, (ts, flow.label, direction, kind, name, fields,
                                           packets, flow.id, event, protocol, files, offset,
-                                          size))
+                                          size, answers))
 
     def _hold(self, state: _FlowState, tcp_event: TcpEvent) -> list[DecodedRecord]:
         """Keep a TCP event of a flow whose protocol waits for its server's first bytes;
@@ -479,13 +490,14 @@ class CaptureDecoder:
     def _annotation(self, flow: Flow, side: _Side, direction: Direction, item: Item,
                     offset: int | None, number: int, ts: float, proto: str | None,
                     counts: dict[str, int], out: list[DecodedRecord]) -> DecodedRecord | None:
-        """Not a unit of its own: it says something about the one just before it."""
+        """Not a unit of its own: it says something about the one just before it (the
+        command an answer answers: by its number, kept apart from the fields)."""
         if out and out[-1].dir == direction:
-            fields = item.fields
-            asked = fields.get("response_to")
-            if asked is not None and asked >= _FILE0:  # a packet of a later file
-                fields = {**fields, "response_to": split_packet_id(asked)[1]}
+            fields = _answered(item.fields)
+            answers = fields.pop(ANSWERS, None)
             out[-1].fields.update(fields)
+            if answers is not None:
+                out[-1] = out[-1]._replace(answers=answers)
         return None
 
     def _tls(self, flow: Flow, side: _Side, direction: Direction, item: Item,
@@ -557,12 +569,11 @@ class CaptureDecoder:
                 unit = lost.unit
                 if unit is not None:  # decoded as far as it was captured: a unit, not a gap
                     counts[unit.kind] = counts.get(unit.kind, 0) + 1
-                    asked = unit.fields.get("response_to")
-                    if asked is not None and asked >= _FILE0:
-                        unit.fields["response_to"] = split_packet_id(asked)[1]
-                    yield self._record(flow, direction, unit.kind, unit.name, unit.fields,
+                    fields_of = _answered(unit.fields)
+                    yield self._record(flow, direction, unit.kind, unit.name, fields_of,
                                        gap.ts, _packets(unit.raw, gap.number), None, proto,
-                                       gap.offset - len(partial), lost.length)
+                                       gap.offset - len(partial), lost.length,
+                                       fields_of.pop(ANSWERS, None))
                 elif partial:
                     fields["lost_partial_frame"] = partial.hex()
                 side.epoch = gap.offset + gap.size
@@ -647,6 +658,15 @@ _ON_ITEM: dict[ItemKind, _OnItem] = {
     ItemKind.TRUNCATED: CaptureDecoder._truncated,
 }
 """How each kind of item other than a command or frame becomes a record."""
+
+
+def _answered(fields: dict[str, Any]) -> dict[str, Any]:
+    """An answer's fields with the packet it answers (``response_to``) numbered in its
+    own file, as Wireshark numbers it."""
+    asked = fields.get("response_to")
+    if asked is not None and asked >= _FILE0:  # a packet of a later file
+        return {**fields, "response_to": split_packet_id(asked)[1]}
+    return fields
 
 
 def _shift_violations(fields: dict[str, Any], epoch: int) -> None:

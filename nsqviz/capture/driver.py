@@ -57,15 +57,18 @@ class Step(NamedTuple):
 class CaptureDriver:
     """Reads capture files and tracks their TCP flows; see the module docstring.
 
-    ``server_ports`` and ``client_hello`` orient flows whose handshake was not captured
-    (the protocols' ports and first bytes: :mod:`nsqviz.protocols`).
+    ``server_ports``, ``client_hello`` and ``sent_by_client`` orient flows whose
+    handshake was not captured (the protocols' ports, hellos and the look of their
+    units: :mod:`nsqviz.protocols`; see :class:`~nsqviz.capture.tcp.FlowTracker`).
     """
 
     def __init__(self, *, server_ports: Iterable[int] = (),
                  client_hello: Callable[[bytes], bool] | None = None,
+                 sent_by_client: Callable[[bytes], bool | None] | None = None,
                  continuation: bool = True, idle_split: float | None = IDLE_SPLIT):
         self.server_ports = frozenset(server_ports)
         self.client_hello = client_hello
+        self.sent_by_client = sent_by_client
         self.continuation = continuation
         self.idle_split = idle_split
         self.flows = 0  # flows numbered so far (ids continue across files)
@@ -73,7 +76,8 @@ class CaptureDriver:
 
     def _tracker(self) -> FlowTracker:
         return FlowTracker(server_ports=self.server_ports, first_id=self.flows,
-                           client_hello=self.client_hello, idle_split=self.idle_split)
+                           client_hello=self.client_hello, sent_by_client=self.sent_by_client,
+                           idle_split=self.idle_split)
 
     def run(self, sources: Iterable[Source], *, first_index: int = 0) -> Iterator[Step]:
         """Every packet of every file, in file order then packet order."""

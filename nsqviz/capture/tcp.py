@@ -25,8 +25,10 @@ records).
 
 Which side is the client: the one that sent the SYN; without a SYN, the one whose first
 bytes are a protocol's client hello (``client_hello``, e.g. NSQ's magic); else the one
-whose port is not a known server port; else the one with the higher port (ephemeral
-ports are high).
+whose port is not a known server port; else the one whose first bytes look like what
+a protocol's clients send and not like what its servers do (``sent_by_client``: an NSQ
+command line, not a size-prefixed frame); else the one with the higher port (ephemeral
+ports are high -- but a server on a port the OS picked may be higher than its clients).
 
 A SYN (without ACK) on a 4-tuple starts a new flow when the flow there has ended, and
 also when it has not but the SYN's sequence number is not the one that flow's sender
@@ -193,10 +195,12 @@ class FlowTracker:
 
     def __init__(self, *, server_ports: Iterable[int] = (), first_id: int = 0,
                  client_hello: Callable[[bytes], bool] | None = None,
+                 sent_by_client: Callable[[bytes], bool | None] | None = None,
                  idle_split: float | None = None):
         self.server_ports = frozenset(server_ports)
         self.first_id = first_id  # flow ids continue from here (several files, one numbering)
         self.client_hello = client_hello
+        self.sent_by_client = sent_by_client
         self.idle_split = idle_split
         self._flows: dict[tuple[Endpoint, Endpoint], tuple[Flow, dict[Direction, _Half]]] = {}
         self.flows: list[Flow] = []  # every flow not forgotten by sweep(), in id order
@@ -213,6 +217,10 @@ class FlowTracker:
         s_srv, d_srv = seg.sport in self.server_ports, seg.dport in self.server_ports
         if s_srv != d_srv:
             return d_srv
+        if self.sent_by_client is not None and seg.payload:
+            by_client = self.sent_by_client(seg.payload)
+            if by_client is not None:
+                return by_client
         return seg.sport > seg.dport
 
     def _lookup(self, seg: Segment, out: list[TcpEvent]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.commands import name_of
+from nsqviz.nsq.commands import BY_EVENT, name_of
 from nsqviz.nsq.errors import not_in_flight
 from nsqviz.stream.direction import Direction
 
@@ -72,11 +72,21 @@ class Seen:
 @dataclass
 class Connection:
     """The events of one client connection, in order; ``ended_by`` is ``"client"``,
-    ``"server"`` or ``None`` (still open when the traffic ends)."""
+    ``"server"`` or ``None`` (still open when the traffic ends); ``lost``: where the
+    capture lost bytes of a direction (a gap, the snaplen, a start after the handshake),
+    as the direction and the number of events seen before -- what was lost is judged by
+    no rule, and what it may explain fails none; ``cut``: the commands the capture cut
+    short (the number of events seen before, the verb), of which only the head is known."""
 
     label: str
     seen: list[Seen] = field(default_factory=list)
     ended_by: str | None = None
+    lost: list[tuple[Direction, int]] = field(default_factory=list)
+    cut: list[tuple[int, str]] = field(default_factory=list)
+
+    def lost_before(self, direction: Direction, index: int) -> bool:
+        """Did the capture lose bytes ``direction`` sent before event ``index``?"""
+        return any(d == direction and at <= index for d, at in self.lost)
 
     @property
     def subscribed(self) -> ev.Sub | None:
@@ -126,14 +136,25 @@ def _mid(s: Seen) -> bytes:
     return e.id if isinstance(e, ev.Message | ev.Fin | ev.Req | ev.Touch) else b""
 
 
+_IDENTIFY = BY_EVENT[ev.Identify].verb
+
+
 def _handshake(conn: Connection) -> Verdict:
     order = [s for s in _commands(conn) if type(s.event) in (ev.Magic, ev.Identify, ev.Sub)]
     kinds = [type(s.event) for s in order]
     if ev.Sub not in kinds:
-        if ev.Identify in kinds:
+        if ev.Identify in kinds or any(verb == _IDENTIFY for _, verb in conn.cut):
             return _v("handshake", PASS, "IDENTIFY sent (a producer: no SUB)", *order)
         return _v("handshake", NOT_EXERCISED, "no IDENTIFY or SUB seen", *order)
     if ev.Identify not in kinds:
+        sub = order[kinds.index(ev.Sub)]
+        at = conn.seen.index(sub)
+        if any(i <= at and verb == _IDENTIFY for i, verb in conn.cut):
+            return _v("handshake", PASS, "IDENTIFY (cut short by the capture) before SUB",
+                      *order)
+        if conn.lost_before(Direction.C2S, at):
+            return _v("handshake", NOT_EXERCISED, "SUB, but the capture lost what the "
+                      "client sent before it", sub)
         return _v("handshake", FAIL, "SUB without IDENTIFY first", *order)
     if kinds.index(ev.Identify) > kinds.index(ev.Sub):
         return _v("handshake", FAIL, "IDENTIFY after SUB", *order)
@@ -253,25 +274,40 @@ def _heartbeat(conn: Connection) -> Verdict:
 
 
 def _in_flight(conn: Connection) -> Verdict:
+    """An id is in flight from its delivery until its FIN or REQ -- and no longer when
+    nsqd refused the answer (``E_FIN_FAILED`` ...: it timed out meanwhile). An answer
+    for an id never seen delivered fails only when the capture lost nothing the server
+    sent before it (the delivery may be in what it lost)."""
     flying: set[bytes] = set()
-    answers, bad = [], []
-    for s in conn.seen:
+    answers, bad, unjudged = [], [], []
+    for i, s in enumerate(conn.seen):
         kind = type(s.event)
         if kind is ev.Message:
             flying.add(_mid(s))
         elif kind in (ev.Fin, ev.Req, ev.Touch) and s.direction == Direction.C2S:
-            answers.append(s)
-            if _mid(s) not in flying:
+            if _not_in_flight(s):  # nsqd's own verdict
                 bad.append(s)
-            elif kind is not ev.Touch:
+            elif _mid(s) not in flying:
+                if conn.lost_before(Direction.S2C, i):
+                    unjudged.append(s)
+                    continue
+                bad.append(s)
+            answers.append(s)
+            if kind is not ev.Touch:
                 flying.discard(_mid(s))
+    lost = (f"; {len(unjudged)} not judged: the capture lost server bytes before them"
+            if unjudged else "")
     if not answers:
+        if unjudged:
+            return _v("in-flight", NOT_EXERCISED, lost.removeprefix("; "), *unjudged)
         return _v("in-flight", NOT_EXERCISED, "no FIN, REQ or TOUCH")
     if bad:
+        refused = sum(1 for s in bad if _not_in_flight(s))
+        said = f", {refused} of them refused by nsqd" if refused else ""
         return _v("in-flight", FAIL, f"{len(bad)} answers for ids not in flight "
-                  f"(first {_mid(bad[0]).decode()})", *bad)
-    return _v("in-flight", PASS, f"{len(answers)} answers, each for a message in flight",
-              *answers[:3])
+                  f"(first {_mid(bad[0]).decode()}){said}{lost}", *bad)
+    return _v("in-flight", PASS, f"{len(answers)} answers, each for a message in flight"
+              f"{lost}", *answers[:3])
 
 
 def _state(conn: Connection) -> Verdict:

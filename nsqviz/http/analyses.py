@@ -122,7 +122,7 @@ published, its lookups, its role.""", step=True),
     errors=ErrorAnswers(
         answer="kind = 'frame' AND http_status >= 400",
         code="coalesce(http_error, CAST(http_status AS STRING))",
-        names="concat(http_method, ' ', http_path)"),
+        text="NULL"),
     publishes=Publishes("http_published"),
 )
 """The HTTP APIs' analyses, read through :attr:`nsqviz.http.protocol.HttpProtocol.

@@ -31,9 +31,11 @@ __all__ = ["Answered", "Observer"]
 @dataclass(frozen=True, slots=True)
 class Answered(Observation):
     """The response just before it answers the request whose record completed in
-    ``packet``."""
+    ``packet`` -- the client's ``command``-th request (``None``: bytes the server
+    refused as one)."""
 
     packet: int
+    command: int | None = None
 
 
 class Observer(SansIOObserver):
@@ -85,7 +87,7 @@ class Observer(SansIOObserver):
             is_request, key = self.asked.popleft()
             packet = self.packets.get(key) if is_request else key
             if packet is not None and packet >= 0:
-                out.append(Answered(packet))
+                out.append(Answered(packet, key if is_request else None))
         return out
 
     def gap(self, direction: Direction | str) -> tuple[bytes, int | None]:

@@ -32,6 +32,7 @@ from nsqviz.http.observer import Answered, Observer
 from nsqviz.http.report import REPORT
 from nsqviz.http.rules import RULES
 from nsqviz.protocols import (
+    ANSWERS,
     DetectionWords,
     Item,
     ItemKind,
@@ -137,7 +138,10 @@ def _items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = _fiel
         elif kind is Response:
             out.append(Item(ItemKind.FRAME, RESPONSE, fields_of(e), e, offset, raw))
         elif kind is Answered:
-            out.append(Item(ItemKind.ANNOTATION, "Answered", {"response_to": e.packet}, e))
+            answered: dict[str, Any] = {"response_to": e.packet}
+            if e.command is not None:
+                answered[ANSWERS] = e.command
+            out.append(Item(ItemKind.ANNOTATION, "Answered", answered, e))
         elif kind is Violation and e.message is not None:
             fields = fields_of(e.message)
             fields["violation"] = violation_fields(e)

@@ -2,14 +2,16 @@
 says how analyses are defined and collected), over its rows of the frames table only.
 
 An nsqd's connection to nsqlookupd gives the ``connections`` table what its IDENTIFY
-says (the JSON, its packet, the nsqd's hostname). nsqlookupd's error answers are not in
-the ``errors`` table (each rides on the command it refuses, as its ``violation``).
+says (the JSON, its packet, the nsqd's hostname); nsqlookupd's error answers
+(``E_CODE text``) are rows of the ``errors`` table, each with the command its observer
+paired it with (the command it refuses also carries the refusal, as its ``violation``:
+one of nsqviz's ``problems``).
 """
 
 from __future__ import annotations
 
-from nsqviz.lookupd.events import COMMAND_EVENTS, Identify
-from nsqviz.sql import FIRST_PACKET, Analyses, ConnectionColumns, View, frames_of
+from nsqviz.lookupd.events import COMMAND_EVENTS, ERROR, Identify
+from nsqviz.sql import FIRST_PACKET, Analyses, ConnectionColumns, ErrorAnswers, View, frames_of
 
 __all__ = ["ANALYSES"]
 
@@ -34,6 +36,8 @@ the ``connections`` table, one row per connection that sent IDENTIFY: the nsqd's
 its packet and hostname.""", step=True),),
     connections=ConnectionColumns("lookupd_connections", (
         ("identify", None), ("identify_packet", None), ("hostname", None))),
+    errors=ErrorAnswers(answer=f"name = '{ERROR}'", code="split_part(data, ' ', 1)",
+                        text="data"),
 )
 """The lookup protocol's analyses, read through
 :attr:`nsqviz.lookupd.protocol.LookupdProtocol.analyses`."""

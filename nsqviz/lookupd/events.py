@@ -22,6 +22,7 @@ from nsqviz.stream.reassembly import RawFrame
 
 __all__ = [
     "COMMAND_EVENTS",
+    "Answered",
     "ERROR",
     "MAGIC",
     "NAMES",
@@ -176,6 +177,15 @@ class BadAnswer(Observation):
     @property
     def text(self) -> str:
         return self.reason
+
+
+@dataclass(frozen=True, slots=True)
+class Answered(Observation):
+    """The answer just before it (an :class:`Answer` or :class:`Error`) answers the
+    client's ``command``-th command on the connection (1: its magic): what an observer
+    pairs, nsqlookupd answering in order."""
+
+    command: int
 
 
 @dataclass(frozen=True, slots=True)

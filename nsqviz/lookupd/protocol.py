@@ -25,6 +25,7 @@ from nsqviz.lookupd.events import (
     MAGIC,
     NAMES,
     Answer,
+    Answered,
     Command,
     Error,
     Identify,
@@ -40,6 +41,7 @@ from nsqviz.lookupd.report import REPORT
 from nsqviz.lookupd.rules import RULES
 from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE
 from nsqviz.protocols import (
+    ANSWERS,
     DetectionWords,
     Item,
     ItemKind,
@@ -112,6 +114,8 @@ def _items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = _fiel
             if raw is not None:
                 fields["data"] = raw.data.hex()
             out.append(Item(ItemKind.ERROR, e.code or UNDECODABLE, fields, e, e.offset, raw))
+        elif kind is Answered:
+            out.append(Item(ItemKind.ANNOTATION, "Answered", {ANSWERS: e.command}, e))
         elif kind is Truncated:
             out.append(Item(ItemKind.TRUNCATED, "Truncated", {
                 "offset": e.offset, "expected": e.expected, "data": e.data.hex(),

@@ -12,8 +12,10 @@ definition types one. The rules an operator must trust:
   the same connection* before the id is delivered again on the same channel; without
   one it ``timeout``-ed if a later delivery exists -- its requeue was due at delivery
   time + the connection's ``msg_timeout`` (negotiated, else asked for, else nsqd's
-  default), and ``next_delivery_ts`` says when the redelivery was actually seen --
-  else it is still ``open`` when the capture ends;
+  default) -- else it is still ``open`` when the capture ends. A REQ's requeue is due
+  at the REQ + its delay; for both, ``requeue_due_ts`` says when it was due and
+  ``next_delivery_ts`` when the redelivery was actually seen (nsqd scans its deferred
+  and in-flight queues on an interval, so it comes some time after);
 * a publish is linked to a message by broker, topic and body (sha1): the latest
   publish of that body at or before the first delivery -- nsqd assigns ids after the
   publish, so nothing else on the wire links them; a message with no such publish in
@@ -22,9 +24,12 @@ definition types one. The rules an operator must trust:
   so a message published over another protocol links as well: a
   publish that names no broker (one made to another port of the host) links to a
   message of a broker on its host;
-* nsqd's error answer (``FrameTypeError``) names the command it answers by its text's
-  second word (``E_FIN_FAILED FIN <id> ...``): the shared ``errors`` table
-  (:mod:`nsqviz.capture.analyses`) links it through :data:`ANALYSES`' error hook;
+* an answer (``FrameTypeResponse``, ``FrameTypeError``) answers the command its decoder
+  paired it with (:class:`nsqviz.nsq.observer.Observer`, by nsqd's own order): the
+  shared ``answer_pairs`` (:mod:`nsqviz.capture.analyses`) is what ``publishes``,
+  ``deliveries`` and the shared ``errors`` table (through :data:`ANALYSES`' error hook)
+  read -- a FIN or REQ nsqd answered with an error (the message was no longer in flight)
+  ends no delivery;
 * in-flight counts deliveries minus ends of deliveries (FIN, REQ, timeout) -- not FIN
   commands, since a FIN for an id not in flight (``E_FIN_FAILED``) frees nothing; the
   starvation test is the client-library guide's ``in_flight > 0 and in_flight >=
@@ -40,16 +45,16 @@ Packet numbers are the first packet of a frame (:data:`nsqviz.sql.FIRST_PACKET`)
 from __future__ import annotations
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq.commands import BY_EVENT, COMMANDS, FRAME_NAMES, BodyKind
+from nsqviz.nsq.commands import BY_EVENT, COMMANDS, ENDS_FLIGHT, FRAME_NAMES, BodyKind
 from nsqviz.nsq.wire import HEARTBEAT
 from nsqviz.sql import (
+    ANSWER_PAIRS,
     C2S,
     CLOSED,
     COMMAND,
     FIRST_PACKET,
     FLOW_END,
     PUBLISHED,
-    S2C,
     UNITS,
     Analyses,
     ConnectionColumns,
@@ -99,9 +104,7 @@ MESSAGE, RESPONSE, ERROR = (_frame(e) for e in (ev.Message, ev.Response, ev.Erro
 _HEARTBEAT = f"'{HEARTBEAT.decode()}'"
 _PUBLISHES = quoted(v for v, c in COMMANDS.items()
                     if c.body in (BodyKind.MESSAGE, BodyKind.MESSAGES))
-_ENDS = f"{FIN}, {REQ}"
-_ANSWERED = quoted(v for v, c in COMMANDS.items() if c.answered)
-_SILENT = quoted(v for v, c in COMMANDS.items() if not c.answered)
+_ENDS = ", ".join(_verb(e) for e in ENDS_FLIGHT)
 _JSON_RESPONSE = f"(name = {RESPONSE} AND data LIKE '{{%')"
 
 _CONN_INFO = f"""
@@ -137,9 +140,12 @@ WITH ev AS (
          f.attempts, f.msg_ts, f.delay_ms, i.msg_timeout_ms,
          CASE WHEN f.name = {MESSAGE} THEN element_at(f.bodies, 1) END AS body_sha1
   FROM {FRAMES} AS f LEFT JOIN conn_info AS i ON f.conn_id = i.conn_id
+  LEFT JOIN {ANSWER_PAIRS} AS p ON p.conn_id = f.conn_id AND p.command_seq = f.seq
   WHERE f.name IN ({MESSAGE}, {FIN}, {REQ}, {TOUCH})
     -- a message frame the capture cut short of its id (snaplen) cannot be followed
     AND f.msg_id IS NOT NULL
+    -- a FIN/REQ/TOUCH nsqd refused (E_FIN_FAILED ...: not in flight) does nothing
+    AND coalesce(p.name, '') <> {ERROR}
 ), numbered AS (
   SELECT *, sum(CASE WHEN t = 'D' THEN 1 ELSE 0 END) OVER (
               PARTITION BY {_KEY} ORDER BY ts, t, conn_id, seq
@@ -182,7 +188,11 @@ SELECT {_KEY}, CAST(n AS BIGINT) AS delivery, conn_id, ts, packet, attempts, msg
        END AS outcome_ts,
        end_packet AS outcome_packet,
        CASE WHEN end_verb = {REQ} THEN end_delay END AS req_delay_ms,
-       msg_timeout_ms, next_delivery_ts
+       msg_timeout_ms, next_delivery_ts,
+       CASE WHEN end_verb = {REQ} THEN end_ts + coalesce(end_delay, 0) / 1000.0
+            WHEN end_verb IS NULL AND n < last_n
+            THEN ts + coalesce(msg_timeout_ms, {DEFAULT_MSG_TIMEOUT_MS}) / 1000.0
+       END AS requeue_due_ts
 FROM ordered
 """
 
@@ -198,7 +208,8 @@ WITH per AS (
          min(body_sha1) AS body_sha1,
          sort_array(collect_list(struct(delivery, ts, packet, conn_id, attempts, outcome,
                                         outcome_ts, outcome_packet, req_delay_ms, touches,
-                                        msg_timeout_ms, next_delivery_ts))) AS deliveries
+                                        msg_timeout_ms, next_delivery_ts, requeue_due_ts)))
+           AS deliveries
   FROM deliveries GROUP BY {_KEY}
 ), linked AS (
   SELECT m.*, p.ts AS pub_ts, p.command AS publish_cmd, p.conn_id AS publisher,
@@ -218,6 +229,20 @@ SELECT {_KEY}, pub_ts AS publish_ts, publish_cmd, publisher, publish_packet, cre
        CASE WHEN outcome = {FIN} THEN outcome_ts - last_delivery_ts END
          AS processing_latency_s
 FROM linked WHERE r = 1
+"""
+
+_MESSAGE_SOURCES = f"""
+SELECT {server()} AS server,
+       CAST(sum(CASE WHEN name = {MESSAGE} THEN 1 ELSE 0 END) AS BIGINT) AS message_frames,
+       CAST(sum(CASE WHEN name = {MESSAGE} AND msg_id IS NULL THEN 1 ELSE 0 END) AS BIGINT)
+         AS cut_ids,
+       min({FIRST_PACKET}) FILTER (WHERE name = {MESSAGE} AND msg_id IS NULL)
+         AS first_cut_packet,
+       CAST(sum(CASE WHEN name IN ({_PUBLISHES}) THEN 1 ELSE 0 END) AS BIGINT) AS publishes,
+       min({FIRST_PACKET}) FILTER (WHERE name IN ({_PUBLISHES})) AS first_publish_packet,
+       CAST(sum(CASE WHEN name = {SUB} THEN 1 ELSE 0 END) AS BIGINT) AS subscriptions,
+       min({FIRST_PACKET}) FILTER (WHERE name = {SUB}) AS first_sub_packet
+FROM {FRAMES} WHERE {UNITS} GROUP BY {server()}
 """
 
 _PUBLISHED = f"""
@@ -273,32 +298,15 @@ FROM streaks AS s LEFT JOIN ends AS e ON s.conn_id = e.conn_id
 """
 
 _PUBLISHES_VIEW = f"""
-WITH commands AS (
-  SELECT conn_id, seq, 0 AS extra, ts, packets, name
-  FROM {FRAMES} WHERE dir = '{C2S}' AND {COMMAND} AND name IN ({_ANSWERED})
-  UNION ALL
-  SELECT f.conn_id, f.seq, 1 AS extra, f.ts, f.packets, 'upgrade' AS name
-  FROM {FRAMES} AS f JOIN conn_info AS i ON f.conn_id = i.conn_id
-  WHERE f.name = {IDENTIFY} AND f.seq = i.identify_seq AND (
-    get_json_object(i.negotiated, '$.snappy') = 'true'
-    OR get_json_object(i.negotiated, '$.deflate') = 'true'
-    OR get_json_object(i.negotiated, '$.tls_v1') = 'true')
-), asked AS (
-  SELECT *, row_number() OVER (PARTITION BY conn_id ORDER BY seq, extra) AS k FROM commands
-), answers AS (
-  SELECT conn_id, ts, packets, name, data,
-         row_number() OVER (PARTITION BY conn_id ORDER BY seq) AS k
-  FROM {FRAMES}
-  WHERE dir = '{S2C}' AND ((name = {RESPONSE} AND data <> {_HEARTBEAT})
-     OR (name = {ERROR} AND split_part(data, ' ', 2) NOT IN ({_SILENT})))
-)
-SELECT q.conn_id, q.ts, element_at(q.packets, 1) AS packet, q.name AS command,
-       a.name AS answer,
+SELECT q.conn_id, q.ts, element_at(q.packets, 1) AS packet,
+       q.name AS command, a.name AS answer,
        CASE WHEN a.name = {ERROR} THEN split_part(a.data, ' ', 1) ELSE a.data END
          AS answer_text,
-       element_at(a.packets, 1) AS answer_packet, a.ts - q.ts AS latency_s
-FROM asked AS q LEFT JOIN answers AS a ON a.conn_id = q.conn_id AND a.k = q.k
-WHERE q.name IN ({_PUBLISHES})
+       p.packet AS answer_packet, a.ts - q.ts AS latency_s
+FROM {FRAMES} AS q
+LEFT JOIN {ANSWER_PAIRS} AS p ON p.conn_id = q.conn_id AND p.command_seq = q.seq
+LEFT JOIN {FRAMES} AS a ON a.conn_id = p.conn_id AND a.seq = p.seq
+WHERE q.dir = '{C2S}' AND q.name IN ({_PUBLISHES})
 """
 
 _FLOW_CONTROL = f"""
@@ -370,21 +378,22 @@ ANALYSES = Analyses(
 SUB), what IDENTIFY asked for and the JSON answer negotiated (with their packets), and
 the message timeout in force.""", step=True),
         View("deliveries", _DELIVERIES, """One row per delivery: message, connection,
-attempt, how and when it ended (packet numbers of the delivery and of its FIN/REQ), and
-when the next delivery was seen."""),
+attempt, how and when it ended (packet numbers of the delivery and of its FIN/REQ), when
+its requeue was due (after a REQ or a timeout) and when the next delivery was seen."""),
         View("nsq_published", _PUBLISHED, """NSQ's part of the shared ``published`` table:
 one row per message body a PUB, MPUB or DPUB carried, to the broker it was sent to.""",
              step=True),
         View("messages", _MESSAGES_VIEW, """One row per message (:data:`MESSAGE_KEY`):
 publish (over whatever protocol), deliveries, outcome, latencies."""),
+        View("message_sources", _MESSAGE_SOURCES, """Per broker, where the messages
+table's rows come from and why it may have none: message frames (a message is known by
+the id its deliveries carry), those the capture cut short of their id (its snaplen),
+publishes and subscriptions (SUB: a consumer), each with its first packet."""),
         View("heartbeats", _HEARTBEATS, """One row per ``_heartbeat_``: interval, the
 client's answer, missed streaks."""),
         View("publishes", _PUBLISHES_VIEW, """One row per PUB/MPUB/DPUB: nsqd's answer (OK
-or its error) and the latency. nsqd answers the commands it answers
-(:data:`nsqviz.nsq.commands.COMMANDS`) one at a time, in order, and once more (OK) after
-an IDENTIFY that negotiated snappy, DEFLATE or TLS, when the connection is upgraded; so
-the k-th answer on a connection (heartbeats and the errors that answer
-FIN/REQ/TOUCH/RDY/NOP left out) is the k-th such command's."""),
+or its error code), its packet and the latency -- the answer the decoder paired with it
+(``answer_pairs``; null: none was seen)."""),
         View("flow_control", _FLOW_CONTROL, """RDY and in-flight per connection over time,
 with the starvation test at each step."""),
         View("nsq_connections", _CONNECTIONS, """NSQ's columns of the ``connections``
@@ -404,7 +413,7 @@ published), negotiated, RDY, heartbeats.""", step=True),
         ("closed_for_missed_heartbeats", "false"),
     )),
     errors=ErrorAnswers(answer=f"name = {ERROR}", code="split_part(data, ' ', 1)",
-                        names="split_part(data, ' ', 2)"),
+                        text="data"),
     publishes=Publishes("nsq_published"),
 )
 """NSQ's analyses (:class:`nsqviz.sql.Analyses`), read through

@@ -61,7 +61,9 @@ class Param:
     value -- that value (the spec requires the parameter all the same). ``column`` is
     its column in the typed frames table (:attr:`NsqProtocol.typed_schema
     <nsqviz.nsq.protocol.NsqProtocol.typed_schema>`); ``short`` and ``unit`` how a
-    record's one-line summary shows it (``defer=100ms``)."""
+    record's one-line summary shows it (``defer=100ms``). ``bound``: the limit nsqd
+    holds a number to, a key of its IDENTIFY response (and its option's name): RDY's
+    count and ``max_rdy_count``."""
 
     field: str
     kind: ParamKind
@@ -70,6 +72,7 @@ class Param:
     column: str | None = None
     short: str | None = None
     unit: str = ""
+    bound: str | None = None
 
     @property
     def summary_name(self) -> str:
@@ -139,7 +142,7 @@ COMMANDS: dict[str, CommandSpec] = {
                                                     column="delay_ms", short="defer", unit="ms")),
                     MESSAGE, "OK", auth=True),
         CommandSpec("RDY", ev.Rdy, (Param("count", ParamKind.DECIMAL, "count", default=1,
-                                          column="count"),),
+                                          column="count", bound="max_rdy_count"),),
                     NONE, "", auth=False),
         CommandSpec("FIN", ev.Fin, (MESSAGE_ID,), NONE, "", auth=False, params_word="params"),
         CommandSpec("REQ", ev.Req, (MESSAGE_ID, Param("timeout", ParamKind.DECIMAL, "timeout",
@@ -152,6 +155,9 @@ COMMANDS: dict[str, CommandSpec] = {
     )
 }
 """Every verb of protocol V2, in the spec's order."""
+
+ENDS_FLIGHT: tuple[type[ev.Fin], type[ev.Req]] = (ev.Fin, ev.Req)
+"""The commands that take their message out of flight (TOUCH keeps it there)."""
 
 BY_VERB: dict[bytes, CommandSpec] = {spec.wire: spec for spec in COMMANDS.values()}
 BY_EVENT: dict[type[ev.Event], CommandSpec] = {spec.event: spec for spec in COMMANDS.values()}

@@ -343,9 +343,12 @@ class Refused(Observation):
 @dataclass(frozen=True, slots=True)
 class Answered(Observation):
     """The response or error frame just before it answers the command that completed in
-    packet ``packet`` (an observer pairs them: nsqd answers in command order)."""
+    packet ``packet`` (an observer pairs them: nsqd answers in command order); ``command``
+    is that command's number among the client's commands on the connection (1: its
+    first, the magic), ``None`` when nsqd answered bytes that are no command."""
 
     packet: int
+    command: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

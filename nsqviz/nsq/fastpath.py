@@ -281,13 +281,17 @@ def _message_body(data: bytes, nl: int) -> tuple[bytes, int]:
     return _sized(data, nl + 1, "message body", "message size")
 
 
+_MPUB_COUNT = "num messages"
+"""The grammar's name of MPUB's message count."""
+
+
 def _messages_body(data: bytes, nl: int) -> tuple[tuple[bytes, ...], int]:
     base, end = _span(data, nl + 1, "MPUB body", "body size")  # base: the body's offset
     if end - base < 4:
-        raise GrammarError("num messages is cut short", offset=end, field="num messages")
+        raise GrammarError("num messages is cut short", offset=end, field=_MPUB_COUNT)
     (count,) = INT32.unpack_from(data, base)
     if count < 1:
-        raise BadSize(f"MPUB invalid message count {count}", offset=base, field="num messages")
+        raise BadSize(f"MPUB invalid message count {count}", offset=base, field=_MPUB_COUNT)
     # each message is sliced straight out of the command (the MPUB body is not copied
     # first); a size that does not fit goes to _sized, which names the fault
     pos = base + 4
@@ -364,7 +368,8 @@ def decode_command_lenient(
 ) -> tuple[Command, GrammarError | None]:
     """Like :func:`decode_command`, but a well-framed command whose *values* the grammar
     refuses (a bad name, a bad message id, parameters past the last) still decodes, to
-    the event holding what was sent, with the first refusal beside it. What cannot be
+    the event holding what was sent, with the first refusal beside it -- also an MPUB
+    whose whole body counts fewer than one message (an MPUB of none). What cannot be
     put in the event (no verb, a missing parameter, a number that is not one, a bad
     body) raises as :func:`decode_command` does."""
     found: list[GrammarError] = []
@@ -424,11 +429,16 @@ def _decode(data: bytes, raw: RawFrame | None, lenient: list[GrammarError] | Non
         return make(*values, raw)
     try:
         body, body_end = _BODY[spec.body](data, nl)
-    except GrammarError:
+    except GrammarError as exc:
         refused = [e for e in lenient or () if e.field != "line"]
         if refused:  # nsqd refuses the line before it reads the body
             raise refused[0] from None
-        raise
+        if lenient is None or exc.field != _MPUB_COUNT or not isinstance(exc, BadSize):
+            raise
+        # An MPUB whose body is whole but counts no message: that MPUB, of no message,
+        # with nsqd's answer to the count first (it reads the body before the count)
+        lenient.insert(0, exc)
+        body, body_end = (), _span(data, nl + 1, "MPUB body", "body size")[1]
     if body_end != len(data):
         raise GrammarError(f"{len(data) - body_end} bytes left over", offset=body_end)
     return make(*values, body, raw)

@@ -7,7 +7,9 @@ stream switched to compression or TLS, nsqd's ``max_rdy_count`` from its IDENTIF
 response (a RDY above it is kept with nsqd's answer attached, as nsqd's side judges it).
 
 Given packet numbers, it also pairs every response and error frame with the command it
-answers (:class:`~nsqviz.nsq.events.Answered`), by nsqd's own order: nsqd reads one
+answers (:class:`~nsqviz.nsq.events.Answered`: the command's packet, and its number
+among the client's commands, which is what the analyses join on -- a packet may carry
+several commands), by nsqd's own order: nsqd reads one
 command at a time and writes its answer (if any) before reading the next, so a
 response answers the oldest command still waiting that nsqd answers on success, and an
 error the oldest waiting command that gets this error -- one nsqd answers anyway, or a
@@ -33,6 +35,7 @@ from nsqviz.nsq.events import (
     Fin,
     Magic,
     Message,
+    Rdy,
     Refused,
     Req,
     Response,
@@ -52,14 +55,21 @@ WAITING_KEPT = 4096
 """How many commands still unanswered an observer remembers (the oldest go first)."""
 
 
+_RDY_BOUND = next(p.bound for p in BY_EVENT[Rdy].params if p.bound)
+"""The key of nsqd's IDENTIFY response that bounds RDY (``max_rdy_count``)."""
+
+
 class _Waiting(NamedTuple):
     """A command nsqd may still answer: the packet it completed in; ``answered``: nsqd
-    answers it on success; ``expect``: the error nsqd answers instead, when known."""
+    answers it on success; ``expect``: the error nsqd answers instead, when known;
+    ``number``: the command's number among the client's commands (``None``: bytes that
+    are no command)."""
 
     packet: int
     answered: bool
     expect: tuple[str, str] | None
     command: Command | None
+    number: int | None
 
 
 def _answers(waiting: _Waiting, frame: Response | Error) -> bool:
@@ -75,6 +85,20 @@ def _answers(waiting: _Waiting, frame: Response | Error) -> bool:
     if isinstance(cmd, Fin | Req | Touch):
         return not_in_flight(name_of(type(cmd)), cmd.id) == (frame.code, frame.text)
     return False
+
+
+def _sure_instead(waiting: deque[_Waiting], n: int, w: _Waiting,
+                  frame: Error) -> tuple[int, _Waiting]:
+    """The waiting command an error answers when the oldest it may answer is a FIN, REQ
+    or TOUCH of an id the observer saw in flight (it gets this error only if the message
+    timed out meanwhile: nsqd is silent otherwise) and a later one is sure to get this
+    very error (the same id, FIN'ed again): the later one -- were the first refused too,
+    nsqd would have sent the error twice."""
+    sure = (frame.code, frame.text)
+    for m in range(n + 1, len(waiting)):
+        if waiting[m].expect == sure:
+            return m, waiting[m]
+    return n, w
 
 
 class Observer(SansIOObserver):
@@ -106,6 +130,9 @@ class Observer(SansIOObserver):
         self.waiting: deque[_Waiting] = deque(maxlen=WAITING_KEPT)
         """The commands nsqd may still answer, oldest first (see the module doc)."""
         self._extra_oks = 0  # OK frames a compression/TLS switch brings: no command's
+        self.commands = 0
+        """The client's commands so far (the magic, refused ones and ones the capture cut
+        short included): every unit a capture shows as a command record, in order."""
         self._segment: int | None = None  # the packet the bytes being read came in
 
     def c2s(self, data: bytes, *, segment: int | None = None,
@@ -121,20 +148,23 @@ class Observer(SansIOObserver):
         waiting = self.waiting
         for ev in events:
             if isinstance(ev, Command):
+                self.commands += 1
                 client.sent(ev)
                 if segment is not None and type(ev) is not Magic:
-                    waiting.append(_Waiting(segment, BY_EVENT[type(ev)].answered, None, ev))
+                    waiting.append(_Waiting(segment, BY_EVENT[type(ev)].answered, None, ev,
+                                            self.commands))
             elif type(ev) is Violation:
-                if ev.command is not None:
+                number = None
+                if ev.command is not None and not ev.continued:
+                    self.commands += 1  # a command all the same, with its violation
+                    number = self.commands
                     client.sent(ev.command)  # sent all the same: its answer comes back
-                if segment is not None and (ev.code or ev.command is not None):
+                if segment is not None and (ev.code or number is not None):
                     answered = ev.command is not None and BY_EVENT[type(ev.command)].answered
                     expect = (ev.code, ev.text) if ev.code else None
-                    waiting.append(_Waiting(segment, answered, expect, ev.command))
+                    waiting.append(_Waiting(segment, answered, expect, ev.command, number))
             elif type(ev) is Refused and waiting and waiting[-1].command is ev.command:
-                last = waiting[-1]
-                waiting[-1] = _Waiting(last.packet, last.answered, (ev.code, ev.text),
-                                       last.command)
+                waiting[-1] = waiting[-1]._replace(expect=(ev.code, ev.text))
         return events
 
     def gap_unit(self, direction: Direction | str) -> tuple[RawFrame, int | None]:
@@ -146,25 +176,28 @@ class Observer(SansIOObserver):
         raw = conn.unframed()
         return raw, conn.gap()[1]
 
-    def lost(self) -> None:
+    def lost(self, *, cut_command: bool = False) -> None:
         """A unit went unseen: from here on the observer knows neither the whole state
-        nor which command an answer is for."""
+        nor which command an answer is for. ``cut_command``: the unit was a command the
+        capture shows cut short all the same (it takes its number among the commands)."""
         self.server.lost_bytes()
         self.waiting.clear()
+        self.commands += cut_command
 
     def recovered(self, direction: Direction, name: str, fields: dict[str, Any],
-                  packet: int) -> int | None:
+                  packet: int) -> Answered | None:
         """A unit the capture cut short (in ``packet``), decoded as far as it was
         captured (:func:`~nsqviz.nsq.cut.cut_unit`): what it tells both sides -- a
         command awaits its answer; a message id is in flight; a response or error
-        answers a command, whose packet is returned."""
+        answers a command, which is returned."""
         if direction == Direction.C2S:
             spec = COMMANDS[name]
             self.server.took(spec.event)
             self.client.took(spec.event)
             if spec.answered:
                 self.client.pending.append(f"{name} (cut short)")
-            self.waiting.append(_Waiting(packet, spec.answered, None, None))
+            self.commands += 1
+            self.waiting.append(_Waiting(packet, spec.answered, None, None, self.commands))
             return None
         if name == FRAME_NAMES[Message]:
             mid = fields.get("id", "").encode()
@@ -200,14 +233,14 @@ class Observer(SansIOObserver):
                     self._announced(self.client.features)
                 asked = self._answered(ev)
                 if asked is not None:
-                    links.append((i + 1, Answered(asked)))
+                    links.append((i + 1, asked))
         for i, link in reversed(links):
             events.insert(i, link)
         return events
 
-    def _answered(self, frame: Response | Error) -> int | None:
-        """The packet of the command ``frame`` answers (and forget it and every command
-        before it: nsqd has read them all), or ``None``."""
+    def _answered(self, frame: Response | Error) -> Answered | None:
+        """The command ``frame`` answers (and forget it and every command before it:
+        nsqd has read them all), or ``None``."""
         if isinstance(frame, Response):
             if frame.is_heartbeat:
                 return None
@@ -217,14 +250,17 @@ class Observer(SansIOObserver):
         waiting = self.waiting
         for n, w in enumerate(waiting):
             if _answers(w, frame):
+                if isinstance(frame, Error) and w.expect is None and not w.answered:
+                    # a FIN/REQ/TOUCH of an id in flight
+                    n, w = _sure_instead(waiting, n, w, frame)
                 for _ in range(n + 1):
                     waiting.popleft()
-                return w.packet
+                return Answered(w.packet, w.number)
         return None
 
     def _announced(self, features: dict[str, Any]) -> None:
         """nsqd's IDENTIFY response: its ``max_rdy_count`` bounds the client's RDY."""
-        limit = features.get("max_rdy_count")
+        limit = features.get(_RDY_BOUND)
         config = self.server.config
         if type(limit) is int and limit >= 0 and limit != config.max_rdy_count:
             self.server.config = replace(config, max_rdy_count=limit)

@@ -48,6 +48,7 @@ from nsqviz.nsq.rules import RULES
 from nsqviz.nsq.timers import timer_spans
 from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.protocols import (
+    ANSWERS,
     DetectionWords,
     Item,
     ItemKind,
@@ -176,11 +177,11 @@ class _Observer(ObservedConnection):
         name, fields = cut
         packet = raw.sources[-1].segment if raw.sources else None
         if length is None or packet is None:  # where the next unit starts is a guess
-            codec.lost()
+            codec.lost(cut_command=direction == Direction.C2S)
         else:
             asked = codec.recovered(Direction(direction), name, fields, packet)
             if asked is not None:
-                fields["response_to"] = asked
+                fields.update(_answered(asked))
         kind = ItemKind.COMMAND if direction == Direction.C2S else ItemKind.FRAME
         return Lost(raw.data, length, unit=Item(kind, name, fields, None, raw.offset, raw))
 
@@ -205,7 +206,7 @@ def _items(events: list[ev.Event], fields_of: Callable[[Any], dict[str, Any]] = 
                 "pending": e.pending.hex(),
                 "note": "the connection switches to TLS here; what follows is encrypted"}, e))
         elif type(e) is ev.Answered:
-            out.append(Item(ItemKind.ANNOTATION, "Answered", {"response_to": e.packet}, e))
+            out.append(Item(ItemKind.ANNOTATION, "Answered", _answered(e), e))
         elif type(e) is ev.Refused:
             out.append(Item(ItemKind.ANNOTATION, "Refused", {"refused": e.answer}, e))
         elif isinstance(e, ev.Truncated):
@@ -214,6 +215,15 @@ def _items(events: list[ev.Event], fields_of: Callable[[Any], dict[str, Any]] = 
                 "reason": "the stream ended inside this frame"}, e, e.offset))
         # ConnectionClosed is a TCP matter: the capture layer reports the flow's end.
     return out
+
+
+def _answered(e: ev.Answered) -> dict[str, Any]:
+    """Which command an answer answers: its packet (``response_to``, as shown) and, for
+    the frames table, its number among the client's commands (``answers``: see
+    :class:`~nsqviz.protocols.Item`)."""
+    if e.command is None:
+        return {"response_to": e.packet}
+    return {"response_to": e.packet, ANSWERS: e.command}
 
 
 def _violation(e: ev.Violation) -> Item:

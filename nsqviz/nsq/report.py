@@ -2,7 +2,9 @@
 says how the commands ask for it), read off NSQ's analyses (:mod:`nsqviz.nsq.analyses`).
 
 * a message: its publish, each delivery and how it ended (FIN, REQ and its delay, a
-  timeout with the requeue due and the redelivery seen, still open), its TOUCHes;
+  timeout; for both requeues when it was due back and when the redelivery was seen;
+  still open), its TOUCHes; and why messages are not listed (ids the snaplen cut, no
+  consumer);
 * a connection: the client IDENTIFY named, each feature asked for and negotiated (with
   their packets), SUB, every RDY; nsqd is the server its errors name;
 * stats: heartbeats and their answers, PUB -> answer and delivery -> FIN/REQ latencies,
@@ -53,7 +55,8 @@ class NsqReport(Report):
                 "outcome_packet": d["outcome_packet"], "outcome_ts": d["outcome_ts"],
                 "req_delay_ms": None if d["req_delay_ms"] is None else int(d["req_delay_ms"]),
                 "touches": d["touches"],
-                "msg_timeout_ms": d["msg_timeout_ms"], "redelivered_ts": d["next_delivery_ts"],
+                "msg_timeout_ms": d["msg_timeout_ms"], "requeue_due_ts": d["requeue_due_ts"],
+                "redelivered_ts": d["next_delivery_ts"],
             } for d in r["deliveries"]]
             out.append(Message(r["msg_id"], {
                 "id": r["msg_id"], "topic": r["topic"], "channel": r["channel"],
@@ -78,18 +81,51 @@ class NsqReport(Report):
                 line += (f"{d['outcome']} packet {packet(d['outcome_packet'])} "
                          f"{since(d['outcome_ts'], t0)}")
                 if d["outcome"] == _REQ:
-                    line += f" delay {d['req_delay_ms']} ms"
+                    line += f" delay {d['req_delay_ms']} ms: {_requeue(d, t0)}"
             elif d["outcome"] == "timeout":
-                line += (f"timeout (msg_timeout {d['msg_timeout_ms']} ms): requeue due "
-                         f"{since(d['outcome_ts'], t0)}, redelivery seen "
-                         f"{since(d['redelivered_ts'], t0)} "
-                         f"({d['redelivered_ts'] - d['outcome_ts']:+.3f}s)")
+                line += f"timeout (msg_timeout {d['msg_timeout_ms']} ms): {_requeue(d, t0)}"
             else:
                 line += "open at the end of the capture"
             if d["touches"]:
                 line += f", {d['touches']} TOUCH"
             out.append(line + "\n")
         return "".join(out)
+
+    def unlisted(self, cap: Tables, listed: bool) -> str:
+        """A message is known by the id its deliveries carry (``message_sources`` per
+        broker): none delivered (no consumer in the capture, or none given a message),
+        or ids the capture cut."""
+        sources = cap.arrow_table("message_sources").to_pylist()
+        if not sources:
+            return ""
+        frames = sum(s["message_frames"] for s in sources)
+        cut = [s for s in sources if s["cut_ids"]]
+        if cut:
+            n = sum(s["cut_ids"] for s in cut)
+            first = packet(min(s["first_cut_packet"] for s in cut))
+            why = ("its snaplen: capture with tcpdump -s 0"
+                   if any("snaplen" in (p or "") for p in cap.table("problems").reason)
+                   else "bytes it lost")
+            if listed:
+                return (f"{n} of the capture's {frames} message frames are not listed: the "
+                        f"capture cut them short of their 16-digit id (first: packet "
+                        f"{first}) -- {why}")
+            return (f"no message ids in the capture: it cut its {n} message frames short "
+                    f"of their 16-digit id (first: packet {first}) -- {why}")
+        if listed or frames:
+            return ""
+        subs = [s for s in sources if s["subscriptions"]]
+        if subs:
+            first = packet(min(s["first_sub_packet"] for s in subs))
+            return (f"no message ids in the capture: a consumer subscribed (SUB packet "
+                    f"{first}) but no message was delivered while it was captured")
+        publishes = sum(s["publishes"] for s in sources)
+        if publishes:
+            first = packet(min(s["first_publish_packet"] for s in sources if s["publishes"]))
+            return (f"no message ids in the capture: {publishes} publishes (first: packet "
+                    f"{first}) but no consumer in the capture (no SUB, no message "
+                    "frame) -- a message's id is only on the wire in its deliveries")
+        return "no message ids in the capture: no publish, no consumer, no message frame"
 
     def connections(self, cap: Tables) -> dict[str, ConnectionPart]:
         conns = cap.table("connections")
@@ -171,6 +207,16 @@ class NsqReport(Report):
         out += [f"  {c['connection']}  {c['compression']}  c2s {c['c2s_ratio']}  s2c "
                 f"{c['s2c_ratio']}\n" for c in stats["compression"]] or ["  none negotiated\n"]
         return "".join(out)
+
+
+def _requeue(d: dict[str, Any], t0: float) -> str:
+    """When a requeued delivery (REQ or timeout) was due back, and when its redelivery
+    was seen: nsqd's queue scans bring it some time after."""
+    due, seen = d["requeue_due_ts"], d["redelivered_ts"]
+    if seen is None:
+        return f"requeue due {since(due, t0)}, no redelivery in the capture"
+    return (f"requeue due {since(due, t0)}, redelivery seen {since(seen, t0)} "
+            f"({seen - due:+.3f}s)")
 
 
 REPORT = NsqReport()

@@ -9,7 +9,7 @@ from typing import Any
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath, runs
-from nsqviz.nsq.commands import BY_EVENT, BY_VERB, name_of
+from nsqviz.nsq.commands import BY_EVENT, BY_VERB, ENDS_FLIGHT, name_of
 from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _continued, _garbage_raw
 from nsqviz.nsq.errors import ErrorCode, not_in_flight
 from nsqviz.nsq.framing import (
@@ -96,6 +96,14 @@ class ServerConnection(_Connection):
             max_body_size=self.config.max_body_size,
             max_msg_size=self.config.max_msg_size,
         )
+
+    def gap(self) -> tuple[bytes, int | None]:
+        """See :meth:`nsqviz.sansio.Connection.gap`. A magic not seen yet went with the
+        bytes the capture lost (the framing after a gap expects none): the next unit is
+        a command, not the magic."""
+        if self.state is State.INIT:
+            self._advance(ev.Magic)
+        return super().gap()
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -387,7 +395,7 @@ class ServerConnection(_Connection):
         kind = type(cmd)
         before = self.state
         self._advance(kind)
-        if isinstance(cmd, ev.Fin | ev.Req):
+        if isinstance(cmd, ENDS_FLIGHT):
             self.in_flight.discard(cmd.id)
             if self.passive and not self.whole:
                 left = self.left

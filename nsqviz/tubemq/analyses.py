@@ -521,7 +521,7 @@ events, messages sent and fetched, the register and close calls.""", step=True),
         answer=f"kind = 'frame' AND {IS_ERROR}",
         code=f"CASE WHEN rpc_status <> {_SUCCESS} THEN rpc_status "
              f"ELSE concat_ws(' ', CAST(err_code AS STRING), {_names('err_code', ErrorCode)}) END",
-        names=_REQUEST_NAME),
+        text="NULL"),
 )
 """TubeMQ's analyses (:class:`nsqviz.sql.Analyses`), read through
 :attr:`nsqviz.tubemq.protocol.TubeMQProtocol.analyses`."""

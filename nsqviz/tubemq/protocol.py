@@ -6,7 +6,9 @@ ports (8715, 8123) for captures that start mid-connection. A flow's client is th
 whose first frame is a request (``RpcConnHeader.flag`` is not 1). Decoding is the codec's
 :class:`~nsqviz.tubemq.codec.Observer`; requests become ``command`` items, answers
 ``frame`` items, and a violation about a request or answer rides on that item as its
-``violation``.
+``violation``. Each answer is followed by the number, among the connection's requests,
+of the request the codec paired it with (by its serialNo): the capture layer's one
+pairing (:data:`~nsqviz.protocols.ANSWERS`).
 
 Record fields are the decoded protobuf messages: ``serialNo``, the method, the envelope
 (``RpcConnHeader``, ``RequestHeader``/``ResponseHeader``, the body without its
@@ -18,13 +20,13 @@ original text (:mod:`nsqviz.tubemq.metadata`). Bytes are hex.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from nsqviz.protocols import (
+    ANSWERS,
     DetectionWords,
     Item,
     ItemKind,
@@ -131,36 +133,62 @@ def _fields(event: Any) -> dict[str, Any]:
     return {}
 
 
-def _items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = _fields,
-           ) -> list[Item]:
-    out: list[Item] = []
-    last: dict[int, Item] = {}  # id(raw frame) -> the item decoded from it
-    for e in events:
-        t = type(e)
-        if t is Request or t is Response or t is ExceptionResponse:
-            raw = e.raw
-            kind = ItemKind.COMMAND if t is Request else ItemKind.FRAME
-            item = Item(kind, e.name, fields_of(e), e, None if raw is None else raw.offset, raw)
-            if raw is not None:
-                last[id(raw)] = item
-            out.append(item)
-        elif t is Violation:
-            about = last.get(id(e.raw)) if e.event is not None else None
-            if about is not None:
-                problems = about.fields.setdefault("violations", [])
-                problems.append(violation_fields(e))
-                about.fields.setdefault("violation", problems[0])
+class _Items:
+    """One connection's events as items; it numbers the requests as the capture layer
+    shows them (1: the first) and follows each answer with the number of the request
+    it answers (an annotation), forgetting a request once answered."""
+
+    __slots__ = ("fields_of", "requests", "waiting")
+
+    def __init__(self, fields_of: Callable[[Any], dict[str, Any]] = _fields) -> None:
+        self.fields_of = fields_of
+        self.requests = 0
+        self.waiting: dict[int, int] = {}  # id(request) -> its number
+
+    def __call__(self, events: list[Any]) -> list[Item]:
+        out: list[Item] = []
+        last: dict[int, Item] = {}  # id(raw frame) -> the item decoded from it
+        for e in events:
+            t = type(e)
+            if t is Request or t is Response or t is ExceptionResponse:
+                raw = e.raw
+                kind = ItemKind.COMMAND if t is Request else ItemKind.FRAME
+                item = Item(kind, e.name, self.fields_of(e), e,
+                            None if raw is None else raw.offset, raw)
+                if raw is not None:
+                    last[id(raw)] = item
+                out.append(item)
+                if t is Request:
+                    self.requests += 1
+                    self.waiting[id(e)] = self.requests
+                elif e.request is not None:
+                    number = self.waiting.pop(id(e.request), None)
+                    if number is not None:
+                        out.append(Item(ItemKind.ANNOTATION, "Answered", {ANSWERS: number}, e))
             else:
-                fields = _fields(e)
-                if e.raw is not None:
-                    fields["data"] = e.raw.data.hex()
-                out.append(Item(ItemKind.ERROR, e.code, fields, e, e.offset, e.raw))
-        elif t is Truncated:
-            out.append(Item(ItemKind.TRUNCATED, "Truncated", {
-                **_fields(e), "reason": "the stream ended inside this frame"}, e, e.offset,
-                e.raw))
-        # ConnectionClosed is a TCP matter: the capture layer reports the flow's end.
-    return out
+                _other(e, last, out)
+        return out
+
+
+def _other(e: Any, last: dict[int, Item], out: list[Item]) -> None:
+    """A violation (on the item it is about, else an error item) or a truncated frame;
+    ConnectionClosed is a TCP matter: the capture layer reports the flow's end."""
+    t = type(e)
+    if t is Violation:
+        about = last.get(id(e.raw)) if e.event is not None else None
+        if about is not None:
+            problems = about.fields.setdefault("violations", [])
+            problems.append(violation_fields(e))
+            about.fields.setdefault("violation", problems[0])
+        else:
+            fields = _fields(e)
+            if e.raw is not None:
+                fields["data"] = e.raw.data.hex()
+            out.append(Item(ItemKind.ERROR, e.code, fields, e, e.offset, e.raw))
+    elif t is Truncated:
+        out.append(Item(ItemKind.TRUNCATED, "Truncated", {
+            **_fields(e), "reason": "the stream ended inside this frame"}, e, e.offset,
+            e.raw))
 
 
 def _rpc_flag(data: bytes) -> int | None:
@@ -216,7 +244,7 @@ class TubeMQProtocol(Protocol):
         return len(data) >= 4 and self.starts_hello(data)
 
     def observer(self, *, midstream: bool, fields: bool = True) -> ObservedConnection:
-        items = _items if fields else partial(_items, fields_of=no_fields)
+        items = _Items() if fields else _Items(no_fields)
         return ObservedConnection(Observer(provenance=True, midstream=midstream), items)
 
     def fields(self, event: Any) -> dict[str, Any]:

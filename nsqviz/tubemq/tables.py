@@ -248,6 +248,9 @@ class Method:
 
 _ALL = frozenset(State)
 _LIVE = frozenset({State.REGISTERED})
+# A producer's or consumer's close with the Master is answered 200 in any state: the
+# Master releases the client and forgets its heartbeat node, registered or not (Go's
+# consumer closes after a registration it never got: tubemq-rpc-error.pcap).
 _M = (Service.MASTER,)
 _R = (Service.BROKER_READ,)
 _W = (Service.BROKER_WRITE,)
@@ -265,7 +268,7 @@ METHODS: dict[int, Method] = {m.id: m for m in (
            "producer heartbeat to the master", Kind.HEARTBEAT, _LIVE, _P),
     Method(3, "RPC_MSG_MASTER_PRODUCER_CLOSECLIENT", "producerCloseClientP2M", _M,
            "CloseRequestP2M", "CloseResponseM2P",
-           "producer closes with the master", Kind.CLOSE, _LIVE, _P),
+           "producer closes with the master", Kind.CLOSE, _ALL, _P),
     Method(4, "RPC_MSG_MASTER_CONSUMER_REGISTER", "consumerRegisterC2M", _M,
            "RegisterRequestC2M", "RegisterResponseM2C",
            "consumer registers with the master", Kind.REGISTER, _ALL, _C),
@@ -274,7 +277,7 @@ METHODS: dict[int, Method] = {m.id: m for m in (
            "consumer heartbeat to the master", Kind.HEARTBEAT, _LIVE, _C),
     Method(6, "RPC_MSG_MASTER_CONSUMER_CLOSECLIENT", "consumerCloseClientC2M", _M,
            "CloseRequestC2M", "CloseResponseM2C",
-           "consumer closes with the master", Kind.CLOSE, _LIVE, _C),
+           "consumer closes with the master", Kind.CLOSE, _ALL, _C),
     Method(7, "RPC_MSG_MASTER_BROKER_REGISTER", "brokerRegisterB2M", _M,
            "RegisterRequestB2M", "RegisterResponseM2B",
            "broker registers with the master", Kind.REGISTER, _ALL, _B),

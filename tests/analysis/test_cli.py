@@ -44,7 +44,7 @@ def test_connections_link_each_error_to_its_command_and_say_who_closed():
     out = _nsqviz("connections", "--json", str(DATA / "nsqd" / "errors.pcap"))
     assert out.returncode == 0, out.stderr
     conns = [json.loads(line) for line in out.stdout.splitlines()]
-    errors = {e["code"]: e for c in conns for e in c["errors"] if e["dir"] == "s2c"}
+    errors = {e["code"]: e for c in conns for e in c["errors"]}
     assert errors["E_BAD_TOPIC"]["command"] == "SUB" and errors["E_BAD_TOPIC"]["nsqd_closed"]
     assert errors["E_FIN_FAILED"]["command"] == "FIN"
     assert errors["E_REQ_FAILED"]["command"] == "REQ"

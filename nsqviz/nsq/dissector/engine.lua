@@ -6,9 +6,10 @@
 -- Per connection it decides once which side is the client (the magic, a server port,
 -- or -- for a capture that started mid-connection -- the first bytes), gives the
 -- stream engine's walk() its framing hooks for each direction (walk follows the
--- stream), pairs nsqd's responses with the commands that asked for them, and marks
--- what follows an IDENTIFY response that negotiated snappy, deflate or TLS as such
--- instead of dissecting it as NSQ.
+-- stream), pairs nsqd's responses with the commands that asked for them, keeps the
+-- limits nsqd's IDENTIFY response announced (max_rdy_count), and marks what follows
+-- an IDENTIFY response that negotiated snappy, deflate or TLS as such instead of
+-- dissecting it as NSQ.
 -- ---------------------------------------------------------------------------------
 
 local ef_violation = ProtoExpert.new("nsq.expert.violation", "NSQ protocol violation",
@@ -164,8 +165,9 @@ end
 -- nsqd answers in command order: a response answers the oldest waiting command it
 -- answers on success, an error the oldest that gets this very error (one nsqd answers
 -- anyway, one whose refusal is known, a FIN/REQ/TOUCH whose "not in flight" text it
--- is). Waiting commands, oldest first, as a queue; the oldest are forgotten past
--- WAITING_KEPT (as nsqviz's observer does).
+-- is -- unless a later one is sure to get it: the same id FIN'ed twice). Waiting
+-- commands, oldest first, as a queue; the oldest are forgotten past WAITING_KEPT (as
+-- nsqviz's observer does).
 local WAITING_KEPT = 4096
 
 local function wait_answer(conv, pinfo, off, verb, answered, expect, flight)
@@ -194,8 +196,16 @@ local function answered_by(conv, error_data)
       fits = c.answered or c.flight == error_data
     end
     if fits then
-      for j = w.first, i do w[j] = nil end
-      w.first = i + 1
+      local last = i
+      if error_data ~= nil and not c.expect and not c.answered then
+        -- a FIN/REQ/TOUCH of an id in flight gets this error only if the message timed
+        -- out; a later command sure to get this very error (the same id again) takes it
+        for k = i + 1, w.last do
+          if w[k].expect == error_data then last, c = k, w[k]; break end
+        end
+      end
+      for j = w.first, last do w[j] = nil end
+      w.first = last + 1
       return c
     end
   end
@@ -236,8 +246,10 @@ local function violation(item, st, answer, vars, summaries)
 end
 
 -- The parameters of a command line, checked in the codec's order; a failure returns
--- the generated answer for that situation and the values for its placeholders.
-local function command_params(t, tvb, s, off, line, verb, spec, summaries)
+-- the generated answer for that situation and the values for its placeholders. A number
+-- nsqd holds to a limit (RDY's count) is judged against the limit its IDENTIFY response
+-- announced on this connection (limits), else nsqd's default (BOUNDS).
+local function command_params(t, tvb, s, off, line, verb, spec, summaries, limits)
   local E = ERRORS.commands[verb]
   local params, starts = {}, {}
   local pos = #verb + 2
@@ -272,6 +284,10 @@ local function command_params(t, tvb, s, off, line, verb, spec, summaries)
         return false, E["param." .. p.name], {value = value}
       end
       t:add(F[p.key], range, u64(value))
+      local limit = p.bound and (limits[p.bound] or BOUNDS[p.bound])
+      if limit and not first and tonumber(value) > limit then
+        first, fvars = E["bound." .. p.name], {value = value, max = tostring(limit)}
+      end
     elseif p.kind == "message_id" then
       t:add(F[p.key], range, value)
       if not first and #value ~= 16 then
@@ -306,7 +322,8 @@ local function command_body(t, tvb, s, bstart, size, verb, spec, pinfo)
     if size < 4 then return false, E.count_cut end
     local count = be32(s, data + 1)
     t:add(F["mpub.count"], tvb(data, 4))
-    if count < 1 then return false, E.count, {n = tostring(count)} end
+    -- a whole body that counts no message: the MPUB stands, of no message, refused
+    if count < 1 then return false, E.count, {n = tostring(count)}, true end
     local pos, stop = data + 4, data + size
     for i = 1, count do
       if stop - pos < 4 then return false, E.size_cut end
@@ -344,14 +361,16 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
   if not spec then
     ok, answer, vars = false, ERRORS.unknown, {value = verb}
   else
-    ok, answer, vars, kept = command_params(t, tvb, s, off, line, verb, spec, summaries)
+    ok, answer, vars, kept = command_params(t, tvb, s, off, line, verb, spec, summaries,
+                                            conv.limits)
     if (ok or kept) and spec.body then
-      local bok, banswer, bvars = command_body(t, tvb, s, nl, len - (nl - off) - 4, verb, spec,
-                                               pinfo)
+      local bok, banswer, bvars, bkept = command_body(t, tvb, s, nl, len - (nl - off) - 4,
+                                                      verb, spec, pinfo)
       if not bok then
         -- the body is bad too: nsqd answers the line's refusal first, unless it ignored it
-        if ok or answer.code == "" then ok, answer, vars = false, banswer, bvars end
-        kept = false
+        local line_stands = not ok and answer.code ~= ""
+        if not line_stands then ok, answer, vars = false, banswer, bvars end
+        kept = (bkept and not line_stands) or false
         summaries[#summaries + 1] = verb
       end
     end
@@ -371,11 +390,17 @@ local function dissect_command(tvb, s, off, len, tree, pinfo, conv, st, live, su
   local answer = conv.answered_in[pinfo.number .. ":" .. off]
   if answer then t:add(F["response_in"], answer):set_generated() end
   if live then
-    -- a FIN/REQ/TOUCH gets nsqd's "not in flight" error when its id is not in flight
-    local not_flying, flight = ERRORS.commands[verb].id_hex, nil
-    if not_flying then flight = fill(not_flying, {value = line:match("^%S+ (%S+)")}) end
-    wait_answer(conv, pinfo, off, verb, spec.answered, nil,
-                flight and not_flying.code .. " " .. flight)
+    -- a FIN/REQ/TOUCH gets nsqd's "not in flight" error when its id is not in flight: for
+    -- sure when a FIN/REQ on this connection took it out of flight and it was not
+    -- delivered again since (left), else only if it timed out (flight)
+    local not_flying, flight, expect = ERRORS.commands[verb].id_hex, nil, nil
+    if not_flying then
+      local id = line:match("^%S+ (%S+)")
+      flight = not_flying.code .. " " .. fill(not_flying, {value = id})
+      if conv.left[id] then expect, flight = flight, nil end
+      if spec.ends_flight then conv.left[id] = true end
+    end
+    wait_answer(conv, pinfo, off, verb, spec.answered, expect, flight)
   end
 end
 
@@ -427,6 +452,7 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
           violation(t, st, ERRORS.frames.id, {pyrepr = pyrepr(id)}, summaries)
           return
         end
+        if live then conv.left[id] = nil end  -- delivered: in flight again
       elseif f.type == "uint16" then
         shown[#shown + 1] = f.name .. "=" .. tvb(pos, size):uint()
       end
@@ -450,6 +476,10 @@ local function dissect_frame(tvb, s, off, len, tree, pinfo, conv, st, live, summ
     if data:sub(1, 1) == "{" then show_json(tvb(pos, dlen), pinfo, r) end
     local asked = answer_to(t, conv, pinfo, off, live and data ~= HEARTBEAT, nil)
     if live and asked and asked.verb == NEGOTIATES then
+      for key in pairs(BOUNDS) do  -- the limits nsqd announces (max_rdy_count)
+        local value = data:match('"' .. key .. '"%s*:%s*(%d+)')
+        if value then conv.limits[key] = tonumber(value) end
+      end
       local mode, level = negotiated(data)
       if mode then
         conv.c2s.mode = mode
@@ -490,6 +520,8 @@ local function new_connection(src_is_client, from_start)
     c2s = {dir = "c2s", expect_magic = from_start, resyncing = not from_start, skip = 0},
     s2c = {dir = "s2c", expect_magic = false, resyncing = not from_start, skip = 0},
     waiting = {first = 1, last = 0},
+    limits = {},
+    left = {},
     answers = {},
     answered_in = {},
     switch = {},

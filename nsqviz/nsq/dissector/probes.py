@@ -5,8 +5,9 @@ gives to a bad command or frame -- its code, its text and whether it closes the
 connection. Rather than re-type those decisions in Lua, the generator feeds the codec
 one probe per situation (a parameter too few, a bad topic name, a message count of -7
 ...) and writes down what comes back, with the probe's value turned into a placeholder
-(``{value}``, ``{quoted}``, ``{n}``, ``{verb}``, ``{pyrepr}``) that the dissector fills
-in. When the codec's answer changes, the regenerated dissector changes with it.
+(``{value}``, ``{quoted}``, ``{n}``, ``{verb}``, ``{pyrepr}``, ``{max}``: the limit in
+force) that the dissector fills in. When the codec's answer changes, the regenerated
+dissector changes with it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _VALID = {"name": b"t", "decimal": b"1", "message_id": b"0123456789abcdef"}
 _BAD_NAME, _BAD_NUMBER = b"bad*x", b"x9"
 _SHORT_ID, _NONHEX_ID = b"12x", b"0123456789abcdeg"
 _N = -7  # a count or size no sender writes, easy to find in a text
+_OVER = 98765432  # above any limit nsqd holds a number to, easy to find in a text
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +81,7 @@ def _bare_line(cmd: CommandSpec) -> bytes:
     return b" ".join([cmd.verb.encode(), *(_VALID[p.kind] for p in cmd.params)]) + b"\n"
 
 
-def _command_answers(cmd: CommandSpec) -> dict[str, Answer]:
+def _command_answers(cmd: CommandSpec, bounds: dict[str, int]) -> dict[str, Answer]:
     valid = [_VALID[p.kind] for p in cmd.params]
     out: dict[str, Answer] = {}
     if cmd.params:
@@ -92,6 +94,10 @@ def _command_answers(cmd: CommandSpec) -> dict[str, Answer]:
         elif p.kind == "decimal":
             bad = [*valid[:i], _BAD_NUMBER, *valid[i + 1:]]
             out[f"param.{p.name}"] = _answer(_line(cmd, bad), value=_BAD_NUMBER.decode())
+            if p.bound is not None:  # above the limit nsqd holds it to
+                over = [*valid[:i], str(_OVER).encode(), *valid[i + 1:]]
+                out[f"bound.{p.name}"] = _answer(_line(cmd, over), value=str(_OVER),
+                                                 max=str(bounds[p.bound]))
         else:
             short = [*valid[:i], _SHORT_ID, *valid[i + 1:]]
             nonhex = [*valid[:i], _NONHEX_ID, *valid[i + 1:]]
@@ -153,7 +159,7 @@ def _frame_answers(spec: NsqSpec) -> dict[str, Answer]:
 def error_table(spec: NsqSpec) -> dict[str, Any]:
     """``{"commands": {verb: {situation: answer}}, "unknown": answer, "framing": {...},
     "frames": {...}}`` as plain data for the Lua generator."""
-    commands = {c.verb: {k: a.lua() for k, a in _command_answers(c).items()}
+    commands = {c.verb: {k: a.lua() for k, a in _command_answers(c, spec.bounds).items()}
                 for c in spec.commands}
     return {
         "commands": commands,

@@ -41,10 +41,11 @@ def _tables(spec: NsqSpec, protocol: Protocol) -> dict[str, Any]:
     commands = {
         c.verb: {
             "params": [{"name": p.name, "kind": p.kind, "what": p.what, "default": p.default,
-                        "key": _key(p.abbrev)} for p in c.params],
+                        "key": _key(p.abbrev), "bound": p.bound} for p in c.params],
             "body": c.body,
             "message": c.message,
             "answered": c.answered,
+            "ends_flight": c.ends_flight,
         }
         for c in spec.commands
     }
@@ -63,6 +64,7 @@ def _tables(spec: NsqSpec, protocol: Protocol) -> dict[str, Any]:
         "LIMITS": {"max_line": spec.max_line, "max_body_size": spec.max_body_size,
                    "max_msg_size": spec.max_msg_size, "max_frame_size": spec.max_frame_size,
                    "name_max": spec.name_max},
+        "BOUNDS": spec.bounds,
         "NAME_SUFFIX": spec.name_suffix,
         "NON_FATAL": {code: True for code in spec.non_fatal_errors},
         "SERVER_PORTS": sorted(protocol.server_ports),

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 
 from nsqviz.nsq import framing, grammar, grammar_frames
 from nsqviz.nsq import wire as nsq_wire
-from nsqviz.nsq.commands import COMMANDS, BodyKind, ParamKind
+from nsqviz.nsq.commands import COMMANDS, ENDS_FLIGHT, BodyKind, ParamKind
 from nsqviz.nsq.commands import CommandSpec as TableEntry
 from nsqviz.nsq.commands import Param as TableParam
 from nsqviz.nsq.events import NON_FATAL_ERRORS, Response
 from nsqviz.nsq.fields import FRAME_HEADER, MESSAGE, LayoutField, param_abbrev
+from nsqviz.nsq.identify_fields import FEATURE_NEGOTIATION_FIELDS
+from nsqviz.nsq.server_connection import ServerConfig
 from nsqviz.nsq.wire import HEARTBEAT, MAGIC_V2
 from nsqviz.wireshark.lua import SpecError
 
@@ -44,6 +46,7 @@ class Param:
     what: str  # the grammar's word for it, used in the nsqd error texts
     abbrev: str  # its display-filter field (nsqviz.nsq.fields)
     default: int | None = None  # what nsqd reads a missing one as (RDY's count: 1)
+    bound: str | None = None  # the negotiated limit nsqd holds it to (max_rdy_count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,7 @@ class CommandSpec:
     body: str | None
     message: bool
     answered: bool  # nsqd answers it with a response frame (others only when they fail)
+    ends_flight: bool  # it takes its message out of flight (FIN, REQ: not TOUCH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,9 @@ class NsqSpec:
     name_suffix: str
     non_fatal_errors: tuple[str, ...]
     heartbeat: bytes
+    bounds: dict[str, int]
+    """Each limit a parameter is held to (:attr:`Param.bound`), as nsqd sets it by
+    default: what holds until its IDENTIFY response says otherwise."""
 
 
 _KINDS = {ParamKind.NAME: "name", ParamKind.DECIMAL: "decimal", ParamKind.ID: "message_id"}
@@ -83,7 +90,7 @@ _BODIES = {BodyKind.NONE: None, BodyKind.JSON: "json", BodyKind.SECRET: "bytes",
 
 def _param(spec: TableEntry, p: TableParam) -> Param:
     what = f"{spec.verb} {p.words}" if p.kind is ParamKind.DECIMAL else p.words
-    return Param(p.field, _KINDS[p.kind], what, param_abbrev(p), p.default)
+    return Param(p.field, _KINDS[p.kind], what, param_abbrev(p), p.default, p.bound)
 
 
 def _command(spec: TableEntry) -> CommandSpec:
@@ -98,6 +105,7 @@ def _command(spec: TableEntry) -> CommandSpec:
         _BODIES[spec.body],
         spec.body is BodyKind.MESSAGE,
         spec.answered,
+        spec.event in ENDS_FLIGHT,
     )
 
 
@@ -120,6 +128,11 @@ def nsq_spec() -> NsqSpec:
     heartbeat = HEARTBEAT
     if not Response(heartbeat).is_heartbeat:
         raise SpecError("the heartbeat response changed: teach the generator")
+    defaults = ServerConfig()
+    bounds = {p.bound: getattr(defaults, p.bound) for c in commands for p in c.params
+              if p.bound is not None}
+    if not set(bounds) <= set(FEATURE_NEGOTIATION_FIELDS):
+        raise SpecError(f"{sorted(bounds)}: a bound nsqd's IDENTIFY response does not name")
     return NsqSpec(
         magic=MAGIC_V2,
         commands=commands,
@@ -134,4 +147,5 @@ def nsq_spec() -> NsqSpec:
         name_suffix=suffix,
         non_fatal_errors=tuple(sorted(NON_FATAL_ERRORS)),
         heartbeat=heartbeat,
+        bounds=bounds,
     )
