@@ -247,8 +247,13 @@ def test_the_analyses_say_what_was_played(server, tmp_path):
                 assert d["req_delay_ms"] == REQ_DELAY_MS
                 assert abs(d["requeue_due_ts"] - (d["outcome_ts"] + REQ_DELAY_MS / 1000)) \
                     < 1e-6
-            if d["outcome"] in ("REQ", "timeout"):
+            if d["outcome"] == "REQ":  # its timer starts once the REQ has arrived
                 assert d["next_delivery_ts"] >= d["requeue_due_ts"] - 0.005
+            if d["outcome"] == "timeout":
+                # the server starts a delivery's timeout when it hands the message to its
+                # writer (nsqd: StartInFlightTimeout, then SendMessage), which on a busy
+                # machine is tens of ms before the packet the capture timestamps
+                assert d["next_delivery_ts"] >= d["requeue_due_ts"] - 0.1
             if d["outcome"] == "timeout":
                 assert d["msg_timeout_ms"] == MSG_TIMEOUT_MS
                 assert abs(d["requeue_due_ts"] - (d["ts"] + MSG_TIMEOUT_MS / 1000)) < 1e-6
