@@ -19,7 +19,7 @@ tables               commands/methods, states and transitions (h11's ``_state.py
 ``protocol.py``      the :class:`Protocol` instance (detection, records, typed columns)
 ``fields.py``        its display-filter fields, ``<name>.*``
 ``analyses.py``      its SQL views for both engines, and its hooks into the shared tables
-``rules.py``         its doctor rules (the hook is there; the catalogue comes with the doctor)
+``rules.py``         its doctor rules (:mod:`nsqviz.doctor`), its ``RULES``
 ``dissector/``       its Wireshark dissector generator (``script.py``, ``engine.lua``)
 ===================  ===================================================================
 
@@ -44,7 +44,8 @@ The interface, hook by hook:
 * **analyses** -- :attr:`~Protocol.analyses` (:class:`nsqviz.sql.Analyses`): its views,
   which read only its own rows, its columns of ``connections``, its error answers;
 * **doctor** -- :attr:`~Protocol.rules`: declarative definitions over the analyses'
-  tables, kept with the protocol and run by the same engines (empty for now);
+  tables (:class:`nsqviz.doctor.rule.Rule`), kept with the protocol and run by the same
+  engines into the ``findings`` table;
 * **Wireshark** -- :attr:`~Protocol.dissector` (a :class:`Dissector`): the files
   ``nsqviz wireshark`` writes and the preferences tshark needs.
 
@@ -70,8 +71,9 @@ from typing import Any, NamedTuple
 from typing import Protocol as TypingProtocol
 
 from nsqviz import sansio
+from nsqviz.doctor.rule import Rule
 from nsqviz.fields import CAPTURE_FIELDS, Field, by_abbrev
-from nsqviz.sql import Analyses, View
+from nsqviz.sql import Analyses
 from nsqviz.stream.direction import Direction
 
 __all__ = [
@@ -446,10 +448,10 @@ class Protocol(ABC):
     """Its Wireshark dissector (``nsqviz wireshark`` writes it; tshark-parity tests hold
     it to ``nsqviz decode``), or ``None``."""
 
-    rules: tuple[View, ...] = ()
+    rules: tuple[Rule, ...] = ()
     """Its doctor rules (``nsqviz/<name>/rules.py``): declarative definitions over the
-    analyses' tables, each a view whose rows are findings, run by the same engines as
-    the analyses. None yet: the doctor (``nsqviz doctor``) is built on this hook."""
+    analyses' tables (:mod:`nsqviz.doctor`), run by the same engines as the analyses
+    into the ``findings`` table that ``nsqviz doctor`` reads."""
 
 
 _BUILTINS: list[Protocol] = []

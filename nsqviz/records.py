@@ -308,8 +308,11 @@ FRAME_COLUMNS = (
     ("seq", "int64"),  # order within the connection
     ("offset", "int64"),  # stream offset in its direction
     ("size", "int64"),  # bytes of the frame (of the gap, for gaps)
-    ("violation", "string"),  # the server's error code for a refused command
-    ("reason", "string"),  # errors, gaps, flow end ("fin", "rst", "idle", "capture")
+    ("violation", "string"),  # the server's error code for a command it refuses as sent
+    # why: an error's or a gap's words, a refused command's answer from the server (its
+    # violation, its state or a message id not in flight), a flow end's how ("fin",
+    # "rst", "idle", "capture")
+    ("reason", "string"),
 )
 """The frames table's own columns; :func:`frame_schema` adds each protocol's typed ones."""
 
@@ -431,8 +434,12 @@ class FrameColumns:
                     self.typed_rows.append(row)
                     self.typed.append(typed)
             problem = fields.get("violation")
-            if problem:
-                self.notes.append((row, problem["code"] or "closes", None))
+            if problem:  # the server's error code, and its answer as words
+                code = problem["code"]
+                self.notes.append((row, code or "closes",
+                                   f"{code} {problem['text']}" if code else problem["text"]))
+            elif "refused" in fields:  # refused where it was sent: the server's answer
+                self.notes.append((row, None, fields["refused"]))
         elif kind == "flow":
             self.notes.append((row, None, fields.get("how")))
         else:

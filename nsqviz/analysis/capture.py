@@ -54,7 +54,8 @@ class Capture:
     :attr:`rpc_latency` (each table's definition says what its rows are: the analyses of
     each protocol, :mod:`nsqviz.nsq.analyses` ..., and the capture layer's,
     :mod:`nsqviz.capture.analyses`);
-    :meth:`filter` selects records by a Wireshark display filter.
+    :meth:`diagnose` gives the doctor's findings; :meth:`filter` selects records by a
+    Wireshark display filter.
     """
 
     def __init__(self, *captures: str, idle_split: float | None = IDLE_SPLIT,
@@ -140,6 +141,28 @@ class Capture:
                          doc="One row per RPC request (TubeMQ), with its answer.")
     rpc_latency = property(lambda self: self.table("rpc_latency"),
                            doc="RPC latency per protocol and method.")
+
+    def diagnose(self, severity: str = "info") -> Any:
+        """The doctor's findings (``nsqviz doctor``'s, from the same rules and words), most
+        severe first, at ``severity`` or worse (``"error"``, ``"warning"``, ``"info"``), as
+        a DataFrame: one row per finding with its ``rule``, ``severity``, ``summary``,
+        ``explanation``, ``change`` and ``thresholds``; the ``connection`` (and every one
+        its ``evidence`` names), the ``packets`` with their ``packet_files``, ``ts`` and
+        ``end_ts``, the ``msg_ids``; the ``evidence`` items (time, file, packet,
+        connection, message id, what each shows) and the ``figures`` (JSON)
+        (:data:`nsqviz.doctor.rule.FINDING_COLUMNS`)."""
+        import pandas as pd
+
+        from nsqviz.doctor.rule import FINDING_COLUMNS, Severity
+        from nsqviz.doctor.words import at_least, ordered
+
+        try:
+            level = Severity(severity)
+        except ValueError:
+            raise ValueError(f"severity {severity!r}: choose from "
+                             f"{', '.join(s.value for s in Severity)}") from None
+        rows = at_least(ordered(self.arrow_table("findings").to_pylist()), level)
+        return pd.DataFrame(rows, columns=[name for name, _ in FINDING_COLUMNS])
 
     def filter(self, expression: str) -> Any:
         """The records a Wireshark display filter (:mod:`nsqviz.filters`, as ``nsqviz

@@ -165,12 +165,12 @@ def _initial_rdy(conn: Connection) -> Verdict:
 
 def _max_rdy_count(conn: Connection) -> Verdict:
     """Judged by the codec's observer, which knows nsqd's limit: 2500, or the
-    ``max_rdy_count`` nsqd announced in its IDENTIFY response."""
+    ``max_rdy_count`` nsqd announced in its IDENTIFY response. A RDY nsqd refuses as sent
+    is one whose count is out of that range (the codec's one check of a RDY)."""
     rdys = _rdys(conn)
     if not rdys:
         return _v("max-rdy-count", NOT_EXERCISED, "no RDY sent")
-    over = [(s, s.violation) for s in rdys
-            if s.violation is not None and s.violation.field == "count"]
+    over = [(s, s.violation) for s in rdys if s.violation is not None]
     if over:
         return _v("max-rdy-count", FAIL, f"{over[0][1].text} (nsqd's max_rdy_count)",
                   *(s for s, _ in over))
