@@ -68,6 +68,15 @@ class Capture:
         self._arrow_tables: dict[str, Any] = {}
         self._frames: Any = None
 
+    @classmethod
+    def of_frames(cls, frames: Any, files: list[str]) -> Capture:
+        """A capture whose frames table (an Arrow table) is already built -- read from
+        standard input or a live capture (:func:`nsqviz.pipeline.decode.decode_stream`)."""
+        cap = cls.__new__(cls)
+        cap.files, cap.arrow = files, frames
+        cap._tables, cap._arrow_tables, cap._frames = {}, {}, None
+        return cap
+
     def __repr__(self) -> str:
         names = ", ".join(repr(os.path.basename(f)) for f in self.files)
         return f"Capture({names}, {self.arrow.num_rows} records)"

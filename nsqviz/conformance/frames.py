@@ -6,14 +6,15 @@ in the pipeline's per-broker Spark tasks, which hold the frames table, not the e
 :func:`verdicts` is NSQ's ``guide`` view (:attr:`nsqviz.sql.View.python`): it rebuilds
 each connection's commands and frames from its rows (the values the checks read are
 columns of the table: a RDY's count, a message id, IDENTIFY's JSON, nsqd's answer to a
-refused command) and runs the same checks, :func:`~nsqviz.conformance.rules.
-check_connection` on each connection and :func:`~nsqviz.conformance.rules.check_backoff`
-on each client's subscribed connections to one nsqd.
+refused command) and runs the same checks on each: :func:`~nsqviz.conformance.rules.
+check_connection`.
 
 Only connections captured whole are judged -- from the magic on, no byte lost: what a
 capture missed (its start, a gap, a snaplen's cut) is not a client breaking the guide.
-Two rules need what the frames table does not hold: ``rdy-sum`` (``max_in_flight`` is
-not on the wire) and ``lookupd-polling`` (nsqlookupd's HTTP requests).
+The consumer-wide rules are not judged here: ``backoff`` and ``rdy-sum`` read one
+consumer's connections to every nsqd together (a task holds one nsqd's; and
+``max_in_flight`` is not on the wire), ``lookupd-polling`` nsqlookupd's HTTP requests,
+which the frames table does not hold.
 """
 
 from __future__ import annotations
@@ -22,14 +23,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from nsqviz.conformance.rules import (
-    RULES,
-    Connection,
-    Seen,
-    Verdict,
-    check_backoff,
-    check_connection,
-)
+from nsqviz.conformance.rules import RULES, Connection, Seen, Verdict, check_connection
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
 from nsqviz.stream.direction import Direction
@@ -38,15 +32,15 @@ __all__ = ["COLUMNS", "INPUT", "schema", "verdicts"]
 
 INPUT = ("server", "conn_id", "seq", "ts", "dir", "kind", "name", "packets",
          "packet_files", "violation", "reason", "msg_id", "count", "delay_ms",
-         "attempts", "msg_ts", "data", "topic", "channel", "client_id", "hostname")
+         "attempts", "msg_ts", "data", "topic", "channel")
 """The columns :func:`verdicts` reads: a connection's NSQ rows (commands, frames, gaps,
-flow ends) with its server and client's identity (IDENTIFY's client_id, hostname)."""
+flow ends) with its server."""
 
 COLUMNS = ("server", "conn_id", "rule", "asks", "status", "detail", "packets",
            "packet_files", "packet_ts", "packet_conns")
-"""A verdict: its server and connection (``NULL`` for a consumer's connections together),
-the guide's rule and what it asks, ``pass``/``fail``/``not exercised``, in words, and the
-packets that show it with each one's file, time and connection."""
+"""A verdict: its server and connection, the guide's rule and what it asks,
+``pass``/``fail``/``not exercised``, in words, and the packets that show it with each
+one's file, time and connection."""
 
 _BY_NAME: dict[str, type[ev.Event]] = {
     **{name: cls for cls, name in COMMAND_NAMES.items()},
@@ -109,22 +103,14 @@ class _Packets:
 def _verdict_rows(rows: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     rows.sort(key=lambda r: (r["conn_id"], r["seq"]))
     packets = _Packets(rows)
-    consumers: dict[tuple[Any, ...], list[Connection]] = {}
     by_conn: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_conn.setdefault(r["conn_id"], []).append(r)
     for conn_id, mine in by_conn.items():
         conn = _connection(conn_id, mine, packets)
-        if conn is None:
-            continue
-        server = mine[0]["server"]
-        for v in check_connection(conn):
-            yield packets.row(server, conn_id, v)
-        if conn.subscribed is not None:
-            key = (server, mine[0]["client_id"], mine[0]["hostname"])
-            consumers.setdefault(key, []).append(conn)
-    for (server, _, _), conns in consumers.items():
-        yield packets.row(server, None, check_backoff(conns))
+        if conn is not None:
+            for v in check_connection(conn):
+                yield packets.row(mine[0]["server"], conn_id, v)
 
 
 def _connection(conn_id: str, rows: list[dict[str, Any]], packets: _Packets,

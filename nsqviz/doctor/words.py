@@ -45,8 +45,9 @@ _WHEN = re.compile(r"\{\?(\w+)\}(.*?)\{/\}", re.S)
 def _fill(template: str, values: _Figures) -> str:
     """``template`` filled from ``values``: ``{name}`` or ``{name:spec}`` is a figure (a
     spec meant for a number, ``:.3f``, is dropped for a figure that is not one, so ``?``
-    still reads); ``{?name}...{/}`` is kept only when figure ``name`` is there and not
-    0, false or empty -- the one choice a template makes."""
+    still reads); ``{name:/message/messages}`` is a count with its noun, singular or
+    plural; ``{?name}...{/}`` is kept only when figure ``name`` is there and not 0, false
+    or empty -- the choices a template makes."""
     template = _WHEN.sub(lambda m: m.group(2) if values.get(m.group(1)) else "", template)
     out = []
     for text, name, spec, conversion in _FORMATTER.parse(template):
@@ -56,6 +57,10 @@ def _fill(template: str, values: _Figures) -> str:
         value = values[name]
         if conversion:
             value = _FORMATTER.convert_field(value, conversion)
+        if spec.startswith("/"):
+            one, _, many = spec[1:].partition("/")
+            out.append(f"{value} {one if value == 1 else many}")
+            continue
         if spec and not isinstance(value, int | float):
             spec = ""
         out.append(format(value, spec))

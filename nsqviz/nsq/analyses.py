@@ -482,13 +482,9 @@ WHERE r.ts >= c.start_ts AND r.ts < c.end_ts
 """
 
 _GUIDE = f"""
-SELECT {server('f.')} AS server, f.conn_id, f.seq, f.ts, f.dir, f.kind, f.name, f.packets,
-       f.packet_files, f.violation, f.reason, f.msg_id, f.count, f.delay_ms, f.attempts,
-       f.msg_ts, f.data, f.topic, f.channel,
-       get_json_object(i.identify, '$.client_id') AS client_id,
-       get_json_object(i.identify, '$.hostname') AS hostname
-FROM {FRAMES} AS f LEFT JOIN conn_info AS i ON f.conn_id = i.conn_id
-WHERE f.conn_id IS NOT NULL AND f.kind IN ('command', 'frame', 'gap', 'flow')
+SELECT {server()} AS server, conn_id, seq, ts, dir, kind, name, packets, packet_files,
+       violation, reason, msg_id, count, delay_ms, attempts, msg_ts, data, topic, channel
+FROM {FRAMES} WHERE conn_id IS NOT NULL AND kind IN ('command', 'frame', 'gap', 'flow')
 """
 
 ANALYSES = Analyses(
@@ -530,9 +526,9 @@ from one change to the next (``ts`` to ``until_ts``): the RDY it gave, the messa
 had in flight, the depth of its channel's queue (:data:`channel_depth`), and the client
 guide's starvation test.""", step=True),
         View("guide", _GUIDE, """One row per verdict of the client guide (``nsqviz
-conformance``'s rules) on each NSQ connection captured whole, and on each client's
-subscribed connections to one nsqd together (backoff): pass, fail or not exercised, in
-words, with the packets that show it (:mod:`nsqviz.conformance.frames`).""",
+conformance``'s rules of one connection) on each NSQ connection captured whole: pass,
+fail or not exercised, in words, with the packets that show it
+(:mod:`nsqviz.conformance.frames`).""",
              python="nsqviz.conformance.frames:verdicts"),
     ),
     connections=ConnectionColumns("nsq_connections", (

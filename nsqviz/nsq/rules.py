@@ -14,6 +14,7 @@ from nsqviz.doctor.rule import Rule, Severity, Threshold, evidence, figures
 from nsqviz.nsq.analyses import DEFAULT_MSG_TIMEOUT_MS
 from nsqviz.nsq.rules_rdy import RDY_RULES
 from nsqviz.nsq.rules_sql import (
+    CHANGE,
     ERROR,
     FATAL,
     FIN,
@@ -64,13 +65,12 @@ MSG_TIMEOUT_DEFAULT = Threshold(
     "DEFAULT_MSG_TIMEOUT_MS", DEFAULT_MSG_TIMEOUT_MS, "ms",
     "nsqd's --msg-timeout default: the timeout of a delivery whose connection neither "
     "asked for nor negotiated one")
-GUIDE_WARNINGS = ("in-flight", "backoff", "rdy-sum")
-"""The client guide's rules whose breach is a warning -- answers for messages a client
-does not hold, a backoff that does not stop the flow, more in flight than max_in_flight:
-no other rule reports their harm. The others are info: a habit of the library (the first
-RDY, no CLS before closing, no feature negotiation), or a breach whose harm another rule
-reports at its own severity (nsq.fatal-error for a refused state or RDY count,
-nsq.heartbeat-missed)."""
+GUIDE_WARNINGS = ("in-flight",)
+"""The client guide's rules whose breach is a warning: answers for messages a client does
+not hold, whose harm no other rule reports. The others are info: a habit of the library
+(the first RDY, no CLS before closing, no feature negotiation), or a breach whose harm
+another rule reports at its own severity (nsq.fatal-error for a refused state or RDY
+count, nsq.heartbeat-missed, nsq.late-answer)."""
 
 GUIDE_CHANGES = {
     "handshake": "Open each connection in the guide's order: the magic, IDENTIFY (read its "
@@ -143,9 +143,9 @@ JOIN evd AS e ON e.k_server = p.server AND e.k_conn = p.conn_id
 MSG_TIMEOUT = Rule(
     "nsq.msg-timeout", "deliveries that timed out in flight and came back",
     Severity.WARNING, _MSG_TIMEOUT,
-    summary="{timed_out} of {messages} messages of {topic}/{channel} timed out in flight "
-            "{timeouts} times (msg_timeout {msg_timeout_ms} ms) and came back, attempts up "
-            "to {max_attempts}",
+    summary="{timed_out} of {messages:/message/messages} of {topic}/{channel} timed out in "
+            "flight ({timeouts:/timeout/timeouts}, msg_timeout {msg_timeout_ms} ms) and came "
+            "back, attempts up to {max_attempts}",
     explanation="nsqd gives every message it delivers msg_timeout to be answered -- FIN "
                 "(done), REQ (again later) or TOUCH (more time) -- and requeues one that "
                 "is not: it times out in flight and is delivered again, to this consumer "
@@ -210,9 +210,10 @@ FROM per AS p JOIN evd AS e ON e.k_server = p.server AND e.k_conn = p.conn_id
 LATE_ANSWER = Rule(
     "nsq.late-answer", "FIN, REQ or TOUCH refused because the message had left flight",
     Severity.ERROR, _LATE_ANSWER,
-    summary="{answers} {commands} sent up to {late_s:.3f} s after delivery (msg_timeout "
-            "{msg_timeout_ms} ms) were refused with {codes}: the messages had timed out"
-            "{?twice}, and {twice} were delivered again and processed twice{/}",
+    summary="{answers:/answer/answers} ({commands}) sent up to {late_s:.3f} s after "
+            "delivery (msg_timeout {msg_timeout_ms} ms) refused with {codes}: the messages "
+            "had timed out{?twice}; {twice:/message was/messages were} delivered again and "
+            "processed twice{/}",
     explanation="An answer counts only while its message is in flight on the connection. "
                 "These came after msg_timeout: nsqd had already timed the messages out "
                 "and requeued them, so it answered {codes} (not fatal: the client guide "
@@ -268,9 +269,9 @@ JOIN (SELECT server, topic, channel, msg_id, count(DISTINCT conn_id) AS n FROM d
 POISON_MESSAGE = Rule(
     "nsq.poison-message", "a message requeued or timed out again and again, never FINed",
     Severity.WARNING, _POISON,
-    summary="message {msg_id} on {topic}/{channel} delivered {deliveries} times (attempts "
-            "{first_attempts} to {max_attempts}): {requeues} REQ, {timeouts} timeouts, "
-            "never FINed",
+    summary="message {msg_id} of {topic}/{channel} delivered {deliveries:/time/times} "
+            "(attempts {first_attempts} to {max_attempts}): {requeues} REQ, "
+            "{timeouts:/timeout/timeouts}, never FINed",
     explanation="Each delivery failed -- the handler REQ'd it or let it time out -- and "
                 "nsqd delivered it again with attempts one higher, past {POISON_ATTEMPTS}. "
                 "The client guide has a library compare attempts with a configured maximum "
@@ -327,8 +328,9 @@ FROM per AS p JOIN evd AS e ON e.k_server = p.server AND e.k_conn = p.conn_id
 REDELIVERY_LATE = Rule(
     "nsq.redelivery-late", "requeued messages redelivered long after they were due",
     Severity.INFO, _REDELIVERY_LATE,
-    summary="{late} requeued messages of {topic}/{channel} ({requeues} REQ, {timeouts} "
-            "timeouts) were redelivered {least_s:.3f} to {most_s:.3f} s after they were due",
+    summary="{late:/requeued message/requeued messages} of {topic}/{channel} ({requeues} "
+            "REQ, {timeouts:/timeout/timeouts}) redelivered up to {most_s:.3f} s after due "
+            "(at least {least_s:.3f} s late)",
     explanation="A REQ'd message is due again after its delay, a timed-out one at once; "
                 "nsqd moves it back to the queue when its queue scan finds it due. The scan "
                 "runs every --queue-scan-interval on a random set of channels and reads "
@@ -390,10 +392,11 @@ WITH h AS (
   GROUP BY w.conn_id, w.in_row, w.first_miss
 )
 SELECT e.k_server AS server, p.conn_id, e.first_ts AS ts, e.evidence,
-       {figures("p.in_row", "p.missed", "p.heartbeats", "p.interval_ms", "closed",
+       {figures("p.in_row", "p.missed", "p.heartbeats", "p.interval_ms", "nsqd_closed",
                 "close_after_s")} AS figures,
-       closed
-FROM (SELECT p.*, x.ts IS NOT NULL AS closed, {seconds("x.ts - p.first_miss")} AS close_after_s
+       nsqd_closed
+FROM (SELECT p.*, x.ts IS NOT NULL AS nsqd_closed,
+             {seconds("x.ts - p.first_miss")} AS close_after_s
       FROM per AS p LEFT JOIN server_end AS x ON x.conn_id = p.conn_id
        AND x.ts >= p.first_miss) AS p
 JOIN evd AS e ON e.k_conn = p.conn_id
@@ -402,10 +405,10 @@ JOIN evd AS e ON e.k_conn = p.conn_id
 HEARTBEAT_MISSED = Rule(
     "nsq.heartbeat-missed", "heartbeats unanswered, and whether nsqd closed",
     Severity.WARNING, _HEARTBEAT_MISSED,
-    severity_sql="CASE WHEN closed THEN 'error' ELSE 'warning' END",
+    severity_sql="CASE WHEN nsqd_closed THEN 'error' ELSE 'warning' END",
     summary="{in_row} heartbeats in a row unanswered (of {heartbeats}, every {interval_ms} "
-            "ms){?closed}; nsqd closed the connection {close_after_s:.3f} s after the first"
-            "{/}",
+            "ms){?nsqd_closed}; nsqd closed the connection {close_after_s:.3f} s after the "
+            "first{/}",
     explanation="nsqd sends _heartbeat_ every heartbeat_interval (IDENTIFY's, 30 s unless "
                 "asked otherwise) and expects a command in return -- any command; NOP when "
                 "the client has nothing to say. This client sent none for {in_row} "
@@ -422,26 +425,34 @@ HEARTBEAT_MISSED = Rule(
 
 _FATAL_ERROR = f"""
 WITH fatal AS (
-  SELECT e.*, row_number() OVER (PARTITION BY e.conn_id ORDER BY e.seq) AS k
-  FROM errors AS e WHERE e.dir = '{S2C}' AND e.name = {ERROR} AND e.code IN ({FATAL})
-), f AS (
-  SELECT * FROM fatal WHERE k = 1
+  SELECT conn_id, seq, ts, packet, code, text, command, command_packet,
+         row_number() OVER (PARTITION BY conn_id ORDER BY seq) AS k
+  FROM errors WHERE dir = '{S2C}' AND name = {ERROR} AND code IN ({FATAL})
+), unit AS (
+  -- what nsqd refused: the last unit the client sent in the packet the error answers
+  SELECT f.conn_id, max(c.seq) AS seq
+  FROM fatal AS f JOIN {FRAMES} AS c ON c.conn_id = f.conn_id
+   AND element_at(c.packets, 1) = f.command_packet AND c.dir = '{C2S}'
+   AND c.kind IN ('command', 'error') AND c.name = f.command AND c.seq < f.seq
+  WHERE f.k = 1 GROUP BY f.conn_id
 ), server_end AS (
   SELECT conn_id, min_by(ts, seq) AS ts, min_by(element_at(packets, 1), seq) AS packet,
          min_by(reason, seq) AS how
   FROM {FRAMES} WHERE {FLOW_END} AND dir = '{S2C}' AND {CLOSED} GROUP BY conn_id
 ), x AS (
-  SELECT f.*, s.ts AS close_ts, s.packet AS close_packet, s.how
-  FROM f LEFT JOIN server_end AS s ON s.conn_id = f.conn_id AND s.ts >= f.ts
+  SELECT f.conn_id, f.ts, f.packet, f.code, f.text, f.command_packet, c.ts AS unit_ts,
+         CASE WHEN c.kind = 'command' THEN c.name ELSE 'the client''s bytes' END AS command,
+         s.ts AS close_ts, s.packet AS close_packet, s.how
+  FROM fatal AS f LEFT JOIN unit AS u ON u.conn_id = f.conn_id
+  LEFT JOIN {FRAMES} AS c ON c.conn_id = u.conn_id AND c.seq = u.seq
+  LEFT JOIN server_end AS s ON s.conn_id = f.conn_id AND s.ts >= f.ts
+  WHERE f.k = 1
 ), ev_rows AS (
   SELECT conn_id AS k_conn, ts, packet, conn_id, CAST(NULL AS STRING) AS msg_id,
          text AS what FROM x
   UNION ALL
-  SELECT f.conn_id, c.ts, f.command_packet, f.conn_id, NULL,
-         coalesce(f.command, 'the client''s bytes') || ': what nsqd refused'
-  FROM x AS f JOIN {FRAMES} AS c ON c.conn_id = f.conn_id
-   AND element_at(c.packets, 1) = f.command_packet AND c.dir = '{C2S}'
-   AND c.kind IN ('command', 'error') AND c.name = f.command AND c.seq < f.seq
+  SELECT conn_id, unit_ts, command_packet, conn_id, NULL, command || ': refused'
+  FROM x WHERE unit_ts IS NOT NULL
   UNION ALL
   SELECT conn_id, close_ts, close_packet, conn_id, NULL,
          'nsqd closed the connection (' || upper(how) || ')'
@@ -449,10 +460,10 @@ WITH fatal AS (
 ), evd AS ({evidence("ev_rows", ("k_conn",))}
 )
 SELECT {server_of("x.conn_id")} AS server, x.conn_id, e.first_ts AS ts, e.evidence,
-       {figures("code", "detail", "command", "closed", "why")} AS figures
+       {figures("code", "detail", "command", "nsqd_closed", "why", "change")} AS figures
 FROM (SELECT x.*, CASE WHEN text LIKE (code || ' %') THEN substr(text, length(code) + 2)
                        ELSE text END AS detail,
-             close_ts IS NOT NULL AS closed, {WHY} AS why
+             close_ts IS NOT NULL AS nsqd_closed, {WHY} AS why, {CHANGE} AS change
       FROM x) AS x
 JOIN evd AS e ON e.k_conn = x.conn_id
 """
@@ -460,17 +471,14 @@ JOIN evd AS e ON e.k_conn = x.conn_id
 FATAL_ERROR = Rule(
     "nsq.fatal-error", "nsqd closed the connection on a client's error",
     Severity.ERROR, _FATAL_ERROR,
-    summary="nsqd answered {command} with {code} ({detail}){?closed} and closed the "
+    summary="nsqd refused {command} with {code} ({detail}){?nsqd_closed} and closed the "
             "connection{/}",
     explanation="{code} is one of nsqd's fatal errors -- {why}. The client guide: nsqd "
                 "fails fast, protecting itself from a client in a state it does not "
                 "expect; after a fatal error it closes the connection, and what the client "
                 "had in flight times out and is delivered elsewhere. Only E_FIN_FAILED, "
                 "E_REQ_FAILED and E_TOUCH_FAILED leave a connection open.",
-    change="Fix what the client sends: the command nsqd refused, in the state it sent it "
-           "in (the protocol's order: magic, IDENTIFY, SUB, RDY; RDY within "
-           "max_rdy_count; names of [.a-zA-Z0-9_-], 1 to 64 characters; bodies within "
-           "--max-msg-size and --max-body-size).",
+    change="Fix what the client sends: {change}.",
 )
 
 _PUBLISH_REFUSED = f"""
@@ -523,9 +531,9 @@ WITH refused AS (
 )
 SELECT {server_of("p.conn_id")} AS server, p.conn_id, e.first_ts AS ts, e.evidence,
        {figures("code", "refused", "command", "topic", "detail", "retried", "repeats",
-                "why")} AS figures
+                "why", "change")} AS figures
 FROM (SELECT p.*, CASE WHEN text LIKE (code || ' %') THEN substr(text, length(code) + 2)
-                       ELSE text END AS detail, {WHY} AS why
+                       ELSE text END AS detail, {WHY} AS why, {CHANGE} AS change
       FROM per AS p) AS p
 JOIN evd AS e ON e.k_conn = p.conn_id AND e.k_code = p.code
 """
@@ -533,22 +541,17 @@ JOIN evd AS e ON e.k_conn = p.conn_id AND e.k_code = p.code
 PUBLISH_REFUSED = Rule(
     "nsq.publish-refused", "PUB, MPUB or DPUB refused: the messages were not queued",
     Severity.ERROR, _PUBLISH_REFUSED,
-    summary="{refused} {command}{?topic} to {topic}{/} refused with {code} ({detail})"
-            "{?repeats}, "
-            "the same message refused before{/}{?retried}, published again {retried} "
-            "times{/}",
+    summary="{refused:/publish/publishes} ({command}{?topic} to {topic}{/}) refused with "
+            "{code} ({detail})"
+            "{?repeats}; the same message was refused before{/}{?retried}; the same "
+            "message was published again afterwards ({retried}){/}",
     explanation="nsqd answered the publish with {code} -- {why} -- so its messages were "
                 "not queued: unless the producer reads the answer and acts on it, they are "
                 "lost. Each of these errors is fatal: nsqd closed the connection too. "
                 "{?repeats}The same message was refused before: retrying what nsqd "
                 "refuses for its content (a bad topic, a message too big) fails the same "
                 "way.{/}",
-    change="Read every publish's answer (OK or an error). For E_BAD_TOPIC, E_BAD_MESSAGE "
-           "and E_BAD_BODY fix what is sent -- names of [.a-zA-Z0-9_-] up to 64 "
-           "characters, messages within --max-msg-size, MPUB bodies within "
-           "--max-body-size -- do not retry it; for E_PUB_FAILED and E_MPUB_FAILED "
-           "(nsqd could not queue it: its disk queue failed, or it is exiting) retry on "
-           "another nsqd and look at that nsqd's disk and log.",
+    change="Read every publish's answer (OK or an error) and {change}.",
 )
 
 _RECONNECT_CHURN = f"""
@@ -602,8 +605,8 @@ RECONNECT_CHURN = Rule(
     "nsq.reconnect-churn", "a client connecting to one nsqd again and again",
     Severity.WARNING, _RECONNECT_CHURN,
     summary="{client} opened {connections} connections to this nsqd one after another in "
-            "{seconds:.3f} s, each lasting {lasted_s:.3f} s on average ({published} "
-            "messages published, {received} received in all)",
+            "{seconds:.3f} s, each lasting {lasted_s:.3f} s on average "
+            "({published:/message/messages} published, {received} received in all)",
     explanation="Each connection costs a TCP handshake, the magic, IDENTIFY (and any TLS "
                 "or compression it negotiates) and nsqd's state for a new client, and a "
                 "consumer's connection starts again from RDY 0. Clients keep one "
@@ -620,19 +623,22 @@ _GUIDE = f"""
 WITH failed AS (
   SELECT * FROM guide WHERE status = 'fail'
 ), ev_rows AS (
-  SELECT server AS k_server, coalesce(conn_id, '') AS k_conn, rule AS k_rule,
-         element_at(packet_ts, i) AS ts, element_at(packets, i) AS packet,
-         element_at(packet_conns, i) AS conn_id, CAST(NULL AS STRING) AS msg_id,
-         'the guide''s ' || rule || ' rule' AS what
+  SELECT x.server AS k_server, coalesce(x.conn_id, '') AS k_conn, x.rule AS k_rule,
+         element_at(x.packet_ts, x.i) AS ts, element_at(x.packets, x.i) AS packet,
+         element_at(x.packet_conns, x.i) AS conn_id, CAST(NULL AS STRING) AS msg_id,
+         x.rule || ': ' || array_join(array_sort(collect_set(f.name)), ', ') AS what
   FROM (SELECT *, explode(sequence(1, size(packets))) AS i FROM failed
         WHERE size(packets) > 0) AS x
+  JOIN {FRAMES} AS f ON f.conn_id = element_at(x.packet_conns, x.i)
+   AND element_at(f.packets, 1) = element_at(x.packets, x.i)
+   AND f.ts = element_at(x.packet_ts, x.i) AND f.kind IN ('command', 'frame')
+  GROUP BY x.server, x.conn_id, x.rule, x.i, x.packet_ts, x.packets, x.packet_conns
 ), evd AS ({evidence("ev_rows", ("k_server", "k_conn", "k_rule"))}
 )
 SELECT f.server, f.conn_id, e.first_ts AS ts, e.evidence,
        {figures("rule", "detail", "asks", "change")} AS figures, rule AS guide_rule
 FROM (SELECT *, {case("rule", GUIDE_CHANGES)} AS change FROM failed) AS f
-JOIN evd AS e ON e.k_server = f.server AND e.k_conn = coalesce(f.conn_id, '')
- AND e.k_rule = f.rule
+JOIN evd AS e ON e.k_server = f.server AND e.k_conn = f.conn_id AND e.k_rule = f.rule
 """
 
 GUIDE = Rule(

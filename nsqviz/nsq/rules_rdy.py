@@ -142,8 +142,9 @@ JOIN evd AS e ON e.k = n.conn_id
 NEVER_READY = Rule(
     "nsq.never-ready", "a subscribed connection without RDY while messages waited",
     Severity.WARNING, _NEVER_READY,
-    summary="subscribed to {topic}/{channel} and {rdy}; up to {max_waiting} messages waited "
-            "{waited_s:.3f} s{?closed} until it closed{/}",
+    summary="subscribed to {topic}/{channel} and {rdy}; up to "
+            "{max_waiting:/message/messages} waited {waited_s:.3f} s{?closed} until it "
+            "closed{/}",
     explanation="After SUB a connection's RDY is 0: nsqd sends it nothing until the client "
                 "says how many messages it is ready for (the protocol: RDY n, and nsqd "
                 "sends up to n). This one never did, while its channel had messages "
@@ -193,8 +194,8 @@ STARVED = Rule(
     "nsq.starved", "in flight pinned at RDY most of the time while messages waited",
     Severity.WARNING, _STARVED,
     summary="RDY {rdy}: in flight at RDY for {starved_s:.3f} s of the {span_s:.3f} s from "
-            "first delivery to last answer, while up to {max_waiting} messages waited in "
-            "{topic}/{channel}",
+            "first delivery to last answer, while up to {max_waiting:/message/messages} "
+            "waited in {topic}/{channel}",
     explanation="nsqd sends a connection no more messages than its RDY. Here the consumer "
                 "had as many in flight as RDY allowed -- the client guide's is_starved -- "
                 "while its channel's messages waited: RDY, not nsqd or the network, set "
@@ -248,9 +249,9 @@ JOIN evd AS e ON e.k = p.conn_id
 RDY_STUCK = Rule(
     "nsq.rdy-stuck", "RDY 0 after a failure (backoff), never raised again",
     Severity.WARNING, _RDY_STUCK,
-    summary="RDY 0 after a REQ (backoff) and never raised again: up to {max_waiting} "
-            "messages of {topic}/{channel} waited {waited_s:.3f} s{?closed} until it "
-            "closed{/}",
+    summary="RDY 0 after a REQ (backoff) and never raised again: up to "
+            "{max_waiting:/message/messages} of {topic}/{channel} waited {waited_s:.3f} s"
+            "{?closed} until it closed{/}",
     explanation="The client guide's backoff: after a failure (REQ) the client sends RDY 0 "
                 "to slow down, and when the backoff time is over sends RDY 1 to test the "
                 "waters, then its full share. This connection went to RDY 0 and stayed "
@@ -427,7 +428,8 @@ RDY_HOARDING = Rule(
     "nsq.rdy-hoarding", "one connection holds a consumer's RDY while its others sit at 0",
     Severity.WARNING, _RDY_HOARDING,
     summary="client {client}: RDY {held_rdy} on {held_server}, RDY 0 on {waiting_server} "
-            "where up to {max_waiting} messages of {topic}/{channel} waited {idle_s:.3f} s",
+            "where up to {max_waiting:/message/messages} of {topic}/{channel} waited "
+            "{idle_s:.3f} s",
     explanation="A consumer shares its max_in_flight out as RDY over its connections, one "
                 "per nsqd (the client guide: max_in_flight / connections each, moved "
                 "around when max_in_flight is smaller than the connections). This one gave "

@@ -12,8 +12,9 @@ from nsqviz.nsq.commands import BY_EVENT, COMMANDS, FRAME_NAMES, BodyKind
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.sql import frames_of, quoted
 
-__all__ = ["CLS", "ERROR", "FATAL", "FIN", "FRAMES", "MESSAGE", "NOT_IN_FLIGHT", "PUBLISHES",
-           "RDY", "REQ", "SUB", "TOUCH", "WHY", "case", "seconds", "server_of", "text"]
+__all__ = ["CHANGE", "CLS", "ERROR", "FATAL", "FIN", "FRAMES", "MESSAGE", "NOT_IN_FLIGHT",
+           "PUBLISHES", "RDY", "REQ", "SUB", "TOUCH", "WHY", "case", "seconds", "server_of",
+           "text"]
 
 FRAMES = frames_of("nsq")
 """NSQ's rows of the frames table."""
@@ -50,3 +51,38 @@ def seconds(expr: str) -> str:
 
 WHY = case("code", {code.value: code.why for code in ErrorCode})
 """SQL: why nsqd sends error ``code`` (:class:`~nsqviz.nsq.errors.ErrorCode`)."""
+
+
+_CHANGES = {
+    ErrorCode.INVALID: "send only the protocol's commands, with their parameters, each in a "
+                       "state that allows it (magic, IDENTIFY, SUB, then RDY; SUB once; RDY "
+                       "within max_rdy_count; nothing but answers after CLS)",
+    ErrorCode.BAD_PROTOCOL: "open the connection with the magic '  V2' (nsqlookupd's '  V1' "
+                            "is for nsqlookupd)",
+    ErrorCode.BAD_BODY: "send bodies of the size and form nsqd reads: IDENTIFY's JSON, "
+                        "MPUB's message count and sizes, within --max-body-size",
+    ErrorCode.BAD_TOPIC: "use topic names of [.a-zA-Z0-9_-], 1 to 64 characters (an "
+                         "#ephemeral suffix allowed)",
+    ErrorCode.BAD_CHANNEL: "use channel names of [.a-zA-Z0-9_-], 1 to 64 characters (an "
+                           "#ephemeral suffix allowed)",
+    ErrorCode.BAD_MESSAGE: "keep each message non-empty and within nsqd's --max-msg-size; do "
+                           "not retry it as it is",
+    ErrorCode.PUB_FAILED: "look at that nsqd's disk (--data-path) and log, and publish to "
+                          "another nsqd meanwhile: it could not queue the message",
+    ErrorCode.MPUB_FAILED: "look at that nsqd's disk (--data-path) and log, and publish to "
+                           "another nsqd meanwhile: it could not queue the messages",
+    ErrorCode.DPUB_FAILED: "look at that nsqd's disk (--data-path) and log, and publish to "
+                           "another nsqd meanwhile: it could not queue the message",
+    ErrorCode.AUTH_FIRST: "send AUTH after IDENTIFY when its answer says auth_required",
+    ErrorCode.AUTH_FAILED: "check the secret AUTH sends and that nsqd reaches its "
+                           "--auth-http-address",
+    ErrorCode.AUTH_DISABLED: "send AUTH only when IDENTIFY's answer says auth_required",
+    ErrorCode.UNAUTHORIZED: "grant this secret the topic and channel in the auth service",
+    ErrorCode.IDENTIFY_FAILED: "ask IDENTIFY for one compression at most, and check the TLS "
+                               "setup of client and nsqd",
+    ErrorCode.SUB_FAILED: "subscribe to a channel that takes consumers (not one being "
+                          "deleted or exiting)",
+}
+CHANGE = case("code", {code.value: words for code, words in _CHANGES.items()},
+              "answer within msg_timeout, and only messages in flight on the connection")
+"""SQL: what to change when nsqd answers error ``code``."""
