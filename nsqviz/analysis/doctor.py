@@ -115,6 +115,8 @@ def _read(args: argparse.Namespace) -> Any:
                           ports=options["ports"], fields=False)
         except FileNotFoundError as exc:
             return usage_error(_COMMAND, str(exc))
+        if not cap.files:
+            return usage_error(_COMMAND, f"no capture file in {', '.join(args.captures)}")
     for warning in cap.warnings:
         warn(_COMMAND, warning)
     if cap.warnings and cap.arrow.num_rows == len(cap.warnings):
