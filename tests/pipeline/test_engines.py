@@ -124,10 +124,8 @@ def test_the_pipeline_gives_the_in_process_tables(all_frames, spark_frames, tmp_
 def test_every_view_on_spark_sql_alone_gives_the_same_tables(all_frames, spark_frames):
     """The definitions stay in Spark SQL's dialect, every one of them, not only the ones
     Spark SQL runs in the pipeline (those that combine brokers)."""
-    from nsqviz.pipeline.definitions import views
+    from nsqviz.pipeline.definitions import definitions, views
     from nsqviz.pipeline.on_duckdb import analyse
-
-    from nsqviz.pipeline.definitions import definitions
     from nsqviz.sql import python_rows
 
     spark = spark_frames.sparkSession
