@@ -23,150 +23,185 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from nsqviz.conformance.rules import RULES, Connection, Seen, Verdict, check_connection
+from nsqviz.conformance.rules import RULES, Connection, Seen, check_connection
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
 from nsqviz.stream.direction import Direction
 
 __all__ = ["COLUMNS", "INPUT", "schema", "verdicts"]
 
-INPUT = ("server", "conn_id", "seq", "ts", "dir", "kind", "name", "packets",
-         "packet_files", "violation", "reason", "msg_id", "count", "delay_ms",
-         "attempts", "msg_ts", "data", "topic", "channel")
-"""The columns :func:`verdicts` reads: a connection's NSQ rows (commands, frames, gaps,
-flow ends) with its server."""
+INPUT = ("server", "conn_id", "ts", "dir", "kind", "name", "packets", "file",
+         "packet_files", "violation", "reason", "msg_id", "count", "delay_ms", "attempts",
+         "msg_ts", "data", "topic", "channel")
+"""The columns :func:`verdicts` reads, ordered by connection and ``seq``: a connection's
+NSQ rows (commands, frames, gaps, flow ends) with its server."""
 
 COLUMNS = ("server", "conn_id", "rule", "asks", "status", "detail", "packets",
-           "packet_files", "packet_ts", "packet_conns")
+           "packet_files")
 """A verdict: its server and connection, the guide's rule and what it asks,
 ``pass``/``fail``/``not exercised``, in words, and the packets that show it with each
-one's file, time and connection."""
+one's file."""
 
 _BY_NAME: dict[str, type[ev.Event]] = {
     **{name: cls for cls, name in COMMAND_NAMES.items()},
     **{name: cls for cls, name in FRAME_NAMES.items()},
 }
+_MAGIC = COMMAND_NAMES[ev.Magic]
 _SHIFT = 32  # a packet's key: its file's rank above its number (numbers restart per file)
+_LOW = (1 << _SHIFT) - 1
 
 
 def schema() -> Any:
     import pyarrow as pa
 
-    s, ints, floats = pa.string(), pa.list_(pa.int64()), pa.list_(pa.float64())
+    s = pa.string()
     return pa.schema([("server", s), ("conn_id", s), ("rule", s), ("asks", s), ("status", s),
-                      ("detail", s), ("packets", ints), ("packet_files", pa.list_(s)),
-                      ("packet_ts", floats), ("packet_conns", pa.list_(s))])
+                      ("detail", s), ("packets", pa.list_(pa.int64())),
+                      ("packet_files", pa.list_(s))])
 
 
 def verdicts(rows: Any) -> Any:
     """Every verdict of the client guide on the connections in ``rows`` (an Arrow table
     of :data:`INPUT`), as an Arrow table of :data:`COLUMNS`."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
+    if pc.count_distinct(rows["file"]).as_py() <= 1:  # one file: numbers are enough
+        rows = rows.drop_columns(["packet_files"])
     out: dict[str, list[Any]] = {name: [] for name in COLUMNS}
-    for row in _verdict_rows(rows.to_pylist()):
+    for row in _verdict_rows(rows.to_pydict()):
         for name, column in out.items():
             column.append(row[name])
     return pa.Table.from_pydict(out, schema=schema())
 
 
-class _Packets:
-    """Packet keys that sort in capture order (a file's rank above the number in it), and
-    for each key its packet, file, time and connection."""
+class _Rows:
+    """The input's columns, and packet keys that sort in capture order: a packet's file's
+    rank (files in the order their first packets were captured) above its number."""
 
-    def __init__(self, rows: list[dict[str, Any]]) -> None:
+    def __init__(self, cols: dict[str, list[Any]]) -> None:
+        self.cols = cols
         first: dict[str, float] = {}
-        for r in rows:
-            for f in r["packet_files"] or ():
-                if r["ts"] == r["ts"]:  # not NaN
-                    first[f] = min(first.get(f, r["ts"]), r["ts"])
-        self.rank = {f: k for k, f in enumerate(sorted(first, key=lambda f: (first[f], f)))}
-        self.where: dict[int, tuple[int, str, float, str]] = {}
+        if "packet_files" not in cols:  # one file
+            self.rank, self.files = {}, [next((f for f in cols["file"] if f), "")]
+            return
+        for files, ts in zip(cols["packet_files"], cols["ts"], strict=True):
+            for f in files or ():
+                if f not in first or ts < first[f]:
+                    first[f] = ts
+        order = sorted(first, key=lambda f: (first[f], f))
+        self.rank = {f: k for k, f in enumerate(order)}
+        self.files = order
 
-    def keys(self, row: dict[str, Any]) -> tuple[int, ...]:
-        out = []
-        for number, file in zip(row["packets"] or (), row["packet_files"] or (), strict=True):
-            key = (self.rank.get(file, 0) << _SHIFT) | number
-            self.where.setdefault(key, (number, file, row["ts"], row["conn_id"]))
-            out.append(key)
-        return tuple(out)
+    def keys(self, i: int) -> tuple[int, ...]:
+        packets = self.cols["packets"][i] or ()
+        if len(self.files) <= 1:  # one file: a packet's number is its key
+            return tuple(packets)
+        rank = self.rank
+        return tuple((rank[f] << _SHIFT) | n
+                     for n, f in zip(packets, self.cols["packet_files"][i], strict=True))
 
-    def row(self, server: str | None, conn_id: str | None, v: Verdict) -> dict[str, Any]:
-        found = [self.where[k] for k in v.packets if k in self.where]
-        return {"server": server, "conn_id": conn_id, "rule": v.rule,
-                "asks": RULES.get(v.rule, ""), "status": v.status,
-                "detail": v.detail, "packets": [w[0] for w in found],
-                "packet_files": [w[1] for w in found], "packet_ts": [w[2] for w in found],
-                "packet_conns": [w[3] for w in found]}
+    def packets(self, keys: tuple[int, ...]) -> tuple[list[int], list[str]]:
+        """Packet keys back as numbers, each with its file."""
+        files = self.files or [""]
+        return [k & _LOW for k in keys], [files[k >> _SHIFT] for k in keys]
 
 
-def _verdict_rows(rows: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    rows.sort(key=lambda r: (r["conn_id"], r["seq"]))
-    packets = _Packets(rows)
-    by_conn: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        by_conn.setdefault(r["conn_id"], []).append(r)
-    for conn_id, mine in by_conn.items():
-        conn = _connection(conn_id, mine, packets)
+def _verdict_rows(cols: dict[str, list[Any]]) -> Iterator[dict[str, Any]]:
+    rows = _Rows(cols)
+    conn_ids = cols["conn_id"]
+    start = 0
+    for i in range(1, len(conn_ids) + 1):
+        if i < len(conn_ids) and conn_ids[i] == conn_ids[start]:
+            continue
+        conn = _connection(rows, start, i)
         if conn is not None:
             for v in check_connection(conn):
-                yield packets.row(mine[0]["server"], conn_id, v)
+                numbers, files = rows.packets(v.packets)
+                yield {"server": cols["server"][start], "conn_id": conn_ids[start],
+                       "rule": v.rule, "asks": RULES.get(v.rule, ""), "status": v.status,
+                       "detail": v.detail, "packets": numbers, "packet_files": files}
+        start = i
 
 
-def _connection(conn_id: str, rows: list[dict[str, Any]], packets: _Packets,
-                ) -> Connection | None:
-    """The connection as the checks see it, or ``None`` when it was not captured whole
-    (no magic first, or bytes lost)."""
-    units = [r for r in rows if r["kind"] in ("command", "frame")]
-    if (not units or units[0]["name"] != COMMAND_NAMES[ev.Magic]
-            or any(r["kind"] == "gap" for r in rows)):
+def _connection(rows: _Rows, start: int, end: int) -> Connection | None:
+    """Rows ``start`` to ``end`` (one connection's) as the checks see them, or ``None``
+    when it was not captured whole (no magic first, or bytes lost)."""
+    cols = rows.cols
+    kinds, names = cols["kind"][start:end], cols["name"][start:end]
+    units = [k for k, kind in enumerate(kinds) if kind == "command" or kind == "frame"]
+    if not units or names[units[0]] != _MAGIC or "gap" in kinds:
         return None
-    conn = Connection(conn_id.rsplit("@", 1)[0])
-    for r in units:
-        conn.seen.append(_seen(r, packets.keys(r)))
-    ends = [r for r in rows if r["kind"] == "flow" and r["reason"] in ("fin", "rst")]
-    if ends:
-        conn.ended_by = "client" if ends[0]["dir"] == Direction.C2S else "server"
+    conn = Connection(cols["conn_id"][start].rsplit("@", 1)[0])
+    conn.seen = list(_seen(rows, start, end, units))
+    reasons, dirs = cols["reason"][start:end], cols["dir"][start:end]
+    for k, kind in enumerate(kinds):
+        if kind == "flow" and reasons[k] in ("fin", "rst"):
+            conn.ended_by = "client" if dirs[k] == Direction.C2S else "server"
+            break
     return conn
 
 
-def _seen(r: dict[str, Any], keys: tuple[int, ...]) -> Seen:
-    """One row as the event the checks read: its values from the row's columns (a
-    body is not kept: no check reads one)."""
-    cls = _BY_NAME[r["name"]]
-    mid = (r["msg_id"] or "").encode()
-    text = r["data"] or ""
-    event: ev.Event
-    if cls is ev.Identify:
-        event = ev.Identify(json.loads(text) if text else {})
-    elif cls is ev.Sub:
-        event = ev.Sub(r["topic"] or "", r["channel"] or "")
-    elif cls is ev.Pub:
-        event = ev.Pub(r["topic"] or "", b"")
-    elif cls is ev.Mpub:
-        event = ev.Mpub(r["topic"] or "", ())
-    elif cls is ev.Dpub:
-        event = ev.Dpub(r["topic"] or "", r["delay_ms"] or 0, b"")
-    elif cls is ev.Auth:
-        event = ev.Auth(b"")
-    elif cls is ev.Rdy:
-        event = ev.Rdy(r["count"] or 0)
-    elif cls in (ev.Fin, ev.Touch):
-        event = cls(mid)  # type: ignore[call-arg]
-    elif cls is ev.Req:
-        event = ev.Req(mid, r["delay_ms"] or 0)
-    elif cls in (ev.Response, ev.Error):
-        event = cls(text.encode())  # type: ignore[call-arg]
-    elif cls is ev.Message:
-        event = ev.Message(round((r["msg_ts"] or 0) * 1e9), r["attempts"] or 0, mid, b"")
-    else:  # MAGIC, NOP, CLS
-        event = cls()
-    direction = Direction(r["dir"])
-    code, answer = r["violation"], r["reason"]
-    if code is not None and isinstance(event, ev.Command):
-        text = answer or ""
-        if code != "closes" and text.startswith(code + " "):
-            text = text[len(code) + 1:]
-        violation = ev.Violation("" if code == "closes" else code, text, True, command=event)
-        return Seen(r["ts"], direction, event, keys, violation)
-    return Seen(r["ts"], direction, event, keys, refused=answer or "")
+def _seen(rows: _Rows, start: int, end: int, units: list[int]) -> Iterator[Seen]:
+    """The units of rows ``start`` to ``end`` (at offsets ``units``) as the events the
+    checks read, their values from the rows' columns (a body is not kept: no check reads
+    one). The hot loop of the guide: each column sliced once."""
+    cols = rows.cols
+    names, msg_ids, data = (cols[c][start:end] for c in ("name", "msg_id", "data"))
+    dirs, tss, codes, answers = (cols[c][start:end] for c in ("dir", "ts", "violation",
+                                                                "reason"))
+    msg_tss, attempts, counts, delays, topics, channels = (
+        cols[c][start:end] for c in ("msg_ts", "attempts", "count", "delay_ms", "topic",
+                                     "channel"))
+    message, fin, seen, by_name = ev.Message, ev.Fin, Seen, _BY_NAME
+    if len(rows.files) <= 1:  # one file: a packet's number is its key
+        keys = [tuple(p or ()) for p in cols["packets"][start:end]]
+    else:
+        keys = [rows.keys(i) for i in range(start, end)]
+    for k in units:
+        cls = by_name[names[k]]
+        event: ev.Event
+        if cls is message:  # most of them, and their FINs: the hot path
+            yield seen(tss[k], _S2C, message(round((msg_tss[k] or 0) * 1e9),
+                                             attempts[k] or 0, msg_ids[k].encode(), b""),
+                       keys[k])
+            continue
+        if cls is fin and codes[k] is None and answers[k] is None:
+            yield seen(tss[k], _C2S, fin((msg_ids[k] or "").encode()), keys[k])
+            continue
+        if cls is ev.Fin or cls is ev.Touch:
+            event = cls((msg_ids[k] or "").encode())
+        elif cls is ev.Req:
+            event = ev.Req((msg_ids[k] or "").encode(), delays[k] or 0)
+        elif cls is ev.Rdy:
+            event = ev.Rdy(counts[k] or 0)
+        elif cls is ev.Response or cls is ev.Error:
+            event = cls((data[k] or "").encode())
+        elif cls is ev.Identify:
+            event = ev.Identify(json.loads(data[k]) if data[k] else {})
+        elif cls is ev.Sub:
+            event = ev.Sub(topics[k] or "", channels[k] or "")
+        elif cls is ev.Pub:
+            event = ev.Pub(topics[k] or "", b"")
+        elif cls is ev.Mpub:
+            event = ev.Mpub(topics[k] or "", ())
+        elif cls is ev.Dpub:
+            event = ev.Dpub(topics[k] or "", delays[k] or 0, b"")
+        elif cls is ev.Auth:
+            event = ev.Auth(b"")
+        else:  # MAGIC, NOP, CLS
+            event = cls()
+        direction = _C2S if dirs[k] == _C2S else _S2C
+        code, answer = codes[k], answers[k]
+        if code is not None and isinstance(event, ev.Command):
+            words = answer or ""
+            if code != "closes" and words.startswith(code + " "):
+                words = words[len(code) + 1:]
+            yield Seen(tss[k], direction, event, keys[k],
+                       ev.Violation("" if code == "closes" else code, words, True,
+                                    command=event))
+        else:
+            yield Seen(tss[k], direction, event, keys[k], refused=answer or "")
+
+
+_C2S, _S2C = Direction.C2S, Direction.S2C

@@ -112,7 +112,8 @@ def check_connection(conn: Connection) -> list[Verdict]:
 
 
 def _commands(conn: Connection) -> list[Seen]:
-    return [s for s in conn.seen if s.direction == Direction.C2S]
+    c2s = Direction.C2S
+    return [s for s in conn.seen if s.direction == c2s]
 
 
 def _count(s: Seen) -> int:
@@ -120,10 +121,13 @@ def _count(s: Seen) -> int:
     return s.event.count if isinstance(s.event, ev.Rdy) else 0
 
 
+_WITH_ID = (ev.Message, ev.Fin, ev.Req, ev.Touch)
+
+
 def _mid(s: Seen) -> bytes:
     """The message id a message, FIN, REQ or TOUCH carries (``b""`` for other events)."""
     e = s.event
-    return e.id if isinstance(e, ev.Message | ev.Fin | ev.Req | ev.Touch) else b""
+    return e.id if isinstance(e, _WITH_ID) else b""
 
 
 def _handshake(conn: Connection) -> Verdict:

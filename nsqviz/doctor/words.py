@@ -54,7 +54,7 @@ def _fill(template: str, values: _Figures) -> str:
         out.append(text)
         if name is None:
             continue
-        value = values[name]
+        value, spec = values[name], spec or ""
         if conversion:
             value = _FORMATTER.convert_field(value, conversion)
         if spec.startswith("/"):

@@ -482,9 +482,10 @@ WHERE r.ts >= c.start_ts AND r.ts < c.end_ts
 """
 
 _GUIDE = f"""
-SELECT {server()} AS server, conn_id, seq, ts, dir, kind, name, packets, packet_files,
+SELECT {server()} AS server, conn_id, ts, dir, kind, name, packets, file, packet_files,
        violation, reason, msg_id, count, delay_ms, attempts, msg_ts, data, topic, channel
 FROM {FRAMES} WHERE conn_id IS NOT NULL AND kind IN ('command', 'frame', 'gap', 'flow')
+ORDER BY conn_id, seq
 """
 
 ANALYSES = Analyses(

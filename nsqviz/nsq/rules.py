@@ -623,16 +623,16 @@ _GUIDE = f"""
 WITH failed AS (
   SELECT * FROM guide WHERE status = 'fail'
 ), ev_rows AS (
-  SELECT x.server AS k_server, coalesce(x.conn_id, '') AS k_conn, x.rule AS k_rule,
-         element_at(x.packet_ts, x.i) AS ts, element_at(x.packets, x.i) AS packet,
-         element_at(x.packet_conns, x.i) AS conn_id, CAST(NULL AS STRING) AS msg_id,
+  -- each packet the verdict names, with the units that begin in it
+  SELECT x.server AS k_server, x.conn_id AS k_conn, x.rule AS k_rule, min(f.ts) AS ts,
+         element_at(x.packets, x.i) AS packet, x.conn_id, CAST(NULL AS STRING) AS msg_id,
          x.rule || ': ' || array_join(array_sort(collect_set(f.name)), ', ') AS what
   FROM (SELECT *, explode(sequence(1, size(packets))) AS i FROM failed
         WHERE size(packets) > 0) AS x
-  JOIN {FRAMES} AS f ON f.conn_id = element_at(x.packet_conns, x.i)
+  JOIN {FRAMES} AS f ON f.conn_id = x.conn_id
    AND element_at(f.packets, 1) = element_at(x.packets, x.i)
-   AND f.ts = element_at(x.packet_ts, x.i) AND f.kind IN ('command', 'frame')
-  GROUP BY x.server, x.conn_id, x.rule, x.i, x.packet_ts, x.packets, x.packet_conns
+   AND f.file = element_at(x.packet_files, x.i) AND f.kind IN ('command', 'frame')
+  GROUP BY x.server, x.conn_id, x.rule, x.i, x.packets
 ), evd AS ({evidence("ev_rows", ("k_server", "k_conn", "k_rule"))}
 )
 SELECT f.server, f.conn_id, e.first_ts AS ts, e.evidence,
