@@ -128,7 +128,10 @@ class Rule:
     users' scripts name rules by it. ``sql`` gives its findings (:data:`RULE_COLUMNS`).
     ``summary``, ``explanation`` and ``change`` are :meth:`str.format` templates over
     each finding's figures and the rule's thresholds by name (``{timeouts}``,
-    ``{POISON_ATTEMPTS}``); ``title`` says in one line what it detects.
+    ``{POISON_ATTEMPTS}``, ``{waited_s:.3f}``), with two choices: ``{n:/message/messages}``
+    (a count and its noun) and ``{?closed}...{/}`` (words kept only when the figure is
+    true, non-zero, non-empty) -- :func:`nsqviz.doctor.words.word`. ``title`` says in one
+    line what it detects.
     ``severity`` is its findings' severity, unless ``severity_sql`` -- an SQL
     expression over the rule's rows giving one of :class:`Severity` -- decides it per
     finding. ``across_servers``: it reads several brokers' rows (one client's

@@ -152,3 +152,13 @@ def test_rotated_files_name_each_packets_file(tmp_path, capsys):
     assert len(set(b["packet_files"])) == 3
     main(["doctor", "--severity", "warning", *files])
     assert " in poison.pcap1 " in capsys.readouterr().out
+
+
+def test_the_readmes_example_is_what_the_doctor_prints():
+    readme = (DATA.parent / "README.md").read_text()
+    command = "$ nsqviz doctor data/doctor/nsq-never-ready.pcap\n"
+    shown = readme.split(command, 1)[1].split("```", 1)[0]
+    out = subprocess.run([sys.executable, "-m", "nsqviz.cli", "doctor",
+                          str(DOCTOR / "nsq-never-ready.pcap")], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "COLUMNS": "100"})
+    assert out.stdout == shown
