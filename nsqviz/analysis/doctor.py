@@ -150,8 +150,11 @@ def _stream(args: argparse.Namespace, options: dict[str, Any]) -> Any:
         frames = pa.Table.from_batches(batches, schema=pa.schema(
             [schema.field(n) for n in keep]))
     finally:
-        failure = capture.failure() if capture is not None else None
+        failure = None
         if capture is not None:
+            # ended by itself: did it fail? Still running: Ctrl-C ended the reading
+            if capture.process.poll() is not None:
+                failure = capture.failure()
             capture.stop()
     if failure:
         return usage_error(_COMMAND, failure)

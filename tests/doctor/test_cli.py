@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -162,3 +166,42 @@ def test_the_readmes_example_is_what_the_doctor_prints():
                           str(DOCTOR / "nsq-never-ready.pcap")], capture_output=True,
                          text=True, timeout=300, env={**os.environ, "COLUMNS": "100"})
     assert out.stdout == shown
+
+
+@pytest.mark.skipif(shutil.which("tcpdump") is None,
+                    reason="tcpdump is not installed (scripts/sysdeps.sh installs it)")
+@pytest.mark.skipif(os.geteuid() != 0, reason="capturing on lo needs root (or CAP_NET_RAW)")
+def test_live_capture_is_diagnosed_at_ctrl_c():
+    """``-i``: the doctor captures until Ctrl-C, then diagnoses what it saw -- here a
+    publish the broker refuses (a bad topic name), which is an error finding (exit 1)."""
+    from nsqviz.nsq.client_connection import ClientConnection
+    from nsqviz.nsq.events import Identify, Magic
+    from nsqviz.servers.nsqd import EmbeddedBroker
+
+    with EmbeddedBroker() as broker:
+        port = broker.tcp_port
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nsqviz.cli", "doctor", "--json", "-i", "lo", "-f",
+             f"tcp port {port}", "--port", f"nsq:{port}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stderr is not None
+        try:
+            while b"listening on" not in proc.stderr.readline():
+                assert proc.poll() is None, "the doctor or tcpdump exited"
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            codec = ClientConnection()
+            sock.sendall(b"".join(codec.send(c) for c in (
+                Magic(), Identify({"client_id": "live"})))
+                         + b"PUB bad*topic\n\x00\x00\x00\x01x")  # a name nsqd refuses
+            while sock.recv(65536):  # the broker answers, then closes
+                pass
+            sock.close()
+            time.sleep(0.5)  # the packets reach the doctor
+        finally:
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert b"Traceback" not in err
+    found = [json.loads(line) for line in out.splitlines()]
+    assert {"nsq.publish-refused", "nsq.fatal-error"} <= {f["rule"] for f in found}
+    assert all(p == "-" for f in found for p in f["packet_files"])
