@@ -62,36 +62,51 @@ def schema() -> Any:
 
 def verdicts(rows: Any) -> Any:
     """Every verdict of the client guide on the connections in ``rows`` (an Arrow table
-    of :data:`INPUT`), as an Arrow table of :data:`COLUMNS`."""
+    of :data:`INPUT`), as an Arrow table of :data:`COLUMNS`. The rows are read one
+    connection at a time: what this holds in Python is one connection's."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if pc.count_distinct(rows["file"]).as_py() <= 1:  # one file: numbers are enough
+    files = _files(rows)
+    if len(files) <= 1:  # one file: numbers are enough
         rows = rows.drop_columns(["packet_files"])
     out: dict[str, list[Any]] = {name: [] for name in COLUMNS}
-    for row in _verdict_rows(rows.to_pydict()):
-        for name, column in out.items():
-            column.append(row[name])
+    start = 0
+    ids = rows["conn_id"].combine_chunks()
+    ends = pc.run_end_encode(ids).run_ends.to_pylist() if len(ids) else []
+    for end in ends:
+        for row in _verdicts(_Rows(rows.slice(start, end - start).to_pydict(), files)):
+            for name, column in out.items():
+                column.append(row[name])
+        start = end
     return pa.Table.from_pydict(out, schema=schema())
 
 
-class _Rows:
-    """The input's columns, and packet keys that sort in capture order: a packet's file's
-    rank (files in the order their first packets were captured) above its number."""
+def _files(rows: Any) -> list[str]:
+    """The capture files of ``rows``' packets in the order their first packets were
+    captured (a file's rank is its place here)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    def __init__(self, cols: dict[str, list[Any]]) -> None:
+    listed = rows["packet_files"]
+    flat = pc.list_flatten(listed)
+    if not len(flat):
+        return []
+    when = pc.take(rows["ts"], pc.list_parent_indices(listed))
+    first = pa.table({"file": flat, "ts": when}).group_by("file").aggregate([("ts", "min")])
+    order = sorted(zip(first["file"].to_pylist(), first["ts_min"].to_pylist(), strict=True),
+                   key=lambda ft: (ft[1], ft[0]))
+    return [f for f, _ in order]
+
+
+class _Rows:
+    """One connection's rows (its columns), and packet keys that sort in capture order: a
+    packet's file's rank above its number."""
+
+    def __init__(self, cols: dict[str, list[Any]], files: list[str]) -> None:
         self.cols = cols
-        first: dict[str, float] = {}
-        if "packet_files" not in cols:  # one file
-            self.rank, self.files = {}, [next((f for f in cols["file"] if f), "")]
-            return
-        for files, ts in zip(cols["packet_files"], cols["ts"], strict=True):
-            for f in files or ():
-                if f not in first or ts < first[f]:
-                    first[f] = ts
-        order = sorted(first, key=lambda f: (first[f], f))
-        self.rank = {f: k for k, f in enumerate(order)}
-        self.files = order
+        self.files = files
+        self.rank = {f: k for k, f in enumerate(files)}
 
     def keys(self, i: int) -> tuple[int, ...]:
         packets = self.cols["packets"][i] or ()
@@ -107,21 +122,17 @@ class _Rows:
         return [k & _LOW for k in keys], [files[k >> _SHIFT] for k in keys]
 
 
-def _verdict_rows(cols: dict[str, list[Any]]) -> Iterator[dict[str, Any]]:
-    rows = _Rows(cols)
-    conn_ids = cols["conn_id"]
-    start = 0
-    for i in range(1, len(conn_ids) + 1):
-        if i < len(conn_ids) and conn_ids[i] == conn_ids[start]:
-            continue
-        conn = _connection(rows, start, i)
-        if conn is not None:
-            for v in check_connection(conn):
-                numbers, files = rows.packets(v.packets)
-                yield {"server": cols["server"][start], "conn_id": conn_ids[start],
-                       "rule": v.rule, "asks": RULES.get(v.rule, ""), "status": v.status,
-                       "detail": v.detail, "packets": numbers, "packet_files": files}
-        start = i
+def _verdicts(rows: _Rows) -> Iterator[dict[str, Any]]:
+    """The verdicts on one connection (none when it was not captured whole)."""
+    cols = rows.cols
+    conn = _connection(rows, 0, len(cols["conn_id"]))
+    if conn is None:
+        return
+    for v in check_connection(conn):
+        numbers, files = rows.packets(v.packets)
+        yield {"server": cols["server"][0], "conn_id": cols["conn_id"][0], "rule": v.rule,
+               "asks": RULES.get(v.rule, ""), "status": v.status, "detail": v.detail,
+               "packets": numbers, "packet_files": files}
 
 
 def _connection(rows: _Rows, start: int, end: int) -> Connection | None:

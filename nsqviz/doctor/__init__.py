@@ -32,11 +32,15 @@ write a :class:`~nsqviz.doctor.rule.Rule` whose ``sql`` gives one row per findin
 the columns :data:`~nsqviz.doctor.rule.RULE_COLUMNS` names -- the evidence built with
 :func:`~nsqviz.doctor.rule.evidence` and :data:`~nsqviz.doctor.rule.EVIDENCE`, the
 figures with :func:`~nsqviz.doctor.rule.figures` -- and add it to that module's
-``RULES``. A rule that reads several brokers' tables (one client's connections to
-several nsqds) says ``across_servers``; it then reads the analyses' views only, never
-the frames. Its words name its figures and thresholds as ``{name}``. The tests that
-hold every rule to its capture in ``data/doctor/`` and every rule to the healthy
-captures (no warning or error) pick it up from the registry.
+``RULES``. Its words name its figures and thresholds as ``{name}``. A rule that needs
+a table no analysis gives adds that view to its protocol's analyses (``channel_depth``,
+``consumer_flow`` for NSQ's RDY rules) -- in Python when SQL says it badly
+(:attr:`nsqviz.sql.View.python`: the ``guide`` view runs ``nsqviz conformance``'s checks
+for ``nsq.guide``). A rule that reads several brokers' rows (one client's connections to
+several nsqds) says ``across_servers``: it then reads views only, never the frames, and
+builds each broker's part and evidence in ``steps`` of its own (as ``nsq.rdy-hoarding``).
+``tests/doctor/test_rules.py`` holds every registered rule to its captures in
+``data/doctor/`` (``expected.json``) and to the healthy captures (no warning or error).
 """
 
 from nsqviz.doctor.rule import (

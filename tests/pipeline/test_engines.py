@@ -137,6 +137,8 @@ def test_every_view_on_spark_sql_alone_gives_the_same_tables(all_frames, spark_f
         if view.python:  # its SQL on Spark, then its Python over all of that SQL's rows
             df = spark.createDataFrame(python_rows(view, df.toArrow()))
         on_spark[name] = df.cache()
+        on_spark[name].count()  # computed now: a later view reads these rows, not the
+        # whole chain of views before it again (Spark plans such a chain in minutes)
         on_spark[name].createOrReplaceTempView(name)
     try:
         _same(analyse(all_frames), on_spark, "Spark SQL")

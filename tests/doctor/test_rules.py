@@ -1,8 +1,10 @@
-"""NSQ's doctor rules on the real captures of data/doctor/ and on every older sample:
-each finds its problem with the packets data/doctor/expected.json names (read back from
-the captures with tshark when they were made) and says what to change; none reports a
-warning or an error where expected.json says the traffic is healthy; and the client
-guide's verdicts the doctor reads from the frames table are ``nsqviz conformance``'s."""
+"""The doctor's rules on the real captures of data/doctor/ and on every older sample: each
+registered rule finds its problem with the packets data/doctor/expected.json names (read
+back from the captures with tshark when they were made) and says what to change; none
+reports a warning or an error where expected.json says the traffic is healthy; and the
+client guide's verdicts the doctor reads from the frames table are ``nsqviz
+conformance``'s. A rule added to the registry is held to its captures here as soon as it
+is registered (expected.json already names the findings of every rule of issue 35)."""
 
 from __future__ import annotations
 
@@ -40,11 +42,12 @@ def _label(connection: dict[str, str] | None) -> str | None:
 
 
 def _expected(doctor: bool) -> list[Any]:
-    """The NSQ findings expected.json names: in data/doctor/'s captures, or the others'."""
+    """The findings expected.json names of the registered rules: in data/doctor/'s
+    captures, or the others'."""
     out = []
     for name, entry in EXPECTED.items():
         for k, f in enumerate(entry["findings"]):
-            if not f["rule"].startswith("nsq.") or name.startswith("doctor/") != doctor:
+            if f["rule"] not in rules() or name.startswith("doctor/") != doctor:
                 continue
             marks = []
             if f.get("code") == "E_BAD_PROTOCOL":
@@ -106,9 +109,15 @@ def test_no_rule_cries_wolf(name):
         assert shown or not f["rule"].startswith("nsq."), (name, f["summary"])
 
 
-def test_every_nsq_rule_has_a_capture_and_thresholds_with_reasons():
+def test_every_rule_has_a_capture_and_thresholds_with_reasons():
     found = {f["rule"] for e in EXPECTED.values() for f in e["findings"]}
-    assert set(NSQ_RULES) <= found
+    assert set(rules()) <= found
+    assert set(NSQ_RULES) == {"nsq.msg-timeout", "nsq.late-answer", "nsq.heartbeat-missed",
+                              "nsq.never-ready", "nsq.starved", "nsq.rdy-stuck",
+                              "nsq.publish-refused", "nsq.fatal-error",
+                              "nsq.redelivery-late", "nsq.reconnect-churn",
+                              "nsq.poison-message", "nsq.backlog", "nsq.rdy-hoarding",
+                              "nsq.guide"}
     for rule in rules().values():
         assert rule.summary and rule.explanation and rule.change
         for t in rule.thresholds:
@@ -156,3 +165,27 @@ def test_the_guide_from_the_frames_table_is_nsqviz_conformance(name):
               for label, verdicts in report.connections.items() for v in verdicts}
     judged = {label for label, _ in mine}
     assert {k: v for k, v in theirs.items() if k[0] in judged} == mine
+
+
+def test_the_guide_on_rotated_files_names_each_packet_in_its_file(tmp_path):
+    """Packet numbers restart in each rotated file: the guide's verdicts name the same
+    packets as on the whole capture, each numbered in its own file."""
+    from nsqviz.capture.files import Record, read_capture
+    from nsqviz.capture.writer import PcapWriter
+
+    src = DATA / "doctor" / "nsq-guide.pcap"
+    records = [r for r in read_capture(str(src)) if isinstance(r, Record)]
+    cuts = [0, 12, 28, len(records)]
+    files = []
+    for k, (lo, hi) in enumerate(zip(cuts, cuts[1:], strict=False)):
+        files.append(str(tmp_path / f"guide.pcap{k or ''}"))
+        with PcapWriter(files[-1], linktype=records[0].linktype) as w:
+            for r in records[lo:hi]:
+                w.write(r.ts, r.data, orig_len=r.orig_len)
+    whole = findings("doctor/nsq-guide.pcap")
+    cut = Capture(*files, fields=False).diagnose().to_dict("records")
+    assert [f["summary"] for f in cut] == [f["summary"] for f in whole]
+    for a, b in zip(whole, cut, strict=True):
+        assert list(a["packets"]) == [p + cuts[files.index(f)] for p, f in
+                                      zip(b["packets"], b["packet_files"], strict=True)]
+    assert len({f for b in cut for f in b["packet_files"]}) == 3
