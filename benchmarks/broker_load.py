@@ -16,7 +16,11 @@ Printed per phase: msgs/s for each server (the tools' own ``ops/s``) and the rat
 ours/nsqd; the tools' wall time (it should equal ``--runfor``: a reader that cannot
 stop on time is a bug); each server's CPU seconds per million messages and peak RSS;
 and, after the writer phase, the server's memory per queued message (RSS growth over
-the backlog). The baseline is the real nsqd, measured in the same run.
+the backlog). The baseline is the real nsqd, measured in the same run. Then issue 32's
+two targets per phase -- msgs/s at least 0.7x nsqd's, CPU per message at most 1.3x --
+as the median of the repetitions' ratios (each repetition runs nsqd, then ours, back to
+back), each repetition's ratio beside it, and the load average the runs started at:
+on a shared machine the CPU per message is the steadier of the two.
 
 Run: ``.venv/bin/python -m benchmarks.broker_load [--runfor 10] [--repeat 3]``
 (medians over the repetitions); ``--profile FILE`` runs our broker under cProfile,
@@ -44,6 +48,8 @@ TOPIC = "sub_bench"  # the tools' default topic and channel
 CHANNEL = "ch"
 QUEUES = (10_000, 10_000_000)
 PHASES = ("writer", "reader", "both")
+TARGETS = {"msgs/s": 0.7, "cpu s/M msgs": 1.3}
+"""Issue 32's targets, ours/nsqd: at least this throughput, at most this CPU per message."""
 
 
 _ON_UVLOOP = "import sys, uvloop; uvloop.install(); from nsqviz.cli import main; sys.exit(main())"
@@ -116,7 +122,7 @@ def run_server(server: NsqdProcess, tools: dict[str, str], runfor: float) -> dic
     reader = [tools["bench_reader"], *common, f"--channel={CHANNEL}", "--rdy=2500",
               f"--runfor={runfor}s"]
     pid = server.pid
-    result: dict = {}
+    result: dict = {"load average": os.getloadavg()[0]}
     rss0 = _proc_status(pid, "VmRSS")
     for phase in PHASES:
         cpu0 = _cpu_seconds(pid)
@@ -178,6 +184,31 @@ def report(mem_queue_size: int, real: dict, ours: dict, runfor: float) -> None:
         print(f"  {phase:<7} " + "; ".join(cells))
 
 
+def verdicts(real_runs: list[dict], our_runs: list[dict]) -> None:
+    """Issue 32's targets per phase: the median of the repetitions' ratios, each
+    repetition's beside it."""
+    print(f"  targets (ours/nsqd, median of {len(our_runs)} [each run]): msgs/s >= "
+          f"{TARGETS['msgs/s']}, CPU per message <= {TARGETS['cpu s/M msgs']}; load average "
+          f"at the runs' start {min(r['load average'] for r in real_runs + our_runs):.1f}-"
+          f"{max(r['load average'] for r in real_runs + our_runs):.1f}")
+    for phase in PHASES:
+        cells = []
+        for key in real_runs[0][phase]:
+            if key.endswith("msgs/s"):
+                name, target, higher = key.split()[0], TARGETS["msgs/s"], True  # in, out
+            elif key == "cpu s/M msgs":
+                name, target, higher = "CPU/msg", TARGETS[key], False
+            else:
+                continue
+            ratios = [o[phase][key] / r[phase][key] if r[phase][key] else float("nan")
+                      for r, o in zip(real_runs, our_runs, strict=True)]
+            median = statistics.median(ratios)
+            met = median >= target if higher else median <= target
+            each = " ".join(f"{x:.2f}" for x in ratios)
+            cells.append(f"{name} {median:.2f} [{each}] {'met' if met else 'NOT MET'}")
+        print(f"    {phase:<7} " + "; ".join(cells))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runfor", type=float, default=10.0, help="seconds each tool runs")
@@ -220,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                     with server:
                         runs[kind].append(run_server(server, tools, args.runfor))
         report(queue, _median(runs["nsqd"]), _median(runs["ours"]), args.runfor)
+        verdicts(runs["nsqd"], runs["ours"])
     if args.profile:
         print(f"\nour broker's profiles: {args.profile}.<queue> (python -m pstats FILE)")
     return 0

@@ -3,20 +3,29 @@ same run.
 
 The broker is ``nsqviz broker`` as its own process (``--mem-queue-size 10000000``, so no
 disk), then -- when it is found (:mod:`nsqviz.servers.peers`) -- the real nsqd with the same
-flags: against our broker the broker is the bottleneck (publishing especially: every
-client gets about what the broker takes), against the real nsqd the clients are. Each
-client runs as its own process (``benchmarks/clients/*_load.py``):
+flags. Each client runs as its own process (``benchmarks/clients/*_load.py``), driven
+the way its own users drive it, with the same knobs on every side:
 
-* **publish** -- N 200-byte messages in MPUBs of 200, each MPUB sent when the previous
-  one was answered (pynsq Writer, gnsq Producer.multipublish, nsqviz Producer.mpub);
+* **publish** -- N 200-byte messages in MPUBs of 200, one MPUB in flight: each is sent
+  when the previous one was answered (pynsq ``Writer.mpub`` with a callback that sends
+  the next, gnsq's blocking ``Producer.multipublish``, nsqviz ``await Producer.mpub``);
+* **publish mixed** -- the same with messages of 100 to 300 bytes (200 on average): not
+  a target of its own, it shows the encoding of batches whose messages differ in size
+  (nsqviz joins a batch of one message size with its size field as the separator);
 * **consume** -- N such messages, published beforehand (not timed) to a topic of their
   own, drained with max_in_flight 2500 and a handler that finishes at once (pynsq
   Reader, gnsq Consumer, nsqviz Consumer); timed from the first message to the N-th.
 
 Each phase's topic is deleted afterwards and the clients take turns going first, so
-each meets the broker in the same state. Printed: msgs/s per client (median of
-``--repeat``) and nsqviz.clients.nsq's ratio to pynsq (the baseline; targets >= 2x consuming,
->= 1.5x publishing) and to gnsq. Needs the client venv of the interop tests
+each meets the broker in the same state. Printed per broker: msgs/s per client (median
+of ``--repeat``), the client process's CPU time per message over the same window
+(``time.process_time``: far less sensitive to other work on the machine than wall
+time), the broker's CPU per message and how busy it was while each client published
+(user + system time from ``/proc``, where there is one: a broker busy all the time is
+what limits publishing, not the client), and the ratios issue 32 sets targets on --
+nsqviz.clients.nsq's msgs/s over gnsq's and pynsq's, publishing >= 1.2x gnsq (and ahead of
+pynsq) against both brokers, consuming >= 4x both -- as the ratio of the medians, with
+each round's own ratio beside it. Needs the client venv of the interop tests
 (``.venv-pynsq``: pynsq 0.9.1, gnsq 1.0.2).
 
 Run: ``.venv/bin/python -m benchmarks.client_load [--messages 100000]
@@ -32,23 +41,36 @@ import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
+from benchmarks.broker_load import _cpu_seconds
 from nsqviz.servers.peers import NsqdProcess, RealNsqd, find
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENTS = Path(__file__).resolve().parent / "clients"
 PY_CLIENTS = ROOT / ".venv-pynsq" / "bin" / "python"
 LIBS = ("nsqviz", "pynsq", "gnsq")
+PHASES = {"publish": "pub", "publish mixed": "pubmixed", "consume": "sub"}
+"""Each phase and the load drivers' mode for it."""
+TARGETS = {"publish": {"gnsq": 1.2, "pynsq": 1.0}, "consume": {"gnsq": 4.0, "pynsq": 4.0}}
+"""Issue 32's targets: nsqviz.clients.nsq's msgs/s over each baseline's, at least (pynsq's
+publishing target is 'ahead of it')."""
 
 
-def _run(lib: str, mode: str, address: str, topic: str, n: int) -> float:
+def _run(lib: str, mode: str, broker: NsqdProcess, topic: str, n: int) -> dict[str, Any]:
+    """One client run: its JSON figures, plus the broker's CPU seconds meanwhile."""
     python = sys.executable if lib == "nsqviz" else str(PY_CLIENTS)
-    out = subprocess.run([python, str(CLIENTS / f"{lib}_load.py"), mode, address, topic, str(n)],
-                         capture_output=True, text=True, timeout=600)
+    pid = broker.pid
+    before = _cpu_seconds(pid) if pid else float("nan")
+    out = subprocess.run(
+        [python, str(CLIENTS / f"{lib}_load.py"), mode, broker.tcp_address, topic, str(n)],
+        capture_output=True, text=True, timeout=600)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if out.returncode != 0 or not lines:
         raise RuntimeError(f"{lib} {mode} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
-    return json.loads(lines[-1])["msgs_per_s"]
+    figures: dict[str, Any] = json.loads(lines[-1])
+    figures["broker_cpu_seconds"] = (_cpu_seconds(pid) if pid else float("nan")) - before
+    return figures
 
 
 def _delete(http_address: str, topic: str) -> None:
@@ -58,9 +80,35 @@ def _delete(http_address: str, topic: str) -> None:
     urllib.request.urlopen(req, timeout=30).read()
 
 
-def _fill(address: str, topic: str, n: int) -> None:
-    """Publish n messages for a consume phase (with nsqviz's producer, not timed)."""
-    _run("nsqviz", "pub", address, topic, n)
+def _report(phase: str, runs: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The lines for one phase against one broker; the targets' verdicts at the end."""
+    med = {lib: statistics.median(r["msgs_per_s"] for r in runs[lib]) for lib in LIBS}
+    cpu = {lib: statistics.median(r["cpu_seconds"] / r["messages"] for r in runs[lib])
+           for lib in LIBS}
+    rates = "  ".join(f"{lib} {med[lib]:>9,.0f}" for lib in LIBS)
+    cpus = "  ".join(f"{lib} {cpu[lib] * 1e6:5.2f}" for lib in LIBS)
+    lines = [f"{phase:<13} msgs/s: {rates}", f"{'':<13} client CPU us/msg: {cpus}"]
+    if phase != "consume":
+        per_msg = {lib: statistics.median(r["broker_cpu_seconds"] / r["messages"]
+                                          for r in runs[lib]) for lib in LIBS}
+        busy = {lib: statistics.median(r["broker_cpu_seconds"] / r["seconds"]
+                                       for r in runs[lib]) for lib in LIBS}
+        brokers = "  ".join(f"{lib} {per_msg[lib] * 1e6:5.2f} ({busy[lib]:.0%} busy)"
+                            for lib in LIBS)
+        lines.append(f"{'':<13} broker CPU us/msg: {brokers}")
+    for base in ("gnsq", "pynsq"):
+        rounds = [a["msgs_per_s"] / b["msgs_per_s"]
+                  for a, b in zip(runs["nsqviz"], runs[base], strict=True)]
+        ratio = med["nsqviz"] / med[base]
+        each = ", ".join(f"{r:.2f}" for r in rounds)
+        line = (f"{'':<13} nsqviz/{base} {ratio:.2f}x (rounds {each}; CPU/msg "
+                f"{cpu[base] / cpu['nsqviz']:.2f}x less)")
+        target = TARGETS.get(phase, {}).get(base)
+        if target is not None:
+            met = ratio > target if target == 1 else ratio >= target  # 1: 'ahead of'
+            line += f"  target >= {target:g}x: {'met' if met else 'NOT met'}"
+        lines.append(line)
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,23 +129,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"200-byte messages: {n_pub} published, {n} consumed per run; median of "
           f"{args.repeat}; brokers as processes with --mem-queue-size 10000000")
     for name, make in brokers:
-        figures: dict[tuple[str, str], list[float]] = {}
+        runs: dict[str, dict[str, list[dict[str, Any]]]] = {phase: {} for phase in PHASES}
         with make(mem_queue_size=10_000_000) as broker:
             for k in range(args.repeat):
                 for lib in LIBS[k % 3:] + LIBS[:k % 3]:  # each client goes first once
-                    figures.setdefault((lib, "publish"), []).append(
-                        _run(lib, "pub", broker.tcp_address, f"pub_{lib}_{k}", n_pub))
-                    _delete(broker.http_address, f"pub_{lib}_{k}")
-                    _fill(broker.tcp_address, f"sub_{lib}_{k}", n)
-                    figures.setdefault((lib, "consume"), []).append(
-                        _run(lib, "sub", broker.tcp_address, f"sub_{lib}_{k}", n))
-                    _delete(broker.http_address, f"sub_{lib}_{k}")
+                    for phase, mode in PHASES.items():
+                        topic = f"{mode}_{lib}_{k}"
+                        if mode == "sub":
+                            _run("nsqviz", "pub", broker, topic, n)  # the messages to consume
+                        runs[phase].setdefault(lib, []).append(
+                            _run(lib, mode, broker, topic, n if mode == "sub" else n_pub))
+                        _delete(broker.http_address, topic)
         print(f"-- {name}")
-        for phase in ("publish", "consume"):
-            med = {lib: statistics.median(figures[(lib, phase)]) for lib in LIBS}
-            row = "  ".join(f"{lib} {med[lib]:>9,.0f}" for lib in LIBS)
-            print(f"{phase:<8} msgs/s: {row}   nsqviz/pynsq {med['nsqviz'] / med['pynsq']:.2f}x"
-                  f"   nsqviz/gnsq {med['nsqviz'] / med['gnsq']:.2f}x", flush=True)
+        for phase in PHASES:
+            print("\n".join(_report(phase, runs[phase])), flush=True)
     return 0
 
 

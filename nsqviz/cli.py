@@ -50,7 +50,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one sub-command. An input it cannot read (not a capture, a directory, a file
     it may not open) is one line on stderr and exit status 2, whichever sub-command met
-    it, never a traceback."""
+    it, never a traceback; so is a capture file damaged part way (what could be read is
+    shown first: :func:`nsqviz.usage.damaged_input`)."""
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import difflib
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from os.path import commonprefix
 
-__all__ = ["CUTOFF", "nearest", "nearest_hint", "usage_error", "warn"]
+__all__ = ["CUTOFF", "SHOWN", "damaged_input", "nearest", "nearest_hint", "usage_error",
+           "warn"]
 
 CUTOFF = 0.6
 """How alike a choice must be to count as near: :class:`difflib.SequenceMatcher`'s ratio
@@ -74,4 +75,25 @@ def usage_error(command: str, message: str) -> int:
     """A bad argument, or input that cannot be read: one line on standard error (as
     :func:`warn`) and the exit status 2, returned for the sub-command to return."""
     warn(command, message)
+    return 2
+
+
+SHOWN = 5
+"""How many of a damaged input's problems :func:`damaged_input` lists (then a count)."""
+
+
+def damaged_input(command: str, problems: Sequence[str], count: int | None = None) -> int:
+    """The one rule for a capture that could not all be read -- a file cut short, a
+    record or block whose length cannot be right, a packet whose headers are not what
+    its link type says -- in every sub-command that reads captures (``decode`` and the
+    analyses): what could be read has been shown; the problems are said on standard
+    error, one line each (the first :data:`SHOWN`, then how many more); and the exit
+    status is 2, the status :func:`usage_error` gives to input that cannot be read at
+    all, and tshark's for a damaged capture. ``count``: how many there were, when only
+    some are kept (a live capture keeps none)."""
+    count = len(problems) if count is None else count
+    for problem in problems[:SHOWN]:
+        warn(command, problem)
+    if count > min(len(problems), SHOWN):
+        warn(command, f"... {count - min(len(problems), SHOWN)} more problems in the capture")
     return 2

@@ -78,9 +78,49 @@ def test_packet_warnings_carry_their_file_offset(tmp_path, capsys):
     with PcapWriter(path, linktype=LINKTYPE_RAW) as w:
         w.write(1.0, good)
         w.write(2.0, bytes(frag))
-    assert main(["decode", "--json", str(path)]) == 0
+    assert main(["decode", "--json", str(path)]) == 0  # one packet: the file is sound
     warnings = [r for line in capsys.readouterr().out.splitlines()
-                if (r := json.loads(line))["name"] == "CaptureWarning"]
+                if (r := json.loads(line))["name"] == "PacketWarning"]
     # the second record starts after the 24-byte file header, one 16-byte record header
     # and the first packet
     assert [w["fields"]["file_offset"] for w in warnings] == [24 + 16 + len(good)]
+
+
+def _damaged(tmp_path, how: str):
+    """A sample capture cut inside a record, or with a record length no file can have."""
+    from pathlib import Path
+
+    data = (Path(__file__).parent.parent / "data" / "pubsub-pynsq.pcap").read_bytes()
+    if how == "cut short":
+        data = data[:len(data) // 2 + 7]
+    else:
+        raw, offset = bytearray(data), 24
+        while offset < len(raw) // 2:  # the first record past the middle of the file
+            offset += 16 + struct.unpack_from("<I", raw, offset + 8)[0]
+        struct.pack_into("<I", raw, offset + 8, 0x7FFFFFFF)
+        data = bytes(raw)
+    path = tmp_path / f"{how.replace(' ', '-')}.pcap"
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("how", ["cut short", "impossible length"])
+@pytest.mark.parametrize("command", ["decode", "messages", "connections", "stats"])
+def test_a_damaged_capture_is_shown_then_exit_2(command, how, tmp_path, capsys):
+    """Issue 33 item 6: one exit status rule for a capture file damaged part way, in
+    decode and the analyses alike (decode exited 0, the analyses 0 or 2 by whether
+    anything could be read): what could be read is shown, the damage is said on stderr,
+    and the status is 2 -- tshark's for the same file."""
+    import shutil
+    import subprocess
+
+    path = _damaged(tmp_path, how)
+    assert main([command, str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out.strip(), "what could be read is shown"
+    assert "Traceback" not in err
+    assert all(line.startswith(f"nsqviz {command}: ") for line in err.splitlines())
+    assert "file ends inside the record" in err or "captured bytes, more than" in err
+    tshark = shutil.which("tshark")
+    if tshark:
+        assert subprocess.run([tshark, "-r", str(path)], capture_output=True).returncode == 2

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
-from nsqviz.usage import nearest_hint, usage_error, warn
+from nsqviz.usage import damaged_input, nearest_hint, usage_error, warn
 
 __all__ = ["register"]
 
@@ -48,11 +48,29 @@ def _open(args: argparse.Namespace) -> Any:
                       ports=options["ports"], fields=False)
     except FileNotFoundError as exc:
         raise SystemExit(usage_error(args.command, str(exc))) from None
-    for warning in cap.warnings:
-        warn(args.command, warning)
     if cap.warnings and cap.arrow.num_rows == len(cap.warnings):
-        raise SystemExit(2)  # nothing but warnings: no capture was read
+        # nothing but warnings: no capture was read
+        raise SystemExit(damaged_input(args.command, cap.warnings))
+    for warning in _warnings(cap, "PacketWarning"):  # one packet each: the file is sound
+        warn(args.command, warning)
     return cap
+
+
+def _warnings(cap: Any, name: str) -> list[str]:
+    """The capture's warnings of one kind: ``CaptureWarning`` (the file is damaged) or
+    ``PacketWarning`` (a packet in it cannot be read)."""
+    import pyarrow.compute as pc
+
+    rows = cap.arrow
+    mine = rows.filter(pc.and_(pc.equal(rows["kind"], "error"), pc.equal(rows["name"], name)))
+    return [str(r) for r in mine["reason"].to_pylist()]
+
+
+def _status(args: argparse.Namespace, cap: Any) -> int:
+    """0, or 2 after saying what could not be read of a damaged capture file
+    (:func:`~nsqviz.usage.damaged_input`: one rule for ``decode`` and the analyses)."""
+    damage = _warnings(cap, "CaptureWarning")
+    return damaged_input(args.command, damage) if damage else 0
 
 
 def _v(value: Any) -> Any:
@@ -137,7 +155,7 @@ def _messages(args: argparse.Namespace) -> int:
             if d["touches"]:
                 line += f", {d['touches']} TOUCH"
             out.write(line + "\n")
-    return 0
+    return _status(args, cap)
 
 
 def _connections(args: argparse.Namespace) -> int:
@@ -205,7 +223,7 @@ def _connections(args: argparse.Namespace) -> int:
                       f"{_pkt(c['end_packet'])}) after {after}\n")
         else:
             out.write(f"  ended      {c['ended_by'] or 'open'} (no FIN or RST seen)\n")
-    return 0
+    return _status(args, cap)
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -215,8 +233,8 @@ def _stats(args: argparse.Namespace) -> int:
     result = stats(cap)
     if args.json:
         sys.stdout.write(json.dumps(result, default=_v) + "\n")
-        return 0
+        return _status(args, cap)
     from nsqviz.analysis.stats import render
 
     sys.stdout.write(render(result))
-    return 0
+    return _status(args, cap)

@@ -38,12 +38,12 @@ from typing import Any, TextIO
 from nsqviz import protocols
 from nsqviz.capture import checks
 from nsqviz.capture.decode import CaptureDecoder, FlowStats
-from nsqviz.capture.files import CaptureFormatError
+from nsqviz.capture.files import CaptureFormatError, PacketWarning
 from nsqviz.capture.live import TOOLS, CaptureToolError, LiveCapture
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
 from nsqviz.records import DecodedRecord, details, json_line, packet_list, summary
 from nsqviz.stream.direction import Direction
-from nsqviz.usage import usage_error, warn
+from nsqviz.usage import damaged_input, usage_error, warn
 
 __all__ = ["register", "run", "wrap_line"]
 
@@ -298,7 +298,7 @@ def _decode(args: argparse.Namespace, out: TextIO, capture: LiveCapture | None) 
             records = seen.watch(records)
         if args.stats:
             code = _stats_until_done(decoder, records, out, args.json, match)
-            return code or _unmatched(args, seen, decoder)
+            return code or _damaged(decoder) or _unmatched(args, seen, decoder)
         if display is not None:
             records = display.select(records, lambda: decoder.first_ts)
         as_json, width = args.json, args.width
@@ -335,7 +335,18 @@ def _decode(args: argparse.Namespace, out: TextIO, capture: LiveCapture | None) 
     except BrokenPipeError:  # `nsqviz decode x.pcap | head`
         sys.stderr.close()
         return 0
-    return _unmatched(args, seen, decoder)
+    return _damaged(decoder) or _unmatched(args, seen, decoder)
+
+
+def _damaged(decoder: CaptureDecoder) -> int:
+    """0, or 2 after saying what could not be read: the rule of the analyses too
+    (:func:`~nsqviz.usage.damaged_input`); the problems are records of the output as
+    well, where they are in the capture."""
+    damage = [w for w in decoder.warnings if not isinstance(w, PacketWarning)]
+    if not damage:
+        return 0
+    return damaged_input(_COMMAND, [f"packet {w.number} (file offset {w.offset}): {w.reason}"
+                                    for w in damage])
 
 
 def _unmatched(args: argparse.Namespace, seen: checks.Seen | None,

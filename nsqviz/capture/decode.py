@@ -249,7 +249,8 @@ class CaptureDecoder:
         if not self.live:
             self.warnings.append(w)
         fields: dict[str, Any] = {"reason": w.reason, "file_offset": w.offset}
-        return DecodedRecord(float("nan"), None, None, "error", "CaptureWarning", fields,
+        # a damaged file's CaptureWarning, or a PacketWarning (one unreadable packet)
+        return DecodedRecord(float("nan"), None, None, "error", type(w).__name__, fields,
                              (w.number,), files=(file_index,))
 
     # -- TCP events -> records ---------------------------------------------------------

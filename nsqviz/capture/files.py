@@ -34,6 +34,7 @@ from typing import BinaryIO, NamedTuple
 __all__ = [
     "CaptureFormatError",
     "CaptureWarning",
+    "PacketWarning",
     "Record",
     "read_capture",
     "read_records",
@@ -84,6 +85,15 @@ class CaptureWarning:
     number: int
     offset: int
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PacketWarning(CaptureWarning):
+    """A packet that the file holds soundly but that cannot be read as its link type
+    says (an IP header cut short, an unsupported link type, a fragment): that packet is
+    skipped, and the file is not damaged -- tshark, too, shows such a packet as
+    malformed and reads on, with exit status 0 (see :func:`nsqviz.usage.damaged_input`
+    for what a damaged file gets)."""
 
 
 class _Buffer:

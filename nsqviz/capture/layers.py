@@ -4,7 +4,7 @@ Only what reassembly needs is kept -- addresses, ports, sequence and acknowledge
 numbers, flags and the payload -- in a :class:`Segment` that also remembers which packet
 (number, timestamp) carried it. A frame that is not TCP (ARP, UDP, ICMP ...) gives
 ``None``; a frame that claims to be TCP but cannot be read gives a
-:class:`~nsqviz.capture.files.CaptureWarning` naming the packet and the reason.
+:class:`~nsqviz.capture.files.PacketWarning` naming the packet and the reason.
 
 Link types are the tcpdump.org ``LINKTYPE_`` numbers: what a pcap header or a pcapng
 interface block says.
@@ -16,7 +16,7 @@ import socket
 from struct import Struct
 from typing import NamedTuple
 
-from nsqviz.capture.files import CaptureWarning, Record
+from nsqviz.capture.files import PacketWarning, Record
 
 __all__ = [
     "ACK",
@@ -132,8 +132,8 @@ def _addr(raw: bytes) -> str:
     return text
 
 
-def _bad(rec: Record, reason: str) -> CaptureWarning:
-    return CaptureWarning(rec.number, rec.offset, reason)
+def _bad(rec: Record, reason: str) -> PacketWarning:
+    return PacketWarning(rec.number, rec.offset, reason)
 
 
 # The common case, read in one go: only the fields used (x: skipped -- MAC addresses, TOS,
@@ -145,7 +145,7 @@ _ETH_IPV4_TCP = Struct(">12xHBxH2xHxB2x4s4sHHIIBB")
 _new_tuple = tuple.__new__
 
 
-def decode_record(rec: Record) -> Segment | CaptureWarning | None:
+def decode_record(rec: Record) -> Segment | PacketWarning | None:
     """The TCP segment in ``rec``, a warning if it cannot be read, ``None`` if not TCP."""
     data = rec.data
     link = rec.linktype

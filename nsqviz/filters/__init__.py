@@ -46,11 +46,28 @@ class FilterError(ValueError):
         self.reason = reason
         self.position = position
         self.length = length
-        super().__init__(f"{reason} (at character {position + 1} of {expression!r})")
+        where = _excerpt(expression, position)
+        super().__init__(f"{reason} (at character {position + 1} of {where})")
 
     def caret(self) -> str:
         """The expression with the wrong part underlined, as tshark shows it."""
         return f"{self.expression}\n{' ' * self.position}^{'~' * (self.length - 1)}"
+
+
+_EXCERPT = 60
+"""Characters on each side of an error's position that its message quotes."""
+
+
+def _excerpt(expression: str, position: int) -> str:
+    """The expression as an error's one line quotes it: whole when short, else the part
+    around ``position`` (a 5,000-digit number is not printed twice)."""
+    if len(expression) <= 2 * _EXCERPT:
+        return repr(expression)
+    start = max(0, position - _EXCERPT)
+    end = min(len(expression), position + _EXCERPT)
+    return (("..." if start else "") + repr(expression[start:end])
+            + ("..." if end < len(expression) else "")
+            + f", {len(expression)} characters")
 
 
 @dataclass(slots=True)

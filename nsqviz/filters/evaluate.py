@@ -158,8 +158,8 @@ class _Builder:
             if not field.type.textual:
                 raise FilterSyntaxError(f"matches needs a string or byte field;"
                                         f" {field.abbrev} is {field.type.value}", node.pos)
-            rx = pattern(field, right)
-            return lambda v: any(rx.search(x) is not None for x in get(v))
+            found = pattern(field, right)
+            return lambda v: any(found(x) for x in get(v))
         if op == "contains":
             if not field.type.textual:
                 raise FilterSyntaxError(f"contains needs a string or byte field;"

@@ -5,14 +5,39 @@ or a quoted ``"PUB"`` means different things for a string, an integer with value
 a byte string or an address field; :func:`literal` turns it into the value the field's
 values compare with (``str``, ``bytes``, ``int``, ``float`` seconds, an IP network) or
 raises :class:`~nsqviz.filters.syntax.FilterSyntaxError` at the literal's position.
+
+Integers are checked as tshark 4.0 checks them, with its words: a minus sign stands
+apart (tshark reads ``-5`` as minus five, so the size is checked, and an unsigned field
+takes a negative number); more than 64 bits "causes an integer overflow" (a 5,000-digit
+number too, without being converted), as does more than 63 for a signed 64-bit field;
+past the field's own type it is "too big for this field, maximum M"; ``08`` and ``1.5``
+are "not a valid number". A quoted string's bytes are taken as they are, valid UTF-8 or
+not (as tshark does), and compared with the values as those are shown (an invalid byte
+of a value is shown as U+FFFD).
+
+**Regular expressions** (``matches``, ``~``) run on RE2 (the ``google-re2`` package),
+whose matching time is linear in the text whatever the pattern, and whose compiled
+program is bounded in memory (``max_mem``): ``(a+)+$`` on a long topic answers at once
+where a backtracking engine runs for ever. Wireshark uses PCRE2, a backtracking engine,
+and relies on its match limit; a limit would only turn the hang into a wrong "no
+match". The price is PCRE's backtracking-only features -- back-references (``\\1``),
+lookaround (``(?=``, ``(?<=``), atomic groups, repetitions over 1000 -- which RE2 refuses:
+such a filter is an error naming the part of the pattern, where tshark accepts it.
+Patterns and values are matched as bytes (RE2's Latin-1 mode), as Wireshark's PCRE2
+matches them without its UTF mode: ``.`` is one byte, and case is folded for ASCII
+letters (``matches`` is case-insensitive, Wireshark's default; ``(?-i)`` first makes it
+case-sensitive).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
+
+import re2
 
 from nsqviz.fields import Field, FieldType
 from nsqviz.filters.syntax import FilterSyntaxError, Func, Quoted, Word
@@ -20,13 +45,30 @@ from nsqviz.filters.syntax import FilterSyntaxError, Func, Quoted, Word
 __all__ = ["literal", "pattern"]
 
 _BYTES = re.compile(r"[0-9a-fA-F]{1,2}(?:[:.\-][0-9a-fA-F]{1,2})*")
-_INT = re.compile(r"-?(?:0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+_NUMBER = re.compile(r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*")
+_RANGE = {
+    FieldType.UINT8: (0, 0xFF), FieldType.UINT16: (0, 0xFFFF),
+    FieldType.UINT32: (0, 0xFFFF_FFFF), FieldType.FRAMENUM: (0, 0xFFFF_FFFF),
+    FieldType.UINT64: (0, 2**64 - 1), FieldType.INT32: (-(2**31), 2**31 - 1),
+    FieldType.INT64: (-(2**63), 2**63 - 1),
+}
+"""Each integer type's values (tshark checks the size of a literal against the top)."""
+
+_SHOWN = 64
+"""Characters of a literal an error quotes whole (a 5,000-digit number is not repeated)."""
 
 
 def _text(lit: Word | Quoted) -> str:
     if isinstance(lit, Word):
         return lit.text
-    return lit.value.decode("utf-8", errors="surrogateescape")
+    return lit.value.decode("utf-8", errors="replace")
+
+
+def _quote(text: str) -> str:
+    """A literal as an error quotes it: tshark's double quotes, cut when long."""
+    if len(text) > _SHOWN:
+        text = f"{text[:_SHOWN]}... ({len(text)} characters)"
+    return f'"{text}"'
 
 
 def _span(lit: Word | Quoted) -> int:
@@ -48,16 +90,38 @@ def _integer(field: Field, lit: Word | Quoted) -> int:
             raise _fail(lit, f"{text!r} is not one of the values of {field.abbrev}"
                              f" ({', '.join(field.values.values())})")
         raise _fail(lit, f"{field.abbrev} is an integer: a string cannot be compared with it")
-    if _INT.fullmatch(text):
-        sign = -1 if text.startswith("-") else 1
-        digits = text.lstrip("-")
-        base = 16 if digits[:2].lower() == "0x" else 8 if len(digits) > 1 and digits[0] == "0" \
-            else 10
-        return sign * int(digits, base)
-    if field.values is not None:
-        raise _fail(lit, f"{text!r} cannot be found among the values of {field.abbrev}"
-                         f" ({', '.join(field.values.values())})")
-    raise _fail(lit, f"{text!r} is not an integer ({field.abbrev} is one)")
+    sign = -1 if text.startswith("-") else 1
+    digits = text[1:] if sign < 0 else text
+    if not _NUMBER.fullmatch(digits):
+        if field.values is not None and not digits[:1].isdigit():
+            raise _fail(lit, f"{text!r} cannot be found among the values of {field.abbrev}"
+                             f" ({', '.join(field.values.values())})")
+        raise _fail(lit, f"{_quote(digits)} is not a valid number")
+    where = FilterSyntaxError("", lit.pos + (sign < 0), len(digits))
+    value = _magnitude(digits, where)
+    low, high = _RANGE.get(field.type, _RANGE[FieldType.UINT32])
+    if low < 0 and value > high:  # a signed field: what fits strtoll, then the type
+        if value > 2**63 - 1:
+            raise _at(where, f"{_quote(digits)} causes an integer overflow")
+        raise _at(where, f"{_quote(digits)} too big for this field, maximum {high}")
+    if value > high:
+        raise _at(where, f"{_quote(digits)} too big for this field, maximum {high}")
+    return sign * value
+
+
+def _magnitude(digits: str, where: FilterSyntaxError) -> int:
+    """The value of an unsigned number as tshark reads one (``0x`` hex, ``0b`` binary,
+    a leading 0 octal), refused past 64 bits before any long conversion."""
+    base = {"x": 16, "b": 2}.get(digits[1:2].lower(), 8) if digits[:1] == "0" else 10
+    body = (digits[2:] if base in (16, 2) else digits).lstrip("0")
+    bits = {16: 4 * len(body), 2: len(body), 8: 3 * len(body), 10: 3.33 * len(body)}[base]
+    if bits > 68 or (body and int(body, base) >= 2**64):
+        raise _at(where, f"{_quote(digits)} causes an integer overflow")
+    return int(body, base) if body else 0
+
+
+def _at(where: FilterSyntaxError, message: str) -> FilterSyntaxError:
+    return FilterSyntaxError(message, where.position, where.length)
 
 
 def _bool(field: Field, lit: Word | Quoted) -> bool:
@@ -125,19 +189,29 @@ def literal(field: Field, lit: Word | Quoted | Func) -> Any:
     return _address(field, lit)
 
 
-def pattern(field: Field, lit: Word | Quoted | Func) -> re.Pattern[Any]:
-    """The regular expression of ``matches``: case-insensitive, as Wireshark's (a leading
-    ``(?-i)`` makes it case-sensitive); over bytes for a byte field."""
+def pattern(field: Field, lit: Word | Quoted | Func) -> Callable[[Any], bool]:
+    """The test of ``matches``: does the regular expression occur in a value (see the
+    module docstring: RE2, over bytes, case-insensitive unless ``(?-i)`` leads)."""
     if isinstance(lit, Func):
         raise FilterSyntaxError("matches takes a regular expression", lit.pos)
-    text = _text(lit)
-    flags: int = re.IGNORECASE
-    if text.startswith("(?-i)"):
-        text, flags = text[5:], 0
+    raw = lit.value if isinstance(lit, Quoted) else lit.text.encode("utf-8")
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1
+    options.log_errors = False  # the error is ours to say, in one line
+    options.case_sensitive = raw.startswith(b"(?-i)")
+    if options.case_sensitive:
+        raw = raw[5:]
     try:
-        if field.type is FieldType.BYTES:
-            return re.compile(text.encode("utf-8", errors="surrogateescape"), flags)
-        return re.compile(text, flags)
-    except re.error as exc:
-        raise FilterSyntaxError(f"bad regular expression: {exc.msg}",
-                                lit.pos + 1 + (exc.pos or 0)) from None
+        rx = re2.compile(raw, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(
+            exc.args[0], bytes) else str(exc)
+        part = reason.rpartition(": ")[2].encode("utf-8", "replace")
+        found = raw.find(part) if part else -1
+        at = lit.pos + (1 if isinstance(lit, Quoted) else 0) + max(found, 0)
+        raise FilterSyntaxError(f"bad regular expression: {reason}", at,
+                                len(part) if found >= 0 else 1) from None
+    search = rx.search
+    if field.type is FieldType.BYTES:
+        return lambda value: search(value) is not None
+    return lambda value: search(value.encode("utf-8", "surrogateescape")) is not None

@@ -194,9 +194,30 @@ def _string(expr: str, start: int) -> tuple[bytes, int]:
                 i += 2
                 continue
             raise FilterSyntaxError(f"unknown escape \\{e} in a string", i, 2)
-        out += c.encode()
+        out += _utf8(c)
         i += 1
     raise FilterSyntaxError("the string is not closed (a \" is missing)", start)
+
+
+def _utf8(c: str) -> bytes:
+    """A character of a quoted string as bytes: UTF-8; a byte that was not UTF-8 where
+    the expression came from (the command line gives it as a lone surrogate, Python's
+    ``surrogateescape``) as that byte, as tshark takes it."""
+    try:
+        return c.encode("utf-8")
+    except UnicodeEncodeError:
+        return c.encode("utf-8", "surrogateescape" if "\udc80" <= c <= "\udcff"
+                        else "surrogatepass")
+
+
+def _unexpected(c: str) -> str:
+    if "\udc80" <= c <= "\udcff":  # a byte that was not UTF-8 (see _utf8)
+        return (f"byte 0x{ord(c) - 0xDC00:02x} (not UTF-8) outside a quoted string: other "
+                "than ASCII may only appear inside double quotes")
+    if not c.isascii() or not c.isprintable():
+        return (f"character {c!r} outside a quoted string: other than printable ASCII may"
+                " only appear inside double quotes")
+    return f"unexpected character {c!r}"
 
 
 def tokens(expr: str) -> list[_Tok]:
@@ -208,7 +229,7 @@ def tokens(expr: str) -> list[_Tok]:
         if m is None:
             if expr[i] == "[":
                 raise FilterSyntaxError("slices (field[i:j]) are not supported", i)
-            raise FilterSyntaxError(f"unexpected character {expr[i]!r}", i)
+            raise FilterSyntaxError(_unexpected(expr[i]), i)
         kind = m.lastgroup or ""
         if kind == "space":
             i = m.end()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from nsqviz.nsq import events as ev
@@ -19,7 +20,7 @@ from nsqviz.nsq.framing import (
     FrameFraming,
 )
 from nsqviz.nsq.grammar_errors import GrammarError
-from nsqviz.nsq.states import TRANSITIONS, Role, refusal
+from nsqviz.nsq.states import Role, refusal
 from nsqviz.sansio import LocalProtocolError
 from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame
 
@@ -120,38 +121,46 @@ class ClientConnection(_Connection):
 
     def _check(self, cmd: ev.Command) -> None:
         kind = type(cmd)
-        state = self.state
-        if kind not in TRANSITIONS[Role.CLIENT][state]:
-            raise LocalProtocolError(refusal(Role.CLIENT, name_of(kind), state))
+        if kind not in self._row:
+            raise LocalProtocolError(refusal(Role.CLIENT, name_of(kind), self.state))
         if kind is ev.Magic:
             return
         if self._after_tls is not None or _TLS_OK in self.pending:
             raise LocalProtocolError("finish the TLS handshake first")
-        if isinstance(cmd, ev.Identify):
-            if self.identify is not None:
-                raise LocalProtocolError("IDENTIFY was already sent")
-            if cmd.data.get("snappy") and cmd.data.get("deflate"):
-                raise LocalProtocolError("a client cannot enable both snappy and deflate")
-        elif isinstance(cmd, ev.Auth):
-            if self.authenticated or any(isinstance(p, ev.Auth) for p in self.pending):
-                raise LocalProtocolError("AUTH was already sent")
-            if self.features is not None and not self.auth_required:
-                raise LocalProtocolError("the server did not ask for AUTH: a client must not")
-        elif isinstance(cmd, ev.Sub):
-            if self.identify and self.identify.get("heartbeat_interval") == -1:
-                raise LocalProtocolError("cannot SUB with heartbeats disabled")
-        elif isinstance(cmd, ev.Rdy):
-            if not 0 <= cmd.count <= self.max_rdy_count:
-                raise LocalProtocolError(f"RDY {cmd.count} out of range 0-{self.max_rdy_count}")
-        elif isinstance(cmd, ev.Mpub) and not cmd.bodies:
-            raise LocalProtocolError("MPUB needs at least one message")
+        rule = _RULES.get(kind)
+        if rule is not None:
+            rule(self, cmd)
         if (
-            BY_EVENT[kind].auth
-            and self.auth_required
+            self.auth_required
             and not self.authenticated
+            and BY_EVENT[kind].auth
             and not any(isinstance(p, ev.Auth) for p in self.pending)
         ):
             raise LocalProtocolError(f"AUTH required before {name_of(kind)}")
+
+    def _check_identify(self, cmd: ev.Identify) -> None:
+        if self.identify is not None:
+            raise LocalProtocolError("IDENTIFY was already sent")
+        if cmd.data.get("snappy") and cmd.data.get("deflate"):
+            raise LocalProtocolError("a client cannot enable both snappy and deflate")
+
+    def _check_auth(self, cmd: ev.Auth) -> None:
+        if self.authenticated or any(isinstance(p, ev.Auth) for p in self.pending):
+            raise LocalProtocolError("AUTH was already sent")
+        if self.features is not None and not self.auth_required:
+            raise LocalProtocolError("the server did not ask for AUTH: a client must not")
+
+    def _check_sub(self, cmd: ev.Sub) -> None:
+        if self.identify and self.identify.get("heartbeat_interval") == -1:
+            raise LocalProtocolError("cannot SUB with heartbeats disabled")
+
+    def _check_rdy(self, cmd: ev.Rdy) -> None:
+        if not 0 <= cmd.count <= self.max_rdy_count:
+            raise LocalProtocolError(f"RDY {cmd.count} out of range 0-{self.max_rdy_count}")
+
+    def _check_mpub(self, cmd: ev.Mpub) -> None:
+        if not cmd.bodies:
+            raise LocalProtocolError("MPUB needs at least one message")
 
     def sent(self, cmd: ev.Command) -> None:
         """Track ``cmd`` as sent (its answer is awaited, RDY and in flight updated)
@@ -159,18 +168,16 @@ class ClientConnection(_Connection):
         the client send."""
         kind = type(cmd)
         self._advance(kind)
-        if kind is ev.Magic:
-            return
-        if BY_EVENT[kind].answered:
+        if isinstance(cmd, ev.Fin | ev.Req):  # a consumer's answers: the usual command
+            self.in_flight.discard(cmd.id)
+        elif kind in _ANSWERED:
             self.pending.append(cmd)
-        if isinstance(cmd, ev.Identify):
-            self.identify = dict(cmd.data)
-        elif isinstance(cmd, ev.Sub):
-            self.subscription = (cmd.topic, cmd.channel)
+            if isinstance(cmd, ev.Identify):
+                self.identify = dict(cmd.data)
+            elif isinstance(cmd, ev.Sub):
+                self.subscription = (cmd.topic, cmd.channel)
         elif isinstance(cmd, ev.Rdy):
             self.rdy = cmd.count
-        elif isinstance(cmd, ev.Fin | ev.Req):
-            self.in_flight.discard(cmd.id)
 
     def tls_established(self) -> None:
         """The caller finished the TLS handshake: the next frame is the ``OK`` inside TLS."""
@@ -273,3 +280,16 @@ class ClientConnection(_Connection):
         self.pending.insert(0, _COMPRESSED_OK)
         out.append(ev.CompressionStarted(kind, level))
         return True
+
+
+_RULES: dict[type[ev.Command], Callable[[ClientConnection, Any], None]] = {
+    ev.Identify: ClientConnection._check_identify,
+    ev.Auth: ClientConnection._check_auth,
+    ev.Sub: ClientConnection._check_sub,
+    ev.Rdy: ClientConnection._check_rdy,
+    ev.Mpub: ClientConnection._check_mpub,
+}
+"""What a client must not send beyond what its state allows, per command."""
+
+_ANSWERED = frozenset(kind for kind, spec in BY_EVENT.items() if spec.answered)
+"""The commands nsqd answers, whose answers the codec pairs with them."""

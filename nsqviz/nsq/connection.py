@@ -60,7 +60,7 @@ class _Connection(Connection):
     role: Role  # whose row of the transition table this connection follows
 
     def __init__(self, *, provenance: bool, passive: bool = False) -> None:
-        self.state = State.INIT
+        self.state = State.INIT  # sets _row too
         self.compression: str | None = None
         self.tls = False
         self._codec: Snappy | Deflate | None = None
@@ -73,9 +73,23 @@ class _Connection(Connection):
         return Reassembler(rule, provenance=self.provenance, resync=self.passive,
                            report_at_start=self.passive)
 
+    @property
+    def state(self) -> State:
+        """Where the connection is (:class:`~nsqviz.nsq.states.State`)."""
+        return self._state
+
+    @state.setter
+    def state(self, state: State) -> None:
+        self._state = state
+        # the state's row of the table (what may happen now, and where it leads), kept
+        # with it: a command sent or read looks up no enum member in the table
+        self._row = TRANSITIONS[self.role][state]
+
     def _advance(self, event: type[Event]) -> None:
         """Take the transition ``event`` leads to from the current state, if any."""
-        self.state = TRANSITIONS[self.role][self.state].get(event, self.state)
+        nxt = self._row.get(event)
+        if nxt is not None and nxt is not self._state:
+            self.state = nxt
 
     def took(self, event: type[Event]) -> None:
         """An observer saw a unit cut short by the capture that leads to ``event``'s
@@ -123,7 +137,7 @@ class _Connection(Connection):
     @property
     def closed(self) -> bool:
         """The connection is over: nothing more is read or sent."""
-        return self.state is State.CLOSED
+        return self._state is State.CLOSED
 
     def _pump(self, data: bytes, out: list[Event], segment: int | None) -> None:
         """Frame and decode ``data``; if the stream changes form after a frame (TLS,
@@ -156,7 +170,7 @@ class _Connection(Connection):
             else:
                 self._on_garbage(item, out)
                 pos = item.offset - base + len(item.data)
-            if self.state is State.CLOSED:
+            if self._state is State.CLOSED:
                 return
 
     def _bulk(

@@ -11,12 +11,14 @@ the same offsets and fields -- and ``tests/nsq/test_fastpath.py`` checks them ag
 each other on generated valid and invalid input.
 
 Input to the decoders is exactly one frame or command, as cut by
-:mod:`nsqviz.nsq.framing`.
+:mod:`nsqviz.nsq.framing`; a consumer's runs of FINs and a broker's runs of one
+publish's messages go through :mod:`nsqviz.nsq.runs`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import functools
+from collections.abc import Callable, Sequence
 from struct import Struct
 from typing import Any, Protocol
 
@@ -26,7 +28,6 @@ from nsqviz.nsq.commands import (
     BY_VERB,
     MESSAGE_ID,
     BodyKind,
-    CommandSpec,
     Param,
     ParamKind,
 )
@@ -52,6 +53,7 @@ from nsqviz.nsq.grammar_errors import (
 )
 from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.lexer import line_end, verb_of
+from nsqviz.nsq.runs import HEX_DIGITS, check_ids
 from nsqviz.nsq.wire import (
     MAGIC_V2,
     bad_name_reason,
@@ -65,7 +67,6 @@ __all__ = [
     "decode_command",
     "decode_command_lenient",
     "decode_frame",
-    "decode_fins",
     "decode_frame_at",
     "decode_messages",
     "encode_command",
@@ -74,10 +75,8 @@ __all__ = [
     "MessageParts",
 ]
 
-_U32 = Struct(">I")
 _HEADER = Struct(">ii")
 _MESSAGE_FRAME_HEADER = Struct(">iiqH16s")
-_HEXDIGITS = b"0123456789abcdefABCDEF"
 
 _RESPONSE = b"\x00\x00\x00\x00"
 _ERROR = b"\x00\x00\x00\x01"
@@ -101,7 +100,7 @@ def decode_frame_at(
     if n >= 34:
         size, ftype, ts, attempts, mid = _MESSAGE_FRAME_HEADER.unpack_from(buf, start)
         if ftype == 2 and size == n - 4:
-            if mid.translate(None, _HEXDIGITS):
+            if mid.translate(None, HEX_DIGITS):
                 raise BadMessageID(f"message id {mid!r} is not 16 hex digits", offset=18,
                                    field="id")
             return Message(ts, attempts, mid, buf[start + 34 : end], raw)
@@ -152,36 +151,9 @@ def decode_messages(
         if type(end) is not int or end - pos < 34:
             break
         size, ftype, ts, attempts, mid = unpack(buf, pos)
-        if ftype != 2 or size != end - pos - 4 or mid.translate(None, _HEXDIGITS):
+        if ftype != 2 or size != end - pos - 4 or mid.translate(None, HEX_DIGITS):
             break
         append(Message(ts, attempts, mid, buf[pos + 34 : end]))
-        pos = end
-        i += 1
-    return i, pos
-
-
-def decode_fins(
-    buf: bytes, items: list[int | Garbage], i: int, pos: int, out: list[Fin]
-) -> tuple[int, int]:
-    """Decode the run of ``FIN <id>\\n`` commands at ``items[i:]`` (command ends in
-    ``buf``, the first starting at ``pos``) into ``out``; return the index and position
-    of the first item it did not take. :func:`decode_command`'s FIN, without a call per
-    command: a busy consumer sends one FIN per message."""
-    append = out.append
-    n = len(items)
-    while i < n:
-        end = items[i]
-        if (
-            type(end) is not int
-            or end - pos != 21
-            or not buf.startswith(b"FIN ", pos)
-            or buf[end - 1] != 0x0A
-        ):
-            break
-        mid = buf[pos + 4 : end - 1]
-        if mid.translate(None, _HEXDIGITS):
-            break
-        append(Fin(mid))
         pos = end
         i += 1
     return i, pos
@@ -215,18 +187,16 @@ class MessageParts(Protocol):
     def body(self) -> bytes: ...
 
 
-def encode_messages(messages: Iterable[MessageParts]) -> bytes:
+def encode_messages(messages: Sequence[MessageParts]) -> bytes:
     """The message frames of ``messages``, one after the other, as one bytes object:
     a consumer's batch in a single write, each body copied once."""
+    check_ids([m.id for m in messages])
     pack = _MESSAGE_FRAME_HEADER.pack
     parts: list[bytes] = []
     append = parts.append
     for m in messages:
-        mid = m.id
-        if len(mid) != 16 or mid.translate(None, _HEXDIGITS):
-            raise BadMessageID(f"message id {mid!r} is not 16 hex digits")
         body = m.body
-        append(pack(30 + len(body), 2, m.timestamp, m.attempts, mid))
+        append(pack(30 + len(body), 2, m.timestamp, m.attempts, m.id))
         append(body)
     return b"".join(parts)
 
@@ -250,7 +220,7 @@ def _decimal(token: bytes, offset: int, p: Param) -> int:
 
 
 def _id(token: bytes, offset: int, p: Param = MESSAGE_ID) -> bytes:
-    if len(token) != 16 or token.translate(None, _HEXDIGITS):
+    if len(token) != 16 or token.translate(None, HEX_DIGITS):
         raise BadMessageID(f"message id {token!r} is not 16 hex digits", offset=offset,
                            field=p.field)
     return token
@@ -321,6 +291,8 @@ def _messages_body(data: bytes, nl: int) -> tuple[tuple[bytes, ...], int]:
     # each message is sliced straight out of the command (the MPUB body is not copied
     # first); a size that does not fit goes to _sized, which names the fault
     pos = base + 4
+    if (equal := _equal_bodies(data, pos, end, count)) is not None:
+        return equal, end
     bodies: list[bytes] = []
     append = bodies.append
     unpack = INT32.unpack_from
@@ -340,6 +312,38 @@ def _messages_body(data: bytes, nl: int) -> tuple[tuple[bytes, ...], int]:
         raise BadSize(f"MPUB body has {end - pos} bytes after its last message", offset=pos,
                       field="body")
     return tuple(bodies), end
+
+
+def _equal_bodies(data: bytes, pos: int, end: int, count: int) -> tuple[bytes, ...] | None:
+    """MPUB's ``count`` messages from ``pos`` to ``end`` when they all have the first
+    one's size (a producer's fixed-size records), cut by ``struct`` without a loop in
+    Python -- every size field checked by strided slices, one per byte; None otherwise
+    (the loop then reads them one by one, and names a fault if there is one)."""
+    if end - pos < 4:
+        return None
+    size = INT32.unpack_from(data, pos)[0]
+    stride = 4 + size
+    if size < 1 or stride * count != end - pos:
+        return None
+    field = data[pos : pos + 4]
+    for k in range(4):
+        if data[pos + k : end : stride] != field[k : k + 1] * count:
+            return None
+    bodies: tuple[bytes, ...] = ()
+    while count:
+        n = min(count, _BODIES_AT_ONCE)
+        bodies += _bodies_struct(size, n).unpack_from(data, pos)
+        pos += stride * n
+        count -= n
+    return bodies
+
+
+_BODIES_AT_ONCE = 256
+
+
+@functools.lru_cache(maxsize=32)
+def _bodies_struct(size: int, n: int) -> Struct:
+    return Struct(f"4x{size}s" * n)
 
 
 _BODY: dict[BodyKind, Callable[[bytes, int], tuple[object, int]]] = {
@@ -452,25 +456,55 @@ _ENCODE: dict[ParamKind, Callable[[Any, Param], bytes]] = {
 }
 
 
-def _size(data: bytes, what: str, field: str) -> bytes:
+_SIZED: dict[BodyKind, tuple[str, str]] = {
+    BodyKind.JSON: ("IDENTIFY body", "body size"),
+    BodyKind.SECRET: ("AUTH body", "body size"),
+    BodyKind.MESSAGE: ("message body", "message size"),
+}
+"""The bodies that are one ``[4-byte size][data]``: their name and their size field's."""
+
+
+def _with_body(line: bytes, kind: BodyKind, value: Any) -> bytes:
+    """A command's ``line`` followed by its body, joined once."""
+    if kind is BodyKind.MESSAGES:
+        return _with_messages(line, value)
+    data = compactjson.encode(value) if kind is BodyKind.JSON else value
     if not data:
+        what, field = _SIZED[kind]
         raise BadSize(f"invalid {what} size 0", field=field)
-    return INT32.pack(len(data)) + data
+    return b"".join((line, INT32.pack(len(data)), data))
 
 
-def _encode_body(spec: CommandSpec, value: Any) -> bytes:
-    kind = spec.body
-    if kind is BodyKind.JSON:
-        return _size(compactjson.encode(value), "IDENTIFY body", "body size")
-    if kind is BodyKind.SECRET:
-        return _size(value, "AUTH body", "body size")
-    if kind is BodyKind.MESSAGE:
-        return _size(value, "message body", "message size")
-    if not value:
+def _with_messages(line: bytes, bodies: tuple[bytes, ...]) -> bytes:
+    """An MPUB: ``line``, ``[body size][num messages]``, then ``([message size][message])*``,
+    each message copied once and no Python-level step per message (a publisher's hot
+    loop). Messages of one size (a batch of fixed-size records) are joined with their
+    one size field as the separator; otherwise the size fields are packed and put
+    between the messages by slice assignment."""
+    if not bodies:
         raise BadSize("MPUB invalid message count 0", field="num messages")
-    parts = [_U32.pack(len(value))]
-    parts.extend(_size(b, "message body", "message size") for b in value)
-    return _size(b"".join(parts), "MPUB body", "body size")
+    sizes = list(map(len, bodies))
+    n, first = len(sizes), sizes[0]
+    if first and sizes.count(first) == n:  # one size: its size field separates them
+        head = _HEADER.pack(4 + n * (4 + first), n)
+        return INT32.pack(first).join([line + head, *bodies])
+    if not all(sizes):
+        raise BadSize("invalid message body size 0", field="message size")
+    parts = [line] * (2 * n + 2)
+    parts[1] = _HEADER.pack(4 + 4 * n + sum(sizes), n)
+    parts[2::2] = map(INT32.pack, sizes)
+    parts[3::2] = bodies
+    return b"".join(parts)
+
+
+_ENCODING: dict[type[Command], tuple[bytes, tuple[tuple[str, Callable[[Any, Param], bytes],
+                                                        Param], ...], str | None, BodyKind]] = {
+    spec.event: (spec.wire, tuple((p.field, _ENCODE[p.kind], p) for p in spec.params),
+                 spec.event_body, spec.body)
+    for spec in BY_EVENT.values()
+}
+"""Each command class's encoding, read once from the command table: its verb, each line
+parameter's field and check, its body's field (``None``: no body) and kind."""
 
 
 def encode_command(cmd: Command) -> bytes:
@@ -480,13 +514,14 @@ def encode_command(cmd: Command) -> bytes:
     kind = type(cmd)
     if kind is Magic:
         return MAGIC_V2
-    spec = BY_EVENT.get(kind)
-    if spec is None:
+    encoding = _ENCODING.get(kind)
+    if encoding is None:
         raise TypeError(f"not a command: {cmd!r}")
-    line = [spec.wire]
-    line.extend(_ENCODE[p.kind](getattr(cmd, p.field), p) for p in spec.params)
+    wire, params, body, body_kind = encoding
+    line = [wire]
+    for field, check, p in params:
+        line.append(check(getattr(cmd, field), p))
     out = b" ".join(line) + b"\n"
-    body = spec.event_body
     if body is None:
         return out
-    return out + _encode_body(spec, getattr(cmd, body))
+    return _with_body(out, body_kind, getattr(cmd, body))

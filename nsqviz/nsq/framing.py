@@ -11,6 +11,7 @@ those bytes.
 
 from __future__ import annotations
 
+import re
 from struct import Struct as _Struct
 
 from nsqviz.nsq.commands import BODY_VERBS, BY_VERB, BodyKind
@@ -52,6 +53,27 @@ _VERB_STARTS = frozenset(verb[0] for verb in BY_VERB)
 _BODY_VERB_STARTS = frozenset(verb[0] for verb in BODY_VERBS)
 """First bytes of the verbs with a body: a line starting otherwise (FIN, RDY ...) needs
 no look at its verb to be known body-less."""
+_BODY_LINE = re.compile(b"\n[" + bytes(sorted(_BODY_VERB_STARTS)) + b"]")
+"""A newline, then a line that may start a command with a body."""
+
+
+def _run_of_one_length(buf: bytes, pos: int, ends: list[int], limit: int) -> int:
+    """:meth:`CommandFraming.scan` for the lines from ``pos`` that all have the first
+    one's length and start like no verb with a body -- a consumer's FINs -- without a
+    loop in Python: the newlines found every ``length`` bytes by a strided slice (and
+    none between them), the ends appended as a range. Returns where the run stopped."""
+    nl = buf.find(b"\n", pos, pos + limit + 1)
+    if nl < 0 or buf[pos] in _BODY_VERB_STARTS:
+        return pos
+    size = nl + 1 - pos
+    body_line = _BODY_LINE.search(buf, pos)
+    stop = body_line.start() + 1 if body_line is not None else len(buf)
+    newlines = buf[nl : stop : size]
+    k = len(newlines) - len(newlines.lstrip(b"\n"))  # lines whose newline is in place
+    if k < 2 or buf.count(b"\n", pos, pos + k * size) != k:
+        return pos  # a shorter line among them: the loop sorts it out
+    ends.extend(range(pos + size, pos + k * size + 1, size))
+    return pos + k * size
 
 
 class FrameFraming:
@@ -181,6 +203,7 @@ class CommandFraming(MagicLineFraming):
         find = buf.find
         append = ends.append
         limit = self.max_line
+        pos = _run_of_one_length(buf, pos, ends, limit)
         while True:
             nl = find(b"\n", pos, pos + limit + 1)
             if nl < 0:

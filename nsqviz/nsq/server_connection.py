@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from nsqviz.nsq import events as ev
-from nsqviz.nsq import fastpath
+from nsqviz.nsq import fastpath, runs
 from nsqviz.nsq.commands import BY_EVENT, BY_VERB, name_of
 from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _continued, _garbage_raw
 from nsqviz.nsq.errors import ErrorCode, not_in_flight
@@ -26,6 +27,7 @@ from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame
 __all__ = ["ServerConfig", "ServerConnection"]
 
 _RDY_COUNT_AT = len(BY_EVENT[ev.Rdy].verb) + 1  # the count follows the verb and one space
+_ID = attrgetter("id")
 
 LEFT_KEPT = 65536
 """How many ids that left flight a mid-stream observer remembers (memory stays bounded)."""
@@ -136,6 +138,16 @@ class ServerConnection(_Connection):
         self.in_flight.update([m.id for m in messages])
         return self._wrap(data)
 
+    def send_message_run(self, timestamp: int, attempts: int, ids: Sequence[bytes],
+                         bodies: Sequence[bytes], *, check: bool = True) -> bytes:
+        """:meth:`send_messages` for messages sharing a timestamp and an attempts count,
+        given as columns (the broker's first delivery of part of a publish)."""
+        if check:
+            self._check_delivery(len(ids))
+        data = runs.encode_message_run(timestamp, attempts, ids, bodies)
+        self.in_flight.update(ids)
+        return self._wrap(data)
+
     def _check_delivery(self, count: int) -> None:
         """nsqd sends messages only to a subscribed client, and no more than its RDY."""
         if self.state is not State.SUBSCRIBED:
@@ -156,8 +168,13 @@ class ServerConnection(_Connection):
             return i, pos
         start = pos
         fins: list[ev.Fin] = []
-        i, pos = fastpath.decode_fins(buf, items, i, pos, fins)
+        i, pos = runs.decode_fins(buf, items, i, pos, fins)
         in_flight = self.in_flight
+        ids = list(map(_ID, fins))
+        if len(set(ids)) == len(ids) and in_flight.issuperset(ids):
+            in_flight.difference_update(ids)  # every one in flight, none twice: in C
+            out += fins
+            return i, pos
         append = out.append
         for k, fin in enumerate(fins):
             mid = fin.id
@@ -343,11 +360,11 @@ class ServerConnection(_Connection):
                 text = f"MPUB invalid message count {len(cmd.bodies)}"
                 return refuse(out, ErrorCode.BAD_BODY, text, offset, raw, command=cmd,
                               field="num messages")
-            for body in cmd.bodies:
-                if len(body) > config.max_msg_size:
-                    text = f"MPUB message too big {len(body)} > {config.max_msg_size}"
-                    return refuse(out, ErrorCode.BAD_MESSAGE, text, offset, raw, command=cmd,
-                                  field="message size")
+            if max(map(len, cmd.bodies), default=0) > config.max_msg_size:  # one look in C
+                big = next(b for b in cmd.bodies if len(b) > config.max_msg_size)
+                text = f"MPUB message too big {len(big)} > {config.max_msg_size}"
+                return refuse(out, ErrorCode.BAD_MESSAGE, text, offset, raw, command=cmd,
+                              field="message size")
         self._track(cmd)
         out.append(cmd)
         return False

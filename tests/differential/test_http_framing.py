@@ -39,6 +39,10 @@ CASES: dict[str, tuple[bytes, ...]] = {
     "Content-Length superscript": (PUB + "Content-Length: ³\r\n\r\nab".encode(),),
     "Content-Length superscript, latin-1": (PUB + "Content-Length: ³\r\n\r\nab".encode("latin-1"),),
     "Content-Length list": (PUB + b"Content-Length: 2, 2\r\n\r\nab",),
+    # issue 33 item 6: a list of equal values is one value to h11, not to Go
+    "Content-Length list, no space": (PUB + b"Content-Length: 2,2\r\n\r\nab",),
+    "Content-Length list, pipelined": (PING + PUB + b"Content-Length: 2, 2\r\n\r\nab",),
+    "Content-Length list, lower case": (PUB + b"content-length: 2, 2\r\n\r\nab",),
     "Content-Length empty": (PUB + b"Content-Length: \r\n\r\nab",),
     "Content-Length negative": (PUB + b"Content-Length: -1\r\n\r\nab",),
     "Content-Length plus sign": (PUB + b"Content-Length: +2\r\n\r\nab",),
@@ -49,6 +53,12 @@ CASES: dict[str, tuple[bytes, ...]] = {
     "chunk extension and trailer": (PUB + b"Transfer-Encoding: chunked\r\n\r\n"
                                     b"2;x=y\r\nab\r\n0\r\nT: v\r\n\r\n",),
     "bad chunk size": (PUB + b"Transfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n",),
+    # issue 33 item 6: Go reads at most 16 hex digits of a chunk size and answers 500 past
+    # them at once; h11 takes up to 20 (the 17 to 20 digit size then waits for its bytes:
+    # after the client's half-close both say 500, see nsqviz.servers.httpd)
+    "chunk size 2^80": (PUB + b"Transfer-Encoding: chunked\r\n\r\n1" + b"0" * 20 + b"\r\nab",),
+    "chunk size 2^60": (PUB + b"Transfer-Encoding: chunked\r\n\r\n1" + b"0" * 15 + b"\r\nab",),
+    "chunk size 2^64": (PUB + b"Transfer-Encoding: chunked\r\n\r\n1" + b"0" * 16 + b"\r\nab",),
     "chunk lines LF-only": (PUB + b"Transfer-Encoding: chunked\r\n\r\n2\nab\n0\n\n",),
     "chunked in HTTP/1.0": (b"POST /pub?topic=framing HTTP/1.0\r\nTransfer-Encoding: chunked"
                             b"\r\n\r\n2\r\nab\r\n0\r\n\r\n",),
@@ -84,16 +94,13 @@ CASES: dict[str, tuple[bytes, ...]] = {
     "OPTIONS *": (b"OPTIONS * HTTP/1.1\r\n" + H + b"\r\n",),
 }
 
-_H11_LIST = ("h11 reads a Content-Length list of equal values as that value (RFC 9110 "
-             "section 8.6 allows it); Go 1.19 answers 400")
 _H11_EMPTY = ("Go 1.19 reads an empty Content-Length as no body (and the body bytes as the "
               "next request); h11 refuses the head with 400")
 _H11_TE10 = ("Go 1.19 ignores Transfer-Encoding on an HTTP/1.0 request (nsqd then sees an "
              "empty body: MSG_EMPTY); h11 decodes the chunks")
 KNOWN: dict[str, dict[str, str]] = {
-    "nsqd": {"Content-Length list": _H11_LIST, "Content-Length empty": _H11_EMPTY,
-             "chunked in HTTP/1.0": _H11_TE10},
-    "nsqlookupd": {"Content-Length list": _H11_LIST, "Content-Length empty": _H11_EMPTY},
+    "nsqd": {"Content-Length empty": _H11_EMPTY, "chunked in HTTP/1.0": _H11_TE10},
+    "nsqlookupd": {"Content-Length empty": _H11_EMPTY},
 }
 """Cases whose statuses still differ, with the reason: each is h11's strict reading
 against Go's looser one, and none lets a body be read two ways."""

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.fuzz.targets import REGRESSIONS, ROOT, TARGETS, capture_seeds
+from tests.fuzz.targets import REGRESSIONS, ROOT, TARGETS, capture_seeds, filter_seeds
 
 _DONE = re.compile(rb"Done (\d+) runs")
 _STATS = re.compile(rb"#(\d+)\s")
@@ -38,7 +38,7 @@ def _seed_corpus(name: str, folder: Path) -> None:
              "tubemq_codec": [bytes([r, 0]) + b"".join(_tubemq_seeds()) for r in range(3)],
              "json_object": _json_seeds(), "lookupd_grammar": _lookupd_seeds(),
              "lookupd_codec": [bytes([r, 1]) + b"".join(_lookupd_seeds()) for r in range(3)],
-             "http": [b"\0" + s for s in _http_seeds()]}
+             "http": [b"\0" + s for s in _http_seeds()], "display_filter": filter_seeds()}
     for i, data in enumerate(seeds[name]):
         (folder / f"seed-{i}").write_bytes(data)
 

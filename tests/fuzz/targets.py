@@ -15,11 +15,13 @@ by every test run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import random
 from collections.abc import Callable
 from pathlib import Path
 
+from nsqviz import filters
 from nsqviz.capture.cli import json_line
 from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.files import CaptureFormatError
@@ -212,6 +214,45 @@ def http_target(data: bytes) -> None:
             break
 
 
+# -------------------------------------------------------------------- display filters
+
+
+@functools.cache
+def _packet_values() -> list[dict]:
+    """Every packet's filter values of a sample capture with errors and violations."""
+    from nsqviz.filters.values import packet_values, packets
+
+    decoder = CaptureDecoder()
+    records = list(decoder.decode([str(ROOT / "data" / "errors.pcap")]))
+    return [packet_values(group, decoder.first_ts) for group in packets(records)]
+
+
+def display_filter_target(data: bytes) -> None:
+    """A display filter from any bytes, read as the command line reads them (bytes that
+    are not UTF-8 as lone surrogates): it compiles, or raises :class:`FilterError` in one
+    line naming a position inside the expression (issue 33 item 5); what compiles is
+    evaluated on every packet of a sample capture (a linear-time regular expression
+    engine: no input may hang it)."""
+    expr = data.decode("utf-8", "surrogateescape")
+    try:
+        compiled = filters.compile(expr)
+    except filters.FilterError as exc:
+        if "\n" in str(exc) or not 0 <= exc.position <= len(expr):
+            raise AssertionError(f"not one line naming a place in the input: {exc}") from None
+        return
+    for values in _packet_values():
+        compiled.matches(values)
+
+
+def filter_seeds() -> list[bytes]:
+    """Filters that compile (those proven against tshark) and some that must not."""
+    from tests.filters.test_hostile import REFUSED
+    from tests.filters.test_tshark_parity import FILTERS
+
+    return [f.encode() for f in FILTERS] + [e.encode() for e, _ in REFUSED if len(e) < 200] \
+        + [b'nsq.topic matches "(a+)+$"', b'nsq.topic == "caf\xe9"', b"nsq.topic == \xff"]
+
+
 # -------------------------------------------------------------------------- captures
 
 
@@ -240,6 +281,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "lookupd_grammar": lookupd_grammar_target,
     "lookupd_codec": lookupd_codec_target,
     "http": http_target,
+    "display_filter": display_filter_target,
 }
 
 

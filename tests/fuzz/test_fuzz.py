@@ -19,7 +19,7 @@ from nsqviz.nsq.client_connection import ClientConnection
 from nsqviz.nsq.server_connection import ServerConnection
 from nsqviz.tubemq import grammar as tube_grammar
 from tests.differential.test_http_framing import CASES as HTTP_CASES
-from tests.fuzz.targets import LOOKUPD_INFO, TARGETS, capture_seeds, regressions
+from tests.fuzz.targets import LOOKUPD_INFO, TARGETS, capture_seeds, filter_seeds, regressions
 
 
 def _nsq_seeds() -> list[bytes]:
@@ -118,6 +118,10 @@ STRATEGIES = {
                                mutated(_lookupd_seeds(), _role_prefix),
                                st.tuples(_role_prefix, _joined(_lookupd_seeds())).map(
                                    lambda t: t[0] + t[1])),
+    "display_filter": st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode),
+                                mutated(filter_seeds()),
+                                st.lists(st.sampled_from(filter_seeds()), min_size=1,
+                                         max_size=4).map(b" and ".join)),
     "http": st.one_of(st.binary(max_size=600), mutated(_http_seeds(), st.binary(min_size=1,
                                                                                max_size=1)),
                       st.tuples(st.binary(min_size=1, max_size=1),

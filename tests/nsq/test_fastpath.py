@@ -9,6 +9,7 @@ produce the bytes the grammar builds.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 from hypothesis import example, given, settings
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath as fp
 from nsqviz.nsq import grammar as g
-from nsqviz.nsq import grammar_errors
+from nsqviz.nsq import grammar_errors, runs
 from nsqviz.nsq.commands import COMMANDS
 from nsqviz.nsq.framing import CommandFraming, FrameFraming
 from nsqviz.stream import FramingError
@@ -171,6 +172,22 @@ def test_valid_commands_decode_alike_and_encode_like_the_grammar(vector):
         assert fp.encode_command(event) == wire == g.Command.build(parsed)
 
 
+_same_size = st.integers(1, 300).flatmap(
+    lambda k: st.lists(st.binary(min_size=k, max_size=k), min_size=1, max_size=20))
+_mixed_sizes = st.lists(st.binary(min_size=1, max_size=300), min_size=2, max_size=20)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(_same_size, _mixed_sizes))
+def test_mpub_of_one_size_or_many_encodes_as_the_grammar_builds_it(bodies):
+    # the encoder joins a batch of one message size differently from a mixed one
+    event = ev.Mpub("t", tuple(bodies))
+    wire = fp.encode_command(event)
+    parsed = g.parse_command(wire)
+    assert event_from_grammar_command(parsed) == event
+    assert g.Command.build(parsed) == wire
+
+
 @settings(max_examples=200, deadline=None)
 @given(any_frame)
 def test_valid_frames_decode_alike_and_encode_like_the_grammar(wire):
@@ -202,6 +219,19 @@ def test_mutated_commands_fail_alike(wire):
 @given(any_frame.flatmap(mutated))
 def test_mutated_frames_fail_alike(wire):
     assert_same_frame(wire)
+
+
+@settings(max_examples=300, deadline=None)
+@given(size=st.integers(1, 9), count=st.integers(1, 300), data=st.data())
+def test_mpubs_of_equal_sizes_decode_alike(size, count, data):
+    """MPUB bodies of one size (cut by struct, without a loop), and the same with one
+    byte of the body -- a size field's or a message's -- changed: alike with the grammar."""
+    body = be32(count) + (be32(size) + b"m" * size) * count
+    wire = bytearray(b"MPUB t\n" + be32(len(body)) + body)
+    if data.draw(st.booleans()):
+        at = data.draw(st.integers(11, len(wire) - 1))
+        wire[at] = data.draw(st.integers(0, 255))
+    assert_same_command(bytes(wire))
 
 
 @settings(max_examples=200, deadline=None)
@@ -247,6 +277,8 @@ def test_hand_picked_malformed_commands_fail_alike(wire):
     [
         (ev.Sub("bad name", "c"), grammar_errors.BadName),
         (ev.Pub("t", b""), grammar_errors.BadSize),
+        (ev.Mpub("t", ()), grammar_errors.BadSize),
+        (ev.Mpub("t", (b"a", b"", b"c")), grammar_errors.BadSize),
         (ev.Fin(b"xyz"), grammar_errors.BadMessageID),
         (ev.Req(ID, -1), grammar_errors.BadNumber),
         (ev.Rdy(-5), grammar_errors.BadNumber),
@@ -268,6 +300,47 @@ def test_encoding_a_message_with_a_bad_id_is_refused():
                 "data": {"timestamp": 0, "attempts": 1, "id": b"0123456789abcdeZ", "body": b"x"},
             }
         )
+
+
+@given(ts=st.integers(-(2**63), 2**63 - 1), attempts=st.integers(0, 65535),
+       ids=st.lists(st.binary(min_size=8, max_size=8).map(lambda b: b.hex().encode()),
+                    max_size=6),
+       data=st.data())
+def test_a_message_run_encodes_as_its_messages_do(ts, attempts, ids, data):
+    bodies = [data.draw(st.binary(min_size=1, max_size=40)) for _ in ids]
+    messages = [ev.Message(ts, attempts, i, b) for i, b in zip(ids, bodies, strict=True)]
+    assert runs.encode_message_run(ts, attempts, ids, bodies) == fp.encode_messages(messages)
+
+
+@given(st.lists(st.one_of(st.binary(min_size=8, max_size=8).map(lambda b: b.hex().encode()),
+                         st.binary(max_size=20),
+                         st.text("0123456789abcdefABCDEF-", max_size=18).map(str.encode))))
+def test_a_message_run_is_refused_exactly_when_one_of_its_ids_is(ids):
+    valid = all(len(i) == 16 and not i.strip(b"0123456789abcdefABCDEF") for i in ids)
+    try:
+        runs.encode_message_run(0, 1, ids, [b"x"] * len(ids))
+    except grammar_errors.BadMessageID:
+        assert not valid
+    else:
+        assert valid
+
+
+@pytest.mark.parametrize("bad", [b"0123456789abcdeZ", b"0123456789abcde", b"0123456789abcdef0"])
+def test_a_message_run_with_a_bad_id_is_refused(bad):
+    ids = [b"0123456789abcdef", bad, b"fedcba9876543210"]
+    with pytest.raises(grammar_errors.BadMessageID, match=re.escape(repr(bad))):
+        runs.encode_message_run(0, 1, ids, [b"x"] * 3)
+    with pytest.raises(grammar_errors.BadMessageID):
+        fp.encode_messages([ev.Message(0, 1, i, b"x") for i in ids])
+
+
+def test_fins_made_in_bulk_are_the_events_fin_makes():
+    ids = [b"%016x" % i for i in range(5)]
+    made = runs._fins(ids)
+    assert made == [ev.Fin(i) for i in ids]
+    assert [(type(f), f.id, f.raw) for f in made] == [(ev.Fin, i, None) for i in ids]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made[0].id = b"x"
 
 
 def _reason(fn, data: bytes) -> str:

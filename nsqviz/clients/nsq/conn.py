@@ -8,7 +8,8 @@ only I/O and time:
 
 * heartbeats are answered with NOP *inside* ``data_received``, before any message of the
   same read reaches a handler, so busy handlers never starve them;
-* commands written during one event-loop iteration go out in one write;
+* commands nsqd does not answer (FIN, REQ, TOUCH, RDY) written during one event-loop
+  iteration go out in one write; a command it answers goes out at once, after them;
 * ``read_timeout`` (default two heartbeat intervals) declares a silent connection dead
   (liveness detection) -- timed with ``time.monotonic``;
 * a non-fatal ``E_FIN_FAILED``/``E_REQ_FAILED``/``E_TOUCH_FAILED`` is handed to
@@ -104,6 +105,11 @@ class NSQConnection(asyncio.Protocol):
         self.in_flight = 0
         self.last_message_at = 0.0
         self.messages_received = 0
+        self.max_rdy_count: int
+        """nsqd's ``max_rdy_count``; 2500 when IDENTIFY negotiated nothing (the guide)."""
+        self.msg_timeout: float
+        """Seconds nsqd gives us per message (negotiated, else nsqd's default 60 s)."""
+        self._negotiated()  # nothing yet: the defaults
 
     # -- properties ---------------------------------------------------------------
 
@@ -111,16 +117,12 @@ class NSQConnection(asyncio.Protocol):
     def features(self) -> dict[str, Any]:
         return self.codec.features or {}
 
-    @property
-    def max_rdy_count(self) -> int:
-        """nsqd's ``max_rdy_count``; 2500 when IDENTIFY negotiated nothing (the guide)."""
-        return self.codec.max_rdy_count
-
-    @property
-    def msg_timeout(self) -> float:
-        """Seconds nsqd gives us per message (negotiated, else nsqd's default 60 s)."""
+    def _negotiated(self) -> None:
+        """Read what IDENTIFY negotiated into plain attributes: the consumer reads them
+        for every message."""
+        self.max_rdy_count = self.codec.max_rdy_count
         ms = self.features.get("msg_timeout")
-        return ms / 1000 if ms else (self.config.msg_timeout or 60.0)
+        self.msg_timeout = ms / 1000 if ms else (self.config.msg_timeout or 60.0)
 
     @property
     def max_body_size(self) -> int | None:
@@ -146,6 +148,7 @@ class NSQConnection(asyncio.Protocol):
             raise ConnectionFailed(f"cannot connect to {self.address}: {exc}") from exc
         self.send(Magic())
         await self.command(Identify(cfg.identify()))
+        self._negotiated()
         while self._switches:  # TLS and/or compression were negotiated
             await self._switches.popleft()
         if self.codec.auth_required:
@@ -172,6 +175,25 @@ class NSQConnection(asyncio.Protocol):
 
     def send(self, cmd: Command) -> None:
         """Queue ``cmd`` (checked by the codec); written at the end of this loop turn."""
+        self._queue(cmd)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def command(self, cmd: Command) -> asyncio.Future[Any]:
+        """Send a command nsqd answers; the future gets the Response (or NSQError).
+
+        It is written at once, after whatever this loop turn queued before it: its
+        caller is waiting for the answer, and a loop turn spent on the write would only
+        delay it (a producer publishing one batch after another pays that per batch).
+        """
+        fut = self._loop.create_future()
+        self._queue(cmd)
+        self._answers.append(fut)
+        self._flush()
+        return fut
+
+    def _queue(self, cmd: Command) -> None:
         if self.transport is None or self.closed.done():
             raise ConnectionFailed(f"{self.address} is closed")
         self._out.append(self.codec.send(cmd))
@@ -179,18 +201,9 @@ class NSQConnection(asyncio.Protocol):
             self.rdy = cmd.count
             self.rdy_sent_at = time.monotonic()
             self.received_since_rdy = 0
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
-
-    def command(self, cmd: Command) -> asyncio.Future[Any]:
-        """Send a command nsqd answers; the future gets the Response (or NSQError)."""
-        fut = self._loop.create_future()
-        self.send(cmd)
-        self._answers.append(fut)
-        return fut
 
     def _flush(self) -> None:
+        """Write what is queued (a flush still scheduled then finds nothing to write)."""
         self._flush_scheduled = False
         if self._out and self.transport is not None and not self.transport.is_closing():
             data = self._out[0] if len(self._out) == 1 else b"".join(self._out)

@@ -29,7 +29,7 @@ class Message:
     """A message delivered to this consumer (``id``, ``body``, ``attempts``, ``timestamp``)."""
 
     __slots__ = ("id", "body", "attempts", "timestamp", "conn", "received_at", "deadline",
-                 "responded", "async_", "refused", "_config", "_answered")
+                 "responded", "async_", "refused", "_config", "_answered", "__weakref__")
 
     def __init__(self, event: MessageFrame, conn: NSQConnection, config: Config,
                  answered: Answered, now: float):
@@ -59,7 +59,7 @@ class Message:
 
     def finish(self) -> None:
         """FIN: done. The consumer counts it as a success (backoff)."""
-        self._answer(Fin(self.id), success=True)
+        self._answer(Fin(self.id), True)
 
     def requeue(self, delay: float | None = None, *, backoff: bool = True) -> None:
         """REQ after ``delay`` seconds (default: ``requeue_delay * attempts``, capped);
@@ -67,7 +67,7 @@ class Message:
         if delay is None:
             cfg = self._config
             delay = min(cfg.requeue_delay * self.attempts, cfg.max_requeue_delay)
-        self._answer(Req(self.id, int(delay * 1000)), success=not backoff)
+        self._answer(Req(self.id, int(delay * 1000)), not backoff)
 
     def touch(self) -> None:
         """TOUCH: reset nsqd's timeout for this message (up to ``max_msg_timeout``)."""
@@ -76,7 +76,7 @@ class Message:
         self.conn.send(Touch(self.id))
         self.deadline = time.monotonic() + self.conn.msg_timeout
 
-    def _answer(self, cmd: Fin | Req, *, success: bool) -> None:
+    def _answer(self, cmd: Fin | Req, success: bool) -> None:
         if self.responded:
             raise RuntimeError(f"message {self.id.decode()} was already answered")
         self.responded = True

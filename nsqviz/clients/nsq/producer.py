@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, cast
 
 from nsqviz.clients.nsq.config import Config
 from nsqviz.clients.nsq.conn import ConnectionFailed, NSQConnection, NSQError
@@ -27,6 +27,11 @@ from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_MSG_SIZE
 __all__ = ["MessageTooBig", "Producer", "split_mpub"]
 
 log = logging.getLogger(__name__)
+
+
+_BYTES = {bytes}
+"""What a batch made only of bytes holds (checked without a Python-level step per
+message: the usual batch, and the one a publishing hot loop sends)."""
 
 
 class MessageTooBig(ValueError):
@@ -43,9 +48,12 @@ def split_mpub(bodies: list[bytes], *, max_msg_size: int = DEFAULT_MAX_MSG_SIZE,
     if not bodies:
         raise ValueError("MPUB needs at least one message")
     sizes = list(map(len, bodies))
-    if min(sizes) and max(sizes) <= max_msg_size and 4 + 4 * len(sizes) + sum(sizes) <= (
-            max_body_size):
-        return [list(bodies)]  # the usual case, checked without a loop per message
+    whole = 4 + 4 * len(sizes) + sum(sizes)
+    # the usual case, checked without a loop per message (and without looking for the
+    # largest message when the whole body fits max_msg_size: each of them does then)
+    if all(sizes) and whole <= max_body_size and (
+            whole <= max_msg_size or max(sizes) <= max_msg_size):
+        return [list(bodies)]
     batches: list[list[bytes]] = [[]]
     size = 4
     for i, body in enumerate(bodies):
@@ -129,7 +137,9 @@ class Producer:
         delay = self.retry_delay
         for attempt in range(self.retries + 1):
             try:
-                conn = await self.connection()
+                conn = self._conn
+                if conn is None or not conn.is_open:
+                    conn = await self.connection()
                 await conn.command(cmd)
                 return
             except ConnectionError as exc:
@@ -157,7 +167,10 @@ class Producer:
     async def mpub(self, topic: str, bodies: list[bytes | str], *, split: bool = True) -> int:
         """MPUB ``bodies`` (split into several MPUBs if one would be too big); returns the
         number of MPUB commands sent."""
-        data = [b.encode() if isinstance(b, str) else b for b in bodies]
+        if set(map(type, bodies)) <= _BYTES:
+            data = cast("list[bytes]", bodies)  # split_mpub copies it
+        else:
+            data = [b.encode() if isinstance(b, str) else b for b in bodies]
         batches = split_mpub(data, max_msg_size=self.max_msg_size,
                              max_body_size=self.max_body_size)
         if len(batches) > 1 and not split:

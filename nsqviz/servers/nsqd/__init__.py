@@ -21,7 +21,11 @@ queues, in-flight and deferred messages -- is lost on SIGKILL, as it is with nsq
 graceful stop (SIGTERM/SIGINT) writes it all to disk first. ``--mem-queue-size 0`` sends
 every message to disk. nsqd itself, killed right after an ``OK``, can also lose what
 its disk queue had not yet synced and deliver some messages twice after the restart
-(``tests/servers/nsqd/test_crash.py`` runs both and prints the counts).
+(``tests/servers/nsqd/test_crash.py`` runs both and prints the counts). The disk queue
+files are nsqd's own, byte for byte; a damaged record in one -- a flipped byte in a size
+or an id -- is set aside when it is read back (logged with its offset, kept in a
+``.bad`` file beside the queue) and every intact record after it delivered, where nsqd
+gives up on the rest of the file (``tests/servers/nsqd/test_corrupt_queue.py``).
 """
 
 from nsqviz.servers.nsqd.embedded import EmbeddedBroker

@@ -7,12 +7,19 @@ queue ``topic:channel`` (:func:`backend_name`).
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from nsqviz.servers.nsqd.diskqueue import DiskQueue
-from nsqviz.servers.nsqd.message import BrokerMessage, decode_record, encode_record
+from nsqviz.servers.nsqd.memqueue import Entry, MemoryQueue, size_of
+from nsqviz.servers.nsqd.message import (
+    HEADER_SIZE,
+    RECORD_START,
+    Batch,
+    BrokerMessage,
+    decode_record,
+    encode_record,
+)
 
 if TYPE_CHECKING:
     from nsqviz.servers.nsqd.options import Options
@@ -29,16 +36,18 @@ class Backlog:
     """Memory first, then disk: the queue behind a topic or a channel."""
 
     def __init__(self, name: str, opts: Options, ephemeral: bool):
-        self.memory: deque[BrokerMessage] = deque()
+        self.memory = MemoryQueue()
         self.limit: int | None = opts.mem_queue_size
         self.disk: DiskQueue | None = None
         self.dropped = 0
+        self.on_write: Callable[[OSError | None], None] | None = None
+        """Told how each write to the disk queue went (the broker's health, as nsqd's)."""
         if opts.data_path and not ephemeral:
             self.disk = DiskQueue(
                 name, opts.data_path,
                 max_bytes_per_file=opts.max_bytes_per_file,
-                min_msg_size=26, max_msg_size=opts.max_msg_size + 26,
-                sync_every=opts.sync_every,
+                min_msg_size=HEADER_SIZE, max_msg_size=opts.max_msg_size + HEADER_SIZE,
+                sync_every=opts.sync_every, record_start=RECORD_START,
             )
         elif not ephemeral:
             self.limit = None  # no data path: an embedded broker keeps everything in memory
@@ -50,73 +59,90 @@ class Backlog:
     def backend_depth(self) -> int:
         return self.disk.depth if self.disk else 0
 
-    def put(self, msg: BrokerMessage) -> None:
-        if self.limit is None or len(self.memory) < self.limit:
-            self.memory.append(msg)
-        elif self.disk is not None:
-            self.disk.put(encode_record(msg))
-        else:
-            self.dropped += 1  # ephemeral: nsqd's dummy backend discards
+    def _room(self, n: int) -> int:
+        """How many of ``n`` more messages fit in memory."""
+        if self.limit is None:
+            return n
+        return min(n, max(0, self.limit - len(self.memory)))
 
-    def put_many(self, msgs: list[BrokerMessage]) -> None:
-        """Memory up to the limit, the rest to disk in one write (done before the
-        publish's OK is sent)."""
-        if self.limit is None or len(self.memory) + len(msgs) <= self.limit:
-            self.memory.extend(msgs)
+    def put_batch(self, batch: Batch) -> None:
+        """A publish: memory up to the limit, the rest to disk in one write (done before
+        the publish's OK is sent)."""
+        n = len(batch)
+        room = self._room(n)
+        self.memory.append_batch(batch, 0, room)
+        if room < n:
+            if self.disk is not None:
+                self._write(batch.records(room, n))
+            else:
+                self.dropped += n - room  # ephemeral: nsqd's dummy backend discards
+
+    def put_entries(self, entries: list[Entry], *, copy: bool = False) -> None:
+        """What another backlog's memory gave up (:meth:`take`): memory up to the limit,
+        the rest to disk. ``copy``: the entries are kept there too."""
+        count = size_of(entries)
+        if self._room(count) == count:
+            self.memory.extend(entries, copy=copy)
             return
-        room = max(0, self.limit - len(self.memory))
-        self.memory.extend(msgs[:room])
+        spare = MemoryQueue()
+        spare.extend(entries, copy=copy)
+        self.memory.extend(spare.take(self._room(count)))
         if self.disk is not None:
-            self.disk.put_many([encode_record(m) for m in msgs[room:]])
+            self._write(spare.records())
         else:
-            self.dropped += len(msgs) - room  # ephemeral: nsqd's dummy backend discards
+            self.dropped += len(spare)
 
     def put_records(self, records: list[bytes]) -> None:
         """Disk records moved here from another backlog: decoded only as far as they fit
         in memory, the rest written to disk as they are."""
-        room = len(records) if self.limit is None else max(0, self.limit - len(self.memory))
-        self.memory.extend(decode_record(r) for r in records[:room])
-        if room >= len(records):
-            return
-        if self.disk is not None:
-            self.disk.put_many(records[room:])
-        else:
-            self.dropped += len(records) - room
+        room = self._room(len(records))
+        for r in records[:room]:
+            self.memory.append(decode_record(r))
+        if room < len(records):
+            if self.disk is not None:
+                self._write(records[room:])
+            else:
+                self.dropped += len(records) - room
 
-    def take(self, n: int) -> tuple[list[BrokerMessage], list[bytes]]:
-        """Up to ``n`` messages off the front: those in memory, then raw disk records
-        (not decoded: a move to another backlog writes them back as they are)."""
-        memory = self.memory
-        msgs = [memory.popleft() for _ in range(min(n, len(memory)))]
-        records: list[bytes] = []
-        if self.disk is not None:
-            get = self.disk.get
-            while len(msgs) + len(records) < n:
-                data = get()
-                if data is None:
-                    break
-                records.append(data)
-        return msgs, records
+    def _write(self, records: Iterable[bytes]) -> None:
+        """One write to the disk queue, its outcome told to :attr:`on_write`."""
+        assert self.disk is not None
+        try:
+            self.disk.put_many(records)
+        except OSError as exc:
+            if self.on_write is not None:
+                self.on_write(exc)
+            raise
+        if self.on_write is not None:
+            self.on_write(None)
 
-    def pop_many(self, n: int) -> list[BrokerMessage]:
-        """Up to ``n`` messages off the front, in order (memory, then disk)."""
-        memory = self.memory
-        popleft = memory.popleft
-        msgs = [popleft() for _ in range(min(n, len(memory)))]
-        if self.disk is not None:
-            get = self.disk.get
-            while len(msgs) < n and (data := get()) is not None:
-                msgs.append(decode_record(data))
-        return msgs
+    def take(self, n: int) -> tuple[list[Entry], list[bytes]]:
+        """Up to ``n`` messages off the front: those in memory as they are held, then raw
+        disk records (not decoded: a move to another backlog writes them back as they
+        are)."""
+        entries = self.memory.take(n)
+        records = self.disk.get_many(n - size_of(entries)) if self.disk is not None else []
+        return entries, records
+
+    def take_entries(self, n: int) -> tuple[list[Entry], int]:
+        """Up to ``n`` messages off the front, in order (memory, then disk), as queue
+        entries -- runs of batches as they are held, disk records as messages -- and
+        how many messages they are."""
+        taken = min(n, len(self.memory))
+        entries = self.memory.take(taken)
+        if self.disk is not None and taken < n:
+            records = self.disk.get_many(n - taken)
+            entries += map(decode_record, records)
+            taken += len(records)
+        return entries, taken
 
     def pop(self) -> BrokerMessage | None:
-        if self.memory:
-            return self.memory.popleft()
-        if self.disk is not None:
-            data = self.disk.get()
-            if data is not None:
-                return decode_record(data)
-        return None
+        msg = self.memory.popleft()
+        if msg is None and self.disk is not None:
+            records = self.disk.get_many(1)
+            if records:
+                return decode_record(records[0])
+        return msg
 
     def spill(self, msgs: Iterable[BrokerMessage]) -> None:
         """Write messages to disk regardless of the memory limit (graceful stop)."""
@@ -125,7 +151,7 @@ class Backlog:
 
     def close(self) -> None:
         if self.disk is not None:
-            self.spill(self.memory)
+            self.disk.put_many(self.memory.records())
             self.memory.clear()
             self.disk.close()
 

@@ -24,16 +24,19 @@ import heapq
 import itertools
 import random
 import time
+from collections import deque
 from collections.abc import Callable
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nsqviz.servers.nsqd.backlog import Backlog, backend_name
-from nsqviz.servers.nsqd.message import BrokerMessage
+from nsqviz.servers.nsqd.memqueue import Entry, Run, size_of
+from nsqviz.servers.nsqd.message import Batch, BrokerMessage, Delivery, InFlight, flying
 
 if TYPE_CHECKING:
     from nsqviz.servers.nsqd.options import Options
 
-__all__ = ["PUMP_SLICE", "Channel", "Consumer", "Owner"]
+__all__ = ["NOT_IN_FLIGHT", "PUMP_SLICE", "Channel", "Consumer", "Owner"]
 
 _seq = itertools.count()
 
@@ -45,6 +48,9 @@ be read between a draining reader's slices; larger ones favour the reader and co
 CPU per message when it is alone (``benchmarks.broker_load`` shows both sides)."""
 
 
+NOT_IN_FLIGHT = "ID not in flight"
+"""nsqd's reason when a FIN, REQ or TOUCH names a message not in flight on the channel."""
+
 _Room = list[Any]
 """One client's turn in a pump: ``[client, room left, batch taken]`` (a list: the pump
 updates it in place)."""
@@ -53,7 +59,7 @@ updates it in place)."""
 class Consumer(Protocol):
     """What a channel needs from a subscribed connection."""
 
-    in_flight: dict[bytes, BrokerMessage]
+    in_flight: dict[bytes, InFlight]
 
     @property
     def sample_rate(self) -> int: ...
@@ -65,9 +71,9 @@ class Consumer(Protocol):
         """How many more messages the client may have in flight now (RDY - in flight)."""
         ...
 
-    def deliver(self, batch: list[BrokerMessage]) -> None: ...
+    def deliver(self, batch: list[InFlight]) -> None: ...
 
-    def timed_out(self, msg: BrokerMessage) -> None: ...
+    def timed_out(self, msg_id: bytes) -> None: ...
 
     def abort(self) -> None: ...
 
@@ -85,7 +91,7 @@ class Owner(Protocol):
 
     def lend(self) -> BrokerMessage | None: ...
 
-    def lend_many(self, n: int) -> list[BrokerMessage]: ...
+    def lend_many(self, n: int) -> tuple[list[Entry], int]: ...
 
 
 class Channel:
@@ -133,14 +139,15 @@ class Channel:
 
     # -- putting ----------------------------------------------------------------
 
-    def put(self, msg: BrokerMessage) -> None:
-        self.message_count += 1
-        self.backlog.put(msg)
+    def put_batch(self, batch: Batch) -> None:
+        self.message_count += len(batch)
+        self.backlog.put_batch(batch)
         self._pump_after_put()
 
-    def put_many(self, msgs: list[BrokerMessage]) -> None:
-        self.message_count += len(msgs)
-        self.backlog.put_many(msgs)
+    def put_entries(self, entries: list[Entry], *, copy: bool) -> None:
+        """Messages the topic's backlog held in memory (see :meth:`Backlog.put_entries`)."""
+        self.message_count += size_of(entries)
+        self.backlog.put_entries(entries, copy=copy)
         self._pump_after_put()
 
     def put_records(self, records: list[bytes]) -> None:
@@ -161,8 +168,7 @@ class Channel:
         self._defer(msg, delay)
 
     def _defer(self, msg: BrokerMessage, delay: float) -> None:
-        msg.deliver_at = time.monotonic() + delay
-        heapq.heappush(self.deferred, (msg.deliver_at, next(_seq), msg))
+        heapq.heappush(self.deferred, (time.monotonic() + delay, next(_seq), msg))
 
     # -- delivering -------------------------------------------------------------
 
@@ -194,7 +200,7 @@ class Channel:
         else:
             queued = len(self.backlog) + (len(self.topic.backlog) if shared else 0)
             budget = self._deal_slices(rooms, budget, queued,
-                                       self._pop_many_shared if shared else self.backlog.pop_many)
+                                       self._take_shared if shared else self.backlog.take_entries)
         self._next = start + 1  # the next pump starts with the next client
         for client, _, batch in rooms:
             if batch:
@@ -205,7 +211,7 @@ class Channel:
 
     @staticmethod
     def _deal_slices(rooms: list[_Room], budget: int, queued: int,
-                     take: Callable[[int], list[BrokerMessage]]) -> int:
+                     take: Callable[[int], tuple[list[Entry], int]]) -> int:
         """Each client with room takes a slice off the queue in turn, its share of the
         ``budget`` (negative: no limit) or of the ``queued`` messages if fewer -- one call
         per slice, not per message. Returns what is left of the budget, negative once the
@@ -216,12 +222,12 @@ class Channel:
             for entry in active:
                 want = min(entry[1], per) if budget < 0 else min(entry[1], per, budget)
                 queued -= want
-                got = take(want)
+                got, taken = take(want)
                 entry[2] += got
-                entry[1] -= len(got)
+                entry[1] -= taken
                 if budget > 0:
-                    budget -= len(got)
-                if len(got) < want:
+                    budget -= taken
+                if taken < want:
                     return -1
                 if not budget:
                     return 0
@@ -264,36 +270,58 @@ class Channel:
                 self.message_count += 1
         return msg
 
-    def _pop_many_shared(self, n: int) -> list[BrokerMessage]:
+    def _take_shared(self, n: int) -> tuple[list[Entry], int]:
         """:meth:`_pop_shared` for up to ``n`` messages at once."""
-        msgs = self.backlog.pop_many(n)
-        if len(msgs) < n:
-            lent = self.topic.lend_many(n - len(msgs))
-            self.message_count += len(lent)
-            msgs += lent
-        return msgs
+        entries, taken = self.backlog.take_entries(n)
+        if taken < n:
+            lent, more = self.topic.lend_many(n - taken)
+            self.message_count += more
+            entries += lent
+            taken += more
+        return entries, taken
 
-    def _hand_out(self, client: Consumer, batch: list[BrokerMessage]) -> None:
+    def _hand_out(self, client: Consumer, entries: list[Entry]) -> None:
+        """Put the messages in flight on ``client`` and send them: a run of a batch as
+        one :class:`Delivery`, a message of its own with one more attempt."""
         deadline = time.monotonic() + client.msg_timeout
         in_flight = client.in_flight
-        for msg in batch:
-            msg.attempts += 1
-            msg.client = client
-            msg.deadline = deadline
-            in_flight[msg.id] = msg
+        items: list[InFlight] = []
+        count = 0
+        for entry in entries:
+            if isinstance(entry, Run):
+                delivery = Delivery(entry.batch, entry.start, entry.stop, deadline)
+                in_flight.update(zip(delivery.ids, repeat(delivery)))
+                items.append(delivery)
+                count += len(delivery.ids)
+            else:
+                entry.attempts = (entry.attempts + 1) & 0xFFFF  # nsqd's uint16 wraps too
+                entry.deadline = deadline
+                in_flight[entry.id] = entry
+                items.append(entry)
+                count += 1
         self.holders.add(client)
-        self.in_flight_count += len(batch)
-        client.deliver(batch)
+        self.in_flight_count += count
+        client.deliver(items)
 
     def _end_in_flight(self, client: Consumer, msg_id: bytes) -> BrokerMessage:
-        msg = client.in_flight.pop(msg_id, None)
-        if msg is None:
-            raise KeyError("ID not in flight")
+        entry = client.in_flight.pop(msg_id, None)
+        if entry is None:
+            raise KeyError(NOT_IN_FLIGHT)
         self.in_flight_count -= 1
-        return msg
+        return flying(entry, msg_id)
 
-    def finish(self, client: Consumer, msg_id: bytes) -> None:
-        self._end_in_flight(client, msg_id)
+    def finish(self, client: Consumer, msg_ids: list[bytes]) -> list[bytes]:
+        """FIN of these messages; returns the ids that were not in flight."""
+        pop = client.in_flight.pop
+        rest = iter(msg_ids)
+        missing: list[bytes] = []
+        try:
+            deque(map(pop, rest), maxlen=0)  # all of them, in C, unless one is missing
+        except KeyError as exc:
+            missing.append(exc.args[0])
+            missing += [mid for mid in rest if pop(mid, None) is None]
+        self.in_flight_count -= len(msg_ids) - len(missing)
+        return missing
 
     def requeue(self, client: Consumer, msg_id: bytes, delay: float) -> None:
         msg = self._end_in_flight(client, msg_id)
@@ -312,15 +340,14 @@ class Channel:
         them into the channel already): they become the channel's own first."""
         waiting = self.topic.backlog.memory
         if self.topic.sole_reader is self and waiting:
-            self.message_count += len(waiting)
-            self.backlog.memory.extend(waiting)
-            waiting.clear()
+            self.message_count += self.backlog.memory.take_all_from(waiting)
         self.backlog.memory.append(msg)
 
     def touch(self, client: Consumer, msg_id: bytes) -> None:
-        msg = client.in_flight.pop(msg_id, None)
-        if msg is None:
-            raise KeyError("ID not in flight")
+        entry = client.in_flight.pop(msg_id, None)
+        if entry is None:
+            raise KeyError(NOT_IN_FLIGHT)
+        msg = flying(entry, msg_id)
         msg.deadline = time.monotonic() + client.msg_timeout
         client.in_flight[msg_id] = msg  # re-inserted last: deadlines stay in order
 
@@ -332,24 +359,22 @@ class Channel:
         for client in list(self.holders):
             fl = client.in_flight
             expired = []
-            for msg in fl.values():
-                if msg.deadline > now:
+            for mid, entry in fl.items():
+                if entry.deadline > now:
                     break
-                expired.append(msg)
-            for msg in expired:
-                del fl[msg.id]
+                expired.append((mid, entry))
+            for mid, entry in expired:
+                del fl[mid]
                 self.in_flight_count -= 1
                 self.timeout_count += 1
-                client.timed_out(msg)
-                self._put_back(msg)
+                client.timed_out(mid)
+                self._put_back(flying(entry, mid))
                 dirty = True
             if not fl:
                 self.holders.discard(client)
         deferred = self.deferred
         while deferred and deferred[0][0] <= now:
-            msg = heapq.heappop(deferred)[2]
-            msg.deliver_at = 0.0
-            self._put_back(msg)
+            self._put_back(heapq.heappop(deferred)[2])
             dirty = True
         if dirty:
             self.pump()
@@ -361,7 +386,7 @@ class Channel:
         """Every message not yet FINed: in flight, deferred, then queued in memory."""
         out: list[BrokerMessage] = []
         for client in self.holders:
-            out.extend(client.in_flight.values())
+            out.extend(map(flying, client.in_flight.values(), client.in_flight))
             client.in_flight.clear()
         self.holders.clear()
         self.in_flight_count = 0

@@ -12,6 +12,7 @@ from typing import Any
 from nsqviz.servers.listen import bind_help
 from nsqviz.servers.nsqd.options import Options, add_arguments, options_from_args
 from nsqviz.servers.nsqd.server import Broker
+from nsqviz.usage import warn
 
 __all__ = ["register", "run"]
 
@@ -50,7 +51,11 @@ def run(args: argparse.Namespace) -> int:
 
 async def serve(opts: Options) -> int:
     broker = Broker(opts)
-    await broker.start()
+    try:
+        await broker.start()
+    except OSError as exc:  # as nsqd: FATAL, one line, exit status 1
+        warn("broker", f"failed to start - {exc}")
+        return 1
     print(f"TCP: listening on {broker.tcp_address}", flush=True)
     print(f"HTTP: listening on {broker.http_address}", flush=True)
     stop = asyncio.Event()

@@ -30,7 +30,6 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from itertools import repeat
 from typing import Any, ClassVar, cast
 
 from nsqviz import compactjson
@@ -40,17 +39,21 @@ from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
 from nsqviz.nsq.states import State
 from nsqviz.nsq.wire import MAGIC_V2
+from nsqviz.servers.listen import release
 from nsqviz.servers.nsqd.access import AccessSteps
 from nsqviz.servers.nsqd.auth import AuthState
-from nsqviz.servers.nsqd.channel import Channel
+from nsqviz.servers.nsqd.channel import NOT_IN_FLIGHT, Channel
 from nsqviz.servers.nsqd.identify import IdentifyRefused, Negotiated, negotiate
-from nsqviz.servers.nsqd.message import BrokerMessage
+from nsqviz.servers.nsqd.message import BrokerMessage, InFlight
 from nsqviz.servers.nsqd.options import Options
 from nsqviz.servers.nsqd.output import CLOSE_WAIT, OK, FatalClientError
 
 __all__ = ["BrokerConnection", "handler_name"]
 
 log = logging.getLogger(__name__)
+
+NSQD_READ_BUFFER = 16 * 1024
+"""nsqd's buffered reader of a client's commands (``defaultBufferSize``)."""
 
 # nsqd's client states as /stats reports them (stateInit 0, stateDisconnected 1,
 # stateConnected 2, stateSubscribed 3, stateClosing 4)
@@ -92,7 +95,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             sample_rate=0, msg_timeout=opts.msg_timeout, feature_negotiation=False,
         )
         self.channel: Channel | None = None
-        self.in_flight: dict[bytes, BrokerMessage] = {}  # the codec counts them against RDY
+        self.in_flight: dict[bytes, InFlight] = {}  # the codec counts them against RDY
         self.auth_state: AuthState | None = None
         self._secret = ""  # kept to ask the auth service again when the answer expires
         self.compression = ""
@@ -115,6 +118,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         self._pump_pending = False  # FIN/REQ/RDY freed room: pump once the batch is read
         self._dispatching = False  # handling a batch of commands: deliveries wait for its end
         self._torn_down = False
+        self._received = 0  # bytes read from the socket, for nsqd's close (_unread)
 
     # -- attributes read by channels and /stats -------------------------------------
 
@@ -186,6 +190,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self._received += len(data)
         try:
             received = self.codec.receive(data)
         except Exception as exc:  # the codec must not crash us; a bug is a fatal error
@@ -204,6 +209,8 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._teardown()
+        if self.transport is not None:
+            release(self.transport)
 
     def pause_writing(self) -> None:
         # the client does not read: stop reading its commands until it does
@@ -257,14 +264,25 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             log.info("closing %s: %s", self.remote_address, ev.text)
             self._close_quietly()
         elif ev.fatal:
-            # nsqd reads the magic alone, unbuffered: what came after a bad one is unread
-            unread = (ev.code == ErrorCode.BAD_PROTOCOL and ev.raw is not None
-                      and len(ev.raw.data) > len(MAGIC_V2))
-            self._fatal(ev.code, ev.text, unread=unread)
+            self._fatal(ev.code, ev.text, unread=self._unread(ev))
         else:
             error = self._not_owned(ev) or ev.error
             assert error is not None  # a violation with a code has nsqd's answer
             self._send_now(events.Error(error))
+
+    def _unread(self, ev: events.Violation) -> bool:
+        """Whether nsqd would close after ``ev`` with input still unread -- its kernel
+        then answers the close with an RST. nsqd reads the magic alone, unbuffered, so
+        any byte after a bad one is unread; then it reads through a buffer of
+        :data:`NSQD_READ_BUFFER` bytes, so what arrived more than that past where it
+        stopped (the field at fault, else the command's start: an MPUB's message too
+        big) is unread too."""
+        if ev.code == ErrorCode.BAD_PROTOCOL:
+            return ev.raw is not None and len(ev.raw.data) > len(MAGIC_V2)
+        stop = ev.field_offset if ev.field_offset is not None else ev.offset
+        if stop is None or self.compression:  # offsets are in the decompressed stream
+            return False
+        return self._received - stop > NSQD_READ_BUFFER
 
     def _not_owned(self, ev: events.Violation) -> bytes | None:
         """The codec only knows this connection's in-flight ids; nsqd's channel knows all,
@@ -360,12 +378,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         # pump runs apart from the command loop)
         broker.held_pumps = held = set[Channel]()
         try:
-            if len(bodies) == 1:
-                topic.put(BrokerMessage(broker.new_id(), bodies[0]), delay)
-            else:
-                now = time.time_ns()
-                ids = broker.new_id.many(len(bodies))
-                topic.put_many(list(map(BrokerMessage, ids, bodies, repeat(now))))
+            topic.publish(broker.ids.batch(bodies), delay)
         except (OSError, ValueError) as exc:
             # nsqd: E_PUB_FAILED / E_MPUB_FAILED / E_DPUB_FAILED when the put fails (a
             # disk queue that cannot be written)
@@ -382,12 +395,16 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         self._pump_pending = True  # the codec holds the count (and ignores it after CLS)
 
     def _on_fin(self, ev: events.Fin) -> None:
-        try:
-            self._subscribed.finish(self, ev.id)
-        except KeyError as exc:
-            self._send_now(events.Error(_failed(ev, exc.args[0])))
-            return
-        self.finish_count += 1
+        """FIN, and the FINs queued right behind it: a consumer's commands are mostly
+        FINs, and a run of them is one call to the channel."""
+        queue = self._events
+        ids = [ev.id]
+        while queue and type(queue[0]) is events.Fin:
+            ids.append(cast(events.Fin, queue.popleft()).id)
+        missing = self._subscribed.finish(self, ids)
+        for mid in missing:
+            self._send_now(events.Error(_failed(events.Fin(mid), NOT_IN_FLIGHT)))
+        self.finish_count += len(ids) - len(missing)
         self._pump_pending = True
 
     def _on_req(self, ev: events.Req) -> None:
@@ -414,12 +431,29 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
 
     # -- delivery (called by the channel) --------------------------------------------
 
-    def deliver(self, batch: list[BrokerMessage]) -> None:
-        """Messages the channel just put in flight for us, as one buffered write."""
-        data = self.codec.send_messages(batch)
-        self.message_count += len(batch)
-        self._out.append(data)
-        self._out_size += len(data)
+    def deliver(self, batch: list[InFlight]) -> None:
+        """Messages the channel just put in flight for us, as one buffered write: each
+        :class:`Delivery` (part of a publish) encoded from its columns, the messages of
+        their own together."""
+        codec = self.codec
+        out = self._out
+        size = len(out)
+        singles: list[BrokerMessage] = []
+        for item in batch:  # in order: a run of messages of their own is one call
+            if isinstance(item, BrokerMessage):
+                singles.append(item)
+                continue
+            if singles:
+                out.append(codec.send_messages(singles))
+                self.message_count += len(singles)
+                singles = []
+            out.append(codec.send_message_run(item.timestamp, item.attempts, item.ids,
+                                              item.bodies))
+            self.message_count += len(item.ids)
+        if singles:
+            out.append(codec.send_messages(singles))
+            self.message_count += len(singles)
+        self._out_size += sum(map(len, out[size:]))
         if self._out_size >= self.settings.output_buffer_size or not self.ready():
             self._flush()
         elif self._flush_handle is None:
@@ -432,9 +466,9 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
                 phase = (time.monotonic() - self._ticker_start) % timeout
                 self._flush_handle = self.loop.call_later(timeout - phase, self._flush)
 
-    def timed_out(self, msg: BrokerMessage) -> None:
+    def timed_out(self, msg_id: bytes) -> None:
         if not self.closed:
-            self.codec.forget(msg.id)
+            self.codec.forget(msg_id)
 
     def _teardown(self) -> None:
         if self._torn_down:

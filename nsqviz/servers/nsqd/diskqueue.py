@@ -21,9 +21,16 @@ files hold: every file from the read position on is walked to its last complete
 record, so records written after the last metadata save are found, and the depth is
 counted, not trusted. A torn record at the end (a write cut short) is cut off with a
 warning naming the file and offset. Reading follows the read and write positions
-(file, offset) only. A file with a corrupt record in the middle is renamed ``.bad``
-and skipped, as go-diskqueue does: bad data is reported and kept, never reused. The
-metadata is replaced atomically (temporary file, fsync, rename).
+(file, offset) only.
+
+Every record is checked when it is read back (:mod:`nsqviz.servers.nsqd.diskrecords`: its
+size, the start of its data, the record after it). Bytes that are not a record -- a
+flipped byte in a size or an id, garbage in the middle of a file -- are set aside: the
+error log names the file, the offset, the length and the first bytes, the bytes are
+appended to ``<file>.bad`` beside it, and reading goes on with the next intact record.
+go-diskqueue renames the whole file ``.bad`` at the first bad size and skips the rest of
+it; here only the bad bytes are lost. Bad data is reported and kept, never delivered.
+The metadata is replaced atomically (temporary file, fsync, rename).
 """
 
 from __future__ import annotations
@@ -34,32 +41,37 @@ import mmap
 import os
 import re
 from collections.abc import Iterable
-from typing import BinaryIO
 
+from nsqviz.servers.nsqd.diskrecords import RecordScanner, View
 from nsqviz.stream.sizes import INT32
 
 __all__ = ["DiskQueue"]
 
 log = logging.getLogger(__name__)
+_RELEASE_EVERY = 1 << 20
 
 
 class DiskQueue:
     """Append records, read them back in order; what was written survives a kill."""
 
     def __init__(self, name: str, data_path: str, *, max_bytes_per_file: int,
-                 min_msg_size: int, max_msg_size: int, sync_every: int = 2500):
+                 min_msg_size: int, max_msg_size: int, sync_every: int = 2500,
+                 record_start: re.Pattern[bytes] | None = None):
         self.name = name
         self.data_path = data_path
         self.max_bytes_per_file = max_bytes_per_file
         self.min_msg_size = min_msg_size
         self.max_msg_size = max_msg_size
         self.sync_every = sync_every
+        self.scanner = RecordScanner(min_msg_size, max_msg_size, record_start)
         self.depth = 0  # for /stats; reading never consults it
         self.read_file = self.read_pos = 0
         self.write_file = self.write_pos = 0
         self._fd: int | None = None
-        self._reader: BinaryIO | None = None
-        self._reader_num = -1
+        self._view: View = b""  # file _view_num (the read file) mapped
+        self._view_num = -1
+        self._view_whole = False
+        self._released = 0  # the view's pages before this offset are unmapped
         self._unsynced = 0
         self._recover()
 
@@ -138,38 +150,38 @@ class DiskQueue:
         with open(path, "r+b") as f:
             f.seek(end)
             tail = f.read()
-            with open(path + ".bad", "wb") as bad:
+            with open(path + ".bad", "ab") as bad:
                 bad.write(tail)
             f.truncate(end)
 
     def _walk(self, num: int, start: int) -> tuple[int, int, int]:
-        """(complete records from ``start``, offset after the last one, file size)."""
+        """(records from ``start``, offset after the last one, file size). Bad spans in
+        the middle are passed over (reading sets them aside when it gets there); bytes at
+        the end that are no record end the walk."""
         try:
             with open(self._file(num), "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 if size <= start:
                     return 0, min(start, size), size
                 with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-                    return (*self._records_in(view, start, size), size)
+                    count, pos = 0, start
+                    while pos < size:
+                        taken, pos, span = self.scanner.take(view, pos, size, size, None)
+                        count += taken
+                        if span is None:
+                            break
+                        if span[1] >= size:
+                            return count, span[0], size
+                        log.warning("diskqueue(%s): %d bytes at offset %d of %s are not a "
+                                    "record; they will be set aside when reading reaches "
+                                    "them", self.name, span[1] - span[0], span[0],
+                                    self._file(num))
+                        pos = span[1]
+                    return count, pos, size
         except FileNotFoundError:
             return 0, 0, 0
 
-    def _records_in(self, view: mmap.mmap, pos: int, size: int) -> tuple[int, int]:
-        count = 0
-        unpack, lo, hi = INT32.unpack_from, self.min_msg_size, self.max_msg_size
-        while pos + 4 <= size:
-            (n,) = unpack(view, pos)
-            if n < lo or n > hi or pos + 4 + n > size:
-                break
-            pos += 4 + n
-            count += 1
-        return count, pos
-
     # -- writing -------------------------------------------------------------------
-
-    def put(self, data: bytes) -> None:
-        """Append one record; its bytes are with the OS when this returns."""
-        self.put_many((data,))
 
     def put_many(self, records: Iterable[bytes]) -> None:
         """Append records (all checked first); their bytes are with the OS on return.
@@ -224,50 +236,90 @@ class DiskQueue:
 
     # -- reading -------------------------------------------------------------------
 
-    def get(self) -> bytes | None:
-        """The next record, or ``None`` when the read position has reached the write
-        position."""
-        while (self.read_file, self.read_pos) < (self.write_file, self.write_pos):
-            if self._reader_num != self.read_file:
-                self._close_reader()
-                try:
-                    self._reader = open(self._file(self.read_file), "rb")  # noqa: SIM115
-                except FileNotFoundError:
-                    log.error("diskqueue(%s): file %d missing, skipping", self.name,
-                              self.read_file)
-                    self._next_read_file()
-                    continue
-                self._reader_num = self.read_file
-            reader = self._reader
-            assert reader is not None  # opened above for this file
-            reader.seek(self.read_pos)
-            head = reader.read(4)
-            if len(head) < 4:
-                if self.read_file < self.write_file:
-                    self._next_read_file()  # a file that ended before the roll-over size
-                    continue
-                log.error("diskqueue(%s): file %d ends at %d, before the write position "
-                          "%d", self.name, self.read_file, self.read_pos, self.write_pos)
-                self.write_pos = self.read_pos
-                break
-            (n,) = INT32.unpack(head)
-            data = reader.read(n) if self.min_msg_size <= n <= self.max_msg_size else b""
-            if len(data) != n or not data:
-                self._bad_file(f"invalid record size {n} at offset {self.read_pos}")
-                continue
-            self.read_pos += 4 + n
-            self.depth = max(0, self.depth - 1)
-            self._unsynced += 1
-            if self.read_file < self.write_file and self.read_pos >= self.max_bytes_per_file:
+    def get_many(self, n: int) -> list[bytes]:
+        """Up to ``n`` records, in order; fewer once the read position reaches the write
+        position. Each is checked first (see the module's docstring): what fails is set
+        aside and skipped."""
+        out: list[bytes] = []
+        while len(out) < n and (self.read_file, self.read_pos) < (self.write_file,
+                                                                   self.write_pos):
+            last = self.read_file == self.write_file
+            view = self._read_view(last)
+            if view is None:
+                log.error("diskqueue(%s): file %d missing, skipping", self.name,
+                          self.read_file)
                 self._next_read_file()
-            return data
-        return None
+                continue
+            limit = len(view)
+            if last:
+                if limit < self.write_pos:
+                    log.error("diskqueue(%s): file %d ends at %d, before the write position "
+                              "%d", self.name, self.read_file, limit, self.write_pos)
+                    self.write_pos = max(limit, self.read_pos)
+                    continue
+                limit = self.write_pos
+            if self.read_pos < limit:
+                taken, self.read_pos, span = self.scanner.take(
+                    view, self.read_pos, limit, n - len(out), out)
+                self.depth = max(0, self.depth - taken)
+                self._unsynced += taken
+                self._release_read(view)
+                if span is not None:
+                    self._set_aside(view, *span)
+            if not last and self.read_pos >= limit:
+                self._next_read_file()  # used up (a file may end before the roll-over size)
+        if (self.read_file, self.read_pos) >= (self.write_file, self.write_pos):
+            self.depth = 0
+        return out
+
+    def _read_view(self, last: bool) -> View | None:
+        """The read file's bytes, all of them (the file being written: at least up to
+        the write position, if it is that long); None if the file is missing."""
+        if self._view_num == self.read_file and (
+                self._view_whole or (last and len(self._view) >= self.write_pos)):
+            return self._view
+        self._close_reader()
+        try:
+            fd = os.open(self._file(self.read_file), os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            if os.fstat(fd).st_size:
+                self._view = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)  # the mapping keeps the file
+        self._view_num = self.read_file
+        self._view_whole = not last  # no more writes to it: mapped to its end
+        self._released = self.read_pos & -mmap.PAGESIZE  # nothing before it touched here
+        return self._view
+
+    def _release_read(self, view: View) -> None:
+        """Unmap the pages read (a MiB at a time): they stay in the page cache, but a
+        mapping keeps every page it touched in the process's resident set, which would
+        grow with the file (100 MB by default) while only records of it are held."""
+        done = self.read_pos & -mmap.PAGESIZE
+        if isinstance(view, mmap.mmap) and done - self._released >= _RELEASE_EVERY:
+            view.madvise(mmap.MADV_DONTNEED, self._released, done - self._released)
+            self._released = done
+
+    def _set_aside(self, view: View, start: int, end: int) -> None:
+        """Bytes of the read file that are not a record: logged, appended to the file's
+        ``.bad`` copy, and read past."""
+        path = self._file(self.read_file)
+        data = view[start:end]
+        log.error("diskqueue(%s): %d bytes at offset %d of %s are not a record (%s%s); "
+                  "set aside in %s.bad, reading on at offset %d", self.name, len(data),
+                  start, path, data[:32].hex(" "), " ..." if len(data) > 32 else "", path,
+                  end)
+        with open(path + ".bad", "ab") as bad:
+            bad.write(data)
+        self.read_pos = end
 
     def _close_reader(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-        self._reader = None
-        self._reader_num = -1
+        if isinstance(self._view, mmap.mmap):
+            self._view.close()
+        self._view = b""
+        self._view_num = -1
 
     def _next_read_file(self) -> None:
         self._close_reader()
@@ -275,22 +327,6 @@ class DiskQueue:
             os.remove(self._file(self.read_file))
         self.read_file += 1
         self.read_pos = 0
-
-    def _bad_file(self, reason: str) -> None:
-        path = self._file(self.read_file)
-        log.error("diskqueue(%s): %s in %s; renaming it to .bad and skipping it",
-                  self.name, reason, path)
-        self._close_reader()
-        if self.read_file == self.write_file:
-            self._close_writer()
-            self.write_file += 1
-            self.write_pos = 0
-        with contextlib.suppress(FileNotFoundError):
-            os.replace(path, path + ".bad")
-        self.read_file += 1
-        self.read_pos = 0
-        self.depth = sum(self._walk(num, 0)[0]
-                         for num in range(self.read_file, self.write_file + 1))
 
     # -- lifecycle -----------------------------------------------------------------
 

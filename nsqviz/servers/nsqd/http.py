@@ -9,7 +9,9 @@ HTTP/1.1 server of :mod:`nsqviz.servers.httpd`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
+from collections.abc import Sequence
 from typing import Any
 
 from nsqviz.nsq import fastpath
@@ -20,9 +22,12 @@ from nsqviz.servers.goflags import VERSION
 from nsqviz.servers.httpd import (
     GET,
     POST,
+    TEXT,
+    BodyLimit,
     HTTPError,
     Query,
     Reply,
+    Routes,
     arg,
     channel_arg,
     empty,
@@ -32,12 +37,13 @@ from nsqviz.servers.httpd import (
     text,
     topic_arg,
 )
-from nsqviz.servers.nsqd.message import BrokerMessage
 from nsqviz.servers.nsqd.stats import stats, stats_text
 from nsqviz.stream.sizes import INT32
 
 __all__ = ["serve_http"]
 
+
+log = logging.getLogger(__name__)
 
 
 async def serve_http(broker: Any, host: str, port: int) -> asyncio.base_events.Server:
@@ -47,7 +53,27 @@ async def serve_http(broker: Any, host: str, port: int) -> asyncio.base_events.S
 
 
 def _ping(broker: Any, query: Query, body: bytes) -> Reply:
+    """nsqd's health: ``OK``, or 500 with ``NOK - <error>`` after a write to a disk queue
+    failed (until one succeeds again)."""
+    if broker.health != "OK":
+        return 500, broker.health.encode(), TEXT
     return text(b"OK")
+
+
+def _msg_limit(broker: Any) -> BodyLimit:
+    """nsqd's /pub reads at most --max-msg-size bytes: more is ``MSG_TOO_BIG``."""
+    return BodyLimit(broker.opts.max_msg_size, "MSG_TOO_BIG")
+
+
+def _put(broker: Any, topic_name: str, bodies: Sequence[bytes], defer: float = 0.0) -> None:
+    """Queue a publish's messages; a disk queue that cannot be written is nsqd's 503
+    ``EXITING`` (its ``PutMessage`` failed)."""
+    topic = broker.get_topic(topic_name)
+    try:
+        topic.publish(broker.ids.batch(bodies), defer)
+    except OSError as exc:
+        log.error("TOPIC(%s): failed to write message to backend - %s", topic_name, exc)
+        raise HTTPError(503, "EXITING") from None
 
 
 def _info(broker: Any, query: Query, body: bytes) -> Reply:
@@ -79,8 +105,7 @@ def _stats(broker: Any, query: Query, body: bytes) -> Reply:
 
 
 def _pub(broker: Any, query: Query, body: bytes) -> Reply:
-    if len(body) > broker.opts.max_msg_size:
-        raise HTTPError(413, "MSG_TOO_BIG")
+    # a body past --max-msg-size was refused by the server (see _msg_limit)
     if not body:
         raise HTTPError(400, "MSG_EMPTY")
     name = topic_arg(query, "INVALID_TOPIC")
@@ -94,8 +119,7 @@ def _pub(broker: Any, query: Query, body: bytes) -> Reply:
         if ms < 0 or ms > broker.opts.max_req_timeout * 1000:
             raise HTTPError(400, "INVALID_DEFER")
         defer = ms / 1000
-    topic = broker.get_topic(name)
-    topic.put(BrokerMessage(broker.new_id(), body), defer)
+    _put(broker, name, (body,), defer)
     return text(b"OK")
 
 
@@ -125,8 +149,8 @@ def _mpub(broker: Any, query: Query, body: bytes) -> Reply:
             if len(line) > opts.max_msg_size:
                 raise HTTPError(413, "MSG_TOO_BIG")
             bodies.append(line)
-    topic = broker.get_topic(name)  # nsqd: an MPUB of no lines is a 200 that adds nothing
-    topic.put_many([BrokerMessage(broker.new_id(), b) for b in bodies])
+    # nsqd: an MPUB of no lines is a 200 that adds nothing (the topic is created)
+    _put(broker, name, bodies)
     return text(b"OK")
 
 
@@ -164,11 +188,11 @@ def _channel_delete(broker: Any, query: Query, body: bytes) -> Reply:
     return empty()
 
 
-_ROUTES = {
+_ROUTES: Routes = {
     "/ping": (GET, _ping),
     "/info": (GET, _info),
     "/stats": (GET, _stats),
-    "/pub": (POST, _pub),
+    "/pub": (POST, _pub, _msg_limit),
     "/mpub": (POST, _mpub),
     "/topic/create": (POST, _topic_create),
     "/topic/delete": (POST, _topic_delete),

@@ -1,49 +1,136 @@
-"""A message inside the broker, its id, and its on-disk record.
+"""A message inside the broker, a publish's messages packed as one batch, ids, and the
+on-disk record.
+
+A publish (PUB, MPUB, HTTP ``/pub``, ``/mpub``) becomes one :class:`Batch`: the bodies
+as the command carried them, the hex digits of their consecutive ids (formatted once,
+for the whole batch) and their timestamp. Queues hold the batch, not a message object
+per message. Part of a batch handed to a client is one :class:`Delivery`, which stands
+for each of its messages in the client's in-flight table; a :class:`BrokerMessage` is
+made only for a message with a life of its own -- requeued, timed out, touched,
+deferred, read back from disk.
 
 nsqd stores a message on disk in the same layout it sends in a ``FrameTypeMessage``
 (``[timestamp:int64][attempts:uint16][id:16][body]``), so a disk record *is* the data
 of a message frame. :func:`encode_record`/:func:`decode_record` are the struct fast
 path for that layout; ``tests/servers/nsqd/test_units.py`` checks them byte for byte
 against :data:`nsqviz.nsq.grammar_frames.Message`, the one definition of the layout.
+:data:`RECORD_START` is what every record must start with: a disk record is checked
+against it when it is read back (:mod:`nsqviz.servers.nsqd.diskqueue`), so that every message
+the broker holds has an id a message frame can carry -- ours are generated, a disk
+record's is checked.
 """
 
 from __future__ import annotations
 
 import array
-import itertools
+import functools
+import re
 import sys
 import time
+from collections.abc import Sequence
+from itertools import repeat
 from struct import Struct
 
-__all__ = ["BrokerMessage", "IDGenerator", "decode_record", "encode_record"]
+__all__ = [
+    "HEADER_SIZE",
+    "RECORD_START",
+    "Batch",
+    "BrokerMessage",
+    "Delivery",
+    "IDGenerator",
+    "InFlight",
+    "decode_record",
+    "encode_record",
+    "flying",
+]
 
 _HEADER = Struct(">qH16s")
 HEADER_SIZE = _HEADER.size  # 26
 
+RECORD_START = re.compile(rb"[\x00-\xff]{10}[0-9a-fA-F]{16}")
+"""A disk record's first 26 bytes: timestamp and attempts (any value), then the message
+id -- 16 hex digits, as a message frame's id must be (``fastpath.encode_messages``)."""
+
+
+_IDS_AT_ONCE = 256
+
+
+@functools.cache
+def _ids_struct(n: int) -> Struct:
+    """``n`` ids, end to end (n <= _IDS_AT_ONCE)."""
+    return Struct("16s" * n)
+
 
 class BrokerMessage:
-    """One message of one channel (nsqd copies a topic's message for each channel).
+    """One message of one channel, once it has left the queue (nsqd copies a topic's
+    message for each channel).
 
-    ``deliver_at`` (monotonic seconds) is set while the message is deferred;
-    ``client``/``deadline`` while it is in flight.
+    ``deadline`` (monotonic seconds) is set while it is in flight.
     """
 
-    __slots__ = ("id", "body", "timestamp", "attempts", "client", "deadline", "deliver_at")
+    __slots__ = ("id", "body", "timestamp", "attempts", "deadline")
 
-    def __init__(self, id: bytes, body: bytes, timestamp: int | None = None, attempts: int = 0):
+    def __init__(self, id: bytes, body: bytes, timestamp: int, attempts: int = 0):
         self.id = id
         self.body = body
-        self.timestamp = time.time_ns() if timestamp is None else timestamp
+        self.timestamp = timestamp
         self.attempts = attempts
-        self.client: object | None = None  # the connection it is in flight on
         self.deadline = 0.0
-        self.deliver_at = 0.0
 
     def copy(self) -> BrokerMessage:
         return BrokerMessage(self.id, self.body, self.timestamp, self.attempts)
 
     def __repr__(self) -> str:
         return f"BrokerMessage({self.id!r}, attempts={self.attempts}, {len(self.body)} bytes)"
+
+
+class Batch:
+    """The messages of one publish, as one object while they wait in queues.
+
+    Immutable, so every channel of a topic shares it (each queue keeps its own place in
+    it); nothing is made per message until a message leaves a queue
+    (:meth:`messages`, :meth:`records`).
+    """
+
+    __slots__ = ("bodies", "digits", "timestamp", "size")
+
+    def __init__(self, bodies: Sequence[bytes], first: int, timestamp: int):
+        """``first``: the first id's 64-bit value; the others count up from it."""
+        self.bodies = bodies
+        values = array.array("Q", range(first, first + len(bodies)))
+        if sys.byteorder == "little":
+            values.byteswap()
+        self.digits = values.tobytes().hex().encode()  # the ids' hex digits, end to end
+        self.timestamp = timestamp
+        self.size = sum(map(len, bodies))  # body bytes, for /stats
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+    def ids(self, start: int, stop: int) -> tuple[bytes, ...]:
+        """The ids of messages ``start`` to ``stop``, cut from the digits by ``struct``
+        (no loop in Python: a delivery makes one per message)."""
+        digits = self.digits
+        ids: tuple[bytes, ...] = ()
+        while stop - start > _IDS_AT_ONCE:
+            ids += _ids_struct(_IDS_AT_ONCE).unpack_from(digits, 16 * start)
+            start += _IDS_AT_ONCE
+        return ids + _ids_struct(stop - start).unpack_from(digits, 16 * start)
+
+    def messages(self, start: int, stop: int) -> list[BrokerMessage]:
+        """Messages ``start`` to ``stop`` (never delivered: attempts 0)."""
+        return list(map(BrokerMessage, self.ids(start, stop), self.bodies[start:stop],
+                        repeat(self.timestamp)))
+
+    def records(self, start: int, stop: int) -> list[bytes]:
+        """Messages ``start`` to ``stop`` as disk records."""
+        pack = _HEADER.pack
+        ts = self.timestamp
+        return [pack(ts, 0, mid) + body
+                for mid, body in zip(self.ids(start, stop), self.bodies[start:stop], strict=True)]
+
+    def __repr__(self) -> str:
+        return f"Batch({len(self)} messages from {self.digits[:16]!r})"
 
 
 class IDGenerator:
@@ -56,21 +143,48 @@ class IDGenerator:
     """
 
     def __init__(self) -> None:
-        self._counter = itertools.count(time.time_ns())
+        self._next = time.time_ns()
 
-    def __call__(self) -> bytes:
-        return b"%016x" % next(self._counter)
+    def batch(self, bodies: Sequence[bytes]) -> Batch:
+        """A publish's messages: the next ``len(bodies)`` ids, and the time of now."""
+        first = self._next
+        self._next = first + len(bodies)
+        return Batch(bodies, first, time.time_ns())
 
-    def many(self, n: int) -> list[bytes]:
-        """``n`` consecutive ids (an MPUB's worth) in one go: the 64-bit values packed
-        big-endian and hex-encoded at once, then cut into ids."""
-        start = next(self._counter)
-        self._counter = itertools.count(start + n)
-        values = array.array("Q", range(start, start + n))
-        if sys.byteorder == "little":
-            values.byteswap()
-        digits = values.tobytes().hex().encode()
-        return [digits[k : k + 16] for k in range(0, 16 * n, 16)]
+
+class Delivery:
+    """Messages of one batch handed to a client together for the first time: until each
+    is finished, this stands for it in the client's in-flight table (no message object
+    is made for a message that is simply FINed). It keeps only its own messages' bodies,
+    not the whole batch's, so what a client leaves in flight holds no more than the
+    deliveries it came in.
+    """
+
+    __slots__ = ("bodies", "ids", "timestamp", "deadline")
+    attempts = 1
+
+    def __init__(self, batch: Batch, start: int, stop: int, deadline: float):
+        self.bodies = batch.bodies[start:stop]
+        self.ids = batch.ids(start, stop)
+        self.timestamp = batch.timestamp
+        self.deadline = deadline
+
+    def message(self, msg_id: bytes) -> BrokerMessage:
+        """The message with this id, as an object of its own (it is requeued, timed out
+        or touched). A batch's ids count up, so its place is the difference."""
+        index = int(msg_id, 16) - int(self.ids[0], 16)
+        msg = BrokerMessage(msg_id, self.bodies[index], self.timestamp, self.attempts)
+        msg.deadline = self.deadline
+        return msg
+
+
+InFlight = BrokerMessage | Delivery
+"""What stands for a message in a client's in-flight table."""
+
+
+def flying(entry: InFlight, msg_id: bytes) -> BrokerMessage:
+    """The in-flight message ``msg_id``, as an object of its own."""
+    return entry if isinstance(entry, BrokerMessage) else entry.message(msg_id)
 
 
 def encode_record(msg: BrokerMessage) -> bytes:

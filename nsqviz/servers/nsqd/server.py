@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from nsqviz.nsq.wire import is_valid_channel_name, is_valid_topic_name
 from nsqviz.servers.goflags import VERSION
-from nsqviz.servers.listen import listen_backlog
+from nsqviz.servers.listen import start_serving
 from nsqviz.servers.nsqd.channel import Channel
 from nsqviz.servers.nsqd.message import IDGenerator
 from nsqviz.servers.nsqd.options import Options
@@ -49,7 +49,7 @@ class Broker:
         self.opts = opts or Options()
         self.topics: dict[str, Topic] = {}
         self.clients: set[BrokerConnection] = set()
-        self.new_id = IDGenerator()
+        self.ids = IDGenerator()
         self.start_time = int(time.time())
         self.tcp_port = 0
         self.http_port = 0
@@ -62,6 +62,9 @@ class Broker:
         # while a TCP publish runs, channels wait here to pump until its OK is sent
         self.held_pumps: set[Channel] | None = None
         self._meta_dirty = False
+        self.health = "OK"
+        """nsqd's health: ``NOK - <error>`` after a disk queue write failed, until one
+        succeeds (``/ping`` answers 500 meanwhile, ``/stats`` says it)."""
         self.stopped = asyncio.Event()
 
     # -- lifecycle ----------------------------------------------------------------
@@ -76,12 +79,13 @@ class Broker:
         elif opts.tls_required:
             raise ValueError("--tls-required needs --tls-cert and --tls-key")
         self._load_metadata()
+        if opts.data_path:
+            # as nsqd: a data path it cannot write its metadata to is refused at start
+            # (not found out, with a traceback, when the first topic is made)
+            self.persist_metadata()
         loop = asyncio.get_running_loop()
         host, port = opts.tcp_host_port()
-        self._tcp_server = await loop.create_server(
-            lambda: BrokerConnection(self), host, port, reuse_address=True,
-            backlog=listen_backlog(),
-        )
+        self._tcp_server = await start_serving(lambda: BrokerConnection(self), host, port)
         self.tcp_port = self._tcp_server.sockets[0].getsockname()[1]
         host, port = opts.http_host_port()
         self._http_server = await serve_http(self, host, port)
@@ -127,6 +131,7 @@ class Broker:
         topic = self.topics.get(name)
         if topic is None:
             topic = self.topics[name] = Topic(self, name, self.opts)
+            topic.backlog.on_write = self.disk_written
             self.metadata_changed()
             if self.lookup is not None:
                 self.lookup.topic_changed(name)
@@ -143,6 +148,7 @@ class Broker:
         return True
 
     def channel_created(self, topic: Topic, channel: Channel) -> None:
+        channel.backlog.on_write = self.disk_written
         self.metadata_changed()
         if self.lookup is not None:
             self.lookup.channel_changed(topic.name, channel.name)
@@ -152,11 +158,21 @@ class Broker:
         if self.lookup is not None:
             self.lookup.channel_changed(topic.name, channel.name, deleted=True)
 
+    def disk_written(self, error: OSError | None) -> None:
+        """A disk queue write went (or did not go) through: nsqd's ``SetHealth``."""
+        self.health = "OK" if error is None else f"NOK - {error}"
+
     def metadata_changed(self) -> None:
         if self.loading or not self.opts.data_path or self._meta_dirty:
             return
         self._meta_dirty = True
-        asyncio.get_running_loop().call_soon(self.persist_metadata)
+        asyncio.get_running_loop().call_soon(self._persist_later)
+
+    def _persist_later(self) -> None:
+        try:
+            self.persist_metadata()
+        except OSError as exc:  # nsqd logs it and goes on (its queues keep working)
+            log.error("failed to persist metadata - %s", exc)
 
     def persist_metadata(self) -> None:
         """``nsqd.dat``: the durable topics and channels (ephemeral ones are not kept)."""

@@ -70,7 +70,7 @@ def _document(broker: Any, topics: list[dict[str, Any]] | None,
               producers: list[dict[str, Any]] | None) -> dict[str, Any]:
     return {
         "version": VERSION,
-        "health": "OK",
+        "health": broker.health,
         "start_time": broker.start_time,
         "topics": topics,
         "memory": _memory(),

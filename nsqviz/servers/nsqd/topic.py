@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from nsqviz.servers.nsqd.backlog import Backlog, backend_name
 from nsqviz.servers.nsqd.channel import Channel
-from nsqviz.servers.nsqd.message import BrokerMessage
+from nsqviz.servers.nsqd.memqueue import Entry, size_of
+from nsqviz.servers.nsqd.message import Batch, BrokerMessage
 
 if TYPE_CHECKING:
     from nsqviz.servers.nsqd.options import Options
@@ -64,42 +65,35 @@ class Topic:
         if self.ephemeral and not self.channels:
             self.broker.delete_topic(self.name)
 
-    def put(self, msg: BrokerMessage, defer: float = 0.0) -> None:
-        self.message_count += 1
-        self.message_bytes += len(msg.body)
-        if not self.channels or self.draining:
-            if defer > 0:
-                self.pending_deferred.append((msg, defer))
-            else:
-                self.backlog.put(msg)  # behind what waits already
-                if self.sole_reader is not None:
-                    self.sole_reader._pump_after_put()
+    def publish(self, batch: Batch, defer: float = 0.0) -> None:
+        """A publish's messages (MPUB: all or nothing -- the bodies were validated before
+        we get here), to every channel, or to the backlog while there is none yet (or
+        it is still draining: new messages queue up behind it)."""
+        if not len(batch):
             return
-        self._fan_out(msg, defer)
-
-    def put_many(self, msgs: list[BrokerMessage]) -> None:
-        """MPUB: all or nothing -- the bodies were validated before we get here."""
-        self.message_count += len(msgs)
-        self.message_bytes += sum(len(m.body) for m in msgs)
+        self.message_count += len(batch)
+        self.message_bytes += batch.size
+        if defer > 0:
+            for msg in batch.messages(0, len(batch)):
+                if not self.channels or self.draining:
+                    self.pending_deferred.append((msg, defer))
+                else:
+                    self._fan_out(msg, defer)
+            return
         if not self.channels or self.draining:
-            self.backlog.put_many(msgs)
+            self.backlog.put_batch(batch)  # behind what waits already
             if self.sole_reader is not None:
                 self.sole_reader._pump_after_put()
             return
-        first = True
         for ch in list(self.channels.values()):
-            ch.put_many(msgs if first else [m.copy() for m in msgs])
-            first = False
+            ch.put_batch(batch)  # shared: each channel's queue keeps its own place in it
 
     def _fan_out(self, msg: BrokerMessage, defer: float) -> None:
+        """A deferred message to every channel (a copy each but the first)."""
         first = True
         for ch in list(self.channels.values()):
-            m = msg if first else msg.copy()
+            ch.put_deferred(msg if first else msg.copy(), defer)
             first = False
-            if defer > 0:
-                ch.put_deferred(m, defer)
-            else:
-                ch.put(m)
 
     def drain_backlog(self) -> None:
         """Messages that waited for a first channel go to the channels, without holding
@@ -140,13 +134,13 @@ class Topic:
             self._drained()
         return msg
 
-    def lend_many(self, n: int) -> list[BrokerMessage]:
-        """:meth:`lend` for up to ``n`` messages at once."""
-        msgs = self.backlog.pop_many(n)
-        if len(msgs) < n:
+    def lend_many(self, n: int) -> tuple[list[Entry], int]:
+        """:meth:`lend` for up to ``n`` messages at once (and how many they are)."""
+        entries, taken = self.backlog.take_entries(n)
+        if taken < n:
             self.sole_reader = None
             self._drained()
-        return msgs
+        return entries, taken
 
     def _drained(self) -> None:
         self.draining = False
@@ -164,13 +158,13 @@ class Topic:
         if not channels:  # every channel went while draining: the rest waits here again
             self.draining = False
             return False
-        msgs, records = self.backlog.take(DRAIN_SLICE)
+        entries, records = self.backlog.take(DRAIN_SLICE)
         for i, ch in enumerate(channels):
-            if msgs:
-                ch.put_many(msgs if i == 0 else [m.copy() for m in msgs])
+            if entries:
+                ch.put_entries(entries, copy=i > 0)
             if records:
                 ch.put_records(records)
-        if len(msgs) + len(records) == DRAIN_SLICE:
+        if size_of(entries) + len(records) == DRAIN_SLICE:
             return True
         self._drained()
         return False

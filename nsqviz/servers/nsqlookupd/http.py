@@ -17,13 +17,18 @@ from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE
 from nsqviz.servers.goflags import VERSION
 from nsqviz.servers.httpd import (
     GET,
+    JSON,
     POST,
+    SLICE,
     HTTPError,
     Query,
     Reply,
+    Routes,
     arg,
     channel_arg,
+    dumps,
     empty,
+    json_array,
     json_reply,
     route_table,
     serve,
@@ -62,14 +67,14 @@ def _info(lookupd: Service, query: Query, body: bytes) -> Reply:
     return json_reply({"version": VERSION})
 
 
-def _topics(lookupd: Service, query: Query, body: bytes) -> Reply:
+async def _topics(lookupd: Service, query: Query, body: bytes) -> Reply:
     regs = lookupd.registry.find_registrations("topic", "*", "")
-    return json_reply({"topics": [r[1] for r in regs]})
+    return _json_of(b"topics", await json_array([r[1] for r in regs]))
 
 
-def _channels(lookupd: Service, query: Query, body: bytes) -> Reply:
+async def _channels(lookupd: Service, query: Query, body: bytes) -> Reply:
     regs = lookupd.registry.find_registrations("channel", topic_arg(query, invalid=None), "*")
-    return json_reply({"channels": [r[2] for r in regs]})
+    return _json_of(b"channels", await json_array([r[2] for r in regs]))
 
 
 def _lookup(lookupd: Service, query: Query, body: bytes) -> Reply:
@@ -82,18 +87,35 @@ def _lookup(lookupd: Service, query: Query, body: bytes) -> Reply:
     return json_reply({"channels": channels, "producers": [p.peer.json() for p in producers]})
 
 
-def _nodes(lookupd: Service, query: Query, body: bytes) -> Reply:
+async def _nodes(lookupd: Service, query: Query, body: bytes) -> Reply:
+    """Every active nsqd with its topics, each with its tombstone (tombstoned nsqd are
+    not left out here). Built a slice at a time (:func:`~nsqviz.servers.httpd.json_array`):
+    nsqadmin polls it, and 100,000 topics must not hold up PINGs and REGISTERs."""
     reg = lookupd.registry
     now = time.monotonic()
+    lifetime = reg.tombstone_lifetime
     nodes = []
     for p in reg.active(reg.find_producers("client", "", ""), now, tombstones=False):
-        topics = [r[1] for r in reg.registrations_of(p.peer.id) if r[0] == "topic"]
-        tombstones = []
-        for t in topics:
-            mine = [tp for tp in reg.find_producers("topic", t, "") if tp.peer is p.peer]
-            tombstones.append(bool(mine) and mine[0].is_tombstoned(reg.tombstone_lifetime, now))
-        nodes.append({**p.peer.json(), "tombstones": tombstones, "topics": topics})
-    return json_reply({"producers": nodes})
+        mine = reg.registrations_of(p.peer.id)
+        keys = list(mine)  # a copy: registrations may come and go between slices
+        topics: list[str] = []
+        tombs: list[bool] = []
+        for start in range(0, len(keys), SLICE):
+            for r in keys[start:start + SLICE]:
+                producer = mine.get(r)
+                if r[0] == "topic" and producer is not None:
+                    topics.append(r[1])
+                    tombs.append(producer.is_tombstoned(lifetime, now))
+            await asyncio.sleep(0)
+        tombstones, topics_json = await json_array(tombs), await json_array(topics)
+        peer = dumps(p.peer.json())[:-1]
+        nodes.append(peer + b',"tombstones":' + tombstones + b',"topics":' + topics_json + b"}")
+    return 200, b'{"producers":[' + b",".join(nodes) + b"]}", JSON
+
+
+def _json_of(key: bytes, array: bytes) -> Reply:
+    """``{"key": array}``, the array already JSON."""
+    return 200, b'{"' + key + b'":' + array + b"}", JSON
 
 
 def _topic_create(lookupd: Service, query: Query, body: bytes) -> Reply:
@@ -139,7 +161,7 @@ def _channel_delete(lookupd: Service, query: Query, body: bytes) -> Reply:
     return empty()
 
 
-_ROUTES = {
+_ROUTES: Routes = {
     "/ping": (GET, _ping),
     "/info": (GET, _info),
     "/lookup": (GET, _lookup),

@@ -33,7 +33,7 @@ from nsqviz.lookupd.grammar import MAGIC_V1
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.servers.embedded import ListeningServer
 from nsqviz.servers.goflags import VERSION, parse_duration
-from nsqviz.servers.listen import LOOPBACK, close_unread, listen_backlog, split_address
+from nsqviz.servers.listen import LOOPBACK, close_unread, release, split_address, start_serving
 from nsqviz.servers.nsqlookupd.registry import Peer, Registry
 
 __all__ = ["EmbeddedLookupd", "Lookupd", "LookupdOptions"]
@@ -80,10 +80,8 @@ class Lookupd:
     async def start(self) -> None:
         from nsqviz.servers.nsqlookupd.http import serve_http
 
-        loop = asyncio.get_running_loop()
         host, port = self.opts.host_port("tcp")
-        tcp = await loop.create_server(lambda: _PeerConnection(self), host, port,
-                                       reuse_address=True, backlog=listen_backlog())
+        tcp = await start_serving(lambda: _PeerConnection(self), host, port)
         self.tcp_port = tcp.sockets[0].getsockname()[1]
         host, port = self.opts.host_port("http")
         http = await serve_http(self, host, port)
@@ -142,6 +140,7 @@ class _PeerConnection(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        release(self.transport)
         self.lookupd.connections.discard(self)
         if self.peer is not None:
             self.lookupd.registry.remove_peer(self.peer_id)

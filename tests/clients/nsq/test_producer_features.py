@@ -74,6 +74,18 @@ def test_sizes_are_checked_before_sending_and_big_mpubs_split(tapped):
                                                                     [b"a" * 10]]
 
 
+def test_split_mpub_checks_each_message_only_when_the_batch_could_hide_one():
+    # a body within max_msg_size: no message can be over it
+    assert split_mpub([b"a" * 10] * 3, max_msg_size=46, max_body_size=100) == [[b"a" * 10] * 3]
+    # a body over max_msg_size, every message within it: one batch still
+    assert split_mpub([b"a" * 10] * 3, max_msg_size=10, max_body_size=100) == [[b"a" * 10] * 3]
+    # a body within max_body_size hiding one message over max_msg_size: refused, named
+    with pytest.raises(MessageTooBig, match="message 2 is 11 bytes > max_msg_size 10"):
+        split_mpub([b"a" * 10, b"b" * 10, b"c" * 11], max_msg_size=10, max_body_size=100)
+    with pytest.raises(ValueError, match="message 1 is empty"):
+        split_mpub([b"a", b"", b"c"])
+
+
 def test_publishing_fails_over_to_the_next_nsqd(tapped):
     (b1, t1), (b2, t2) = tapped(2)
 

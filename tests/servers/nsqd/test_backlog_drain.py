@@ -43,14 +43,13 @@ def test_sub_on_a_disk_backlog_is_answered_before_the_backlog_moves(broker, monk
 
 
 def test_without_an_event_loop_the_backlog_moves_at_once(tmp_path):
-    from nsqviz.servers.nsqd.message import BrokerMessage
     from nsqviz.servers.nsqd.options import Options
     from nsqviz.servers.nsqd.server import Broker
 
     broker = Broker(Options(data_path=str(tmp_path), mem_queue_size=10))
     broker.loading = True  # as at start-up, from the metadata file: no loop, no drain yet
     topic = broker.get_topic("t")
-    topic.put_many([BrokerMessage(b"%016d" % i, b"x%d" % i) for i in range(100)])
+    topic.publish(broker.ids.batch([b"x%d" % i for i in range(100)]))
     channel = topic.get_channel("c")
     assert channel.depth == 0
     topic.drain_backlog()

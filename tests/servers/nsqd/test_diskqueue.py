@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsqviz.servers.nsqd.diskqueue import DiskQueue
+from nsqviz.servers.nsqd.message import HEADER_SIZE, RECORD_START, BrokerMessage, encode_record
 
 
 def _queue(path, **kw) -> DiskQueue:
@@ -25,17 +26,14 @@ def _kill(q: DiskQueue) -> None:
 
 
 def _drain(q: DiskQueue) -> list[bytes]:
-    out = []
-    while (r := q.get()) is not None:
-        out.append(r)
-    return out
+    return q.get_many(1 << 30)
 
 
 def test_records_written_before_any_sync_survive_a_kill(tmp_path):
     q = _queue(tmp_path, max_bytes_per_file=10_000)
     records = [b"%03d" % i * 10 for i in range(50)]
     q.put_many(records[:25])
-    q.put(records[25])
+    q.put_many([records[25]])
     q.put_many(records[26:])
     assert not (tmp_path / "t:c.diskqueue.meta.dat").exists()
     _kill(q)
@@ -69,7 +67,7 @@ def test_torn_last_record_is_cut_off_with_a_warning_and_writing_goes_on(tmp_path
         again = _queue(tmp_path)
     assert "11 bytes of a torn record at offset 28" in caplog.text
     assert (tmp_path / "t:c.diskqueue.000000.dat.bad").read_bytes() == b"\x00\x00\x00\x14zzzzzzz"
-    again.put(b"w" * 5)
+    again.put_many([b"w" * 5])
     assert _drain(again) == [b"x" * 10, b"y" * 10, b"w" * 5]
     _kill(again)
     assert _drain(_queue(tmp_path)) == [b"x" * 10, b"y" * 10, b"w" * 5]
@@ -77,7 +75,7 @@ def test_torn_last_record_is_cut_off_with_a_warning_and_writing_goes_on(tmp_path
 
 def test_failed_write_leaves_no_partial_record(tmp_path):
     q = _queue(tmp_path)
-    q.put(b"ok" * 5)
+    q.put_many([b"ok" * 5])
     fd = q._fd
     os.close(fd)
     q._fd = os.open(os.devnull, os.O_RDONLY)  # any write now fails
@@ -95,7 +93,7 @@ def test_failed_write_leaves_no_partial_record(tmp_path):
 
 def test_metadata_is_replaced_atomically(tmp_path):
     q = _queue(tmp_path)
-    q.put(b"m" * 10)
+    q.put_many([b"m" * 10])
     q.sync()
     assert (tmp_path / "t:c.diskqueue.meta.dat").read_text() == "1\n0,0\n0,14\n"
     assert not (tmp_path / "t:c.diskqueue.meta.dat.tmp").exists()
@@ -110,7 +108,7 @@ def test_sync_every_fsyncs_and_saves_metadata(tmp_path, monkeypatch):
     q = _queue(tmp_path, sync_every=3)
     q.put_many([b"a"] * 2)
     assert not synced and q.dirty
-    q.put(b"b")
+    q.put_many([b"b"])
     assert synced and not q.dirty
     assert (tmp_path / "t:c.diskqueue.meta.dat").read_text().startswith("3\n")
 
@@ -146,12 +144,10 @@ def test_nothing_written_is_lost_whatever_the_interleaving(tmp_path_factory, ops
             q.put_many(batch)
             written += batch
         elif op == "get":
-            for _ in range(n):
-                r = q.get()
-                if r is None:
-                    break
-                assert r == written[read]
-                read += 1
+            got = q.get_many(n)
+            assert got == written[read:read + len(got)]
+            assert len(got) == min(n, len(written) - read)
+            read += len(got)
         elif op == "sync":
             q.sync()
         elif op == "close":
@@ -176,3 +172,44 @@ def test_nothing_written_is_lost_whatever_the_interleaving(tmp_path_factory, ops
             assert len(rest) >= len(written) - read
             read = len(written)
     assert _drain(q) == written[read:]
+
+
+def _message_queue(path) -> DiskQueue:
+    return DiskQueue("t:c", str(path), max_bytes_per_file=1 << 20, min_msg_size=HEADER_SIZE,
+                     max_msg_size=HEADER_SIZE + 300, record_start=RECORD_START)
+
+
+@settings(max_examples=80, deadline=None)
+@given(bodies=st.lists(st.binary(min_size=1, max_size=60), min_size=1, max_size=12),
+       data=st.data())
+def test_a_damaged_record_is_set_aside_and_the_others_read(tmp_path_factory, bodies, data):
+    """One record's id made no hex, or its size changed to any value that does not end
+    on another record's boundary (a size that does cannot be told from a long record
+    without a checksum): every other record is read, in order, once, and the damaged
+    record's bytes are what the .bad file holds -- whether the damage is found when the
+    queue is opened or while it is read."""
+    path = tmp_path_factory.mktemp("dq")
+    records = [encode_record(BrokerMessage(b"%016x" % i, b, i)) for i, b in enumerate(bodies)]
+    q = _message_queue(path)
+    q.put_many(records)
+    q.close()
+    k = data.draw(st.integers(0, len(records) - 1))
+    starts = [sum(4 + len(r) for r in records[:i]) for i in range(len(records) + 1)]
+    damaged = bytearray(_size_prefixed(records[k]))
+    if data.draw(st.booleans()):
+        damaged[14 + data.draw(st.integers(0, 15))] = ord(data.draw(st.sampled_from("g-Z \x00")))
+    else:
+        size = data.draw(st.integers(0, 2**31 - 1).filter(
+            lambda n: starts[k] + 4 + n not in starts and n != len(records[k])))
+        damaged[0:4] = size.to_bytes(4, "big")
+    queue_file = path / "t:c.diskqueue.000000.dat"
+    content = bytearray(queue_file.read_bytes())
+    content[starts[k] : starts[k + 1]] = damaged
+    queue_file.write_bytes(bytes(content))
+    again = _message_queue(path)
+    assert _drain(again) == records[:k] + records[k + 1 :]
+    assert (path / "t:c.diskqueue.000000.dat.bad").read_bytes() == bytes(damaged)
+
+
+def _size_prefixed(record: bytes) -> bytes:
+    return len(record).to_bytes(4, "big") + record

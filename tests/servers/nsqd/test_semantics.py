@@ -155,6 +155,32 @@ def test_too_big_message_closes_as_nsqd_does(tmp_path, size):
     assert theirs[1] == ("FIN" if size < 16384 else "RST")
 
 
+@pytest.mark.parametrize("size", [15_000, 17_000, 1_100_000])
+def test_mpub_msg_too_big_closes_as_nsqd_does(tmp_path, size):
+    """Issue 33 item 6 (the golden probe ``mpub_msg_too_big``): an MPUB whose second
+    message is over --max-msg-size. nsqd stops reading at that message's size and
+    closes: with an RST when more than its 16 KiB read buffer of the command is still
+    unread (1 MB of it, with the default limit), as the broker now does; it answered
+    those with a FIN, having read the whole body."""
+    import struct
+
+    from nsqviz.servers.nsqd import EmbeddedBroker
+    from nsqviz.servers.peers import RealNsqd
+    from tests.conftest import peer
+
+    limit = {} if size > 1 << 20 else {"max_msg_size": 1000}
+    msgs = [b"a", b"x" * size]
+    body = struct.pack(">i", len(msgs)) + b"".join(struct.pack(">i", len(m)) + m for m in msgs)
+    sent = b"  V2MPUB t\n" + struct.pack(">i", len(body)) + body
+    with RealNsqd(peer("nsqd"), data_path=str(tmp_path / "n"), **limit) as real, \
+            EmbeddedBroker(**limit) as ours:
+        theirs, mine = _close_kind(real.tcp_address, sent), _close_kind(ours.tcp_address, sent)
+    assert theirs[0].endswith(b"E_BAD_MESSAGE MPUB message too big %d > %d"
+                              % (size, limit.get("max_msg_size", 1 << 20)))
+    assert mine == theirs
+    assert theirs[1] == ("FIN" if size < 16384 else "RST")
+
+
 def test_http_request_on_tcp_port_is_refused_at_once(broker):
     """'GET ' is not the magic: refused without waiting for a 1.2 GB 'size'."""
     c = RawClient(broker.tcp_address, magic=False)
@@ -596,6 +622,8 @@ def test_http_hostile_requests(broker):
     assert raw(b"POST /pub?topic=t HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n").startswith(
         b"HTTP/1.1 400")
     big = raw(b"POST /pub?topic=t HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n\r\n")
+    assert big.startswith(b"HTTP/1.1 413") and b"MSG_TOO_BIG" in big  # nsqd's /pub limit
+    big = raw(b"POST /mpub?topic=t HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n\r\n")
     assert big.startswith(b"HTTP/1.1 413") and b"BODY_TOO_BIG" in big
     assert raw(b"garbage\r\n\r\n").startswith(b"HTTP/1.1 400")
     assert http(broker.http_address, "/ping") == (200, b"OK")  # still serving

@@ -3,6 +3,7 @@ IDENTIFY negotiation, options."""
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
@@ -39,9 +40,20 @@ def test_short_record_refused():
 
 def test_ids_unique_and_hex():
     gen = IDGenerator()
-    got = [gen() for _ in range(100)] + gen.many(100) + [gen()]
-    assert len(set(got)) == len(got)
+    batches = [gen.batch([b"x"]) for _ in range(100)] + [gen.batch([b"y"] * 100), gen.batch([])]
+    got = [i for b in batches for i in b.ids(0, len(b))]
+    assert len(got) == 200 and len(set(got)) == len(got)
     assert all(len(i) == 16 and int(i, 16) >= 0 for i in got)
+
+
+def test_a_batch_unpacks_into_the_messages_and_records_it_holds():
+    batch = IDGenerator().batch([b"a", b"bc", b"def"])
+    assert (len(batch), batch.size) == (3, 6)
+    msgs = batch.messages(1, 3)
+    assert [(m.id, m.body, m.timestamp, m.attempts) for m in msgs] == [
+        (batch.ids(1, 2)[0], b"bc", batch.timestamp, 0),
+        (batch.ids(2, 3)[0], b"def", batch.timestamp, 0)]
+    assert batch.records(1, 3) == [encode_record(m) for m in msgs]
 
 
 def _queue(path, **kw):
@@ -54,45 +66,38 @@ def test_disk_queue_rolls_files_and_survives_reopen(tmp_path):
     q = _queue(tmp_path)
     records = [b"%03d" % i * 30 for i in range(100)]  # 90-byte records: ~11 per file
     for r in records[:60]:
-        q.put(r)
-    assert [q.get() for _ in range(20)] == records[:20]
+        q.put_many([r])
+    assert q.get_many(20) == records[:20]
     q.close()
     assert "t:c.diskqueue.meta.dat" in os.listdir(tmp_path)
     q = _queue(tmp_path)
     assert q.depth == 40
     for r in records[60:]:
-        q.put(r)
-    out = []
-    while (r := q.get()) is not None:
-        out.append(r)
-    assert out == records[20:]
+        q.put_many([r])
+    assert q.get_many(1000) == records[20:]
     assert q.depth == 0
     # fully read files are removed
     dat = [f for f in os.listdir(tmp_path) if f.endswith(".dat") and "meta" not in f]
     assert len(dat) <= 1
 
 
-def test_disk_queue_corrupt_file_is_renamed_bad_and_skipped(tmp_path):
+def test_disk_queue_bad_size_sets_the_record_aside_and_reads_on(tmp_path):
     q = _queue(tmp_path)
-    for i in range(30):
-        q.put(b"%02d" % i * 45)  # 90 bytes each; files of 11 records
+    q.put_many([b"%02d" % i * 45 for i in range(30)])  # 90 bytes each; files of 11 records
     q.close()
     first = tmp_path / "t:c.diskqueue.000000.dat"
     data = bytearray(first.read_bytes())
     data[0:4] = b"\x7f\xff\xff\xff"  # a size no record can have
     first.write_bytes(bytes(data))
     q = _queue(tmp_path)
-    got = []
-    while (r := q.get()) is not None:
-        got.append(r)
-    assert got == [b"%02d" % i * 45 for i in range(11, 30)]
-    assert (tmp_path / "t:c.diskqueue.000000.dat.bad").exists()
+    assert q.get_many(100) == [b"%02d" % i * 45 for i in range(1, 30)]
+    assert (tmp_path / "t:c.diskqueue.000000.dat.bad").read_bytes() == bytes(data[:94])
 
 
 def test_disk_queue_refuses_bad_sizes(tmp_path):
     q = _queue(tmp_path)
     with pytest.raises(ValueError, match="invalid record size"):
-        q.put(b"x" * 501)
+        q.put_many([b"x" * 501])
 
 
 def _defaults(opts: Options) -> Negotiated:
@@ -171,3 +176,84 @@ def test_broker_dispatch_is_built_from_the_command_table():
         method = handlers[spec.event]
         assert method.__name__ == handler_name(spec.verb), spec.verb
         assert callable(method) and method is getattr(BrokerConnection, handler_name(spec.verb))
+
+
+queue_ops = st.lists(st.one_of(
+    st.tuples(st.just("batch"), st.integers(0, 7)),
+    st.tuples(st.just("single"), st.just(1)),
+    st.tuples(st.just("take"), st.integers(0, 9)),
+    st.tuples(st.just("popleft"), st.just(1)),
+    st.tuples(st.just("move"), st.integers(0, 9)),
+), max_size=40)
+
+
+def _ids(entries):
+    from nsqviz.servers.nsqd.memqueue import Run
+
+    return [i for e in entries
+            for i in (e.batch.ids(e.start, e.stop) if isinstance(e, Run) else [e.id])]
+
+
+@given(ops=queue_ops)
+def test_memory_queue_keeps_order_across_runs_and_singles(ops):
+    """A queue of runs of shared batches and single messages gives them back in the order
+    they came, whichever way they are taken; entries taken and copied into a second queue
+    leave the batches they share as they were."""
+    from nsqviz.servers.nsqd.memqueue import MemoryQueue, size_of
+
+    gen = IDGenerator()
+    q, model = MemoryQueue(), []
+    for op, n in ops:
+        if op == "batch":
+            batch = gen.batch([b"%d" % i for i in range(n)])
+            q.append_batch(batch, 0, n)
+            model += batch.ids(0, n)
+        elif op == "single":
+            msg = gen.batch([b"s"]).messages(0, 1)[0]
+            q.append(msg)
+            model.append(msg.id)
+        elif op == "take":
+            entries = q.take(n)
+            assert size_of(entries) == min(n, len(model))
+            assert _ids(entries) == model[:size_of(entries)]
+            del model[:size_of(entries)]
+        elif op == "popleft":
+            msg = q.popleft()
+            assert (msg.id if msg else None) == (model.pop(0) if model else None)
+        else:
+            entries = q.take(n)
+            taken = size_of(entries)
+            other, twin = MemoryQueue(), MemoryQueue()
+            other.extend(entries, copy=True)
+            twin.extend(entries)
+            assert taken == len(other) == min(n, len(model))
+            assert _ids(other.take(n)) == _ids(twin.take(n)) == model[:taken]
+            del model[:taken]
+        assert len(q) == len(model)
+    assert [decode_record(r).id for r in q.records()] == model
+
+
+def test_channel_finish_reports_the_ids_not_in_flight():
+    from types import SimpleNamespace
+
+    from nsqviz.servers.nsqd.server import Broker
+
+    channel = Broker(Options()).get_topic("t").get_channel("c")
+    client = SimpleNamespace(in_flight={m: BrokerMessage(m, b"", 0) for m in (b"a", b"b", b"c")})
+    channel.in_flight_count = 3
+    assert channel.finish(client, [b"a", b"x", b"b", b"y", b"a"]) == [b"x", b"y", b"a"]
+    assert (list(client.in_flight), channel.in_flight_count) == ([b"c"], 1)
+    assert channel.finish(client, [b"c"]) == [] and channel.in_flight_count == 0
+
+
+def test_a_delivery_gives_each_of_its_messages_back_as_an_object_of_its_own():
+    from nsqviz.servers.nsqd.message import Delivery, flying
+
+    batch = IDGenerator().batch([b"m%d" % i for i in range(10)])
+    delivery = Delivery(batch, 3, 7, deadline=5.0)
+    assert (delivery.ids, delivery.bodies) == (batch.ids(3, 7), batch.bodies[3:7])
+    for mid, body in zip(delivery.ids, delivery.bodies, strict=True):
+        msg = flying(delivery, mid)
+        assert (msg.id, msg.body, msg.timestamp, msg.attempts, msg.deadline) == (
+            mid, body, batch.timestamp, 1, 5.0)
+    assert batch not in gc.get_referents(delivery)  # only its own bodies are kept
