@@ -91,8 +91,8 @@ Wireshark and see the pattern (a poison message's six deliveries and REQs, a sta
 connection's first deliveries); the figures count every one."""
 
 FRAME_FILES = "frame_files"
-"""The step view that gives each frame's first packet its file (rotated files number
-their packets anew: a packet is its file and its number)."""
+"""The step view that gives each packet of a frame its file (rotated files number their
+packets anew: a packet is its file and its number)."""
 
 FINDING_COLUMNS = (
     ("rule", "the rule's id: nsq.msg-timeout"),
@@ -194,10 +194,15 @@ def figures(*names: str) -> str:
 
 
 FRAME_FILES_SQL = """
-SELECT conn_id, ts, element_at(packets, 1) AS packet, min(file) AS file
-FROM frames WHERE conn_id IS NOT NULL AND size(packets) > 0
-GROUP BY conn_id, ts, element_at(packets, 1)
+SELECT conn_id, ts, packet, min(file) AS file
+FROM (SELECT conn_id, ts, element_at(packets, i) AS packet,
+             element_at(packet_files, i) AS file
+      FROM (SELECT conn_id, ts, packets, packet_files,
+                   explode(sequence(1, size(packets))) AS i
+            FROM frames WHERE conn_id IS NOT NULL AND size(packets) > 0) AS x) AS y
+GROUP BY conn_id, ts, packet
 """
-"""The :data:`FRAME_FILES` view: a frame's first packet's file, by its connection,
-packet number and time (unique within a connection, even when rotated files reuse
-numbers)."""
+"""The :data:`FRAME_FILES` view: the file of each packet of a frame, by the frame's
+connection and time and the packet's number (unique within a connection, even when
+rotated files reuse numbers) -- so evidence may name any packet a frame came in, with
+the frame's time."""

@@ -31,9 +31,9 @@ def views(rules: Iterable[Rule], words: str) -> tuple[View, ...]:
     if not rules:
         return ()
     seen: set[str] = set()
-    out = [View(FRAME_FILES, FRAME_FILES_SQL, """The file of each frame's first packet, by
-connection, packet number and time (a doctor's evidence names a packet with its file).""",
-                step=True)]
+    out = [View(FRAME_FILES, FRAME_FILES_SQL, """The file of each packet of a frame, by
+connection, the frame's time and the packet number (a doctor's evidence names a packet with
+its file).""", step=True)]
     selects = []
     for rule in rules:
         if rule.id in seen:

