@@ -311,7 +311,7 @@ FRAME_COLUMNS = (
     ("violation", "string"),  # the server's error code for a command it refuses as sent
     # why: an error's or a gap's words, a refused command's answer from the server (its
     # violation, its state or a message id not in flight), a flow end's how ("fin",
-    # "rst", "idle", "capture")
+    # "rst", "idle", "capture"), "midstream" for a flow start without its handshake
     ("reason", "string"),
 )
 """The frames table's own columns; :func:`frame_schema` adds each protocol's typed ones."""
@@ -441,7 +441,8 @@ class FrameColumns:
             elif "refused" in fields:  # refused where it was sent: the server's answer
                 self.notes.append((row, None, fields["refused"]))
         elif kind == "flow":
-            self.notes.append((row, None, fields.get("how")))
+            self.notes.append((row, None, fields.get("how")
+                               or ("midstream" if fields.get("midstream") else None)))
         else:
             # a violation's words: the server's text where it has one, else the reason
             text = fields.get("text") or fields.get("reason") or fields.get("note")

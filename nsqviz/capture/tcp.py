@@ -58,6 +58,7 @@ __all__ = [
     "FlowStart",
     "FlowTracker",
     "Gap",
+    "SNAPLEN_CUT",
     "Retransmission",
     "TcpEvent",
     "four_tuple",
@@ -73,6 +74,10 @@ MAX_PENDING_SEGMENTS = 1024
 # A namedtuple's own __new__ is a Python-level function; tuple.__new__ builds the same
 # object in C, which counts once per segment (the capture readers' hot loop).
 _new_tuple = tuple.__new__
+
+SNAPLEN_CUT = "was cut short by the capture's snaplen"
+"""How a :class:`Gap`'s reason ends when the snaplen cut those bytes off (after the name
+of the packet it cut): the capture's own choice, not bytes it failed to record."""
 
 LINGER = 60.0
 """Seconds an ended flow is remembered by :meth:`FlowTracker.sweep`: late packets of a
@@ -321,9 +326,9 @@ class FlowTracker:
 
         if flags & FIN and half.fin_at is None:
             half.fin_at = half.offset_of(seq) + len(payload) + seg.missing
-        if flags & RST:
-            for d, h in halves.items():
-                self._end(flow, d, h, "rst", seg.number, seg.ts, out, sender=direction)
+        if flags & RST:  # the sender's direction ends first: it is the side that ended it
+            for d in (direction, _other(direction)):
+                self._end(flow, d, halves[d], "rst", seg.number, seg.ts, out, sender=direction)
             return out
         if half.pending_bytes > MAX_PENDING_BYTES or len(half.pending) > MAX_PENDING_SEGMENTS:
             self._declare_hole(flow, direction, half, seg.number, seg.ts, out,
@@ -400,7 +405,7 @@ class FlowTracker:
     def _cut_reason(half: _Half, start: int, end: int) -> str:
         for lo, hi, number in half.lost:
             if lo < end and hi > start:
-                return f"{packet_name(number)} was cut short by the capture's snaplen"
+                return f"{packet_name(number)} {SNAPLEN_CUT}"
         return ""
 
     def _end(self, flow: Flow, direction: Direction, half: _Half, how: str, number: int, ts: float,
