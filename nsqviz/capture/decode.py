@@ -24,8 +24,10 @@ decode`` prints, each as soon as the packet that completes it has been read (so 
 capture read from a pipe while tcpdump writes it is decoded as it is made); with
 ``tcp_records`` also a ``tcp`` record (``FIN``, ``RST``, and the ``side`` that sent it)
 where a decoded connection's peer closes or resets it, as ``nsqviz decode`` shows them;
-with ``flow_records`` a ``flow`` record where each flow starts and where each direction
-ends (what the pipeline's connections table is built from).
+with ``flow_records`` a ``flow`` record where each flow starts, where each direction
+ends, and for each segment that carried bytes already captured (a ``Retransmission``:
+its offset and size) -- what the pipeline's connections table and the doctor's TCP rules
+are built from.
 """
 
 from __future__ import annotations
@@ -274,6 +276,12 @@ class CaptureDecoder:
             yield from self._on_gap(state, tcp_event)
         elif kind is Retransmission:
             state.stats.retransmitted_bytes += tcp_event.size
+            if self.flow_records:
+                yield self._record(flow, tcp_event.direction, "flow", "Retransmission",
+                                   {"offset": tcp_event.offset, "size": tcp_event.size},
+                                   tcp_event.ts, (tcp_event.number,), None,
+                                   state.stats.protocol or None, tcp_event.offset,
+                                   tcp_event.size)
         elif kind is FlowEnd:
             yield from self._on_end(state, tcp_event)
 

@@ -13,19 +13,21 @@ reassembly could not give (``Gap``, its reason saying why):
 * ``capture.gap`` -- bytes the capture lost (the receiver acknowledged them, the
   connection ended past them): the kernel or tcpdump dropped packets; whatever they
   carried is not in any table;
-* ``tcp.reset`` -- a connection ended by a RST, and which side sent it.
+* ``tcp.reset`` -- a connection ended by a RST, and which side sent it;
+* ``tcp.retransmission`` -- segments that carried bytes the capture had already seen
+  (``Retransmission`` rows), at least :data:`RETRANSMISSIONS` on a connection.
 
-Zero windows and retransmissions are not here yet: the frames table does not record
-the TCP header's window, nor the retransmissions reassembly drops.
+Zero windows are not here yet: the frames table does not record the TCP header's
+window.
 """
 
 from __future__ import annotations
 
 from nsqviz.capture.tcp import SNAPLEN_CUT
-from nsqviz.doctor.rule import Rule, Severity, evidence, figures
+from nsqviz.doctor.rule import Rule, Severity, Threshold, evidence, figures
 from nsqviz.sql import C2S, FLOW_END, S2C, UNITS
 
-__all__ = ["RULES"]
+__all__ = ["RETRANSMISSIONS", "RULES"]
 
 _CUT = f"reason LIKE '%{SNAPLEN_CUT.replace(chr(39), chr(39) * 2)}'"
 """SQL: a gap row's bytes are the snaplen's cut."""
@@ -231,5 +233,56 @@ RESET = Rule(
            "before.",
 )
 
-RULES: tuple[Rule, ...] = (GAP, TRUNCATED, MIDSTREAM, RESET)
+RETRANSMISSIONS = Threshold(
+    "RETRANSMISSIONS", 3, "segments",
+    "one lost segment resent is TCP doing its job on any real network; three or more on one "
+    "connection is a path that keeps losing them, each resend costing at least a "
+    "round trip (a retransmission timeout: 200 ms or more on Linux)")
+
+_RETRANSMISSION = f"""
+WITH again AS (
+  SELECT conn_id, ts, dir, element_at(packets, 1) AS packet, size FROM frames
+  WHERE kind = 'flow' AND name = 'Retransmission'
+), per AS (
+  SELECT conn_id, CAST(count(DISTINCT packet) AS BIGINT) AS segments,
+         CAST(sum(size) AS BIGINT) AS bytes,
+         CAST(count(DISTINCT CASE WHEN dir = '{C2S}' THEN packet END) AS BIGINT) AS by_client,
+         CAST(count(DISTINCT CASE WHEN dir = '{S2C}' THEN packet END) AS BIGINT) AS by_server,
+         round(max(ts) - min(ts), 3) AS over_s
+  FROM again GROUP BY conn_id
+  HAVING count(DISTINCT packet) >= {RETRANSMISSIONS.value}
+), ev_rows AS (
+  SELECT a.conn_id AS k, a.ts, a.packet, a.conn_id, CAST(NULL AS STRING) AS msg_id,
+         CAST(a.size AS STRING) || ' bytes the '
+           || CASE WHEN a.dir = '{C2S}' THEN 'client' ELSE 'server' END
+           || ' had sent before, sent again' AS what
+  FROM again AS a JOIN per AS p ON p.conn_id = a.conn_id
+), evd AS ({evidence("ev_rows", ("k",))}
+)
+SELECT {_server("p.conn_id")} AS server, p.conn_id, e.first_ts AS ts, e.evidence,
+       {figures("segments", "bytes", "by_client", "by_server", "over_s")} AS figures
+FROM per AS p JOIN evd AS e ON e.k = p.conn_id
+"""
+
+RETRANSMISSION = Rule(
+    "tcp.retransmission", "segments sent again: a lossy path",
+    Severity.WARNING, _RETRANSMISSION,
+    summary="{segments:/segment/segments} retransmitted ({bytes} bytes: {by_client} by the "
+            "client, {by_server} by the server) over {over_s:.3f} s",
+    explanation="These packets carried bytes the capture had already seen on the "
+                "connection: the sender did not get them acknowledged in time and sent "
+                "them again. Each resend waits for a retransmission timeout or three "
+                "duplicate ACKs, so messages, their FINs and heartbeats arrive late: a "
+                "consumer's handling time grows towards msg_timeout, a heartbeat's answer "
+                "towards nsqd's two-interval limit. (The capture only shows resends of "
+                "bytes it saw go by: a segment lost before the capture point and resent "
+                "fills a hole instead.)",
+    change="Find where the path drops packets: full queues on a router or a virtual NIC "
+           "(tc -s qdisc, ethtool -S, netstat -s), a congested link, a host short of CPU; "
+           "lower the burst (smaller MPUB batches, a lower RDY) if the drops are queue "
+           "overflows.",
+    thresholds=(RETRANSMISSIONS,),
+)
+
+RULES: tuple[Rule, ...] = (GAP, TRUNCATED, MIDSTREAM, RESET, RETRANSMISSION)
 """The capture layer's rules, in the order their findings are listed."""

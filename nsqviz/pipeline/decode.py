@@ -27,8 +27,9 @@ those of a connection whose state cannot be handed on (a compressed one); with o
 file, ``continuation`` off, or nothing crossing a file boundary, stage 2 has nothing to
 do. :func:`decode_set` runs both stages in one process. Besides the kinds ``nsqviz
 decode --json`` prints, the table has ``kind = "flow"`` rows (``FlowStart``; ``FlowEnd``
-per direction, with how it ended and the decoder's byte counts) for the connections
-table.
+per direction, with how it ended and the decoder's byte counts; ``Retransmission``, each
+segment that carried bytes already captured) for the connections table and the doctor's
+TCP rules.
 """
 
 from __future__ import annotations
