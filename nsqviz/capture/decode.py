@@ -103,11 +103,12 @@ class _Side:
 
 
 class _FlowState:
-    __slots__ = ("flow", "stats", "protocol", "observer", "sides", "reset")
+    __slots__ = ("flow", "stats", "protocol", "observer", "sides", "reset", "ended")
 
     def __init__(self, flow: Flow) -> None:
         self.flow = flow
         self.reset = False  # a RST was seen
+        self.ended = 0  # directions that have ended
         self.stats = FlowStats(flow)
         self.protocol: Protocol | None = None
         self.observer: ConnectionObserver | None = None
@@ -276,7 +277,7 @@ class CaptureDecoder:
             yield from self._on_gap(state, tcp_event)
         elif kind is Retransmission:
             state.stats.retransmitted_bytes += tcp_event.size
-            if self.flow_records:
+            if self.flow_records and state.ended < 2:  # (not a late packet of a closed one)
                 yield self._record(flow, tcp_event.direction, "flow", "Retransmission",
                                    {"offset": tcp_event.offset, "size": tcp_event.size},
                                    tcp_event.ts, (tcp_event.number,), None,
@@ -516,6 +517,7 @@ class CaptureDecoder:
             yield self._record(state.flow, end.sender, "tcp", end.how.upper(),
                                {"side": _SIDES[end.sender]}, end.ts, (end.number,), None,
                                state.protocol.name)
+        state.ended += 1
         side = state.sides[end.direction]
         if side.frames:
             state.stats.frames_per_packet[side.frames] += 1
