@@ -10,8 +10,10 @@ test: venv
 docs: venv
 	scripts/docs.sh
 
+# The benchmarks set the real NSQ programs beside ours: found as the tests find them
+# (tests/conftest.py), in $$NSQVIZ_PEERS or else the machine's peers folder.
 bench: venv
-	.venv/bin/python -m benchmarks
+	NSQVIZ_PEERS="$${NSQVIZ_PEERS:-$(CURDIR)/../shared/peers}" .venv/bin/python -m benchmarks
 
 fuzz: venv
 	scripts/fuzz.sh

@@ -20,8 +20,9 @@ undamaged records), all deliveries, connections the consumer made, and the secon
 the last message. The goal (issue 33): every intact record delivered -- at least as many
 as nsqd; nsqd itself loses the rest of the file after a record it cannot frame.
 
-The damage is recovered by the broker's disk queue (:mod:`nsqviz.servers.nsqd.diskqueue`,
-reworked on the ``brokerspeed`` branch); this module only measures, beside nsqd.
+The damage is recovered by the broker's disk queue (:mod:`nsqviz.servers.nsqd.diskqueue`
+and its record scanner, :mod:`nsqviz.servers.nsqd.diskrecords`); this module only
+measures, beside nsqd.
 Run: ``.venv/bin/python -m benchmarks.diskqueue_corrupt [--messages 1000]``. Needs
 ``nsq_tail``, and ``nsqd`` for the baseline (see :mod:`nsqviz.servers.peers`).
 """

@@ -1,9 +1,12 @@
 """Records data/nsqd/refused/: well-framed commands with values the real nsqd refuses
 (or reads leniently), one connection each, captured with tcpdump on lo --
 ``bad-values.pcap`` against nsqd's defaults, ``max-rdy-count.pcap`` against an nsqd
-started with ``--max-rdy-count=10`` that a client asks for feature negotiation.
+started with ``--max-rdy-count=10`` that a client asks for feature negotiation,
+``wrong-magic.pcap`` against an nsqd on its default port 4150 that a client sends
+nsqlookupd's magic ``"  V1"`` and a PING (nsqd answers ``E_BAD_PROTOCOL`` as an NSQ
+error frame and closes).
 
-Run as root: ``python data/make_nsqd_refusals.py data/nsqd/refused``
+Run as root: ``python data/make_nsqd_refusals.py data/nsqd/refused [NAME ...]``
 (the real nsqd: ``$NSQD`` or ``$NSQVIZ_PEERS/nsqd``).
 """
 
@@ -41,13 +44,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def talk(port: int, data: bytes | tuple[bytes, ...]) -> None:
+WRONG_MAGIC = [b"PING\n"]  # after nsqlookupd's magic: nsqd refuses the magic itself
+
+NSQD_PORT = 4150
+"""nsqd's default TCP port: where a client that means nsqlookupd reaches nsqd by mistake."""
+
+
+def talk(port: int, data: bytes | tuple[bytes, ...], magic: bytes = b"  V2") -> None:
     """One connection: the magic, then ``data`` (a tuple: each part once the answers to
     the one before have come back)."""
     with socket.create_connection(("127.0.0.1", port)) as c:
         c.settimeout(0.3)
         parts = (data,) if isinstance(data, bytes) else data
-        c.sendall(b"  V2")
+        c.sendall(magic)
         for part in parts:
             c.sendall(part)
             try:
@@ -58,8 +67,9 @@ def talk(port: int, data: bytes | tuple[bytes, ...]) -> None:
     time.sleep(0.1)
 
 
-def record(out: str, connections: list, *options: str) -> None:
-    port, http = free_port(), free_port()
+def record(out: str, connections: list, *options: str, port: int = 0,
+           magic: bytes = b"  V2") -> None:
+    port, http = port or free_port(), free_port()
     nsqd = subprocess.Popen(
         [NSQD, f"--tcp-address=127.0.0.1:{port}", f"--http-address=127.0.0.1:{http}",
          f"--data-path={tempfile.mkdtemp()}", *options],
@@ -72,7 +82,7 @@ def record(out: str, connections: list, *options: str) -> None:
     dump.stderr.readline()  # "listening on lo ...": capturing from here on
     try:
         for data in connections:
-            talk(port, data)
+            talk(port, data, magic)
         time.sleep(0.5)
     finally:
         dump.send_signal(signal.SIGINT)
@@ -81,10 +91,17 @@ def record(out: str, connections: list, *options: str) -> None:
         nsqd.wait(5)
 
 
-def main(folder: str) -> None:
-    record(os.path.join(folder, "bad-values.pcap"), CONNECTIONS)
-    record(os.path.join(folder, "max-rdy-count.pcap"), MAX_RDY_COUNT, "--max-rdy-count=10")
+CAPTURES = {
+    "bad-values": lambda out: record(out, CONNECTIONS),
+    "max-rdy-count": lambda out: record(out, MAX_RDY_COUNT, "--max-rdy-count=10"),
+    "wrong-magic": lambda out: record(out, WRONG_MAGIC, port=NSQD_PORT, magic=b"  V1"),
+}
+
+
+def main(folder: str, *names: str) -> None:
+    for name in names or CAPTURES:
+        CAPTURES[name](os.path.join(folder, f"{name}.pcap"))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])

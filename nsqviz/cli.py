@@ -11,7 +11,7 @@ import importlib
 import sys
 
 from nsqviz.capture.files import CaptureFormatError
-from nsqviz.usage import usage_error
+from nsqviz.usage import help_text, usage_error
 
 _PARTS = {
     "messages": "nsqviz.analysis.cli",  # registers messages, connections and stats
@@ -34,7 +34,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every sub-command, or of ``command`` alone: a run of one sub-command
     imports only its own part (``nsqviz decode`` does not load the broker and asyncio,
     a quarter of a second of a short decode)."""
-    parser = argparse.ArgumentParser(prog="nsqviz", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="nsqviz", description=help_text(__doc__))
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in [_PARTS[command]] if command in _PARTS else dict.fromkeys(_PARTS.values()):
         try:

@@ -19,6 +19,7 @@ tables               commands/methods, states and transitions (h11's ``_state.py
 ``protocol.py``      the :class:`Protocol` instance (detection, records, typed columns)
 ``fields.py``        its display-filter fields, ``<name>.*``
 ``analyses.py``      its SQL views for both engines, and its hooks into the shared tables
+``report.py``        its part of ``nsqviz messages``, ``connections`` and ``stats``
 ``rules.py``         its doctor rules (:mod:`nsqviz.doctor`), its ``RULES``
 ``dissector/``       its Wireshark dissector generator (``script.py``, ``engine.lua``)
 ===================  ===================================================================
@@ -26,9 +27,11 @@ tables               commands/methods, states and transitions (h11's ``_state.py
 The interface, hook by hook:
 
 * **detection** -- :attr:`~Protocol.server_ports`, :meth:`~Protocol.client_hello` (the bytes
-  only its client sends first), :meth:`~Protocol.starts_hello`, :meth:`~Protocol.looks_like`
-  (mid-connection), :attr:`~Protocol.detection_words`; :meth:`~Protocol.detect` scores them
-  alike for every protocol;
+  only its client sends first), :meth:`~Protocol.starts_hello`,
+  :meth:`~Protocol.server_hello` (how its server frames its first answer, a refusal of
+  another protocol's hello too), :meth:`~Protocol.looks_like` (mid-connection),
+  :attr:`~Protocol.detection_words`; :meth:`~Protocol.detect` scores them alike for every
+  protocol;
 * **decoding** -- :meth:`~Protocol.observer`: a :class:`ConnectionObserver` (usually
   :class:`ObservedConnection` around the sans-IO observer) turning its events into
   protocol-free :class:`Item` s of an :class:`ItemKind`, and saying what a gap costs
@@ -43,6 +46,9 @@ The interface, hook by hook:
   :meth:`~Protocol.record_names`;
 * **analyses** -- :attr:`~Protocol.analyses` (:class:`nsqviz.sql.Analyses`): its views,
   which read only its own rows, its columns of ``connections``, its error answers;
+* **report** -- :attr:`~Protocol.report` (:class:`nsqviz.report.Report`): its messages,
+  its part of each of its connections, its sections of ``nsqviz stats`` (text and JSON);
+  ``nsqviz.open``'s Capture gives its analyses' tables by name, with no hook of its own;
 * **doctor** -- :attr:`~Protocol.rules`: declarative definitions over the analyses'
   tables (:class:`nsqviz.doctor.rule.Rule`), kept with the protocol and run by the same
   engines into the ``findings`` table;
@@ -73,6 +79,7 @@ from typing import Protocol as TypingProtocol
 from nsqviz import sansio
 from nsqviz.doctor.rule import Rule
 from nsqviz.fields import CAPTURE_FIELDS, Field, by_abbrev
+from nsqviz.report import Report
 from nsqviz.sql import Analyses
 from nsqviz.stream.direction import Direction
 
@@ -89,6 +96,7 @@ __all__ = [
     "LuaScript",
     "Protocol",
     "RecordView",
+    "answer_undecided",
     "by_name",
     "detect",
     "filter_fields",
@@ -169,9 +177,14 @@ class Lost(NamedTuple):
 
 
 class Detection(NamedTuple):
-    """How sure a protocol is that a flow is its own: ``score`` 3 the client's hello was
-    seen, 2 the server port is one of its ports, 1 the bytes look like it, 0 not it
-    (``why`` says which)."""
+    """How sure a protocol is that a flow is its own: ``score`` 4 the server's first
+    answer is framed as its server frames, 3 the client's hello was seen, 2 the server
+    port is one of its ports, 1 the bytes look like it, 0 not it (``why`` says which).
+
+    The server's answer outranks the client's hello because a server refuses a hello it
+    does not speak in its *own* protocol: a client that sends nsqlookupd's magic to nsqd
+    gets nsqd's ``E_BAD_PROTOCOL`` as an NSQ error frame, and the connection is nsqd's
+    (what its client sent is shown as the magic nsqd refused)."""
 
     score: int
     why: str
@@ -327,20 +340,34 @@ class Protocol(ABC):
         this protocol's hello? By default: they are all of it."""
         return self.client_hello(data)
 
+    def server_hello(self, data: bytes) -> bool | None:
+        """Are a server's first bytes on a connection (``data``: what arrived of them,
+        perhaps one segment of a few bytes) framed as this protocol's server frames its
+        first answer -- to its own client's hello, or its refusal of another's? ``None``:
+        too few bytes yet to tell. By default ``False``: the answer names no protocol."""
+        return False
+
     def looks_like(self, direction: str, data: bytes) -> bool:
         """Do bytes seen in the middle of a flow look like this protocol's?"""
         return False
 
     def detect(self, direction: str, data: bytes, *, from_start: bool,
-               server_port: bool) -> Detection:
+               server_port: bool, answer: bytes = b"") -> Detection:
         """Is a flow this protocol's? ``data`` is the first payload seen, in
         ``direction``; ``from_start``: it is the client's first bytes after a captured
-        handshake; ``server_port``: the server's port is one of this protocol's. Every
-        protocol scores alike (:class:`Detection`): its hello (:meth:`starts_hello`),
-        then its port, then the look of the bytes (:meth:`looks_like`)."""
+        handshake; ``server_port``: the server's port is one of this protocol's;
+        ``answer``: the server's first bytes, when a flow seen from its start has them.
+        Every protocol scores alike (:class:`Detection`): its server's answer
+        (:meth:`server_hello`), its hello (:meth:`starts_hello`), then its port, then the
+        look of the bytes (:meth:`looks_like`)."""
         words = self.detection_words
         if from_start:
-            if self.starts_hello(data):
+            hello = self.starts_hello(data)
+            if answer and self.server_hello(answer):  # said only where it decides
+                return Detection(4, words.seen if hello else
+                                 f"the server answers in {self.title}'s framing "
+                                 f"({words.missing})")
+            if hello:
                 return Detection(3, words.seen)
             if server_port:
                 return Detection(2, f"server port ({words.refused})")
@@ -417,6 +444,12 @@ class Protocol(ABC):
         """Values of :attr:`typed_schema` columns for one command or frame."""
         return {}
 
+    def typed_unit(self, kind: str, name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """Values of :attr:`typed_schema` columns for a command or frame known by its
+        fields alone: one the capture cut short (:attr:`Lost.unit`, no event), from what
+        its captured head decoded -- nothing the lost rest would change."""
+        return {}
+
     # -- display filters ------------------------------------------------------------
 
     filter_fields: tuple[Field, ...] = ()
@@ -441,6 +474,11 @@ class Protocol(ABC):
     frames table, and its hooks into the tables every protocol shares (its columns of
     ``connections``, its error answers); :mod:`nsqviz.sql` says how they are written,
     :mod:`nsqviz.pipeline.definitions` collects them for both engines."""
+
+    report: Report | None = None
+    """Its part of ``nsqviz messages``, ``connections`` and ``stats``
+    (``nsqviz/<name>/report.py``, :mod:`nsqviz.report` says how), or ``None``: its
+    connections then get only the lines every connection has."""
 
     # -- Wireshark ------------------------------------------------------------------
 
@@ -501,16 +539,18 @@ def of_event(event: Any) -> Protocol | None:
 
 
 def detect(protocols: Iterable[Protocol], direction: str, data: bytes, *, from_start: bool,
-           ports: Mapping[str, frozenset[int]], server_port: int) -> tuple[Protocol | None, str]:
+           ports: Mapping[str, frozenset[int]], server_port: int,
+           answer: bytes = b"") -> tuple[Protocol | None, str]:
     """The protocol most sure a flow is its own, and why; ``None`` and the reasons when
-    none claims it. ``ports`` are each protocol's server ports. A tie (two protocols
-    given one port, say) goes to the one whose bytes alone still look like it, else to
-    the first."""
+    none claims it. ``ports`` are each protocol's server ports; ``answer`` the server's
+    first bytes (:meth:`Protocol.detect`). A tie (two protocols given one port, say)
+    goes to the one whose bytes alone still look like it, else to the first."""
     verdicts = []
     reasons = []
     for proto in protocols:
         verdict = proto.detect(direction, data, from_start=from_start,
-                               server_port=server_port in ports.get(proto.name, ()))
+                               server_port=server_port in ports.get(proto.name, ()),
+                               answer=answer)
         if verdict.score:
             verdicts.append((verdict, proto))
         else:
@@ -524,6 +564,12 @@ def detect(protocols: Iterable[Protocol], direction: str, data: bytes, *, from_s
             if proto.detect(direction, data, from_start=from_start, server_port=False).score:
                 return proto, f"{verdict.why}, and the bytes look like it"
     return tied[0][1], tied[0][0].why
+
+
+def answer_undecided(protocols: Iterable[Protocol], answer: bytes) -> bool:
+    """Does some protocol need more of the server's first bytes than ``answer`` to say
+    whether they are framed as its server's (:meth:`Protocol.server_hello`)?"""
+    return any(proto.server_hello(answer) is None for proto in protocols)
 
 
 def typed_columns() -> list[tuple[str, str]]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import json.encoder
-from collections.abc import Callable
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -402,7 +401,7 @@ class FrameColumns:
     def __init__(self, files: list[str], *, fields: bool = True):
         self.files = files
         self.fields = fields  # False: the `fields` column stays null (nsqviz messages &c.)
-        self._typed_of: dict[str, Callable[[Any], dict[str, Any]]] = {}
+        self._protocols: dict[str, protocols.Protocol] = {}
         self._where: dict[tuple[int, ...], tuple[str | None, list[str]]] = {}
         self._clear()
 
@@ -424,12 +423,13 @@ class FrameColumns:
         row = len(tss)
         kind, fields = rec.kind, rec.fields
         if kind == "command" or kind == "frame":
-            if rec.protocol is not None and rec.event is not None:
-                typed_of = self._typed_of.get(rec.protocol)
-                if typed_of is None:  # by_name walks the registered protocols: once a name
-                    typed_of = self._typed_of[rec.protocol] = \
-                        protocols.by_name(rec.protocol).typed
-                typed = typed_of(rec.event)
+            if rec.protocol is not None:
+                proto = self._protocols.get(rec.protocol)
+                if proto is None:  # by_name walks the registered protocols: once a name
+                    proto = self._protocols[rec.protocol] = protocols.by_name(rec.protocol)
+                # a unit the capture cut short has no event: what its head decoded
+                typed = proto.typed(rec.event) if rec.event is not None else \
+                    proto.typed_unit(kind, rec.name, fields)
                 if typed:
                     self.typed_rows.append(row)
                     self.typed.append(typed)

@@ -11,12 +11,13 @@ imports nothing from nsqviz.
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from os.path import commonprefix
 
-__all__ = ["CUTOFF", "SHOWN", "damaged_input", "nearest", "nearest_hint", "usage_error",
-           "warn"]
+__all__ = ["CUTOFF", "SHOWN", "damaged_input", "help_text", "nearest", "nearest_hint",
+           "usage_error", "warn"]
 
 CUTOFF = 0.6
 """How alike a choice must be to count as near: :class:`difflib.SequenceMatcher`'s ratio
@@ -97,3 +98,16 @@ def damaged_input(command: str, problems: Sequence[str], count: int | None = Non
     if count > min(len(problems), SHOWN):
         warn(command, f"... {count - min(len(problems), SHOWN)} more problems in the capture")
     return 2
+
+
+_ROLE = re.compile(r":[\w:.]+:`(~?)([^`<]*?)(?: <[^>]*>)?`")
+
+
+def help_text(doc: str | None) -> str:
+    """A sub-command module's docstring as its ``--help`` description: the first
+    paragraph, whole (its first line alone can stop mid-sentence), with reST markup as
+    plain text (````nsqviz decode````, ``:mod:`~nsqviz.x``` -> ``nsqviz decode``, ``x``)."""
+    first = " ".join((doc or "").strip().split("\n\n", 1)[0].split())
+    first = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2),
+                      first)
+    return first.replace("``", "")

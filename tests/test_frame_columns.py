@@ -41,10 +41,13 @@ def reference_row(rec: DecodedRecord, conn_id: str | None, seq: int | None,
                              else problem["text"])
         elif "refused" in rec.fields:  # refused where it was sent: the server's answer
             row["reason"] = rec.fields["refused"]
-        if rec.protocol is not None and rec.event is not None:
-            typed = protocols.by_name(rec.protocol).typed(rec.event)
+        if rec.protocol is not None:
+            proto = protocols.by_name(rec.protocol)
+            typed = proto.typed(rec.event) if rec.event is not None else \
+                proto.typed_unit(rec.kind, rec.name, rec.fields)  # cut short by the capture
     elif rec.kind == "flow":
-        row["reason"] = rec.fields.get("how")
+        row["reason"] = rec.fields.get("how") or ("midstream" if rec.fields.get("midstream")
+                                                  else None)
     else:
         text = rec.fields.get("text") or rec.fields.get("reason") or rec.fields.get("note")
         row["reason"] = f"{rec.name}: {text}" if text else rec.name

@@ -1,8 +1,9 @@
 """Every registered protocol owns every part of itself, in its own folder.
 
 For each protocol :func:`inventory` lists what it contributes -- grammar, tables, events,
-codec on the sans-IO base, capture observer, display-filter fields, analyses, doctor
-rules, Wireshark dissector -- and the module each part is defined in; the tests fail
+codec on the sans-IO base, capture observer, display-filter fields, analyses, its part
+of ``nsqviz messages/connections/stats`` (report), doctor rules, Wireshark dissector --
+and the module each part is defined in; the tests fail
 when a part is missing or lives outside ``nsqviz/<name>/``, when an analysis reads
 another protocol's rows, and when a part of nsqviz that must know no protocol (capture
 decoding, records, filters, palette, the analyses engines, the Wireshark generator ...)
@@ -36,7 +37,8 @@ PROTOCOL_FREE = [
     "nsqviz.pipeline.decode", "nsqviz.pipeline.frames",
     "nsqviz.wireshark.generate", "nsqviz.wireshark.cli", "nsqviz.wireshark.lua",
     "nsqviz.wireshark.tshark",
-    "nsqviz.analysis.capture", "nsqviz.analysis.cli",
+    "nsqviz.analysis.capture", "nsqviz.analysis.cli", "nsqviz.analysis.stats",
+    "nsqviz.report",
     "nsqviz.widgets.sequence", "nsqviz.widgets.hexview",
 ]
 """Modules that find every protocol through the registry and may name none."""
@@ -78,6 +80,7 @@ def inventory(proto: protocols.Protocol) -> dict[str, list[str]]:
         if proto.filter_fields else [],
         "analyses": [_defined_in(proto.analyses, package) or "outside"]
         if proto.analyses.views else [],
+        "report": [type(proto.report).__module__] if proto.report is not None else [],
         "rules": [f"{package}.rules"
                   if proto.rules == importlib.import_module(f"{package}.rules").RULES
                   else "outside"],

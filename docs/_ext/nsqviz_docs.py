@@ -1,6 +1,7 @@
 """The site's own Sphinx parts: the API reference of a package's every public name, the
 reference of every registered protocol (each protocol's own package and what it
-contributes, read from :mod:`nsqviz.protocols`), the CLI reference read from
+contributes, read from :mod:`nsqviz.protocols`), the columns of every table
+``nsqviz.open`` gives, the CLI reference read from
 ``nsqviz.cli``'s parsers, and a Binder launch link on every notebook page.
 
 The CLI reference is generated rather than written so that a sub-command a part
@@ -165,9 +166,9 @@ class ApiDirective(SphinxDirective):
 class ProtocolsDirective(SphinxDirective):
     """``.. nsqviz-protocols::``: every registered protocol, in registration order
     (:func:`nsqviz.protocols.registered`): what it contributes -- its analyses' tables,
-    its display-filter fields, its Wireshark dissector, its doctor rules -- and its
-    package's API (as ``nsqviz-api``). A protocol registered later has its section
-    without an edit of the site."""
+    its part of ``nsqviz messages/connections/stats``, its display-filter fields, its
+    Wireshark dissector, its doctor rules -- and its package's API (as ``nsqviz-api``).
+    A protocol registered later has its section without an edit of the site."""
 
     has_content = False
 
@@ -183,6 +184,7 @@ class ProtocolsDirective(SphinxDirective):
             lines += [f".. rubric:: ``{proto.package}``: {proto.title}", "",
                       f"* analyses: {tables}" + (f"; its part of {' and '.join(shared)}"
                                                  if shared else ""),
+                      f"* ``nsqviz messages``, ``connections``, ``stats``: {_gives(proto)}",
                       f"* display-filter fields: {len(proto.filter_fields)} "
                       f"(``{proto.name}.*``; ``nsqviz fields`` lists them)",
                       "* Wireshark dissector: "
@@ -190,6 +192,49 @@ class ProtocolsDirective(SphinxDirective):
                       f"* doctor rules: {len(proto.rules)}", ""]
             lines += _api(proto.package)
         return _parsed(self, lines, "<nsqviz-protocols>")
+
+
+def _gives(proto: object) -> str:
+    """What a protocol's report (:mod:`nsqviz.report`) adds to the three commands."""
+    from nsqviz.report import Report
+
+    report = getattr(proto, "report", None)
+    if report is None:
+        return "nothing of its own"
+    parts = [what for method, what in (("messages", "its messages"),
+                                       ("connections", "its connections' lines"),
+                                       ("stats", "its statistics"))
+             if getattr(type(report), method) is not getattr(Report, method)]
+    return ", ".join(parts) or "nothing of its own"
+
+
+class TablesDirective(SphinxDirective):
+    """``.. nsqviz-tables::``: each table of ``nsqviz.open``'s
+    :class:`~nsqviz.analysis.capture.Capture`, what its rows are (an analysis's
+    definition says it; the frames table's attribute) and its columns with their Arrow
+    types, read from
+    :func:`~nsqviz.analysis.capture.table_schemas` -- the frames table's schema and what
+    each analysis's SQL makes -- so the page follows the definitions unedited. Used
+    inside ``eval-rst``: what it writes is reStructuredText."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        from nsqviz.analysis.capture import Capture, table_schemas
+        from nsqviz.pipeline.definitions import definitions
+
+        lines: list[str] = []
+        for name, schema in table_schemas().items():
+            view = definitions().get(name)
+            about = view.doc if view is not None and view.doc else \
+                (inspect.getdoc(getattr(Capture, name)) or "").split("\n\n")[0]
+            lines += [f".. rubric:: cap.{name}", f"   :name: table-{name.replace('_', '-')}", "",
+                      " ".join(about.split()), "", ".. list-table::", "   :header-rows: 1",
+                      "   :widths: auto", "", "   * - column", "     - type"]
+            for field in schema:
+                lines += [f"   * - ``{field.name}``", f"     - {field.type}"]
+            lines.append("")
+        return _parsed(self, lines, "<nsqviz-tables>")
 
 
 def _assigned(package: str) -> set[str]:
@@ -224,5 +269,6 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.add_directive("nsqviz-api", ApiDirective)
     app.add_directive("nsqviz-protocols", ProtocolsDirective)
     app.add_directive("nsqviz-cli", CliDirective)
+    app.add_directive("nsqviz-tables", TablesDirective)
     app.connect("doctree-read", _binder_link)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -17,7 +17,7 @@ from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.pipeline.definitions import definitions, tables
 from nsqviz.usage import nearest_hint
 
-__all__ = ["Capture", "frames_of", "open_capture"]
+__all__ = ["Capture", "frames_of", "open_capture", "table_schemas"]
 
 
 def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
@@ -43,19 +43,43 @@ def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
     return pa.Table.from_batches(list(batches), schema=schema)
 
 
+def table_schemas() -> dict[str, Any]:
+    """Every table a :class:`Capture` gives, by name, as the Arrow schema of its
+    columns: ``frames`` (:func:`nsqviz.records.frame_schema`), then each analysis of
+    :func:`~nsqviz.pipeline.definitions.tables` as its definition makes it -- run over no
+    frames at all, so that its columns are written down nowhere but in its SQL."""
+    import pyarrow as pa
+
+    from nsqviz.pipeline.on_duckdb import analyse
+    from nsqviz.records import frame_schema
+
+    made = analyse(pa.Table.from_batches([], schema=frame_schema()), tables())
+    return {"frames": frame_schema(), **{name: made[name].schema for name in tables()}}
+
+
 class Capture:
     """A capture (one file, or rotated files of one capture set) and its analyses
     (``fields=False``: the frames without their ``fields`` column, for big captures).
 
-    Every table is a pandas DataFrame: :attr:`frames` (one row per command, frame, error,
-    gap and connection start/end, with its packet numbers), :attr:`messages`,
-    :attr:`deliveries`, :attr:`connections`, :attr:`errors`, :attr:`heartbeats`,
-    :attr:`publishes`, :attr:`flow_control`, :attr:`sticky_packets`, :attr:`rpc_pairs`,
-    :attr:`rpc_latency` (each table's definition says what its rows are: the analyses of
-    each protocol, :mod:`nsqviz.nsq.analyses` ..., and the capture layer's,
-    :mod:`nsqviz.capture.analyses`);
-    :meth:`diagnose` gives the doctor's findings; :meth:`filter` selects records by a
-    Wireshark display filter.
+    Every table is a pandas DataFrame, and every analysis table is an attribute of its
+    name (:meth:`table`; :func:`nsqviz.pipeline.definitions.tables` lists them): each
+    table's definition says what its rows are. :attr:`frames` has one row per command,
+    frame, error, gap and connection start/end, with its packet numbers; the tables
+    every capture has are the capture layer's (:mod:`nsqviz.capture.analyses`):
+    ``connections`` (one row per connection: its protocol, the TCP facts, each
+    protocol's columns for its own connections), ``errors``, ``sticky_packets``; each
+    protocol adds its own (its ``analyses.py``):
+
+    * NSQ (:mod:`nsqviz.nsq.analyses`): ``messages``, ``deliveries``, ``heartbeats``,
+      ``publishes``, ``flow_control``; :meth:`lifecycle` draws one message;
+    * TubeMQ (:mod:`nsqviz.tubemq.analyses`): ``tubemq_messages`` (each message from its
+      send to each fetch and commit), ``tubemq_sends``, ``tubemq_fetches``,
+      ``tubemq_heartbeats``, ``tubemq_rebalances``, ``tubemq_partitions``,
+      ``tubemq_statuses``, ``rpc_pairs``, ``rpc_latency``.
+
+    :attr:`protocols` names the protocols present; :meth:`diagnose` gives the doctor's
+    findings; :meth:`filter` selects records by a Wireshark display filter; :meth:`replay`
+    shows the capture packet by packet.
     """
 
     def __init__(self, *captures: str, idle_split: float | None = IDLE_SPLIT,
@@ -132,24 +156,25 @@ class Capture:
 
         return self.arrow.filter(pc.equal(self.arrow["name"], name)).to_pandas()
 
-    messages = property(lambda self: self.table("messages"), doc="One row per message.")
-    deliveries = property(lambda self: self.table("deliveries"), doc="One row per delivery.")
-    connections = property(lambda self: self.table("connections"),
-                           doc="One row per connection.")
-    errors = property(lambda self: self.table("errors"),
-                      doc="One row per error, with the command it answers.")
-    heartbeats = property(lambda self: self.table("heartbeats"),
-                          doc="One row per heartbeat, with the client's answer.")
-    publishes = property(lambda self: self.table("publishes"),
-                         doc="One row per PUB/MPUB/DPUB, with nsqd's answer.")
-    flow_control = property(lambda self: self.table("flow_control"),
-                            doc="RDY and in-flight per connection over time.")
-    sticky_packets = property(lambda self: self.table("sticky_packets"),
-                              doc="Frames per packet and packets per frame.")
-    rpc_pairs = property(lambda self: self.table("rpc_pairs"),
-                         doc="One row per RPC request (TubeMQ), with its answer.")
-    rpc_latency = property(lambda self: self.table("rpc_latency"),
-                           doc="RPC latency per protocol and method.")
+    def __getattr__(self, name: str) -> Any:
+        """Analysis table ``name`` (``cap.connections``, ``cap.tubemq_messages`` ...)."""
+        if name.startswith("_") or name not in tables():
+            raise AttributeError(f"{type(self).__name__!r} has no attribute or table "
+                                 f"{name!r}" + nearest_hint(name, tables()))
+        return self.table(name)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *tables()})
+
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        """The protocols of the capture's connections, in registration order."""
+        import pyarrow.compute as pc
+
+        from nsqviz import protocols
+
+        present = set(pc.unique(self.arrow["protocol"]).drop_null().to_pylist())
+        return tuple(p.name for p in protocols.registered() if p.name in present)
 
     def diagnose(self, severity: str = "info") -> Any:
         """The doctor's findings (``nsqviz doctor``'s, from the same rules and words), most

@@ -11,10 +11,11 @@ are defined and collected).
   sent (a command, or input the decoder could not read); an error the decoder found in
   the client's bytes answers nothing; the server *closed* after an error when no server
   frame follows it and the server's side ended (FIN or RST) first;
-* ``connections`` -- one row per connection: the TCP-level facts (when, how long, how
-  much on the wire and in frames -- their ratio is compression's --, errors, TLS, how
-  it ended: FIN/RST, which side first, packet), then each protocol's columns for its
-  own connections (:class:`~nsqviz.sql.ConnectionColumns`).
+* ``connections`` -- one row per connection: its protocol (``NULL``: none recognised
+  it), the TCP-level facts (when, how long, how much on the wire and in frames -- their
+  ratio is compression's --, errors, TLS, how it ended: FIN/RST, which side first,
+  packet), then each protocol's columns for its own connections
+  (:class:`~nsqviz.sql.ConnectionColumns`).
 
 :func:`views` builds them for the registered protocols: the shared tables take each
 protocol's hooks, so they name no protocol here.
@@ -61,8 +62,8 @@ FROM sticky_counts GROUP BY dir, measure, n
 """
 
 BASE_CONNECTION_COLUMNS = (
-    "conn_id", "flow", "start_ts", "end_ts", "frames_c2s", "frames_s2c", "bytes_c2s",
-    "bytes_s2c", "frame_bytes_c2s", "frame_bytes_s2c", "ended_by", "ended_from",
+    "conn_id", "flow", "protocol", "start_ts", "end_ts", "frames_c2s", "frames_s2c",
+    "bytes_c2s", "bytes_s2c", "frame_bytes_c2s", "frame_bytes_s2c", "ended_by", "ended_from",
     "end_packet", "last_frame", "last_frame_packet", "errors", "error_codes", "tls",
     "duration_s",
 )
@@ -143,11 +144,12 @@ def _connections(marks: str, analyses: Sequence[tuple[str, Analyses]]) -> str:
         f",\n       {_first(values, defaults[c])} AS {c}" for c, values in given.items())
     return f"""
 WITH marked AS (
-  SELECT conn_id, flow, ts, seq, dir, kind, name, size, reason, packets,
+  SELECT conn_id, flow, protocol, ts, seq, dir, kind, name, size, reason, packets,
          {marks}
   FROM frames WHERE conn_id IS NOT NULL
 ), base AS (
-  SELECT conn_id, min(flow) AS flow, min(ts) AS start_ts, max(ts) AS end_ts,
+  SELECT conn_id, min(flow) AS flow, max(protocol) AS protocol, min(ts) AS start_ts,
+         max(ts) AS end_ts,
          CAST(sum(CASE WHEN {UNITS} AND dir = '{C2S}' THEN 1 ELSE 0 END) AS BIGINT)
            AS frames_c2s,
          CAST(sum(CASE WHEN {UNITS} AND dir = '{S2C}' THEN 1 ELSE 0 END) AS BIGINT)
@@ -169,8 +171,8 @@ WITH marked AS (
          bool_or(kind = 'tls') AS tls
   FROM marked GROUP BY conn_id
 )
-SELECT b.conn_id, b.flow, b.start_ts, b.end_ts, b.frames_c2s, b.frames_s2c, b.bytes_c2s,
-       b.bytes_s2c, b.frame_bytes_c2s, b.frame_bytes_s2c, b.ended_by, b.ended_from,
+SELECT b.conn_id, b.flow, b.protocol, b.start_ts, b.end_ts, b.frames_c2s, b.frames_s2c,
+       b.bytes_c2s, b.bytes_s2c, b.frame_bytes_c2s, b.frame_bytes_s2c, b.ended_by, b.ended_from,
        b.end_packet, b.last_frame, b.last_frame_packet, b.errors, b.error_codes, b.tls,
        b.end_ts - b.start_ts AS duration_s{protocol_columns}
 FROM base AS b

@@ -43,7 +43,7 @@ from nsqviz.capture.live import TOOLS, CaptureToolError, LiveCapture
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
 from nsqviz.records import DecodedRecord, details, json_line, packet_list, summary
 from nsqviz.stream.direction import Direction
-from nsqviz.usage import damaged_input, usage_error, warn
+from nsqviz.usage import damaged_input, help_text, usage_error, warn
 
 __all__ = ["register", "run", "wrap_line"]
 
@@ -54,7 +54,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         _COMMAND,
         help="decode the NSQ (and every other known protocol's) traffic in captures",
-        description=__doc__.splitlines()[0],
+        description=help_text(__doc__),
     )
     p.add_argument("captures", nargs="*", metavar="CAPTURE",
                    help="pcap or pcapng files; - reads one from standard input (also while"

@@ -7,9 +7,12 @@ chunk, so every decoded unit knows its packets.
 
 What this module adds is the capture's honesty layer around the protocols' observers:
 
-* **detection** -- a flow belongs to the protocol whose client hello it starts with, or
-  (a capture that started mid-connection) whose server port it uses or whose bytes it
-  looks like; other flows are counted, not decoded as garbage;
+* **detection** -- a flow seen from its handshake belongs to the protocol in whose
+  framing its server answers (a server refuses a hello it does not speak in its own
+  protocol), else to the one whose client hello it starts with or whose server port it
+  uses, so its records wait for the server's first bytes (:data:`HOLD_LIMIT`); a flow
+  whose capture started mid-connection belongs to the protocol whose server port it
+  uses or whose bytes it looks like; other flows are counted, not decoded as garbage;
 * **gaps** -- bytes missing from the capture are a ``gap`` record with offset and size.
   The unit they cut is reported lost, and decoding resumes at the next unit boundary:
   *proven* when the cut unit's size prefix arrived before the gap and the gap ends
@@ -21,7 +24,10 @@ What this module adds is the capture's honesty layer around the protocols' obser
 
 Output is a stream of :class:`~nsqviz.records.DecodedRecord`, the rows ``nsqviz
 decode`` prints, each as soon as the packet that completes it has been read (so a
-capture read from a pipe while tcpdump writes it is decoded as it is made); with
+capture read from a pipe while tcpdump writes it is decoded as it is made) -- but the
+first records of a connection seen from its start, which wait for its server's first
+bytes: they come out with that packet, after the records other connections completed
+meanwhile; with
 ``tcp_records`` also a ``tcp`` record (``FIN``, ``RST``, and the ``side`` that sent it)
 where a decoded connection's peer closes or resets it, as ``nsqviz decode`` shows them;
 with ``flow_records`` a ``flow`` record where each flow starts, where each direction
@@ -58,6 +64,15 @@ _new_tuple = tuple.__new__
 
 SWEEP_EVERY = 5.0
 """Seconds of capture time between two sweeps of a live decoder's flows."""
+
+HOLD_LIMIT = 256 * 1024
+"""Client bytes a flow seen from its start holds while its server has not answered yet
+(:func:`~nsqviz.protocols.detect` weighs the answer), and a 64th of it TCP events: past
+them, its client's bytes alone decide."""
+
+_FIRST_BYTES = 64
+"""Bytes of each side enough for any protocol to say whether they are its client's hello
+or its server's answer."""
 
 
 # ---------------------------------------------------------------------------- stats
@@ -103,12 +118,19 @@ class _Side:
 
 
 class _FlowState:
-    __slots__ = ("flow", "stats", "protocol", "observer", "sides", "reset", "ended")
+    __slots__ = ("flow", "stats", "protocol", "observer", "sides", "reset", "held", "hello",
+                 "answer", "held_bytes", "ended")
 
     def __init__(self, flow: Flow) -> None:
         self.flow = flow
         self.reset = False  # a RST was seen
         self.ended = 0  # directions that have ended
+        # Before the protocol is chosen, the TCP events of a flow seen from its start
+        # wait (``held``) for the server's first bytes (``answer``); ``hello``: the
+        # client's first bytes (a hello may come in several segments).
+        self.held: list[TcpEvent] | None = None
+        self.hello = self.answer = b""
+        self.held_bytes = 0
         self.stats = FlowStats(flow)
         self.protocol: Protocol | None = None
         self.observer: ConnectionObserver | None = None
@@ -271,7 +293,9 @@ class CaptureDecoder:
                                    (tcp_event.number,), None)
             return
         state = self.flows[flow.id]
-        if kind is Data:
+        if state.held is not None:
+            yield from self._hold(state, tcp_event)
+        elif kind is Data:
             yield from self._on_data(state, tcp_event)
         elif kind is Gap:
             yield from self._on_gap(state, tcp_event)
@@ -299,12 +323,50 @@ class CaptureDecoder:
                                           packets, flow.id, event, protocol, files, offset,
                                           size))
 
-    def _detect(self, state: _FlowState, data: Data) -> None:
+    def _hold(self, state: _FlowState, tcp_event: TcpEvent) -> list[DecodedRecord]:
+        """Keep a TCP event of a flow whose protocol waits for its server's first bytes;
+        once they (or the end of the flow, or :data:`HOLD_LIMIT`) decide, the records of
+        every event held, in order."""
+        held = state.held
+        assert held is not None
+        held.append(tcp_event)
+        if not self._decides(state, tcp_event) and len(held) <= HOLD_LIMIT // 64:
+            return []
+        state.held = None
+        first = held[0]
+        assert type(first) is Data
+        self._detect(state, first, state.hello, state.answer)
+        state.hello = state.answer = b""
+        out: list[DecodedRecord] = []
+        for event in held:
+            out.extend(self._on_data(state, event) if type(event) is Data
+                       else self._on_tcp(event))
+        return out
+
+    def _decides(self, state: _FlowState, tcp_event: TcpEvent) -> bool:
+        """Is the protocol of a held flow known once this event is held?"""
+        if isinstance(tcp_event, Data):
+            data = tcp_event.data
+            if tcp_event.direction == Direction.C2S:
+                state.hello += data[:_FIRST_BYTES - len(state.hello)]
+                state.held_bytes += len(data)
+                return state.held_bytes > HOLD_LIMIT
+            state.answer += data[:_FIRST_BYTES - len(state.answer)]
+            return len(state.answer) >= _FIRST_BYTES or not protocols.answer_undecided(
+                self.protocols, state.answer)
+        if isinstance(tcp_event, FlowEnd):  # a client's FIN leaves its server free to answer
+            return tcp_event.how != "fin" or tcp_event.direction != Direction.C2S
+        return not isinstance(tcp_event, Retransmission)  # a gap decides
+
+    def _detect(self, state: _FlowState, data: Data, hello: bytes = b"",
+                answer: bytes = b"") -> None:
+        """Choose the flow's protocol from its first payload ``data`` (of a flow seen from
+        its start: ``hello``, the client's first bytes, and ``answer``, the server's)."""
         flow, stats = state.flow, state.stats
         from_start = data.direction == Direction.C2S and data.offset == 0 and flow.syn_seen
-        proto, why = protocols.detect(self.protocols, data.direction, data.data,
+        proto, why = protocols.detect(self.protocols, data.direction, hello or data.data,
                                       from_start=from_start, ports=self.ports,
-                                      server_port=flow.server[1])
+                                      server_port=flow.server[1], answer=answer)
         stats.why = why
         if proto is None:
             stats.protocol = ""
@@ -320,11 +382,16 @@ class CaptureDecoder:
 
     def _on_data(self, state: _FlowState, data: Data) -> list[DecodedRecord]:
         stats = state.stats
+        if stats.protocol is None:
+            if state.held is not None or (data.direction == Direction.C2S and data.offset == 0
+                                          and state.flow.syn_seen):
+                if state.held is None:
+                    state.held = []
+                return self._hold(state, data)
+            self._detect(state, data)
         direction = data.direction
         stats.packets += 1
         stats.payload_bytes[direction] += len(data.data)
-        if stats.protocol is None:
-            self._detect(state, data)
         observer = state.observer
         if observer is None:
             stats.undecoded_bytes += len(data.data)

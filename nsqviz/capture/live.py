@@ -14,6 +14,14 @@ as it is written):
 
 The tool's own messages (``listening on lo ...``, permission errors) go to standard
 error as it writes them.
+
+The tool must end with nsqviz however nsqviz ends -- Ctrl-C, ``SIGTERM``, a closed
+terminal's ``SIGHUP``, or killed outright -- though on a quiet link it would never notice
+that nobody reads its pipe any more (it learns that only from its next write). So it runs
+under a small guard process (:data:`GUARD`) whose standard input is a pipe only nsqviz
+writes to: when nsqviz ends, by any means, the kernel closes that pipe, and the guard ends
+the tool. (The kernel's parent-death signal would not do: tcpdump drops its root
+privileges once it has opened the interface, which clears it.)
 """
 
 from __future__ import annotations
@@ -21,14 +29,40 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import sys
 from typing import BinaryIO, cast
 
 from nsqviz.usage import nearest
 
-__all__ = ["TOOLS", "CaptureToolError", "LiveCapture", "capture_command"]
+__all__ = ["GUARD", "TOOLS", "CaptureToolError", "LiveCapture", "capture_command"]
 
 TOOLS = ("tcpdump", "dumpcap")
 """The capture tools, in the order of preference when none is named."""
+
+
+GUARD = r"""
+import signal, subprocess, sys, threading
+child = None
+stopping = threading.Event()
+def end(*_):
+    stopping.set()
+    if child is not None and child.poll() is None:
+        child.terminate()
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(sig, end)
+def watch():
+    sys.stdin.buffer.read()  # returns at end of file: nsqviz closed its end, or died
+    end()
+threading.Thread(target=watch, daemon=True).start()
+child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL)
+if stopping.is_set():
+    end()
+code = child.wait()
+sys.exit(128 - code if code < 0 else code)
+"""
+"""The guard: runs the command it is given (its standard output, the capture, goes
+straight to nsqviz), ends it on a signal or at the end of its own standard input, and
+exits with the command's status."""
 
 
 class CaptureToolError(Exception):
@@ -66,17 +100,22 @@ def _tool(preferred: str | None) -> str:
 
 
 class LiveCapture:
-    """A capture tool running as a child; :attr:`stdout` is the capture being written.
+    """A capture tool running under its :data:`GUARD`; :attr:`stdout` is the capture
+    being written.
 
-    :meth:`stop` ends it (also as a context manager); :meth:`failure` says, once the
-    capture has ended, whether the tool failed.
+    :meth:`stop` ends it (also as a context manager); so does the end of this process,
+    however it ends. :meth:`failure` says, once the capture has ended, whether the tool
+    failed.
     """
 
     def __init__(self, interface: str, bpf: str | None = None, *, tool: str | None = None):
         _check_interface(interface)
         self.tool = _tool(tool)
         self.command = capture_command(self.tool, interface, bpf)
-        self.process = subprocess.Popen(self.command, stdout=subprocess.PIPE)
+        # the guard's standard input: a pipe nobody writes to, closed when we end
+        self.process = subprocess.Popen([sys.executable, "-I", "-S", "-c", GUARD,
+                                         *self.command],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         # a pipe of bytes: BinaryIO is how the capture readers type their files
         self.stdout = cast(BinaryIO, self.process.stdout)
 
@@ -88,7 +127,7 @@ class LiveCapture:
         return f"{self.tool} ended with exit status {code} ({' '.join(self.command)})"
 
     def stop(self) -> None:
-        """End the tool (if still running) and close the pipe."""
+        """End the tool (if still running) and close the pipes."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -96,6 +135,8 @@ class LiveCapture:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.process.stdin is not None:
+            self.process.stdin.close()
         self.stdout.close()
 
     def __enter__(self) -> LiveCapture:

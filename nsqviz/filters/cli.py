@@ -8,13 +8,14 @@ import sys
 from typing import Any, TextIO
 
 from nsqviz import protocols
+from nsqviz.usage import help_text
 
 __all__ = ["register", "run"]
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("fields", help="list the display-filter fields (for decode -Y)",
-                              description=__doc__.splitlines()[0])
+                              description=help_text(__doc__))
     p.add_argument("word", nargs="?", default="",
                    help="only fields whose name or title contains it (case-insensitive)")
     p.set_defaults(run=run)

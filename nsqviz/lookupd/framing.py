@@ -47,7 +47,10 @@ class CommandFraming(MagicLineFraming):
         return nl + 1 - pos + SIZE_PREFIX + size
 
     def resync(self, buf: Buffer, pos: int) -> int | None:
-        """After a line that is not a command: the next line."""
+        """After a line that is not a command: the next line. After a magic that is not
+        nsqlookupd's: nothing -- it refuses it and closes, reading no more."""
+        if self.expect_magic:
+            return -1
         nl = buf.find(b"\n", pos)
         return None if nl < 0 else nl + 1
 

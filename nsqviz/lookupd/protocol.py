@@ -34,8 +34,11 @@ from nsqviz.lookupd.events import (
     Violation,
 )
 from nsqviz.lookupd.fields import FIELDS, PARAMS, PREFIX
+from nsqviz.lookupd.framing import ANSWER_STARTS
 from nsqviz.lookupd.observer import Observer
+from nsqviz.lookupd.report import REPORT
 from nsqviz.lookupd.rules import RULES
+from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE
 from nsqviz.protocols import (
     DetectionWords,
     Item,
@@ -45,6 +48,7 @@ from nsqviz.protocols import (
     RecordView,
     no_fields,
 )
+from nsqviz.records import escaped
 from nsqviz.sansio import violation_fields
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import RawFrame
@@ -56,6 +60,10 @@ UNDECODABLE = "Undecodable"
 
 PORT = 4160
 """nsqlookupd's TCP port (``--tcp-address`` default)."""
+
+_MAGIC_SUMMARY = f'"{escaped(grammar.Magic.build(None))}"'
+"""The magic record's one line: the bytes nsqd sent, as the grammar's magic field holds
+them (``"  V1"``)."""
 
 
 def _text(data: bytes) -> str:
@@ -128,6 +136,18 @@ class LookupdProtocol(Protocol):
         "looks like nsqd talking to nsqlookupd",
         "no magic, port not a lookup port, not lookup-like")
 
+    def server_hello(self, data: bytes) -> bool | None:
+        """nsqlookupd's first answer: a size, then ``OK``, IDENTIFY's JSON or ``E_...``
+        (its refusal of another protocol's magic too)."""
+        if len(data) < 4:
+            return None
+        if not 2 <= int.from_bytes(data[:4], "big", signed=True) <= DEFAULT_MAX_BODY_SIZE:
+            return False
+        head = data[4:6]
+        if any(head.startswith(start) for start in ANSWER_STARTS):
+            return True
+        return None if any(start.startswith(head) for start in ANSWER_STARTS) else False
+
     def looks_like(self, direction: str, data: bytes) -> bool:
         return _looks_like_lookup(direction, data)
 
@@ -140,7 +160,7 @@ class LookupdProtocol(Protocol):
 
     def summary(self, kind: str, name: str, fields: Mapping[str, Any]) -> str:
         if name == MAGIC:
-            return ""
+            return _MAGIC_SUMMARY
         if "topic" in fields:
             channel = fields.get("channel")
             text = f"topic={fields['topic']}" + (f" channel={channel}" if channel else "")
@@ -230,6 +250,7 @@ class LookupdProtocol(Protocol):
         return {k: v for k, v in out.items() if v}
 
     analyses = ANALYSES
+    report = REPORT
     dissector = DISSECTOR
     rules = RULES
 

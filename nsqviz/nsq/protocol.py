@@ -1,7 +1,9 @@
 """NSQ V2 as the protocol-free parts of nsqviz see it (:class:`nsqviz.protocols.Protocol`).
 
-Detection is the magic ``"  V2"`` a client sends first, nsqd's port 4150, or -- for a
-capture that starts mid-connection -- bytes that frame as an NSQ command or frame.
+Detection is nsqd's first answer on a connection (an NSQ response or error frame: also
+how nsqd refuses another protocol's magic), the magic ``"  V2"`` a client sends first,
+nsqd's port 4150, or -- for a capture that starts mid-connection -- bytes that frame as
+an NSQ command or frame.
 Decoding is the codec's :class:`~nsqviz.nsq.observer.Observer`, its events turned into
 :class:`~nsqviz.protocols.Item` s here. Record fields keep a message id as the 16 hex
 digits it is on the wire (as nsqd, nsqadmin and client logs print it); other bytes are
@@ -25,6 +27,7 @@ from nsqviz.nsq.commands import (
     COMMAND_NAMES,
     COMMANDS,
     FRAME_NAMES,
+    FRAMES,
     MAGIC_NAME,
     MESSAGE_ID,
     BodyKind,
@@ -36,9 +39,11 @@ from nsqviz.nsq.cut import cut_unit
 from nsqviz.nsq.dissector import DISSECTOR
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.fields import FIELDS, record_values
-from nsqviz.nsq.framing import SIZE_PREFIX, FrameFraming
+from nsqviz.nsq.framing import DEFAULT_MAX_FRAME_SIZE, SIZE_PREFIX, FrameFraming
+from nsqviz.nsq.grammar_frames import MessageID
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
+from nsqviz.nsq.report import REPORT
 from nsqviz.nsq.rules import RULES
 from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.protocols import (
@@ -122,14 +127,22 @@ def _command_summary(spec: CommandSpec, f: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _param_columns(spec: CommandSpec, values: Mapping[str, Any]) -> dict[str, Any]:
+    """A command's parameters in their typed columns, read from its table entry
+    (``values`` by field name; a message id as its text)."""
+    out: dict[str, Any] = {}
+    for p in spec.params:
+        if p.column is not None and p.field in values:
+            value = values[p.field]
+            out[p.column] = _id_text(value) if p.kind is ParamKind.ID and isinstance(
+                value, bytes) else value
+    return out
+
+
 def _command_typed(spec: CommandSpec, event: Any) -> dict[str, Any]:
     """A command's typed columns, read from its table entry (the parameters' columns,
     the sha1 of each body, IDENTIFY's JSON)."""
-    out: dict[str, Any] = {}
-    for p in spec.params:
-        if p.column is not None:
-            value = getattr(event, p.field)
-            out[p.column] = _id_text(value) if p.kind is ParamKind.ID else value
+    out = _param_columns(spec, {p.field: getattr(event, p.field) for p in spec.params})
     if spec.body is BodyKind.MESSAGE:
         out["bodies"] = [_sha1(event.body)]
     elif spec.body is BodyKind.MESSAGES:
@@ -268,6 +281,9 @@ class NsqProtocol(Protocol):
     def starts_hello(self, data: bytes) -> bool:
         return MAGIC_V2.startswith(data[:4])  # also when the magic came split
 
+    def server_hello(self, data: bytes) -> bool | None:
+        return _first_answer(data)
+
     def looks_like(self, direction: str, data: bytes) -> bool:
         return _looks_like_nsq(direction, data)
 
@@ -280,6 +296,8 @@ class NsqProtocol(Protocol):
 
     def summary(self, kind: str, name: str, fields: Mapping[str, Any]) -> str:
         f = fields
+        if name == COMMAND_NAMES[ev.Magic]:
+            return _MAGIC_SUMMARY
         spec = COMMANDS.get(name) if kind == "command" else None
         if spec is not None:
             return _command_summary(spec, f)
@@ -320,6 +338,7 @@ class NsqProtocol(Protocol):
         return None
 
     analyses = ANALYSES
+    report = REPORT
     dissector = DISSECTOR
     rules = RULES
 
@@ -348,6 +367,51 @@ class NsqProtocol(Protocol):
         if kind is ev.Response or kind is ev.Error:
             return {"data": event.data.decode("utf-8", "replace")}
         return {}
+
+    def typed_unit(self, kind: str, name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """A unit the capture cut short: a command's parameters (its line was captured
+        whole, :mod:`nsqviz.nsq.cut`), a message's attempts, timestamp and id when all its
+        digits were captured -- not a body's sha1 or an answer's text."""
+        spec = COMMANDS.get(name) if kind == "command" else None
+        if spec is not None:
+            return _param_columns(spec, fields)
+        if name != FRAME_NAMES[ev.Message]:
+            return {}
+        out: dict[str, Any] = {}
+        if "attempts" in fields:
+            out["attempts"] = fields["attempts"]
+        if "timestamp" in fields:
+            out["msg_ts"] = fields["timestamp"] / 1e9
+        if len(fields.get("id", "")) == _ID_DIGITS:
+            out["msg_id"] = fields["id"]
+        return out
+
+
+_FIRST_ANSWERS = {FRAMES[ev.Response][1]: b"O{_C", FRAMES[ev.Error][1]: b"E"}
+"""What nsqd's first frame on a connection can be, by frame type: a response (``OK``,
+IDENTIFY's or AUTH's JSON, ``_heartbeat_``, ``CLOSE_WAIT``) or an error (``E_...``,
+its refusal of another protocol's magic too) -- the first byte of its data."""
+
+
+def _first_answer(data: bytes) -> bool | None:
+    """Are a server's first bytes an NSQ frame nsqd can send first? ``None``: fewer than
+    its size, frame type and first data byte, and the size does not already say no."""
+    if len(data) < 4:
+        return None
+    size = int.from_bytes(data[:4], "big", signed=True)
+    if not 5 <= size <= DEFAULT_MAX_FRAME_SIZE:
+        return False
+    if len(data) < 9:
+        return None
+    return data[8] in _FIRST_ANSWERS.get(int.from_bytes(data[4:8], "big"), b"")
+
+
+_MAGIC_SUMMARY = f'"{escaped(grammar.Magic.build(None))}"'
+"""The magic record's one line: the bytes the client sent, as the grammar's magic field
+holds them (``"  V2"``)."""
+
+_ID_DIGITS = MessageID.sizeof()
+"""A message id's length: its 16 hex digits."""
 
 
 def _looks_like_nsq(direction: str, data: bytes) -> bool:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from nsqviz.usage import help_text
+
 __all__ = ["register"]
 
 
@@ -19,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "pipeline",
         help="decode captures on Spark into Parquet tables (frames, messages, connections, "
         "flow control, heartbeats, sticky packets)",
-        description=__doc__.splitlines()[0],
+        description=help_text(__doc__),
     )
     build_parser(parser)
     parser.set_defaults(run=_run)

@@ -39,6 +39,7 @@ __all__ = [
     "encode_payload",
     "format_broker_info",
     "format_partition",
+    "format_partition_key",
     "format_subscribe_info",
     "format_topic_info",
     "parse_attribute",
@@ -130,7 +131,7 @@ def parse_partition(text: str) -> dict[str, Any]:
         "port": info["port"],
         "topic": topic,
         "partitionId": pid_n,
-        "partitionKey": f"{info['brokerId']}:{topic}:{pid_n}",
+        "partitionKey": format_partition_key(info["brokerId"], topic, pid_n),
     }
 
 
@@ -203,6 +204,11 @@ def format_partition(broker_id: int, host: str, port: int, topic: str,
     """A partition's full string ``brokerId:host:port#topic:partitionId``
     (``Partition.toString``: the port always written)."""
     return f"{broker_id}:{host}:{port}#{topic}:{partition_id}"
+
+
+def format_partition_key(broker_id: int, topic: str, partition_id: int) -> str:
+    """A partition's key ``brokerId:topic:partitionId`` (``Partition.getPartitionKey``)."""
+    return f"{broker_id}:{topic}:{partition_id}"
 
 
 def format_subscribe_info(consumer_id: str, group: str, partition: str) -> str:

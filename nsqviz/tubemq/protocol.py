@@ -1,9 +1,9 @@
 """TubeMQ as the protocol-free parts of nsqviz see it (:class:`nsqviz.protocols.Protocol`).
 
 Detection is the begin token ``FF 7F F4 FE`` that starts every frame in both
-directions, and the Master's and Broker's default ports (8715, 8123) for captures that
-start mid-connection. A flow's client is the side whose first frame is a request
-(``RpcConnHeader.flag`` is not 1). Decoding is the codec's
+directions (a server's first frame an answer), and the Master's and Broker's default
+ports (8715, 8123) for captures that start mid-connection. A flow's client is the side
+whose first frame is a request (``RpcConnHeader.flag`` is not 1). Decoding is the codec's
 :class:`~nsqviz.tubemq.codec.Observer`; requests become ``command`` items, answers
 ``frame`` items, and a violation about a request or answer rides on that item as its
 ``violation``.
@@ -36,13 +36,14 @@ from nsqviz.protocols import (
 from nsqviz.sansio import violation_fields
 from nsqviz.tubemq.analyses import ANALYSES
 from nsqviz.tubemq.codec import Observer
+from nsqviz.tubemq.columns import SCHEMA, typed
 from nsqviz.tubemq.dissector import DISSECTOR
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
 from nsqviz.tubemq.fields import FIELDS, record_values
 from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE, FrameStruct
 from nsqviz.tubemq.layout import frame_layout
 from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
-from nsqviz.tubemq.protos import status_name
+from nsqviz.tubemq.report import REPORT
 from nsqviz.tubemq.rules import RULES
 from nsqviz.tubemq.tables import (
     DEFAULT_BROKER_PORT,
@@ -162,13 +163,20 @@ def _items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = _fiel
     return out
 
 
-def _is_request_frame(data: bytes) -> bool:
-    """Does ``data`` start with a frame whose RpcConnHeader says request (flag != 1)?
-    The first block's content starts at byte 16: the header's length, then ``08 flag``."""
+def _rpc_flag(data: bytes) -> int | None:
+    """The RpcConnHeader flag of the frame ``data`` starts with (1: response), or
+    ``None`` when it does not start with one. The first block's content starts at byte
+    16: the header's length, then ``08 flag``."""
     if not data.startswith(BEGIN_TOKEN) or len(data) < HEADER_SIZE + 4 + 3:
-        return False
+        return None
     at = HEADER_SIZE + 4
-    return data[at] > 0 and data[at + 1] == 0x08 and data[at + 2] != RPC_FLAG_MSG_TYPE_RESPONSE
+    return data[at + 2] if data[at] > 0 and data[at + 1] == 0x08 else None
+
+
+def _is_request_frame(data: bytes) -> bool:
+    """Does ``data`` start with a frame whose RpcConnHeader says request (flag != 1)?"""
+    flag = _rpc_flag(data)
+    return flag is not None and flag != RPC_FLAG_MSG_TYPE_RESPONSE
 
 
 class TubeMQProtocol(Protocol):
@@ -197,6 +205,12 @@ class TubeMQProtocol(Protocol):
 
     def starts_hello(self, data: bytes) -> bool:
         return bool(data) and data[:4] == BEGIN_TOKEN[: len(data[:4])]
+
+    def server_hello(self, data: bytes) -> bool | None:
+        """A frame whose RpcConnHeader says response (a server closes on a bad token)."""
+        if len(data) < HEADER_SIZE + 4 + 3:
+            return None if self.starts_hello(data) or not data else False
+        return _rpc_flag(data) == RPC_FLAG_MSG_TYPE_RESPONSE
 
     def looks_like(self, direction: str, data: bytes) -> bool:
         return len(data) >= 4 and self.starts_hello(data)
@@ -267,41 +281,14 @@ class TubeMQProtocol(Protocol):
         return lambda data: frame_layout(data, response=kind == "frame")
 
     analyses = ANALYSES
+    report = REPORT
     dissector = DISSECTOR
     rules = RULES
 
-    typed_schema = (
-        ("rpc_serial", "int64"),
-        ("rpc_method", "string"),
-        ("rpc_service", "int32"),
-        ("rpc_status", "string"),  # SUCCESS / ERROR / FATAL of an answer
-        ("err_code", "int32"),
-        ("topic", "string"),
-    )
+    typed_schema = SCHEMA
 
     def typed(self, event: Any) -> dict[str, Any]:
-        t = type(event)
-        if t not in (Request, Response, ExceptionResponse):
-            return {}
-        out: dict[str, Any] = {"rpc_serial": event.serialNo}
-        request = event if t is Request else event.request
-        method = event.body.method if t is not ExceptionResponse else (
-            None if request is None else request.method)
-        info = METHODS.get(method) if method is not None else None
-        if info is not None:
-            out["rpc_method"] = info.name
-        if t is Request:
-            out["rpc_service"] = event.header.serviceType
-        else:
-            out["rpc_status"] = status_name(event.header.status)
-        message = event.message if t is not ExceptionResponse else None
-        if message is not None:
-            if "errCode" in message.DESCRIPTOR.fields_by_name and message.HasField("errCode"):
-                out["err_code"] = message.errCode
-            if "topicName" in message.DESCRIPTOR.fields_by_name and message.HasField(
-                    "topicName"):
-                out["topic"] = message.topicName
-        return out
+        return typed(event)
 
 
 TUBEMQ = TubeMQProtocol()

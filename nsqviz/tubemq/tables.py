@@ -30,6 +30,7 @@ __all__ = [
     "Method",
     "Outcome",
     "ReadStatus",
+    "Role",
     "State",
     "UnregisterStatus",
     "accepted",
@@ -196,6 +197,17 @@ class Outcome(enum.Enum):
                     f"({ErrorCode.HB_NO_NODE.code}): register again")
 
 
+class Role(enum.StrEnum):
+    """Who takes part in an RPC: the caller of a method (a producer, a consumer, a Broker
+    reporting to the Master) and the server that answers it (the Master or a Broker).
+    The analyses name each connection's ends with these words."""
+
+    PRODUCER = "producer"
+    CONSUMER = "consumer"
+    BROKER = "broker"
+    MASTER = "master"
+
+
 class Kind(enum.Enum):
     """What a method does to the session (the codec's transitions read it)."""
 
@@ -213,7 +225,8 @@ class Method:
     name; ``request``/``response`` are message names in the ``.proto`` sources (``None``
     for ids the server accepts but cannot decode: it answers FATAL); ``services`` are
     the service types the Java server accepts the id under; ``kind`` (:class:`Kind`)
-    decides the method's effect on the session.
+    decides the method's effect on the session; ``caller`` (:class:`Role`) is who calls
+    it (``RPC_MSG_<server>_<caller>_...``), :attr:`server` who answers.
     """
 
     id: int
@@ -225,6 +238,12 @@ class Method:
     label: str
     kind: Kind
     states: frozenset[State]
+    caller: Role
+
+    @property
+    def server(self) -> Role:
+        """Who answers the method: the Master for the Master's service, else a Broker."""
+        return Role.MASTER if Service.MASTER in self.services else Role.BROKER
 
 
 _ALL = frozenset(State)
@@ -233,72 +252,74 @@ _M = (Service.MASTER,)
 _R = (Service.BROKER_READ,)
 _W = (Service.BROKER_WRITE,)
 _RW = (Service.BROKER_READ, Service.BROKER_WRITE)
+_P, _C, _B = Role.PRODUCER, Role.CONSUMER, Role.BROKER
 
 METHODS: dict[int, Method] = {m.id: m for m in (
-    # id, RpcConstants name, Java method name, services, request, response, label, kind, states
+    # id, RpcConstants name, Java method name, services, request, response, label, kind,
+    # states, caller
     Method(1, "RPC_MSG_MASTER_PRODUCER_REGISTER", "producerRegisterP2M", _M,
            "RegisterRequestP2M", "RegisterResponseM2P",
-           "producer registers with the master", Kind.REGISTER, _ALL),
+           "producer registers with the master", Kind.REGISTER, _ALL, _P),
     Method(2, "RPC_MSG_MASTER_PRODUCER_HEARTBEAT", "producerHeartbeatP2M", _M,
            "HeartRequestP2M", "HeartResponseM2P",
-           "producer heartbeat to the master", Kind.HEARTBEAT, _LIVE),
+           "producer heartbeat to the master", Kind.HEARTBEAT, _LIVE, _P),
     Method(3, "RPC_MSG_MASTER_PRODUCER_CLOSECLIENT", "producerCloseClientP2M", _M,
            "CloseRequestP2M", "CloseResponseM2P",
-           "producer closes with the master", Kind.CLOSE, _LIVE),
+           "producer closes with the master", Kind.CLOSE, _LIVE, _P),
     Method(4, "RPC_MSG_MASTER_CONSUMER_REGISTER", "consumerRegisterC2M", _M,
            "RegisterRequestC2M", "RegisterResponseM2C",
-           "consumer registers with the master", Kind.REGISTER, _ALL),
+           "consumer registers with the master", Kind.REGISTER, _ALL, _C),
     Method(5, "RPC_MSG_MASTER_CONSUMER_HEARTBEAT", "consumerHeartbeatC2M", _M,
            "HeartRequestC2M", "HeartResponseM2C",
-           "consumer heartbeat to the master", Kind.HEARTBEAT, _LIVE),
+           "consumer heartbeat to the master", Kind.HEARTBEAT, _LIVE, _C),
     Method(6, "RPC_MSG_MASTER_CONSUMER_CLOSECLIENT", "consumerCloseClientC2M", _M,
            "CloseRequestC2M", "CloseResponseM2C",
-           "consumer closes with the master", Kind.CLOSE, _LIVE),
+           "consumer closes with the master", Kind.CLOSE, _LIVE, _C),
     Method(7, "RPC_MSG_MASTER_BROKER_REGISTER", "brokerRegisterB2M", _M,
            "RegisterRequestB2M", "RegisterResponseM2B",
-           "broker registers with the master", Kind.REGISTER, _ALL),
+           "broker registers with the master", Kind.REGISTER, _ALL, _B),
     Method(8, "RPC_MSG_MASTER_BROKER_HEARTBEAT", "brokerHeartbeatB2M", _M,
            "HeartRequestB2M", "HeartResponseM2B",
-           "broker heartbeat to the master", Kind.HEARTBEAT, _LIVE),
+           "broker heartbeat to the master", Kind.HEARTBEAT, _LIVE, _B),
     Method(9, "RPC_MSG_MASTER_BROKER_CLOSECLIENT", "brokerCloseClientB2M", _M,
            "CloseRequestB2M", "CloseResponseM2B",
-           "broker closes with the master", Kind.CLOSE, _LIVE),
+           "broker closes with the master", Kind.CLOSE, _LIVE, _B),
     Method(11, "RPC_MSG_BROKER_PRODUCER_REGISTER", "brokerProducerRegister", _RW,
            None, None,
-           "producer registers with a broker (no decoder: FATAL)", Kind.CALL, _ALL),
+           "producer registers with a broker (no decoder: FATAL)", Kind.CALL, _ALL, _P),
     Method(12, "RPC_MSG_BROKER_PRODUCER_HEARTBEAT", "brokerProducerHeartbeat", _RW,
            None, None,
-           "producer heartbeat to a broker (no decoder: FATAL)", Kind.CALL, _ALL),
+           "producer heartbeat to a broker (no decoder: FATAL)", Kind.CALL, _ALL, _P),
     Method(13, "RPC_MSG_BROKER_PRODUCER_SENDMESSAGE", "sendMessageP2B", _RW,
            "SendMessageRequestP2B", "SendMessageResponseB2P",
-           "producer sends a message", Kind.CALL, _ALL),
+           "producer sends a message", Kind.CALL, _ALL, _P),
     Method(14, "RPC_MSG_BROKER_PRODUCER_CLOSE", "brokerProducerClose", _W,
            None, None,
-           "producer closes with a broker (no decoder: FATAL)", Kind.CALL, _ALL),
+           "producer closes with a broker (no decoder: FATAL)", Kind.CALL, _ALL, _P),
     Method(15, "RPC_MSG_BROKER_CONSUMER_REGISTER", "consumerRegisterC2B", _R,
            "RegisterRequestC2B", "RegisterResponseB2C",
-           "consumer (un)registers a partition", Kind.REGISTER, _ALL),
+           "consumer (un)registers a partition", Kind.REGISTER, _ALL, _C),
     Method(16, "RPC_MSG_BROKER_CONSUMER_HEARTBEAT", "consumerHeartbeatC2B", _R,
            "HeartBeatRequestC2B", "HeartBeatResponseB2C",
-           "consumer heartbeat to a broker", Kind.HEARTBEAT, _LIVE),
+           "consumer heartbeat to a broker", Kind.HEARTBEAT, _LIVE, _C),
     Method(17, "RPC_MSG_BROKER_CONSUMER_GETMESSAGE", "getMessagesC2B", _R,
            "GetMessageRequestC2B", "GetMessageResponseB2C",
-           "consumer fetches messages", Kind.CALL, _LIVE),
+           "consumer fetches messages", Kind.CALL, _LIVE, _C),
     Method(18, "RPC_MSG_BROKER_CONSUMER_COMMIT", "consumerCommitC2B", _R,
            "CommitOffsetRequestC2B", "CommitOffsetResponseB2C",
-           "consumer commits its offset", Kind.CALL, _LIVE),
+           "consumer commits its offset", Kind.CALL, _LIVE, _C),
     Method(19, "RPC_MSG_BROKER_CONSUMER_CLOSE", "brokerConsumerClose", _R,
            None, None,
-           "consumer closes with a broker (no decoder: FATAL)", Kind.CALL, _ALL),
+           "consumer closes with a broker (no decoder: FATAL)", Kind.CALL, _ALL, _C),
     Method(20, "RPC_MSG_MASTER_CONSUMER_REGISTER_V2", "consumerRegisterC2MV2", _M,
            "RegisterRequestC2MV2", "RegisterResponseM2CV2",
-           "client-balance consumer registers", Kind.REGISTER, _ALL),
+           "client-balance consumer registers", Kind.REGISTER, _ALL, _C),
     Method(21, "RPC_MSG_MASTER_CONSUMER_HEARTBEAT_V2", "consumerHeartbeatC2MV2", _M,
            "HeartRequestC2MV2", "HeartResponseM2CV2",
-           "client-balance consumer heartbeat", Kind.HEARTBEAT, _LIVE),
+           "client-balance consumer heartbeat", Kind.HEARTBEAT, _LIVE, _C),
     Method(22, "RPC_MSG_MASTER_CONSUMER_GET_PART_META", "consumerGetPartMetaInfoC2M", _M,
            "GetPartMetaRequestC2M", "GetPartMetaResponseM2C",
-           "client-balance consumer asks for partition metadata", Kind.CALL, _LIVE),
+           "client-balance consumer asks for partition metadata", Kind.CALL, _LIVE, _C),
 )}
 """Every method id of service types 1-3 (id 10 is unused)."""
 
@@ -315,6 +336,9 @@ TRANSITIONS: dict[tuple[State, Outcome], State] = {
 every answer). A pair not listed leaves the state as it is."""
 
 METHOD_SEND_MESSAGE = 13
+METHOD_REGISTER_PARTITION = 15
+METHOD_GET_MESSAGE = 17
+METHOD_COMMIT_OFFSET = 18
 MSG_OPTYPE_REGISTER = 31
 MSG_OPTYPE_UNREGISTER = 32
 

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from nsqviz.usage import help_text
 from nsqviz.wireshark.generate import dissected, preferences, write_dissectors
 
 __all__ = ["personal_plugins_dir", "register", "run"]
@@ -65,7 +66,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "wireshark",
         help="write Wireshark Lua dissectors generated from the grammars",
-        description=__doc__.splitlines()[0],
+        description=help_text(__doc__),
     )
     p.add_argument("-o", "--out", default="wireshark", metavar="DIR",
                    help="folder to write the dissectors into (default: ./wireshark)")

@@ -98,7 +98,8 @@ end
 --   restart(st, s, off, cap) -> where a stalled stream's framing starts again, or nil
 --   undecodable(tree, range, st, how) -> the subtree for bytes that are not PDUs, how:
 --                              "refused" (framing failed here) or "continued"
---   refused(t, st, summaries, problem...) -> says in t why they could not be framed
+--   refused(t, st, summaries, at, problem...) -> says in t why they could not be framed
+--                              (at: {conv, pinfo, off, live} of where they start)
 --   dissect(tvb, s, off, len, tree, pinfo, conv, st, live, summaries), live: a first pass
 -- and, where the protocol has them: opaque(tree, tvb, off, cap, st, summaries) -> true
 -- when the rest of the stream is no longer the protocol (shown there), stalled(st, s,
@@ -112,6 +113,10 @@ local function walk(tvb, pinfo, tree, conv, st, h, summaries)
   local s = tvb:raw(0, cap)
   local off = 0
   while off < rep do
+    if st.dead then  -- also in the segments after the one it died in
+      if off < cap then h.dead(tree, tvb(off, cap - off), st) end
+      return
+    end
     if h.opaque and h.opaque(tree, tvb, off, cap, st, summaries) then return end
     if st.stalled then
       local nxt = h.restart(st, s, off, cap)
@@ -141,7 +146,8 @@ local function walk(tvb, pinfo, tree, conv, st, h, summaries)
         local nxt = h.resync(st, s, off + 1, cap)
         local stop = nxt or cap
         local t = h.undecodable(tree, tvb(off, stop - off), st, "refused")
-        h.refused(t, st, summaries, p1, p2, p3)
+        h.refused(t, st, summaries,
+                  {conv = conv, pinfo = pinfo, off = off, live = not pinfo.visited}, p1, p2, p3)
         off = stop
         if not nxt then
           -- no boundary in this segment: undecodable until the framing rule finds one
@@ -168,10 +174,6 @@ local function walk(tvb, pinfo, tree, conv, st, h, summaries)
         h.dissect(tvb, s, off, len, tree, pinfo, conv, st, not pinfo.visited, summaries)
         off = off + len
       end
-    end
-    if st.dead then
-      if off < cap then h.dead(tree, tvb(off, cap - off), st) end
-      return
     end
   end
 end

@@ -103,3 +103,71 @@ def test_filter_selects_the_redelivery_by_a_display_filter():
     assert len(msgs) == 1
     second = cap.deliveries[cap.deliveries.attempts == 2]
     assert list(msgs.packets.iloc[0]) == [second.packet.iloc[0]]
+
+
+TUBEMQ = DATA / "tubemq" / "tubemq-consumer-rebalance-go.pcap"
+NSQ_KEYS = {"heartbeats", "pub_to_answer", "delivery_to_fin", "delivery_to_req", "compression"}
+
+
+def test_tubemq_messages_go_from_send_to_fetch_and_commit():
+    out = _nsqviz("messages", "--json", str(TUBEMQ))
+    assert out.returncode == 0, out.stderr
+    msgs = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(msgs) == 40 and {m["protocol"] for m in msgs} == {"tubemq"}
+    for m in msgs:
+        assert m["sent"]["packet"] < m["sent"]["answer_packet"]
+        [fetch] = m["fetches"]
+        assert fetch["group"] == "group1" and fetch["outcome"] == "committed"
+        assert m["sent"]["answer_packet"] < fetch["packet"] < fetch["outcome_packet"]
+    text = _nsqviz("messages", "--id", "7", str(TUBEMQ)).stdout
+    assert text.count("message 7  topic demo  partition 0") == 2  # one per Broker
+    assert "committed by consumerCommitC2B packet" in text
+
+
+def test_tubemq_connections_say_who_holds_what():
+    out = _nsqviz("connections", "--json", str(TUBEMQ))
+    assert out.returncode == 0, out.stderr
+    conns = {c["connection"]: c for c in map(json.loads, out.stdout.splitlines())}
+    master = conns["127.0.0.1:42338->127.0.0.1:8715"]
+    assert (master["role"], master["server_role"], master["group"]) == (
+        "consumer", "master", "group1")
+    assert [e["event"] for e in master["rebalances"]] == [
+        "ONLY_CONNECT", "ONLY_DISCONNECT", "ONLY_CONNECT"]
+    assert master["heartbeats"]["count"] == 9 and master["closed"]["packet"] == 552
+    broker = conns["127.0.0.1:49614->127.0.0.1:8123"]
+    assert [(p["partition"], p["released"]) for p in broker["partition_registrations"]] == [
+        (0, "unregistered"), (1, "unregistered"), (1, "unregistered")]
+    assert "identify" not in broker and "rdy" not in broker  # no NSQ keys
+    text = _nsqviz("connections", str(TUBEMQ)).stdout
+    assert "rebalance  1 ONLY_CONNECT 1:demo:0, 1:demo:1, 2:demo:0, 2:demo:1 (packet 9): " \
+           "reported DONE (packet 58" in text
+    assert " other " not in text
+
+
+def test_stats_show_the_sections_of_the_protocols_present_only():
+    tube = json.loads(_nsqviz("stats", "--json", str(TUBEMQ)).stdout)
+    assert not NSQ_KEYS & tube.keys()
+    beats = {h["method"]: h for h in tube["tubemq"]["heartbeats"]}
+    assert sum(h["count"] for h in beats.values()) == 41
+    assert beats["consumerHeartbeatC2M"]["answered"] == 16
+    assert tube["tubemq"]["messages"]["committed"] == 40
+    text = _nsqviz("stats", str(TUBEMQ)).stdout
+    assert "TubeMQ heartbeats" in text and "PUB -> answer" not in text
+    assert "delivery -> FIN" not in text
+    nsq = json.loads(_nsqviz("stats", "--json", str(DATA / "pubsub-pynsq.pcap")).stdout)
+    assert nsq.keys() >= NSQ_KEYS and "tubemq" not in nsq
+    assert "TubeMQ" not in _nsqviz("stats", str(DATA / "pubsub-pynsq.pcap")).stdout
+
+
+def test_open_gives_every_table_by_its_name():
+    import nsqviz
+    from nsqviz.pipeline.definitions import tables
+
+    cap = nsqviz.open(str(TUBEMQ))
+    assert cap.protocols == ("tubemq",)
+    for name in tables():
+        assert getattr(cap, name) is cap.table(name)
+    assert set(tables()) <= set(dir(cap))
+    assert len(cap.tubemq_messages) == 40 and cap.messages.empty
+    with pytest.raises(AttributeError, match="tubemq_message.*nearest: tubemq_messages"):
+        _ = cap.tubemq_message

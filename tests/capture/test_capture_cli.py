@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,9 +72,17 @@ def test_text_output_is_one_line_per_record(capture, capsys):
     assert len(lines) == len(rows)
     first = lines[0].split()
     assert first[0] == "4" and first[2:5] == ["10.0.0.1:40001", "->", "10.0.0.2:4150"]
-    assert "MAGIC" in lines[0]
+    assert lines[0].split("MAGIC", 1)[1].strip() == '"  V2"'  # the bytes the client sent
     sub = next(line for line in lines if " SUB " in line)
     assert "topic=events channel=archive" in sub
+
+
+def test_the_magic_line_shows_the_bytes_sent(capsys):
+    """nsqd's and nsqlookupd's magics differ in one byte: the line says which was sent."""
+    path = Path(__file__).resolve().parents[2] / "data" / "lookupd" / "nsqd-register-real.pcap"
+    assert main(["decode", str(path)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.split("MAGIC", 1)[1].strip() == '"  V1"'
 
 
 def test_stats_text_and_json(capture, capsys):

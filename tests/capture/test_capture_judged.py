@@ -28,7 +28,7 @@ def _prediction(r) -> str | None:
     predicted = r.fields.get("refused") or r.fields.get("violation") or (
         r.fields if r.kind == "error" else None)
     if isinstance(predicted, dict):
-        return f"{predicted['code']} {predicted['text']}"
+        return f"{predicted['code']} {predicted['text']}".rstrip()  # E_BAD_PROTOCOL: no text
     return predicted
 
 

@@ -31,7 +31,9 @@ def test_sample_decodes_with_no_unexplained_errors(name):
     records, decoder = _decode(name)
     assert not decoder.warnings
     nsq = [s for s in decoder.stats if s.protocol == "nsq"]
-    assert nsq and all(s.records.get("command") and s.records.get("frame") for s in nsq)
+    # every NSQ flow has nsqd's frames, and commands -- or a magic nsqd refused
+    assert nsq and all((s.records.get("command") or s.records.get("error"))
+                       and s.records.get("frame") for s in nsq)
     # An error we report on the client's side is explained when nsqd said the same.
     answered = Counter((r.flow, r.fields["code"]) for r in records
                        if r.name == "FrameTypeError")
@@ -83,14 +85,19 @@ def test_sticky_and_split_frames_in_the_samples():
 
 
 def test_errors_sample_and_the_http_flow():
+    """An HTTP request sent to the broker's TCP port (not 4150, so no port says NSQ): the
+    broker answers in NSQ's framing, so the flow is NSQ's -- the request is the magic it
+    refused, its E_BAD_PROTOCOL frame the answer."""
     records, decoder = _decode("errors.pcap")
     codes = [r.fields["code"] for r in records if r.name == "FrameTypeError"]
-    assert codes == ["E_BAD_TOPIC", "E_FIN_FAILED", "E_REQ_FAILED", "E_INVALID"]
-    assert [s.protocol for s in decoder.stats] == ["nsq", "nsq", "nsq", ""]
-    port = decoder.stats[0].flow.server[1]
-    records, decoder = _decode("errors.pcap", ports={"nsq": {port}})
-    http = [r for r in records if r.flow_id == 3]
+    assert codes == ["E_BAD_TOPIC", "E_FIN_FAILED", "E_REQ_FAILED", "E_INVALID",
+                     "E_BAD_PROTOCOL"]
+    assert [s.protocol for s in decoder.stats] == ["nsq"] * 4
+    assert "the server answers in NSQ's framing" in decoder.stats[3].why
+    http = [r for r in records if r.flow_id == 3 and r.kind != "tcp"]
     assert [r.name for r in http] == ["E_BAD_PROTOCOL", "FrameTypeError"]
+    assert bytes.fromhex(http[0].fields["data"]).startswith(b"GET ")
+    assert http[1].fields["response_to"] == http[0].packets[-1]
 
 
 def test_cut_samples_say_where_and_why():

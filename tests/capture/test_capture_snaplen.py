@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from nsqviz.capture.decode import CaptureDecoder
@@ -78,3 +79,22 @@ def test_cut_unit_reads_only_what_was_captured():
     assert name == "FrameTypeMessage" and fields["timestamp"] == 7 and "attempts" not in fields
     assert fields["body_size"] == 5 and fields["cut"] == {"captured": 17, "length": 39}
     assert cut_unit("s2c", header[:6], 39) is None
+
+
+def test_the_typed_columns_of_cut_units_hold_what_their_head_decoded():
+    """``cap.frames``: a PUB, MPUB or DPUB the snaplen cut has its topic (and defer time)
+    in the typed columns, not only in ``fields``; a cut message frame its attempts and
+    timestamp -- but no message id when the snaplen kept only part of it, and no body
+    sha1 or answer text, which need the whole unit."""
+    import nsqviz
+
+    frames = nsqviz.open(str(S96)).frames
+    cut = frames[frames.fields.str.contains('"cut":')]
+    pubs = cut[cut.name.isin(["PUB", "MPUB", "DPUB"])]
+    assert len(pubs) == 6 and set(pubs.topic) == {"cut"}
+    assert list(pubs[pubs.name == "DPUB"].delay_ms) == [200]
+    messages = cut[cut.name == "FrameTypeMessage"]
+    assert len(messages) and (messages.attempts == 1).all() and messages.msg_ts.notna().all()
+    partial = [len(json.loads(f)["id"]) < 16 for f in messages.fields]
+    assert any(partial) and list(messages.msg_id.isna()) == partial
+    assert cut.bodies.isna().all() and cut.data.isna().all()

@@ -25,10 +25,10 @@ pytestmark = pytest.mark.slow  # the build: ~10 s of CPU
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # the packages whose every public name (``__all__``) the API reference documents
 API = ("nsqviz.nsq", "nsqviz.tubemq", "nsqviz.clients.nsq", "nsqviz.capture",
-       "nsqviz.capture.replay", "nsqviz.servers.nsqd", "nsqviz.servers.nsqlookupd",
-       "nsqviz.servers.tubemq", "nsqviz.clients.tubemq", "nsqviz.filters",
-       "nsqviz.servers.embedded", "nsqviz.servers.authd", "nsqviz.clients.session",
-       "nsqviz.clients.session.tubemq", "nsqviz.doctor")
+       "nsqviz.capture.replay", "nsqviz.analysis.capture", "nsqviz.servers.nsqd",
+       "nsqviz.servers.nsqlookupd", "nsqviz.servers.tubemq", "nsqviz.clients.tubemq",
+       "nsqviz.filters", "nsqviz.servers.embedded", "nsqviz.servers.authd",
+       "nsqviz.clients.session", "nsqviz.clients.session.tubemq", "nsqviz.doctor")
 
 
 def test_the_site_builds_with_no_warning(site: Site) -> None:
@@ -64,6 +64,34 @@ def test_the_api_reference_has_every_public_name(site: Site) -> None:
                for name in importlib.import_module(module).__all__
                if f"{module}.{name}" not in documented]
     assert not missing, missing
+
+
+def test_nsqviz_open_and_every_table_with_its_columns_are_on_the_api_pages(
+        site: Site) -> None:
+    """``nsqviz.open`` has its entry, and each table a Capture gives its section listing
+    the columns that table really has -- checked against the DataFrames of a sample
+    capture, not against the schemas the page is made from."""
+    from sphinx.util.inventory import InventoryFile
+
+    import nsqviz
+    from nsqviz.analysis.capture import Capture
+    from nsqviz.pipeline.definitions import tables
+
+    with (site.html / "objects.inv").open("rb") as f:
+        inventory = InventoryFile.load(f, "", lambda base, uri: uri)
+    documented = {name for kind in inventory.values() for name in kind}
+    assert {"nsqviz.open", "nsqviz.analysis.capture.Capture"} <= documented
+    page = (site.html / "docs" / "api" / "capture.html").read_text()
+    sections = re.split(r'id="table-', page)[1:]
+    by_name = {s.split('"', 1)[0]: s for s in sections}
+    cap = nsqviz.open(str(ROOT / "data" / "pubsub-pynsq.pcap"))
+    assert isinstance(cap, Capture)
+    for name in ["frames", *tables()]:
+        section = by_name.get(name.replace("_", "-"))  # an HTML id has no underscore
+        assert section is not None, f"no section for cap.{name}"
+        columns = getattr(cap, name).columns
+        missing = [c for c in columns if f">{c}<" not in section]
+        assert not missing, (name, missing)
 
 
 def test_the_cli_reference_has_every_sub_command(site: Site) -> None:

@@ -263,35 +263,38 @@ def _stop_kernels(lab) -> None:
                 f"{url}/api/sessions/{session['id']}?token={token}", method="DELETE"))
 
 
-def _dismiss_dialogs(page) -> None:
-    """Close what JupyterLab asks about the kernels :func:`_stop_kernels` shut down under
-    an open notebook (on a loaded machine it may ask, e.g. to pick a kernel): reading the
-    stored outputs needs none, and an open dialog takes every click (seen in a full run)."""
-    dialog = page.locator(".jp-Dialog")
-    for _ in range(5):
-        if not dialog.count():
-            return
-        page.keyboard.press("Escape")  # a JupyterLab dialog's Cancel
-        page.wait_for_timeout(300)
-    raise AssertionError(f"a dialog stays open: {dialog.first.inner_text()[:200]!r}")
+_RENDERED = """(n) => {
+  const panel = [...document.querySelectorAll('.jp-NotebookPanel')].find(e => e.offsetParent);
+  return !!panel && [...panel.querySelectorAll('.jp-CodeCell')]
+    .filter(c => c.querySelector('.jp-OutputArea-child')).length >= n;
+}"""
 
 
 def _stored_pages(browser, lab):
     """A page on the stored notebooks' folder; ``open(name)`` opens one from the file
-    browser (no reload of JupyterLab) in a tab of its own, in front of the others."""
+    browser (no reload of JupyterLab) in a tab of its own, in front of the others, and
+    returns once every cell with stored outputs shows them."""
     from playwright.sync_api import expect
 
     url, token = lab
     page = browser.new_page(viewport={"width": 1400, "height": 900})
+    # Whatever JupyterLab asks about the kernels _stop_kernels shut down under an open
+    # notebook (on a busy machine it may ask, e.g. to pick a kernel, and later than any
+    # check before a click) is cancelled: reading stored outputs needs no kernel, and an
+    # open dialog takes every click.
+    page.add_locator_handler(page.locator(".jp-Dialog"),
+                             lambda _dialog: page.keyboard.press("Escape"))
     page.goto(f"{url}/lab/tree/stored?reset&token={token}")
 
     def open_(name: str) -> None:
         _stop_kernels(lab)
-        _dismiss_dialogs(page)
+        stored = json.loads((ROOT / "notebooks" / name).read_text())
+        with_outputs = sum(1 for c in stored["cells"] if c.get("outputs"))
         page.locator(".jp-DirListing-item").filter(has_text=name).dblclick()
         expect(page.locator(".jp-NotebookPanel:visible .jp-Cell").first).to_be_visible(
             timeout=60_000)
-        page.wait_for_timeout(800)  # the last outputs render
+        page.wait_for_function(_RENDERED, arg=with_outputs, timeout=60_000)
+        page.wait_for_timeout(800)  # the last outputs lay out
 
     return page, open_
 

@@ -26,6 +26,7 @@ import datetime
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,7 @@ def learner_lab(tmp_path_factory):
         yield url, token, work
 
 
+@pytest.mark.timeout(600)  # 3 s a cell and once a 90-s pause: 02 takes 3-4 minutes
 @pytest.mark.parametrize("name", sorted(PLANS))
 def test_a_learner_steps_through_without_a_traceback(learner_lab, name):
     from playwright.sync_api import expect, sync_playwright
@@ -139,8 +141,12 @@ def test_a_learner_steps_through_without_a_traceback(learner_lab, name):
                     page.wait_for_timeout(300)
                     expect(idle).to_be_visible(timeout=120_000)
                     page.wait_for_timeout(PACE_S * 1000)
+            saved = work / "notebooks" / name
+            before = saved.stat().st_mtime_ns
             page.keyboard.press("Control+s")
-            page.wait_for_timeout(2000)
+            deadline = time.monotonic() + 30
+            while saved.stat().st_mtime_ns == before and time.monotonic() < deadline:
+                page.wait_for_timeout(100)  # until the page's save reaches the file
             page.screenshot(path=str(ARTIFACTS / f"learner-{name[:2]}.png"))
         finally:
             browser.close()

@@ -146,9 +146,6 @@ JUDGED_BEYOND_THE_DISSECTOR = {
     "doctor/tubemq-heartbeat-timeout.pcap": dict.fromkeys(
         (281, 325, 331, 375, 381, 423, 430, 475, 480, 530, 579, 605), _STATELESS),
     "doctor/tubemq-rpc-error.pcap": {59: _STATELESS},
-    "lookupd/lookupd-errors-real.pcap": {
-        8: "an NSQ client's \"  V2\" magic sent to nsqlookupd's port 4160: nsqviz gives it to "
-           "NSQ by its magic, Wireshark to lookupd.lua by the port it asks first"},
     "nsqd/refused/bad-values.pcap": {
         26: "RDY 99999: nsqd's range check (0..max-rdy-count), which the dissector lacks"},
     "nsqd/refused/max-rdy-count.pcap": {

@@ -35,7 +35,9 @@ class NotebookSuite(pytest.File):
         if not option.nbval_kernel_name:
             option.nbval_current_env = True
         for notebook in sorted(NOTEBOOKS.glob("*.ipynb")):
-            yield IPyNbFile.from_parent(self, path=notebook)
+            nb = IPyNbFile.from_parent(self, path=notebook)
+            nb.add_marker(pytest.mark.slow)  # a kernel each, seconds to a minute (06: Spark)
+            yield nb
 
 
 def pytest_collect_file(file_path: Path, parent):

@@ -22,7 +22,9 @@ def spark():
         pytest.skip(str(exc))
     from nsqviz.pipeline.spark import get_session
 
-    session = get_session("local[2]", driver_memory="2g", shuffle_partitions=4)
+    # no web UI: nothing here reads it, and it would take the first free port from 4040 up
+    session = get_session("local[2]", driver_memory="2g", shuffle_partitions=4,
+                          conf={"spark.ui.enabled": "false"})
     yield session
     session.stop()
 

@@ -118,10 +118,21 @@ def test_replay_and_hex_view_colour_protobuf_fields(tmp_path):
     assert "SendMessageRequestP2B" in view.html()
 
 
-def test_typed_columns_for_the_latency_table():
+def test_typed_columns_name_the_call_its_client_partitions_and_message_ids():
     sent = tubemq_producer(None, None, messages=1)
-    req, rsp = sent[0], sent[1]
-    assert TUBEMQ.typed(req) == {"rpc_serial": 1, "rpc_method": "producerRegisterP2M",
-                                 "rpc_service": 1}
-    assert TUBEMQ.typed(rsp) == {"rpc_serial": 1, "rpc_method": "producerRegisterP2M",
-                                 "rpc_status": "SUCCESS", "err_code": 200}
+    register, registered, beat, beaten, send, sent_ok = sent[:6]
+    client = register.message.clientId
+    assert TUBEMQ.typed(register) == {"rpc_serial": 1, "rpc_method": "producerRegisterP2M",
+                                      "rpc_service": 1, "client_id": client,
+                                      "topics": ["demo"]}
+    assert TUBEMQ.typed(registered) == {"rpc_serial": 1, "rpc_method": "producerRegisterP2M",
+                                        "rpc_status": "SUCCESS", "err_code": 200}
+    # the Master's topicInfos "demo#1:2:1#..." as the partitions the producer may send to
+    assert TUBEMQ.typed(beaten)["partitions"] == ["1:demo:0", "1:demo:1"]
+    assert TUBEMQ.typed(send) == {"rpc_serial": 1, "rpc_method": "sendMessageP2B",
+                                  "rpc_service": 3, "client_id": client, "topic": "demo",
+                                  "partition_id": 0}
+    assert TUBEMQ.typed(sent_ok) == {"rpc_serial": 1, "rpc_method": "sendMessageP2B",
+                                     "rpc_status": "SUCCESS", "err_code": 200,
+                                     "msg_ids": [sent_ok.message.messageId],
+                                     "append_offset": sent_ok.message.appendOffset}

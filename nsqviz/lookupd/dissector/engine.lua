@@ -238,15 +238,20 @@ local function undecodable(tree, range, st, how)
   return t
 end
 
-local function refused(t, st, summaries, code, text)
-  st.expect_magic = false  -- a bad magic is refused once; lines follow
+local function refused(t, st, summaries, _, code, text)
+  -- nsqlookupd refuses another magic and closes: nothing after it is read
+  if st.expect_magic then st.dead = true end
   violation(t, {code = code, text = text})
   summaries[#summaries + 1] = "[" .. (code ~= "" and code or "Undecodable") .. "]"
 end
 
+local function dead(tree, range, st)
+  undecodable(tree, range, st, "continued")
+end
+
 local HOOKS = {
   c2s = {measure = measure_command, resync = resync_command, restart = resync_command,
-         dissect = dissect_command, undecodable = undecodable, refused = refused},
+         dissect = dissect_command, undecodable = undecodable, refused = refused, dead = dead},
   s2c = {measure = measure_answer, resync = resync_answer, restart = resync_answer,
          dissect = dissect_answer, undecodable = undecodable, refused = refused},
 }

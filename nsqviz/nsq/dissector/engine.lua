@@ -534,8 +534,15 @@ local function undecodable(tree, range, st, how)
   return t
 end
 
-local function refused(t, st, summaries, answer, vars)
-  violation(t, st, answer, vars, summaries)
+-- bytes nsqd cannot frame: it answers them with the error (the magic, a bad size ...),
+-- which then answers them
+local function refused(t, st, summaries, at, answer, vars)
+  local resyncing = st.resyncing
+  local text = violation(t, st, answer, vars, summaries)
+  if at.live and not resyncing and answer.code ~= "" then
+    wait_answer(at.conv, at.pinfo, at.off, nil, false,
+                text ~= "" and answer.code .. " " .. text or answer.code)
+  end
   if st.expect_magic then st.dead = true end
 end
 

@@ -25,11 +25,11 @@ def register(subparsers: Any) -> None:
         "with --data-path, queued, deferred and in-flight messages are written to disk "
         "and come back on the next start.",
         epilog=bind_help(),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    add_arguments(parser)
+    add_arguments(parser)  # each help names nsqd's default, as nsqd's own -help does
     parser.add_argument("--log-level", default="info",
-                        choices=["debug", "info", "warn", "error"])
+                        choices=["debug", "info", "warn", "error"],
+                        help="how much to log (default %(default)r)")
     parser.set_defaults(run=run)
 
 

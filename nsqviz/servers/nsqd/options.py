@@ -76,7 +76,7 @@ class Options:
 _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "tcp_address": (str, "<addr>:<port> to listen on for TCP clients (port 0: a free one)"),
     "http_address": (str, "<addr>:<port> to listen on for HTTP clients (port 0: a free one)"),
-    "broadcast_address": (str, "address reported in /info (default: the hostname)"),
+    "broadcast_address": (str, "address reported in /info (empty: the hostname)"),
     "data_path": (str, "directory for disk queues and metadata (empty: memory only)"),
     "mem_queue_size": (int, "messages kept in memory per topic/channel before going to disk "
                             "(lost if the process is killed, as with nsqd)"),

@@ -29,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         parser.add_argument("--" + f.name.replace("_", "-"), type=type_, default=default,
                             help=f"{help_} (default {default!r})")
     parser.add_argument("--log-level", default="info",
-                        choices=["debug", "info", "warn", "error"])
+                        choices=["debug", "info", "warn", "error"],
+                        help="how much to log (default %(default)r)")
     parser.set_defaults(run=run)
 
 

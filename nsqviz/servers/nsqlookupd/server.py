@@ -58,7 +58,7 @@ class LookupdOptions:
 FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "tcp_address": (str, "<addr>:<port> to listen on for nsqd (port 0: a free one)"),
     "http_address": (str, "<addr>:<port> to listen on for HTTP clients (port 0: a free one)"),
-    "broadcast_address": (str, "address of this lookupd given to nsqd (default: hostname)"),
+    "broadcast_address": (str, "address of this lookupd given to nsqd (empty: the hostname)"),
     "inactive_producer_timeout": (parse_duration,
                                   "an nsqd silent this long is left out of /lookup"),
     "tombstone_lifetime": (parse_duration, "how long a tombstoned producer stays hidden"),

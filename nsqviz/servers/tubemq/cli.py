@@ -25,25 +25,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "N Brokers with P partitions of each topic. Real TubeMQ clients work against it "
         "unchanged. SIGTERM/SIGINT stop it gracefully: with --data-path, every stored "
         "message and committed offset is written out and read back on the next start.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--host", default=LOOPBACK, help="address to listen on")
-    parser.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT)
+    parser.add_argument("--host", default=LOOPBACK,
+                        help="address to listen on (default %(default)r)")
+    parser.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT,
+                        help="port of the Master (default %(default)r)")
     parser.add_argument("--broker-port", type=int, default=DEFAULT_BROKER_PORT,
-                        help="port of Broker 1; Broker n listens on this + n - 1 (0 = free ports)")
-    parser.add_argument("--brokers", type=int, default=2, help="number of Brokers")
+                        help="port of Broker 1; Broker n listens on this + n - 1 (0 = free ports)"
+                        " (default %(default)r)")
+    parser.add_argument("--brokers", type=int, default=2,
+                        help="number of Brokers (default %(default)r)")
     parser.add_argument("--partitions", type=int, default=2,
-                        help="partitions of each topic on each Broker")
+                        help="partitions of each topic on each Broker (default %(default)r)")
     parser.add_argument("--topic", action="append", dest="topics", metavar="NAME",
-                        help="a topic to serve (repeat; default: demo)")
+                        help="a topic to serve (repeat; default 'demo')")
     parser.add_argument("--data-path", default=None,
                         help="directory for messages and offsets (kept across restarts)")
     parser.add_argument("--client-timeout", type=float, default=30.0,
-                        help="seconds without a heartbeat before a client is dropped")
+                        help="seconds without a heartbeat before a client is dropped"
+                        " (default %(default)r)")
     parser.add_argument("--standby", action="store_true",
                         help="answer as a standby Master (StandbyException) to every request")
     parser.add_argument("--log-level", default="info",
-                        choices=["debug", "info", "warn", "error"])
+                        choices=["debug", "info", "warn", "error"],
+                        help="how much to log (default %(default)r)")
     parser.set_defaults(run=run)
 
 

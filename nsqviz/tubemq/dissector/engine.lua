@@ -341,7 +341,7 @@ local HOOKS = {
     end
     return t
   end,
-  refused = function(t, st, summaries, code, field, reason)
+  refused = function(t, st, summaries, _, code, field, reason)
     violation(t, {}, code, field, reason)
     summaries[#summaries + 1] = "[" .. code .. "]"
   end,

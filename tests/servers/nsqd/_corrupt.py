@@ -9,8 +9,9 @@ and a plain consumer takes everything it delivers. The consumer reads frames wit
 server sends even when that is not a valid message -- and it notices a server that
 closes its connection.
 
-``tests/servers/nsqd/test_corrupt_queue.py`` asserts on it; ``benchmarks/corrupt_queue``
-prints it for both servers.
+``tests/servers/nsqd/test_corrupt_queue.py`` asserts on it for both servers;
+``benchmarks/diskqueue_corrupt`` measures the same damage with the real ``nsq_tail`` as
+the consumer.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,16 +57,43 @@ def test_stale_metadata_does_not_strand_records(tmp_path):
     assert again.depth == 0
 
 
-def test_torn_last_record_is_cut_off_with_a_warning_and_writing_goes_on(tmp_path, caplog):
+class _Records(logging.Handler):
+    """The diskqueue logger's records, caught on that logger itself: the suite's other
+    tests (servers started in-process, libraries that configure logging) may change the
+    root logger's level and handlers, which pytest's caplog reads."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+@pytest.fixture
+def diskqueue_log():
+    logger = logging.getLogger("nsqviz.servers.nsqd.diskqueue")
+    records, disabled, level = _Records(), logger.disabled, logger.level
+    logger.addHandler(records)
+    logger.disabled, logger.level = False, logging.WARNING
+    yield records
+    logger.removeHandler(records)
+    logger.disabled, logger.level = disabled, level
+
+
+def test_torn_last_record_is_cut_off_with_a_warning_and_writing_goes_on(tmp_path, diskqueue_log):
     q = _queue(tmp_path)
     q.put_many([b"x" * 10, b"y" * 10])
     _kill(q)
     path = tmp_path / "t:c.diskqueue.000000.dat"
     with open(path, "ab") as f:
         f.write(b"\x00\x00\x00\x14" + b"z" * 7)  # a 20-byte record cut after 7 bytes
-    with caplog.at_level(logging.WARNING):
-        again = _queue(tmp_path)
-    assert "11 bytes of a torn record at offset 28" in caplog.text
+    again = _queue(tmp_path)
+    assert "11 bytes of a torn record at offset 28" in diskqueue_log.text
     assert (tmp_path / "t:c.diskqueue.000000.dat.bad").read_bytes() == b"\x00\x00\x00\x14zzzzzzz"
     again.put_many([b"w" * 5])
     assert _drain(again) == [b"x" * 10, b"y" * 10, b"w" * 5]

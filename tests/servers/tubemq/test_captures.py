@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from nsqviz.capture.files import CaptureFormatError
 from nsqviz.clients.tubemq import Channel
 from nsqviz.servers.tubemq import EmbeddedSim
 from tests.servers.tubemq._pcap import conversations
@@ -80,6 +81,16 @@ def _tcpdump_or_skip():
         pytest.skip("tcpdump on lo needs root")
 
 
+def _exchanges(pcap: Path, ports: list[int]) -> list[tuple[bytes, bytes]] | None:
+    """Each request's bytes with its answer's, as the capture holds them so far."""
+    try:
+        convs = conversations(pcap, ports)
+    except CaptureFormatError:  # not even the file header written yet
+        return None
+    return sorted((r.raw.data, a.raw.data) for c in convs for r in c.requests
+                  for a in c.answers if a.request is r)
+
+
 def test_fresh_capture_decodes_to_what_the_client_sent_and_got(tmp_path):
     _tcpdump_or_skip()
     pcap = tmp_path / "session.pcap"
@@ -103,11 +114,12 @@ def test_fresh_capture_decodes_to_what_the_client_sent_and_got(tmp_path):
                  master.call("producerCloseClientP2M", {"clientId": "p"})]
         master.close()
         broker.close()
-        time.sleep(0.3)
+        want = sorted((c.sent, c.received) for c in calls)
+        deadline = time.monotonic() + 20  # tcpdump writes each packet as it comes (-U)
+        while _exchanges(pcap, ports) != want and time.monotonic() < deadline:
+            time.sleep(0.1)
         dump.send_signal(signal.SIGINT)
         dump.wait(timeout=10)
+    assert _exchanges(pcap, ports) == want
     convs = conversations(pcap, ports)
-    seen = sorted((r.raw.data, a.raw.data) for c in convs for r in c.requests
-                  for a in c.answers if a.request is r)
-    assert seen == sorted((c.sent, c.received) for c in calls)
     assert not any(c.violations for c in convs)
