@@ -26,6 +26,7 @@ class FieldType(enum.Enum):
     """A field's type, spelled as Wireshark's ``ProtoField`` constructors are (the Lua
     generator writes ``ProtoField.<value>``); the filter engine reads literals by it."""
 
+    NONE = "none"  # a flag: present or not, no value (Wireshark's FT_NONE)
     STRING = "string"
     BYTES = "bytes"
     BOOL = "bool"
@@ -103,8 +104,21 @@ CAPTURE_FIELDS: tuple[Field, ...] = (
     _f("ipv6.dst", FieldType.IPV6, "Destination address"),
     _f("tcp.flags.fin", FieldType.BOOL, "Fin", "The packet's FIN flag"),
     _f("tcp.flags.reset", FieldType.BOOL, "Reset", "The packet's RST flag"),
+    _f("tcp.analysis.zero_window", FieldType.NONE, "Zero window",
+       "The packet announced a window of 0: its sender stopped reading (a ZeroWindow record)"),
+    _f("tcp.analysis.retransmission", FieldType.NONE, "Retransmission",
+       "The packet resent sequence numbers already sent (a Retransmission record of kind"
+       " retransmission, fast retransmission or spurious retransmission)"),
+    _f("tcp.analysis.fast_retransmission", FieldType.NONE, "Fast retransmission",
+       "A retransmission after the receiver's duplicate ACKs asked for it"),
+    _f("tcp.analysis.spurious_retransmission", FieldType.NONE, "Spurious retransmission",
+       "A retransmission of bytes the receiver had already acknowledged"),
+    _f("tcp.analysis.out_of_order", FieldType.NONE, "Out-of-order",
+       "A segment below the highest sequence number seen that came within a round trip of"
+       " it: reordered, not resent"),
 )
-"""The packet-level fields of Wireshark's frame, IP and TCP dissectors that nsqviz fills."""
+"""The packet-level fields of Wireshark's frame, IP and TCP dissectors (and its TCP
+analysis, :mod:`nsqviz.capture.tcp_analysis`) that nsqviz fills."""
 
 
 def by_abbrev(fields: Iterable[Field]) -> dict[str, Field]:

@@ -52,6 +52,9 @@ The interface, hook by hook:
 * **doctor** -- :attr:`~Protocol.rules`: declarative definitions over the analyses'
   tables (:class:`nsqviz.doctor.rule.Rule`), kept with the protocol and run by the same
   engines into the ``findings`` table;
+* **views** -- :meth:`~Protocol.timers`: the timers its units start and stop, as spans
+  (:class:`TimerSpan`) over a diagram's rows (:class:`TimerRow`), which the replay
+  draws under each connection's lane;
 * **Wireshark** -- :attr:`~Protocol.dissector` (a :class:`Dissector`): the files
   ``nsqviz wireshark`` writes and the preferences tshark needs.
 
@@ -72,6 +75,7 @@ import enum
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 from typing import Protocol as TypingProtocol
@@ -96,6 +100,8 @@ __all__ = [
     "LuaScript",
     "Protocol",
     "RecordView",
+    "TimerRow",
+    "TimerSpan",
     "answer_undecided",
     "by_name",
     "detect",
@@ -111,6 +117,7 @@ BUILTIN = (
     "nsqviz.nsq.protocol:NSQ",
     "nsqviz.tubemq.protocol:TUBEMQ",
     "nsqviz.lookupd.protocol:LOOKUPD",
+    "nsqviz.http.protocol:HTTP",
 )
 """The protocols nsqviz ships, in detection order (``module:attribute``)."""
 
@@ -267,6 +274,31 @@ class RecordView(TypingProtocol):
 
     @property
     def event(self) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TimerRow:
+    """One arrow of a diagram, as a protocol's timers read it: its row ``index``, its
+    time ``t`` (seconds), its ``connection``, the event it carried (``item``: a command
+    or frame event of the protocol) and whether the client sent it."""
+
+    index: int
+    t: float
+    connection: str
+    item: Any
+    from_client: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TimerSpan:
+    """A timer drawn beside a diagram's arrows: from row ``first`` to row ``last``
+    (``None``: still running where the diagram ends), ``label`` next to it, in
+    ``name``'s colour (:func:`nsqviz.palette.name_colour`)."""
+
+    first: int
+    last: int | None
+    label: str
+    name: str = ""
 
 
 class DetectionWords(NamedTuple):
@@ -485,6 +517,14 @@ class Protocol(ABC):
     dissector: Dissector | None = None
     """Its Wireshark dissector (``nsqviz wireshark`` writes it; tshark-parity tests hold
     it to ``nsqviz decode``), or ``None``."""
+
+    # -- views ------------------------------------------------------------------------
+
+    def timers(self, rows: list[TimerRow]) -> list[TimerSpan]:
+        """The timers its units start and stop on these rows (its own records, in time
+        order), with lengths only from what the wire says (a capture does not say how
+        its servers were started): none by default."""
+        return []
 
     rules: tuple[Rule, ...] = ()
     """Its doctor rules (``nsqviz/<name>/rules.py``): declarative definitions over the

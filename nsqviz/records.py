@@ -12,7 +12,8 @@ place that turns events and records into text and data:
 * :func:`fields_json`, :func:`json_line` -- the JSON encoders (compact:
   :mod:`nsqviz.compactjson`'s; ``json_line`` its fast :func:`~nsqviz.compactjson.line`);
 * :func:`packet_schema`, :func:`frame_schema` and :class:`FrameColumns` -- the Arrow
-  layout of the pipeline's packets and frames tables.
+  layout of the pipeline's packets and frames tables (with the TCP layer's columns,
+  :data:`TCP_COLUMNS`).
 
 Protocol knowledge comes from :mod:`nsqviz.protocols`; nothing here names a protocol.
 """
@@ -33,6 +34,7 @@ __all__ = [
     "PACKET_COLUMNS",
     "PacketColumns",
     "CAPTURE_BYTES_FIELDS",
+    "TCP_COLUMNS",
     "details",
     "escaped",
     "event_fields",
@@ -279,6 +281,7 @@ PACKET_COLUMNS = (
     ("seq", "int64"),
     ("ack", "int64"),
     ("flags", "int32"),
+    ("window", "int32"),  # as sent (not scaled)
     ("payload", "binary"),
     ("missing", "int32"),  # payload bytes cut by the snaplen
     ("warning", "string"),  # set on rows for damaged records
@@ -303,12 +306,31 @@ FRAME_COLUMNS = (
     ("offset", "int64"),  # stream offset in its direction
     ("size", "int64"),  # bytes of the frame (of the gap, for gaps)
     ("violation", "string"),  # the server's error code for a command it refuses as sent
-    # why: an error's or a gap's words, a refused command's answer from the server (its
-    # violation, its state or a message id not in flight), a flow end's how ("fin",
-    # "rst", "idle", "capture"), "midstream" for a flow start without its handshake
+    # why: errors, gaps; a refused command's answer from the server (its violation, its
+    # state or a message id not in flight); how a flow started ("syn", "midstream") or
+    # ended ("fin", "rst", "idle", "reused", "capture"); a retransmission's kind, a
+    # reset's "mid-session" or "at close"
     ("reason", "string"),
 )
-"""The frames table's own columns; :func:`frame_schema` adds each protocol's typed ones."""
+"""The frames table's own columns; :func:`frame_schema` adds :data:`TCP_COLUMNS` and
+each protocol's typed ones."""
+
+TCP_COLUMNS = (
+    ("tcp_since", "float64"),  # ZeroWindow, WindowOpen, RST: when the window closed
+    ("tcp_acked", "int64"),  # ZeroWindow: the other direction's offset acknowledged
+    ("tcp_in_flight", "int64"),  # ZeroWindow, RST: the other side's bytes beyond it
+    ("tcp_unacked", "int64"),  # RST: the sender's own bytes not acknowledged
+    ("tcp_probes", "int64"),  # ZeroWindow/WindowOpen: the other side's window probes
+    ("tcp_cut_bytes", "int64"),  # Truncated, Gap: bytes the snaplen cut
+)
+"""The columns of the ``tcp`` rows (:mod:`nsqviz.capture.tcp_analysis`: one row per
+zero-window packet, reopened window, retransmission and reset, one per direction the
+snaplen cut), each from the record's field of the name after ``tcp_``; a ``Gap`` row's
+``tcp_cut_bytes`` comes from its gap event.
+Which side's packet a row is is its ``dir``; its ``reason``, ``offset`` and ``size`` say
+the rest (:mod:`nsqviz.capture.tcp_views` reads them)."""
+
+_TCP_FIELDS = tuple((name, name[4:]) for name, _ in TCP_COLUMNS)
 
 
 @cache
@@ -325,7 +347,7 @@ def frame_schema() -> Any:
     columns of every registered protocol."""
     import pyarrow as pa
 
-    columns = [*FRAME_COLUMNS, *protocols.typed_columns()]
+    columns = [*FRAME_COLUMNS, *TCP_COLUMNS, *protocols.typed_columns()]
     return pa.schema([(n, _arrow_type(t)) for n, t in columns])
 
 
@@ -342,7 +364,7 @@ class PacketColumns:
 
     def add(self, number: int, seg: Any) -> None:
         """One TCP segment (a :class:`~nsqviz.capture.layers.Segment`), packet ``number``."""
-        (n, ts, src, sport, dst, dport, seq, ack, flags, payload, missing,
+        (n, ts, src, sport, dst, dport, seq, ack, flags, window, payload, missing,
          warning) = self.columns
         n.append(number)
         ts.append(seg.ts)
@@ -353,6 +375,7 @@ class PacketColumns:
         seq.append(seg.seq)
         ack.append(seg.ack)
         flags.append(seg.flags)
+        window.append(seg.window)
         payload.append(seg.payload)
         missing.append(seg.missing)
         warning.append(None)
@@ -436,9 +459,15 @@ class FrameColumns:
             elif "refused" in fields:  # refused where it was sent: the server's answer
                 self.notes.append((row, None, fields["refused"]))
         elif kind == "flow":
-            self.notes.append((row, None, fields.get("how")
-                               or ("midstream" if fields.get("midstream") else None)))
+            self.notes.append((row, None, fields.get("how")))
+        elif kind == "tcp":
+            self.notes.append((row, None, fields.get("kind") or fields.get("when")))
+            self._tcp_typed(row, fields)
         else:
+            cut = getattr(rec.event, "cut", 0) if rec.name == "Gap" else 0
+            if cut:  # bytes of the gap the snaplen cut (its reason names the packet)
+                self.typed_rows.append(row)
+                self.typed.append({"tcp_cut_bytes": cut})
             # a violation's words: the server's text where it has one, else the reason
             text = fields.get("text") or fields.get("reason") or fields.get("note")
             self.notes.append((row, None, f"{rec.name}: {text}" if text else rec.name))
@@ -456,6 +485,12 @@ class FrameColumns:
         offsets.append(rec.offset)
         sizes.append(rec.size)
 
+    def _tcp_typed(self, row: int, fields: dict[str, Any]) -> None:
+        values = {column: fields[key] for column, key in _TCP_FIELDS if key in fields}
+        if values:
+            self.typed_rows.append(row)
+            self.typed.append(values)
+
     def batch(self) -> Any:
         """The rows so far as one Arrow record batch; the builder starts empty again."""
         import pyarrow as pa
@@ -472,16 +507,20 @@ class FrameColumns:
         reasons: list[str | None] = [None] * n
         for row, violation, reason in self.notes:
             violations[row], reasons[row] = violation, reason
-        typed: dict[str, list[Any]] = {name: [None] * n
-                                       for name in schema.names[len(FRAME_COLUMNS):]}
+        # a typed column no row of the batch has a value in is made as nulls at once
+        typed: dict[str, list[Any] | None] = dict.fromkeys(schema.names[len(FRAME_COLUMNS):])
         for row, values in zip(self.typed_rows, self.typed, strict=True):
             for name, value in values.items():
-                column = typed.get(name)
-                if column is not None:  # a value outside the typed columns: not shown
-                    column[row] = value
+                if name not in typed:  # a value outside the typed columns: not shown
+                    continue
+                column = typed[name]
+                if column is None:
+                    column = typed[name] = [None] * n
+                column[row] = value
         columns = [tss, flows, dirs, kinds, names, fieldss, packetss, protos, conn_ids,
                    [where[f][0] for f in filess], [where[f][1] for f in filess], seqs,
                    offsets, sizes, violations, reasons, *typed.values()]
-        arrays = [pa.array(c, type=t) for c, t in zip(columns, schema.types, strict=True)]
+        arrays = [pa.nulls(n, t) if c is None else pa.array(c, type=t)
+                  for c, t in zip(columns, schema.types, strict=True)]
         self._clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -16,11 +16,15 @@ Who defines what (:mod:`nsqviz.pipeline.definitions` collects them):
   (NSQ's message lifecycle, TubeMQ's RPC pairs), which read only its own rows -- the
   view :func:`frames_of` names, ``frames`` of that protocol -- and its own views; and
   its hooks into the tables every protocol shares: its columns of ``connections``
-  (:class:`ConnectionColumns`) and which of its units are error answers, with what code
-  (:class:`ErrorAnswers`), for ``errors``;
+  (:class:`ConnectionColumns`), which of its units are error answers, with what code
+  (:class:`ErrorAnswers`), for ``errors``, and the messages it publishes into a broker
+  (:class:`Publishes`), for ``published``;
 * the capture layer, in :mod:`nsqviz.capture.analyses`, the views that know no protocol:
   packets and the frames they carried (sticky packets), and the shared tables
-  ``connections`` and ``errors``, built from the TCP-level facts and those hooks.
+  ``connections``, ``errors`` and ``published``, built from the TCP-level facts and
+  those hooks. A protocol's views may read a shared table built from hooks
+  (:data:`SHARED`): a message's deliveries link to its publish whatever protocol
+  carried the publish -- a broker may take messages on more than one port.
 
 So adding a protocol's analyses is its ``analyses.py`` and the ``analyses`` attribute
 of its :class:`~nsqviz.protocols.Protocol`; nothing else names it.
@@ -41,15 +45,21 @@ __all__ = [
     "COMMAND",
     "FIRST_PACKET",
     "FLOW_END",
+    "HOST",
     "PROBLEMS",
+    "PUBLISHED",
+    "PUBLISHED_COLUMNS",
     "S2C",
     "SERVER",
+    "SHARED",
     "UNITS",
     "Analyses",
     "ConnectionColumns",
     "ErrorAnswers",
+    "Publishes",
     "View",
     "frames_of",
+    "host",
     "python_rows",
     "quoted",
     "server",
@@ -128,6 +138,31 @@ class ErrorAnswers:
     names: str = "NULL"
 
 
+PUBLISHED_COLUMNS = (
+    "host", "broker", "topic", "ts", "command", "conn_id", "packet", "seq", "body_sha1",
+)
+"""The columns of a protocol's :class:`Publishes` view, one row per message body it
+published: the broker's ``host`` (:func:`host` of the publish's server) and ``broker`` --
+the address the broker delivers the message from (the server end of its consumers'
+connections, ``ip:port``) when the publish says which, ``NULL`` when the protocol knows
+only the host --, the ``topic``, when (``ts``), what published it in the protocol's words
+(``command``: ``PUB``, ``MPUB``), on which connection (``conn_id``), its first
+``packet`` and ``seq``, and the ``body_sha1`` deliveries carry too (the frames table's
+``bodies``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Publishes:
+    """A protocol's publishes of messages into a broker, for the shared ``published``
+    table the message views link each message to its publish by: ``view`` (one of its
+    views) has the :data:`PUBLISHED_COLUMNS`. A message published over one protocol may
+    be delivered over another (published to one port of the broker's host, delivered
+    from another): a publish links to a message of the same ``broker``, or, where it
+    names none, of a broker on the same ``host``."""
+
+    view: str
+
+
 @dataclass(frozen=True, slots=True)
 class Analyses:
     """What a protocol contributes to the analyses (see the module doc)."""
@@ -135,6 +170,7 @@ class Analyses:
     views: tuple[View, ...] = ()
     connections: ConnectionColumns | None = None
     errors: ErrorAnswers | None = None
+    publishes: Publishes | None = None
 
 
 # -------------------------------------------------------- the words of the frames table
@@ -176,7 +212,25 @@ def server(of: str = "") -> str:
 
 SERVER = server()
 """A record's server (its flow's server end): the key that keeps every connection and
-every message whole, and by which the pipeline deals the frames to its tasks."""
+every message whole."""
+
+
+def host(address: str) -> str:
+    """The host of an SQL ``ip:port`` expression (an IPv6 address stays in its brackets)."""
+    return f"regexp_extract({address}, '^(.*):[0-9]+$', 1)"
+
+
+HOST = host(SERVER)
+"""A record's server's host: what the pipeline deals the frames to its tasks by, so that
+every port of a broker -- where one message may be published on one and delivered on
+another -- is in one task."""
+
+PUBLISHED = "published"
+"""The shared table of every protocol's publishes (:class:`Publishes`)."""
+
+SHARED = frozenset({PUBLISHED})
+"""The shared tables built from the protocols' hooks that a protocol's own views may
+read besides its own rows: each of their rows is still about one host's frames."""
 
 
 def quoted(names: Iterable[str]) -> str:

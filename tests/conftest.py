@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,14 @@ from tests import _xdist
 _MACHINE_PEERS = Path(__file__).resolve().parent.parent.parent / "shared" / "peers"
 if _MACHINE_PEERS.is_dir():
     os.environ.setdefault("NSQVIZ_PEERS", str(_MACHINE_PEERS))
+
+# Tests that signal a program they start (Ctrl-C to `nsqviz decode -i`, a closed
+# terminal's SIGHUP) expect a terminal's dispositions; a run started in the background
+# (`cmd &`, nohup) ignores SIGINT and SIGHUP, and its children would inherit that (a
+# program started with SIGINT ignored keeps it ignored, as POSIX asks of background
+# jobs). Python handlers are reset to the default in a child at exec, ignoring is not.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -12,11 +12,12 @@ import pytest
 
 from nsqviz import protocols
 from nsqviz.capture.decode import CaptureDecoder
-from nsqviz.records import FRAME_COLUMNS, DecodedRecord, FrameColumns, frame_schema
+from nsqviz.records import FRAME_COLUMNS, TCP_COLUMNS, DecodedRecord, FrameColumns, frame_schema
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CAPTURES = sorted(p for p in DATA.rglob("*") if p.suffix in (".pcap", ".pcapng"))
 TYPED = [name for name, _ in protocols.typed_columns()]
+TCP = [name for name, _ in TCP_COLUMNS]
 WARNING = DecodedRecord(float("nan"), None, None, "error", "CaptureWarning",
                         {"reason": "x.pcap: truncated record"}, (), files=())
 
@@ -46,12 +47,16 @@ def reference_row(rec: DecodedRecord, conn_id: str | None, seq: int | None,
             typed = proto.typed(rec.event) if rec.event is not None else \
                 proto.typed_unit(rec.kind, rec.name, rec.fields)  # cut short by the capture
     elif rec.kind == "flow":
-        row["reason"] = rec.fields.get("how") or ("midstream" if rec.fields.get("midstream")
-                                                  else None)
+        row["reason"] = rec.fields.get("how")
+    elif rec.kind == "tcp":
+        row["reason"] = rec.fields.get("kind") or rec.fields.get("when")
+        typed = {name: rec.fields.get(name[len("tcp_"):]) for name in TCP}
     else:
         text = rec.fields.get("text") or rec.fields.get("reason") or rec.fields.get("note")
         row["reason"] = f"{rec.name}: {text}" if text else rec.name
-    for name in TYPED:
+        if rec.name == "Gap" and rec.event.cut:
+            typed = {"tcp_cut_bytes": rec.event.cut}
+    for name in [*TCP, *TYPED]:
         row[name] = typed.get(name)
     return row
 
@@ -141,10 +146,10 @@ def test_the_samples_fill_every_kind_of_column():
     [batch], _ = both(decoded(files), files, 10**9)
     filled = {name for name in batch.schema.names if batch.column(name).null_count < len(batch)}
     assert {"violation", "reason", "msg_id", "bodies", "count", "rpc_serial", "rpc_method",
-            "err_code"} <= filled
-    assert set(batch.column("kind").to_pylist()) >= {"command", "frame", "error", "flow"}
+            "err_code", *TCP} <= filled
+    assert set(batch.column("kind").to_pylist()) >= {"command", "frame", "error", "flow", "tcp"}
     assert max(len(p) for p in batch.column("packets").to_pylist()) > 1
-    assert len(FRAME_COLUMNS) + len(TYPED) == batch.num_columns
+    assert len(FRAME_COLUMNS) + len(TCP) + len(TYPED) == batch.num_columns
 
 
 def test_fields_json_is_json_dumps_on_awkward_values():

@@ -13,9 +13,11 @@ imports one. ``pytest -s`` prints the inventory.
 from __future__ import annotations
 
 import ast
+import glob
 import importlib
 import inspect
 import pkgutil
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ import pytest
 
 from nsqviz import protocols, sansio
 from nsqviz.pipeline.definitions import definitions, reads
-from nsqviz.sql import frames_of
+from nsqviz.sql import SHARED, frames_of
 
 ROOT = Path(__file__).resolve().parent.parent / "nsqviz"
 PROTOCOLS = protocols.registered()
@@ -39,7 +41,7 @@ PROTOCOL_FREE = [
     "nsqviz.wireshark.tshark",
     "nsqviz.analysis.capture", "nsqviz.analysis.cli", "nsqviz.analysis.stats",
     "nsqviz.report",
-    "nsqviz.widgets.sequence", "nsqviz.widgets.hexview",
+    "nsqviz.widgets.sequence", "nsqviz.widgets.hexview", "nsqviz.widgets.replay",
 ]
 """Modules that find every protocol through the registry and may name none."""
 
@@ -122,13 +124,15 @@ def test_the_codec_stands_on_the_sansio_base(proto):
 def test_each_analysis_reads_its_own_protocols_rows_only(proto):
     mine = {v.name for v in proto.analyses.views}
     others = {v.name for p in PROTOCOLS if p is not proto for v in p.analyses.views}
-    for view in proto.analyses.views:
+    for view in proto.analyses.views:  # a shared table built from the hooks (SHARED) aside
         read = reads(view.name)
         assert "frames" not in read, f"{view.name} reads every protocol's frames"
         assert not read & others, f"{view.name} reads {read & others}"
-        assert read <= mine | {frames_of(proto.name)}, f"{view.name} reads {read - mine}"
-    if proto.analyses.connections is not None:
-        assert proto.analyses.connections.view in mine
+        assert read <= mine | SHARED | {frames_of(proto.name)}, \
+            f"{view.name} reads {read - mine}"
+    for hook in (proto.analyses.connections, proto.analyses.publishes):
+        if hook is not None:
+            assert hook.view in mine
     assert all(name in definitions() for name in mine)
 
 
@@ -171,3 +175,22 @@ def test_the_finder_sees_a_part_outside():
     assert _defined_in(grammar.Command, "nsqviz.nsq") == "nsqviz.nsq.grammar"
     assert _defined_in(grammar.Command, "nsqviz.tubemq") is None
     assert "nsqviz.nsq.events" in _imports("nsqviz.nsq.connection")
+
+
+def test_every_file_beside_the_modules_is_package_data():
+    """A protocol's data files (its dissector's Lua, TubeMQ's .proto sources) are found
+    in its folder by the package-data patterns every package shares: a file under
+    nsqviz/ that no pattern takes would be missing from an installed nsqviz."""
+    config = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]
+    taken: set[Path] = set()
+    for init in ROOT.rglob("__init__.py"):
+        folder = init.parent
+        package = ".".join(folder.relative_to(ROOT.parent).parts)
+        for pattern in [*patterns.get("*", []), *patterns.get(package, [])]:
+            taken |= {folder / f for f in glob.glob(pattern, root_dir=folder,
+                                                     recursive=True)}
+    files = {f for f in ROOT.rglob("*") if f.is_file() and f.suffix not in (".py", ".pyc")
+             and "__pycache__" not in f.parts}
+    assert files, "no data file found"
+    assert not files - taken, sorted(str(f.relative_to(ROOT)) for f in files - taken)

@@ -49,5 +49,8 @@ def give_up():
     loop.stop()
 
 
-loop.call_later(30, give_up)
+# pynsq in backoff gives its one RDY to a random connection and moves it every 5 s
+# (_redistribute_rdy_state): with two nsqds, a requeued message on the other one can wait
+# several such turns on a busy machine. The callers allow 60 s for the whole run.
+loop.call_later(50, give_up)
 nsq.run()

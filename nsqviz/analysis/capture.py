@@ -64,8 +64,9 @@ class Capture:
     Every table is a pandas DataFrame, and every analysis table is an attribute of its
     name (:meth:`table`; :func:`nsqviz.pipeline.definitions.tables` lists them): each
     table's definition says what its rows are. :attr:`frames` has one row per command,
-    frame, error, gap and connection start/end, with its packet numbers; the tables
-    every capture has are the capture layer's (:mod:`nsqviz.capture.analyses`):
+    frame, error, gap, connection start/end and TCP finding, with its packet numbers;
+    the tables every capture has are the capture layer's
+    (:mod:`nsqviz.capture.analyses`):
     ``connections`` (one row per connection: its protocol, the TCP facts, each
     protocol's columns for its own connections), ``errors``, ``sticky_packets``; each
     protocol adds its own (its ``analyses.py``):
@@ -75,7 +76,10 @@ class Capture:
     * TubeMQ (:mod:`nsqviz.tubemq.analyses`): ``tubemq_messages`` (each message from its
       send to each fetch and commit), ``tubemq_sends``, ``tubemq_fetches``,
       ``tubemq_heartbeats``, ``tubemq_rebalances``, ``tubemq_partitions``,
-      ``tubemq_statuses``, ``rpc_pairs``, ``rpc_latency``.
+      ``tubemq_statuses``, ``rpc_pairs``, ``rpc_latency``;
+    * what the TCP layer flags (:mod:`nsqviz.capture.tcp_views`, in every capture):
+      ``zero_windows``, ``retransmissions``, ``resets``, ``truncated``, ``midstream``,
+      ``gaps``.
 
     :attr:`protocols` names the protocols present; :meth:`diagnose` gives the doctor's
     findings; :meth:`filter` selects records by a Wireshark display filter; :meth:`replay`

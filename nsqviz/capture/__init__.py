@@ -3,6 +3,9 @@
 * :mod:`~nsqviz.capture.files` -- streaming pcap and pcapng readers (records + warnings);
 * :mod:`~nsqviz.capture.layers` -- link types, IPv4/IPv6, TCP -> :class:`Segment`;
 * :mod:`~nsqviz.capture.tcp` -- flows and in-order byte streams with gaps and provenance;
+  :mod:`~nsqviz.capture.flow` -- what a flow is; :mod:`~nsqviz.capture.tcp_analysis` --
+  Wireshark's TCP analysis of their segments (retransmissions, zero windows, resets,
+  snaplen cuts); :mod:`~nsqviz.capture.tcp_views` -- the analyses over what it finds;
 * :mod:`~nsqviz.capture.driver` -- the one loop from files to flow events (continuation
   across files, idle split), for ``nsqviz decode``, the replay and the pipeline;
 * :mod:`~nsqviz.capture.decode` -- protocol detection and decoding through each

@@ -15,7 +15,11 @@ are defined and collected).
   it), the TCP-level facts (when, how long, how much on the wire and in frames -- their
   ratio is compression's --, errors, TLS, how it ended: FIN/RST, which side first,
   packet), then each protocol's columns for its own connections
-  (:class:`~nsqviz.sql.ConnectionColumns`).
+  (:class:`~nsqviz.sql.ConnectionColumns`);
+* ``published`` -- one row per message body published, over whatever protocol: each
+  protocol's publishes (:class:`~nsqviz.sql.Publishes`), which the message views read;
+* what the TCP layer flags, from :mod:`nsqviz.capture.tcp_views`: ``zero_windows``,
+  ``retransmissions``, ``resets``, ``truncated``, ``midstream``, ``gaps``.
 
 :func:`views` builds them for the registered protocols: the shared tables take each
 protocol's hooks, so they name no protocol here.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from nsqviz.capture.tcp_views import TCP_VIEWS
 from nsqviz.sql import (
     C2S,
     CLOSED,
@@ -32,6 +37,8 @@ from nsqviz.sql import (
     FIRST_PACKET,
     FLOW_END,
     PROBLEMS,
+    PUBLISHED,
+    PUBLISHED_COLUMNS,
     S2C,
     UNITS,
     Analyses,
@@ -187,11 +194,24 @@ def _first(values: list[str], default: str | None) -> str:
     return parts[0] if len(parts) == 1 else f"coalesce({', '.join(parts)})"
 
 
+def _published(analyses: Sequence[tuple[str, Analyses]]) -> str | None:
+    """Every protocol's publishes, with the protocol's name (``None``: no protocol
+    publishes)."""
+    columns = ", ".join(PUBLISHED_COLUMNS)
+    parts = [f"SELECT '{name}' AS protocol, {columns} FROM {a.publishes.view}"
+             for name, a in analyses if a.publishes is not None]
+    return "\nUNION ALL\n".join(parts) if parts else None
+
+
 def views(analyses: Sequence[tuple[str, Analyses]]) -> tuple[View, ...]:
     """The capture layer's views for protocols with these analyses (``(protocol name,
     its analyses)``, in registration order)."""
     marks = _error_marks(analyses)
-    return (
+    published = _published(analyses)
+    return (*([] if published is None else [View(PUBLISHED, published, """One row per
+message body published, whatever protocol carried the publish (its ``protocol``): the
+broker's host and, where the publish names it, its address, the topic, when, what
+published it, on which connection and packet, and the body's sha1.""", step=True)]),
         View("packet_frames", _PACKET_FRAMES, """One row per packet that carried frame
 bytes: how many frames it carried (more than one: frames glued in one packet, 粘包). A
 packet number is its own file's, as in Wireshark, so a packet is its connection's file
@@ -208,4 +228,5 @@ how long, how much (bytes on the wire, and of the frames they carried), errors, 
 how it ended (FIN/RST, which side first, packet); then each protocol's columns for its
 own connections (who, what, negotiated, ...; :data:`BASE_CONNECTION_COLUMNS` are every
 connection's)."""),
+        *TCP_VIEWS,
     )

@@ -13,7 +13,10 @@ Beyond the frames: each response and error names the packet of the command it an
 (``[response to N]``, ``response_to``); a command the server refuses in its state or for
 its message id is marked (``[refused: ...]``, judged only on connections seen from their
 start); a unit the capture's snaplen cut shows what was captured of it (``[N of M bytes
-captured]``, ``cut``); each decoded connection's TCP ``FIN`` and ``RST`` are records of it.
+captured]``, ``cut``); each decoded connection's TCP ``FIN`` and ``RST`` are records of it,
+and so is what Wireshark's TCP analysis flags in it (``-Y tcp.analysis.zero_window`` ...):
+a zero window (``ZeroWindow``; ``WindowOpen`` where it opens again), a retransmission or
+an out-of-order segment (``Retransmission``).
 
 Live: ``-i IFACE [-f BPF]`` captures through tcpdump (or dumpcap)
 (:mod:`nsqviz.capture.live`), and ``tcpdump -U -w - | nsqviz decode -`` reads a capture

@@ -27,13 +27,17 @@ decode`` prints, each as soon as the packet that completes it has been read (so 
 capture read from a pipe while tcpdump writes it is decoded as it is made) -- but the
 first records of a connection seen from its start, which wait for its server's first
 bytes: they come out with that packet, after the records other connections completed
-meanwhile; with
-``tcp_records`` also a ``tcp`` record (``FIN``, ``RST``, and the ``side`` that sent it)
-where a decoded connection's peer closes or resets it, as ``nsqviz decode`` shows them;
-with ``flow_records`` a ``flow`` record where each flow starts, where each direction
-ends, and for each segment that carried bytes already captured (a ``Retransmission``:
-its offset and size) -- what the pipeline's connections table and the doctor's TCP rules
-are built from.
+meanwhile. With
+``tcp_records``, as ``nsqviz decode`` shows them, also a ``tcp`` record -- with the
+``side`` whose packet it is -- where a decoded connection's peer closes it (``FIN``)
+or resets it (``RST``), announces a zero window (``ZeroWindow``) or a window again
+after one (``WindowOpen``), or sends what Wireshark calls a retransmission or an
+out-of-order segment (``Retransmission``): the TCP analysis of
+:mod:`~nsqviz.capture.tcp_analysis`. With ``flow_records`` (the pipeline) a ``flow``
+record where each flow starts (``how``: ``syn``, or ``midstream`` when its start was not
+captured) and where each direction ends, and the ``tcp`` records of every flow but its
+FINs (which the flow records hold), with a ``Truncated`` one per direction the snaplen
+cut: what the connections table and the TCP views are built from.
 """
 
 from __future__ import annotations
@@ -48,7 +52,9 @@ from typing import Any, BinaryIO, NamedTuple
 from nsqviz import protocols
 from nsqviz.capture.driver import IDLE_SPLIT, CaptureDriver, Step, split_packet_id
 from nsqviz.capture.files import CaptureWarning
-from nsqviz.capture.tcp import Data, Flow, FlowEnd, FlowStart, Gap, Retransmission, TcpEvent
+from nsqviz.capture.flow import Flow
+from nsqviz.capture.tcp import Data, FlowEnd, FlowStart, Gap, TcpEvent
+from nsqviz.capture.tcp_analysis import Finding, Retransmission, Truncated
 from nsqviz.protocols import ConnectionObserver, Item, ItemKind, Protocol
 from nsqviz.records import DecodedRecord
 from nsqviz.stream.direction import Direction
@@ -118,13 +124,11 @@ class _Side:
 
 
 class _FlowState:
-    __slots__ = ("flow", "stats", "protocol", "observer", "sides", "reset", "held", "hello",
-                 "answer", "held_bytes", "ended")
+    __slots__ = ("flow", "stats", "protocol", "observer", "sides", "held", "hello", "answer",
+                 "held_bytes")
 
     def __init__(self, flow: Flow) -> None:
         self.flow = flow
-        self.reset = False  # a RST was seen
-        self.ended = 0  # directions that have ended
         # Before the protocol is chosen, the TCP events of a flow seen from its start
         # wait (``held``) for the server's first bytes (``answer``); ``hello``: the
         # client's first bytes (a hello may come in several segments).
@@ -289,8 +293,8 @@ class CaptureDecoder:
             self.flow_count += 1
             if self.flow_records:
                 yield self._record(flow, None, "flow", "FlowStart",
-                                   {"midstream": flow.midstream}, tcp_event.ts,
-                                   (tcp_event.number,), None)
+                                   {"how": "midstream" if flow.midstream else "syn"},
+                                   tcp_event.ts, (tcp_event.number,), None)
             return
         state = self.flows[flow.id]
         if state.held is not None:
@@ -299,16 +303,22 @@ class CaptureDecoder:
             yield from self._on_data(state, tcp_event)
         elif kind is Gap:
             yield from self._on_gap(state, tcp_event)
-        elif kind is Retransmission:
-            state.stats.retransmitted_bytes += tcp_event.size
-            if self.flow_records and state.ended < 2:  # (not a late packet of a closed one)
-                yield self._record(flow, tcp_event.direction, "flow", "Retransmission",
-                                   {"offset": tcp_event.offset, "size": tcp_event.size},
-                                   tcp_event.ts, (tcp_event.number,), None,
-                                   state.stats.protocol or None, tcp_event.offset,
-                                   tcp_event.size)
         elif kind is FlowEnd:
             yield from self._on_end(state, tcp_event)
+        else:
+            if kind is Retransmission:
+                state.stats.retransmitted_bytes += tcp_event.repeated
+            if self.flow_records or (self.tcp_records and state.protocol is not None
+                                     and kind is not Truncated):
+                yield self._tcp_record(state, tcp_event)
+
+    def _tcp_record(self, state: _FlowState, event: Finding) -> DecodedRecord:
+        """The ``tcp`` record of one finding of the TCP analysis: whose packet it is
+        (``side``), then what the analysis found."""
+        fields = {"side": _SIDES[event.direction], **event.fields()}
+        proto = state.protocol.name if state.protocol is not None else None
+        return self._record(state.flow, event.direction, "tcp", event.record, fields,
+                            event.ts, event.packets(), None, proto, *event.span())
 
     def _record(self, flow: Flow, direction: Direction | None, kind: str, name: str,
                 fields: dict[str, Any], ts: float, ids: tuple[int, ...], event: Any,
@@ -356,7 +366,8 @@ class CaptureDecoder:
                 self.protocols, state.answer)
         if isinstance(tcp_event, FlowEnd):  # a client's FIN leaves its server free to answer
             return tcp_event.how != "fin" or tcp_event.direction != Direction.C2S
-        return not isinstance(tcp_event, Retransmission)  # a gap decides
+        # a gap decides; what the TCP analysis flags (a retransmission, a zero window ...) not
+        return isinstance(tcp_event, Gap)
 
     def _detect(self, state: _FlowState, data: Data, hello: bytes = b"",
                 answer: bytes = b"") -> None:
@@ -570,7 +581,11 @@ class CaptureDecoder:
                     side.skip = 0
                     if unit is not None:
                         observer.gap(direction)  # more than that unit is missing
-        yield self._record(flow, direction, "gap", "Gap", fields, gap.ts, (gap.number,), gap,
+        # the packet after the hole (where Wireshark sees the previous segment missing),
+        # then the one that made it certain
+        packets = ((gap.after, gap.number) if gap.after is not None and gap.after != gap.number
+                   else (gap.number,))
+        yield self._record(flow, direction, "gap", "Gap", fields, gap.ts, packets, gap,
                            proto, gap.offset, gap.size)
         if resync is not None:
             yield self._record(flow, direction, "gap", "Resync", resync, gap.ts,
@@ -578,13 +593,10 @@ class CaptureDecoder:
 
     def _on_end(self, state: _FlowState, end: FlowEnd) -> Iterator[DecodedRecord]:
         yield from self._end_side(state, end)
-        if self.tcp_records and end.sender is not None and state.protocol is not None and (
-                end.how == "fin" or not state.reset):  # a RST ends both: one record
-            state.reset = state.reset or end.how == "rst"
-            yield self._record(state.flow, end.sender, "tcp", end.how.upper(),
-                               {"side": _SIDES[end.sender]}, end.ts, (end.number,), None,
+        if self.tcp_records and end.how == "fin" and state.protocol is not None:
+            yield self._record(state.flow, end.direction, "tcp", "FIN",
+                               {"side": _SIDES[end.direction]}, end.ts, (end.number,), None,
                                state.protocol.name)
-        state.ended += 1
         side = state.sides[end.direction]
         if side.frames:
             state.stats.frames_per_packet[side.frames] += 1

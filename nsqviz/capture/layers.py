@@ -1,10 +1,11 @@
 """From a captured link-layer frame to a TCP segment: link types, IPv4/IPv6, TCP.
 
-Only what reassembly needs is kept -- addresses, ports, sequence and acknowledgement
-numbers, flags and the payload -- in a :class:`Segment` that also remembers which packet
-(number, timestamp) carried it. A frame that is not TCP (ARP, UDP, ICMP ...) gives
-``None``; a frame that claims to be TCP but cannot be read gives a
-:class:`~nsqviz.capture.files.PacketWarning` naming the packet and the reason.
+Only what reassembly and the TCP analysis need is kept -- addresses, ports, sequence and
+acknowledgement numbers, flags, the advertised window and the payload -- in a
+:class:`Segment` that also remembers which packet (number, timestamp) carried it. A
+frame that is not TCP (ARP, UDP, ICMP ...) gives ``None``; a frame that claims to be TCP
+but cannot be read gives a :class:`~nsqviz.capture.files.PacketWarning` naming the
+packet and the reason.
 
 Link types are the tcpdump.org ``LINKTYPE_`` numbers: what a pcap header or a pcapng
 interface block says.
@@ -74,7 +75,7 @@ _U32_LE = Struct("<I")
 _U32_BE = Struct(">I")
 _IPV4 = Struct(">BBHHHBBH4s4s")  # ver_ihl tos total_len id frag ttl proto csum src dst
 _IPV6 = Struct(">IHBB16s16s")  # ver_tc_flow payload_len next_header hop_limit src dst
-_TCP = Struct(">HHIIBB")  # sport dport seq ack data_offset flags
+_TCP = Struct(">HHIIBBH")  # sport dport seq ack data_offset flags window
 
 
 _FILE_SHIFT = 40
@@ -103,7 +104,9 @@ class Segment(NamedTuple):
     when it belongs to a capture set of several files).
 
     ``missing`` counts payload bytes the IP header promises but the capture did not keep
-    (snaplen); they sit right after ``payload`` in sequence space.
+    (snaplen); they sit right after ``payload`` in sequence space. ``window`` is the
+    window field as sent (Wireshark's ``tcp.window_size_value``: not scaled by the
+    handshake's window scale option -- zero is zero either way).
     """
 
     number: int
@@ -117,6 +120,7 @@ class Segment(NamedTuple):
     flags: int
     payload: bytes
     missing: int = 0
+    window: int = 0xFFFF
 
 
 _addr_cache: dict[bytes, str] = {}
@@ -138,7 +142,7 @@ def _bad(rec: Record, reason: str) -> PacketWarning:
 
 # The common case, read in one go: only the fields used (x: skipped -- MAC addresses, TOS,
 # IP id, TTL, checksum), as every field unpacked is an object made per packet.
-_ETH_IPV4_TCP = Struct(">12xHBxH2xHxB2x4s4sHHIIBB")
+_ETH_IPV4_TCP = Struct(">12xHBxH2xHxB2x4s4sHHIIBBH")
 
 # A namedtuple's own __new__ is a Python-level function; tuple.__new__ builds the same
 # object in C, which counts once per packet (the capture readers' hot loop).
@@ -153,14 +157,14 @@ def decode_record(rec: Record) -> Segment | PacketWarning | None:
     # is most packets of most captures; anything else takes the general path below.
     if link == LINKTYPE_ETHERNET and len(data) >= 54:
         (etype, ver_ihl, total, frag, proto, s, d,
-         sport, dport, seq, ack, doff, flags) = _ETH_IPV4_TCP.unpack_from(data, 0)
+         sport, dport, seq, ack, doff, flags, window) = _ETH_IPV4_TCP.unpack_from(data, 0)
         if (etype == ETHERTYPE_IPV4 and ver_ihl == 0x45 and proto == _IP_TCP
                 and not frag & 0x3FFF and doff >= 0x50):
             start = 34 + (doff >> 4) * 4
             end = 14 + total
             if total and start <= end <= len(data):
                 return _new_tuple(Segment, (rec.number, rec.ts, _addr(s), sport, _addr(d), dport,
-                                            seq, ack, flags, data[start:end], 0))
+                                            seq, ack, flags, data[start:end], 0, window))
     # ---- link layer: find the network protocol and where its header starts
     if link == LINKTYPE_ETHERNET:
         if len(data) < 14:
@@ -248,7 +252,7 @@ def decode_record(rec: Record) -> Segment | PacketWarning | None:
         if rec.orig_len > len(data):
             return _bad(rec, f"snaplen cut the TCP header ({len(data)} of {rec.orig_len} bytes)")
         return _bad(rec, "TCP header cut short")
-    sport, dport, seq, ack, doff, flags = _TCP.unpack_from(data, pos)
+    sport, dport, seq, ack, doff, flags, window = _TCP.unpack_from(data, pos)
     hlen = (doff >> 4) * 4
     if hlen < 20:
         return _bad(rec, f"TCP header length {hlen} is below 20")
@@ -265,5 +269,5 @@ def decode_record(rec: Record) -> Segment | PacketWarning | None:
         start = end  # the snaplen cut into the TCP options: no payload byte was kept
     return Segment(
         rec.number, rec.ts, _addr(s), sport, _addr(d), dport, seq, ack, flags,
-        data[start:end], missing,
+        data[start:end], missing, window,
     )

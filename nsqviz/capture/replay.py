@@ -14,8 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from nsqviz.capture.decode import CaptureDecoder, FlowStats
+from nsqviz.capture.flow import Flow
 from nsqviz.capture.layers import Segment
-from nsqviz.capture.tcp import Data, Flow, FlowTracker, Gap, Retransmission
+from nsqviz.capture.tcp import Data, FlowTracker, Gap
+from nsqviz.capture.tcp_analysis import Retransmission
 from nsqviz.records import DecodedRecord
 from nsqviz.stream.direction import Direction
 

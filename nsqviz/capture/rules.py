@@ -1,9 +1,10 @@
 """The doctor's rules about the TCP layer and the capture itself, whatever the protocol
-(:mod:`nsqviz.doctor` says what a rule is and how to add one), over the rows the capture
-layer writes into the frames table -- each connection's start (``FlowStart``, its reason
-``midstream`` when its handshake was not captured), each direction's end (``FlowEnd``,
-its reason ``fin`` or ``rst``; the side that sent a RST ends first) and the bytes
-reassembly could not give (``Gap``, its reason saying why):
+(:mod:`nsqviz.doctor` says what a rule is and how to add one), over the capture layer's
+TCP views (:mod:`nsqviz.capture.tcp_views`: ``resets``, ``retransmissions``,
+``zero_windows``, ``truncated``, ``midstream``, ``gaps``) and the frames table's rows
+they are built from -- the ``tcp`` rows of Wireshark's TCP analysis
+(:mod:`nsqviz.capture.tcp_analysis`), each connection's start (``FlowStart``, its reason
+``syn`` or ``midstream``) and the bytes reassembly could not give (``Gap``):
 
 * ``capture.midstream`` -- connections whose start was not captured: no SYN, so the
   magic, IDENTIFY or registration that says what the connection is may be missing, and
@@ -11,29 +12,25 @@ reassembly could not give (``Gap``, its reason saying why):
 * ``capture.truncated`` -- packets the snaplen cut: the bytes past it were never in the
   capture file (``tcpdump -s``), so bodies, ids and JSON are partly unknown;
 * ``capture.gap`` -- bytes the capture lost (the receiver acknowledged them, the
-  connection ended past them): the kernel or tcpdump dropped packets; whatever they
-  carried is not in any table;
+  connection ended past them) and not by the snaplen: the kernel or tcpdump dropped
+  packets; whatever they carried is not in any table;
 * ``tcp.reset`` -- a connection ended by a RST, and which side sent it;
-* ``tcp.retransmission`` -- segments that carried bytes the capture had already seen
-  (``Retransmission`` rows), at least :data:`RETRANSMISSIONS` on a connection.
-
-Zero windows are not here yet: the frames table does not record the TCP header's
-window.
+* ``tcp.retransmission`` -- segments Wireshark calls retransmissions, at least
+  :data:`RETRANSMISSIONS` on a connection;
+* ``tcp.zero-window`` -- a side that stopped reading: its receive window stayed at 0 for
+  at least :data:`ZERO_WINDOW_S`, the other side's bytes waiting behind it.
 """
 
 from __future__ import annotations
 
-from nsqviz.capture.tcp import SNAPLEN_CUT
-from nsqviz.doctor.rule import Rule, Severity, Threshold, evidence, figures
+from nsqviz.doctor.rule import FRAME_FILES, Rule, Severity, Threshold, evidence, figures
 from nsqviz.sql import C2S, FLOW_END, S2C, UNITS
 
-__all__ = ["RETRANSMISSIONS", "RULES"]
+__all__ = ["RETRANSMISSIONS", "RULES", "ZERO_WINDOW_S"]
 
-_CUT = f"reason LIKE '%{SNAPLEN_CUT.replace(chr(39), chr(39) * 2)}'"
-"""SQL: a gap row's bytes are the snaplen's cut."""
-_GAP = "kind = 'gap' AND name = 'Gap'"
-"""SQL: a row of bytes missing from a connection's stream."""
-_START = "kind = 'flow' AND name = 'FlowStart'"
+_LOST = "kind = 'gap' AND name = 'Gap' AND size > coalesce(tcp_cut_bytes, 0)"
+"""SQL: a row of bytes missing from a connection's stream that the snaplen did not cut
+(the ``gaps`` view's ``lost_bytes``)."""
 
 
 def _server(conn_id: str) -> str:
@@ -42,8 +39,7 @@ def _server(conn_id: str) -> str:
 
 _MIDSTREAM = f"""
 WITH starts AS (
-  SELECT conn_id, ts, element_at(packets, 1) AS packet FROM frames
-  WHERE {_START} AND reason = 'midstream'
+  SELECT conn_id, start_ts AS ts, first_packet AS packet, why FROM midstream
 ), firsts AS (
   -- the first frame each direction decoded: where reading could start
   SELECT s.conn_id, f.dir, min_by(f.ts, f.seq) AS ts,
@@ -53,7 +49,7 @@ WITH starts AS (
   GROUP BY s.conn_id, f.dir
 ), ev_rows AS (
   SELECT conn_id AS k, ts, packet, conn_id, CAST(NULL AS STRING) AS msg_id,
-         'the connection''s first packet in the capture: no SYN' AS what
+         'the connection''s first packet in the capture: no SYN (' || why || ')' AS what
   FROM starts
   UNION ALL
   SELECT conn_id, ts, packet, conn_id, NULL,
@@ -87,18 +83,20 @@ MIDSTREAM = Rule(
 )
 
 _TRUNCATED = f"""
-WITH cut AS (
-  SELECT conn_id, ts, element_at(packets, 1) AS packet, size FROM frames
-  WHERE {_GAP} AND {_CUT}
-), per AS (
-  SELECT {_server("conn_id")} AS server, CAST(count(DISTINCT packet) AS BIGINT) AS packets_cut,
-         CAST(sum(size) AS BIGINT) AS bytes_cut,
+WITH per AS (
+  SELECT {_server("conn_id")} AS server, CAST(sum(packets_cut) AS BIGINT) AS packets_cut,
+         CAST(sum(bytes_cut) AS BIGINT) AS bytes_cut,
          CAST(count(DISTINCT conn_id) AS BIGINT) AS connections
-  FROM cut GROUP BY {_server("conn_id")}
+  FROM truncated GROUP BY {_server("conn_id")}
+), cut AS (
+  SELECT conn_id, explode(packets) AS packet FROM frames
+  WHERE kind = 'tcp' AND name = 'Truncated'
 ), ev_rows AS (
-  SELECT {_server("conn_id")} AS k, ts, packet, conn_id, CAST(NULL AS STRING) AS msg_id,
-         'cut by the snaplen: ' || CAST(size AS STRING) || ' bytes not captured' AS what
-  FROM cut
+  -- each cut packet at the time of the first frame it carried
+  SELECT {_server("c.conn_id")} AS k, min(f.ts) AS ts, c.packet, c.conn_id,
+         CAST(NULL AS STRING) AS msg_id, 'cut short by the snaplen' AS what
+  FROM cut AS c JOIN {FRAME_FILES} AS f ON f.conn_id = c.conn_id AND f.packet = c.packet
+  GROUP BY c.conn_id, c.packet
 ), evd AS ({evidence("ev_rows", ("k",))}
 )
 SELECT p.server, CAST(NULL AS STRING) AS conn_id, e.first_ts AS ts, e.evidence,
@@ -123,8 +121,9 @@ TRUNCATED = Rule(
 
 _GAP_SQL = f"""
 WITH holes AS (
-  SELECT conn_id, seq, dir, ts, element_at(packets, 1) AS packet, size FROM frames
-  WHERE {_GAP} AND NOT {_CUT}
+  SELECT conn_id, seq, dir, ts, element_at(packets, 1) AS packet,
+         size - coalesce(tcp_cut_bytes, 0) AS size
+  FROM frames WHERE {_LOST}
 ), after AS (
   -- the first frame captured after each hole, in its direction
   SELECT h.conn_id, h.seq, min_by(f.ts, f.seq) AS ts,
@@ -133,10 +132,13 @@ WITH holes AS (
    AND f.seq > h.seq AND f.{UNITS} AND size(f.packets) > 0
   GROUP BY h.conn_id, h.seq
 ), per AS (
-  SELECT conn_id, CAST(count(*) AS BIGINT) AS holes, CAST(sum(size) AS BIGINT) AS bytes,
-         CAST(sum(CASE WHEN dir = '{C2S}' THEN size ELSE 0 END) AS BIGINT) AS client_bytes,
-         CAST(sum(CASE WHEN dir = '{S2C}' THEN size ELSE 0 END) AS BIGINT) AS server_bytes
-  FROM holes GROUP BY conn_id
+  SELECT conn_id, CAST(sum(size(lost_packets)) AS BIGINT) AS holes,
+         CAST(sum(lost_bytes) AS BIGINT) AS bytes,
+         CAST(sum(CASE WHEN dir = '{C2S}' THEN lost_bytes ELSE 0 END) AS BIGINT)
+           AS client_bytes,
+         CAST(sum(CASE WHEN dir = '{S2C}' THEN lost_bytes ELSE 0 END) AS BIGINT)
+           AS server_bytes
+  FROM gaps GROUP BY conn_id HAVING sum(lost_bytes) > 0
 ), ev_rows AS (
   SELECT conn_id AS k, ts, packet, conn_id, CAST(NULL AS STRING) AS msg_id,
          CAST(size AS STRING) || ' bytes the '
@@ -172,9 +174,9 @@ GAP = Rule(
 
 _RESET = f"""
 WITH rst AS (
-  SELECT conn_id, min(ts) AS ts, min_by(element_at(packets, 1), seq) AS packet,
-         min_by(dir, seq) AS side
-  FROM frames WHERE {FLOW_END} AND reason = 'rst' GROUP BY conn_id
+  -- the first RST of each connection (a RST ends it: a second is a late packet)
+  SELECT conn_id, min(ts) AS ts, min_by(packet, ts) AS packet, min_by(dir, ts) AS side
+  FROM resets GROUP BY conn_id
 ), fins AS (
   -- a FIN before the RST, either side's: the first
   SELECT r.conn_id, min(f.ts) AS ts, min_by(element_at(f.packets, 1), f.seq) AS packet,
@@ -240,27 +242,30 @@ RETRANSMISSIONS = Threshold(
     "round trip (a retransmission timeout: 200 ms or more on Linux)")
 
 _RETRANSMISSION = f"""
-WITH again AS (
-  SELECT conn_id, ts, dir, element_at(packets, 1) AS packet, size FROM frames
-  WHERE kind = 'flow' AND name = 'Retransmission'
-), per AS (
-  SELECT conn_id, CAST(count(DISTINCT packet) AS BIGINT) AS segments,
-         CAST(sum(size) AS BIGINT) AS bytes,
-         CAST(count(DISTINCT CASE WHEN dir = '{C2S}' THEN packet END) AS BIGINT) AS by_client,
-         CAST(count(DISTINCT CASE WHEN dir = '{S2C}' THEN packet END) AS BIGINT) AS by_server,
-         round(max(ts) - min(ts), 3) AS over_s
-  FROM again GROUP BY conn_id
-  HAVING count(DISTINCT packet) >= {RETRANSMISSIONS.value}
+WITH per AS (
+  SELECT conn_id, CAST(sum(retransmissions) AS BIGINT) AS segments,
+         CAST(sum(fast) AS BIGINT) AS fast, CAST(sum(bytes) AS BIGINT) AS bytes,
+         CAST(sum(CASE WHEN dir = '{C2S}' THEN retransmissions ELSE 0 END) AS BIGINT)
+           AS by_client,
+         CAST(sum(CASE WHEN dir = '{S2C}' THEN retransmissions ELSE 0 END) AS BIGINT)
+           AS by_server,
+         round(max(last_ts) - min(first_ts), 3) AS over_s
+  FROM retransmissions GROUP BY conn_id
+  HAVING sum(retransmissions) >= {RETRANSMISSIONS.value}
+), again AS (
+  SELECT conn_id, ts, dir, element_at(packets, 1) AS packet, size, reason FROM frames
+  WHERE kind = 'tcp' AND name = 'Retransmission' AND reason <> 'out-of-order'
 ), ev_rows AS (
   SELECT a.conn_id AS k, a.ts, a.packet, a.conn_id, CAST(NULL AS STRING) AS msg_id,
          CAST(a.size AS STRING) || ' bytes the '
            || CASE WHEN a.dir = '{C2S}' THEN 'client' ELSE 'server' END
-           || ' had sent before, sent again' AS what
+           || ' sent again (' || a.reason || ')' AS what
   FROM again AS a JOIN per AS p ON p.conn_id = a.conn_id
 ), evd AS ({evidence("ev_rows", ("k",))}
 )
 SELECT {_server("p.conn_id")} AS server, p.conn_id, e.first_ts AS ts, e.evidence,
-       {figures("segments", "bytes", "by_client", "by_server", "over_s")} AS figures
+       {figures("segments", "fast", "bytes", "by_client", "by_server", "over_s")}
+         AS figures
 FROM per AS p JOIN evd AS e ON e.k = p.conn_id
 """
 
@@ -268,15 +273,14 @@ RETRANSMISSION = Rule(
     "tcp.retransmission", "segments sent again: a lossy path",
     Severity.WARNING, _RETRANSMISSION,
     summary="{segments:/segment/segments} retransmitted ({bytes} bytes: {by_client} by the "
-            "client, {by_server} by the server) over {over_s:.3f} s",
-    explanation="These packets carried bytes the capture had already seen on the "
-                "connection: the sender did not get them acknowledged in time and sent "
-                "them again. Each resend waits for a retransmission timeout or three "
+            "client, {by_server} by the server{?fast}; {fast} fast{/}) over {over_s:.3f} s",
+    explanation="These packets carried bytes their sender had sent before (what Wireshark "
+                "calls tcp.analysis.retransmission, its fast and spurious ones among "
+                "them): the sender did not get them acknowledged in time and sent them "
+                "again. Each resend waits for a retransmission timeout or three "
                 "duplicate ACKs, so messages, their FINs and heartbeats arrive late: a "
                 "consumer's handling time grows towards msg_timeout, a heartbeat's answer "
-                "towards nsqd's two-interval limit. (The capture only shows resends of "
-                "bytes it saw go by: a segment lost before the capture point and resent "
-                "fills a hole instead.)",
+                "towards nsqd's two-interval limit.",
     change="Find where the path drops packets: full queues on a router or a virtual NIC "
            "(tc -s qdisc, ethtool -S, netstat -s), a congested link, a host short of CPU; "
            "lower the burst (smaller MPUB batches, a lower RDY) if the drops are queue "
@@ -284,5 +288,55 @@ RETRANSMISSION = Rule(
     thresholds=(RETRANSMISSIONS,),
 )
 
-RULES: tuple[Rule, ...] = (GAP, TRUNCATED, MIDSTREAM, RESET, RETRANSMISSION)
+ZERO_WINDOW_S = Threshold(
+    "ZERO_WINDOW_S", 0.5, "s",
+    "a window closed for a moment is flow control doing its job (the reader catching up "
+    "after a burst); closed for half a second or more, the reading program has stalled "
+    "-- a blocked handler, a long pause -- and everything sent to it waits")
+
+_ZERO_WINDOW = f"""
+WITH periods AS (
+  SELECT *, conn_id || '/' || dir || '/' || CAST(from_packet AS STRING) AS k,
+         round(duration_s, 3) AS seconds
+  FROM zero_windows WHERE duration_s >= {ZERO_WINDOW_S.value}
+), ev_rows AS (
+  SELECT p.k, f.ts, element_at(f.packets, 1) AS packet, f.conn_id,
+         CAST(NULL AS STRING) AS msg_id,
+         CASE WHEN f.name = 'WindowOpen'
+              THEN 'the ' || p.stopped_reading || '''s window open again'
+              ELSE 'a window of 0 from the ' || p.stopped_reading END AS what
+  FROM periods AS p JOIN frames AS f ON f.conn_id = p.conn_id AND f.kind = 'tcp'
+   AND f.name IN ('ZeroWindow', 'WindowOpen') AND f.dir = p.dir
+   AND f.ts >= p.from_ts AND f.ts <= coalesce(p.to_ts, f.ts)
+), evd AS ({evidence("ev_rows", ("k",))}
+)
+SELECT {_server("p.conn_id")} AS server, p.conn_id, e.first_ts AS ts, e.evidence,
+       {figures("stopped_reading", "waiting", "seconds", "zero_window_packets", "probes",
+                "until", "bytes_in_flight", "frames_in_flight")} AS figures
+FROM periods AS p JOIN evd AS e ON e.k = p.k
+"""
+
+ZERO_WINDOW = Rule(
+    "tcp.zero-window", "a side that stopped reading: a zero window",
+    Severity.WARNING, _ZERO_WINDOW,
+    summary="the {stopped_reading} stopped reading: its window stayed at 0 for "
+            "{seconds:.3f} s ({zero_window_packets:/zero-window packet/zero-window "
+            "packets}; {probes:/window probe/window probes} from the {waiting}; then "
+            "{until}){?bytes_in_flight}, with {bytes_in_flight} bytes of the {waiting}'s "
+            "waiting{/}",
+    explanation="A receiver announces a window of 0 when its socket's receive buffer is "
+                "full: the program on that side is not reading. The other side may send "
+                "nothing more until the window opens again (it only probes it), so "
+                "everything behind it waits: messages nsqd has in flight to a consumer "
+                "keep their msg_timeout running and time out, a producer's publishes and "
+                "a heartbeat's answer wait in its buffers, and nsqd may close the "
+                "connection for a missed heartbeat.",
+    change="Find why the reading side stalled: a message handler that blocks the loop "
+           "that reads the socket, a long pause, a consumer's RDY above what it can hold "
+           "in memory (lower RDY, or handle messages off the reading loop); a receive "
+           "buffer set too small (SO_RCVBUF) makes it close sooner.",
+    thresholds=(ZERO_WINDOW_S,),
+)
+
+RULES: tuple[Rule, ...] = (GAP, TRUNCATED, MIDSTREAM, RESET, RETRANSMISSION, ZERO_WINDOW)
 """The capture layer's rules, in the order their findings are listed."""

@@ -11,14 +11,17 @@ byte stream per direction -- and says exactly where that view is incomplete:
   size. A hole is only declared lost when the capture proves it: the other side
   acknowledged past it, the snaplen cut the packet, the connection ended, or too much
   data is waiting behind it; until then later segments wait in an out-of-order buffer;
-* retransmitted and overlapping bytes are reported (:class:`Retransmission`) and
-  delivered once -- the first copy wins, as in Wireshark's default;
+* retransmitted and overlapping bytes are delivered once -- the first copy wins, as in
+  Wireshark's default;
 * :class:`FlowStart`/:class:`FlowEnd` open and close a flow; ``FlowEnd.how`` says FIN,
-  RST or end of capture.
+  RST or end of capture;
+* what Wireshark's TCP analysis says of the segments -- retransmissions, zero windows,
+  resets, snaplen cuts -- comes as events too (:mod:`nsqviz.capture.tcp_analysis`).
 
 Sequence numbers are 32-bit and wrap; offsets here are unwrapped 64-bit positions
 counted from the first payload byte (after the SYN when it was seen, else from the first
-segment captured -- a *mid-stream* start, which :class:`Flow` records).
+segment captured -- a *mid-stream* start, which the :class:`~nsqviz.capture.flow.Flow`
+records).
 
 Which side is the client: the one that sent the SYN; without a SYN, the one whose first
 bytes are a protocol's client hello (``client_hello``, e.g. NSQ's magic); else the one
@@ -43,23 +46,32 @@ the flows that ended more than :data:`LINGER` seconds ago.
 
 from __future__ import annotations
 
+from array import array
 from bisect import insort
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
+from nsqviz.capture.flow import Endpoint, Flow
 from nsqviz.capture.layers import ACK, FIN, RST, SYN, Segment, packet_name
+from nsqviz.capture.tcp_analysis import (
+    UNKNOWN,
+    Reset,
+    Retransmission,
+    SeqState,
+    Truncated,
+    WindowOpen,
+    ZeroWindow,
+    classify,
+)
 from nsqviz.stream.direction import Direction
 
 __all__ = [
     "Data",
-    "Flow",
     "FlowEnd",
     "FlowStart",
     "FlowTracker",
     "Gap",
-    "SNAPLEN_CUT",
-    "Retransmission",
     "TcpEvent",
     "four_tuple",
 ]
@@ -75,44 +87,10 @@ MAX_PENDING_SEGMENTS = 1024
 # object in C, which counts once per segment (the capture readers' hot loop).
 _new_tuple = tuple.__new__
 
-SNAPLEN_CUT = "was cut short by the capture's snaplen"
-"""How a :class:`Gap`'s reason ends when the snaplen cut those bytes off (after the name
-of the packet it cut): the capture's own choice, not bytes it failed to record."""
-
 LINGER = 60.0
 """Seconds an ended flow is remembered by :meth:`FlowTracker.sweep`: late packets of a
 closed connection (the last ACK, a retransmitted FIN) still belong to it, as in TCP's
 TIME-WAIT (twice Linux's 30-second maximum segment lifetime)."""
-
-
-Endpoint = tuple[str, int]
-
-
-def endpoint(ip: str, port: int) -> str:
-    """``ip:port``, with IPv6 addresses in brackets as in URLs."""
-    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
-
-
-@dataclass(slots=True, eq=False)
-class Flow:
-    """One TCP connection. ``label`` is ``client->server`` (the c2s direction)."""
-
-    id: int
-    client: tuple[str, int]
-    server: tuple[str, int]
-    syn_seen: bool
-    first_packet: int
-    label: str = field(init=False)
-    last_packet: int = field(init=False, default=0)
-    """The latest packet of the flow (either direction, payload or not)."""
-
-    def __post_init__(self) -> None:
-        self.label = f"{endpoint(*self.client)}->{endpoint(*self.server)}"
-
-    @property
-    def midstream(self) -> bool:
-        """The capture started after the handshake: the first bytes may be mid-frame."""
-        return not self.syn_seen
 
 
 class Data(NamedTuple):
@@ -128,7 +106,10 @@ class Data(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Gap:
-    """``size`` bytes at ``offset`` were sent but are not in the capture."""
+    """``size`` bytes at ``offset`` were sent but are not in the capture; ``cut`` of them
+    because the snaplen cut the packets that carried them. ``after``: the packet whose
+    bytes come right after the hole, when the capture shows one and not all the hole is
+    the snaplen's (Wireshark marks it "previous segment not captured")."""
 
     flow: Flow
     direction: Direction
@@ -137,18 +118,8 @@ class Gap:
     number: int  # the packet whose arrival (or the end) made the hole certain
     ts: float
     reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Retransmission:
-    """Packet ``number`` carried ``size`` bytes at ``offset`` that were already delivered."""
-
-    flow: Flow
-    direction: Direction
-    offset: int
-    size: int
-    number: int
-    ts: float
+    cut: int = 0
+    after: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +144,8 @@ class FlowEnd:
     sender: Direction | None = None
 
 
-TcpEvent = Data | Gap | Retransmission | FlowStart | FlowEnd
+TcpEvent = (Data | Gap | FlowStart | FlowEnd | Retransmission | ZeroWindow | WindowOpen | Reset
+            | Truncated)
 
 
 class _Pending(NamedTuple):
@@ -183,8 +155,9 @@ class _Pending(NamedTuple):
     ts: float
 
 
-class _Half:
-    """One direction of a flow: what has been delivered, what waits behind a hole."""
+class _Half(SeqState):
+    """One direction of a flow: what has been delivered, what waits behind a hole (and,
+    from :class:`~nsqviz.capture.tcp_analysis.SeqState`, its sequence analysis)."""
 
     __slots__ = (
         "base", "delivered", "pending", "pending_bytes", "fin_at", "ended", "acked",
@@ -192,6 +165,7 @@ class _Half:
     )
 
     def __init__(self) -> None:
+        super().__init__()
         self.base: int | None = None  # absolute seq of offset 0
         self.delivered = 0  # offset of the next byte to deliver
         self.pending: list[_Pending] = []  # sorted by offset
@@ -211,6 +185,11 @@ class _Half:
 
 class FlowTracker:
     """Feed it segments in capture order; it returns the flow events each one completes."""
+
+    shortcut = True
+    """Take the TCP analysis's conclusion for a segment next in sequence, with nothing
+    to flag, without running it (most segments; a test turns this off to hold the two to
+    the same events)."""
 
     def __init__(self, *, server_ports: Iterable[int] = (), first_id: int = 0,
                  client_hello: Callable[[bytes], bool] | None = None,
@@ -290,43 +269,80 @@ class FlowTracker:
         peer = halves[Direction.S2C if direction == Direction.C2S else Direction.C2S]
         flow.last_packet = seg.number
         flags = seg.flags
+        peer_ts = peer.last_ts
         half.last_number, half.last_ts = seg.number, seg.ts
         seq = seg.seq
         if flags & SYN:
             if half.base is None:
-                half.base = (seq + 1) & _MASK
-            seq = (seq + 1) & _MASK  # any payload on a SYN starts after it
+                half.base = (seq + 1) & _MASK  # any payload on a SYN starts after it
+            if not flags & ACK:
+                flow.syn_ts = seg.ts
         elif half.base is None:
             half.base = seq  # mid-stream start: offsets count from the first byte seen
-
+        elif flags & ACK and not flow.first_rtt and flow.syn_ts is not None:
+            flow.first_rtt = seg.ts - flow.syn_ts
+        payload = seg.payload
+        size = len(payload) + seg.missing
+        start = half.offset_of(seg.seq)  # where the segment (a SYN: its own number) starts
+        off = start + 1 if flags & SYN else start  # where its payload starts
+        repeat = None  # its ACK repeats the last one (None: no ACK)
         if flags & ACK and peer.base is not None:
             acked = peer.offset_of(seg.ack)
+            repeat = acked == peer.acked
             if acked > peer.acked:
                 peer.acked = acked
                 if peer.pending and peer.pending[0].offset <= acked:
                     self._declare_hole(flow, _other(direction), peer, seg.number, seg.ts, out,
                                        "acknowledged by the receiver but not captured")
+        # Late packets of a connection both sides have closed (the last ACK, a FIN sent
+        # again) belong to it but say nothing new: they are not analysed.
+        live = not (half.ended and peer.ended)
+        window = seg.window
+        if (start == half.next and window and peer.window and half.zero_since is None
+                and not flags & (SYN | FIN | RST) and self.shortcut
+                and (start + size > half.acked if size else repeat is not True)):
+            # the common case, next in sequence: what _analyse would conclude of it
+            if size:
+                half.next, half.next_ts = start + size, seg.ts
+            half.keepalive = False
+            if repeat is False:
+                half.dupacks = 0
+            half.window = window
+        elif live:
+            self._analyse(flow, direction, half, peer, seg, start, size, repeat, peer_ts, out)
 
-        payload = seg.payload
-        if payload or seg.missing:
-            off = half.offset_of(seq)
+        if size:
             if seg.missing:
-                half.lost.append((off + len(payload), off + len(payload) + seg.missing,
-                                  seg.number))
+                half.lost.append((off + len(payload), off + size, seg.number))
+            if seg.missing and live:
+                if half.cuts is None:
+                    half.cuts = array("q")
+                half.cuts.append(seg.number)
+                half.cut_size += size
+                half.cut_bytes += seg.missing
             if payload:
                 self._insert(flow, direction, half, off, payload, seg, out)
             if seg.missing and not half.pending and half.delivered == off + len(payload):
                 # In order and cut by the snaplen: its end will never be captured. A hole
                 # now, at the packet that was cut, so what follows is read in order.
                 out.append(Gap(flow, direction, half.delivered, seg.missing, seg.number, seg.ts,
-                               self._cut_reason(half, half.delivered, half.delivered + 1)))
+                               self._cut_reason(half, half.delivered, half.delivered + 1),
+                               seg.missing))
                 half.delivered += seg.missing
             while half.pending and half.lost and self._cut_covers(half):
                 self._declare_hole(flow, direction, half, seg.number, seg.ts, out, "")
 
         if flags & FIN and half.fin_at is None:
-            half.fin_at = half.offset_of(seq) + len(payload) + seg.missing
-        if flags & RST:  # the sender's direction ends first: it is the side that ended it
+            half.fin_at = off + size
+        if flags & RST:
+            if live:
+                out.append(Reset(flow, direction, seg.number, seg.ts, peer.acked,
+                                 peer.in_flight(peer.acked, peer.fin_at),
+                                 half.in_flight(half.acked, half.fin_at),
+                                 half.fin_at is not None or peer.fin_at is not None,
+                                 half.zero_since))
+            # the sender's direction ends first: a table reading the first end reads who
+            # reset the connection
             for d in (direction, _other(direction)):
                 self._end(flow, d, halves[d], "rst", seg.number, seg.ts, out, sender=direction)
             return out
@@ -335,9 +351,40 @@ class FlowTracker:
                                "too much data waiting behind it; taken as lost")
         for d, h in halves.items():
             if h.fin_at is not None and h.delivered >= h.fin_at and not h.ended:
-                h.ended = True
-                out.append(FlowEnd(flow, d, "fin", seg.number, seg.ts, d))
+                self._ended(flow, d, h, "fin", seg.number, seg.ts, out, d)
         return out
+
+    def _analyse(self, flow: Flow, direction: Direction, half: _Half, peer: _Half,
+                 seg: Segment, start: int, size: int, repeat: bool | None, peer_ts: float,
+                 out: list[TcpEvent]) -> None:
+        """Wireshark's analysis of one segment (:mod:`~nsqviz.capture.tcp_analysis`):
+        duplicate ACKs, the packet past bytes not captured, retransmissions, the window."""
+        flags, window = seg.flags, seg.window
+        if repeat is not None:
+            if not repeat:
+                half.dupacks = 0
+            elif (not size and window and window == half.window and start == half.next
+                  and not flags & (SYN | FIN | RST) and not peer.keepalive):
+                half.dupacks += 1  # a duplicate ACK: it repeats everything
+        if start > half.next != UNKNOWN and half.lost_at is None and not flags & RST:
+            half.lost_at = seg.number  # Wireshark: "previous segment not captured"
+        kind = classify(half, peer, start, size, flags, seg.ts, half.acked, peer_ts,
+                        flow.first_rtt)
+        if kind is not None:
+            off = start + 1 if flags & SYN else start
+            out.append(Retransmission(flow, direction, start, size, seg.number, seg.ts, kind,
+                                      self._seen(half, off, off + len(seg.payload))))
+        if not window and not flags & (SYN | FIN | RST):
+            if half.zero_since is None:
+                half.zero_since, half.zero_count, half.probes = seg.ts, 0, 0
+            half.zero_count += 1
+            out.append(ZeroWindow(flow, direction, seg.number, seg.ts, peer.acked,
+                                  peer.in_flight(peer.acked, peer.fin_at), half.probes))
+        elif window and half.zero_since is not None and not flags & (SYN | RST):
+            out.append(WindowOpen(flow, direction, seg.number, seg.ts, half.zero_since, window,
+                                  half.zero_count, half.probes))
+            half.zero_since = None
+        half.window = window
 
     def _insert(self, flow: Flow, direction: Direction, half: _Half, off: int, payload: bytes,
                 seg: Segment, out: list[TcpEvent]) -> None:
@@ -345,13 +392,13 @@ class FlowTracker:
         delivered = half.delivered
         if off == delivered and not half.pending:  # the common case: next in order
             half.delivered = end
+            if half.lost_at is not None and end >= half.next:
+                half.lost_at = None  # the bytes came after all (out of order)
             out.append(_new_tuple(Data, (flow, direction, off, payload, seg.number, seg.ts)))
             return
         if end <= delivered:
-            out.append(Retransmission(flow, direction, off, len(payload), seg.number, seg.ts))
-            return
+            return  # all seen: the first copy was delivered
         if off < delivered:
-            out.append(Retransmission(flow, direction, off, delivered - off, seg.number, seg.ts))
             payload = payload[delivered - off :]
             off = delivered
         if off > delivered:
@@ -361,6 +408,8 @@ class FlowTracker:
         half.delivered = end
         out.append(Data(flow, direction, off, payload, seg.number, seg.ts))
         self._drain(flow, direction, half, out)
+        if half.lost_at is not None and half.delivered >= half.next:
+            half.lost_at = None  # the bytes came after all (out of order)
 
     def _drain(self, flow: Flow, direction: Direction, half: _Half, out: list[TcpEvent]) -> None:
         """Deliver pending segments that now continue the stream."""
@@ -370,15 +419,25 @@ class FlowTracker:
             half.pending_bytes -= len(p.data)
             end = p.offset + len(p.data)
             if end <= half.delivered:
-                out.append(Retransmission(flow, direction, p.offset, len(p.data), p.number, p.ts))
                 continue
             data = p.data
             if p.offset < half.delivered:
-                cut = half.delivered - p.offset
-                out.append(Retransmission(flow, direction, p.offset, cut, p.number, p.ts))
-                data = data[cut:]
+                data = data[half.delivered - p.offset:]
             out.append(Data(flow, direction, half.delivered, data, p.number, p.ts))
             half.delivered = end
+
+    @staticmethod
+    def _seen(half: _Half, start: int, end: int) -> int:
+        """How many bytes of ``[start, end)`` the capture has already shown (delivered,
+        or waiting behind a hole)."""
+        seen, upto = 0, start
+        for lo, hi in [(start, half.delivered),
+                       *((p.offset, p.offset + len(p.data)) for p in half.pending)]:
+            lo, hi = max(lo, upto), min(hi, end)
+            if hi > lo:
+                seen += hi - lo
+                upto = hi
+        return seen
 
     def _declare_hole(self, flow: Flow, direction: Direction, half: _Half, number: int, ts: float,
                       out: list[TcpEvent], reason: str) -> None:
@@ -389,10 +448,20 @@ class FlowTracker:
             self._drain(flow, direction, half, out)
             return
         reason = self._cut_reason(half, half.delivered, nxt) or reason
+        cut = self._cut_bytes(half, half.delivered, nxt)
         out.append(Gap(flow, direction, half.delivered, size, number, ts,
-                       reason or "bytes missing from the capture"))
+                       reason or "bytes missing from the capture", cut,
+                       self._after(half) if cut < size else None))
         half.delivered = nxt
         self._drain(flow, direction, half, out)
+
+    @staticmethod
+    def _after(half: _Half) -> int | None:
+        """The packet that came right after the bytes being declared lost (once)."""
+        after = half.lost_at if half.lost_at is not None else (
+            half.pending[0].number if half.pending else None)
+        half.lost_at = None
+        return after
 
     @staticmethod
     def _cut_covers(half: _Half) -> bool:
@@ -405,8 +474,19 @@ class FlowTracker:
     def _cut_reason(half: _Half, start: int, end: int) -> str:
         for lo, hi, number in half.lost:
             if lo < end and hi > start:
-                return f"{packet_name(number)} {SNAPLEN_CUT}"
+                return f"{packet_name(number)} was cut short by the capture's snaplen"
         return ""
+
+    @staticmethod
+    def _cut_bytes(half: _Half, start: int, end: int) -> int:
+        """How many bytes of ``[start, end)`` the snaplen cut from the packets."""
+        cut, upto = 0, start
+        for lo, hi, _ in sorted(half.lost):
+            lo, hi = max(lo, upto), min(hi, end)
+            if hi > lo:
+                cut += hi - lo
+                upto = hi
+        return cut
 
     def _end(self, flow: Flow, direction: Direction, half: _Half, how: str, number: int, ts: float,
              out: list[TcpEvent], sender: Direction | None = None) -> None:
@@ -424,10 +504,22 @@ class FlowTracker:
                       or "acknowledged by the receiver but not captured")
             if half.fin_at is None and tail_to == half.delivered + 1:
                 reason += " (or a FIN the capture missed: it also takes one sequence number)"
+            cut = self._cut_bytes(half, half.delivered, tail_to)
             out.append(Gap(flow, direction, half.delivered, tail_to - half.delivered, number,
-                           ts, reason))
+                           ts, reason, cut,
+                           self._after(half) if cut < tail_to - half.delivered else None))
             half.delivered = tail_to
+        self._ended(flow, direction, half, how, number, ts, out, sender)
+
+    @staticmethod
+    def _ended(flow: Flow, direction: Direction, half: _Half, how: str, number: int, ts: float,
+               out: list[TcpEvent], sender: Direction | None) -> None:
+        """``direction`` ends at packet ``number``: what the snaplen cut of it, then its end."""
         half.ended = True
+        if half.cuts:
+            out.append(Truncated(flow, direction, number, ts, tuple(half.cuts), half.cut_size,
+                                 half.cut_bytes))
+            half.cuts = None
         out.append(FlowEnd(flow, direction, how, number, ts, sender))
 
     def halves(self, flow: Flow) -> object:

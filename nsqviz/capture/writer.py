@@ -280,11 +280,13 @@ class TcpConversation:
         return self._seq(other, self.sent[other] + self._fin[other])
 
     def packet(self, direction: Direction, ts: float, seq: int, ack: int, flags: int,
-               payload: bytes = b"", *, snaplen: int | None = None) -> None:
-        """Write one raw segment (absolute seq/ack); ``snaplen`` cuts what is stored."""
+               payload: bytes = b"", *, snaplen: int | None = None,
+               window: int = 65535) -> None:
+        """Write one raw segment (absolute seq/ack, the ``window`` it announces);
+        ``snaplen`` cuts what is stored."""
         (src, sport), (dst, dport) = self.ends[direction]
         frame = build_packet(src, sport, dst, dport, seq, ack, flags, payload,
-                             linktype=self.linktype, vlan=self.vlan)
+                             linktype=self.linktype, vlan=self.vlan, window=window)
         stored = frame if snaplen is None else frame[:snaplen]
         self.writer.write(ts, stored, orig_len=len(frame), interface=self.interface)
 

@@ -18,6 +18,7 @@ from nsqviz.capture.tcp import Data, FlowEnd
 from nsqviz.conformance.rules import Connection, Seen
 from nsqviz.conformance.tap import WireTap
 from nsqviz.nsq.events import Answered, Refused
+from nsqviz.nsq.protocol import NSQ
 from nsqviz.stream.direction import Direction
 
 __all__ = ["Traffic", "from_capture", "from_tap"]
@@ -33,8 +34,9 @@ class Traffic:
 
 def from_capture(paths: Iterable[str | os.PathLike[str]], *,
                  ports: Mapping[str, Iterable[int]] | None = None) -> Traffic:
-    """The client connections in capture files (one capture set, as ``nsqviz decode``
-    reads them); ``ports``: extra server ports per protocol name."""
+    """The NSQ client connections in capture files (one capture set, as ``nsqviz decode``
+    reads them; another protocol's flows are not a client's to check); ``ports``: extra
+    server ports per protocol name."""
     traffic = Traffic()
     decoder = CaptureDecoder(ports=ports)
     ended: set[int] = set()
@@ -42,7 +44,8 @@ def from_capture(paths: Iterable[str | os.PathLike[str]], *,
         for tcp_event in step.events:
             _note(traffic, tcp_event, ended)
         for rec in decoder.step(step):
-            if rec.event is None or rec.kind not in ("command", "frame"):
+            if rec.event is None or rec.kind not in ("command", "frame") or \
+                    rec.protocol != NSQ.name:  # the rules are NSQ clients'
                 continue
             assert rec.flow is not None and rec.dir is not None  # a unit of a connection
             conn = traffic.connections.setdefault(rec.flow, Connection(rec.flow))

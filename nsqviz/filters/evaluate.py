@@ -175,6 +175,8 @@ class _Builder:
                         get_other: Getter, node: Relation) -> Predicate:
         if op in ("contains", "matches"):
             raise FilterSyntaxError(f"{op} compares a field with a value", node.pos)
+        if FieldType.NONE in (field.type, other.type):
+            raise FilterSyntaxError("a flag can only be tested for presence", node.pos)
         if field.type.integer != other.type.integer or \
                 (not field.type.integer and field.type is not other.type):
             raise FilterSyntaxError(f"{field.abbrev} ({field.type.value}) and {other.abbrev}"

@@ -176,6 +176,8 @@ def literal(field: Field, lit: Word | Quoted | Func) -> Any:
         raise FilterSyntaxError(f"{lit.name}() takes a field, not a value", lit.pos,
                                 len(lit.name))
     t = field.type
+    if t is FieldType.NONE:
+        raise _fail(lit, f"{field.abbrev} is a flag: only its presence can be tested")
     if t is FieldType.STRING:
         return _text(lit)
     if t is FieldType.BYTES:

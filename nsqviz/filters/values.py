@@ -31,8 +31,19 @@ __all__ = ["ALL", "LAYERS", "Needs", "merge", "packet_key", "packet_values", "pa
 LAYERS = ("frame", "tcp", "ip", "ipv6")
 """The capture layers whose presence can be tested, beside the protocols' names."""
 
-_TCP_RECORD = "tcp"  # the kind of a connection's FIN/RST record
+_TCP_RECORD = "tcp"  # the kind of the TCP layer's records (FIN, RST, its analysis)
 _FLAGS = {"FIN": "tcp.flags.fin", "RST": "tcp.flags.reset"}
+_ANALYSIS = {
+    "ZeroWindow": ("tcp.analysis.zero_window",),
+    "retransmission": ("tcp.analysis.retransmission",),
+    "fast retransmission": ("tcp.analysis.fast_retransmission",
+                            "tcp.analysis.retransmission"),
+    "spurious retransmission": ("tcp.analysis.spurious_retransmission",
+                                "tcp.analysis.retransmission"),
+    "out-of-order": ("tcp.analysis.out_of_order",),
+}
+"""The ``tcp.analysis`` flags a ``tcp`` record sets, by its name or its ``kind``
+(Wireshark flags a fast or spurious retransmission a retransmission too)."""
 
 
 @lru_cache(maxsize=4096)
@@ -63,9 +74,12 @@ def _flow_values(out: dict[str, list[Any]], rec: DecodedRecord) -> None:
     out["tcp.port"] = [sp, dp]
     if rec.flow_id is not None:
         out["tcp.stream"] = [rec.flow_id]
-    flag = _FLAGS.get(rec.name) if rec.kind == _TCP_RECORD else None
-    if flag is not None:
-        out[flag] = [True]
+    if rec.kind == _TCP_RECORD:
+        flag = _FLAGS.get(rec.name)
+        if flag is not None:
+            out[flag] = [True]
+        for name in _ANALYSIS.get(rec.fields.get("kind") or rec.name, ()):
+            out[name] = [True]
 
 
 @dataclass(frozen=True, slots=True)

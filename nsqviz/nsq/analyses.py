@@ -15,9 +15,13 @@ definition types one. The rules an operator must trust:
   default), and ``next_delivery_ts`` says when the redelivery was actually seen --
   else it is still ``open`` when the capture ends;
 * a publish is linked to a message by broker, topic and body (sha1): the latest
-  PUB/MPUB/DPUB of that body at or before the first delivery -- nsqd assigns ids after
-  the publish, so nothing else on the wire links them; a message with no such publish
-  in the capture keeps its row, with no publish;
+  publish of that body at or before the first delivery -- nsqd assigns ids after the
+  publish, so nothing else on the wire links them; a message with no such publish in
+  the capture keeps its row, with no publish. Publishes are read from the shared
+  ``published`` table (:class:`nsqviz.sql.Publishes`), NSQ's PUB/MPUB/DPUB among them,
+  so a message published over another protocol links as well: a
+  publish that names no broker (one made to another port of the host) links to a
+  message of a broker on its host;
 * nsqd's error answer (``FrameTypeError``) names the command it answers by its text's
   second word (``E_FIN_FAILED FIN <id> ...``): the shared ``errors`` table
   (:mod:`nsqviz.capture.analyses`) links it through :data:`ANALYSES`' error hook;
@@ -44,13 +48,16 @@ from nsqviz.sql import (
     COMMAND,
     FIRST_PACKET,
     FLOW_END,
+    PUBLISHED,
     S2C,
     UNITS,
     Analyses,
     ConnectionColumns,
     ErrorAnswers,
+    Publishes,
     View,
     frames_of,
+    host,
     quoted,
     server,
 )
@@ -197,18 +204,14 @@ WITH per AS (
                                         outcome_ts, outcome_packet, req_delay_ms, touches,
                                         msg_timeout_ms, next_delivery_ts))) AS deliveries
   FROM deliveries GROUP BY {_KEY}
-), pubs AS (
-  SELECT {server()} AS server, topic, ts AS pub_ts, name AS publish_cmd,
-         conn_id AS publisher, {FIRST_PACKET} AS publish_packet, seq AS pub_seq,
-         explode(bodies) AS body_sha1
-  FROM {FRAMES} WHERE name IN ({_PUBLISHES})
 ), linked AS (
-  SELECT m.*, p.pub_ts, p.publish_cmd, p.publisher, p.publish_packet,
+  SELECT m.*, p.ts AS pub_ts, p.command AS publish_cmd, p.conn_id AS publisher,
+         p.packet AS publish_packet,
          row_number() OVER (PARTITION BY m.server, m.topic, m.channel, m.msg_id
-                            ORDER BY p.pub_ts DESC, p.publisher, p.pub_seq) AS r
-  FROM per AS m LEFT JOIN pubs AS p
-    ON m.server = p.server AND m.topic = p.topic AND m.body_sha1 = p.body_sha1
-       AND p.pub_ts <= m.first_delivery_ts
+                            ORDER BY p.ts DESC, p.conn_id, p.seq) AS r
+  FROM per AS m LEFT JOIN {PUBLISHED} AS p
+    ON p.host = {host('m.server')} AND coalesce(p.broker = m.server, true)
+       AND m.topic = p.topic AND m.body_sha1 = p.body_sha1 AND p.ts <= m.first_delivery_ts
 )
 SELECT {_KEY}, pub_ts AS publish_ts, publish_cmd, publisher, publish_packet, created_ts,
        first_delivery_ts, deliveries_count, deliveries, outcome, outcome_ts AS final_ts,
@@ -219,6 +222,12 @@ SELECT {_KEY}, pub_ts AS publish_ts, publish_cmd, publisher, publish_packet, cre
        CASE WHEN outcome = {FIN} THEN outcome_ts - last_delivery_ts END
          AS processing_latency_s
 FROM linked WHERE r = 1
+"""
+
+_PUBLISHED = f"""
+SELECT {host(server())} AS host, {server()} AS broker, topic, ts, name AS command, conn_id,
+       {FIRST_PACKET} AS packet, seq, explode(bodies) AS body_sha1
+FROM {FRAMES} WHERE name IN ({_PUBLISHES})
 """
 
 _HEARTBEATS = f"""
@@ -496,8 +505,11 @@ the message timeout in force.""", step=True),
         View("deliveries", _DELIVERIES, """One row per delivery: message, connection,
 attempt, how and when it ended (packet numbers of the delivery and of its FIN/REQ), and
 when the next delivery was seen."""),
+        View("nsq_published", _PUBLISHED, """NSQ's part of the shared ``published`` table:
+one row per message body a PUB, MPUB or DPUB carried, to the broker it was sent to.""",
+             step=True),
         View("messages", _MESSAGES_VIEW, """One row per message (:data:`MESSAGE_KEY`):
-publish, deliveries, outcome, latencies."""),
+publish (over whatever protocol), deliveries, outcome, latencies."""),
         View("heartbeats", _HEARTBEATS, """One row per ``_heartbeat_``: interval, the
 client's answer, missed streaks."""),
         View("publishes", _PUBLISHES_VIEW, """One row per PUB/MPUB/DPUB: nsqd's answer (OK
@@ -546,6 +558,7 @@ fail or not exercised, in words, with the packets that show it
     )),
     errors=ErrorAnswers(answer=f"name = {ERROR}", code="split_part(data, ' ', 1)",
                         names="split_part(data, ' ', 2)"),
+    publishes=Publishes("nsq_published"),
 )
 """NSQ's analyses (:class:`nsqviz.sql.Analyses`), read through
 :attr:`nsqviz.nsq.protocol.NsqProtocol.analyses`."""

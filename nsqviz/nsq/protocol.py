@@ -45,6 +45,7 @@ from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
 from nsqviz.nsq.report import REPORT
 from nsqviz.nsq.rules import RULES
+from nsqviz.nsq.timers import timer_spans
 from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.protocols import (
     DetectionWords,
@@ -54,6 +55,8 @@ from nsqviz.protocols import (
     ObservedConnection,
     Protocol,
     RecordView,
+    TimerRow,
+    TimerSpan,
     no_fields,
 )
 from nsqviz.records import escaped
@@ -341,6 +344,11 @@ class NsqProtocol(Protocol):
     report = REPORT
     dissector = DISSECTOR
     rules = RULES
+
+    def timers(self, rows: list[TimerRow]) -> list[TimerSpan]:
+        """nsqd's timers (:mod:`nsqviz.nsq.timers`), their lengths from the IDENTIFY
+        exchange alone."""
+        return timer_spans(rows, None)
 
     typed_schema = (
         ("msg_id", "string"),

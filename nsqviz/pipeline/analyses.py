@@ -7,17 +7,18 @@ and on Spark each one is several stages of shuffles and generated code. On the 2
 benchmark set (300 000 frames) they took longer than decoding the captures and did not
 gain from a second core. But every view except those that combine brokers
 (:func:`~nsqviz.pipeline.definitions.across_servers`) reads one broker's frames at a
-time, so Spark needs one shuffle: the frames partitioned by their server
-(:data:`~nsqviz.pipeline.definitions.SERVER`), each partition holding some brokers
-whole. Then each partition runs those views on DuckDB inside a Python task
-(:func:`nsqviz.pipeline.on_duckdb.analyse`, the same SQL text) and writes each table's
-rows with pyarrow as one Parquet file of that table (:class:`~nsqviz.pipeline.sink.PartWriter`,
-as the decoding tasks write the frames). Handing the rows back to Spark to write cost
-more than the analyses: on the same set, ten write jobs of 5 s in all (Arrow to JVM rows
-to Parquet), which a second core did not shorten. Spark SQL then runs the views that
-combine the brokers' rows, reading them back from those files (and a Python view among
-them, :attr:`nsqviz.sql.View.python` -- the doctor's ``findings`` with their words --
-through ``mapInArrow``, batch by batch).
+time, so Spark needs one shuffle: the frames partitioned by their server's host
+(:data:`~nsqviz.pipeline.definitions.HOST`), each partition holding some hosts whole,
+every port of a broker with them (a message published to one port of a broker and
+delivered from another is analysed in one task). Then each partition runs those views on
+DuckDB inside a Python task (:func:`nsqviz.pipeline.on_duckdb.analyse`, the same SQL
+text) and writes each table's rows with pyarrow as one Parquet file of that table
+(:class:`~nsqviz.pipeline.sink.PartWriter`, as the decoding tasks write the frames).
+Handing the rows back to Spark to write cost more than the analyses: on the same set,
+ten write jobs of 5 s in all (Arrow to JVM rows to Parquet), which a second core did not
+shorten. Spark SQL then runs the views that combine the brokers' rows, reading them back
+from those files (and a Python view among them, :attr:`nsqviz.sql.View.python` -- the
+doctor's ``findings`` with their words -- through ``mapInArrow``, batch by batch).
 
 One limit follows: a partition's frames (without ``fields``) must fit in one Python
 worker's memory, about 300 bytes a frame. A set with many brokers spreads over more
@@ -33,7 +34,7 @@ from typing import Any
 
 from nsqviz.pipeline import sink
 from nsqviz.pipeline.definitions import (
-    SERVER,
+    HOST,
     across_servers,
     definitions,
     reads,
@@ -104,9 +105,9 @@ def _python_batches(view: View) -> Callable[[Iterator[Any]], Iterator[Any]]:
 
 def _deal(frames: Any, parts: int) -> tuple[int, Any]:
     """How to partition ``frames`` for the analyses: the number of partitions (at most
-    ``parts``) and a column that sends each frame to its broker's partition.
+    ``parts``) and a column that sends each frame to its host's partition.
 
-    The brokers are dealt largest first to the partition with the fewest frames so far,
+    The hosts are dealt largest first to the partition with the fewest frames so far,
     so the tasks take about as long. A handful of partitions, not one per broker: each
     DuckDB run costs a few tenths of a second before any row, more than a small broker's
     rows. The count is explicit, which adaptive execution keeps (it would coalesce a
@@ -115,7 +116,7 @@ def _deal(frames: Any, parts: int) -> tuple[int, Any]:
     that Spark's own hash sends there."""
     from pyspark.sql import functions as F
 
-    server = F.expr(SERVER)
+    server = F.expr(HOST)
     sizes = sorted(((r["count"], r["s"]) for r in
                     frames.groupBy(server.alias("s")).count().collect()),
                    key=lambda cs: (-cs[0], cs[1] or ""))

@@ -13,8 +13,8 @@ take every protocol's hooks into ``connections`` and ``errors``. The input is th
 ``frames`` (:func:`nsqviz.records.frame_schema`); each definition becomes a view of its
 name that later ones may read, in an order where each comes after what it reads.
 
-Every view but those that combine brokers (:func:`across_servers`) reads one broker's
-frames at a time, so Spark runs them on each broker's frames apart, in parallel.
+Every view but those that combine brokers (:func:`across_servers`) reads one host's
+frames at a time, so Spark runs them on each host's frames apart, in parallel.
 
 The doctor's rules (:mod:`nsqviz.doctor`) are collected here too -- the capture layer's
 (:mod:`nsqviz.capture.rules`), then each protocol's (:attr:`~nsqviz.protocols.Protocol.
@@ -34,10 +34,10 @@ from nsqviz.capture import rules as capture_rules
 from nsqviz.doctor import views as doctor_views
 from nsqviz.doctor import words
 from nsqviz.doctor.rule import Rule
-from nsqviz.sql import SERVER, Analyses, View, frames_of
+from nsqviz.sql import HOST, Analyses, View, frames_of
 
 __all__ = [
-    "SERVER",
+    "HOST",
     "across_servers",
     "collect",
     "definitions",
@@ -154,11 +154,12 @@ def tables() -> tuple[str, ...]:
 
 def across_servers() -> tuple[str, ...]:
     """The views that combine brokers: they read the other views, never ``frames``.
-    Every other view reads one broker's frames at a time -- each row is about one
-    connection or one message, and both belong to one server (:data:`SERVER`) -- so it
-    gives the same rows whether it reads all frames at once (in-process) or each
-    broker's apart (the pipeline's Spark tasks), and these views then combine the
-    brokers' rows."""
+    Every other view reads one host's frames at a time -- each row is about one
+    connection or one message, and both belong to one host (:data:`HOST`): a connection
+    to its server, a message to its broker and the publish it links to, made to that
+    broker's port or to another port of its host -- so it gives the same
+    rows whether it reads all frames at once (in-process) or each host's apart (the
+    pipeline's Spark tasks), and these views then combine the hosts' rows."""
     return tuple(name for name, view in definitions().items() if view.across_servers)
 
 

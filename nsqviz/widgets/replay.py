@@ -8,10 +8,12 @@ command or frame is a box spanning the packets that carried it -- a frame split 
 three segments is a long box, eight frames glued in one segment are eight slim boxes in
 one packet's slot: the capture-level sticky-packet (粘包) map.
 
-Under a lane, the NSQ timers its records show (:mod:`nsqviz.widgets.timers`): a DPUB's
-deferral and a REQ's delay from the packet that carried the command, and ``msg_timeout``,
+Under a lane, the timers its records show, as each record's protocol finds them
+(:meth:`nsqviz.protocols.Protocol.timers`) -- NSQ's: a DPUB's deferral and a REQ's delay
+from the packet that carried the command, and ``msg_timeout``,
 ``output_buffer_timeout`` and heartbeats where the IDENTIFY exchange in the capture gives
-their length (a capture does not say how its nsqd was started, so nothing is assumed).
+their length (a capture does not say how its servers were started, so nothing is
+assumed).
 
 ``ReplayView(replay, upto=N)`` shows the capture as of packet N (later boxes faded); its
 HTML is static and deterministic (what a saved notebook shows). Clicking a box of a
@@ -26,15 +28,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from nsqviz import protocols
 from nsqviz.capture.replay import Replay
 from nsqviz.palette import ink, name_colour
+from nsqviz.protocols import TimerRow, TimerSpan
 from nsqviz.records import DecodedRecord
 from nsqviz.stream import Direction
 from nsqviz.widgets.hexview import LINK_CSS, HexView, unit_view
 from nsqviz.widgets.opener import MAX_OPEN_BYTES, MAX_OPENERS, OPEN_CSS, Openers, too_long
-from nsqviz.widgets.sequence import Span
 from nsqviz.widgets.style import CSS, Live, esc, once
-from nsqviz.widgets.timers import Row, timer_spans
 
 __all__ = ["ReplayView"]
 
@@ -153,22 +155,26 @@ class ReplayView:
             f"{table}</div>"
         )
 
-    def timers(self) -> list[tuple[int | None, Span]]:
-        """(flow id, span) of every timer the NSQ records show; rows are packet numbers."""
-        rows: list[Row] = []
+    def timers(self) -> list[tuple[int | None, TimerSpan]]:
+        """(flow id, span) of every timer the records show, each protocol's found by that
+        protocol (:meth:`nsqviz.protocols.Protocol.timers`); rows are packet numbers."""
+        rows: dict[str, list[TimerRow]] = {}
         flows: dict[int, int | None] = {}
         stamp = {p.number: p.ts for p in self.replay.packets}
         for r in self.replay.records:
-            if r.protocol != "nsq" or not r.packets or r.kind not in ("command", "frame"):
+            if r.protocol is None or not r.packets or r.kind not in ("command", "frame"):
                 continue
             last = r.packets[-1]
-            rows.append(Row(last, stamp.get(last, 0.0), str(r.flow_id), r.event,
-                            r.dir == Direction.C2S))
+            rows.setdefault(r.protocol, []).append(TimerRow(
+                last, stamp.get(last, 0.0), str(r.flow_id), r.event, r.dir == Direction.C2S))
             flows[last] = r.flow_id
-        rows.sort(key=lambda row: (row.t, row.index))
-        return [(flows[s.first], s) for s in timer_spans(rows, None)]
+        out = []
+        for name, mine in rows.items():
+            mine.sort(key=lambda row: (row.t, row.index))
+            out += [(flows[s.first], s) for s in protocols.by_name(name).timers(mine)]
+        return out
 
-    def _timer_strip(self, fid: int | None, spans: list[tuple[int | None, Span]],
+    def _timer_strip(self, fid: int | None, spans: list[tuple[int | None, TimerSpan]],
                      cell: float) -> str:
         """The timers of flow ``fid`` as bars under its lane, each labelled at its start."""
         # the few named by a command or the IDENTIFY first, then each message's msg_timeout

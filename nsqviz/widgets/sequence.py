@@ -14,12 +14,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from nsqviz.palette import OTHER, ink, name_colour
+from nsqviz.protocols import TimerSpan
 from nsqviz.records import DecodedRecord, label
 from nsqviz.widgets.hexview import LINK_CSS
 from nsqviz.widgets.opener import MAX_OPENERS, OPEN_CSS, Openers
 from nsqviz.widgets.style import CSS, StaticView, esc, unique_ids
 
-__all__ = ["Arrow", "SequenceDiagram", "Span", "ARROW_COLOURS", "from_records"]
+__all__ = ["Arrow", "SequenceDiagram", "ARROW_COLOURS", "from_records"]
 
 ARROW_COLOURS = {
     "command": "#2563eb",
@@ -66,17 +67,6 @@ class Arrow:
         return ink(fill) if fill else ARROW_COLOURS.get(self.kind, "#374151")
 
 
-@dataclass(frozen=True)
-class Span:
-    """A timer drawn beside the arrows: from row ``first`` to row ``last`` (``None``:
-    still running where the diagram ends), ``label`` next to it, in ``name``'s colour."""
-
-    first: int
-    last: int | None
-    label: str
-    name: str = ""
-
-
 class SequenceDiagram(StaticView):
     """Lifelines for ``participants`` (left to right) and ``arrows`` (top to bottom)."""
 
@@ -89,7 +79,7 @@ class SequenceDiagram(StaticView):
     LANE = 12
 
     def __init__(self, participants: list[str], arrows: list[Arrow], title: str = "",
-                 spans: list[Span] | None = None):
+                 spans: list[TimerSpan] | None = None):
         self.participants = list(participants)
         self.arrows = list(arrows)
         self.title = title

@@ -9,8 +9,9 @@ with :func:`step_html` (registered by :mod:`nsqviz`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nsqviz.clients.session.entries import Step
 from nsqviz.clients.session.outcomes import DEFAULT_MSG_TIMEOUT_MS
@@ -19,21 +20,24 @@ from nsqviz.nsq import events as ev
 from nsqviz.nsq import grammar
 from nsqviz.nsq.labels import command_label, event_label, short_repr
 from nsqviz.nsq.states import Role, diagram
+from nsqviz.nsq.timers import timer_spans
 from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.palette import name_of_event
+from nsqviz.protocols import TimerRow, TimerSpan
+from nsqviz.servers.nsqd.options import Options
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.opener import MAX_OPEN_BYTES, too_long
-from nsqviz.widgets.sequence import Arrow, SequenceDiagram, Span
+from nsqviz.widgets.sequence import Arrow, SequenceDiagram
 from nsqviz.widgets.statemachine import StateMachineView
 from nsqviz.widgets.style import CSS, esc
 from nsqviz.widgets.table import TableView
-from nsqviz.widgets.timers import Row, server_options, timer_spans
 
 if TYPE_CHECKING:
     from nsqviz.clients.session.nsq import Connection, Session
 
 __all__ = [
     "command_hex",
+    "server_options",
     "frame_hex",
     "inflight_view",
     "sequence",
@@ -42,18 +46,32 @@ __all__ = [
     "step_html",
 ]
 
+def server_options(server: Any) -> Options:
+    """The options of a session's server: the embedded broker's own, the real nsqd's
+    flags over nsqd's defaults, or nsqd's defaults for a server started elsewhere (what
+    the timers of :func:`sequence` take their lengths from)."""
+    opts = getattr(server, "opts", None)
+    if isinstance(opts, Options):
+        return opts
+    flags = getattr(server, "flags", None) or {}
+    known = {f.name for f in dataclasses.fields(Options)}
+    overrides: dict[str, Any] = {k: v for k, v in flags.items()
+                                 if k in known and isinstance(v, int | float)}
+    return dataclasses.replace(Options(), **overrides)
+
+
 def sequence(session: Session, *, last: int | None = None, title: str = "",
              timers: bool = True, connections: list[str] | None = None) -> SequenceDiagram:
     """The transcript as a sequence diagram: consumer left, broker centre, others right;
     with ``timers``, NSQ's timers beside the arrows where they act
-    (:mod:`nsqviz.widgets.timers`), their lengths from the IDENTIFY exchange, the
+    (:mod:`nsqviz.nsq.timers`), their lengths from the IDENTIFY exchange, the
     commands' own parameters and the session's server options. ``connections``: only
     these connections' arrows (default: all)."""
     names = [n for n in session.connections if connections is None or n in connections]
     names = names or ["consumer"]
     participants = [names[0], "nsqd", *names[1:]]
     arrows: list[Arrow] = []
-    rows: list[Row] = []
+    rows: list[TimerRow] = []
     # in the order things happened (a step is recorded when its answer is complete,
     # after a message that reached another connection meanwhile)
     entries = sorted((e for e in session.entries
@@ -62,7 +80,7 @@ def sequence(session: Session, *, last: int | None = None, title: str = "",
     t0 = entries[0].t if entries else 0.0  # times count from the first command
 
     def row(when: float, conn: str, item: object, from_client: bool) -> None:
-        rows.append(Row(len(arrows) - 1, when - t0, conn, item, from_client))
+        rows.append(TimerRow(len(arrows) - 1, when - t0, conn, item, from_client))
 
     for entry in entries:
         t = f"{(entry.t - t0) * 1000:.1f} ms"
@@ -102,7 +120,7 @@ def sequence(session: Session, *, last: int | None = None, title: str = "",
     if last is not None and len(arrows) > last:
         cut = len(arrows) - last
         arrows = arrows[cut:]
-        spans = [Span(max(s.first - cut, 0), None if s.last is None else s.last - cut,
+        spans = [TimerSpan(max(s.first - cut, 0), None if s.last is None else s.last - cut,
                       s.label, s.name)
                  for s in spans if s.last is None or s.last >= cut]
     return SequenceDiagram(participants, arrows, title=title, spans=spans)

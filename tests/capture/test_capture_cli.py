@@ -187,11 +187,11 @@ def test_reads_standard_input_and_says_when_nothing_is_nsq(capture, tmp_path):
     out = subprocess.run([sys.executable, "-m", "nsqviz.cli", "decode", "--json", "-"],
                          input=capture.read_bytes(), capture_output=True, check=True)
     assert len(out.stdout.splitlines()) > 20
-    other = tmp_path / "http.pcap"
+    other = tmp_path / "ssh.pcap"  # a protocol nsqviz does not know
     with PcapWriter(other) as w:
-        conv = TcpConversation(w, ("10.0.0.1", 50001), ("10.0.0.2", 8080))
+        conv = TcpConversation(w, ("10.0.0.1", 50001), ("10.0.0.2", 22))
         conv.open(1.0)
-        conv.send("c2s", b"GET / HTTP/1.1\r\n\r\n", 1.1)
+        conv.send("c2s", b"SSH-2.0-OpenSSH_9.2\r\n", 1.1)
     out = subprocess.run([sys.executable, "-m", "nsqviz.cli", "decode", str(other)],
                          capture_output=True, text=True, check=True)
     assert out.stdout == "" and "no known protocol in 1 TCP flows" in out.stderr

@@ -308,10 +308,10 @@ def test_truncated_file_reports_and_keeps_what_came_before():
 def test_a_flow_that_is_not_nsq_is_counted_not_decoded():
     f = io.BytesIO()
     w = PcapWriter(f)
-    conv = TcpConversation(w, ("10.0.0.1", 50001), ("10.0.0.2", 4151))
+    conv = TcpConversation(w, ("10.0.0.1", 50001), ("10.0.0.2", 22))  # no protocol of ours
     conv.open(1.0)
-    conv.send("c2s", b"GET /stats HTTP/1.1\r\nHost: x\r\n\r\n", 1.1)
-    conv.send("s2c", b"HTTP/1.1 200 OK\r\n\r\n{}", 1.2)
+    conv.send("c2s", b"SSH-2.0-OpenSSH_9.2\r\n", 1.1)
+    conv.send("s2c", b"SSH-2.0-OpenSSH_9.2\r\n", 1.2)
     conv.packet("c2s", 1.3, 1, 2, ACK)
     recs, d = decode(f.getvalue())
     assert recs == []

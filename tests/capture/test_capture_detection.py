@@ -89,11 +89,17 @@ def _capture(tmp_path: Path, *steps, mss: int = 1448, name: str = "c.pcap") -> P
     # a server that never answers: the hello alone
     ([(C2S, b"  V1PING\n")], "lookupd", "magic"),
     # a server whose answer is no protocol's: the hello alone
-    ([(C2S, b"  V1PING\n"), (S2C, b"HTTP/1.1 400 Bad Request\r\n\r\n")], "lookupd", "magic"),
+    ([(C2S, b"  V1PING\n"), (S2C, b"SSH-2.0-OpenSSH_9.2\r\n")], "lookupd", "magic"),
+    # nsqlookupd's magic to an HTTP server (nsqd's HTTP port): Go's 400 decides
+    ([(C2S, b"  V1PING\n"), (S2C, b"HTTP/1.1 400 Bad Request\r\n\r\n")], "http",
+     "the server answers in HTTP's"),
     # the client half-closes before its server answers: the answer still decides
     ([(C2S, b"  V1PING\n"), "fin", (S2C, NSQD_REFUSAL)], "nsq", "the server answers in"),
+    # HTTP on a port no protocol owns: its request line and its answer
+    ([(C2S, b"GET / HTTP/1.1\r\n\r\n"), (S2C, b"HTTP/1.1 200 OK\r\n\r\n")], "http",
+     "request line"),
     # neither side is any protocol's
-    ([(C2S, b"GET / HTTP/1.1\r\n\r\n"), (S2C, b"HTTP/1.1 200 OK\r\n\r\n")], "", ""),
+    ([(C2S, b"SSH-2.0-OpenSSH_9.2\r\n"), (S2C, b"SSH-2.0-OpenSSH_9.2\r\n")], "", ""),
 ])
 def test_the_servers_answer_decides_then_the_hello(tmp_path, steps, protocol, why):
     _, decoder = _decode(_capture(tmp_path, *steps))

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsqviz.capture.layers import ACK, FIN, PSH, RST, SYN, Segment
-from nsqviz.capture.tcp import Data, FlowEnd, FlowStart, FlowTracker, Gap, Retransmission
+from nsqviz.capture.tcp import Data, FlowEnd, FlowStart, FlowTracker, Gap
+from nsqviz.capture.tcp_analysis import Retransmission
 from nsqviz.nsq.protocol import NSQ
 
 C, S = ("10.0.0.1", 50123), ("10.0.0.2", 4150)
@@ -88,7 +89,8 @@ def test_reordered_duplicated_and_overlapping_segments():
     assert stream_of(ev) == STREAM
     assert not [e for e in ev if isinstance(e, Gap)]
     retrans = [e for e in ev if isinstance(e, Retransmission)]
-    assert sum(e.size for e in retrans) >= 700 * 2 + 1350
+    assert sum(e.repeated for e in retrans) == 700 * 2 + 1350
+    assert {e.number for e in retrans if e.repeated} == {p.number for p in [*dups, overlap]}
 
 
 def test_partial_overlap_delivers_only_new_bytes():
@@ -97,7 +99,7 @@ def test_partial_overlap_delivers_only_new_bytes():
     datas = [e for e in ev if isinstance(e, Data)]
     assert [(d.offset, len(d.data)) for d in datas] == [(0, 100), (100, 200)]
     (r,) = [e for e in ev if isinstance(e, Retransmission)]
-    assert (r.offset, r.size) == (50, 50)
+    assert (r.offset, r.size, r.repeated) == (50, 250, 50)
 
 
 def test_hole_proved_by_the_receivers_ack_becomes_a_gap():

@@ -32,14 +32,10 @@ NOT_FOUND_YET = {
     ("doctor/lookupd-registration.pcap", 4): (
         "a topic published on an nsqd that never registers it: needs that nsqd's NSQ "
         "connections beside nsqlookupd's HTTP answers, which the frames table does not carry"),
-    **{("doctor/capture-gap.pcap", k): (
-        "expected.json names the sender's first packet past each hole, which may be a pure "
-        "ACK or a FIN; the frames table records the packet that proved the hole and the "
-        "first frame after it, not segments without payload") for k in (0, 1)},
-    ("doctor/tcp-retransmission.pcap", 1): (
-        "the producer's resends fill holes its lost segments left before the capture "
-        "point: reassembly takes them as the missing bytes, not as bytes sent twice (tshark "
-        "tells them by timing)"),
+    ("doctor/tcp-zero-window.pcap", 0): (
+        "found, with its packets, but its summary does not quote expected.json's rdy 100 "
+        "(nsqd's messages in flight): tcp.zero-window is the capture layer's rule and reads "
+        "the TCP rows only, not NSQ's RDY"),
 }
 """Findings expected.json names that a registered rule cannot find yet, and why."""
 NOT_JUDGED = {"lookupd-polling": "nsqlookupd's HTTP requests are not in the frames table"}

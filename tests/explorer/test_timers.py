@@ -3,9 +3,11 @@
 import re
 
 from nsqviz.nsq import events as ev
+from nsqviz.nsq.timers import timer_spans
+from nsqviz.protocols import TimerRow, TimerSpan
 from nsqviz.servers.nsqd.options import Options
-from nsqviz.widgets.sequence import Arrow, SequenceDiagram, Span
-from nsqviz.widgets.timers import Row, server_options, timer_spans
+from nsqviz.widgets.sequence import Arrow, SequenceDiagram
+from nsqviz.widgets.steps import server_options
 
 MID = b"0a1b2c3d4e5f6071"
 
@@ -14,8 +16,8 @@ def _msg(attempts: int) -> ev.Message:
     return ev.Message(1, attempts, MID, b"hi")
 
 
-def _rows(*items: tuple[float, object, bool]) -> list[Row]:
-    return [Row(i, t, "consumer", item, c) for i, (t, item, c) in enumerate(items)]
+def _rows(*items: tuple[float, object, bool]) -> list[TimerRow]:
+    return [TimerRow(i, t, "consumer", item, c) for i, (t, item, c) in enumerate(items)]
 
 
 def test_a_redelivery_is_drawn_msg_timeout_after_its_delivery():
@@ -97,7 +99,7 @@ def test_server_options_of_a_real_nsqd_read_its_flags():
 
 def test_open_spans_and_text():
     d = SequenceDiagram(["a", "b"], [Arrow("a", "b", "x"), Arrow("b", "a", "y")],
-                        spans=[Span(0, None, "msg_timeout 1 s · running", "FrameTypeMessage")])
+                        spans=[TimerSpan(0, None, "msg_timeout 1 s · running", "FrameTypeMessage")])
     assert "timer msg_timeout 1 s · running: row 1 to the end" in d.text()
     assert 'stroke-dasharray="2,2"' in d.svg()
 
@@ -115,7 +117,7 @@ def test_a_redelivery_seen_early_still_closes_as_redelivered():
 
 def test_rows_may_be_numbered_like_packets():
     # a capture's rows are its packet numbers, not 0, 1, 2 ...
-    rows = [Row(n, t, "flow 0", item, True) for n, t, item in
+    rows = [TimerRow(n, t, "flow 0", item, True) for n, t, item in
             ((7, 0.0, ev.Req(MID, 0)), (12, 0.01, ev.Nop()), (30, 0.5, ev.Dpub("t", 300, b"x")),
              (31, 0.6, ev.Nop()), (40, 0.9, ev.Nop()))]
     spans = {s.name: (s.first, s.last) for s in timer_spans(rows, None)}
@@ -141,8 +143,10 @@ def test_the_replay_draws_a_captures_dpub_deferral_from_its_own_parameter():
 
 
 def test_output_buffer_timeout_starts_no_earlier_than_the_publish():
-    rows = [Row(0, 0.0, "c", ev.Rdy(1), True), Row(1, 0.3, "p", ev.Pub("t", b"x"), True),
-            Row(2, 0.31, "p", ev.Response(b"OK"), False), Row(3, 0.32, "c", _msg(1), False)]
+    rows = [TimerRow(0, 0.0, "c", ev.Rdy(1), True),
+            TimerRow(1, 0.3, "p", ev.Pub("t", b"x"), True),
+            TimerRow(2, 0.31, "p", ev.Response(b"OK"), False),
+            TimerRow(3, 0.32, "c", _msg(1), False)]
     (flush,) = [s for s in timer_spans(rows, Options()) if s.name == "RDY"]
     assert (flush.first, flush.last) == (1, 3)
 
@@ -151,7 +155,7 @@ def test_timer_labels_never_overlap_and_stay_inside_the_picture():
     # four timers on one row and one on the next, the last rows of the diagram: the
     # labels a row's 38 px could not hold spill onto the next row's label, then below
     arrows = [Arrow("client", "nsqd", f"CMD {i}") for i in range(3)]
-    spans = [Span(1, 2, f"timer {k}") for k in range(4)] + [Span(2, None, "next row")]
+    spans = [TimerSpan(1, 2, f"timer {k}") for k in range(4)] + [TimerSpan(2, None, "next row")]
     d = SequenceDiagram(["client", "nsqd"], arrows, spans=spans)
     svg = d.svg()
     ys = [int(y) for y in re.findall(r'<text x="\d+" y="(\d+)" fill="[^"]+" font-size="10">',

@@ -1,6 +1,6 @@
 """Proof by tshark: ``nsqviz decode -Y F`` selects exactly the packets ``tshark -Y F``
 selects with the generated dissectors, for every filter in :data:`FILTERS` over every
-sample capture in data/ (NSQ, the real nsqd's, TubeMQ).
+sample capture in data/ (NSQ, the real nsqd's, TubeMQ, nsqlookupd's, the HTTP APIs).
 
 tshark evaluates the filters itself, with Wireshark's own display-filter engine: a Lua
 tap script (written per run, next to the dissectors) registers one ``Listener`` per
@@ -131,6 +131,17 @@ FILTERS = [
     "tubemq.list_size > 1",
     "tubemq.block.length > 1000",
     "tubemq.protocol_ver == 3",
+    # nsqd's and nsqlookupd's HTTP APIs (Wireshark's own http fields)
+    "http",
+    'http.request.method == "POST"',
+    'http.request.uri contains "/lookup"',
+    'http.request.uri.path == "/mpub"',
+    'http.request.uri.query.parameter == "binary=true"',
+    "http.response.code == 404",
+    "http.response.code >= 400 and http.content_type",
+    "http.content_length > 20",
+    "http.request_in",
+    'http.transfer_encoding == "chunked"',
 ]
 assert len(FILTERS) >= 40
 
@@ -138,6 +149,9 @@ _SHOWN = " or ".join(generate.dissected())  # a PDU of a protocol with a dissect
 _OPAQUE = "nsq.compressed or nsq.tls or nsq.cut"
 
 _STATELESS = "NotAllowedInState: the dissector keeps no connection state"
+_HTTP_TO_NSQD = ("an HTTP request to the broker's TCP port: nsqviz gives the flow to NSQ, "
+                 "whose framing the broker answers in (the request is the magic it "
+                 "refused); Wireshark's HTTP heuristics show the request as HTTP")
 JUDGED_BEYOND_THE_DISSECTOR = {
     # data/doctor/: the packet numbers of data/make_doctor_*.py's last run (a new run
     # renumbers them: update these with it)
@@ -146,10 +160,25 @@ JUDGED_BEYOND_THE_DISSECTOR = {
     "doctor/tubemq-heartbeat-timeout.pcap": dict.fromkeys(
         (281, 325, 331, 375, 381, 423, 430, 475, 480, 530, 579, 605), _STATELESS),
     "doctor/tubemq-rpc-error.pcap": {59: _STATELESS},
+    "errors.pcap": dict.fromkeys((40, 44), _HTTP_TO_NSQD),
+    "nsqd/errors.pcap": {
+        42: _HTTP_TO_NSQD,
+        **dict.fromkeys((44, 46), "nsqd's E_BAD_PROTOCOL answer to it, in three writes: "
+                                  "Wireshark shows the first two segments as HTTP "
+                                  "continuation data, nsqviz one NSQ frame at the last")},
+    "http/edge-cases-real.pcap": {
+        42: "the answer to the second of two requests pipelined in one segment: Wireshark "
+            "finds no http.request_in for it",
+        104: "nsqd's 400 to 'GET /ping HTTP/1.1 extra' (a request line Go refuses): its "
+             "body runs to the close, so Wireshark's PDU ends with the FIN (packet 104), "
+             "nsqviz's record with the body (packet 102)"},
     "nsqd/refused/bad-values.pcap": {
         26: "RDY 99999: nsqd's range check (0..max-rdy-count), which the dissector lacks"},
     "nsqd/refused/max-rdy-count.pcap": {
         10: "RDY 11 above the max_rdy_count 10 nsqd's IDENTIFY response announced"},
+    "nsqd/tcp/reset-too-big.pcap": {
+        8: "the middle of a refused 2 MB PUB's body: the dissector marks each of its "
+           "segments undecodable, nsqviz says once where the skipped bytes end (packet 10)"},
     "tubemq/tubemq-errors.pcap": {
         4: "NotAllowedInState: the dissector keeps no connection state",
         22: "CrcMismatch: the dissector computes no CRC-32",
@@ -157,7 +186,8 @@ JUDGED_BEYOND_THE_DISSECTOR = {
 }
 """Packets where nsqviz's observer judges a command the generated dissector cannot (it
 needs a negotiated limit, the connection's state or a checksum): nsqviz shows
-``nsq.violation``/``tubemq.violation`` there and tshark does not. Each must still be a
+``nsq.violation``/``tubemq.violation`` there and tshark does not -- or where the two
+report bytes they skip differently. Each must still be a
 difference (so the list cannot go stale), and no other packet may differ."""
 
 _TAP = """

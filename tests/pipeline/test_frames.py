@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ _JSON_KEYS = ("ts", "flow", "dir", "kind", "name", "fields", "packets")
 
 
 def _as_decode_json(df):
-    rows = df[df.kind != "flow"]
+    rows = df[~df.kind.isin(["flow", "tcp"])]  # the pipeline's own rows
     return Counter(
         json.dumps(
             {"ts": r.ts, "flow": r.flow, "dir": r.dir, "kind": r.kind, "name": r.name,
@@ -158,21 +159,10 @@ def test_rotated_real_captures_equal_nsqviz_decode(spark, tmp_path, name, handed
     decoder state does not pickle (the compressor's does not), so it crosses a cut as its
     packets: stage 2 decodes it from its first packet and writes only what stage 1 could
     not. TubeMQ's connections cross as their state. Either way: `nsqviz decode`'s rows."""
-    import os
-
-    from nsqviz.capture.files import Record, read_capture
-    from nsqviz.capture.writer import PcapWriter
     from nsqviz.pipeline.decode import decode_file
     from nsqviz.pipeline.frames import write_frames
 
-    src = os.path.join(os.path.dirname(__file__), "..", "..", "data", name)
-    records = [r for r in read_capture(src) if isinstance(r, Record)]
-    files = [str(tmp_path / f"cap.pcap{k or ''}") for k in range(3)]
-    cuts = [0, len(records) // 3, 2 * len(records) // 3, len(records)]
-    for path, lo, hi in zip(files, cuts, cuts[1:], strict=False):
-        with PcapWriter(path) as w:
-            for r in records[lo:hi]:
-                w.write(r.ts, r.data)
+    files, _ = _cut_in_three(DATA / name, tmp_path)
     handoffs = []
     for _ in decode_file(files[0], 0, files, handoff=handoffs.append):
         pass
@@ -185,3 +175,61 @@ def test_rotated_real_captures_equal_nsqviz_decode(spark, tmp_path, name, handed
     expected = Counter(json.dumps(rec.as_json(), sort_keys=True)
                        for rec in decode_capture(files))
     assert _as_decode_json(frames) == expected
+
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+def _cut_in_three(src: Path, folder: Path) -> tuple[list[str], list[int]]:
+    """``src`` cut into three rotated files of one capture set, as ``tcpdump -C`` would:
+    the files, and the number of packets before each."""
+    from nsqviz.capture.files import Record, read_capture
+    from nsqviz.capture.writer import PcapWriter
+
+    records = [r for r in read_capture(src) if isinstance(r, Record)]
+    files = [str(folder / f"cap.pcap{k or ''}") for k in range(3)]
+    cuts = [0, len(records) // 3, 2 * len(records) // 3, len(records)]
+    for path, lo, hi in zip(files, cuts, cuts[1:], strict=False):
+        with PcapWriter(path) as w:
+            for r in records[lo:hi]:
+                w.write(r.ts, r.data, orig_len=r.orig_len)
+    return files, cuts[:3]
+
+
+@pytest.mark.parametrize("name", ["nsqd/tcp/zero-window.pcap", "nsqd/tcp/reset-too-big.pcap",
+                                  "nsqd/snaplen/pubsub-s96.pcap",
+                                  "tubemq/tubemq-large-message-go.pcap", "midstream-pynsq.pcap"])
+def test_the_tcp_rows_of_rotated_files_on_spark_are_those_of_the_whole_file(spark, tmp_path,
+                                                                             name):
+    """What the TCP layer records (the ``tcp`` rows and how each flow started) is the same
+    whether the capture is one file decoded in this process or rotated files decoded by
+    Spark's tasks, each connection that crosses a file going on from the state the
+    earlier file's task left it in -- packet for packet, counted across the files."""
+    from nsqviz.analysis.capture import frames_of
+    from nsqviz.pipeline.frames import write_frames
+    from nsqviz.records import TCP_COLUMNS
+
+    files, before = _cut_in_three(DATA / name, tmp_path)
+    write_frames(spark, files, str(tmp_path / "frames"))
+    rotated = spark.read.parquet(str(tmp_path / "frames")).toPandas()
+    whole = frames_of([str(DATA / name)]).to_pandas()
+    first = dict(zip(files, before, strict=True))
+    columns = ["ts", "flow", "dir", "name", "reason", "offset", "size",
+               *(n for n, _ in TCP_COLUMNS)]
+
+    def rows(df, numbered):
+        mine = df[(df.kind == "tcp") | (df.name == "FlowStart")]
+        return sorted(json.dumps([numbered(r), *(_plain(r[c]) for c in columns)])
+                      for _, r in mine.iterrows())
+
+    got = rows(rotated, lambda r: [first[f] + int(n) for f, n in
+                                   zip(r.packet_files, r.packets, strict=True)])
+    want = rows(whole, lambda r: [int(n) for n in r.packets])
+    assert got == want
+    assert ((whole.kind == "tcp") | (whole.reason == "midstream")).any()  # what it is for
+
+
+def _plain(value):
+    """A cell as JSON: numpy numbers as Python's, NaN and None as null."""
+    value = value.item() if hasattr(value, "item") else value
+    return None if value is None or value != value else value

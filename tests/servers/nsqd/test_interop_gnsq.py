@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.slow]
 @pytest.mark.parametrize("mode", ["plain", "snappy", "deflate"])
 def test_gnsq_producer_consumer_http(tmp_path, mode):
     python = python_clients()
-    with EmbeddedBroker(data_path=str(tmp_path), msg_timeout=1.0) as b:
+    with EmbeddedBroker(data_path=str(tmp_path), msg_timeout=2.0) as b:
         report = run_client([str(python), str(CLIENTS / "gnsq_flow.py"), b.tcp_address,
                              b.http_address, f"gnsq_{mode}", mode])
     assert report["done"] == sorted([
@@ -35,7 +35,7 @@ def test_gnsq_against_the_nsqviz_broker_command(tmp_path):
     from tests.servers.nsqd._interop import CLIBroker
 
     python = python_clients()
-    with CLIBroker("--data-path", str(tmp_path), "--msg-timeout", "1s") as b:
+    with CLIBroker("--data-path", str(tmp_path), "--msg-timeout", "2s") as b:
         report = run_client([str(python), str(CLIENTS / "gnsq_flow.py"), b.tcp_address,
                              b.http_address, "gnsq_cli", "deflate"])
     assert len(report["done"]) == 13 and report["attempts"]["timeout-me"] == [1, 2]

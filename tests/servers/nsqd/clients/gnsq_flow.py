@@ -2,9 +2,10 @@
 
 
 Usage: python gnsq_flow.py TCP_ADDRESS HTTP_ADDRESS TOPIC MODE   (MODE: plain|snappy|deflate)
-Prints a JSON report. The broker runs with --msg-timeout 1s (gnsq does not negotiate
+Prints a JSON report. The broker runs with --msg-timeout 2s (gnsq does not negotiate
 msg_timeout). Flow: TCP PUB, MPUB and deferred PUB; HTTP /pub and binary /mpub; the
-Consumer FINs, REQs "req-me" once, TOUCHes "touch-me" for 2 s, lets "timeout-me" time out.
+Consumer FINs, REQs "req-me" once, TOUCHes "touch-me" every 0.5 s for 3 s (past the
+timeout, with 1.5 s to spare per TOUCH on a busy machine), lets "timeout-me" time out.
 """
 
 import json
@@ -43,7 +44,7 @@ def handler(consumer, message):
         message.enable_async()
 
         def hold():
-            for _ in range(4):
+            for _ in range(6):
                 gevent.sleep(0.5)
                 message.touch()
             message.finish()

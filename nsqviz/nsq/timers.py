@@ -1,4 +1,7 @@
-"""NSQ's timers, found in a transcript, as spans over a sequence diagram's rows.
+"""NSQ's timers, found in a transcript or a capture, as spans over a diagram's rows
+(:class:`~nsqviz.protocols.TimerRow`, :class:`~nsqviz.protocols.TimerSpan`): what
+:meth:`nsqviz.nsq.protocol.NsqProtocol.timers` gives the replay, and a session's
+sequence diagram draws with its server's options.
 
 Where each timer acts, and where its length comes from (never typed in a notebook):
 
@@ -29,28 +32,29 @@ geometry, so a stored picture is the same on every run.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.grammar_errors import BadJSON
 from nsqviz.nsq.json_object import read_object
-from nsqviz.servers.nsqd.options import Options
-from nsqviz.widgets.sequence import Span
+from nsqviz.protocols import TimerRow, TimerSpan
 
-__all__ = ["Row", "Settings", "server_options", "timer_spans"]
+__all__ = ["ServerTimers", "Settings", "timer_spans"]
 
 
-@dataclass(frozen=True)
-class Row:
-    """One arrow of the diagram: when, on which connection, and what it carried."""
+class ServerTimers(Protocol):
+    """What the timers read of an nsqd's options (seconds): the embedded broker's
+    :class:`nsqviz.servers.nsqd.options.Options` is one."""
 
-    index: int
-    t: float  # seconds
-    connection: str
-    item: Any  # an NSQ command (client to nsqd) or event (nsqd to client)
-    from_client: bool
+    @property
+    def client_timeout(self) -> float: ...
+
+    @property
+    def msg_timeout(self) -> float: ...
+
+    @property
+    def output_buffer_timeout(self) -> float: ...
 
 
 @dataclass
@@ -63,7 +67,7 @@ class Settings:
     sources: dict[str, str]
 
     @classmethod
-    def of(cls, opts: Options | None) -> Settings:
+    def of(cls, opts: ServerTimers | None) -> Settings:
         """From the server's options; ``None`` (a capture of an unknown nsqd): only what
         the wire says counts, and a timer it does not give is not drawn."""
         if opts is None:
@@ -83,35 +87,22 @@ class Settings:
                 self.sources[key] = source
 
 
-def server_options(server: Any) -> Options:
-    """The options of a session's server: the embedded broker's own, the real nsqd's
-    flags over nsqd's defaults, or nsqd's defaults for a server started elsewhere."""
-    opts = getattr(server, "opts", None)
-    if isinstance(opts, Options):
-        return opts
-    flags = getattr(server, "flags", None) or {}
-    known = {f.name for f in dataclasses.fields(Options)}
-    overrides: dict[str, Any] = {k: v for k, v in flags.items()
-                                 if k in known and isinstance(v, int | float)}
-    return dataclasses.replace(Options(), **overrides)
-
-
 def _ms(value: float) -> str:
     return f"{value:g} ms" if value < 10_000 else f"{value / 1000:g} s"
 
 
-def timer_spans(rows: list[Row], opts: Options | None) -> list[Span]:
+def timer_spans(rows: list[TimerRow], opts: ServerTimers | None) -> list[TimerSpan]:
     """Every timer the rows show, as spans (see the module docstring); ``opts`` ``None``:
     the server's options are unknown, only lengths the wire gives are used."""
-    spans: list[Span] = []
+    spans: list[TimerSpan] = []
     settings: dict[str, Settings] = {}
     last_beat: dict[str, int] = {}  # connection -> row of its last heartbeat (or first row)
-    last_command: dict[str, Row] = {}
+    last_command: dict[str, TimerRow] = {}
     beats_since: dict[str, int] = {}
     flushed: set[str] = set()
     last_rdy: dict[str, int] = {}  # connection -> row of its last RDY above 0
     last_publish: int | None = None  # row of the last PUB/MPUB/DPUB on any connection
-    open_msgs: dict[bytes, tuple[Row, float, str]] = {}  # id -> (start row, length, why)
+    open_msgs: dict[bytes, tuple[TimerRow, float, str]] = {}  # id -> (start row, length, why)
 
     position = {r.index: k for k, r in enumerate(rows)}
 
@@ -124,7 +115,7 @@ def timer_spans(rows: list[Row], opts: Options | None) -> list[Span]:
 
     def close_msg(mid: bytes, end: int | None, how: str) -> None:
         start, length, why = open_msgs.pop(mid)
-        spans.append(Span(start.index, end, f"msg_timeout {_ms(length)}{why} · {how}",
+        spans.append(TimerSpan(start.index, end, f"msg_timeout {_ms(length)}{why} · {how}",
                           "FrameTypeMessage"))
 
     for row in rows:
@@ -154,11 +145,11 @@ def timer_spans(rows: list[Row], opts: Options | None) -> list[Span]:
             if isinstance(item, ev.Pub | ev.Mpub | ev.Dpub):
                 last_publish = row.index
             if isinstance(item, ev.Req):
-                spans.append(Span(row.index, first_row_after(row.t + item.timeout / 1000,
+                spans.append(TimerSpan(row.index, first_row_after(row.t + item.timeout / 1000,
                                                              row.index),
                                   f"REQ delay {_ms(item.timeout)}", "REQ"))
             elif isinstance(item, ev.Dpub):
-                spans.append(Span(row.index, first_row_after(row.t + item.defer_time / 1000,
+                spans.append(TimerSpan(row.index, first_row_after(row.t + item.defer_time / 1000,
                                                              row.index),
                                   f"DPUB deferral {_ms(item.defer_time)}", "DPUB"))
             continue
@@ -166,7 +157,7 @@ def timer_spans(rows: list[Row], opts: Options | None) -> list[Span]:
             with contextlib.suppress(BadJSON):
                 conn.identify(read_object(item.data), "IDENTIFY response")
         elif isinstance(item, ev.Response) and item.is_heartbeat and conn.heartbeat_ms > 0:
-            spans.append(Span(last_beat[row.connection], row.index,
+            spans.append(TimerSpan(last_beat[row.connection], row.index,
                               f"heartbeat_interval {_ms(conn.heartbeat_ms)} "
                               f"({conn.sources['heartbeat_interval']})", "FrameTypeResponse"))
             last_beat[row.connection] = row.index
@@ -180,7 +171,7 @@ def timer_spans(rows: list[Row], opts: Options | None) -> list[Span]:
                 causes = [last_rdy[row.connection]]
                 causes += [last_publish] if last_publish is not None else []
                 buffered_from = max(causes, key=position.__getitem__)
-                spans.append(Span(buffered_from, row.index,
+                spans.append(TimerSpan(buffered_from, row.index,
                                   f"output_buffer_timeout {_ms(obt)} "
                                   f"({conn.sources['output_buffer_timeout']}): nsqd may hold a "
                                   "message this long before it flushes", "RDY"))
@@ -193,7 +184,7 @@ def timer_spans(rows: list[Row], opts: Options | None) -> list[Span]:
     for name, cmd in last_command.items():
         hb = settings[name].heartbeat_ms
         if beats_since.get(name) and hb > 0:
-            spans.append(Span(cmd.index, first_row_after(cmd.t + 2 * hb / 1000, cmd.index),
+            spans.append(TimerSpan(cmd.index, first_row_after(cmd.t + 2 * hb / 1000, cmd.index),
                               f"read deadline 2 × heartbeat_interval = {_ms(2 * hb)}: "
                               "nsqd closes a client silent this long", "FrameTypeError"))
     return sorted(spans, key=lambda s: (s.first, s.label))
