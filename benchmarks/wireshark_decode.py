@@ -19,14 +19,25 @@ sizes) is decoded, each run a fresh process on the same file, in the same run:
 Rates are MB of capture file per CPU second of the child (wall time beside). Which to
 use: nsqviz for batch decoding and JSON for other programs; Wireshark for looking at a
 capture with everything else Wireshark knows.
-Run: ``.venv/bin/python -m benchmarks.wireshark_decode [--mb 100] [--keep DIR]``.
+
+Then start-up, what a short capture costs: ``nsqviz decode --json`` and ``tshark -r`` of
+the repository's 7 KB ``data/pubsub-nsqjs.pcapng``, alternately, ``--runs`` times each
+(median CPU and wall seconds; the ratio is tshark's CPU over ours, >= 1 when nsqviz starts
+at tshark's pace or faster). nsqviz runs as an installed package does, from its compiled
+bytecode: the environment's ``PYTHONDONTWRITEBYTECODE`` is dropped for the children and a
+first run (not counted) writes the ``.pyc`` files, as ``pip install`` does -- without
+them every run compiles nsqviz's source again, which costs more than the imports.
+Run: ``.venv/bin/python -m benchmarks.wireshark_decode [--mb 100] [--keep DIR] [--runs 7]
+[--start-up]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,12 +52,18 @@ FIELDS = ("frame.number", "nsq.command", "nsq.frame_type", "nsq.topic", "nsq.cha
           "nsq.violation", "nsq.compressed")
 
 
-def _timed(cmd: list[str], out: Path) -> tuple[float, float]:
+SHORT_CAPTURE = Path(__file__).resolve().parent.parent / "data" / "pubsub-nsqjs.pcapng"
+"""The short capture of the start-up figure: 7 KB, an nsqjs client publishing and
+consuming through nsqd."""
+
+
+def _timed(cmd: list[str], out: Path,
+           env: dict[str, str] | None = None) -> tuple[float, float]:
     """Run ``cmd`` with stdout into ``out``; return the child's CPU and wall seconds."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     with open(out, "wb") as f:
-        subprocess.run(cmd, stdout=f, stderr=subprocess.DEVNULL, check=True)
+        subprocess.run(cmd, stdout=f, stderr=subprocess.DEVNULL, check=True, env=env)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
@@ -63,16 +80,44 @@ def _pdus(fields_output: Path) -> int:
     return n
 
 
+def start_up(tshark: str, out: Path, runs: int) -> float:
+    """Print the start-up figures (see the module's docstring); return the ratio."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    ours = [sys.executable, "-m", "nsqviz.cli", "decode", "--json", str(SHORT_CAPTURE)]
+    theirs = [tshark, "-r", str(SHORT_CAPTURE)]
+    _timed(ours, out, env)  # writes the bytecode, as installing nsqviz does
+    times: dict[str, list[tuple[float, float]]] = {"nsqviz": [], "tshark": []}
+    for _ in range(runs):
+        times["nsqviz"].append(_timed(ours, out, env))
+        times["tshark"].append(_timed(theirs, out))
+    cpu = {k: statistics.median(c for c, _ in v) for k, v in times.items()}
+    wall = {k: statistics.median(w for _, w in v) for k, v in times.items()}
+    kb = SHORT_CAPTURE.stat().st_size / 1e3
+    print(f"start-up, {SHORT_CAPTURE.name} ({kb:.1f} KB), median of {runs}:", flush=True)
+    print(f"{'nsqviz decode --json':34} CPU {cpu['nsqviz']:5.2f} s; wall {wall['nsqviz']:5.2f} s")
+    print(f"{'tshark -r':34} CPU {cpu['tshark']:5.2f} s; wall {wall['tshark']:5.2f} s")
+    ratio = cpu["tshark"] / cpu["nsqviz"]
+    print(f"ratio start-up tshark -r / nsqviz decode (CPU): {ratio:.2f}x")
+    return ratio
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=int, default=100, help="capture size in MB (default 100)")
     ap.add_argument("--keep", type=Path, help="write the capture here and keep it")
+    ap.add_argument("--runs", type=int, default=7,
+                    help="runs of each command for the start-up figure (default 7)")
+    ap.add_argument("--start-up", action="store_true",
+                    help="only the start-up figure (no large capture written)")
     args = ap.parse_args(argv)
     tshark = shutil.which("tshark")
     if tshark is None:
         print("tshark is not installed (scripts/sysdeps.sh installs it): skipped")
         return 0
     with tempfile.TemporaryDirectory() as tmp:
+        if args.start_up:
+            start_up(tshark, Path(tmp) / "out", args.runs)
+            return 0
         path = (args.keep or Path(tmp)) / "mixed-nsq.pcap"
         lua_dir = Path(tmp) / "lua"
         write_dissectors(lua_dir, ["nsq"])
@@ -108,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                       " marked, not decoded)")
         ours, theirs = rates["nsqviz decode --json"], rates["tshark + nsq.lua, -T fields"]
         print(f"ratio nsqviz decode / tshark + nsq.lua (-T fields): {ours / theirs:.2f}x")
+        start_up(tshark, out, args.runs)
     return 0
 
 

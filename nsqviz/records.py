@@ -10,7 +10,7 @@ place that turns events and records into text and data:
   :func:`escaped` -- how packet numbers and bytes are written as text;
 * :func:`label` -- the short label diagrams and transcripts show;
 * :func:`fields_json`, :func:`json_line` -- the JSON encoders (compact:
-  :mod:`nsqviz.compactjson`'s);
+  :mod:`nsqviz.compactjson`'s; ``json_line`` its fast :func:`~nsqviz.compactjson.line`);
 * :func:`packet_schema`, :func:`frame_schema` and :class:`FrameColumns` -- the Arrow
   layout of the pipeline's packets and frames tables.
 
@@ -24,7 +24,7 @@ import json.encoder
 from functools import cache
 from typing import Any, NamedTuple
 
-from nsqviz import protocols
+from nsqviz import compactjson, protocols
 from nsqviz.compactjson import dumps as compact_dumps
 
 __all__ = [
@@ -200,35 +200,35 @@ _encode_str = json.encoder.encode_basestring_ascii
 """What ``json.dumps`` writes for a string: the encoder's own (C) escaper."""
 
 
-def fields_json(fields: dict[str, Any], *, compact: bool = False) -> str:
-    """Exactly ``json.dumps(fields)`` (``compact``: with ``separators=(",", ":")``),
-    written faster (see :func:`_fields_parts`)."""
+def fields_json(fields: dict[str, Any]) -> str:
+    """Exactly ``json.dumps(fields, separators=(",", ":"))`` (the frames table's
+    ``fields`` column, which the in-process and the Spark pipeline write alike), written
+    faster (see :func:`_fields_parts`)."""
     parts: list[str] = []
-    if not _fields_parts(fields, parts, compact):
-        return (compact_dumps if compact else json.dumps)(fields)
+    if not _fields_parts(fields, parts):
+        return compact_dumps(fields)
     return "".join(parts)
 
 
-def _fields_parts(fields: dict[str, Any], parts: list[str], compact: bool) -> bool:
-    """Append the pieces of ``json.dumps(fields)`` to ``parts``, to be joined once (a body's
-    hex is the bulk of a record: every concatenation would copy it again); False when
-    ``fields`` has a key ``json.dumps`` would convert (then ``parts`` is of no use).
+def _fields_parts(fields: dict[str, Any], parts: list[str]) -> bool:
+    """Append the pieces of ``fields``' compact JSON to ``parts``, to be joined once (a
+    body's hex is the bulk of a record: every concatenation would copy it again); False
+    when ``fields`` has a key ``json.dumps`` would convert (then ``parts`` is of no use).
 
     Keys and strings go straight to the encoder's string escaper, ints are formatted
     directly, anything else goes through the encoder. A string of ASCII letters and
     digits (ids, and the hex of bodies: most of the bytes) needs no escaping and is
     copied as it is; ``bytes.isalnum`` (a table lookup per byte) tells so several times
     faster than the escaper or ``str.isalnum`` (a Unicode lookup per character)."""
-    dumps, sep, kv = (compact_dumps, ",", ":") if compact else (json.dumps, ", ", ": ")
     add = parts.append
     add("{")
     for i, (k, v) in enumerate(fields.items()):
         if type(k) is not str:
             return False  # json.dumps turns such keys into strings
         if i:
-            add(sep)
+            add(",")
         add(_encode_str(k))
-        add(kv)
+        add(":")
         t = type(v)
         if t is str:
             if v.isascii() and v.encode().isalnum():
@@ -240,24 +240,19 @@ def _fields_parts(fields: dict[str, Any], parts: list[str], compact: bool) -> bo
         elif t is int:
             add(str(v))
         else:
-            add(dumps(v))
+            add(compact_dumps(v))
     add("}")
     return True
 
 
-def json_line(rec: DecodedRecord) -> str:
-    """Exactly ``json.dumps(rec.as_json())``, written faster (``nsqviz decode --json``'s
-    hot loop; a test holds the two equal on every record of every sample capture)."""
-    ts = repr(rec.ts) if rec.ts == rec.ts else "NaN"  # json.dumps writes floats by repr
-    flow = "null" if rec.flow is None else f'"{rec.flow}"'  # ip:port->ip:port: no escapes
-    direction = "null" if rec.dir is None else f'"{rec.dir}"'
-    name = f'"{rec.name}"' if rec.name.isidentifier() else json.dumps(rec.name)
-    parts = [f'{{"ts": {ts}, "flow": {flow}, "dir": {direction}, "kind": "{rec.kind}", '
-             f'"name": {name}, "fields": ']
-    if not _fields_parts(rec.fields, parts, False):
-        return json.dumps(rec.as_json())
-    parts.append(f', "packets": [{", ".join(map(str, rec.packets))}]}}')
-    return "".join(parts)
+def json_line(rec: DecodedRecord) -> bytes:
+    """``nsqviz decode --json``'s line for ``rec`` (without the newline): ``rec.as_json()``
+    as compact JSON in UTF-8, ``"ts":null`` when the time is not known -- what
+    ``json.dumps(rec.as_json(), separators=(",", ":"), ensure_ascii=False)`` writes, by
+    the fast encoder (:func:`nsqviz.compactjson.line`, which says what it hands to the
+    standard library; a test holds the two equal on every record of every sample
+    capture). The hot loop of ``decode --json``."""
+    return compactjson.line(rec.as_json())
 
 
 # ------------------------------------------------------------------------- tables
@@ -452,7 +447,7 @@ class FrameColumns:
         dirs.append(rec.dir)
         kinds.append(kind)
         names.append(rec.name)
-        fieldss.append(fields_json(fields, compact=True) if self.fields else None)
+        fieldss.append(fields_json(fields) if self.fields else None)
         packetss.append(rec.packets)
         protos.append(rec.protocol)
         conn_ids.append(conn_id)

@@ -10,11 +10,15 @@ the capture. Each is one line naming the nearest valid choices
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
-from nsqviz import filters, protocols
+from nsqviz import protocols
 from nsqviz.capture.decode import FlowStats
 from nsqviz.records import DecodedRecord
 from nsqviz.usage import nearest_hint
+
+if TYPE_CHECKING:
+    from nsqviz import filters
 
 __all__ = ["KINDS", "Seen", "UsageError", "display_filter"]
 
@@ -28,9 +32,13 @@ class UsageError(ValueError):
 
 
 def display_filter(expression: str | None) -> filters.Filter | None:
-    """The compiled ``-Y`` expression, or :class:`UsageError` saying where it is wrong."""
+    """The compiled ``-Y`` expression, or :class:`UsageError` saying where it is wrong.
+    The filter engine (and RE2) is imported only here: a run without ``-Y`` does not
+    pay for it at start-up."""
     if expression is None:
         return None
+    from nsqviz import filters
+
     try:
         return filters.compile(expression)
     except filters.FilterError as exc:

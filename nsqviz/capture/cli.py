@@ -25,7 +25,6 @@ bounded however long it runs (unless ``--stats``, which needs every flow's count
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -35,7 +34,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
-from nsqviz import protocols
+from nsqviz import compactjson, protocols
 from nsqviz.capture import checks
 from nsqviz.capture.decode import CaptureDecoder, FlowStats
 from nsqviz.capture.files import CaptureFormatError, PacketWarning
@@ -68,7 +67,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--capture-tool", choices=TOOLS, default=None,
                    help="with -i: the tool that captures (default: the first installed of"
                         f" {', '.join(TOOLS)})")
-    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per line (compact, UTF-8; ts null when unknown)")
     p.add_argument(
         "--flow", action="append", default=[], metavar="F",
         help="only flow F: its index (0-based, like tcp.stream), its client->server label,"
@@ -184,7 +184,7 @@ def _print_stats(decoder: CaptureDecoder, out: TextIO, as_json: bool,
                                                     s.flow.id))]
     if as_json:
         for s in rows:
-            out.write(json.dumps(_stats_dict(s)) + "\n")
+            out.write(compactjson.line(_stats_dict(s)).decode() + "\n")
         return
     out.write(f"{decoder.packets} packets, {decoder.not_tcp} not TCP,"
               f" {decoder.warning_count} capture warnings, {len(decoder.stats)} TCP flows\n")
@@ -219,13 +219,26 @@ def _named(rec: DecodedRecord, names: set[str]) -> bool:
 _BATCH = 32  # lines: fewer system calls, yet small enough to stay in the CPU cache
 
 
-def _write(out: TextIO, lines: list[str], flush: bool) -> None:
-    """Write ``lines`` (each ended by a newline) and empty the list."""
-    if lines:
-        out.write("\n".join(lines) + "\n")
-        lines.clear()
-        if flush:
+def _write(out: TextIO, lines: list[Any], flush: bool) -> None:
+    """Write ``lines`` (each ended by a newline) and empty the list. JSON lines are
+    UTF-8 bytes (:func:`nsqviz.records.json_line`): they go to the binary stream beneath
+    ``out`` as they are, after what was written as text (or are decoded, for an ``out``
+    with none, such as a :class:`io.StringIO`)."""
+    if not lines:
+        return
+    if isinstance(lines[0], bytes):
+        data = b"\n".join(lines) + b"\n"
+        binary = getattr(out, "buffer", None)
+        if binary is None:
+            out.write(data.decode())
+        else:
             out.flush()
+            binary.write(data)
+    else:
+        out.write("\n".join(lines) + "\n")
+    lines.clear()
+    if flush:
+        out.flush()
 
 
 def _stats_until_done(decoder: CaptureDecoder, records: Iterable[DecodedRecord], out: TextIO,
@@ -286,7 +299,7 @@ def _decode(args: argparse.Namespace, out: TextIO, capture: LiveCapture | None) 
     # Lines go out in small batches (with PYTHONUNBUFFERED every write is a system call;
     # one large write costs more, its text being copied and encoded in fresh memory), or
     # each at once, flushed, when decoding live.
-    batch: list[str] = []
+    batch: list[Any] = []  # text lines, or --json's UTF-8 lines
     keep = batch.append
     limit = 1 if live else _BATCH
     t0: float | None = None

@@ -296,7 +296,12 @@ WITH span AS (
     AND q.q1 < q.q2 AND q.q2 < q.q3 AND q.q3 < q.q4
 ), pub_rows AS ({_publish_rows("k", "found")}
 ), deliveries_of AS (
-  SELECT k.k, k.t1, d.ts, d.packet, d.conn_id, d.msg_id
+  -- in time order, and by id within a packet (one packet may deliver several: nsqd's
+  -- ids count up), so each engine picks the same first delivery
+  SELECT k.k, k.t1, d.ts, d.packet, d.conn_id, d.msg_id,
+         row_number() OVER (PARTITION BY k.k ORDER BY d.ts, d.msg_id) AS nth,
+         row_number() OVER (PARTITION BY k.k, d.ts > k.t1 ORDER BY d.ts, d.msg_id)
+           AS nth_after
   FROM deliveries AS d JOIN found AS k ON k.server = d.server AND k.topic = d.topic
    AND k.channel = d.channel
 ), ev_rows AS (
@@ -308,13 +313,11 @@ WITH span AS (
          'the last publish: ' || max_by(what, ts)
   FROM pub_rows GROUP BY k
   UNION ALL
-  SELECT k, min(ts), min_by(packet, ts), min_by(conn_id, ts), min_by(msg_id, ts),
-         'the first delivery'
-  FROM deliveries_of GROUP BY k
+  SELECT k, ts, packet, conn_id, msg_id, 'the first delivery'
+  FROM deliveries_of WHERE nth = 1
   UNION ALL
-  SELECT k, min(ts), min_by(packet, ts), min_by(conn_id, ts), min_by(msg_id, ts),
-         'the first delivery after the last publish'
-  FROM deliveries_of WHERE ts > t1 GROUP BY k
+  SELECT k, ts, packet, conn_id, msg_id, 'the first delivery after the last publish'
+  FROM deliveries_of WHERE ts > t1 AND nth_after = 1
   UNION ALL {_rdy_rows("k", "(SELECT f.k, c.conn_id FROM found AS f JOIN consumer_flow AS c "
                             "ON c.server = f.server AND c.topic = f.topic "
                             "AND c.channel = f.channel GROUP BY f.k, c.conn_id)")}

@@ -70,8 +70,8 @@ def test_fields_json_is_json_dumps():
         {"bodies": ["00", "01"], "offset": None, "expected": 1.5},
     ]
     for fields in samples:
-        assert json.loads(fields_json(fields, compact=True)) == fields
-        assert fields_json(fields, compact=True) == json.dumps(fields, separators=(",", ":"))
+        assert json.loads(fields_json(fields)) == fields
+        assert fields_json(fields) == json.dumps(fields, separators=(",", ":"))
 
 
 def test_two_stages_give_nsqviz_decode_row_for_row(tmp_path):
