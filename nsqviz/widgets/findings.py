@@ -32,7 +32,7 @@ from nsqviz.widgets.opener import OPEN_CSS, Openers
 from nsqviz.widgets.replay import ReplayView
 from nsqviz.widgets.style import CSS, ON_FILL, RULE, esc, once
 
-__all__ = ["REPLAY_AROUND", "SEVERITY_COLOUR", "FindingsReport"]
+__all__ = ["REPLAYS_LINKED", "REPLAY_AROUND", "SEVERITY_COLOUR", "FindingsReport"]
 
 SEVERITY_COLOUR = {Severity.ERROR: "#dc2626", Severity.WARNING: "#d97706",
                    Severity.INFO: "#2563eb"}
@@ -44,6 +44,11 @@ REPLAY_AROUND = 12
 """Packets of the connection shown each side of a linked packet in its replay: enough to
 see the commands that led to it and the answers after it, while a card's two dozen
 panes stay a few hundred kilobytes in a saved notebook (every pane is in the page)."""
+
+REPLAYS_LINKED = 120
+"""Replays a report holds at most (~10 kB each; a capture with hundreds of findings would
+make a saved notebook of megabytes): the cards' packet numbers past them, most severe
+cards first, are plain, and their cards say how to open them."""
 
 _AXIS = 620  # px of the timeline's time axis
 _LABEL = 250  # px of the lane names left of it
@@ -75,6 +80,7 @@ class FindingsReport:
         times = [t for f in self.findings for t in (f["ts"], f["end_ts"]) if t is not None]
         self.span = span or ((min(times), max(times)) if times else (0.0, 0.0))
         self._replays: dict[str, Replay] = {}
+        self._linked = 0  # replays the cards drawn so far hold
 
     # -- the parts ------------------------------------------------------------------
 
@@ -149,6 +155,7 @@ class FindingsReport:
         openers = Openers(f"finding {number} {f['rule']} {f['summary']}")
         links: dict[tuple[str | None, int], int] = {}
         rows = []
+        unlinked = 0
         several = len(self.files) > 1
         for item in _items(f["evidence"]):
             packet = item["packet"]
@@ -159,11 +166,14 @@ class FindingsReport:
                         else str(packet))
                 cell = esc(text)
                 k = links.get((where, packet))
-                if k is None and where is not None:
+                if k is None and where is not None and self._linked < REPLAYS_LINKED:
                     pane = self._replay_at(where, packet)
                     if pane is not None:
                         k = links[(where, packet)] = len(links)
                         openers.pane(k, pane[1], pane[0])
+                        self._linked += 1
+                elif k is None:
+                    unlinked += 1
                 if k is not None:
                     cell = openers.box(k, f'<span class="nv-pkt">{esc(text)}</span>',
                                        title=f"packet {packet}: open the replay at it",
@@ -185,8 +195,10 @@ class FindingsReport:
             f"{_seconds(f['ts'] - self.span[0])} to {_seconds(f['end_ts'] - self.span[0])}"
             " into the capture",
             f"{ids} message ids" if ids else "") if part)
+        plain = (f"; the report links {REPLAYS_LINKED} packets at most: "
+                 f"cap.replay(upto=N) shows the others" if unlinked else "")
         table = (f'<div class="nv-muted" style="font-size:11px">click a packet number: the '
-                 f"replay of its connection at that packet opens under the card</div>"
+                 f"replay of its connection at that packet opens under the card{plain}</div>"
                  f'<table class="nv-table nv-evidence"><tr><th>time</th><th>packet</th>'
                  f"<th>connection</th><th>message id</th><th>what it shows</th></tr>"
                  f"{''.join(rows)}</table>{kept}" if rows else "")

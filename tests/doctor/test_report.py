@@ -136,3 +136,14 @@ def test_a_capture_with_nothing_wrong_says_so() -> None:
     markup = report.html()
     assert found.empty and "no rule found anything wrong" in markup
     assert "class=\"nv-card" not in markup
+
+
+def test_the_report_links_at_most_its_budget_of_replays(monkeypatch) -> None:
+    from nsqviz.widgets import findings as view
+
+    monkeypatch.setattr(view, "REPLAYS_LINKED", 2)
+    found = diagnosed("tcp-reset.pcap")
+    markup = found.report().html()
+    page = _parse(markup)
+    assert sum(len({k for k, _ in c["links"]}) for c in page.cards) == 2
+    assert "the report links 2 packets at most: cap.replay(upto=N) shows the others" in markup
