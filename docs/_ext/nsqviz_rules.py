@@ -147,7 +147,9 @@ class RulesDirective(SphinxDirective):
         para += nodes.strong(text="Example")
         para += nodes.Text(" from the real capture ")
         para += nodes.literal(text=f"data/{name}")
-        para += nodes.Text(f" (nsqviz doctor data/{name}):")
+        para += nodes.Text(", as ")
+        para += nodes.literal(text=f"nsqviz doctor data/{name}")
+        para += nodes.Text(" words it:")
         items = list(finding["evidence"] or ())
         t0 = items[0]["ts"] if items else 0.0
         rows = [[f"{i['ts'] - t0:+.3f} s", str(i["packet"] or ""),
