@@ -188,10 +188,12 @@ class Capture:
         its ``evidence`` names), the ``packets`` with their ``packet_files``, ``ts`` and
         ``end_ts``, the ``msg_ids``; the ``evidence`` items (time, file, packet,
         connection, message id, what each shows) and the ``figures`` (JSON)
-        (:data:`nsqviz.doctor.rule.FINDING_COLUMNS`)."""
-        import pandas as pd
+        (:data:`nsqviz.doctor.rule.FINDING_COLUMNS`). A notebook shows it as the doctor's
+        report (:class:`~nsqviz.analysis.findings.Findings`)."""
+        import pyarrow.compute as pc
 
-        from nsqviz.doctor.rule import FINDING_COLUMNS, Severity
+        from nsqviz.analysis.findings import Findings
+        from nsqviz.doctor.rule import Severity
         from nsqviz.doctor.words import at_least, ordered
 
         try:
@@ -200,7 +202,8 @@ class Capture:
             raise ValueError(f"severity {severity!r}: choose from "
                              f"{', '.join(s.value for s in Severity)}") from None
         rows = at_least(ordered(self.arrow_table("findings").to_pylist()), level)
-        return pd.DataFrame(rows, columns=[name for name, _ in FINDING_COLUMNS])
+        last = pc.max(self.arrow["ts"]).as_py()
+        return Findings.of(rows, self.files, (self.t0, self.t0 if last is None else last))
 
     def filter(self, expression: str) -> Any:
         """The records a Wireshark display filter (:mod:`nsqviz.filters`, as ``nsqviz
