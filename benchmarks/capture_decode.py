@@ -107,12 +107,17 @@ print(total)
 """
 
 
-def _timed(cmd: list[str]) -> tuple[float, float, str]:
-    """Run ``cmd`` (stdout to /dev/null unless captured); return CPU s, wall s, stdout."""
+def _timed(cmd: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float, str]:
+    """Run ``cmd`` (stdout to /dev/null unless captured); return CPU s, wall s, stdout.
+    ``ok``: the exit statuses that are no failure (``nsqviz doctor`` exits 1 on an error
+    finding)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, stdout=subprocess.PIPE if "-c" in cmd else subprocess.DEVNULL,
-                         check=True, text=True).stdout
+    done = subprocess.run(cmd, stdout=subprocess.PIPE if "-c" in cmd else subprocess.DEVNULL,
+                          text=True)
+    if done.returncode not in ok:
+        raise subprocess.CalledProcessError(done.returncode, cmd)
+    out = done.stdout
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

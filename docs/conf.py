@@ -32,6 +32,7 @@ extensions = [
     "myst_nb",  # Markdown pages and the notebooks (MyST-NB brings myst_parser)
     "sphinx.ext.autodoc",
     "nsqviz_docs",  # the CLI reference from nsqviz.cli's parsers, Binder links
+    "nsqviz_rules",  # the doctor's rules from their definitions, examples from data/doctor
 ]
 
 root_doc = "docs/index"

@@ -19,6 +19,7 @@ _PARTS = {
     "stats": "nsqviz.analysis.cli",
     "broker": "nsqviz.servers.nsqd.cli",
     "decode": "nsqviz.capture.cli",
+    "doctor": "nsqviz.analysis.doctor",
     "conformance": "nsqviz.conformance.cli",
     "fields": "nsqviz.filters.cli",
     "lookupd": "nsqviz.servers.nsqlookupd.cli",

@@ -20,7 +20,7 @@ tables               commands/methods, states and transitions (h11's ``_state.py
 ``fields.py``        its display-filter fields, ``<name>.*``
 ``analyses.py``      its SQL views for both engines, and its hooks into the shared tables
 ``report.py``        its part of ``nsqviz messages``, ``connections`` and ``stats``
-``rules.py``         its doctor rules (the hook is there; the catalogue comes with the doctor)
+``rules.py``         its doctor rules (:mod:`nsqviz.doctor`), its ``RULES``
 ``dissector/``       its Wireshark dissector generator (``script.py``, ``engine.lua``)
 ===================  ===================================================================
 
@@ -50,7 +50,8 @@ The interface, hook by hook:
   its part of each of its connections, its sections of ``nsqviz stats`` (text and JSON);
   ``nsqviz.open``'s Capture gives its analyses' tables by name, with no hook of its own;
 * **doctor** -- :attr:`~Protocol.rules`: declarative definitions over the analyses'
-  tables, kept with the protocol and run by the same engines (empty for now);
+  tables (:class:`nsqviz.doctor.rule.Rule`), kept with the protocol and run by the same
+  engines into the ``findings`` table;
 * **views** -- :meth:`~Protocol.timers`: the timers its units start and stop, as spans
   (:class:`TimerSpan`) over a diagram's rows (:class:`TimerRow`), which the replay
   draws under each connection's lane;
@@ -80,9 +81,10 @@ from typing import Any, NamedTuple
 from typing import Protocol as TypingProtocol
 
 from nsqviz import sansio
+from nsqviz.doctor.rule import Rule
 from nsqviz.fields import CAPTURE_FIELDS, Field, by_abbrev
 from nsqviz.report import Report
-from nsqviz.sql import Analyses, View
+from nsqviz.sql import Analyses
 from nsqviz.stream.direction import Direction
 
 __all__ = [
@@ -535,10 +537,10 @@ class Protocol(ABC):
         its servers were started): none by default."""
         return []
 
-    rules: tuple[View, ...] = ()
+    rules: tuple[Rule, ...] = ()
     """Its doctor rules (``nsqviz/<name>/rules.py``): declarative definitions over the
-    analyses' tables, each a view whose rows are findings, run by the same engines as
-    the analyses. None yet: the doctor (``nsqviz doctor``) is built on this hook."""
+    analyses' tables (:mod:`nsqviz.doctor`), run by the same engines as the analyses
+    into the ``findings`` table that ``nsqviz doctor`` reads."""
 
 
 _BUILTINS: list[Protocol] = []

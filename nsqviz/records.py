@@ -309,10 +309,11 @@ FRAME_COLUMNS = (
     ("seq", "int64"),  # order within the connection
     ("offset", "int64"),  # stream offset in its direction
     ("size", "int64"),  # bytes of the frame (of the gap, for gaps)
-    ("violation", "string"),  # the server's error code for a refused command
-    # errors, gaps; how a flow started ("syn", "midstream") or ended ("fin", "rst",
-    # "idle", "reused", "capture"); a retransmission's kind, a reset's "mid-session" or
-    # "at close"
+    ("violation", "string"),  # the server's error code for a command it refuses as sent
+    # why: errors, gaps; a refused command's answer from the server (its violation, its
+    # state or a message id not in flight); how a flow started ("syn", "midstream") or
+    # ended ("fin", "rst", "idle", "reused", "capture"); a retransmission's kind, a
+    # reset's "mid-session" or "at close"
     ("reason", "string"),
     # a server's answer: the packet of the command it answers (as decode shows it) and
     # that command's number among its connection's commands (DecodedRecord.answers)
@@ -460,8 +461,12 @@ class FrameColumns:
                     self.typed_rows.append(row)
                     self.typed.append(typed)
             problem = fields.get("violation")
-            if problem:
-                self.notes.append((row, problem["code"] or "closes", None))
+            if problem:  # the server's error code, and its answer as words
+                code = problem["code"]
+                self.notes.append((row, code or "closes",
+                                   f"{code} {problem['text']}" if code else problem["text"]))
+            elif "refused" in fields:  # refused where it was sent: the server's answer
+                self.notes.append((row, None, fields["refused"]))
             asked = fields.get("response_to")
             if asked is not None or rec.answers is not None:
                 self.answers.append((row, asked, rec.answers))

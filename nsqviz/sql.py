@@ -34,8 +34,10 @@ of its :class:`~nsqviz.protocols.Protocol`; nothing else names it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import importlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from nsqviz.stream.direction import Direction
 
@@ -61,6 +63,7 @@ __all__ = [
     "View",
     "frames_of",
     "host",
+    "python_rows",
     "quoted",
     "server",
 ]
@@ -74,7 +77,17 @@ class View:
     frames (every other view reads one broker's frames at a time, which is what lets the
     pipeline analyse each broker apart). ``materialise``: an engine computes it once and
     keeps the rows (``False``: a filter other views read through, such as
-    :func:`frames_of`)."""
+    :func:`frames_of`).
+
+    ``python``: for what SQL says badly (a fold over each connection's commands, such as
+    the client guide's checks; a finding's words), ``"module:function"`` computes the
+    view's rows in Python: the function takes the rows of ``sql`` (a ``pyarrow.Table``)
+    and returns a ``pyarrow.Table`` whose schema does not depend on the rows (an empty
+    one included). The engines run it where they run the SQL views -- in-process, and
+    inside the pipeline's per-broker tasks -- so it is defined once like them
+    (:func:`python_rows`). A view that combines brokers runs on Spark, which hands its
+    function the rows batch by batch: such a function computes each row from its input
+    row alone."""
 
     name: str
     sql: str
@@ -82,6 +95,23 @@ class View:
     step: bool = False
     across_servers: bool = False
     materialise: bool = True
+    python: str = ""
+
+
+def python_rows(view: View, rows: Any) -> Any:
+    """The rows of ``view`` (a :attr:`View.python` one) computed from ``rows``, the Arrow
+    table its SQL gave."""
+    return _function(view.python)(rows)
+
+
+_FUNCTIONS: dict[str, Callable[[Any], Any]] = {}
+
+
+def _function(spec: str) -> Callable[[Any], Any]:
+    if spec not in _FUNCTIONS:
+        module, _, name = spec.partition(":")
+        _FUNCTIONS[spec] = getattr(importlib.import_module(module), name)
+    return _FUNCTIONS[spec]
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,8 +37,12 @@ def reference_row(rec: DecodedRecord, conn_id: str | None, seq: int | None,
     typed = {}
     if rec.kind in ("command", "frame"):
         problem = rec.fields.get("violation")
-        if problem:
+        if problem:  # the server's code, and its answer (the codec's words without one)
             row["violation"] = problem["code"] or "closes"
+            row["reason"] = (f"{problem['code']} {problem['text']}" if problem["code"]
+                             else problem["text"])
+        elif "refused" in rec.fields:  # refused where it was sent: the server's answer
+            row["reason"] = rec.fields["refused"]
         row["response_to"], row["answers"] = rec.fields.get("response_to"), rec.answers
         if rec.protocol is not None:
             proto = protocols.by_name(rec.protocol)

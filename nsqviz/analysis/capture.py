@@ -84,8 +84,9 @@ class Capture:
       ``zero_windows``, ``retransmissions``, ``resets``, ``truncated``, ``midstream``,
       ``gaps``.
 
-    :attr:`protocols` names the protocols present; :meth:`filter` selects records by a
-    Wireshark display filter; :meth:`replay` shows the capture packet by packet.
+    :attr:`protocols` names the protocols present; :meth:`diagnose` gives the doctor's
+    findings; :meth:`filter` selects records by a Wireshark display filter; :meth:`replay`
+    shows the capture packet by packet.
     """
 
     def __init__(self, *captures: str, idle_split: float | None = IDLE_SPLIT,
@@ -97,6 +98,15 @@ class Capture:
         self._tables: dict[str, Any] = {}
         self._arrow_tables: dict[str, Any] = {}
         self._frames: Any = None
+
+    @classmethod
+    def of_frames(cls, frames: Any, files: list[str]) -> Capture:
+        """A capture whose frames table (an Arrow table) is already built -- read from
+        standard input or a live capture (:func:`nsqviz.pipeline.decode.decode_stream`)."""
+        cap = cls.__new__(cls)
+        cap.files, cap.arrow = files, frames
+        cap._tables, cap._arrow_tables, cap._frames = {}, {}, None
+        return cap
 
     def __repr__(self) -> str:
         names = ", ".join(repr(os.path.basename(f)) for f in self.files)
@@ -172,6 +182,31 @@ class Capture:
 
         present = set(pc.unique(self.arrow["protocol"]).drop_null().to_pylist())
         return tuple(p.name for p in protocols.registered() if p.name in present)
+
+    def diagnose(self, severity: str = "info") -> Any:
+        """The doctor's findings (``nsqviz doctor``'s, from the same rules and words), most
+        severe first, at ``severity`` or worse (``"error"``, ``"warning"``, ``"info"``), as
+        a DataFrame: one row per finding with its ``rule``, ``severity``, ``summary``,
+        ``explanation``, ``change`` and ``thresholds``; the ``connection`` (and every one
+        its ``evidence`` names), the ``packets`` with their ``packet_files``, ``ts`` and
+        ``end_ts``, the ``msg_ids``; the ``evidence`` items (time, file, packet,
+        connection, message id, what each shows) and the ``figures`` (JSON)
+        (:data:`nsqviz.doctor.rule.FINDING_COLUMNS`). A notebook shows it as the doctor's
+        report (:class:`~nsqviz.analysis.findings.Findings`)."""
+        import pyarrow.compute as pc
+
+        from nsqviz.analysis.findings import Findings
+        from nsqviz.doctor.rule import Severity
+        from nsqviz.doctor.words import at_least, ordered
+
+        try:
+            level = Severity(severity)
+        except ValueError:
+            raise ValueError(f"severity {severity!r}: choose from "
+                             f"{', '.join(s.value for s in Severity)}") from None
+        rows = at_least(ordered(self.arrow_table("findings").to_pylist()), level)
+        last = pc.max(self.arrow["ts"]).as_py()
+        return Findings.of(rows, self.files, (self.t0, self.t0 if last is None else last))
 
     def filter(self, expression: str) -> Any:
         """The records a Wireshark display filter (:mod:`nsqviz.filters`, as ``nsqviz

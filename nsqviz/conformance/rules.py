@@ -122,7 +122,8 @@ def check_connection(conn: Connection) -> list[Verdict]:
 
 
 def _commands(conn: Connection) -> list[Seen]:
-    return [s for s in conn.seen if s.direction == Direction.C2S]
+    c2s = Direction.C2S
+    return [s for s in conn.seen if s.direction == c2s]
 
 
 def _count(s: Seen) -> int:
@@ -130,10 +131,13 @@ def _count(s: Seen) -> int:
     return s.event.count if isinstance(s.event, ev.Rdy) else 0
 
 
+_WITH_ID = (ev.Message, ev.Fin, ev.Req, ev.Touch)
+
+
 def _mid(s: Seen) -> bytes:
     """The message id a message, FIN, REQ or TOUCH carries (``b""`` for other events)."""
     e = s.event
-    return e.id if isinstance(e, ev.Message | ev.Fin | ev.Req | ev.Touch) else b""
+    return e.id if isinstance(e, _WITH_ID) else b""
 
 
 _IDENTIFY = BY_EVENT[ev.Identify].verb
@@ -186,12 +190,12 @@ def _initial_rdy(conn: Connection) -> Verdict:
 
 def _max_rdy_count(conn: Connection) -> Verdict:
     """Judged by the codec's observer, which knows nsqd's limit: 2500, or the
-    ``max_rdy_count`` nsqd announced in its IDENTIFY response."""
+    ``max_rdy_count`` nsqd announced in its IDENTIFY response. A RDY nsqd refuses as sent
+    is one whose count is out of that range (the codec's one check of a RDY)."""
     rdys = _rdys(conn)
     if not rdys:
         return _v("max-rdy-count", NOT_EXERCISED, "no RDY sent")
-    over = [(s, s.violation) for s in rdys
-            if s.violation is not None and s.violation.field == "count"]
+    over = [(s, s.violation) for s in rdys if s.violation is not None]
     if over:
         return _v("max-rdy-count", FAIL, f"{over[0][1].text} (nsqd's max_rdy_count)",
                   *(s for s, _ in over))

@@ -1,15 +1,16 @@
-"""The HTTP APIs' doctor rules: declarative definitions over the analyses' tables, each
-a view (:class:`nsqviz.sql.View`) whose rows are findings, kept with the protocol and run
-by the same engines as its analyses (:attr:`nsqviz.protocols.Protocol.rules`).
+"""The HTTP APIs' doctor rules: declarative definitions over the analyses' tables
+(:class:`nsqviz.doctor.rule.Rule`), kept with the protocol and run by the same engines as
+its analyses into the ``findings`` table (:attr:`nsqviz.protocols.Protocol.rules`;
+:mod:`nsqviz.doctor` says how a rule is written).
 
-None yet: ``nsqviz doctor`` fills this catalogue.
+None yet.
 """
 
 from __future__ import annotations
 
-from nsqviz.sql import View
+from nsqviz.doctor.rule import Rule
 
 __all__ = ["RULES"]
 
-RULES: tuple[View, ...] = ()
+RULES: tuple[Rule, ...] = ()
 """Every rule of the protocol, in the order its findings are listed."""

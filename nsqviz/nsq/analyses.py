@@ -105,6 +105,8 @@ _HEARTBEAT = f"'{HEARTBEAT.decode()}'"
 _PUBLISHES = quoted(v for v, c in COMMANDS.items()
                     if c.body in (BodyKind.MESSAGE, BodyKind.MESSAGES))
 _ENDS = ", ".join(_verb(e) for e in ENDS_FLIGHT)
+_ANSWERS = f"{FIN}, {REQ}, {TOUCH}"
+_ANSWERS_AND_PUBLISHES = f"{_ANSWERS}, {_PUBLISHES}"
 _JSON_RESPONSE = f"(name = {RESPONSE} AND data LIKE '{{%')"
 
 _CONN_INFO = f"""
@@ -372,6 +374,133 @@ FROM base AS b LEFT JOIN conn_info AS i ON b.conn_id = i.conn_id
 LEFT JOIN beats AS h ON b.conn_id = h.conn_id
 """
 
+_REFUSALS = f"""
+SELECT p.conn_id, p.command_seq AS seq, p.command, split_part(e.data, ' ', 1) AS code,
+       e.data AS text, p.seq AS error_seq, p.ts AS error_ts, p.packet AS error_packet
+FROM {ANSWER_PAIRS} AS p JOIN {FRAMES} AS e ON e.conn_id = p.conn_id AND e.seq = p.seq
+WHERE p.name = {ERROR} AND p.command IN ({_ANSWERS_AND_PUBLISHES})
+"""
+
+_CHANNEL_DEPTH = f"""
+WITH channels AS (
+  SELECT server, topic, channel, min(ts) AS first_seen
+  FROM (SELECT {server()} AS server, topic, channel, ts FROM {FRAMES}
+        WHERE name = {SUB} AND violation IS NULL AND reason IS NULL
+        UNION ALL
+        SELECT server, topic, channel, ts FROM deliveries) AS c
+  WHERE topic IS NOT NULL AND channel IS NOT NULL
+  GROUP BY server, topic, channel
+), firsts AS (
+  SELECT *, row_number() OVER (PARTITION BY server, topic ORDER BY first_seen, channel) = 1
+              AS first_channel
+  FROM channels
+), pubs AS (
+  SELECT {server('f.')} AS server, f.topic,
+         f.ts + CASE WHEN f.name = {DPUB} THEN coalesce(f.delay_ms, 0) / 1000.0 ELSE 0 END
+           AS ts,
+         size(f.bodies) AS n
+  FROM {FRAMES} AS f LEFT JOIN refusals AS r ON r.conn_id = f.conn_id AND r.seq = f.seq
+  WHERE f.name IN ({_PUBLISHES}) AND f.violation IS NULL AND r.seq IS NULL
+    AND f.bodies IS NOT NULL
+), ev AS (
+  SELECT c.server, c.topic, c.channel, p.ts, p.n AS published, 0 AS delivered, p.n AS delta
+  FROM pubs AS p JOIN firsts AS c ON p.server = c.server AND p.topic = c.topic
+   AND (c.first_channel OR p.ts >= c.first_seen)
+  UNION ALL
+  SELECT server, topic, channel,
+         CASE WHEN outcome = {REQ} THEN outcome_ts + coalesce(req_delay_ms, 0) / 1000.0
+              ELSE outcome_ts END AS ts,
+         0 AS published, 0 AS delivered, 1 AS delta
+  FROM deliveries WHERE outcome IN ({REQ}, 'timeout')
+  UNION ALL
+  SELECT server, topic, channel, ts, 0 AS published,
+         CASE WHEN delivery = 1 THEN 1 ELSE 0 END AS delivered, -1 AS delta
+  FROM deliveries
+), steps AS (
+  -- what happens at one instant counts as one change (ties in time have no order)
+  SELECT server, topic, channel, ts, CAST(sum(published) AS BIGINT) AS published,
+         CAST(sum(delivered) AS BIGINT) AS delivered, sum(delta) AS delta
+  FROM ev GROUP BY server, topic, channel, ts
+), run AS (
+  SELECT *, sum(delta) OVER w AS net,
+         CAST(sum(published) OVER w AS BIGINT) AS published_so_far,
+         CAST(sum(delivered) OVER w AS BIGINT) AS delivered_so_far
+  FROM steps
+  WINDOW w AS (PARTITION BY server, topic, channel ORDER BY ts
+               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+), ends AS (
+  SELECT {server()} AS server, max(ts) AS last_ts FROM {FRAMES} GROUP BY {server()}
+)
+SELECT r.server, r.topic, r.channel, r.ts, r.published, r.delivered, r.published_so_far,
+       r.delivered_so_far,
+       CAST(r.net + greatest(0, -min(r.net) OVER (PARTITION BY r.server, r.topic, r.channel))
+            AS BIGINT) AS depth,
+       coalesce(lead(r.ts) OVER (PARTITION BY r.server, r.topic, r.channel ORDER BY r.ts),
+                greatest(e.last_ts, r.ts)) AS until_ts
+FROM run AS r JOIN ends AS e ON e.server = r.server
+"""
+
+_CONSUMER_FLOW = f"""
+WITH cons AS (
+  SELECT i.conn_id, {server('c.')} AS server, i.topic, i.channel, c.start_ts, c.end_ts,
+         get_json_object(i.identify, '$.client_id') AS client_id,
+         get_json_object(i.identify, '$.hostname') AS hostname
+  FROM conn_info AS i JOIN (SELECT conn_id, min(flow) AS flow, min(ts) AS start_ts,
+                                   max(ts) AS end_ts
+                            FROM {FRAMES} GROUP BY conn_id) AS c ON c.conn_id = i.conn_id
+  WHERE i.channel IS NOT NULL
+), ev AS (
+  SELECT conn_id, ts, count AS rdy, seq, 0 AS d, CAST(NULL AS BIGINT) AS depth
+  FROM {FRAMES} WHERE name = {RDY} AND violation IS NULL AND reason IS NULL
+  UNION ALL
+  SELECT conn_id, ts, NULL, NULL, 1, NULL FROM deliveries
+  UNION ALL
+  SELECT conn_id, outcome_ts, NULL, NULL, -1, NULL FROM deliveries
+  WHERE outcome_ts IS NOT NULL
+  UNION ALL
+  SELECT c.conn_id, d.ts, NULL, NULL, 0, d.depth
+  FROM channel_depth AS d JOIN cons AS c ON c.server = d.server AND c.topic = d.topic
+   AND c.channel = d.channel
+  UNION ALL
+  SELECT conn_id, start_ts, NULL, NULL, 0, NULL FROM cons
+), instants AS (
+  -- what happens at one instant counts as one change: RDY as the last one sent then
+  SELECT conn_id, ts, max_by(rdy, seq) AS rdy, sum(d) AS d, max(depth) AS depth
+  FROM ev GROUP BY conn_id, ts
+), run AS (
+  SELECT a.conn_id, a.ts,
+         max_by(a.rdy, CASE WHEN a.rdy IS NOT NULL THEN a.ts END) OVER w AS rdy,
+         CAST(sum(a.d) OVER w AS BIGINT) AS in_flight,
+         max_by(a.depth, CASE WHEN a.depth IS NOT NULL THEN a.ts END) OVER w AS depth,
+         lead(a.ts) OVER (PARTITION BY a.conn_id ORDER BY a.ts) AS next_ts
+  FROM instants AS a
+  WINDOW w AS (PARTITION BY a.conn_id ORDER BY a.ts
+               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+)
+SELECT c.conn_id, c.server, c.topic, c.channel, c.client_id, c.hostname, r.ts,
+       least(coalesce(r.next_ts, c.end_ts), c.end_ts) AS until_ts,
+       CAST(coalesce(r.rdy, 0) AS BIGINT) AS rdy, r.in_flight,
+       CAST(coalesce(r.depth, 0) AS BIGINT) AS depth,
+       (r.in_flight > 0 AND r.in_flight >= coalesce(r.rdy, 0) * {STARVATION_RATIO}) AS starved
+FROM run AS r JOIN cons AS c ON c.conn_id = r.conn_id
+WHERE r.ts >= c.start_ts AND r.ts < c.end_ts
+"""
+
+_GUIDE = f"""
+SELECT {server('f.')} AS server, f.conn_id, f.ts, f.dir, f.kind, f.name, f.packets, f.file,
+       f.packet_files, f.violation,
+       -- a FIN/REQ/TOUCH nsqd answered with an error (its id not in flight): the answer,
+       -- as nsqviz conformance marks the command refused
+       coalesce(f.reason, e.data) AS reason,
+       f.msg_id, f.count, f.delay_ms, f.attempts, f.msg_ts, f.data, f.topic, f.channel
+FROM {FRAMES} AS f
+LEFT JOIN {ANSWER_PAIRS} AS p ON p.conn_id = f.conn_id AND p.command_seq = f.seq
+ AND p.name = {ERROR} AND f.name IN ({_ANSWERS}) AND f.violation IS NULL
+LEFT JOIN {FRAMES} AS e ON e.conn_id = p.conn_id AND e.seq = p.seq
+WHERE f.conn_id IS NOT NULL AND f.kind IN ('command', 'frame', 'gap', 'flow')
+ORDER BY f.conn_id, f.seq
+"""
+
 ANALYSES = Analyses(
     views=(
         View("conn_info", _CONN_INFO, """Per NSQ connection: its subscription (the first
@@ -399,6 +528,25 @@ with the starvation test at each step."""),
         View("nsq_connections", _CONNECTIONS, """NSQ's columns of the ``connections``
 table, one row per NSQ connection: who (IDENTIFY), what (SUB, messages in and
 published), negotiated, RDY, heartbeats.""", step=True),
+        View("refusals", _REFUSALS, """One row per answer, FIN, REQ, TOUCH or
+publish nsqd refused: the error frame (its code, text, packet) and the refused command
+(``seq`` in its connection), as ``answer_pairs`` pairs them.""", step=True),
+        View("channel_depth", _CHANNEL_DEPTH, """One row per change of each channel's
+queue: messages published to its topic (each channel takes a copy; before a topic's
+first channel exists nsqd keeps them for it), delivered, requeued (REQ, at its delay)
+and timed out, and the ``depth`` -- messages ready and not in flight, as far as the
+capture shows (at least: a channel that delivers more than the capture saw published
+had that many waiting before), until ``until_ts`` (the next change, or the broker's last
+record in the capture)."""),
+        View("consumer_flow", _CONSUMER_FLOW, """Per subscribed connection, its state
+from one change to the next (``ts`` to ``until_ts``): the RDY it gave, the messages it
+had in flight, the depth of its channel's queue (:data:`channel_depth`), and the client
+guide's starvation test.""", step=True),
+        View("guide", _GUIDE, """One row per verdict of the client guide (``nsqviz
+conformance``'s rules of one connection) on each NSQ connection captured whole: pass,
+fail or not exercised, in words, with the packets that show it
+(:mod:`nsqviz.conformance.frames`).""",
+             python="nsqviz.conformance.frames:verdicts"),
     ),
     connections=ConnectionColumns("nsq_connections", (
         ("messages_in", "0"), ("messages_published", "0"),

@@ -1,15 +1,661 @@
-"""NSQ's doctor rules: declarative definitions over the analyses' tables, each a
-view (:class:`nsqviz.sql.View`) whose rows are findings, kept with the protocol and run
-by the same engines as its analyses (:attr:`nsqviz.protocols.Protocol.rules`).
+"""NSQ's doctor rules: what goes wrong between NSQ clients and nsqd, found in the analyses'
+tables (:mod:`nsqviz.nsq.analyses`) and told in the protocol's words
+(:mod:`nsqviz.doctor` says what a rule is). The rules of messages, answers and
+connections are here; those of RDY and the channels' queues in :mod:`.rules_rdy`.
 
-None yet: ``nsqviz doctor`` fills this catalogue.
+Every command, frame and error code comes from NSQ's tables (:mod:`nsqviz.nsq.commands`,
+:class:`~nsqviz.nsq.errors.ErrorCode`); every threshold is a constant here or there with
+the reason for its value, and the findings quote it.
 """
 
 from __future__ import annotations
 
-from nsqviz.sql import View
+from nsqviz.doctor.rule import Rule, Severity, Threshold, evidence, figures
+from nsqviz.nsq.analyses import DEFAULT_MSG_TIMEOUT_MS
+from nsqviz.nsq.rules_rdy import RDY_RULES
+from nsqviz.nsq.rules_sql import (
+    CHANGE,
+    ERROR,
+    FATAL,
+    FIN,
+    FRAMES,
+    NOT_IN_FLIGHT,
+    PUBLISHES,
+    REQ,
+    WHY,
+    case,
+    seconds,
+    server_of,
+)
+from nsqviz.sql import C2S, CLOSED, FLOW_END, S2C, quoted
 
-__all__ = ["RULES"]
+__all__ = [
+    "CHURN_CONNECTIONS",
+    "CHURN_WINDOW_S",
+    "GUIDE_WARNINGS",
+    "HEARTBEAT_MISSES",
+    "MSG_TIMEOUT_DEFAULT",
+    "POISON_ATTEMPTS",
+    "REDELIVERY_LATE_S",
+    "RULES",
+]
 
-RULES: tuple[View, ...] = ()
-"""Every rule of the protocol, in the order its findings are listed."""
+HEARTBEAT_MISSES = Threshold(
+    "HEARTBEAT_MISSES", 2, "heartbeats in a row",
+    "nsqd closes a client it has not heard from in two heartbeat intervals (the protocol: "
+    "after 2 unanswered _heartbeat_ responses nsqd times out and closes the connection)")
+POISON_ATTEMPTS = Threshold(
+    "POISON_ATTEMPTS", 5, "attempts",
+    "go-nsq's MaxAttempts and pynsq's max_tries default to 5, after which the client "
+    "guide has the library give a message up (FIN it, and call a give-up handler)")
+REDELIVERY_LATE_S = Threshold(
+    "REDELIVERY_LATE_S", 1.0, "s",
+    "nsqd's queue scan looks for due messages every --queue-scan-interval (100 ms) on a "
+    "random set of channels, so some hundred milliseconds late is its ordinary pace; a "
+    "channel created since nsqd last read its channel list (every 5 s) waits up to 5 s")
+CHURN_CONNECTIONS = Threshold(
+    "CHURN_CONNECTIONS", 10, "connections",
+    "a producer or consumer keeps one long-lived connection per nsqd; ten in a row, each "
+    "opened after the one before closed, is no restart or failover")
+CHURN_WINDOW_S = Threshold(
+    "CHURN_WINDOW_S", 60.0, "s",
+    "at the client guide's reconnect backoff (8 s, 16 s, 32 s ...) a failing client opens "
+    "at most about five connections a minute; ten is faster than any backoff")
+MSG_TIMEOUT_DEFAULT = Threshold(
+    "DEFAULT_MSG_TIMEOUT_MS", DEFAULT_MSG_TIMEOUT_MS, "ms",
+    "nsqd's --msg-timeout default: the timeout of a delivery whose connection neither "
+    "asked for nor negotiated one")
+GUIDE_WARNINGS = ("in-flight",)
+"""The client guide's rules whose breach is a warning: answers for messages a client does
+not hold, whose harm no other rule reports. The others are info: a habit of the library
+(the first RDY, no CLS before closing, no feature negotiation), or a breach whose harm
+another rule reports at its own severity (nsq.fatal-error for a refused state or RDY
+count, nsq.heartbeat-missed, nsq.late-answer)."""
+
+GUIDE_CHANGES = {
+    "handshake": "Open each connection in the guide's order: the magic, IDENTIFY (read its "
+                 "answer), SUB, then RDY.",
+    "feature-negotiation": "Send IDENTIFY with feature_negotiation: true and keep to what "
+                           "nsqd answers (its max_rdy_count, msg_timeout ...).",
+    "initial-rdy": "Start each connection at RDY 1 and raise it as messages flow: the "
+                   "number of connections is not known at first, max_in_flight is shared "
+                   "out later.",
+    "max-rdy-count": "Never send RDY above the max_rdy_count nsqd announced in its IDENTIFY "
+                     "answer (2500 without feature negotiation).",
+    "rdy-update": "Send RDY again only when the count left is 0 or below 25 % of the last "
+                  "one sent, not after every message.",
+    "heartbeat": "Answer every _heartbeat_ with NOP (or any command) before the next one.",
+    "in-flight": "FIN, REQ or TOUCH only a message delivered on that connection and still "
+                 "in flight, and FIN or REQ it once.",
+    "state": "Send each command only in a state nsqd allows it in (SUB once, after "
+             "IDENTIFY; RDY after SUB; nothing but answers after CLS).",
+    "backoff": "In backoff send RDY 0 to every connection; when it ends send RDY 1 on one "
+               "to test the waters, then the full share.",
+    "cls-before-close": "Close a subscribed connection with CLS, wait for CLOSE_WAIT and "
+                        "answer what is in flight, then close the socket.",
+    "rdy-sum": "Keep the sum of RDY over a consumer's connections within max_in_flight.",
+    "lookupd-polling": "Poll every nsqlookupd periodically, with jitter, and take the "
+                       "union of what they answer.",
+}
+"""What to change for each rule of the client guide a connection breaks."""
+
+# ---------------------------------------------------------------- messages in flight
+
+_MSG_TIMEOUT = f"""
+WITH t AS (
+  SELECT d.*, n.ts AS next_ts, n.packet AS next_packet, n.conn_id AS next_conn,
+         n.attempts AS next_attempts,
+         coalesce(c.ended_by IN ('fin', 'rst') AND c.end_ts < d.outcome_ts, false)
+           AS after_close
+  FROM deliveries AS d
+  LEFT JOIN deliveries AS n ON n.server = d.server AND n.topic = d.topic
+   AND n.channel = d.channel AND n.msg_id = d.msg_id AND n.delivery = d.delivery + 1
+  LEFT JOIN connections AS c ON c.conn_id = d.conn_id
+  WHERE d.outcome = 'timeout'
+), ev_rows AS (
+  SELECT server AS k_server, conn_id AS k_conn, ts, packet, conn_id, msg_id,
+         'delivered (attempt ' || CAST(attempts AS STRING) ||
+         '), not answered within msg_timeout' AS what
+  FROM t
+  UNION ALL
+  SELECT server, conn_id, next_ts, next_packet, next_conn, msg_id,
+         'delivered again (attempt ' || CAST(next_attempts AS STRING) || ')'
+  FROM t WHERE next_ts IS NOT NULL
+), evd AS ({evidence("ev_rows", ("k_server", "k_conn"))}
+), per AS (
+  SELECT server, conn_id, min(topic) AS topic, min(channel) AS channel,
+         count(*) AS timeouts, count(DISTINCT msg_id) AS timed_out,
+         CAST(sum(CASE WHEN next_ts IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT) AS redelivered,
+         coalesce(max(msg_timeout_ms), {DEFAULT_MSG_TIMEOUT_MS}) AS msg_timeout_ms,
+         greatest(max(attempts), coalesce(max(next_attempts), 0)) AS max_attempts,
+         CAST(sum(CASE WHEN after_close THEN 1 ELSE 0 END) AS BIGINT) AS after_close
+  FROM t GROUP BY server, conn_id
+), delivered AS (
+  SELECT conn_id, count(DISTINCT msg_id) AS messages FROM deliveries GROUP BY conn_id
+)
+SELECT p.server, p.conn_id, e.first_ts AS ts, e.evidence,
+       {figures("topic", "channel", "timeouts", "timed_out", "messages", "redelivered",
+                "msg_timeout_ms", "max_attempts", "after_close")} AS figures
+FROM per AS p JOIN delivered AS m ON m.conn_id = p.conn_id
+JOIN evd AS e ON e.k_server = p.server AND e.k_conn = p.conn_id
+"""
+
+MSG_TIMEOUT = Rule(
+    "nsq.msg-timeout", "deliveries that timed out in flight and came back",
+    Severity.WARNING, _MSG_TIMEOUT,
+    summary="{timed_out} of {messages:/message/messages} of {topic}/{channel} timed out in "
+            "flight ({timeouts:/timeout/timeouts}, msg_timeout {msg_timeout_ms} ms) and came "
+            "back, attempts up to {max_attempts}",
+    explanation="nsqd gives every message it delivers msg_timeout to be answered -- FIN "
+                "(done), REQ (again later) or TOUCH (more time) -- and requeues one that "
+                "is not: it times out in flight and is delivered again, to this consumer "
+                "or another, with attempts one higher. Its work is done again; a handler "
+                "that finishes after the timeout has done it twice.{?after_close} "
+                "{after_close} of these timed out after the connection had closed with "
+                "them in flight: nsqd keeps a closed connection's messages in flight "
+                "until their timeout.{/}",
+    change="Answer within msg_timeout: make the handler faster, TOUCH while it works "
+           "(the client guide: a library must not TOUCH on its own), or ask for more "
+           "time with IDENTIFY's msg_timeout (up to nsqd's --max-msg-timeout)."
+           "{?after_close} Before closing, answer what is in flight (the guide: CLS, "
+           "wait for CLOSE_WAIT, then FIN or REQ the rest).{/}",
+    thresholds=(MSG_TIMEOUT_DEFAULT,),
+)
+
+_LATE_ANSWER = f"""
+WITH late AS (
+  SELECT r.conn_id, r.command, r.code, r.error_ts, r.error_packet, c.ts AS answer_ts,
+         element_at(c.packets, 1) AS answer_packet, c.msg_id,
+         d.server, d.topic, d.channel, d.ts AS delivered_ts, d.packet AS delivered_packet,
+         d.msg_timeout_ms, n.ts AS next_ts, n.packet AS next_packet, n.conn_id AS next_conn,
+         n.attempts AS next_attempts,
+         row_number() OVER (PARTITION BY r.conn_id, r.seq ORDER BY d.delivery DESC) AS k
+  FROM refusals AS r
+  JOIN {FRAMES} AS c ON c.conn_id = r.conn_id AND c.seq = r.seq
+  JOIN deliveries AS d ON d.conn_id = r.conn_id AND d.msg_id = c.msg_id AND d.ts < c.ts
+  LEFT JOIN deliveries AS n ON n.server = d.server AND n.topic = d.topic
+   AND n.channel = d.channel AND n.msg_id = d.msg_id AND n.delivery = d.delivery + 1
+  WHERE r.code IN ({NOT_IN_FLIGHT}) AND d.outcome = 'timeout'
+), answers AS (SELECT * FROM late WHERE k = 1
+), ev_rows AS (
+  SELECT server AS k_server, conn_id AS k_conn, delivered_ts AS ts,
+         delivered_packet AS packet, conn_id, msg_id, 'delivered' AS what FROM answers
+  UNION ALL
+  SELECT server, conn_id, answer_ts, answer_packet, conn_id, msg_id,
+         command || ' ' || CAST({seconds("answer_ts - delivered_ts")} AS STRING) ||
+         ' s after delivery' FROM answers
+  UNION ALL
+  SELECT server, conn_id, error_ts, error_packet, conn_id, msg_id, code || ': refused'
+  FROM answers
+  UNION ALL
+  SELECT server, conn_id, next_ts, next_packet, next_conn, msg_id,
+         'delivered again (attempt ' || CAST(next_attempts AS STRING) || ')'
+  FROM answers WHERE next_ts IS NOT NULL
+), evd AS ({evidence("ev_rows", ("k_server", "k_conn"))}
+), per AS (
+  SELECT server, conn_id, count(*) AS answers,
+         array_join(array_sort(collect_set(command)), '/') AS commands,
+         array_join(array_sort(collect_set(code)), '/') AS codes,
+         {seconds("max(answer_ts - delivered_ts)")} AS late_s,
+         coalesce(max(msg_timeout_ms), {DEFAULT_MSG_TIMEOUT_MS}) AS msg_timeout_ms,
+         CAST(sum(CASE WHEN next_ts IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT) AS twice
+  FROM answers GROUP BY server, conn_id
+)
+SELECT p.server, p.conn_id, e.first_ts AS ts, e.evidence,
+       {figures("answers", "commands", "codes", "late_s", "msg_timeout_ms", "twice")}
+         AS figures
+FROM per AS p JOIN evd AS e ON e.k_server = p.server AND e.k_conn = p.conn_id
+"""
+
+LATE_ANSWER = Rule(
+    "nsq.late-answer", "FIN, REQ or TOUCH refused because the message had left flight",
+    Severity.ERROR, _LATE_ANSWER,
+    summary="{answers:/answer/answers} ({commands}) sent up to {late_s:.3f} s after "
+            "delivery (msg_timeout {msg_timeout_ms} ms) refused with {codes}: the messages "
+            "had timed out{?twice}; {twice:/message was/messages were} delivered again and "
+            "processed twice{/}",
+    explanation="An answer counts only while its message is in flight on the connection. "
+                "These came after msg_timeout: nsqd had already timed the messages out "
+                "and requeued them, so it answered {codes} (not fatal: the client guide "
+                "calls these errors a matter of time) and the work the handler finished "
+                "was not recorded -- the message is delivered again and handled again.",
+    change="Answer within msg_timeout: TOUCH a message while a slow handler works on it, "
+           "or ask for a longer timeout with IDENTIFY's msg_timeout (up to nsqd's "
+           "--max-msg-timeout); make the handler idempotent, since NSQ delivers at least "
+           "once.",
+)
+
+_POISON = f"""
+WITH m AS (
+  SELECT server, topic, channel, msg_id, max(attempts) AS max_attempts,
+         min(attempts) AS first_attempts, count(*) AS deliveries,
+         CAST(sum(CASE WHEN outcome = {REQ} THEN 1 ELSE 0 END) AS BIGINT) AS requeues,
+         CAST(sum(CASE WHEN outcome = 'timeout' THEN 1 ELSE 0 END) AS BIGINT) AS timeouts,
+         max_by(outcome, delivery) AS outcome, max_by(conn_id, delivery) AS last_conn
+  FROM deliveries GROUP BY server, topic, channel, msg_id
+), poison AS (
+  SELECT * FROM m
+  WHERE max_attempts >= {POISON_ATTEMPTS.value} AND outcome <> {FIN} AND requeues + timeouts >= 2
+), ev_rows AS (
+  SELECT d.server AS k_server, d.topic AS k_topic, d.channel AS k_channel,
+         d.msg_id AS k_id, d.ts, d.packet, d.conn_id, d.msg_id,
+         'delivered (attempt ' || CAST(d.attempts AS STRING) || ')' AS what
+  FROM deliveries AS d JOIN poison AS p ON p.server = d.server AND p.topic = d.topic
+   AND p.channel = d.channel AND p.msg_id = d.msg_id
+  UNION ALL
+  SELECT d.server, d.topic, d.channel, d.msg_id, d.outcome_ts, d.outcome_packet, d.conn_id,
+         d.msg_id, CASE WHEN d.outcome = 'timeout' THEN 'timed out in flight'
+                        ELSE d.outcome || ' (delay ' || CAST(d.req_delay_ms AS STRING) ||
+                             ' ms)' END
+  FROM deliveries AS d JOIN poison AS p ON p.server = d.server AND p.topic = d.topic
+   AND p.channel = d.channel AND p.msg_id = d.msg_id
+  WHERE d.outcome IN ({REQ}, 'timeout')
+), evd AS ({evidence("ev_rows", ("k_server", "k_topic", "k_channel", "k_id"))}
+)
+SELECT p.server, CASE WHEN c.n = 1 THEN p.last_conn END AS conn_id, e.first_ts AS ts,
+       e.evidence,
+       {figures("p.msg_id", "p.topic", "p.channel", "p.deliveries", "p.requeues",
+                "p.timeouts", "p.first_attempts", "p.max_attempts", "p.outcome")}
+         AS figures
+FROM poison AS p
+JOIN evd AS e ON e.k_server = p.server AND e.k_topic = p.topic AND e.k_channel = p.channel
+ AND e.k_id = p.msg_id
+JOIN (SELECT server, topic, channel, msg_id, count(DISTINCT conn_id) AS n FROM deliveries
+      GROUP BY server, topic, channel, msg_id) AS c
+  ON c.server = p.server AND c.topic = p.topic AND c.channel = p.channel
+ AND c.msg_id = p.msg_id
+"""
+
+POISON_MESSAGE = Rule(
+    "nsq.poison-message", "a message requeued or timed out again and again, never FINed",
+    Severity.WARNING, _POISON,
+    summary="message {msg_id} of {topic}/{channel} delivered {deliveries:/time/times} "
+            "(attempts {first_attempts} to {max_attempts}): {requeues} REQ, "
+            "{timeouts:/timeout/timeouts}, never FINed",
+    explanation="Each delivery failed -- the handler REQ'd it or let it time out -- and "
+                "nsqd delivered it again with attempts one higher, past {POISON_ATTEMPTS}. "
+                "The client guide has a library compare attempts with a configured maximum "
+                "and give up a message beyond it (FIN it, and hand it to a give-up "
+                "handler that logs or stores it); without that, a message the handler "
+                "cannot process comes back forever, each time taking a place in flight.",
+    change="Set the consumer's max attempts (go-nsq MaxAttempts, pynsq max_tries) and a "
+           "give-up handler that FINs and keeps the message; fix what the handler cannot "
+           "take in this message.",
+    thresholds=(POISON_ATTEMPTS,),
+)
+
+_REDELIVERY_LATE = f"""
+WITH r AS (
+  SELECT d.*, n.packet AS next_packet, n.conn_id AS next_conn, n.attempts AS next_attempts,
+         CASE WHEN d.outcome = {REQ} THEN d.outcome_ts + coalesce(d.req_delay_ms, 0) / 1000.0
+              ELSE d.outcome_ts END AS due_ts
+  FROM deliveries AS d
+  JOIN deliveries AS n ON n.server = d.server AND n.topic = d.topic
+   AND n.channel = d.channel AND n.msg_id = d.msg_id AND n.delivery = d.delivery + 1
+  WHERE d.outcome IN ({REQ}, 'timeout')
+), late AS (
+  SELECT * FROM r WHERE next_delivery_ts - due_ts >= {REDELIVERY_LATE_S.value}
+), ev_rows AS (
+  SELECT server AS k_server, conn_id AS k_conn,
+         CASE WHEN outcome = {REQ} THEN outcome_ts ELSE ts END AS ts,
+         CASE WHEN outcome = {REQ} THEN outcome_packet ELSE packet END AS packet,
+         conn_id, msg_id,
+         CASE WHEN outcome = {REQ}
+              THEN 'REQ, delay ' || CAST(req_delay_ms AS STRING) || ' ms'
+              ELSE 'delivered; timed out in flight after '
+                   || CAST(msg_timeout_ms AS STRING) || ' ms' END AS what
+  FROM late
+  UNION ALL
+  SELECT server, conn_id, next_delivery_ts, next_packet, next_conn, msg_id,
+         'delivered again (attempt ' || CAST(next_attempts AS STRING) || '), '
+         || CAST({seconds("next_delivery_ts - due_ts")} AS STRING) || ' s after it was due'
+  FROM late
+), evd AS ({evidence("ev_rows", ("k_server", "k_conn"))}
+), per AS (
+  SELECT server, conn_id, min(topic) AS topic, min(channel) AS channel, count(*) AS late,
+         CAST(sum(CASE WHEN outcome = {REQ} THEN 1 ELSE 0 END) AS BIGINT) AS requeues,
+         CAST(sum(CASE WHEN outcome = 'timeout' THEN 1 ELSE 0 END) AS BIGINT) AS timeouts,
+         {seconds("min(next_delivery_ts - due_ts)")} AS least_s,
+         {seconds("max(next_delivery_ts - due_ts)")} AS most_s
+  FROM late GROUP BY server, conn_id
+)
+SELECT p.server, p.conn_id, e.first_ts AS ts, e.evidence,
+       {figures("topic", "channel", "late", "requeues", "timeouts", "least_s", "most_s")}
+         AS figures
+FROM per AS p JOIN evd AS e ON e.k_server = p.server AND e.k_conn = p.conn_id
+"""
+
+REDELIVERY_LATE = Rule(
+    "nsq.redelivery-late", "requeued messages redelivered long after they were due",
+    Severity.INFO, _REDELIVERY_LATE,
+    summary="{late:/requeued message/requeued messages} of {topic}/{channel} ({requeues} "
+            "REQ, {timeouts:/timeout/timeouts}) redelivered up to {most_s:.3f} s after due "
+            "(at least {least_s:.3f} s late)",
+    explanation="A REQ'd message is due again after its delay, a timed-out one at once; "
+                "nsqd moves it back to the queue when its queue scan finds it due. The scan "
+                "runs every --queue-scan-interval on a random set of channels and reads "
+                "nsqd's list of channels only every 5 seconds, so a channel created since "
+                "its last read is not scanned yet. The delay is nsqd's timing, not the "
+                "client's doing -- but a REQ delay or a backoff counts from the due time.",
+    change="Nothing on the client. Where the delay matters: create channels before their "
+           "consumers need them (nsqd's POST /channel/create), or give nsqd more "
+           "--queue-scan-workers and a shorter --queue-scan-interval when it has many "
+           "channels.",
+    thresholds=(REDELIVERY_LATE_S,),
+)
+
+
+# ------------------------------------------------------------------ the connection
+
+_HEARTBEAT_MISSED = f"""
+WITH h AS (
+  SELECT b.*, c.ended_by, c.ended_from, c.end_packet, c.end_ts, c.heartbeat_interval,
+         max(b.heartbeat) OVER (PARTITION BY b.conn_id) AS last_beat
+  FROM heartbeats AS b JOIN connections AS c ON c.conn_id = b.conn_id
+), proven AS (
+  -- unanswered, and the client had its whole interval: a later heartbeat came, or the
+  -- connection ended after it (the capture may stop before the last one's answer)
+  SELECT *, NOT answered AND (heartbeat < last_beat OR ended_by IN ('fin', 'rst')) AS missed
+  FROM h
+), streaks AS (
+  SELECT *, sum(CASE WHEN missed THEN 0 ELSE 1 END) OVER (
+              PARTITION BY conn_id ORDER BY heartbeat
+              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS grp
+  FROM proven
+), runs AS (
+  SELECT conn_id, grp, count(*) AS missed, min(ts) AS first_ts
+  FROM streaks WHERE missed GROUP BY conn_id, grp
+), worst AS (
+  SELECT conn_id, max(missed) AS in_row, min(first_ts) AS first_miss
+  FROM runs WHERE missed >= {HEARTBEAT_MISSES.value} GROUP BY conn_id
+), server_end AS (
+  SELECT conn_id, min_by(ts, seq) AS ts, min_by(element_at(packets, 1), seq) AS packet,
+         min_by(reason, seq) AS how
+  FROM {FRAMES} WHERE {FLOW_END} AND dir = '{S2C}' AND {CLOSED} GROUP BY conn_id
+), ev_rows AS (
+  SELECT {server_of("s.conn_id")} AS k_server, s.conn_id AS k_conn, s.ts, s.packet, s.conn_id,
+         CAST(NULL AS STRING) AS msg_id, '_heartbeat_ not answered' AS what
+  FROM streaks AS s JOIN worst AS w ON w.conn_id = s.conn_id WHERE s.missed
+  UNION ALL
+  SELECT {server_of("x.conn_id")}, x.conn_id, x.ts, x.packet, x.conn_id, NULL,
+         'nsqd closed the connection (' || upper(x.how) || ')'
+  FROM server_end AS x JOIN worst AS w ON w.conn_id = x.conn_id AND x.ts >= w.first_miss
+), evd AS ({evidence("ev_rows", ("k_server", "k_conn"))}
+), per AS (
+  SELECT w.conn_id, w.in_row, w.first_miss,
+         CAST(sum(CASE WHEN s.missed THEN 1 ELSE 0 END) AS BIGINT) AS missed,
+         count(*) AS heartbeats,
+         coalesce(try_cast(max(s.heartbeat_interval) AS BIGINT),
+                  CAST(round(1000 * percentile(s.interval_s, 0.5)) AS BIGINT))
+           AS interval_ms
+  FROM worst AS w JOIN streaks AS s ON s.conn_id = w.conn_id
+  GROUP BY w.conn_id, w.in_row, w.first_miss
+)
+SELECT e.k_server AS server, p.conn_id, e.first_ts AS ts, e.evidence,
+       {figures("p.in_row", "p.missed", "p.heartbeats", "p.interval_ms", "nsqd_closed",
+                "close_after_s")} AS figures,
+       nsqd_closed
+FROM (SELECT p.*, x.ts IS NOT NULL AS nsqd_closed,
+             {seconds("x.ts - p.first_miss")} AS close_after_s
+      FROM per AS p LEFT JOIN server_end AS x ON x.conn_id = p.conn_id
+       AND x.ts >= p.first_miss) AS p
+JOIN evd AS e ON e.k_conn = p.conn_id
+"""
+
+HEARTBEAT_MISSED = Rule(
+    "nsq.heartbeat-missed", "heartbeats unanswered, and whether nsqd closed",
+    Severity.WARNING, _HEARTBEAT_MISSED,
+    severity_sql="CASE WHEN nsqd_closed THEN 'error' ELSE 'warning' END",
+    summary="{in_row} heartbeats in a row unanswered (of {heartbeats}, every {interval_ms} "
+            "ms){?nsqd_closed}; nsqd closed the connection {close_after_s:.3f} s after the "
+            "first{/}",
+    explanation="nsqd sends _heartbeat_ every heartbeat_interval (IDENTIFY's, 30 s unless "
+                "asked otherwise) and expects a command in return -- any command; NOP when "
+                "the client has nothing to say. This client sent none for {in_row} "
+                "intervals: its I/O loop did not run (a handler blocking it, a stalled "
+                "process) or it does not read what nsqd sends. After two, nsqd gives up on "
+                "it and closes the connection; what it had in flight times out and goes "
+                "to other consumers.",
+    change="Answer every _heartbeat_ with NOP from the connection's I/O loop, never from "
+           "the message handler (the client guide); run slow handlers off that loop. "
+           "IDENTIFY's heartbeat_interval sets the period (1000 ms up to nsqd's "
+           "--max-heartbeat-interval; -1 turns heartbeats off).",
+    thresholds=(HEARTBEAT_MISSES,),
+)
+
+_FATAL_ERROR = f"""
+WITH fatal AS (
+  SELECT conn_id, seq, ts, packet, code, text, command, command_seq, command_packet,
+         row_number() OVER (PARTITION BY conn_id ORDER BY seq) AS k
+  FROM errors WHERE dir = '{S2C}' AND name = {ERROR} AND code IN ({FATAL})
+), unit AS (
+  -- what nsqd refused: the command the error answers (answer_pairs), else the last
+  -- bytes the client sent in the packet it answers (no command could be read from them)
+  SELECT f.conn_id, coalesce(max(f.command_seq), max(c.seq)) AS seq
+  FROM fatal AS f LEFT JOIN {FRAMES} AS c ON c.conn_id = f.conn_id
+   AND element_at(c.packets, 1) = f.command_packet AND c.dir = '{C2S}'
+   AND c.kind IN ('command', 'error') AND c.seq < f.seq
+  WHERE f.k = 1 GROUP BY f.conn_id
+), server_end AS (
+  SELECT conn_id, min_by(ts, seq) AS ts, min_by(element_at(packets, 1), seq) AS packet,
+         min_by(reason, seq) AS how
+  FROM {FRAMES} WHERE {FLOW_END} AND dir = '{S2C}' AND {CLOSED} GROUP BY conn_id
+), x AS (
+  SELECT f.conn_id, f.ts, f.packet, f.code, f.text, f.command_packet, c.ts AS unit_ts,
+         CASE WHEN c.kind = 'command' THEN c.name ELSE 'the client''s bytes' END AS command,
+         s.ts AS close_ts, s.packet AS close_packet, s.how
+  FROM fatal AS f LEFT JOIN unit AS u ON u.conn_id = f.conn_id
+  LEFT JOIN {FRAMES} AS c ON c.conn_id = u.conn_id AND c.seq = u.seq
+  LEFT JOIN server_end AS s ON s.conn_id = f.conn_id AND s.ts >= f.ts
+  WHERE f.k = 1
+), ev_rows AS (
+  SELECT conn_id AS k_conn, ts, packet, conn_id, CAST(NULL AS STRING) AS msg_id,
+         text AS what FROM x
+  UNION ALL
+  SELECT conn_id, unit_ts, command_packet, conn_id, NULL, command || ': refused'
+  FROM x WHERE unit_ts IS NOT NULL
+  UNION ALL
+  SELECT conn_id, close_ts, close_packet, conn_id, NULL,
+         'nsqd closed the connection (' || upper(how) || ')'
+  FROM x WHERE close_ts IS NOT NULL
+), evd AS ({evidence("ev_rows", ("k_conn",))}
+)
+SELECT {server_of("x.conn_id")} AS server, x.conn_id, e.first_ts AS ts, e.evidence,
+       {figures("code", "detail", "command", "nsqd_closed", "why", "change")} AS figures
+FROM (SELECT x.*, CASE WHEN text LIKE (code || ' %') THEN substr(text, length(code) + 2)
+                       ELSE text END AS detail,
+             close_ts IS NOT NULL AS nsqd_closed, {WHY} AS why, {CHANGE} AS change
+      FROM x) AS x
+JOIN evd AS e ON e.k_conn = x.conn_id
+"""
+
+FATAL_ERROR = Rule(
+    "nsq.fatal-error", "nsqd closed the connection on a client's error",
+    Severity.ERROR, _FATAL_ERROR,
+    summary="nsqd refused {command} with {code} ({detail}){?nsqd_closed} and closed the "
+            "connection{/}",
+    explanation="{code} is one of nsqd's fatal errors -- {why}. The client guide: nsqd "
+                "fails fast, protecting itself from a client in a state it does not "
+                "expect; after a fatal error it closes the connection, and what the client "
+                "had in flight times out and is delivered elsewhere. Only E_FIN_FAILED, "
+                "E_REQ_FAILED and E_TOUCH_FAILED leave a connection open.",
+    change="Fix what the client sends: {change}.",
+)
+
+_PUBLISH_REFUSED = f"""
+WITH refused AS (
+  -- the refused unit: the publish, or the bytes of one nsqd could not read (errors
+  -- names the unit it answers)
+  SELECT e.conn_id, e.seq, e.ts, e.packet, e.code, e.text, e.command_packet,
+         split_part(e.text, ' ', 2) AS command, max_by(c.topic, c.seq) AS topic,
+         max_by(c.ts, c.seq) AS command_ts, max(c.seq) AS command_seq,
+         max_by(element_at(c.bodies, 1), c.seq) AS body
+  FROM errors AS e
+  LEFT JOIN {FRAMES} AS c ON c.conn_id = e.conn_id
+   AND element_at(c.packets, 1) = e.command_packet AND c.name = e.command AND c.seq < e.seq
+  WHERE e.dir = '{S2C}' AND e.name = {ERROR} AND split_part(e.text, ' ', 2) IN ({PUBLISHES})
+  GROUP BY e.conn_id, e.seq, e.ts, e.packet, e.code, e.text, e.command_packet
+), pubs AS (
+  SELECT {server_of("conn_id")} AS server, conn_id, seq, ts, topic,
+         element_at(packets, 1) AS packet, explode(bodies) AS body
+  FROM {FRAMES} WHERE name IN ({PUBLISHES}) AND dir = '{C2S}'
+), again AS (
+  -- the same body published to the same nsqd and topic: before the refusal (this is a
+  -- retry) or after it (it was retried)
+  SELECT r.conn_id, r.seq, p.ts, p.packet, p.conn_id AS pub_conn, p.ts > r.ts AS later
+  FROM refused AS r JOIN pubs AS p ON p.server = {server_of("r.conn_id")}
+   AND p.topic = r.topic AND p.body = r.body
+   AND NOT (p.conn_id = r.conn_id AND p.seq = r.command_seq)
+), ev_rows AS (
+  SELECT conn_id AS k_conn, code AS k_code, command_ts AS ts, command_packet AS packet,
+         conn_id, CAST(NULL AS STRING) AS msg_id,
+         command || coalesce(' ' || topic, '') || ': the publish refused' AS what
+  FROM refused WHERE command_ts IS NOT NULL
+  UNION ALL
+  SELECT conn_id, code, ts, packet, conn_id, NULL, text FROM refused
+  UNION ALL
+  SELECT r.conn_id, r.code, a.ts, a.packet, a.pub_conn, NULL,
+         CASE WHEN a.later THEN 'the same message published again'
+              ELSE 'the same message published before' END
+  FROM again AS a JOIN refused AS r ON r.conn_id = a.conn_id AND r.seq = a.seq
+), evd AS ({evidence("ev_rows", ("k_conn", "k_code"))}
+), per AS (
+  SELECT r.conn_id, r.code, count(*) AS refused, min(r.command) AS command,
+         min(r.topic) AS topic, min_by(r.text, r.seq) AS text,
+         CAST(coalesce(sum(a.later_n), 0) AS BIGINT) AS retried,
+         CAST(coalesce(sum(a.earlier_n), 0) AS BIGINT) AS repeats
+  FROM refused AS r LEFT JOIN (
+    SELECT conn_id, seq, sum(CASE WHEN later THEN 1 ELSE 0 END) AS later_n,
+           sum(CASE WHEN later THEN 0 ELSE 1 END) AS earlier_n
+    FROM again GROUP BY conn_id, seq) AS a ON a.conn_id = r.conn_id AND a.seq = r.seq
+  GROUP BY r.conn_id, r.code
+)
+SELECT {server_of("p.conn_id")} AS server, p.conn_id, e.first_ts AS ts, e.evidence,
+       {figures("code", "refused", "command", "topic", "detail", "retried", "repeats",
+                "why", "change")} AS figures
+FROM (SELECT p.*, CASE WHEN text LIKE (code || ' %') THEN substr(text, length(code) + 2)
+                       ELSE text END AS detail, {WHY} AS why, {CHANGE} AS change
+      FROM per AS p) AS p
+JOIN evd AS e ON e.k_conn = p.conn_id AND e.k_code = p.code
+"""
+
+PUBLISH_REFUSED = Rule(
+    "nsq.publish-refused", "PUB, MPUB or DPUB refused: the messages were not queued",
+    Severity.ERROR, _PUBLISH_REFUSED,
+    summary="{refused:/publish/publishes} ({command}{?topic} to {topic}{/}) refused with "
+            "{code} ({detail})"
+            "{?repeats}; the same message was refused before{/}{?retried}; the same "
+            "message was published again afterwards ({retried}){/}",
+    explanation="nsqd answered the publish with {code} -- {why} -- so its messages were "
+                "not queued: unless the producer reads the answer and acts on it, they are "
+                "lost. Each of these errors is fatal: nsqd closed the connection too. "
+                "{?repeats}The same message was refused before: retrying what nsqd "
+                "refuses for its content (a bad topic, a message too big) fails the same "
+                "way.{/}",
+    change="Read every publish's answer (OK or an error) and {change}.",
+)
+
+_RECONNECT_CHURN = f"""
+WITH conns AS (
+  SELECT conn_id, {server_of("conn_id")} AS server, start_ts, end_ts,
+         coalesce(client_id || '@' || coalesce(hostname, ''),
+                  split_part(flow, ':', 1)) AS who,
+         client_id, hostname, split_part(flow, ':', 1) AS address,
+         messages_published, messages_in, ended_by
+  FROM connections
+  WHERE conn_id IN (SELECT conn_id FROM {FRAMES} WHERE kind = 'command')
+), seq AS (
+  SELECT *, lag(end_ts) OVER (PARTITION BY server, who ORDER BY start_ts, conn_id) AS prev_end
+  FROM conns
+), sequential AS (
+  -- opened after the client's previous connection to this nsqd had ended: a reconnection
+  SELECT *, count(*) OVER (PARTITION BY server, who ORDER BY start_ts
+                           RANGE BETWEEN {CHURN_WINDOW_S.value} PRECEDING AND CURRENT ROW)
+              AS in_window
+  FROM seq WHERE prev_end IS NULL OR start_ts >= prev_end
+), churn AS (
+  SELECT server, who FROM sequential GROUP BY server, who
+  HAVING max(in_window) >= {CHURN_CONNECTIONS.value}
+), ev_rows AS (
+  SELECT s.server AS k_server, s.who AS k_who, f.ts, element_at(f.packets, 1) AS packet,
+         s.conn_id, CAST(NULL AS STRING) AS msg_id, 'connection opened' AS what
+  FROM sequential AS s JOIN churn AS c ON c.server = s.server AND c.who = s.who
+  JOIN frames AS f ON f.conn_id = s.conn_id AND f.seq = 1  -- its start: the SYN
+), evd AS ({evidence("ev_rows", ("k_server", "k_who"))}
+), per AS (
+  SELECT s.server, s.who, min(s.client_id) AS client_id, min(s.hostname) AS hostname,
+         min(s.address) AS address, count(*) AS connections,
+         {seconds("max(s.start_ts) - min(s.start_ts)")} AS seconds,
+         {seconds("avg(s.end_ts - s.start_ts)")} AS lasted_s,
+         CAST(sum(s.messages_published) AS BIGINT) AS published,
+         CAST(sum(s.messages_in) AS BIGINT) AS received
+  FROM sequential AS s JOIN churn AS c ON c.server = s.server AND c.who = s.who
+  GROUP BY s.server, s.who
+)
+SELECT p.server, CAST(NULL AS STRING) AS conn_id, e.first_ts AS ts, e.evidence,
+       {figures("client", "connections", "seconds", "lasted_s", "published", "received")}
+         AS figures
+FROM (SELECT *, CASE WHEN client_id IS NOT NULL
+                     THEN 'client_id ' || client_id || coalesce(' on ' || hostname, '')
+                     ELSE 'the client at ' || address || ' (no IDENTIFY)' END AS client
+      FROM per) AS p
+JOIN evd AS e ON e.k_server = p.server AND e.k_who = p.who
+"""
+
+RECONNECT_CHURN = Rule(
+    "nsq.reconnect-churn", "a client connecting to one nsqd again and again",
+    Severity.WARNING, _RECONNECT_CHURN,
+    summary="{client} opened {connections} connections to this nsqd one after another in "
+            "{seconds:.3f} s, each lasting {lasted_s:.3f} s on average "
+            "({published:/message/messages} published, {received} received in all)",
+    explanation="Each connection costs a TCP handshake, the magic, IDENTIFY (and any TLS "
+                "or compression it negotiates) and nsqd's state for a new client, and a "
+                "consumer's connection starts again from RDY 0. Clients keep one "
+                "long-lived connection per nsqd; one that keeps reconnecting either opens "
+                "a connection for each message or keeps failing and starting over -- see "
+                "how each ended.",
+    change="Keep the connection open and publish on it (go-nsq's Producer and pynsq's "
+           "Writer do); if each connection ends in an error, fix that error; reconnect "
+           "with the client guide's backoff (8 s, 16 s, 32 s ...), not at once.",
+    thresholds=(CHURN_CONNECTIONS, CHURN_WINDOW_S),
+)
+
+_GUIDE = f"""
+WITH failed AS (
+  SELECT * FROM guide WHERE status = 'fail'
+), ev_rows AS (
+  -- each packet the verdict names, with the units that begin in it
+  SELECT x.server AS k_server, x.conn_id AS k_conn, x.rule AS k_rule, min(f.ts) AS ts,
+         element_at(x.packets, x.i) AS packet, x.conn_id, CAST(NULL AS STRING) AS msg_id,
+         x.rule || ': ' || array_join(array_sort(collect_set(f.name)), ', ') AS what
+  FROM (SELECT *, explode(sequence(1, size(packets))) AS i FROM failed
+        WHERE size(packets) > 0) AS x
+  JOIN {FRAMES} AS f ON f.conn_id = x.conn_id
+   AND element_at(f.packets, 1) = element_at(x.packets, x.i)
+   AND f.file = element_at(x.packet_files, x.i) AND f.kind IN ('command', 'frame')
+  GROUP BY x.server, x.conn_id, x.rule, x.i, x.packets
+), evd AS ({evidence("ev_rows", ("k_server", "k_conn", "k_rule"))}
+)
+SELECT f.server, f.conn_id, e.first_ts AS ts, e.evidence,
+       {figures("rule", "detail", "asks", "change")} AS figures, rule AS guide_rule
+FROM (SELECT *, {case("rule", GUIDE_CHANGES)} AS change FROM failed) AS f
+JOIN evd AS e ON e.k_server = f.server AND e.k_conn = f.conn_id AND e.k_rule = f.rule
+"""
+
+GUIDE = Rule(
+    "nsq.guide", "each rule of the client guide a connection breaks (nsqviz conformance)",
+    Severity.INFO, _GUIDE,
+    severity_sql=f"CASE WHEN guide_rule IN ({quoted(GUIDE_WARNINGS)}) THEN 'warning' "
+                 "ELSE 'info' END",
+    summary="{rule}: {detail}",
+    explanation="The client guide (what every NSQ client library should do) asks: {asks}. "
+                "nsqviz conformance judged this traffic against it (only connections "
+                "captured whole, from the magic on, are judged).",
+    change="{change}",
+)
+
+RULES: tuple[Rule, ...] = (
+    FATAL_ERROR, PUBLISH_REFUSED, LATE_ANSWER, HEARTBEAT_MISSED, MSG_TIMEOUT,
+    POISON_MESSAGE, *RDY_RULES, RECONNECT_CHURN, REDELIVERY_LATE, GUIDE,
+)
+"""Every NSQ rule, in the order their findings are listed (within a severity)."""

@@ -17,7 +17,8 @@ text) and writes each table's rows with pyarrow as one Parquet file of that tabl
 Handing the rows back to Spark to write cost more than the analyses: on the same set,
 ten write jobs of 5 s in all (Arrow to JVM rows to Parquet), which a second core did not
 shorten. Spark SQL then runs the views that combine the brokers' rows, reading them back
-from those files.
+from those files (and a Python view among them, :attr:`nsqviz.sql.View.python` -- the
+doctor's ``findings`` with their words -- through ``mapInArrow``, batch by batch).
 
 One limit follows: a partition's frames (without ``fields``) must fit in one Python
 worker's memory, about 300 bytes a frame. A set with many brokers spreads over more
@@ -32,7 +33,15 @@ from functools import cache
 from typing import Any
 
 from nsqviz.pipeline import sink
-from nsqviz.pipeline.definitions import HOST, across_servers, reads, tables, views
+from nsqviz.pipeline.definitions import (
+    HOST,
+    across_servers,
+    definitions,
+    reads,
+    tables,
+    views,
+)
+from nsqviz.sql import View, python_rows
 
 __all__ = ["per_server", "write"]
 
@@ -53,6 +62,8 @@ def write(frames: Any, out: str) -> None:
     """Write every analysis of ``frames`` (a Spark DataFrame of the frames table) as a
     Parquet table ``out/<name>``. ``out`` is a local path or a URI that pyarrow's file
     systems know and every executor reaches, as for the frames table."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
     spark = frames.sparkSession
     paths = {name: (f"{out}/{name}" if name in tables() else f"{out}/_steps/{name}")
              for name in _written()}
@@ -70,10 +81,26 @@ def write(frames: Any, out: str) -> None:
     try:
         for name in across_servers():  # in order: one may read those before it
             df = spark.sql(views()[name])
+            view = definitions()[name]
+            if view.python:
+                df = df.mapInArrow(_python_batches(view),
+                                   from_arrow_schema(arrow_schemas()[name]))
             df.createOrReplaceTempView(name)
-            df.write.mode("overwrite").parquet(f"{out}/{name}")
+            if name in tables():
+                df.write.mode("overwrite").parquet(f"{out}/{name}")
     finally:
         sink.remove(f"{out}/_steps")
+
+
+def _python_batches(view: View) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """A view's Python function (:attr:`nsqviz.sql.View.python`) over Spark's batches."""
+    def task(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for batch in batches:
+            yield from python_rows(view, pa.Table.from_batches([batch])).to_batches()
+
+    return task
 
 
 def _deal(frames: Any, parts: int) -> tuple[int, Any]:
@@ -153,12 +180,12 @@ def _analyse_servers(paths: dict[str, str]) -> Callable[[Iterator[Any]], Iterato
 
 @cache
 def arrow_schemas() -> dict[str, Any]:
-    """Each per-broker view's Arrow schema: what DuckDB gives on an empty frames table
-    (the definitions type every column, so the schema does not depend on the rows)."""
+    """Each view's Arrow schema: what DuckDB gives on an empty frames table (the
+    definitions type every column, so the schema does not depend on the rows)."""
     import pyarrow as pa
 
     from nsqviz.pipeline.on_duckdb import analyse
     from nsqviz.records import frame_schema
 
     empty = pa.Table.from_batches([], schema=frame_schema())
-    return {name: table.schema for name, table in analyse(empty, per_server()).items()}
+    return {name: table.schema for name, table in analyse(empty, views()).items()}

@@ -27,8 +27,9 @@ those of a connection whose state cannot be handed on (a compressed one); with o
 file, ``continuation`` off, or nothing crossing a file boundary, stage 2 has nothing to
 do. :func:`decode_set` runs both stages in one process. Besides the kinds ``nsqviz
 decode --json`` prints, the table has ``kind = "flow"`` rows (``FlowStart``; ``FlowEnd``
-per direction, with how it ended and the decoder's byte counts) for the connections
-table.
+per direction, with how it ended and the decoder's byte counts; ``Retransmission``, each
+segment that carried bytes already captured) for the connections table and the doctor's
+TCP rules.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import os
 import pickle
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.driver import IDLE_SPLIT, Step
@@ -48,7 +49,7 @@ from nsqviz.pipeline.handoff import FileHandoff, HandoffCollector, Key, Part, ke
 from nsqviz.records import DecodedRecord, FrameColumns
 
 __all__ = ["ConnectionRows", "ProgressFile", "continue_connections", "decode_file",
-           "decode_set", "read_progress"]
+           "decode_set", "decode_stream", "read_progress"]
 
 BATCH_ROWS = 8192
 _FRAME_KINDS = ("command", "frame")
@@ -287,3 +288,31 @@ def decode_set(files: list[str], *, idle_split: float | None = IDLE_SPLIT,
     for part in plan(handoffs, parts):
         yield from continue_connections(part, files, idle_split=idle_split, ports=ports,
                                         batch_rows=batch_rows, fields=fields)
+
+
+def decode_stream(source: BinaryIO, *, idle_split: float | None = IDLE_SPLIT,
+                  ports: Mapping[str, Iterable[int]] | None = None,
+                  batch_rows: int = BATCH_ROWS, fields: bool = True) -> list[Any]:
+    """The frames-table batches of a capture read from ``source`` (standard input, the
+    output of a live capture tool) to its end -- or to Ctrl-C, which here means "that
+    is all": the connections still open end where the capture stopped. Its packets are
+    numbered as one file, named ``-``."""
+    decoder = _decoder(ports, idle_split, True, fields)
+    rows = ConnectionRows(["-"], fields=fields)
+    batches = []
+    try:
+        for step in decoder.driver.read(source, 0):
+            for rec in decoder.step(step):
+                rows.add(rec)
+            if len(rows.columns) >= batch_rows:
+                batches.append(rows.columns.batch())
+    except KeyboardInterrupt:
+        pass
+    except (CaptureFormatError, OSError) as exc:
+        rows.columns.add(DecodedRecord(float("nan"), None, None, "error", "CaptureWarning",
+                                       {"reason": f"-: {exc}"}, (), files=()), None, None)
+    for rec in decoder.step(decoder.driver.finish(0)):
+        rows.add(rec)
+    if len(rows.columns):
+        batches.append(rows.columns.batch())
+    return batches

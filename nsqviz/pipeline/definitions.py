@@ -15,15 +15,25 @@ name that later ones may read, in an order where each comes after what it reads.
 
 Every view but those that combine brokers (:func:`across_servers`) reads one host's
 frames at a time, so Spark runs them on each host's frames apart, in parallel.
+
+The doctor's rules (:mod:`nsqviz.doctor`) are collected here too -- the capture layer's
+(:mod:`nsqviz.capture.rules`), then each protocol's (:attr:`~nsqviz.protocols.Protocol.
+rules`) -- and become views after the analyses (:func:`nsqviz.doctor.views.views`): the
+``findings`` table is one of :func:`tables`, on both engines.
 """
 
 from __future__ import annotations
 
 import re
 from functools import cache
+from typing import Any
 
 from nsqviz import protocols
 from nsqviz.capture import analyses as capture_analyses
+from nsqviz.capture import rules as capture_rules
+from nsqviz.doctor import views as doctor_views
+from nsqviz.doctor import words
+from nsqviz.doctor.rule import Rule
 from nsqviz.sql import HOST, Analyses, View, frames_of
 
 __all__ = [
@@ -32,9 +42,11 @@ __all__ = [
     "collect",
     "definitions",
     "reads",
+    "rules",
     "steps",
     "tables",
     "views",
+    "worded",
 ]
 
 
@@ -56,6 +68,7 @@ def collect(registered: tuple[protocols.Protocol, ...]) -> dict[str, View]:
                               materialise=False))
             found.extend(mine.views)
     found.extend(capture_analyses.views(contributed))
+    found.extend(doctor_views.views(_rules(registered).values(), f"{__name__}:worded"))
     by_name: dict[str, View] = {}
     for view in found:
         if view.name in by_name or view.name == "frames":
@@ -96,6 +109,27 @@ def _reads(by_name: dict[str, View], name: str) -> set[str]:
 @cache
 def _collected(registered: tuple[protocols.Protocol, ...]) -> dict[str, View]:
     return collect(registered)
+
+
+@cache
+def _rules(registered: tuple[protocols.Protocol, ...]) -> dict[str, Rule]:
+    """The doctor's rules by id: the capture layer's, then each protocol's."""
+    out: dict[str, Rule] = {}
+    for rule in (*capture_rules.RULES, *(r for p in registered for r in p.rules)):
+        if out.setdefault(rule.id, rule) is not rule:
+            raise ValueError(f"two rules are called {rule.id!r}")
+    return out
+
+
+def rules() -> dict[str, Rule]:
+    """Every rule of the doctor by id, in the order their findings are listed."""
+    return _rules(protocols.registered())
+
+
+def worded(rows: Any) -> Any:
+    """The ``findings`` view's Python step: the rules' findings with their words
+    (:func:`nsqviz.doctor.words.worded` over :func:`rules`)."""
+    return words.worded(rows, rules())
 
 
 def definitions() -> dict[str, View]:

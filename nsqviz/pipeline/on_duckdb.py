@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from nsqviz.pipeline.definitions import definitions, reads, tables
+from nsqviz.sql import python_rows
 
 __all__ = ["DUCKDB_NAMES", "analyse", "duckdb_sql"]
 
@@ -35,6 +36,8 @@ DUCKDB_NAMES: dict[str, str] = {
     "struct": "struct_pack",  # both name the fields after the columns
     "percentile": "quantile_cont",  # both exact, interpolating linearly
     "sequence": "generate_series",  # both with the end included
+    "slice": "list_slice",  # slice(x, 1, n): both the first n (from 1, the end included)
+    "array_join": "array_to_string",  # both (array, separator), nulls left out
 }
 """Spark SQL function -> DuckDB's spelling of it."""
 
@@ -72,9 +75,14 @@ def analyse(frames: Any, wanted: Iterable[str] | None = None, *,
                      frames.column_names else frames)
         needed = _needed(wanted)
         for name, view in views.items():
-            if name in needed:
-                what = "TABLE" if view.materialise else "VIEW"
-                con.execute(f"CREATE TEMP {what} {name} AS {duckdb_sql(view.sql)}")
+            if name not in needed:
+                continue
+            if view.python:  # rows from Python, kept as an Arrow table DuckDB reads
+                con.register(name, python_rows(view, con.sql(duckdb_sql(view.sql))
+                                                .to_arrow_table()))
+                continue
+            what = "TABLE" if view.materialise else "VIEW"
+            con.execute(f"CREATE TEMP {what} {name} AS {duckdb_sql(view.sql)}")
         # Rows in one order (by every column, left to right): DuckDB's parallel plans
         # give them in any, and a notebook's stored output must not depend on that.
         order = " ORDER BY ALL" if ordered else ""

@@ -51,8 +51,10 @@ _TICK = {"": "#9ca3af", "retransmission": "#f59e0b", "gap": "#dc2626", "warning"
 class ReplayView:
     """Render a :class:`~nsqviz.capture.replay.Replay` up to packet ``upto``."""
 
-    def __init__(self, replay: Replay, upto: int | None = None, *, flows: list[int] | None = None):
+    def __init__(self, replay: Replay, upto: int | None = None, *, flows: list[int] | None = None,
+                 open_bytes: bool = True):
         self.replay = replay
+        self.open_bytes = open_bytes  # False: no box opens (a view nested in another's pane)
         last = replay.packets[-1].number if replay.packets else 0
         self.upto = last if upto is None else upto
         decoded = [s.flow.id for s in replay.flows if s.protocol]
@@ -217,8 +219,10 @@ class ReplayView:
         """Record index -> opener number, for the records a click opens: those of the
         shown flows completed by the current packet that have a hex view, the last
         :data:`~nsqviz.widgets.opener.MAX_OPENERS` of them; none when a packet's slot is
-        narrower than :data:`_MIN_CELL` px (boxes too thin to aim at: use the picker)."""
-        if self._cell * _WIDTH / 100 < _MIN_CELL:
+        narrower than :data:`_MIN_CELL` px (boxes too thin to aim at: use the picker), or
+        when the view opens no bytes (``open_bytes``: shown in another view's pane, whose
+        radio group its own would answer)."""
+        if not self.open_bytes or self._cell * _WIDTH / 100 < _MIN_CELL:
             return {}
         done = [i for i, r in enumerate(self.replay.records)
                 if r.packets and r.packets[-1] <= self.upto and r.flow_id in self.flows

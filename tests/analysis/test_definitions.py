@@ -51,7 +51,9 @@ def test_hosts_apart_then_combined_give_the_whole_tables(frames):
     import pyarrow.compute as pc
 
     from nsqviz.pipeline.analyses import per_server
+    from nsqviz.pipeline.definitions import definitions
     from nsqviz.pipeline.on_duckdb import analyse, duckdb_sql
+    from nsqviz.sql import python_rows
 
     whole = analyse(frames)
     server = pc.list_element(pc.split_pattern(frames["flow"], "->"), 1)
@@ -70,8 +72,12 @@ def test_hosts_apart_then_combined_give_the_whole_tables(frames):
         combined[name] = pa.concat_tables(apart[name])
         con.register(name, combined[name])
     for name in across_servers():
-        combined[name] = con.sql(f"SELECT * FROM ({duckdb_sql(views()[name])}) ORDER BY ALL"
-                                 ).to_arrow_table()
+        rows = con.sql(duckdb_sql(views()[name])).to_arrow_table()
+        if definitions()[name].python:  # the doctor's words: Python over the rows
+            rows = python_rows(definitions()[name], rows)
+        con.register("rows", rows)
+        combined[name] = con.sql("SELECT * FROM rows ORDER BY ALL").to_arrow_table()
+        con.unregister("rows")
         con.register(name, combined[name])
     for name in tables():
         got = con.sql(f"SELECT * FROM {name} ORDER BY ALL").to_arrow_table() \
