@@ -489,7 +489,8 @@ WITH refused AS (
   SELECT e.conn_id, e.seq, e.ts, e.packet, e.code, e.text, e.command_packet,
          split_part(e.text, ' ', 2) AS command, max_by(c.topic, c.seq) AS topic,
          max_by(c.ts, c.seq) AS command_ts, max(c.seq) AS command_seq,
-         max_by(element_at(c.bodies, 1), c.seq) AS body
+         -- (an MPUB of no message has no first body: Spark's element_at refuses that)
+         max_by(CASE WHEN size(c.bodies) > 0 THEN element_at(c.bodies, 1) END, c.seq) AS body
   FROM errors AS e
   LEFT JOIN {FRAMES} AS c ON c.conn_id = e.conn_id
    AND element_at(c.packets, 1) = e.command_packet AND c.name = e.command AND c.seq < e.seq
