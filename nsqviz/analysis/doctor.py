@@ -28,7 +28,7 @@ from typing import Any, TextIO
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
 from nsqviz.doctor.rule import Severity
 from nsqviz.doctor.words import at_least, canonical_figures, connection_of, ordered
-from nsqviz.usage import nearest_hint, usage_error, warn
+from nsqviz.usage import help_text, nearest_hint, usage_error, warn
 
 __all__ = ["register", "run"]
 
@@ -38,7 +38,7 @@ _COMMAND = "doctor"
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         _COMMAND, help="what is wrong in a capture: findings in words, with their packets",
-        description=__doc__.splitlines()[0],
+        description=help_text(__doc__),
         epilog="Exit status: 0 no finding at error severity, 1 at least one, 2 a bad "
                "argument or a capture that cannot be read.")
     p.add_argument("captures", nargs="*", metavar="CAPTURE",
