@@ -7,6 +7,7 @@ neighbours as straight arrows, any other transition as an arc over the top.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from nsqviz.widgets.style import CSS, StaticView, esc, unique_ids
@@ -15,8 +16,12 @@ __all__ = ["StateMachineView"]
 
 
 class StateMachineView(StaticView):
-    BOX_W = 118
-    GAP = 76
+    """States left to right, about :attr:`~nsqviz.widgets.sequence.SequenceDiagram.WIDTH`
+    wide for NSQ's five (a neighbour's transition label wrapped to its gap), shown scaled
+    to its container like the sequence diagram."""
+
+    BOX_W = 100
+    GAP = 66
     H = 30
 
     def __init__(
@@ -37,7 +42,7 @@ class StateMachineView(StaticView):
         step = self.BOX_W + self.GAP
         xs = {s: 10 + i * step for i, s in enumerate(self.states)}
         arcs = [t for t in self.transitions if not self._adjacent(t)]
-        top = 18 + 16 * min(len(arcs), 4)
+        top = 30 + 16 * min(len(arcs), 4)  # and a wrapped label's second line
         width = 20 + len(self.states) * step - self.GAP
         height = top + self.H + 30
         out = [
@@ -56,10 +61,16 @@ class StateMachineView(StaticView):
                 x2: float = xs[dst]
                 if x2 < x1:  # backwards neighbour: draw under the boxes
                     x1, x2 = xs[src], xs[dst] + self.BOX_W
+                lines = textwrap.wrap(label, int((self.GAP - 4) / 6.1)) or [""]
+                mid = (x1 + x2) / 2
+                text = "".join(
+                    f'<tspan x="{mid:g}" dy="{0 if k == 0 else 11}">{esc(line)}</tspan>'
+                    for k, line in enumerate(lines))
                 out.append(
                     f'<line x1="{x1}" y1="{cy}" x2="{x2}" y2="{cy}" stroke="#6b7280" '
-                    f'marker-end="url(#nv-fsm-ah-@ID@)"/><text x="{(x1 + x2) / 2}" y="{cy - 5}" '
-                    f'text-anchor="middle" fill="#374151">{esc(label)}</text>'
+                    f'marker-end="url(#nv-fsm-ah-@ID@)"/><text class="nv-label" x="{mid:g}" '
+                    f'y="{cy - 5 - 11 * (len(lines) - 1):g}" text-anchor="middle" '
+                    f'font-size="10" fill="#374151">{text}</text>'
                 )
         for i, (src, dst, label) in enumerate(arcs[:4]):
             if src not in xs or dst not in xs:

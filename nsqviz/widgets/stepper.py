@@ -143,7 +143,10 @@ class Stepper:
             hexes = f'<div class="nv-title">last step, byte by byte</div>{hexes}'
         status = self._status_html() if with_status else ""
         return (
-            f'{status}<div class="nv-grid"><div class="nv-card">{seq}</div>'
+            # the diagram takes the row's width (it scales to it), the state cards wrap
+            # under it when the row is narrower than both
+            f'{status}<div class="nv-grid"><div class="nv-card" style="flex:1 1 560px;'
+            f'min-width:0">{seq}</div>'
             f'<div class="nv-card">{side}</div></div>{hexes}'
         )
 

@@ -158,9 +158,22 @@ def test_timer_labels_never_overlap_and_stay_inside_the_picture():
     spans = [TimerSpan(1, 2, f"timer {k}") for k in range(4)] + [TimerSpan(2, None, "next row")]
     d = SequenceDiagram(["client", "nsqd"], arrows, spans=spans)
     svg = d.svg()
-    ys = [int(y) for y in re.findall(r'<text x="\d+" y="(\d+)" fill="[^"]+" font-size="10">',
-                                     svg)]
+    ys = [int(y) for y in re.findall(r'<text class="nv-timer-label" x="[\d.]+" y="(\d+)"', svg)]
     assert len(ys) == 5
     assert all(b - a >= SequenceDiagram.LABEL_GAP for a, b in zip(ys, ys[1:], strict=False))
     height = int(re.search(r'height="(\d+)"', svg).group(1))  # type: ignore[union-attr]
     assert max(ys) < height
+
+
+def test_a_long_timer_label_is_wrapped_and_the_next_label_goes_below_its_last_line():
+    arrows = [Arrow("client", "nsqd", f"CMD {i}") for i in range(2)]
+    long = "msg_timeout 60000 ms: restarted by TOUCH, then FIN in time"
+    spans = [TimerSpan(0, 1, long), TimerSpan(0, 1, "REQ delay 200 ms")]
+    d = SequenceDiagram(["client", "nsqd"], arrows, spans=spans)
+    lay = d.layout()
+    assert len(lay.timer_lines[0]) > 1
+    assert all(len(line) <= SequenceDiagram.TIMER_CHARS for line in lay.timer_lines[0])
+    assert " ".join(lay.timer_lines[0]) == long
+    first, second = lay.timer_ys
+    assert second - first >= SequenceDiagram.LABEL_GAP * len(lay.timer_lines[0])
+    assert lay.width <= SequenceDiagram.WIDTH and lay.height > second
