@@ -6,8 +6,9 @@ loopback port. Every notebook page is opened at 1400x900 in Furo's light and dar
 pictures are drawn with their own style sheet (computed styles, not only present) and
 keep their contrast with the page; a byte and its tree row light each other up; a
 frame box (replay, sticky-packet map, sequence diagram) opens its frame's bytes and
-closes again -- all without a kernel; nothing scrolls sideways (but a sequence
-diagram, in a box of its own). The search page finds
+closes again -- all without a kernel; nothing scrolls sideways, and every sequence and
+state diagram, each of its lanes and labels, lies within the content column (~824 px)
+at a readable scale. The search page finds
 ``max_rdy_count``. Screenshots go to ``test-artifacts/`` (git-ignored).
 
 Chromium is Debian's (``/usr/bin/chromium``, installed by ``scripts/sysdeps.sh``), driven
@@ -26,7 +27,14 @@ import pytest
 
 from tests._browser import CHROMIUM, need_chromium
 from tests.docs.conftest import ROOT, Site
-from tests.explorer.test_browser import _CONTRAST, ARTIFACTS, FLAGS
+from tests.explorer.test_browser import (
+    _CONTRAST,
+    ARTIFACTS,
+    FLAGS,
+    KNOWN_LANES,
+    LEAST_SCALE,
+    diagrams_fit,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -91,8 +99,6 @@ _SIDEWAYS = """() => {
   }
   for (const e of document.querySelectorAll('article *')) {
     if (!e.offsetParent || e.scrollWidth <= e.clientWidth + 1) continue;
-    // a sequence diagram scrolls in its own box by design (drawn full size, readable)
-    if (e.classList.contains('nv-seqscroll')) continue;
     if (['auto', 'scroll'].includes(getComputedStyle(e).overflowX)) {
       out.push(`${e.tagName}.${e.getAttribute('class')}: ${e.scrollWidth} > ${e.clientWidth}`
                + ` "${(e.innerText || '').slice(0, 60)}"`);
@@ -183,6 +189,8 @@ def test_every_notebook_page_as_a_reader_meets_it(browser: Any, served: str, the
     seen: dict[str, dict[str, object]] = {}
     poor: dict[str, object] = {}
     wide: dict[str, list[str]] = {}
+    outside: dict[str, list[object]] = {}
+    lanes: dict[str, set[str]] = {}
     try:
         for stem in NOTEBOOKS:
             page.goto(f"{served}/notebooks/{stem}.html")
@@ -199,6 +207,10 @@ def test_every_notebook_page_as_a_reader_meets_it(browser: Any, served: str, the
                     poor[f"{stem} {sel}"] = bad[:3]
             if found := page.evaluate(_SIDEWAYS):
                 wide[stem] = found
+            fit = diagrams_fit(page, "article")
+            lanes[stem] = set(fit["lanes"])
+            if fit["outside"] or (fit["scales"] and min(fit["scales"]) < LEAST_SCALE):
+                outside[stem] = [*fit["outside"][:8], min(fit["scales"])]
             if pictures:
                 picture = page.locator("article .nsqviz:visible").first
                 picture.scroll_into_view_if_needed()
@@ -207,6 +219,9 @@ def test_every_notebook_page_as_a_reader_meets_it(browser: Any, served: str, the
         context.close()
     assert not poor, poor
     assert not wide, wide
+    assert not outside, outside
+    for stem, names in KNOWN_LANES.items():
+        assert names <= lanes[stem], (stem, lanes[stem])
     # what the notebooks show today: pictures on most pages, linked bytes and boxes on many
     assert sum(bool(s["pictures"]) for s in seen.values()) >= 8, seen
     assert sum(bool(s["linked"]) for s in seen.values()) >= 6, seen

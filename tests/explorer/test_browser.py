@@ -127,6 +127,20 @@ def test_notebook_02_runs_and_the_stepper_renders(notebook02):
     stepper.evaluate("el => el.scrollIntoView({block: 'start'})")
     page.screenshot(path=str(ARTIFACTS / "browser-notebook-02.png"))
 
+    # ... its controls, lanes and labels within the notebook, before and after a frame
+    # box is opened (a box's radio button took focus and scrolled the buttons away)
+    for when in ("drawn", "a box opened"):
+        fit = diagrams_fit(page, NOTEBOOK_OUTPUTS)
+        assert not fit["outside"], (when, fit["outside"])
+        assert fit["controls"] >= 13 and {"consumer", "nsqd"} <= set(fit["lanes"]), fit
+        assert min(fit["scales"]) >= LEAST_SCALE, fit["scales"]
+        box = stepper.locator(".nsqviz-seq label.nv-box").last
+        box.scroll_into_view_if_needed()
+        box.click()
+        expect(stepper.locator(".nsqviz-seq .nv-pane:visible")).to_have_count(1)
+    button = stepper.get_by_role("button", name="SUB", exact=True)
+    assert button.evaluate(_IN_VIEW_SIDEWAYS), "the stepper's buttons scrolled sideways"
+
     # the fresh stepper at the end: click through a session of our own
     mine = page.locator(".nsqviz-stepper-widget").nth(1)
     mine.scroll_into_view_if_needed()
@@ -142,6 +156,13 @@ def test_notebook_02_runs_and_the_stepper_renders(notebook02):
 def _your_turn(page) -> str:
     """The markdown's "Your turn" paragraph, as the reader sees it."""
     return page.locator(".jp-MarkdownOutput p").filter(has_text="Your turn:").inner_text()
+
+
+_IN_VIEW_SIDEWAYS = """e => {
+  const r = e.getBoundingClientRect();
+  const area = e.closest('.jp-OutputArea-output').getBoundingClientRect();
+  return r.left >= area.left - 1 && r.right <= area.right + 1;
+}"""
 
 
 def test_your_turn_suggestions_work_as_written(notebook02):
@@ -235,9 +256,6 @@ _SIDEWAYS = """() => {
   const panel = '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output';
   document.querySelectorAll(panel).forEach(area => {
     for (const e of [area, ...area.querySelectorAll('div, pre, table, svg')]) {
-      // a sequence diagram scrolls in its own box, by design: drawn full size, its
-      // labels stay readable (scaled to fit, a long session's shrank to ~5 px)
-      if (e.classList.contains('nv-seqscroll') || e.closest('.nv-seqscroll')) continue;
       if (e !== area && e.scrollWidth <= e.clientWidth + 1) continue;
       const scrolls = e === area || ['auto', 'scroll'].includes(getComputedStyle(e).overflowX);
       if (scrolls && e.scrollWidth > e.clientWidth + 1) {
@@ -299,23 +317,86 @@ def _stored_pages(browser, lab):
     return page, open_
 
 
-def test_no_output_scrolls_sideways_at_1400_px(browser, lab):
-    """Every stored notebook, opened in JupyterLab at 1400x900 (the file browser open):
-    no output area, and nothing inside one that could scroll, is wider than its box --
-    but a sequence diagram, which scrolls in a box of its own at full size."""
+# Every diagram inside ``areas`` (a notebook's output areas, the site's column), each of
+# its lanes, labels and any control beside it: where it lies against its area's box and
+# the window. Returns the diagrams' lane names, each diagram's scale (drawn px per px of
+# the SVG: its 11-px labels at that scale), and whatever lies outside.
+DIAGRAMS_FIT = """(areas) => {
+  const out = {lanes: [], scales: [], outside: [], controls: 0};
+  const where = (e, r) => `${(e.textContent || e.getAttribute('class') || e.tagName).trim()
+    .slice(0, 50)} ${Math.round(r.left)}..${Math.round(r.right)}`;
+  for (const area of document.querySelectorAll(areas)) {
+    if (!area.getClientRects().length) continue;
+    const box = area.getBoundingClientRect();
+    const right = Math.min(box.right, document.documentElement.clientWidth);
+    const off = (e) => {
+      const r = e.getBoundingClientRect();
+      if (r.width && (r.left < box.left - 1 || r.right > right + 1)) {
+        out.outside.push(`${where(e, r)} outside ${Math.round(box.left)}..${Math.round(right)}`);
+      }
+    };
+    for (const svg of area.querySelectorAll('svg.nv-seq, svg.nv-fsm')) {
+      if (!svg.getClientRects().length) continue;
+      out.scales.push(svg.getBoundingClientRect().width / svg.viewBox.baseVal.width);
+      off(svg);
+      svg.querySelectorAll('text, .nv-lane').forEach(off);
+      svg.querySelectorAll('.nv-lane title').forEach(t => out.lanes.push(t.textContent));
+    }
+    for (const c of area.querySelectorAll('button, select, input:not(.nv-pick)')) {
+      if (!c.getClientRects().length) continue;
+      out.controls++;
+      off(c);
+    }
+  }
+  return out;
+}"""
+
+# lanes the course's known cases hid off-screen (issue 34): lab 11's heir, the AUTH
+# diagram's alice, the rebalance's consumers and second broker
+KNOWN_LANES = {"04-failure-labs": {"heir"}, "05-feature-negotiation": {"alice"},
+               "11-tubemq": {"A", "B", "Broker 2"}}
+LEAST_SCALE = 0.9
+"""A diagram is never drawn smaller than this (its 11-px labels at 10 px or more)."""
+
+NOTEBOOK_OUTPUTS = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output"
+
+
+def diagrams_fit(page, areas: str) -> dict:
+    """What :data:`DIAGRAMS_FIT` finds on ``page`` in ``areas``."""
+    return page.evaluate(DIAGRAMS_FIT, areas)
+
+
+def test_no_output_scrolls_sideways_and_every_diagram_fits_at_1400_px(browser, lab):
+    """Every stored notebook, opened in JupyterLab at 1400x900 with the file browser open
+    (about 1,000 px of notebook): no output area, and nothing inside one that could
+    scroll, is wider than its box; every sequence and state diagram, each of its lanes
+    and labels lies within its output area, drawn at a readable scale."""
     page, open_ = _stored_pages(browser, lab)
-    wide = {}
+    wide, outside, small, lanes = {}, {}, {}, {}
     try:
         for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
             open_(path.name)
+            assert page.locator(".jp-DirListing").first.is_visible()  # the file browser
             found = page.evaluate(_SIDEWAYS)
+            fit = diagrams_fit(page, NOTEBOOK_OUTPUTS)
+            lanes[path.stem] = set(fit["lanes"])
+            if fit["outside"]:
+                outside[path.stem] = fit["outside"][:8]
+            if fit["scales"] and min(fit["scales"]) < LEAST_SCALE:
+                small[path.stem] = min(fit["scales"])
             if found:
                 wide[path.stem] = found
+            if found or fit["outside"]:
                 page.screenshot(path=str(ARTIFACTS / f"browser-wide-{path.stem}.png"))
     finally:
         _stop_kernels(lab)
         page.close()
     assert not wide, json.dumps(wide, indent=1, ensure_ascii=False)
+    assert not outside, json.dumps(outside, indent=1, ensure_ascii=False)
+    assert not small, small
+    for stem, names in KNOWN_LANES.items():
+        assert names <= lanes[stem], (stem, lanes[stem])
+    assert sum(map(len, lanes.values())) >= 20, lanes  # the diagrams were measured
 
 
 _CONTRAST = """(sel) => {
