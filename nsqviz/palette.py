@@ -24,12 +24,13 @@ of the same hue for lines and text on white (the sequence diagram's arrows).
 from __future__ import annotations
 
 import colorsys
+import math
 import zlib
 from functools import cache
 from typing import Any
 
-__all__ = ["MIN_DELTA_E", "SEPARATOR", "UNPARSED", "delta_e", "field_colour", "field_groups",
-           "ink", "name_colour", "name_of_event", "names", "ordinal_colour"]
+__all__ = ["KINDS", "MIN_DELTA_E", "QUIET", "SEPARATOR", "UNPARSED", "delta_e", "field_colour",
+           "ink", "name_colour", "name_of_event", "names", "ordinal_colour", "spread"]
 
 SEPARATOR = "#e5e7eb"
 """Unnamed constants (spaces, newlines): present, but quiet."""
@@ -37,6 +38,11 @@ UNPARSED = "#fecaca"
 """Bytes the grammar could not attribute."""
 OTHER = "#e5e7eb"
 """A name outside the tables (a gap, a TLS record)."""
+KINDS = {"gap": "#7c8594", "error": UNPARSED, "tls": "#aeb5c0"}
+"""A record that is no command or frame, by its kind: bytes missing from the capture,
+bytes no grammar could parse, a TLS record. Quiet greys and the unparsed pink, each
+:data:`MIN_DELTA_E` from :data:`OTHER`, from the others and from every name."""
+QUIET = (OTHER, *KINDS.values())
 
 _HAND_FILLS = (
     "#8ecae6", "#ffb703", "#90be6d", "#f4a6c1", "#b8a1e3", "#f9c74f", "#7fd1b9",
@@ -69,18 +75,53 @@ def _generated(n: int, *, offset: float) -> list[str]:
 @cache
 def _names() -> dict[str, str]:
     """Every registered protocol's names (:meth:`~nsqviz.protocols.Protocol.names`), in
-    registration order: the first protocol's take the hand-picked fills while they last,
-    every other name the next generated one (a name two protocols share keeps the fill
-    it got first)."""
+    registration order: the first protocol's take the hand-picked fills, every other
+    name the next generated one (a name two protocols share keeps the fill it got
+    first) -- each moved, where it must be, to the nearest fill at least
+    :data:`MIN_DELTA_E` from its protocol's other names and from the quiet fills
+    (:data:`QUIET`): any of them can stand side by side in a legend."""
     from nsqviz import protocols
 
     out: dict[str, str] = {}
-    fresh = [n for proto in protocols.registered() for n in proto.names()]
-    first = protocols.registered()[0].names()
-    for name, fill in zip(first, _HAND_FILLS, strict=False):
-        out.setdefault(name, fill)
-    rest = [n for n in dict.fromkeys(fresh) if n not in out]
-    out.update(zip(rest, _generated(len(rest), offset=0.05), strict=True))
+    used: set[str] = set()
+    for k, proto in enumerate(protocols.registered()):
+        own = list(dict.fromkeys(proto.names()))
+        fresh = [n for n in own if n not in out]
+        wanted = [*_HAND_FILLS] if k == 0 else []
+        wanted += _generated(max(len(fresh) - len(wanted), 0), offset=0.05)
+        for least in range(int(MIN_DELTA_E), 0, -1):  # as far apart as the pastels allow
+            try:
+                mine = _spread(fresh, wanted, [out[n] for n in own if n in out], used, least)
+            except ValueError:
+                continue
+            _SPREAD[proto.name] = float(least)
+            break
+        out.update(mine)
+        used.update(mine.values())
+    return out
+
+
+_SPREAD: dict[str, float] = {}
+"""Per protocol, the least colour difference between two of its names (:func:`spread`)."""
+
+
+def spread(protocol: str) -> float:
+    """The least CIEDE2000 difference between any two of ``protocol``'s names and the
+    quiet fills: :data:`MIN_DELTA_E` for NSQ's 16 and the lookup protocol's; less for a
+    protocol with more names than pastels that far apart (TubeMQ's RPCs, nsqd's HTTP
+    endpoints)."""
+    _names()
+    return _SPREAD[protocol]
+
+
+def _spread(names: list[str], wanted: list[str], mates: list[str], used: set[str],
+            least: float) -> dict[str, str]:
+    """Each of ``names`` its ``wanted`` fill, or the nearest pastel ``least`` from the
+    fills before it, from ``mates`` and from the quiet fills; ValueError if one has none."""
+    out: dict[str, str] = {}
+    for name, fill in zip(names, wanted, strict=False):
+        taken = [*mates, *out.values(), *QUIET]
+        out[name] = _apart(fill, taken, used | set(out.values()), least)
     return out
 
 
@@ -133,12 +174,15 @@ def ink(fill: str) -> str:
 _FIELD_FILLS = (*_HAND_FILLS, *_generated(18, offset=0.6))
 
 
-MIN_DELTA_E = 20.0
-"""The least CIE76 colour difference between two fields that can share a hex view (two
-pastel greens 12 apart read as one field): a field whose fill in order would come nearer
-than this to one already coloured takes the first spare fill that does not."""
+MIN_DELTA_E = 12.0
+"""The least CIEDE2000 colour difference between two fills that can stand side by side:
+two fields of one unit, two names of one protocol (a legend, a replay's lanes), a name
+and the quiet fills, two neighbouring frames of the sticky-packet map. About 2 is just
+noticeable; pastels 12 apart read as two colours at a glance (MPUB's ``count`` and
+``data``, 4 apart, read as one field)."""
 
 
+@cache
 def _lab(fill: str) -> tuple[float, float, float]:
     """``fill`` (``#rrggbb``, sRGB) in CIE L*a*b* (D65), where distance is perceptual."""
     def linear(c: float) -> float:
@@ -152,30 +196,57 @@ def _lab(fill: str) -> tuple[float, float, float]:
     return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
 
 
+@cache
 def delta_e(a: str, b: str) -> float:
-    """The CIE76 difference of two fills: about 2 is just noticeable, 20 clearly apart."""
-    return float(sum((p - q) ** 2 for p, q in zip(_lab(a), _lab(b), strict=True)) ** 0.5)
+    """The CIEDE2000 difference of two fills (Sharma, Wu, Dalal 2005); cached: choosing
+    the fills compares the same pastels many times."""
+    (l1, a1, b1), (l2, a2, b2) = _lab(a), _lab(b)
+    mean_c = (math.hypot(a1, b1) + math.hypot(a2, b2)) / 2
+    g = 0.5 * (1 - math.sqrt(mean_c ** 7 / (mean_c ** 7 + 25 ** 7)))
+    a1, a2 = a1 * (1 + g), a2 * (1 + g)
+    c1, c2 = math.hypot(a1, b1), math.hypot(a2, b2)
+    h1, h2 = math.degrees(math.atan2(b1, a1)) % 360, math.degrees(math.atan2(b2, a2)) % 360
+    dh = 0.0 if c1 * c2 == 0 else (h2 - h1 + 180) % 360 - 180
+    d_h = 2 * math.sqrt(c1 * c2) * math.sin(math.radians(dh) / 2)
+    mean_l, mean_cp = (l1 + l2) / 2, (c1 + c2) / 2
+    if c1 * c2 == 0:
+        mean_h = h1 + h2
+    elif abs(h1 - h2) <= 180:
+        mean_h = (h1 + h2) / 2
+    else:
+        mean_h = (h1 + h2 + 360) / 2 if h1 + h2 < 360 else (h1 + h2 - 360) / 2
+    t = (1 - 0.17 * math.cos(math.radians(mean_h - 30)) + 0.24 * math.cos(math.radians(2 * mean_h))
+         + 0.32 * math.cos(math.radians(3 * mean_h + 6))
+         - 0.20 * math.cos(math.radians(4 * mean_h - 63)))
+    rc = 2 * math.sqrt(mean_cp ** 7 / (mean_cp ** 7 + 25 ** 7))
+    rt = -math.sin(math.radians(60 * math.exp(-(((mean_h - 275) / 25) ** 2)))) * rc
+    sl = 1 + 0.015 * (mean_l - 50) ** 2 / math.sqrt(20 + (mean_l - 50) ** 2)
+    sc, sh = 1 + 0.045 * mean_cp, 1 + 0.015 * mean_cp * t
+    dl, dc, dhh = (l2 - l1) / sl, (c2 - c1) / sc, d_h / sh
+    return math.sqrt(dl * dl + dc * dc + dhh * dhh + rt * dc * dhh)
 
 
-def field_groups(con: Any, seen: frozenset[int] = frozenset()) -> list[frozenset[str]]:
-    """The sets of field names that can appear in one unit ``con`` parses: one set per
-    way through its switches (a command's verb, a frame's type), names in order."""
-    from construct import Construct, Renamed, Switch
+@cache
+def _pool() -> tuple[str, ...]:
+    """Pastels to move a fill to: every 10 degrees of hue, three lightnesses, two
+    saturations (black text stays readable on each)."""
+    return tuple(_hex(*colorsys.hls_to_rgb(h / 36, light, sat))
+                 for h in range(36) for light in (0.66, 0.76, 0.86) for sat in (0.55, 0.8))
 
-    if id(con) in seen:
-        return [frozenset()]
-    seen = seen | {id(con)}
-    own = frozenset([con.name]) if isinstance(con, Renamed) and con.name else frozenset()
-    if isinstance(con, Switch):
-        cases = [c for c in (*con.cases.values(), con.default) if isinstance(c, Construct)]
-        return [own | g for c in cases for g in field_groups(c, seen)] or [own]
-    out = [own]
-    for attr in ("subcon", "subcons", "thensubcon", "elsesubcon"):
-        value = getattr(con, attr, None)
-        for child in value if isinstance(value, list | tuple) else [value]:
-            if isinstance(child, Construct):
-                out = list({a | b for a in out for b in field_groups(child, seen)})
-    return out
+
+def _apart(fill: str, neighbours: list[str], used: set[str] | frozenset[str] = frozenset(),
+           least: float = MIN_DELTA_E) -> str:
+    """``fill``, or the pastel nearest to it (:func:`_pool`) that is at least ``least``
+    from every one of ``neighbours`` and not in ``used``."""
+    def fits(c: str) -> bool:
+        return c not in used and all(delta_e(c, n) >= least for n in neighbours)
+
+    if fits(fill):
+        return fill
+    found = next((c for c in sorted(_pool(), key=lambda c: delta_e(c, fill)) if fits(c)), None)
+    if found is None:
+        raise ValueError(f"no pastel {least} from {len(neighbours)} fills")
+    return found
 
 
 def _walk_names(con: Any, out: dict[str, None], seen: set[int]) -> None:
@@ -199,25 +270,19 @@ def _walk_names(con: Any, out: dict[str, None], seen: set[int]) -> None:
 def _fields() -> dict[str, str]:
     """The first registered protocol's field names (its :meth:`~nsqviz.protocols.
     Protocol.grammars`: NSQ's), in the grammar's order, each with its own fill, at least
-    :data:`MIN_DELTA_E` from the fills of the fields it can share a unit with."""
+    :data:`MIN_DELTA_E` from every other's and from :data:`SEPARATOR` and
+    :data:`UNPARSED` (which fields neighbour which depends on the bytes: an MPUB's
+    ``count`` is followed by its first message's ``size``, or by ``data`` when the
+    message is empty)."""
     from nsqviz import protocols
 
     found: dict[str, None] = {}
     seen: set[int] = set()
-    groups: list[frozenset[str]] = []
     for con in protocols.registered()[0].grammars():
         _walk_names(con, found, seen)
-        groups += field_groups(con)
-    spare = list(_FIELD_FILLS[len(found):])
     out: dict[str, str] = {}
     for name, fill in zip(found, _FIELD_FILLS, strict=False):
-        mates = [out[m] for g in groups if name in g for m in g if m in out]
-        fits = [c for c in (fill, *spare) if all(delta_e(c, m) >= MIN_DELTA_E for m in mates)]
-        if not fits:
-            raise AssertionError("no fill far enough from a field's neighbours")  # pragma: no cover
-        out[name] = fits[0]
-        if fits[0] != fill:
-            spare.remove(fits[0])
+        out[name] = _apart(fill, [*out.values(), SEPARATOR, UNPARSED], set(out.values()))
     return out
 
 
@@ -238,7 +303,18 @@ def ordinal_colour(k: int, name: Any = None) -> str:
     if name is None:
         return _FIELD_FILLS[k % len(_FIELD_FILLS)]
     fill = name_colour(name)
-    if k % 2 == 0:
-        return fill
+    return fill if k % 2 == 0 else _shade(fill)
+
+
+@cache
+def _shade(fill: str) -> str:
+    """The same hue as ``fill``, lighter (or, for a fill too light for that, darker)
+    until it is :data:`MIN_DELTA_E` from it: two neighbouring frames of one name."""
     hue, light, sat = _hls(fill)
-    return _hex(*colorsys.hls_to_rgb(hue, min(0.9, light + 0.1), sat))
+    steps = [light + d / 100 for d in range(2, 40, 2)] + [light - d / 100 for d in range(2, 40, 2)]
+    for level in steps:
+        if 0.3 <= level <= 0.95:
+            shade = _hex(*colorsys.hls_to_rgb(hue, level, sat))
+            if delta_e(shade, fill) >= MIN_DELTA_E:
+                return shade
+    raise AssertionError(f"no shade of {fill} {MIN_DELTA_E} apart")  # pragma: no cover

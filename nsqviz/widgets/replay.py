@@ -30,7 +30,7 @@ from typing import Any
 
 from nsqviz import protocols
 from nsqviz.capture.replay import Replay
-from nsqviz.palette import ink, name_colour
+from nsqviz.palette import KINDS, ink, name_colour
 from nsqviz.protocols import TimerRow, TimerSpan
 from nsqviz.records import DecodedRecord
 from nsqviz.stream import Direction
@@ -44,7 +44,6 @@ _WIDTH = 760  # px for the packet axis at most (it shrinks to fit: positions are
 _LANE = 64  # px per lane
 _TIMERS_SHOWN = 6  # per lane; a capture of 200 messages has 200 msg_timeouts
 _MIN_CELL = 3.0  # px: a packet slot narrower than this (at full width) has no clickable boxes
-_KIND_COLOUR = {"gap": "#fca5a5", "error": "#f87171", "tls": "#d1d5db"}
 _TICK = {"": "#9ca3af", "retransmission": "#f59e0b", "gap": "#dc2626", "warning": "#dc2626"}
 
 
@@ -75,8 +74,8 @@ class ReplayView:
         return self._x.get(number, 0) * self._cell
 
     def _fill(self, rec: DecodedRecord) -> str:
-        if rec.kind in _KIND_COLOUR:
-            return _KIND_COLOUR[rec.kind]
+        if rec.kind in KINDS:
+            return KINDS[rec.kind]
         return name_colour(rec.name)
 
     # -- rendering ------------------------------------------------------------------
@@ -136,7 +135,7 @@ class ReplayView:
             for n in self._names
         ) + "".join(
             f'<span class="nv-chip" style="background:{c}">{k}</span>'
-            for k, c in _KIND_COLOUR.items()
+            for k, c in KINDS.items()
         )
         shown = [r for r in rp.records if r.packets and r.packets[-1] <= self.upto]
         title = (

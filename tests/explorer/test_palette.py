@@ -170,16 +170,14 @@ def test_the_replay_picker_names_each_records_flow():
 
 
 def test_fields_that_share_a_unit_are_perceptually_apart():
-    # frame_type and data.id were two greens 12 apart (CIE76): one field to the eye
+    # frame_type and data.id were two greens 12 apart (CIE76): one field to the eye; now
+    # every NSQ field is MIN_DELTA_E (CIEDE2000) from every other
     from itertools import combinations
 
-    from nsqviz.nsq import grammar
-    groups = palette.field_groups(grammar.Command) + palette.field_groups(grammar.Frame)
-    assert any({"frame_type", "id"} <= g for g in groups)
-    for group in groups:
-        for a, b in combinations(sorted(group), 2):
-            d = palette.delta_e(palette.field_colour(a), palette.field_colour(b))
-            assert d >= palette.MIN_DELTA_E, (a, b, d)
+    fields = palette._fields()
+    for a, b in combinations(sorted(fields), 2):
+        d = palette.delta_e(fields[a], fields[b])
+        assert d >= palette.MIN_DELTA_E, (a, b, d)
     # and in a real hex view: each neighbouring pair of fields of a message frame
     frame = (b"\x00\x00\x00\x20\x00\x00\x00\x02" + bytes(8) + b"\x00\x01"
              + b"0123456789abcdef" + b"hi")
@@ -188,3 +186,64 @@ def test_fields_that_share_a_unit_are_perceptually_apart():
     assert len(fills) >= 6
     for a, b in zip(fills, fills[1:], strict=False):
         assert palette.delta_e(a, b) >= palette.MIN_DELTA_E
+
+
+def _chips(markup: str) -> list[str]:
+    """The fills of a view's legend chips, in order."""
+    return re.findall(r'class="nv-chip[^"]*" style="background:(#[0-9a-f]{6})', markup)
+
+
+def _apart(fills: list[str], least: float = palette.MIN_DELTA_E) -> list[tuple[str, str, float]]:
+    """The pairs of ``fills`` nearer than ``least`` (CIEDE2000)."""
+    from itertools import combinations
+
+    return [(a, b, round(palette.delta_e(a, b), 1)) for a, b in combinations(set(fills), 2)
+            if palette.delta_e(a, b) < least]
+
+
+def test_delta_e_is_ciede2000():
+    # Sharma, Wu and Dalal's test data: pairs 1, 7 and 17
+    cases = [((50, 2.6772, -79.7751), (50, 0, -82.7485), 2.0425),
+             ((50, 0, 0), (50, -1, 2), 2.3669), ((50, 2.5, 0), (73, 25, -18), 27.1492)]
+    for lab1, lab2, want in cases:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(palette, "_lab", {"#a": lab1, "#b": lab2}.get)
+            assert palette.delta_e.__wrapped__("#a", "#b") == pytest.approx(want, abs=1e-4)
+
+
+def test_every_legend_keeps_its_colours_apart():
+    """The rule: fills that can stand side by side are MIN_DELTA_E apart (CIEDE2000) --
+    the quiet fills, each protocol's names (its spread where it has more names than
+    pastels allow), NSQ's fields, neighbouring frames of a name, neighbouring ordinals;
+    and the legends of real views built from the course's captures."""
+    assert not _apart(list(palette.QUIET))
+    names = palette.names()
+    for proto in protocols.registered():
+        own = [names[n] for n in proto.names()]
+        assert not _apart(own + list(palette.QUIET), palette.spread(proto.name)), proto.name
+    assert palette.spread("nsq") == palette.spread("lookupd") == palette.MIN_DELTA_E
+    assert min(palette.spread(p.name) for p in protocols.registered()) >= 8
+    fields = palette._fields()
+    assert not _apart([*fields.values(), palette.SEPARATOR, palette.UNPARSED])
+    for name in protocols.registered()[0].names():
+        for k in range(3):
+            a, b = palette.ordinal_colour(k, name), palette.ordinal_colour(k + 1, name)
+            assert palette.delta_e(a, b) >= palette.MIN_DELTA_E, (name, k)
+    for k in range(12):
+        assert palette.delta_e(palette.ordinal_colour(k), palette.ordinal_colour(k + 1)) \
+            >= palette.MIN_DELTA_E, k
+    # the views: replay legends (names and kinds), a sequence legend, 01's MPUB hex view
+    for capture in ("data/pubsub-pynsq.pcap", "data/small-messages-pynsq.pcap",
+                    "data/tubemq/tubemq-producer-go.pcap"):
+        markup = ReplayView(Replay.load(capture)).html()
+        chips = _chips(re.search(r'<div class="nv-legend">(.*?)</div>', markup)[1])
+        least = palette.spread("tubemq" if "tubemq" in capture else "nsq")
+        assert len(chips) >= 5 and not _apart(chips, least), capture
+    diagram = SequenceDiagram(["c", "nsqd"], [Arrow("c", "nsqd", n, name=n) for n in
+                                              ("SUB", "RDY", "FIN", "REQ", "MPUB", "TOUCH")])
+    assert not _apart(_chips(diagram.html()))
+    mpub = command_hex(b"MPUB orders\n\x00\x00\x00\x0e\x00\x00\x00\x02"
+                       b"\x00\x00\x00\x02hi\x00\x00\x00\x00")
+    fills = [mpub.colours[id(leaf)] for leaf in mpub.layout.leaves() if leaf.width]
+    for a, b in zip(fills, fills[1:], strict=False):
+        assert a == b or palette.delta_e(a, b) >= palette.MIN_DELTA_E, (a, b)
