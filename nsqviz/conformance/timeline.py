@@ -39,9 +39,66 @@ def rdy_series(conns: Iterable[Connection]) -> dict[str, list[tuple[float, int]]
     return out
 
 
+ZOOM_SHARE = 0.05
+"""The RDY changes of a consumer's start that fall in the first this-much of the axis
+(connections coming up: each gets RDY 1, then its share, the others lowered first) are
+drawn again, zoomed, in an inset: at the full axis they are one vertical stroke."""
+
+
+def _steps(ax: Axes, series: dict[str, list[tuple[float, int]]], t0: float, end: float,
+           *, legend: bool) -> list[str]:
+    """Each connection's RDY as a step line, the first widest so that lines on the same
+    value show every colour; the colours used."""
+    colours = []
+    n = len(series)
+    for k, (label, steps) in enumerate(series.items()):
+        xs = [t - t0 for t, _ in steps] + [end]
+        ys = [v for _, v in steps] + [steps[-1][1]]
+        (line,) = ax.step(xs, ys, where="post", label=_short(label) if legend else None,
+                          linewidth=1.6 + 1.8 * (n - 1 - k), color=f"C{k}", alpha=0.9)
+        colours.append(line.get_color())
+    return colours
+
+
+def _sums(series: dict[str, list[tuple[float, int]]]) -> tuple[list[float], list[int]]:
+    """The times any RDY changed and the sum over the connections after each."""
+    changes = sorted({t for steps in series.values() for t, _ in steps})
+    totals = [sum(next((v for tt, v in reversed(steps) if tt <= t), 0)
+                  for steps in series.values()) for t in changes]
+    return changes, totals
+
+
+def _zoom(ax: Axes, series: dict[str, list[tuple[float, int]]], t0: float, end: float,
+          max_in_flight: int | None) -> None:
+    """An inset over the first :data:`ZOOM_SHARE` of the axis when three or more RDY
+    changes happen there, in milliseconds."""
+    changes, totals = _sums(series)
+    first = changes[0] - t0
+    burst = [t - t0 for t in changes if t - t0 - first <= ZOOM_SHARE * end]
+    if len(burst) < 3:
+        return
+    width = max(burst[-1] - first, 1e-4)
+    lo, hi = first - 0.15 * width, burst[-1] + 0.35 * width
+    inset = ax.inset_axes((0.36, 0.34, 0.42, 0.5))
+    _steps(inset, series, t0, end, legend=False)
+    inset.step([t - t0 for t in changes] + [end], totals + totals[-1:], where="post",
+               color="black", linestyle="--", linewidth=1)
+    if max_in_flight is not None:
+        inset.axhline(max_in_flight, color="grey", linestyle=":")
+    inset.set_xlim(lo, hi)
+    top = max(max(totals), max_in_flight or 0, 1)
+    inset.set_ylim(-top * 0.05, top * 1.12)
+    inset.xaxis.set_major_formatter(lambda v, _pos: f"{v * 1000:.1f}")
+    inset.tick_params(labelsize="x-small")
+    inset.set_title(f"zoom: the first {(hi - lo) * 1000:.1f} ms of RDY changes (x in ms)",
+                    fontsize="x-small")
+    ax.indicate_inset_zoom(inset, edgecolor="grey")
+
+
 def plot_rdy(conns: Iterable[Connection], ax: Axes, *, max_in_flight: int | None = None,
              title: str = "") -> None:
-    """Draw each connection's RDY over time on ``ax`` (a matplotlib Axes)."""
+    """Draw each connection's RDY over time on ``ax`` (a matplotlib Axes); the first
+    milliseconds zoomed in an inset when the changes crowd there (:data:`ZOOM_SHARE`)."""
     conns = [c for c in conns if c.subscribed is not None]
     series = rdy_series(conns)
     if not series:
@@ -49,26 +106,20 @@ def plot_rdy(conns: Iterable[Connection], ax: Axes, *, max_in_flight: int | None
         return
     t0 = min(s.t for c in conns for s in c.seen)
     end = max(s.t for c in conns for s in c.seen) - t0
-    changes = sorted({t for steps in series.values() for t, _ in steps})
+    colours = _steps(ax, series, t0, end, legend=True)
     probed = False
-    for label, steps in series.items():
-        xs = [t - t0 for t, _ in steps] + [end]
-        ys = [v for _, v in steps] + [steps[-1][1]]
-        (line,) = ax.step(xs, ys, where="post", label=_short(label), linewidth=1.8)
+    for colour, steps in zip(colours, series.values(), strict=True):
         # backoff's test of the waters (RDY 0 -> RDY 1) often lasts milliseconds, too short
         # for a step to show at this scale: a marker and a label make it visible
         probes = [t - t0 for (t, v), (_, before) in zip(steps[1:], steps, strict=False)
                   if v == 1 and before == 0]
-        ax.plot(probes, [1] * len(probes), "o", color=line.get_color(), markersize=6,
+        ax.plot(probes, [1] * len(probes), "o", color=colour, markersize=6,
                 label="RDY 0 → RDY 1 (test the waters)" if probes and not probed else None)
         for x in probes:
             ax.annotate("RDY 1", (x, 1), textcoords="offset points", xytext=(3, 5),
-                        fontsize="x-small", color=line.get_color())
+                        fontsize="x-small", color=colour)
         probed = probed or bool(probes)
-    totals = []
-    for t in changes:
-        totals.append(sum(next((v for tt, v in reversed(steps) if tt <= t), 0)
-                          for steps in series.values()))
+    changes, totals = _sums(series)
     ax.step([t - t0 for t in changes] + [end], totals + totals[-1:], where="post",
             color="black", linestyle="--", linewidth=1, label="sum")
     if max_in_flight is not None:
@@ -88,3 +139,4 @@ def plot_rdy(conns: Iterable[Connection], ax: Axes, *, max_in_flight: int | None
     ax.set_ylabel("RDY (messages)")
     ax.set_title(title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize="small")
+    _zoom(ax, series, t0, end, max_in_flight)
