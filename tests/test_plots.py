@@ -70,3 +70,30 @@ def test_plot_rdy_labels_only_rdy_values_and_keeps_the_legend_off_data():
     assert _legend_outside(ax)
     assert "REQ" in [t.get_text() for t in ax.get_legend().get_texts()]
     plt.close(fig)
+
+
+def test_plot_rdy_zooms_on_a_start_crowded_into_its_first_milliseconds():
+    """Three connections given RDY 1, then their share, within 4 ms of a 0.3-s run: an
+    inset draws those milliseconds; lines on one value all show (widest first)."""
+    def conn(port: int, steps: list[tuple[float, int]]) -> Connection:
+        seen = [Seen(steps[0][0], Direction.C2S, ev.Sub("t", "c"), ())]
+        seen += [Seen(t, Direction.C2S, ev.Rdy(v), ()) for t, v in steps]
+        seen += [Seen(0.01 * i, Direction.S2C, ev.Message(1, 1, b"0" * 16, b"x"), ())
+                 for i in range(1, 30)]
+        return Connection(f"c->127.0.0.1:{port}", seen)
+
+    conns = [conn(4150, [(0.0005, 1), (0.0021, 15), (0.0032, 10)]),
+             conn(4151, [(0.0012, 1), (0.0025, 10)]), conn(4152, [(0.0024, 1), (0.0036, 10)])]
+    fig, ax = plt.subplots()
+    plot_rdy(conns, ax, max_in_flight=30)
+    (inset,) = ax.child_axes
+    lo, hi = inset.get_xlim()
+    assert lo < 0.0005 and 0.0036 < hi < 0.01  # the changes, in milliseconds
+    assert "ms" in inset.get_title()
+    widths = [line.get_linewidth() for line in ax.get_lines()[:3]]
+    assert widths == sorted(widths, reverse=True) and widths[0] > widths[-1]
+    plt.close(fig)
+    fig, ax = plt.subplots()  # changes spread over the run: no inset
+    plot_rdy([conn(4150, [(0.0, 1), (0.1, 5), (0.2, 3)])], ax, max_in_flight=5)
+    assert not ax.child_axes
+    plt.close(fig)

@@ -4,6 +4,7 @@ what the analyses say about them, checked against what the captures hold."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,18 @@ def test_open_gives_dataframes_and_a_lifecycle_picture():
     html = cap.lifecycle(msg)._repr_html_()
     assert html.count("<title>delivery ") == 2 and ": REQ packet" in html
     assert "msg_timeout 2000 ms" in html
+    # a legend says what each mark is, and every event's time is written under its lane
+    legend = re.sub(r"<[^>]+>", "", html.rpartition('class="nv-muted"')[2])
+    for mark in ("publish", "a delivery until its answer", "FIN", "REQ", "timeout",
+                 "msg_timeout (2000 ms)", "REQ delay", "requeue due → redelivery seen"):
+        assert mark in legend, mark
+    written = re.findall(r'<text [^>]*font-size="10" fill="#[0-9a-f]+" [^>]*>([^<]+)</text>',
+                         html)
+    assert any(w.startswith("delivery 1 +") for w in written), written
+    assert any(w.startswith("delivery 2 +") for w in written), written
+    assert any(w.startswith("REQ +") for w in written) and any(
+        w.startswith("requeue due +") for w in written), written
+    assert re.search(r'<text [^>]*text-anchor="middle" fill="#6b7280">[\d.]+ s</text>', html)
     stem = msg[:-1]  # as near to each id of the topic's (...c0 to ...c7): named in order
     with pytest.raises(KeyError, match=f"no message '{stem}' in the capture"
                                        rf" \(nearest: {stem}0, {stem}1, {stem}2\)"):
