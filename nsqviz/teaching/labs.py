@@ -139,14 +139,37 @@ def compare(embedded: dict[int, dict[str, Any]], real: dict[int, dict[str, Any]]
     return {"real_nsqd": version, "labs": rows}
 
 
+_STEP = re.compile(r"<(?:Step|Arrival) ([^:>]+): (.*)>$")
+_FIELD = re.compile(r"^\s+(\w+) = (?:u(?=')|)(.*?)(?: \(total \d+\))?$")
+
+
+def readable(lines: list[str]) -> list[str]:
+    """A lab's printed lines as a table shows them: a step's or an arrival's repr as
+    ``connection: what happened``, a list of arrivals one a line, a parsed frame's
+    construct dump as one line of ``field=value``."""
+    out: list[str] = []
+    for line in lines:
+        if line.startswith("[<") and line.endswith(">]"):
+            out += readable([f"<{item}>" for item in line[2:-2].split(">, <")])
+        elif (field := _FIELD.match(line)) and out and out[-1].startswith("frame:"):
+            out[-1] += f" {field[1]}={field[2]}"
+        elif line.strip() == "Container:":
+            out.append("frame:")
+        elif step := _STEP.match(line):
+            out.append(f"{step[1]}: {step[2]}")
+        else:
+            out.append(line)
+    return out
+
+
 def side_by_side(path: Path = COMPARISON) -> TableView:
     """The stored comparison as a table (one row per lab)."""
     from nsqviz.widgets.table import TableView
 
     doc = json.loads(path.read_text())
     rows = [{"lab": f"{r['lab']}. {r['title']}",
-             "embedded broker": " · ".join(r["embedded"]),
-             doc["real_nsqd"]: "the same" if r["same"] else " · ".join(r["real"]),
+             "embedded broker": readable(r["embedded"]),
+             doc["real_nsqd"]: "the same" if r["same"] else readable(r["real"]),
              "known difference": r["difference"] or "none"}
             for r in doc["labs"]]
     return TableView(["lab", "embedded broker", doc["real_nsqd"], "known difference"], rows,
