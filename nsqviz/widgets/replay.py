@@ -30,7 +30,7 @@ from typing import Any
 
 from nsqviz import protocols
 from nsqviz.capture.replay import Replay
-from nsqviz.palette import KINDS, ink, name_colour
+from nsqviz.palette import KINDS, ink, name_colour, ordinal_colour
 from nsqviz.protocols import TimerRow, TimerSpan
 from nsqviz.records import DecodedRecord
 from nsqviz.stream import Direction
@@ -43,6 +43,7 @@ __all__ = ["ReplayView"]
 _WIDTH = 760  # px for the packet axis at most (it shrinks to fit: positions are in %)
 _LANE = 64  # px per lane
 _TIMERS_SHOWN = 6  # per lane; a capture of 200 messages has 200 msg_timeouts
+_TIMER_ROW = 20  # px per timer: its 11-px label, then its 6-px bar, apart from the next label
 _MIN_CELL = 3.0  # px: a packet slot narrower than this (at full width) has no clickable boxes
 _TICK = {"": "#9ca3af", "retransmission": "#f59e0b", "gap": "#dc2626", "warning": "#dc2626"}
 
@@ -193,7 +194,7 @@ class ReplayView:
             end = "border-right:2px solid" if s.last is not None else "border-right:0"
             bars.append(
                 f'<div title="{esc(s.label)}" style="position:absolute;left:{left:.3f}%;'
-                f"top:{k * 16 + 12}px;width:max({right - left:.3f}%,2px);height:0;"
+                f"top:{k * _TIMER_ROW + 12}px;width:max({right - left:.3f}%,2px);height:0;"
                 f"border-top:2px {'solid' if s.last is not None else 'dashed'} {col};"
                 f'border-left:2px solid {col};{end} {col};height:4px"></div>'
                 # a label starting in the right half ends at the strip's end instead, and
@@ -202,7 +203,7 @@ class ReplayView:
                 f'<div class="nv-mono" title="{esc(s.label)}" style="position:absolute;'
                 + (f"left:calc({left:.3f}% + 4px);max-width:calc({100 - left:.3f}% - 4px);"
                    if left <= 50 else "right:0;max-width:100%;")
-                + f'top:{k * 16}px;font-size:10px;line-height:11px;color:{col};'
+                + f'top:{k * _TIMER_ROW}px;font-size:10px;line-height:11px;color:{col};'
                 f'white-space:nowrap;overflow:hidden;text-overflow:ellipsis">'
                 f"{esc(s.label)}</div>"
             )
@@ -210,7 +211,7 @@ class ReplayView:
         return (f'<div style="display:flex;gap:8px;margin:0 0 4px">'
                 f'<div class="nv-muted" style="flex:none;width:230px;font-size:11px;'
                 f'text-align:right">timers{note}</div><div style="position:relative;flex:1 1 0;'
-                f'min-width:0;max-width:{_WIDTH}px;height:{len(mine) * 16 + 6}px;'
+                f'min-width:0;max-width:{_WIDTH}px;height:{len(mine) * _TIMER_ROW + 6}px;'
                 f'overflow:hidden">'
                 f'{"".join(bars)}</div></div>')
 
@@ -255,7 +256,12 @@ class ReplayView:
             if len(r.packets) == 1:
                 slots.setdefault((r.dir, r.packets[0]), []).append(r)
         out = []
+        turn: dict[str | None, int] = {}
         for r in recs:
+            # neighbouring boxes of one name alternate its fill and a lighter shade (the
+            # sticky map's rule): 200 small messages read as 200 boxes, not one band
+            k = turn[r.dir] = turn.get(r.dir, -1) + 1
+            fill = self._fill(r) if r.kind in KINDS else ordinal_colour(k, r.name)
             first, last = r.packets[0], r.packets[-1]
             left, width = self._xpos(first), self._xpos(last) - self._xpos(first) + cell
             if len(r.packets) == 1:
@@ -267,7 +273,7 @@ class ReplayView:
             span = f"packets {first}..{last}" if last != first else f"packet {first}"
             style = (f"position:absolute;left:{left:.3f}%;top:{top}px;"
                      f"width:max({width:.3f}%,0.6px);height:{_LANE // 2 - 16}px;"
-                     f"background:{self._fill(r)};outline:1px solid rgba(0,0,0,.18);"
+                     f"background:{fill};outline:1px solid rgba(0,0,0,.18);"
                      f"opacity:{0.15 if faded else 0.95}")
             tip = f"{r.name} ({r.dir}, {span})"
             k = clickable.get(index[id(r)])
