@@ -89,7 +89,7 @@ class SequenceDiagram(StaticView):
     """Lifelines for ``participants`` (left to right) and ``arrows`` (top to bottom).
 
     The picture is laid out for :attr:`WIDTH` pixels -- the website's column (~824 px)
-    less a card's padding; a notebook in JupyterLab with its file browser open is wider
+    less a card's border and padding (the stepper's); a notebook in JupyterLab with its file browser open is wider
     (~1,000 px of a 1,400-px window) -- and shown scaled to its container (``width``
     100 %, never wider than drawn). Lanes are spaced to fill that width and never closer
     than :attr:`MIN_COL` (a participant's box and a gap), so its 11-px labels stay
@@ -98,7 +98,7 @@ class SequenceDiagram(StaticView):
     the others aside).
     """
 
-    WIDTH = 780
+    WIDTH = 800
     MIN_COL = 128
     MAX_COL = 380
     BOX = 104
@@ -107,11 +107,13 @@ class SequenceDiagram(StaticView):
     LINE = 13  # an arrow label's extra line
     GLYPH = 6.7  # an 11-px monospace glyph's advance (DejaVu Sans Mono: 0.6 em), and a margin
     SMALL = 6.1  # a 10-px one
-    TIMER_CHARS = 26
+    TIMER_CHARS = 22
     LANE = 12
 
     LABEL_GAP = 11
     """The height of a timer's label line: two labels' baselines are at least this apart."""
+    LABEL_SPACE = 5
+    """More between two timers' labels than between two lines of one."""
 
     def __init__(self, participants: list[str], arrows: list[Arrow], title: str = "",
                  spans: list[TimerSpan] | None = None):
@@ -180,7 +182,7 @@ class SequenceDiagram(StaticView):
             first = ys[s.first] if s.first < len(ys) else top
             y = max(first + 4, free)
             timer_ys.append(y)
-            free = y + self.LABEL_GAP * len(wrapped)
+            free = y + self.LABEL_GAP * len(wrapped) + self.LABEL_SPACE
         height = max([top + 26, self.TOP + self.ROW + 22] + [y + 6 for y in timer_ys])
         if timer_ys:
             height = max(height, free)

@@ -14,6 +14,11 @@ Three 90-s pauses per run would make this test the longest of the suite, so each
 pauses in one notebook -- the one :func:`paused_notebook` picks by the day, or
 ``NSQVIZ_PACE_PAUSE=02|07|10|all`` -- and steps the other two at reading pace only.
 
+Once the last cell ran, every sequence and state diagram the run drew (the stepper's
+live widget included), each of its lanes, labels and controls, lies within its output
+area at 1400x900 with the file browser open (:func:`tests.explorer.test_browser.
+diagrams_fit`).
+
 After a cleanup cell a learner tries one more thing: the test adds that cell to 07 and 10
 and expects the one-line "this session is closed" instead of a traceback. The notebook is
 then saved from the page and read back: no other cell may have raised, and the cells that
@@ -33,7 +38,14 @@ import pytest
 
 from tests._browser import CHROMIUM, need_chromium
 from tests._jupyter import lab_server
-from tests.explorer.test_browser import ARTIFACTS, FLAGS
+from tests.explorer.test_browser import (
+    ARTIFACTS,
+    FLAGS,
+    KNOWN_LANES,
+    LEAST_SCALE,
+    NOTEBOOK_OUTPUTS,
+    diagrams_fit,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -141,6 +153,11 @@ def test_a_learner_steps_through_without_a_traceback(learner_lab, name):
                     page.wait_for_timeout(300)
                     expect(idle).to_be_visible(timeout=120_000)
                     page.wait_for_timeout(PACE_S * 1000)
+            # every diagram the run drew (live widgets included) within its output area
+            fit = diagrams_fit(page, NOTEBOOK_OUTPUTS)
+            assert not fit["outside"], fit["outside"][:8]
+            assert fit["scales"] and min(fit["scales"]) >= LEAST_SCALE, fit["scales"]
+            assert KNOWN_LANES.get(name[:-6], set()) <= set(fit["lanes"]), fit["lanes"]
             saved = work / "notebooks" / name
             before = saved.stat().st_mtime_ns
             page.keyboard.press("Control+s")
