@@ -160,8 +160,8 @@ class Lifecycle:
                         f'stroke="#e5e7eb"/><text x="{tx:.1f}" y="14" font-size="10" '
                         f'text-anchor="middle" fill="#6b7280">{t:g} s</text>')
         title = escape(f'message {self.rows[0]["msg_id"]} (topic {self.rows[0]["topic"]})')
-        timeouts = sorted({f"{t:.0f}" for r in self.rows for d in r["deliveries"]
-                           if (t := _num(d["msg_timeout_ms"]))})
+        timeouts = sorted({f"{ms:.0f}" for r in self.rows for d in r["deliveries"]
+                           if (ms := _num(d["msg_timeout_ms"]))})
         legend = [f'<span style="color:{_PUBLISH}">●</span> publish',
                   "▬ a delivery until its answer: " + ", ".join(
                       f'<span style="color:{c}">{o}</span>' for o, c in _OUTCOME_COLOUR.items()),

@@ -49,14 +49,12 @@ def _steps(ax: Axes, series: dict[str, list[tuple[float, int]]], t0: float, end:
            *, legend: bool) -> list[str]:
     """Each connection's RDY as a step line, the first widest so that lines on the same
     value show every colour; the colours used."""
-    colours = []
-    n = len(series)
+    colours = [f"C{k}" for k in range(len(series))]
     for k, (label, steps) in enumerate(series.items()):
         xs = [t - t0 for t, _ in steps] + [end]
         ys = [v for _, v in steps] + [steps[-1][1]]
-        (line,) = ax.step(xs, ys, where="post", label=_short(label) if legend else None,
-                          linewidth=1.6 + 1.8 * (n - 1 - k), color=f"C{k}", alpha=0.9)
-        colours.append(line.get_color())
+        ax.step(xs, ys, where="post", label=_short(label) if legend else None,
+                linewidth=1.6 + 1.8 * (len(series) - 1 - k), color=colours[k], alpha=0.9)
     return colours
 
 

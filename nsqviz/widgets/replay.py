@@ -260,8 +260,8 @@ class ReplayView:
         for r in recs:
             # neighbouring boxes of one name alternate its fill and a lighter shade (the
             # sticky map's rule): 200 small messages read as 200 boxes, not one band
-            k = turn[r.dir] = turn.get(r.dir, -1) + 1
-            fill = self._fill(r) if r.kind in KINDS else ordinal_colour(k, r.name)
+            nth = turn[r.dir] = turn.get(r.dir, -1) + 1
+            fill = self._fill(r) if r.kind in KINDS else ordinal_colour(nth, r.name)
             first, last = r.packets[0], r.packets[-1]
             left, width = self._xpos(first), self._xpos(last) - self._xpos(first) + cell
             if len(r.packets) == 1:

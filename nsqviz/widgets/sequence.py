@@ -89,11 +89,11 @@ class SequenceDiagram(StaticView):
     """Lifelines for ``participants`` (left to right) and ``arrows`` (top to bottom).
 
     The picture is laid out for :attr:`WIDTH` pixels -- the website's column (~824 px)
-    less a card's border and padding (the stepper's); a notebook in JupyterLab with its file browser open is wider
-    (~1,000 px of a 1,400-px window) -- and shown scaled to its container (``width``
-    100 %, never wider than drawn). Lanes are spaced to fill that width and never closer
-    than :attr:`MIN_COL` (a participant's box and a gap), so its 11-px labels stay
-    readable; an arrow's label is wrapped to its arrow's length, a timer's to
+    less a card's border and padding (the stepper's); a notebook in JupyterLab with its
+    file browser open is wider (~950 px of a 1,400-px window) -- and shown scaled to its
+    container (``width`` 100 %, never wider than drawn). Lanes are spaced to fill that
+    width and never closer than :attr:`MIN_COL` (a participant's box and a gap), so its
+    11-px labels stay readable; an arrow's label is wrapped to its arrow's length, a timer's to
     :attr:`TIMER_CHARS`; a participant no arrow touches is left out (it would only push
     the others aside).
     """
