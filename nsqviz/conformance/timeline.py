@@ -68,11 +68,17 @@ def _sums(series: dict[str, list[tuple[float, int]]]) -> tuple[list[float], list
 
 def _zoom(ax: Axes, series: dict[str, list[tuple[float, int]]], t0: float, end: float,
           max_in_flight: int | None) -> None:
-    """An inset over the first :data:`ZOOM_SHARE` of the axis when three or more RDY
-    changes happen there, in milliseconds."""
+    """An inset over the first RDY changes, in milliseconds, when three or more happen
+    within :data:`ZOOM_SHARE` of the axis (until one is farther from the one before
+    than they are from the first: the next phase)."""
     changes, totals = _sums(series)
     first = changes[0] - t0
-    burst = [t - t0 for t in changes if t - t0 - first <= ZOOM_SHARE * end]
+    burst = [first]
+    for t in (t - t0 for t in changes[1:]):
+        # a phase ends where the next change is farther away than the phase is long
+        if t - first > ZOOM_SHARE * end or len(burst) > 2 and t - burst[-1] > burst[-1] - first:
+            break
+        burst.append(t)
     if len(burst) < 3:
         return
     width = max(burst[-1] - first, 1e-4)
