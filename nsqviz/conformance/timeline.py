@@ -66,24 +66,42 @@ def _sums(series: dict[str, list[tuple[float, int]]]) -> tuple[list[float], list
     return changes, totals
 
 
+def _emptiest(ax: Axes) -> tuple[float, float]:
+    """Where, in axes fractions, an inset 0.42 wide and high covers the fewest points of
+    ``ax``'s lines (step lines sampled along their treads, markers as they are)."""
+    ax.autoscale_view()
+    to_axes = ax.transData + ax.transAxes.inverted()
+    points: list[tuple[float, float]] = []
+    for line in ax.get_lines():
+        xs, ys = list(line.get_xdata()), list(line.get_ydata())
+        if line.get_drawstyle() == "steps-post":
+            for (x1, y), x2 in zip(zip(xs, ys, strict=True), xs[1:], strict=False):
+                points += [(x1 + (x2 - x1) * k / 24, y) for k in range(25)]
+        elif line.get_marker() not in ("None", None, ""):
+            points += list(zip(xs, ys, strict=True))
+    where = [tuple(p) for p in to_axes.transform(points)] if points else []
+    spots = [(x, y) for y in (0.46, 0.3, 0.14) for x in (0.32, 0.55, 0.08)]
+    return min(spots, key=lambda s: sum(s[0] <= px <= s[0] + 0.42 and s[1] <= py <= s[1] + 0.42
+                                        for px, py in where))
+
+
 def _zoom(ax: Axes, series: dict[str, list[tuple[float, int]]], t0: float, end: float,
           max_in_flight: int | None) -> None:
     """An inset over the first RDY changes, in milliseconds, when three or more happen
-    within :data:`ZOOM_SHARE` of the axis (until one is farther from the one before
-    than they are from the first: the next phase)."""
+    within :data:`ZOOM_SHARE` of the axis, where it hides the fewest of the plot's
+    points (:func:`_emptiest`)."""
     changes, totals = _sums(series)
-    first = changes[0] - t0
-    burst = [first]
-    for t in (t - t0 for t in changes[1:]):
-        # a phase ends where the next change is farther away than the phase is long
-        if t - first > ZOOM_SHARE * end or len(burst) > 2 and t - burst[-1] > burst[-1] - first:
-            break
-        burst.append(t)
+    # a RDY re-sent at the same value (the 25 % rule) changes nothing
+    moved = sorted({t for steps in series.values()
+                    for (t, v), before in zip(steps, [None, *steps], strict=False)
+                    if before is None or v != before[1]})
+    first = moved[0] - t0
+    burst = [t - t0 for t in moved if t - t0 - first <= ZOOM_SHARE * end]
     if len(burst) < 3:
         return
     width = max(burst[-1] - first, 1e-4)
     lo, hi = first - 0.15 * width, burst[-1] + 0.35 * width
-    inset = ax.inset_axes((0.36, 0.34, 0.42, 0.5))
+    inset = ax.inset_axes((*_emptiest(ax), 0.42, 0.42))
     _steps(inset, series, t0, end, legend=False)
     inset.step([t - t0 for t in changes] + [end], totals + totals[-1:], where="post",
                color="black", linestyle="--", linewidth=1)
