@@ -281,3 +281,33 @@ def test_the_labs_side_by_side_reads_as_a_table_not_as_reprs():
     html = side_by_side().html()
     assert "`" not in html and "<code>E_BAD_PROTOCOL</code>" in html
     assert "Container:" not in html and "&lt;Step " not in html and "<br>" in html
+
+
+def test_a_sequence_diagram_is_laid_out_for_the_width_it_is_shown_in():
+    """Lab 11's four lanes with timers, the rebalance's five (the idle producer left
+    out): no wider than WIDTH, lanes at least MIN_COL apart, every label line within its
+    arrow, shown at width 100 % and never wider than drawn."""
+    from nsqviz.protocols import TimerSpan
+
+    long = "MSG 18ec05db8baa80ae #2 'job A' attempts=2"
+    lab = SequenceDiagram(["dropper", "nsqd", "pub-dropped", "heir"], [
+        Arrow("dropper", "nsqd", "SUB dropped lab", t="150.3 ms"),
+        Arrow("nsqd", "heir", long, "message", t="1503.3 ms"),
+        Arrow("pub-dropped", "nsqd", "PUB dropped 'job A'", t="309.8 ms")],
+        spans=[TimerSpan(0, 1, "msg_timeout 1000 ms · redelivered after the connection dropped"),
+               TimerSpan(1, None, "output_buffer_timeout 250 ms")])
+    rebalance = SequenceDiagram(["producer", "Master", "Broker 1", "Broker 2", "A", "B"], [
+        Arrow(c, s, f"{c} to {s}") for c in ("A", "B") for s in ("Master", "Broker 1",
+                                                                  "Broker 2")])
+    assert rebalance.participants == ["Master", "Broker 1", "Broker 2", "A", "B"]
+    for d in (lab, rebalance):
+        lay = d.layout()
+        assert lay.width <= SequenceDiagram.WIDTH
+        xs = sorted(lay.xs.values())
+        assert min(b - a for a, b in zip(xs, xs[1:], strict=False)) >= SequenceDiagram.MIN_COL
+        for a, lines in zip(d.arrows, lay.lines, strict=True):
+            room = abs(lay.xs[a.dst] - lay.xs[a.src])
+            assert all(len(line) * SequenceDiagram.GLYPH <= room for line in lines)
+            assert " ".join(lines) == a.label  # wrapped, nothing cut
+        assert f"max-width:{lay.width}px" in d.html() and "width:100%" in d.html()
+    assert lab.layout().timer_lines[0][0].startswith("msg_timeout 1000 ms")
