@@ -10,6 +10,7 @@ a live widget (:mod:`nsqviz.widgets.opener` says how and why).
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -169,7 +170,7 @@ class SequenceDiagram(StaticView):
         top = self.TOP - 4
         for a in self.arrows:
             room = abs(xs[a.dst] - xs[a.src]) - 24 if a.src != a.dst else col - 24
-            wrapped = _wrap(a.label, max(int(room / self.GLYPH), 8), 3)
+            wrapped = _wrap(a.label, max(int(room / self.GLYPH), 8), 4)
             lines.append(wrapped)
             notes.append(_cut(a.note, max(int(room / self.SMALL), 8)))
             tops.append(top)
@@ -354,10 +355,29 @@ class SequenceDiagram(StaticView):
 
 
 
+_BREAK = re.compile(r"(?<=[ ,;])")
+"""Where a label may break: after a space, and inside a parameter list (an IDENTIFY's
+``{feature_negotiation,output_buffer_timeout}`` breaks after its commas, not mid-name)."""
+
+
 def _wrap(text: str, width: int, most: int) -> list[str]:
-    """``text`` in lines of at most ``width`` characters (broken at spaces where it can),
-    at most ``most`` lines, the last cut with "…" if more was left."""
-    lines = textwrap.wrap(text, width, break_on_hyphens=False) or [""]
+    """``text`` in lines of at most ``width`` characters, broken where :data:`_BREAK`
+    allows (a piece longer than a line is split), at most ``most`` lines, the last cut
+    with "…" if more was left."""
+    lines: list[str] = []
+    line = ""
+    for piece in _BREAK.split(text):
+        while len(line) + len(piece.rstrip()) > width:
+            if line:
+                lines.append(line.rstrip())
+                line = ""
+            elif len(piece) > width:
+                lines.append(piece[:width])
+                piece = piece[width:]
+            else:
+                break
+        line += piece
+    lines.append(line.rstrip())
     if len(lines) > most:
         lines = lines[:most]
         lines[-1] = _cut(lines[-1] + " …", width)
