@@ -28,16 +28,6 @@ BAD_PROTOCOL = ("the client's '  V1' magic, which nsqd answers E_BAD_PROTOCOL, i
                 "protocol; branch trust)")
 BAD_PROTOCOL_STILL = ("nsqd/errors.pcap", "lookupd/lookupd-errors-real.pcap")
 """The captures where it still is (errors.pcap is nsqd's protocol since trustsmall)."""
-NOT_FOUND_YET = {
-    ("doctor/lookupd-registration.pcap", 4): (
-        "a topic published on an nsqd that never registers it: needs that nsqd's NSQ "
-        "connections beside nsqlookupd's HTTP answers, which the frames table does not carry"),
-    ("doctor/tcp-zero-window.pcap", 0): (
-        "found, with its packets, but its summary does not quote expected.json's rdy 100 "
-        "(nsqd's messages in flight): tcp.zero-window is the capture layer's rule and reads "
-        "the TCP rows only, not NSQ's RDY"),
-}
-"""Findings expected.json names that a registered rule cannot find yet, and why."""
 NOT_JUDGED = {"lookupd-polling": "nsqlookupd's HTTP requests are not in the frames table"}
 """Client-guide rules ``nsqviz conformance`` judges and the doctor does not (see
 :mod:`nsqviz.conformance.frames`)."""
@@ -74,8 +64,6 @@ def _expected(doctor: bool) -> list[Any]:
                 marks.append(pytest.mark.xfail(reason=BAD_PROTOCOL, strict=True))
             if f.get("guide_rule") in NOT_JUDGED:
                 continue
-            if (name, k) in NOT_FOUND_YET:
-                marks.append(pytest.mark.xfail(reason=NOT_FOUND_YET[name, k], strict=True))
             out.append(pytest.param(name, k, id=f"{name}:{f['rule']}:{k}", marks=marks))
     return out
 
