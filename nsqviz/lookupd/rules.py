@@ -10,14 +10,12 @@ says how a rule is written).
   nsqlookupd closed the connection and the registration did not happen;
 * a PING nsqlookupd did not answer before the nsqd gave up and closed the connection
   (nsqd's lookup peer waits one read timeout for the answer): until it reconnects and
-  registers everything again, consumers asking that nsqlookupd do not find its topics.
-
+  registers everything again, consumers asking that nsqlookupd do not find its topics;
 * a topic an nsqd took publishes for and never registered (an nsqd started without
   ``--lookupd-tcp-address``): nsqlookupd answered a ``GET /lookup`` of the topic 404
   TOPIC_NOT_FOUND after the nsqd accepted a publish to it -- at least :data:`REGISTER_S`
   after, or at any time when the capture holds nsqds' registration connections to
-  nsqlookupd and none ever REGISTERs the topic.
-  That reads what the nsqd accepted (the shared ``published`` and ``errors`` tables)
+  nsqlookupd and none ever REGISTERs the topic. That reads what the nsqd accepted (the shared ``published`` and ``errors`` tables)
   and nsqlookupd's HTTP answers (the HTTP protocol's ``http_exchanges``): nsqd and
   nsqlookupd are different hosts, so each host's part is built with its evidence where
   its frames are, and the rule joins them by topic (``across_servers``). A ``/lookup``
