@@ -15,12 +15,13 @@ says how a rule is written).
   ``--lookupd-tcp-address``): nsqlookupd answered a ``GET /lookup`` of the topic 404
   TOPIC_NOT_FOUND after the nsqd accepted a publish to it -- at least :data:`REGISTER_S`
   after, or at any time when the capture holds nsqds' registration connections to
-  nsqlookupd and none ever REGISTERs the topic. That reads what the nsqd accepted (the shared ``published`` and ``errors`` tables)
-  and nsqlookupd's HTTP answers (the HTTP protocol's ``http_exchanges``): nsqd and
-  nsqlookupd are different hosts, so each host's part is built with its evidence where
-  its frames are, and the rule joins them by topic (``across_servers``). A ``/lookup``
-  answered 200 whose producers leave the nsqd out is not judged: a producer is named by
-  its broadcast address, which need not be the address the publisher connected to.
+  nsqlookupd and none ever REGISTERs the topic. That reads what the nsqd accepted (the
+  shared ``published`` and ``errors`` tables) and nsqlookupd's HTTP answers (the HTTP
+  protocol's ``http_exchanges``): nsqd and nsqlookupd are different hosts, so each
+  host's part is built with its evidence where its frames are, and the rule joins them
+  by topic (``across_servers``). A ``/lookup`` answered 200 whose producers leave the
+  nsqd out is not judged: a producer is named by its broadcast address, which need not
+  be the address the publisher connected to.
 
 The verbs, record names and error codes come from the protocol's tables
 (:mod:`nsqviz.lookupd.events`, :class:`~nsqviz.lookupd.grammar.Refusal`).
