@@ -23,17 +23,8 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 EXPECTED = json.loads((DATA / "doctor" / "expected.json").read_text())
 NSQ_RULES = sorted(r for r in rules() if r.startswith("nsq."))
 
-NSQD_MAGIC_TO_LOOKUPD = {
-    ("lookupd/lookupd-errors-real.pcap", 0): (
-        "expected.json names nsq.fatal-error for nsqd's '  V2' magic sent to nsqlookupd "
-        "(data/make_doctor_samples.py classes a connection by its client's magic, 'decoded "
-        "with --port'); nsqlookupd refused it E_BAD_PROTOCOL in its own framing, so the "
-        "connection is nsqlookupd's and lookupd.registration reports it, packets 4-10: the "
-        "entry is to be remade by the server's answer"),
-}
-"""A finding expected.json names under another protocol's rule than the connection's:
-the server's answer decides the protocol (:class:`nsqviz.protocols.Detection`)."""
-NOT_JUDGED = {"lookupd-polling": "nsqlookupd's HTTP requests are not in the frames table"}
+NOT_JUDGED = {"lookupd-polling": "nothing in a /lookup request names the consumer whose NSQ "
+                                  "connections it feeds"}
 """Client-guide rules ``nsqviz conformance`` judges and the doctor does not (see
 :mod:`nsqviz.conformance.frames`)."""
 
@@ -64,13 +55,9 @@ def _expected(doctor: bool) -> list[Any]:
         for k, f in enumerate(entry["findings"]):
             if f["rule"] not in rules() or name.startswith("doctor/") != doctor:
                 continue
-            marks = []
-            if (name, k) in NSQD_MAGIC_TO_LOOKUPD:
-                marks.append(pytest.mark.xfail(reason=NSQD_MAGIC_TO_LOOKUPD[name, k],
-                                               strict=True))
             if f.get("guide_rule") in NOT_JUDGED:
                 continue
-            out.append(pytest.param(name, k, id=f"{name}:{f['rule']}:{k}", marks=marks))
+            out.append(pytest.param(name, k, id=f"{name}:{f['rule']}:{k}"))
     return out
 
 
