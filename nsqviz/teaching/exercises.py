@@ -193,6 +193,38 @@ def _rdy_holders(max_in_flight: int, connections: int) -> int:
     return sum(c.rdy > 0 for c in consumer.conns.values())
 
 
+def _after_node_unknown() -> str:
+    """What a consumer sends after the Master answered its heartbeat 411 (HB_NO_NODE, the
+    registration timeout), against the simulated Master: the codec's state table puts the
+    connection back to INIT, where a heartbeat is refused before it is sent and the one
+    request it allows must be accepted."""
+    import time
+
+    from nsqviz.clients.session.tubemq import TubeSession
+    from nsqviz.sansio import LocalProtocolError
+    from nsqviz.servers.tubemq import EmbeddedSim
+
+    sim = EmbeddedSim(topics=("demo",), client_timeout=0.5).start()
+    try:
+        consumer = TubeSession(sim=sim).consumer("C", client="consumer-C", group="g")
+        consumer.register()
+        consumer.heartbeat()
+        time.sleep(2.0)  # past client_timeout and the Master's next look for silent clients
+        timed_out = consumer.heartbeat()
+        assert "411" in timed_out.summary, timed_out.summary
+        try:
+            consumer.heartbeat()
+        except LocalProtocolError:
+            pass
+        else:
+            raise AssertionError("a heartbeat after 411 was sent")
+        again = consumer.register()
+        assert again.call.ok and consumer.heartbeat().call.ok
+        return str(again.call.request.name)
+    finally:
+        sim.stop()
+
+
 @functools.cache
 def _debugging() -> Any:
     """Notebook 07's capture, opened (and its doctor's findings, computed) once."""
@@ -374,6 +406,12 @@ EXERCISES: dict[str, list[Question]] = {
                  "request?", "serialNo", "chosen by the requester and echoed in the answer; "
                  "NSQ has no such field (answers come in order).",
                  lambda: _tube("FrameStruct").subcons[1].name),
+        Question("The Master answers a consumer's heartbeat with errCode 411 (HB_NO_NODE, "
+                 "the registration timeout). Which request must the consumer send next?",
+                 "RegisterRequestC2M", "the Master has forgotten it (no heartbeat within its "
+                 "client timeout): the connection is back where it began, and only "
+                 "registering anew brings the consumer back; then it heartbeats as before.",
+                 _after_node_unknown),
     ],
     "08-client-library": [
         Question("max_in_flight 100 over 3 nsqd connections: what RDY does each get?", 33,
