@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                 gui.wait(timeout=30)
             xvfb.terminate()
             xvfb.wait(timeout=30)
-    print(f"wrote {pictures / (args.name + '.png')} and {out / (args.name + '-sticky-segment.txt')}")
+    print(f"wrote {pictures / (args.name + '.png')} and "
+          f"{out / (args.name + '-sticky-segment.txt')}")
     return 0
 
 

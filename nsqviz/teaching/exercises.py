@@ -230,7 +230,7 @@ def _debugging() -> Any:
     """Notebook 07's capture, opened (and its doctor's findings, computed) once."""
     import nsqviz
 
-    cap = nsqviz.open(DATA / "nsqd" / "debugging" / "debugging.pcap")
+    cap: Any = nsqviz.open(str(DATA / "nsqd" / "debugging" / "debugging.pcap"))
     return cap, cap.diagnose()
 
 
