@@ -268,21 +268,6 @@ def test_the_magics_hex_view_names_its_one_field():
         assert '<span class="nv-mono"></span>' not in markup
 
 
-def test_the_labs_side_by_side_reads_as_a_table_not_as_reprs():
-    from nsqviz.teaching.labs import readable, side_by_side
-
-    assert readable(["b'\\x00'", "Container: ", "    size = 18",
-                     "    frame_type = u'FrameTypeError' (total 14)",
-                     "<Step late: FIN <id> -> E_FIN_FAILED; SUBSCRIBED -> SUBSCRIBED>",
-                     "[<Arrival quiet: _heartbeat_>, <Arrival quiet: TCP close>]"]) == [
-        "b'\\x00'", "frame: size=18 frame_type='FrameTypeError'",
-        "late: FIN <id> -> E_FIN_FAILED; SUBSCRIBED -> SUBSCRIBED",
-        "quiet: _heartbeat_", "quiet: TCP close"]
-    html = side_by_side().html()
-    assert "`" not in html and "<code>E_BAD_PROTOCOL</code>" in html
-    assert "Container:" not in html and "&lt;Step " not in html and "<br>" in html
-
-
 def test_a_sequence_diagram_is_laid_out_for_the_width_it_is_shown_in():
     """Lab 11's four lanes with timers, the rebalance's five (the idle producer left
     out): no wider than WIDTH, lanes at least MIN_COL apart, every label line within its
