@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from nsqviz.conformance.rules import Connection
 from nsqviz.nsq.events import Cls, Message, Rdy, Req
 from nsqviz.palette import ink, name_colour
@@ -73,7 +75,8 @@ def _emptiest(ax: Axes) -> tuple[float, float]:
     to_axes = ax.transData + ax.transAxes.inverted()
     points: list[tuple[float, float]] = []
     for line in ax.get_lines():
-        xs, ys = list(line.get_xdata()), list(line.get_ydata())
+        xy: list[list[float]] = np.asarray(line.get_xydata(), dtype=float).tolist()
+        xs, ys = [x for x, _ in xy], [y for _, y in xy]
         if line.get_drawstyle() == "steps-post":
             for (x1, y), x2 in zip(zip(xs, ys, strict=True), xs[1:], strict=False):
                 points += [(x1 + (x2 - x1) * k / 24, y) for k in range(25)]
