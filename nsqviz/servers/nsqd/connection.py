@@ -30,6 +30,8 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from itertools import compress, count, repeat, starmap
+from operator import attrgetter, is_not
 from typing import Any, ClassVar, cast
 
 from nsqviz import compactjson
@@ -51,6 +53,8 @@ from nsqviz.servers.nsqd.output import CLOSE_WAIT, OK, FatalClientError
 __all__ = ["BrokerConnection", "handler_name"]
 
 log = logging.getLogger(__name__)
+
+_FIN_ID = attrgetter("id")
 
 NSQD_READ_BUFFER = 16 * 1024
 """nsqd's buffered reader of a client's commands (``defaultBufferSize``)."""
@@ -398,9 +402,12 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         """FIN, and the FINs queued right behind it: a consumer's commands are mostly
         FINs, and a run of them is one call to the channel."""
         queue = self._events
+        # how many FINs follow, counted and taken off without a loop in Python (a
+        # consumer's batch is hundreds of them)
+        n = next(compress(count(), map(is_not, map(type, queue), repeat(events.Fin))),
+                 len(queue))
         ids = [ev.id]
-        while queue and type(queue[0]) is events.Fin:
-            ids.append(cast(events.Fin, queue.popleft()).id)
+        ids += map(_FIN_ID, starmap(queue.popleft, repeat((), n)))
         missing = self._subscribed.finish(self, ids)
         for mid in missing:
             self._send_now(events.Error(_failed(events.Fin(mid), NOT_IN_FLIGHT)))
