@@ -227,7 +227,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         if self.transport is not None and not self._busy and not self.closed:
             self.transport.resume_reading()
         if self.channel is not None:
-            self.channel.pump()
+            self.channel.wake()
 
     # -- command dispatch -----------------------------------------------------------
 
@@ -253,10 +253,10 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         finally:
             self._dispatching = False
         if self._pump_pending and self.channel is not None and not self.closed:
-            # one pump for a whole batch of FINs: the freed slots are refilled with one
-            # write instead of one write per message
+            # one pump for a whole batch of FINs (and for what other consumers freed in
+            # this loop turn): the freed slots are refilled with one write, not one a FIN
             self._pump_pending = False
-            self.channel.pump()
+            self.channel.wake()
         self._flush_if_idle()
 
     def _on_violation(self, ev: events.Violation) -> None:
@@ -377,10 +377,9 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
                  delay: float = 0.0) -> None:
         broker = self.broker
         topic = broker.get_topic(topic_name)
-        # deliveries the put triggers wait until the OK is out: a client that publishes
-        # on its own subscribed connection sees the OK first, as with nsqd (whose message
-        # pump runs apart from the command loop)
-        broker.held_pumps = held = set[Channel]()
+        # the deliveries the put wakes follow on the next loop turn, after the OK
+        # (Channel.wake): a client that publishes on its own subscribed connection sees
+        # the OK first, as with nsqd
         try:
             topic.publish(broker.ids.batch(bodies), delay)
         except (OSError, ValueError) as exc:
@@ -388,12 +387,8 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             # disk queue that cannot be written)
             log.error("%s to %s failed: %s", verb, topic_name, exc)
             raise FatalClientError(ErrorCode.failed(verb), f"{verb} failed {exc}") from None
-        finally:
-            broker.held_pumps = None
         self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + len(bodies)
         self._send_now(OK)
-        for channel in held:
-            channel.pump()
 
     def _on_rdy(self, ev: events.Rdy) -> None:
         self._pump_pending = True  # the codec holds the count (and ignores it after CLS)
@@ -488,7 +483,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         self.broker.clients.discard(self)
         if self.channel is not None:
             self.channel.remove_client(self)
-            self.channel.pump()
+            self.channel.wake()
 
 
 def handler_name(verb: str) -> str:
