@@ -29,7 +29,7 @@ command still waiting that nsqd answers, among the last
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,7 @@ from nsqviz.nsq.commands import (
     FRAMES,
     MESSAGE_ID,
     BodyKind,
+    ParamKind,
 )
 from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _json_or_none
 from nsqviz.nsq.fastpath import decode_command_lenient
@@ -78,11 +79,17 @@ _BOUND = next(p.bound for p in BY_EVENT[ev.Rdy].params if p.bound)
 _SWITCHES = ("snappy", "deflate", "tls_v1")
 """Features of nsqd's IDENTIFY response after which the stream is no longer plain."""
 
-_ID_LINES = tuple(spec for spec in BY_VERB.values()
-                  if spec.params == (MESSAGE_ID,) and spec.body is BodyKind.NONE)
-"""The verbs whose line is the verb, a space and a message id (FIN, TOUCH): matched by
-their spelling, no event made."""
 _ID_SIZE = next(f.size for f in MESSAGE if f.name == MESSAGE_ID.field)
+_DIGITS = 18
+"""The most digits of a number gathered in columns (an int64 holds them all); a longer
+one is decoded by the codec."""
+_ID_LINES = tuple(
+    (spec, len(spec.wire) + 1 + _ID_SIZE + 1) for spec in BY_VERB.values()
+    if spec.body is BodyKind.NONE and spec.params[:1] == (MESSAGE_ID,)
+    and [p.kind for p in spec.params[1:]] in ([], [ParamKind.DECIMAL]))
+"""The verbs whose line is the verb, a space, a message id and perhaps a space and a
+number (FIN, TOUCH; REQ), with the size of their line without the number: matched by
+their spelling, no event made."""
 _ID_COLUMN = MESSAGE_ID.column or ""
 
 _HEX = np.zeros(256, dtype=bool)
@@ -90,7 +97,7 @@ _HEX[np.frombuffer(HEX_DIGITS, dtype=np.uint8)] = True
 
 _STATES = list(State)
 _ALLOWED = {spec.event: np.array([s in allowed_states(Role.SERVER, spec.event) for s in _STATES])
-            for spec in _ID_LINES}
+            for spec, _ in _ID_LINES}
 
 _NAMES_C2S = [COMMAND_NAMES[ev.Magic], *(spec.verb for spec in BY_VERB.values())]
 _NAMES_S2C = [FRAME_NAMES[cls] for cls in FRAMES]
@@ -119,6 +126,32 @@ def _ends(rule: Any, data: bytes) -> np.ndarray | None:
 def _block(buf: np.ndarray, starts: np.ndarray, at: int, size: int) -> np.ndarray:
     """The ``size`` bytes at ``at`` from each start, as rows of a 2-D array."""
     return buf[starts[:, None] + np.arange(at, at + size)]
+
+
+def _id_lines(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, spec: Any,
+              size: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    """The lines of ``spec`` (one of :data:`_ID_LINES`, ``size`` bytes without its
+    number) spelled as the grammar takes them without a word: its rows, ids and
+    numbers (``None`` for a verb without one), a group per line length."""
+    prefix = np.frombuffer(spec.wire + b" ", dtype=np.uint8)
+    numbered = len(spec.params) > 1
+    lo, hi = (size + 2, size + 1 + _DIGITS) if numbered else (size, size)
+    candidates = (sizes >= lo) & (sizes <= hi)
+    candidates[0] = False  # the magic is no command line
+    for length in (np.unique(sizes[candidates]).tolist() if numbered else [size]):
+        rows = np.flatnonzero(sizes == length)
+        rows = rows[rows > 0]
+        line = _block(buf, starts[rows], 0, length)
+        id_end = len(prefix) + _ID_SIZE
+        ok = ((line[:, :len(prefix)] == prefix).all(axis=1) & (line[:, -1] == 0x0A)
+              & _HEX[line[:, len(prefix):id_end]].all(axis=1))
+        number = None
+        if numbered:
+            digits = line[:, id_end + 1:-1].astype(np.int64) - 0x30
+            ok &= (line[:, id_end] == 0x20) & ((digits >= 0) & (digits <= 9)).all(axis=1)
+            number = digits[ok] @ (10 ** np.arange(digits.shape[1] - 1, -1, -1, dtype=np.int64))
+        if ok.any():
+            yield rows[ok], np.ascontiguousarray(line[ok, len(prefix):id_end]), number
 
 
 def _strings(block: np.ndarray) -> Any:
@@ -250,25 +283,18 @@ class NsqColumns:
         id_blocks: list[np.ndarray] = []
         id_ends: list[np.ndarray] = []
         id_events: list[Any] = []
-        for spec in _ID_LINES:
-            prefix = np.frombuffer(spec.wire + b" ", dtype=np.uint8)
-            size = len(prefix) + _ID_SIZE + 1
-            rows = np.flatnonzero(sizes == size)
-            rows = rows[rows > 0]  # the magic is no command line
-            if not len(rows):
-                continue
-            line = _block(buf, starts[rows], 0, size)
-            ok = ((line[:, :len(prefix)] == prefix).all(axis=1) & (line[:, -1] == 0x0A)
-                  & _HEX[line[:, len(prefix):-1]].all(axis=1))
-            rows = rows[ok]
-            hot[rows] = True
-            side.codes[rows] = _NAMES_C2S.index(spec.verb)
-            block = np.ascontiguousarray(line[ok, len(prefix):-1])
-            side.parts.append((rows, {_ID_COLUMN: _strings(block)}))
-            id_rows.append(rows)
-            id_blocks.append(block)
-            id_ends.append(np.full(len(rows), spec.event in ENDS_FLIGHT))
-            id_events.append((spec.event, rows))
+        for spec, size in _ID_LINES:
+            for rows, block, number in _id_lines(buf, starts, sizes, spec, size):
+                hot[rows] = True
+                side.codes[rows] = _NAMES_C2S.index(spec.verb)
+                values = {_ID_COLUMN: _strings(block)}
+                if number is not None:
+                    values[spec.params[1].column or ""] = number
+                side.parts.append((rows, values))
+                id_rows.append(rows)
+                id_blocks.append(block)
+                id_ends.append(np.full(len(rows), spec.event in ENDS_FLIGHT))
+                id_events.append((spec.event, rows))
         if bytes(c2s[:len(MAGIC_V2)]) != MAGIC_V2 or ends[0] != len(MAGIC_V2):
             return None
         side.codes[0] = 0
