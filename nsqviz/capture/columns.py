@@ -246,6 +246,19 @@ class ColumnarDecoder(CaptureDecoder):
             state.observer = None  # as the object path leaves a finished flow
 
 
+_NULLS: dict[Any, Any] = {}
+
+
+def _nulls(n: int, typ: Any) -> Any:
+    """``n`` nulls of ``typ``: a slice of one array per type, so that the many typed
+    columns a connection leaves empty (another protocol's) share their buffers instead
+    of each batch allocating its own."""
+    have = _NULLS.get(typ)
+    if have is None or len(have) < n:
+        have = _NULLS[typ] = pa.nulls(max(n, 2 * len(have) if have is not None else n), typ)
+    return have.slice(0, n)
+
+
 def _list_array(offsets: np.ndarray, values: Any) -> Any:
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values)
 
@@ -328,12 +341,12 @@ class _Table:
         one = np.zeros(n, np.int32)
 
         def constant(value: str | None) -> Any:
-            return pa.nulls(n, pa.string()) if value is None else \
+            return _nulls(n, pa.string()) if value is None else \
                 pa.array([value], pa.string()).take(pa.array(one))
 
         def answer(values: Any) -> Any:
             if values is None:
-                return pa.nulls(n, pa.int64())
+                return _nulls(n, pa.int64())
             v = np.asarray(values, np.int64)
             return pa.array(v, pa.int64(), mask=v < 0)
 
@@ -364,7 +377,7 @@ class _Table:
             if field.name in columns:
                 arrays.append(columns[field.name])
             elif field.name in typed:
-                arrays.append(pa.nulls(n, field.type))
+                arrays.append(_nulls(n, field.type))
             else:
                 arrays.append(_typed(n, units.parts, field.name, field.type))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
@@ -386,7 +399,7 @@ def _typed(n: int, parts: list[tuple[Any, dict[str, Any]]], name: str, typ: Any)
         at += len(rows)
         pieces.append(arr)
     if not pieces:
-        return pa.nulls(n, typ)
+        return _nulls(n, typ)
     pieces.append(pa.nulls(1, typ))
     where[where < 0] = at
     return pa.concat_arrays(pieces).take(pa.array(where))
