@@ -59,6 +59,7 @@ from nsqviz.sql import (
     Analyses,
     ConnectionColumns,
     ErrorAnswers,
+    Held,
     Publishes,
     View,
     frames_of,
@@ -563,6 +564,8 @@ fail or not exercised, in words, with the packets that show it
     errors=ErrorAnswers(answer=f"name = {ERROR}", code="split_part(data, ' ', 1)",
                         text="data"),
     publishes=Publishes("nsq_published"),
+    held=Held("flow_control", "in_flight", "rdy", "messages nsqd sent it stayed in flight",
+              "RDY"),
 )
 """NSQ's analyses (:class:`nsqviz.sql.Analyses`), read through
 :attr:`nsqviz.nsq.protocol.NsqProtocol.analyses`."""

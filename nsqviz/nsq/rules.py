@@ -441,7 +441,7 @@ WITH fatal AS (
          min_by(reason, seq) AS how
   FROM {FRAMES} WHERE {FLOW_END} AND dir = '{S2C}' AND {CLOSED} GROUP BY conn_id
 ), x AS (
-  SELECT f.conn_id, f.ts, f.packet, f.code, f.text, f.command_packet, c.ts AS unit_ts,
+  SELECT f.conn_id, f.seq, f.ts, f.packet, f.code, f.text, f.command_packet, c.ts AS unit_ts,
          CASE WHEN c.kind = 'command' THEN c.name ELSE 'the client''s bytes' END AS command,
          s.ts AS close_ts, s.packet AS close_packet, s.how
   FROM fatal AS f LEFT JOIN unit AS u ON u.conn_id = f.conn_id
@@ -449,8 +449,10 @@ WITH fatal AS (
   LEFT JOIN server_end AS s ON s.conn_id = f.conn_id AND s.ts >= f.ts
   WHERE f.k = 1
 ), ev_rows AS (
-  SELECT conn_id AS k_conn, ts, packet, conn_id, CAST(NULL AS STRING) AS msg_id,
-         text AS what FROM x
+  -- the error frame, every packet it came in (its text may be in the last)
+  SELECT x.conn_id AS k_conn, x.ts, explode(a.packets) AS packet, x.conn_id,
+         CAST(NULL AS STRING) AS msg_id, x.text AS what
+  FROM x JOIN {FRAMES} AS a ON a.conn_id = x.conn_id AND a.seq = x.seq
   UNION ALL
   SELECT conn_id, unit_ts, command_packet, conn_id, NULL, command || ': refused'
   FROM x WHERE unit_ts IS NOT NULL
