@@ -166,14 +166,17 @@ _IN_VIEW_SIDEWAYS = """e => {
 
 
 def test_your_turn_suggestions_work_as_written(notebook02):
-    """The two suggestions of 02's "Your turn", clicked as the markdown writes them on
-    the session's stepper: `connection: publisher` → `PUB`; untick *check* and send
-    `SUB` twice, to see nsqd's answer."""
+    """02's two suggestions, clicked as its markdown writes them: "Your turn" on the
+    session's stepper, `connection: publisher` → `PUB`; under it, on the fresh stepper,
+    the buttons in order from `magic`, then *check* unticked and `SUB` again, to see
+    nsqd's fatal answer."""
     from playwright.sync_api import expect
 
     page = notebook02
     said = _your_turn(page)
-    assert "connection: publisher → PUB" in said and "untick check and send SUB twice" in said
+    assert "connection: publisher → PUB" in said
+    fresh = page.locator(".jp-MarkdownOutput p").filter(has_text="A fresh stepper").inner_text()
+    assert "untick check and send SUB again" in fresh, fresh
     stepper = page.locator(".nsqviz-stepper-widget").first
     stepper.scroll_into_view_if_needed()
     status = stepper.locator(".nsqviz .nv-mono").first
@@ -182,14 +185,19 @@ def test_your_turn_suggestions_work_as_written(notebook02):
     stepper.get_by_role("button", name="PUB", exact=True).click()
     expect(status).to_contain_text("PUB → OK", timeout=20_000)
     assert "⚠" not in status.inner_text()
-    # untick check, SUB twice: the second SUB is nsqd's to refuse
-    stepper.get_by_role("checkbox", name="check (codec refuses misuse)").uncheck()
-    stepper.get_by_role("button", name="SUB", exact=True).click()
-    expect(status).to_contain_text("SUB → OK", timeout=20_000)
-    stepper.get_by_role("button", name="SUB", exact=True).click()
+    # the fresh stepper: magic, IDENTIFY, SUB (refused by the codec if an earlier test
+    # sent them), then check unticked and SUB again: nsqd's to refuse
+    mine = page.locator(".nsqviz-stepper-widget").nth(1)
+    mine.scroll_into_view_if_needed()
+    status = mine.locator(".nsqviz .nv-mono").first
+    for verb in ("magic", "IDENTIFY", "SUB"):  # the kernel takes the clicks in order
+        mine.get_by_role("button", name=verb, exact=True).click()
+    expect(status).to_contain_text(re.compile(r"SUB → OK|cannot SUB"), timeout=20_000)
+    mine.get_by_role("checkbox", name="check (codec refuses misuse)").uncheck()
+    mine.get_by_role("button", name="SUB", exact=True).click()
     expect(status).to_contain_text("SUB → E_INVALID", timeout=20_000)
-    expect(stepper.locator(".nv-seq").first).to_contain_text("E_INVALID")
-    stepper.screenshot(path=str(ARTIFACTS / "browser-your-turn.png"))
+    expect(mine.locator(".nv-seq").first).to_contain_text("E_INVALID")
+    mine.screenshot(path=str(ARTIFACTS / "browser-your-turn.png"))
 
 
 LINKED = {
