@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
 import shutil
 import sys
-import textwrap
 from typing import Any, TextIO
 
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
 from nsqviz.doctor.rule import Severity
+from nsqviz.doctor.text import finding_text, tally
 from nsqviz.doctor.words import at_least, canonical_figures, connection_of, ordered
 from nsqviz.usage import help_text, nearest_hint, usage_error, warn
 
@@ -91,8 +89,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         for k, r in enumerate(shown):
             if k:
                 out.write("\n")
-            out.write(_text(r, t0, several, width))
-        out.write(_tally(found, shown, level))
+            out.write(finding_text(r, t0, several, width))
+        out.write(tally(found, shown, level))
     return 1 if any(r["severity"] == Severity.ERROR for r in found) else 0
 
 
@@ -159,51 +157,6 @@ def _stream(args: argparse.Namespace, options: dict[str, Any]) -> Any:
     if failure:
         return usage_error(_COMMAND, failure)
     return Capture.of_frames(frames, ["-"])
-
-
-def _t(ts: Any, t0: float) -> str:
-    return "?" if ts is None or (isinstance(ts, float) and math.isnan(ts)) \
-        else f"+{ts - t0:.6f}s"
-
-
-def _text(r: dict[str, Any], t0: float, several: bool, width: int) -> str:
-    """One finding for a terminal: its head line, then its words and evidence."""
-    head = f"{r['severity'].upper():<8} {r['rule']}  {r['summary']}"
-    lines = textwrap.wrap(head, width, subsequent_indent=" " * 9) or [head]
-    label = " " * 2
-    if r["connection"]:
-        lines.append(f"{label}connection  {r['connection']}")
-    for name, words in (("what", r["explanation"]), ("change", r["change"])):
-        lines += textwrap.wrap(words, width, initial_indent=f"{label}{name:<10}  ",
-                               subsequent_indent=" " * 14)
-    for k, item in enumerate(r["evidence"] or ()):
-        packet = "" if item["packet"] is None else f"packet {item['packet']}"
-        if several and item["file"]:
-            packet += f" in {os.path.basename(item['file'])}"
-        conn = connection_of(item["conn_id"])
-        other = f"  [{conn}]" if conn and conn != r["connection"] else ""
-        mid = f"  id {item['msg_id']}" if item["msg_id"] else ""
-        line = (f"{label}{'evidence' if k == 0 else '':<10}  {packet:<11} "
-                f"{_t(item['ts'], t0):>13}  {item['what']}{mid}{other}")
-        lines += textwrap.wrap(line, width, subsequent_indent=" " * 40) or [line]
-    for k, threshold in enumerate(r["thresholds"] or ()):
-        lines += textwrap.wrap(threshold, width,
-                               initial_indent=f"{label}{'threshold' if k == 0 else '':<10}  ",
-                               subsequent_indent=" " * 14)
-    return "\n".join(lines) + "\n"
-
-
-def _tally(found: list[dict[str, Any]], shown: list[dict[str, Any]],
-           level: Severity) -> str:
-    counts = {s: sum(r["severity"] == s for r in found) for s in Severity}
-    words = ", ".join(f"{n} {s.value}{'s' if n != 1 and s != Severity.INFO else ''}"
-                      for s, n in counts.items())
-    hidden = len(found) - len(shown)
-    more = f"; {hidden} below {level.value} not shown (--severity)" if hidden else ""
-    sep = "\n" if shown else ""
-    if not found:
-        return "no findings: no rule of the doctor found a problem in this capture\n"
-    return f"{sep}{len(found)} finding{'s' if len(found) != 1 else ''}: {words}{more}\n"
 
 
 def _json(r: dict[str, Any], t0: float) -> dict[str, Any]:

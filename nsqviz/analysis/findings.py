@@ -5,9 +5,10 @@ shows as the doctor's report.
 (:data:`nsqviz.doctor.rule.FINDING_COLUMNS`) -- filter it, count it, read its columns as
 any DataFrame -- whose HTML is the report of
 :class:`~nsqviz.widgets.findings.FindingsReport` (cards most severe first, a timeline,
-packet numbers that open the replay) instead of a table. Its text form stays the
-DataFrame's. A DataFrame derived from it (a filter, a column selection) is a plain
-DataFrame: it may lack the columns the report reads.
+packet numbers that open the replay) instead of a table; its text is what ``nsqviz
+doctor`` prints, which names no file by its full path (a notebook's stored text reads
+the same wherever the capture lies). A DataFrame derived from it (a filter, a column
+selection) is a plain DataFrame: it may lack the columns the report reads.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from nsqviz.doctor.rule import FINDING_COLUMNS
+from nsqviz.doctor.rule import FINDING_COLUMNS, Severity
+from nsqviz.doctor.text import finding_text, tally
 from nsqviz.widgets.findings import FindingsReport
 from nsqviz.widgets.style import once
 
@@ -45,6 +47,12 @@ class Findings(pd.DataFrame):  # type: ignore[misc]  # pandas is read untyped (A
     def report(self) -> FindingsReport:
         """The report these findings render as."""
         return FindingsReport(self.to_dict("records"), self.files, self.span)
+
+    def __repr__(self) -> str:
+        rows = self.to_dict("records")
+        several = len({f for r in rows for f in r["packet_files"]}) > 1
+        return "\n".join(finding_text(r, self.span[0], several, 100) for r in rows) \
+            + tally(rows, rows, Severity.INFO)
 
     def _repr_html_(self) -> str:
         return once(self.report().html())

@@ -48,7 +48,8 @@ COURSE: tuple[Lesson, ...] = (
            "snappy, deflate, TLS, AUTH", 20),
     Lesson("06-pcap-replay.ipynb", "pcap replay", "real captures replayed packet by packet", 15),
     Lesson("07-debugging-a-capture.ipynb", "debugging a capture",
-           "an operator's questions about a real nsqd's capture, one command each", 10),
+           "an operator's questions about a real nsqd's capture: the doctor first, then the "
+           "tables behind each finding", 15),
     Lesson("08-client-library.ipynb", "client library",
            "the client guide's rules on the wire: RDY shares, backoff, discovery", 30),
     Lesson("09-wireshark.ipynb", "Wireshark", "the generated dissectors in tshark", 15),

@@ -147,3 +147,21 @@ def test_the_report_links_at_most_its_budget_of_replays(monkeypatch) -> None:
     page = _parse(markup)
     assert sum(len({k for k, _ in c["links"]}) for c in page.cards) == 2
     assert "the report links 2 packets at most: cap.replay(upto=N) shows the others" in markup
+
+
+def test_its_text_is_what_nsqviz_doctor_prints_and_names_no_full_path() -> None:
+    """A notebook stores a DataFrame's text beside its HTML: the doctor's terminal text,
+    which reads the same wherever the capture lies (nbval compares it on any clone)."""
+    import contextlib
+    import io
+
+    from nsqviz.cli import main
+
+    path = str(DATA / "doctor" / "tcp-reset.pcap")
+    text = repr(diagnosed("tcp-reset.pcap"))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["doctor", path])
+    assert str(DATA) not in text and "tcp.reset" in text
+    assert [line.split()[:2] for line in text.splitlines() if line[:1].isupper()] == \
+        [line.split()[:2] for line in out.getvalue().splitlines() if line[:1].isupper()]
