@@ -77,15 +77,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from typing import Protocol as TypingProtocol
 
-from nsqviz import sansio
-from nsqviz.doctor.rule import Rule
 from nsqviz.fields import CAPTURE_FIELDS, Field, by_abbrev
-from nsqviz.report import Report
-from nsqviz.sql import Analyses
 from nsqviz.stream.direction import Direction
+
+if TYPE_CHECKING:  # what decoding never reads: imported where it is used
+    from nsqviz import sansio
+    from nsqviz.doctor.rule import Rule
+    from nsqviz.report import Report
+    from nsqviz.sql import Analyses
 
 __all__ = [
     "ANSWERS",
@@ -479,9 +481,11 @@ class Protocol(ABC):
     """Record fields whose values are bytes written as hex (``nsqviz decode -V`` shows
     them as text, escaped where not printable)."""
 
-    typed_schema: tuple[tuple[str, str], ...] = ()
-    """Typed columns of the frames table, as ``(name, arrow type name)``: what this
-    protocol's analyses join and aggregate on."""
+    @property
+    def typed_schema(self) -> tuple[tuple[str, str], ...]:
+        """Typed columns of the frames table, as ``(name, arrow type name)``: what this
+        protocol's analyses join and aggregate on."""
+        return ()
 
     def typed(self, event: Any) -> dict[str, Any]:
         """Values of :attr:`typed_schema` columns for one command or frame."""
@@ -495,9 +499,11 @@ class Protocol(ABC):
 
     # -- display filters ------------------------------------------------------------
 
-    filter_fields: tuple[Field, ...] = ()
-    """Its display-filter fields, named ``<name>.*`` as its Wireshark dissector registers
-    them (the generator declares exactly these)."""
+    @property
+    def filter_fields(self) -> tuple[Field, ...]:
+        """Its display-filter fields, named ``<name>.*`` as its Wireshark dissector
+        registers them (the generator declares exactly these)."""
+        return ()
 
     def record_names(self) -> frozenset[str]:
         """Every name its command, frame and error records can carry (``nsqviz decode
@@ -512,16 +518,23 @@ class Protocol(ABC):
 
     # -- analyses and the doctor ----------------------------------------------------
 
-    analyses: Analyses = Analyses()
-    """Its analyses (``nsqviz/<name>/analyses.py``): SQL views over its own rows of the
-    frames table, and its hooks into the tables every protocol shares (its columns of
-    ``connections``, its error answers); :mod:`nsqviz.sql` says how they are written,
-    :mod:`nsqviz.pipeline.definitions` collects them for both engines."""
+    @property
+    def analyses(self) -> Analyses:
+        """Its analyses (``nsqviz/<name>/analyses.py``): SQL views over its own rows of the
+        frames table, and its hooks into the tables every protocol shares (its columns of
+        ``connections``, its error answers); :mod:`nsqviz.sql` says how they are written,
+        :mod:`nsqviz.pipeline.definitions` collects them for both engines. None by
+        default. A property, as :attr:`report` and :attr:`rules` are: a protocol imports
+        them when they are first asked for, not when a capture is decoded."""
+        from nsqviz.sql import Analyses
+        return Analyses()
 
-    report: Report | None = None
-    """Its part of ``nsqviz messages``, ``connections`` and ``stats``
-    (``nsqviz/<name>/report.py``, :mod:`nsqviz.report` says how), or ``None``: its
-    connections then get only the lines every connection has."""
+    @property
+    def report(self) -> Report | None:
+        """Its part of ``nsqviz messages``, ``connections`` and ``stats``
+        (``nsqviz/<name>/report.py``, :mod:`nsqviz.report` says how), or ``None``: its
+        connections then get only the lines every connection has."""
+        return None
 
     # -- Wireshark ------------------------------------------------------------------
 
@@ -537,10 +550,12 @@ class Protocol(ABC):
         its servers were started): none by default."""
         return []
 
-    rules: tuple[Rule, ...] = ()
-    """Its doctor rules (``nsqviz/<name>/rules.py``): declarative definitions over the
-    analyses' tables (:mod:`nsqviz.doctor`), run by the same engines as the analyses
-    into the ``findings`` table that ``nsqviz doctor`` reads."""
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """Its doctor rules (``nsqviz/<name>/rules.py``): declarative definitions over the
+        analyses' tables (:mod:`nsqviz.doctor`), run by the same engines as the analyses
+        into the ``findings`` table that ``nsqviz doctor`` reads."""
+        return ()
 
 
 _BUILTINS: list[Protocol] = []
