@@ -8,6 +8,11 @@ Decoding is the codec's :class:`~nsqviz.nsq.observer.Observer`, its events turne
 :class:`~nsqviz.protocols.Item` s here. Record fields keep a message id as the 16 hex
 digits it is on the wire (as nsqd, nsqadmin and client logs print it); other bytes are
 hex.
+
+Decoding needs the tables, the events and the struct-based codec, imported with this
+module; the construct grammar (a hex view's layout, a unit a gap cut), the filter fields,
+the analyses, the report, the rules and the timers are imported where they are first
+asked for, so ``nsqviz decode`` of an NSQ capture imports no construct.
 """
 
 from __future__ import annotations
@@ -16,12 +21,10 @@ import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nsqviz import compactjson
 from nsqviz.nsq import events as ev
-from nsqviz.nsq import grammar
-from nsqviz.nsq.analyses import ANALYSES
 from nsqviz.nsq.commands import (
     BY_EVENT,
     COMMAND_NAMES,
@@ -35,18 +38,12 @@ from nsqviz.nsq.commands import (
     ParamKind,
 )
 from nsqviz.nsq.connection import _json_or_none
-from nsqviz.nsq.cut import cut_unit
 from nsqviz.nsq.dissector import DISSECTOR
 from nsqviz.nsq.errors import ErrorCode
-from nsqviz.nsq.fields import FIELDS, record_values
 from nsqviz.nsq.framing import DEFAULT_MAX_FRAME_SIZE, SIZE_PREFIX, FrameFraming
-from nsqviz.nsq.grammar_frames import MessageID
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
-from nsqviz.nsq.report import REPORT
-from nsqviz.nsq.rules import RULES
-from nsqviz.nsq.timers import timer_spans
-from nsqviz.nsq.wire import MAGIC_V2
+from nsqviz.nsq.wire import MAGIC_V2, MESSAGE_ID_SIZE
 from nsqviz.protocols import (
     ANSWERS,
     DetectionWords,
@@ -64,6 +61,12 @@ from nsqviz.records import escaped
 from nsqviz.sansio import violation_fields
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
+
+if TYPE_CHECKING:
+    from nsqviz.doctor.rule import Rule
+    from nsqviz.fields import Field
+    from nsqviz.report import Report
+    from nsqviz.sql import Analyses
 
 __all__ = ["NSQ", "NsqProtocol", "UNDECODABLE"]
 
@@ -168,6 +171,8 @@ class _Observer(ObservedConnection):
         if conn.compression:
             return Lost(dead=f"a gap in a {conn.compression}-compressed stream: the rest of"
                              " this direction cannot be decompressed")
+        from nsqviz.nsq.cut import cut_unit  # the grammar, for a gap's cut unit alone
+
         codec = self.codec
         raw, length = codec.gap_unit(Direction(direction))
         cut = cut_unit(direction, raw.data, length) if raw.data else None
@@ -274,13 +279,18 @@ class NsqProtocol(Protocol):
     package = "nsqviz.nsq"
     server_ports = frozenset({4150})
     bytes_fields = frozenset({"body", "bodies", "data", "secret", "pending"})
-    filter_fields = FIELDS
+
+    @property
+    def filter_fields(self) -> tuple[Field, ...]:
+        from nsqviz.nsq.fields import FIELDS
+        return FIELDS
 
     def record_names(self) -> frozenset[str]:
         return frozenset([*COMMAND_NAMES.values(), *FRAME_NAMES.values(), *ErrorCode,
                           UNDECODABLE])
 
     def filter_values(self, record: RecordView) -> dict[str, list[Any]]:
+        from nsqviz.nsq.fields import record_values
         return record_values(record.kind, record.name, record.fields, record.dir,
                              record.event)
 
@@ -335,6 +345,7 @@ class NsqProtocol(Protocol):
         return {MAGIC_NAME: COMMAND_NAMES[ev.Magic]}
 
     def grammars(self) -> tuple[Any, ...]:
+        from nsqviz.nsq import grammar
         return (grammar.Command, grammar.Frame)
 
     def record_name(self, event: Any) -> str | None:
@@ -342,6 +353,7 @@ class NsqProtocol(Protocol):
         return COMMAND_NAMES.get(kind) or FRAME_NAMES.get(kind)
 
     def layout(self, kind: str, name: str) -> Any:
+        from nsqviz.nsq import grammar
         if name == COMMAND_NAMES[ev.Magic]:
             return grammar.Magic
         if kind == "command":
@@ -350,14 +362,27 @@ class NsqProtocol(Protocol):
             return grammar.Frame
         return None
 
-    analyses = ANALYSES
-    report = REPORT
+    @property
+    def analyses(self) -> Analyses:
+        from nsqviz.nsq.analyses import ANALYSES
+        return ANALYSES
+
+    @property
+    def report(self) -> Report:
+        from nsqviz.nsq.report import REPORT
+        return REPORT
+
     dissector = DISSECTOR
-    rules = RULES
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        from nsqviz.nsq.rules import RULES
+        return RULES
 
     def timers(self, rows: list[TimerRow]) -> list[TimerSpan]:
         """nsqd's timers (:mod:`nsqviz.nsq.timers`), their lengths from the IDENTIFY
         exchange alone."""
+        from nsqviz.nsq.timers import timer_spans
         return timer_spans(rows, None)
 
     typed_schema = (
@@ -400,7 +425,7 @@ class NsqProtocol(Protocol):
             out["attempts"] = fields["attempts"]
         if "timestamp" in fields:
             out["msg_ts"] = fields["timestamp"] / 1e9
-        if len(fields.get("id", "")) == _ID_DIGITS:
+        if len(fields.get("id", "")) == MESSAGE_ID_SIZE:
             out["msg_id"] = fields["id"]
         return out
 
@@ -424,12 +449,8 @@ def _first_answer(data: bytes) -> bool | None:
     return data[8] in _FIRST_ANSWERS.get(int.from_bytes(data[4:8], "big"), b"")
 
 
-_MAGIC_SUMMARY = f'"{escaped(grammar.Magic.build(None))}"'
-"""The magic record's one line: the bytes the client sent, as the grammar's magic field
-holds them (``"  V2"``)."""
-
-_ID_DIGITS = MessageID.sizeof()
-"""A message id's length: its 16 hex digits."""
+_MAGIC_SUMMARY = f'"{escaped(MAGIC_V2)}"'
+"""The magic record's one line: the bytes the client sent (``"  V2"``)."""
 
 
 def _looks_like_nsq(direction: str, data: bytes) -> bool:
@@ -437,7 +458,7 @@ def _looks_like_nsq(direction: str, data: bytes) -> bool:
     if direction == Direction.C2S:
         head = data[:16].split(b"\n", 1)[0].split(b" ", 1)[0]
         verb = head.decode("ascii", "replace")
-        return data.startswith(MAGIC_V2) or verb in grammar.COMMANDS
+        return data.startswith(MAGIC_V2) or verb in COMMANDS
     try:
         return len(data) >= 8 and FrameFraming().measure(data, 0) is not None
     except FramingError:
