@@ -18,7 +18,6 @@ asked for, so ``nsqviz decode`` of an NSQ capture imports no construct.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -268,6 +267,8 @@ def _body(f: Mapping[str, Any]) -> str:
 
 
 def _sha1(body: bytes) -> str:
+    import hashlib  # the frames table's, not decode's: OpenSSL's load is felt at start-up
+
     return hashlib.sha1(body).hexdigest()
 
 

@@ -19,8 +19,12 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parents[2] / "data"
 
 NOT_FOR_DECODE = ("pandas", "pyarrow", "duckdb", "ipywidgets", "re2", "nsqviz.filters",
-                  "nsqviz.analysis", "nsqviz.pipeline", "asyncio")
-"""Top-level modules a plain ``nsqviz decode`` (no ``-Y``) has no use for."""
+                  "nsqviz.analysis", "nsqviz.pipeline", "asyncio",
+                  "socket", "subprocess", "hashlib", "difflib")
+"""Top-level modules a plain ``nsqviz decode`` (no ``-Y``) has no use for: the analyses'
+engines and the filters', and standard modules that cost a short capture's run more to
+import than decoding it (a live capture's tool, the frames table's digests, a bad
+argument's nearest choices; IPv4 addresses are written without ``socket``)."""
 
 
 def _loaded_after(code: str) -> set[str]:
