@@ -91,12 +91,26 @@ def _plain(name: str, value: Any) -> Any:
     return value
 
 
+_NAMES: dict[type, tuple[str, ...]] = {}
+"""Each event class's field names but ``raw``, in order, read once (``dataclasses.fields``
+per event was a tenth of ``decode --json``'s field building)."""
+
+_AS_IS = frozenset({int, str, float, bool, type(None)})
+"""The types of field values a record holds as they are (no hex, no list)."""
+
+
 def _fields(event: Any) -> dict[str, Any]:
     """Every dataclass field but ``raw``, in the class's order; an error frame adds the
     code and text it carries in its data."""
-    out = {f.name: _plain(f.name, getattr(event, f.name))
-           for f in dataclasses.fields(event) if f.name != "raw"}
     kind = type(event)
+    names = _NAMES.get(kind)
+    if names is None:
+        names = _NAMES[kind] = tuple(f.name for f in dataclasses.fields(event)
+                                     if f.name != "raw")
+    out = {}
+    for name in names:
+        value = getattr(event, name)
+        out[name] = value if type(value) in _AS_IS else _plain(name, value)
     if kind is ev.Error:
         out["code"], out["text"] = event.code, event.text
     elif kind is ev.Response and event.data[:1] == b"{":
@@ -190,16 +204,24 @@ class _Observer(ObservedConnection):
         return Lost(raw.data, length, unit=Item(kind, name, fields, None, raw.offset, raw))
 
 
+_UNITS: dict[type, tuple[ItemKind, str]] = {
+    **{cls: (ItemKind.COMMAND, name) for cls, name in COMMAND_NAMES.items()},
+    **{cls: (ItemKind.FRAME, name) for cls, name in FRAME_NAMES.items()}}
+"""The kind and name of the item of each command's and frame's event class."""
+
+_new_item = tuple.__new__
+"""``Item``'s own ``__new__`` is Python code; a unit's item is built in C (once a frame)."""
+
+
 def _items(events: list[ev.Event], fields_of: Callable[[Any], dict[str, Any]] = _fields,
            ) -> list[Item]:
     out: list[Item] = []
     for e in events:
-        if isinstance(e, ev.Command):
-            out.append(Item(ItemKind.COMMAND, COMMAND_NAMES[type(e)], fields_of(e), e,
-                            _offset(e.raw), e.raw))
-        elif isinstance(e, ev.ServerFrame):
-            out.append(Item(ItemKind.FRAME, FRAME_NAMES[type(e)], fields_of(e), e, _offset(e.raw),
-                            e.raw))
+        unit = _UNITS.get(type(e))
+        if unit is not None:  # a command or frame: the hot path
+            raw = e.raw
+            out.append(_new_item(Item, (unit[0], unit[1], fields_of(e), e,
+                                        None if raw is None else raw.offset, raw)))
         elif isinstance(e, ev.Violation):
             out.append(_violation(e))
         elif isinstance(e, ev.CompressionStarted):
