@@ -32,6 +32,9 @@ _FILE0 = 1 << 40
 # object in C, which counts once per record (the capture readers' hot loop).
 _new_tuple = tuple.__new__
 
+_ZEROS = tuple((0,) * n for n in range(8))
+"""The file numbers of a unit's packets in the first file, by how many packets."""
+
 
 def record(flow: Flow, direction: Direction | None, kind: str, name: str,
            fields: dict[str, Any], ts: float, ids: tuple[int, ...], event: Any,
@@ -54,6 +57,7 @@ def unit_records(state: FlowState, side: Side, direction: Direction, items: list
     """The records of one direction's items: a command or frame here (the hot path),
     every other kind of item by its handler in :data:`_ON_ITEM`."""
     flow = state.flow
+    label, flow_id = flow.label, flow.id
     proto = state.protocol.name if state.protocol is not None else None
     counts = state.stats.records
     fpp = state.stats.frames_per_packet
@@ -61,19 +65,23 @@ def unit_records(state: FlowState, side: Side, direction: Direction, items: list
     out: list[DecodedRecord] = []
     epoch = side.epoch
     for item in items:
-        kind = item.kind
-        offset = None if item.offset is None else epoch + item.offset
+        kind, name, fields, event, at, raw = item
+        offset = None if at is None else epoch + at
         if epoch:
-            _shift_violations(item.fields, epoch)
+            _shift_violations(fields, epoch)
         if kind is not ItemKind.COMMAND and kind is not ItemKind.FRAME:
             other = _ON_ITEM[kind](flow, side, direction, item, offset, number, ts,
                                    proto, counts, out)
             if other is not None:
                 out.append(other)
             continue
-        raw = item.raw
-        size = None if raw is None else len(raw.data)
-        packets = packets_of(raw, number)
+        if raw is None:
+            size, packets = None, (number,)
+        else:
+            size = len(raw.data)
+            sources = raw.sources
+            packets = ((sources[0].segment,) if len(sources) == 1
+                       else packets_of(raw, number))
         if side.resyncing:
             side.resyncing = False
             counts["gap"] = counts.get("gap", 0) + 1
@@ -93,8 +101,14 @@ def unit_records(state: FlowState, side: Side, direction: Direction, items: list
                 side.packet, side.frames = p, 1
         ppf[len(packets)] += 1
         counts[kind] = counts.get(kind, 0) + 1
-        out.append(record(flow, direction, kind, item.name, item.fields, ts,
-                          packets, item.event, proto, offset, size))
+        if packets[-1] < _FILE0:  # packets of the first file: record() without the call
+            out.append(_new_tuple(DecodedRecord, (
+                ts, label, direction, kind, name, fields, packets, flow_id, event, proto,
+                _ZEROS[len(packets)] if len(packets) < len(_ZEROS) else (0,) * len(packets),
+                offset, size, None)))
+        else:
+            out.append(record(flow, direction, kind, name, fields, ts, packets, event, proto,
+                              offset, size))
     return out
 
 
