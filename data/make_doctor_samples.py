@@ -157,7 +157,7 @@ SAMPLES: dict[str, tuple[tuple[Finder, ...], list[Any], str]] = {
     "nsqd/deflate-pynsq.pcap": ((nsq_guide,), [], "the real nsqd, deflate"),
     "nsqd/errors.pcap": ((errors, resets, nsq_guide), [], "errors on purpose against the "
                          "real nsqd, which resets the HTTP connection"),
-    "nsqd/debugging/debugging.pcap": ((errors, resets, nsq_guide), [], "notebook 11's four "
+    "nsqd/debugging/debugging.pcap": ((errors, resets, nsq_guide), [], "notebook 07's four "
                                       "consumers in trouble: see the findings added below"),
     "nsqd/refused/bad-values.pcap": ((errors, nsq_guide), [], "values nsqd refuses"),
     "nsqd/refused/max-rdy-count.pcap": ((errors, nsq_guide), [], "RDY 11 above "
@@ -178,7 +178,7 @@ SAMPLES: dict[str, tuple[tuple[Finder, ...], list[Any], str]] = {
 
 
 def debugging(cap: Capture) -> list[dict[str, Any]]:
-    """notebook 11's capture: the timed-out message, the starved consumer and the
+    """notebook 07's capture: the timed-out message, the starved consumer and the
     consumer nsqd closed for unanswered heartbeats (its E_FIN_FAILED storm is nsq.guide)."""
     found = []
     for p in cap.packets:

@@ -38,7 +38,7 @@ _SMALL_JVM_OPTIONS = ("-XX:+UseSerialGC -Xms64m -Xmn32m -XX:MinHeapFreeRatio=10"
 and runs the analyses; decoding and its Parquet are Python's). The heap starts at 64 MB
 and grows only as far as a collection leaves it less than 10 % free, with a 32 MB young
 generation: by default the serial collector starts with 1/64 of the machine's memory
-and touches all of it before its first full collection (notebook 06, measured from
+and touches all of it before its first full collection (notebook 10, measured from
 /proc: the JVM's peak RSS 691 MB -> 539 MB). Large inputs keep the JVM's defaults."""
 
 

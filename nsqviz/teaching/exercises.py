@@ -268,7 +268,7 @@ EXERCISES: dict[str, list[Question]] = {
                  "into one 132-byte segment when its ACK comes back (粘包).",
                  lambda: _segments(True, mss=200)),
     ],
-    "04-feature-negotiation": [
+    "05-feature-negotiation": [
         Question("IDENTIFY asks for snappy and deflate together. What does nsqd answer?",
                  "E_IDENTIFY_FAILED, fatal", "one compression per connection; the stream "
                  "can switch only once.", _both_compressions),
@@ -283,7 +283,7 @@ EXERCISES: dict[str, list[Question]] = {
                  "below it nsqd answers E_BAD_BODY.",
                  lambda: _identify("heartbeat_interval", "low")),
     ],
-    "05-pcap-replay": [
+    "06-pcap-replay": [
         Question("How many packets does `pubsub-pynsq.pcap` hold?", 86,
                  "the replay's slider runs over them; 50 commands and frames are decoded.",
                  lambda: len(_replay("pubsub-pynsq.pcap").packets)),
@@ -298,7 +298,7 @@ EXERCISES: dict[str, list[Question]] = {
                  lambda: "REQ" if "REQ" in {r.name for r in _replay(
                      "pubsub-pynsq.pcap").records} else None),
     ],
-    "06-spark-pipeline": [
+    "10-spark-pipeline": [
         Question("When does the pipeline call a connection starved? `in_flight > 0 and "
                  "in_flight >= r × last RDY`: what is r?", 0.85,
                  "the client-library guide's rule; `work2` with RDY 1 is starved at every "
@@ -314,7 +314,7 @@ EXERCISES: dict[str, list[Question]] = {
                  "ff7ff4fe", "TubeMQ's begin token (or the Master's and Brokers' ports).",
                  lambda: _tube("BEGIN_TOKEN").hex()),
     ],
-    "07-tubemq": [
+    "11-tubemq": [
         Question("What are the 4 bytes that begin every TubeMQ RPC frame (hex)?",
                  "ff7ff4fe", "the begin token; a reader that lost its place searches "
                  "for it.", lambda: _tube("BEGIN_TOKEN").hex()),
@@ -359,7 +359,7 @@ EXERCISES: dict[str, list[Question]] = {
                  "length?", 4, "the size field; the rest is asked for with desegment_len.",
                  lambda: len(_message_frame(b"")) - _frame_size(b"")),
     ],
-    "10-failure-labs": [
+    "04-failure-labs": [
         Question("Does the connection survive `E_BAD_PROTOCOL` (lab 1)?", "no",
                  "it is fatal: nsqd sends the error and closes.",
                  lambda: "no" if _fatal("BAD_PROTOCOL") else "yes"),

@@ -1,4 +1,4 @@
-"""The failure labs of notebook 10 against any nsqd, and their answers side by side.
+"""The failure labs of notebook 04 against any nsqd, and their answers side by side.
 
 The labs are the notebook's own cells: :func:`run` executes them in this process with
 :envvar:`NSQVIZ_NSQD` naming the server (``"embedded"`` or ``"real"``) and keeps, per
@@ -35,7 +35,7 @@ __all__ = ["COMPARISON", "KNOWN_DIFFERENCES", "NOTEBOOK", "compare", "run", "sid
            "stored"]
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK = ROOT / "notebooks" / "10-failure-labs.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "04-failure-labs.ipynb"
 COMPARISON = ROOT / "data" / "failure-labs-real-nsqd.json"
 
 KNOWN_DIFFERENCES: dict[int, str] = {

@@ -1,4 +1,4 @@
-"""Notebook 10's failure labs against the real nsqd: the same answers, or a named reason.
+"""Notebook 04's failure labs against the real nsqd: the same answers, or a named reason.
 
 The embedded broker's answers are the notebook's stored outputs (nbval checks them on
 every run); here the labs' cells run again against the real nsqd. Each lab must print

@@ -45,18 +45,18 @@ EXPERIMENT = "learner-experiment"
 # notebook -> (cell id the pause comes before, (cell id after which the experiment goes, its code))
 PLANS: dict[str, tuple[str, tuple[str, str] | None]] = {
     "02-live-session.ipynb": ("c18", None),
-    "07-tubemq.ipynb": ("34447f43", ("4ac8bad0", "a.heartbeat()")),
-    "10-failure-labs.ipynb": ("lab25", ("lab22", 'session.connect("one-more")')),
+    "11-tubemq.ipynb": ("34447f43", ("4ac8bad0", "a.heartbeat()")),
+    "04-failure-labs.ipynb": ("lab25", ("lab22", 'session.connect("one-more")')),
 }
 
 # notebook -> cell id -> text its output must contain (what happened, said)
 SAYS: dict[str, dict[str, str]] = {
     "02-live-session.ipynb": {"c22": "attempts: 2 -- the REQ above put it back",
                               "c29": "b'order #4 (deferred 300 ms)' attempts: 1"},
-    "07-tubemq.ipynb": {"b723bd18": "the Master forgets a client 3600 s after its last heartbeat",
+    "11-tubemq.ipynb": {"b723bd18": "the Master forgets a client 3600 s after its last heartbeat",
                         "5d40f177": "HeartResponseM2C 200 OK!",
                         "194879fb": "b'with an attribute'"},
-    "10-failure-labs.ipynb": {"lab24": "same id as before: True, attempts=2",
+    "04-failure-labs.ipynb": {"lab24": "same id as before: True, attempts=2",
                               "lab22": "session closed"},
 }
 
