@@ -77,7 +77,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, overload
 from typing import Protocol as TypingProtocol
 
 from nsqviz.fields import CAPTURE_FIELDS, Field, by_abbrev
@@ -101,6 +101,7 @@ __all__ = [
     "ItemKind",
     "Lost",
     "LuaScript",
+    "Part",
     "Protocol",
     "RecordView",
     "TimerRow",
@@ -344,6 +345,35 @@ class Dissector(ABC):
         return {}
 
 
+T = TypeVar("T")
+
+
+class Part(Generic[T]):
+    """A part of a protocol that decoding does not need -- its analyses, report, rules,
+    filter fields -- named ``"module:attribute"`` (as :data:`BUILTIN` names a protocol)
+    and imported when first read, then kept: ``analyses = Part("nsqviz.nsq.analyses:
+    ANALYSES")`` in the protocol's class. So the registry's protocols cost a capture's
+    decoding no more than detection and their codecs."""
+
+    __slots__ = ("spec", "value")
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.value: T | None = None
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Part[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> T: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> T | Part[T]:
+        if obj is None:
+            return self
+        if self.value is None:
+            module, _, attr = self.spec.partition(":")
+            self.value = getattr(importlib.import_module(module), attr)
+        return self.value
+
+
 class LuaScript(Dissector):
     """A dissector that is one Lua script, ``<name>.lua``, written by the ``render``
     function of the module ``script`` (``nsqviz.<name>.dissector.script``), which is
@@ -524,8 +554,9 @@ class Protocol(ABC):
         frames table, and its hooks into the tables every protocol shares (its columns of
         ``connections``, its error answers); :mod:`nsqviz.sql` says how they are written,
         :mod:`nsqviz.pipeline.definitions` collects them for both engines. None by
-        default. A property, as :attr:`report` and :attr:`rules` are: a protocol imports
-        them when they are first asked for, not when a capture is decoded."""
+        default. A protocol gives it, as its :attr:`report`, :attr:`rules` and
+        :attr:`filter_fields`, as a :class:`Part`: imported when first read, not when a
+        capture is decoded."""
         from nsqviz.sql import Analyses
         return Analyses()
 

@@ -29,6 +29,7 @@ from nsqviz.http.framing import REQUEST_START, RESPONSE_START
 from nsqviz.protocols import (
     DetectionWords,
     ObservedConnection,
+    Part,
     Protocol,
     RecordView,
     no_fields,
@@ -190,23 +191,10 @@ class HttpProtocol(Protocol):
             out[f"{p}.content_length"] = [int(length[0])]
         return {k: v for k, v in out.items() if v}
 
-    @property
-    def analyses(self) -> Analyses:
-        from nsqviz.http.analyses import ANALYSES
-        return ANALYSES
-
+    analyses: Part[Analyses] = Part("nsqviz.http.analyses:ANALYSES")
     dissector = DISSECTOR
-
-    @property
-    def report(self) -> Report:
-        from nsqviz.http.report import REPORT
-        return REPORT
-
-    @property
-    def rules(self) -> tuple[Rule, ...]:
-        from nsqviz.http.rules import RULES
-        return RULES
-
+    report: Part[Report] = Part("nsqviz.http.report:REPORT")
+    rules: Part[tuple[Rule, ...]] = Part("nsqviz.http.rules:RULES")
     typed_schema = (
         ("http_method", "string"),
         ("http_path", "string"),

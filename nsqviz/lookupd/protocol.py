@@ -24,6 +24,7 @@ from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE
 from nsqviz.protocols import (
     DetectionWords,
     ObservedConnection,
+    Part,
     Protocol,
     RecordView,
     no_fields,
@@ -118,32 +119,16 @@ class LookupdProtocol(Protocol):
             return grammar.Response
         return None
 
-    @property
-    def filter_fields(self) -> tuple[Field, ...]:
-        from nsqviz.lookupd.fields import FIELDS
-        return FIELDS
+    filter_fields: Part[tuple[Field, ...]] = Part("nsqviz.lookupd.fields:FIELDS")
 
     def filter_values(self, record: RecordView) -> Mapping[str, list[Any]]:
         from nsqviz.lookupd.items import filter_values
         return filter_values(record)
 
-    @property
-    def analyses(self) -> Analyses:
-        from nsqviz.lookupd.analyses import ANALYSES
-        return ANALYSES
-
-    @property
-    def report(self) -> Report:
-        from nsqviz.lookupd.report import REPORT
-        return REPORT
-
+    analyses: Part[Analyses] = Part("nsqviz.lookupd.analyses:ANALYSES")
+    report: Part[Report] = Part("nsqviz.lookupd.report:REPORT")
     dissector = DISSECTOR
-
-    @property
-    def rules(self) -> tuple[Rule, ...]:
-        from nsqviz.lookupd.rules import RULES
-        return RULES
-
+    rules: Part[tuple[Rule, ...]] = Part("nsqviz.lookupd.rules:RULES")
     typed_schema = (
         ("topic", "string"),
         ("channel", "string"),

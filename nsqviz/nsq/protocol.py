@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from nsqviz import compactjson
 from nsqviz.nsq import events as ev
@@ -50,6 +50,7 @@ from nsqviz.protocols import (
     ItemKind,
     Lost,
     ObservedConnection,
+    Part,
     Protocol,
     RecordView,
     TimerRow,
@@ -219,7 +220,7 @@ def _items(events: list[ev.Event], fields_of: Callable[[Any], dict[str, Any]] = 
     for e in events:
         unit = _UNITS.get(type(e))
         if unit is not None:  # a command or frame: the hot path
-            raw = e.raw
+            raw = cast("ev.Command | ev.ServerFrame", e).raw
             out.append(_new_item(Item, (unit[0], unit[1], fields_of(e), e,
                                         None if raw is None else raw.offset, raw)))
         elif isinstance(e, ev.Violation):
@@ -303,10 +304,7 @@ class NsqProtocol(Protocol):
     server_ports = frozenset({4150})
     bytes_fields = frozenset({"body", "bodies", "data", "secret", "pending"})
 
-    @property
-    def filter_fields(self) -> tuple[Field, ...]:
-        from nsqviz.nsq.fields import FIELDS
-        return FIELDS
+    filter_fields: Part[tuple[Field, ...]] = Part("nsqviz.nsq.fields:FIELDS")
 
     def record_names(self) -> frozenset[str]:
         return frozenset([*COMMAND_NAMES.values(), *FRAME_NAMES.values(), *ErrorCode,
@@ -385,22 +383,10 @@ class NsqProtocol(Protocol):
             return grammar.Frame
         return None
 
-    @property
-    def analyses(self) -> Analyses:
-        from nsqviz.nsq.analyses import ANALYSES
-        return ANALYSES
-
-    @property
-    def report(self) -> Report:
-        from nsqviz.nsq.report import REPORT
-        return REPORT
-
+    analyses: Part[Analyses] = Part("nsqviz.nsq.analyses:ANALYSES")
+    report: Part[Report] = Part("nsqviz.nsq.report:REPORT")
     dissector = DISSECTOR
-
-    @property
-    def rules(self) -> tuple[Rule, ...]:
-        from nsqviz.nsq.rules import RULES
-        return RULES
+    rules: Part[tuple[Rule, ...]] = Part("nsqviz.nsq.rules:RULES")
 
     def timers(self, rows: list[TimerRow]) -> list[TimerSpan]:
         """nsqd's timers (:mod:`nsqviz.nsq.timers`), their lengths from the IDENTIFY

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from nsqviz.protocols import (
     DetectionWords,
     ObservedConnection,
+    Part,
     Protocol,
     RecordView,
     no_fields,
@@ -68,10 +69,7 @@ class TubeMQProtocol(Protocol):
     package = "nsqviz.tubemq"
     server_ports = frozenset({DEFAULT_MASTER_PORT, DEFAULT_BROKER_PORT})
 
-    @property
-    def filter_fields(self) -> tuple[Field, ...]:
-        from nsqviz.tubemq.fields import FIELDS
-        return FIELDS
+    filter_fields: Part[tuple[Field, ...]] = Part("nsqviz.tubemq.fields:FIELDS")
 
     def record_names(self) -> frozenset[str]:
         return frozenset(n for m in METHODS.values() for n in (m.name, m.request, m.response)
@@ -162,27 +160,11 @@ class TubeMQProtocol(Protocol):
         from nsqviz.tubemq.layout import frame_layout
         return lambda data: frame_layout(data, response=kind == "frame")
 
-    @property
-    def analyses(self) -> Analyses:
-        from nsqviz.tubemq.analyses import ANALYSES
-        return ANALYSES
-
-    @property
-    def report(self) -> Report:
-        from nsqviz.tubemq.report import REPORT
-        return REPORT
-
+    analyses: Part[Analyses] = Part("nsqviz.tubemq.analyses:ANALYSES")
+    report: Part[Report] = Part("nsqviz.tubemq.report:REPORT")
     dissector = DISSECTOR
-
-    @property
-    def rules(self) -> tuple[Rule, ...]:
-        from nsqviz.tubemq.rules import RULES
-        return RULES
-
-    @property
-    def typed_schema(self) -> tuple[tuple[str, str], ...]:
-        from nsqviz.tubemq.columns import SCHEMA
-        return SCHEMA
+    rules: Part[tuple[Rule, ...]] = Part("nsqviz.tubemq.rules:RULES")
+    typed_schema: Part[tuple[tuple[str, str], ...]] = Part("nsqviz.tubemq.columns:SCHEMA")
 
     def typed(self, event: Any) -> dict[str, Any]:
         from nsqviz.tubemq.columns import typed
