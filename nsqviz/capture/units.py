@@ -75,6 +75,7 @@ def unit_records(state: FlowState, side: Side, direction: Direction, items: list
             if other is not None:
                 out.append(other)
             continue
+        packets: tuple[int, ...]
         if raw is None:
             size, packets = None, (number,)
         else:
