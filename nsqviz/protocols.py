@@ -79,15 +79,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, overload
 from typing import Protocol as TypingProtocol
 
-from nsqviz import sansio
-from nsqviz.doctor.rule import Rule
 from nsqviz.fields import CAPTURE_FIELDS, Field, by_abbrev
-from nsqviz.report import Report
-from nsqviz.sql import Analyses
 from nsqviz.stream.direction import Direction
+
+if TYPE_CHECKING:  # what decoding never reads: imported where it is used
+    from nsqviz import sansio
+    from nsqviz.doctor.rule import Rule
+    from nsqviz.report import Report
+    from nsqviz.sql import Analyses
 
 __all__ = [
     "ANSWERS",
@@ -101,6 +103,7 @@ __all__ = [
     "ItemKind",
     "Lost",
     "LuaScript",
+    "Part",
     "Protocol",
     "RecordView",
     "TimerRow",
@@ -390,6 +393,35 @@ class Dissector(ABC):
         return {}
 
 
+T = TypeVar("T")
+
+
+class Part(Generic[T]):
+    """A part of a protocol that decoding does not need -- its analyses, report, rules,
+    filter fields -- named ``"module:attribute"`` (as :data:`BUILTIN` names a protocol)
+    and imported when first read, then kept: ``analyses = Part("nsqviz.nsq.analyses:
+    ANALYSES")`` in the protocol's class. So the registry's protocols cost a capture's
+    decoding no more than detection and their codecs."""
+
+    __slots__ = ("spec", "value")
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.value: T | None = None
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Part[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> T: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> T | Part[T]:
+        if obj is None:
+            return self
+        if self.value is None:
+            module, _, attr = self.spec.partition(":")
+            self.value = getattr(importlib.import_module(module), attr)
+        return self.value
+
+
 class LuaScript(Dissector):
     """A dissector that is one Lua script, ``<name>.lua``, written by the ``render``
     function of the module ``script`` (``nsqviz.<name>.dissector.script``), which is
@@ -527,9 +559,11 @@ class Protocol(ABC):
     """Record fields whose values are bytes written as hex (``nsqviz decode -V`` shows
     them as text, escaped where not printable)."""
 
-    typed_schema: tuple[tuple[str, str], ...] = ()
-    """Typed columns of the frames table, as ``(name, arrow type name)``: what this
-    protocol's analyses join and aggregate on."""
+    @property
+    def typed_schema(self) -> tuple[tuple[str, str], ...]:
+        """Typed columns of the frames table, as ``(name, arrow type name)``: what this
+        protocol's analyses join and aggregate on."""
+        return ()
 
     def typed(self, event: Any) -> dict[str, Any]:
         """Values of :attr:`typed_schema` columns for one command or frame."""
@@ -548,9 +582,11 @@ class Protocol(ABC):
 
     # -- display filters ------------------------------------------------------------
 
-    filter_fields: tuple[Field, ...] = ()
-    """Its display-filter fields, named ``<name>.*`` as its Wireshark dissector registers
-    them (the generator declares exactly these)."""
+    @property
+    def filter_fields(self) -> tuple[Field, ...]:
+        """Its display-filter fields, named ``<name>.*`` as its Wireshark dissector
+        registers them (the generator declares exactly these)."""
+        return ()
 
     def record_names(self) -> frozenset[str]:
         """Every name its command, frame and error records can carry (``nsqviz decode
@@ -565,16 +601,24 @@ class Protocol(ABC):
 
     # -- analyses and the doctor ----------------------------------------------------
 
-    analyses: Analyses = Analyses()
-    """Its analyses (``nsqviz/<name>/analyses.py``): SQL views over its own rows of the
-    frames table, and its hooks into the tables every protocol shares (its columns of
-    ``connections``, its error answers); :mod:`nsqviz.sql` says how they are written,
-    :mod:`nsqviz.pipeline.definitions` collects them for both engines."""
+    @property
+    def analyses(self) -> Analyses:
+        """Its analyses (``nsqviz/<name>/analyses.py``): SQL views over its own rows of the
+        frames table, and its hooks into the tables every protocol shares (its columns of
+        ``connections``, its error answers); :mod:`nsqviz.sql` says how they are written,
+        :mod:`nsqviz.pipeline.definitions` collects them for both engines. None by
+        default. A protocol gives it, as its :attr:`report`, :attr:`rules` and
+        :attr:`filter_fields`, as a :class:`Part`: imported when first read, not when a
+        capture is decoded."""
+        from nsqviz.sql import Analyses
+        return Analyses()
 
-    report: Report | None = None
-    """Its part of ``nsqviz messages``, ``connections`` and ``stats``
-    (``nsqviz/<name>/report.py``, :mod:`nsqviz.report` says how), or ``None``: its
-    connections then get only the lines every connection has."""
+    @property
+    def report(self) -> Report | None:
+        """Its part of ``nsqviz messages``, ``connections`` and ``stats``
+        (``nsqviz/<name>/report.py``, :mod:`nsqviz.report` says how), or ``None``: its
+        connections then get only the lines every connection has."""
+        return None
 
     # -- Wireshark ------------------------------------------------------------------
 
@@ -590,10 +634,12 @@ class Protocol(ABC):
         its servers were started): none by default."""
         return []
 
-    rules: tuple[Rule, ...] = ()
-    """Its doctor rules (``nsqviz/<name>/rules.py``): declarative definitions over the
-    analyses' tables (:mod:`nsqviz.doctor`), run by the same engines as the analyses
-    into the ``findings`` table that ``nsqviz doctor`` reads."""
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """Its doctor rules (``nsqviz/<name>/rules.py``): declarative definitions over the
+        analyses' tables (:mod:`nsqviz.doctor`), run by the same engines as the analyses
+        into the ``findings`` table that ``nsqviz doctor`` reads."""
+        return ()
 
 
 _BUILTINS: list[Protocol] = []

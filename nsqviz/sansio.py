@@ -34,8 +34,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Protocol
 
-from construct import ConstructError
-
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError, Garbage, Reassembler
 from nsqviz.stream.reassembly import Truncated as StreamTruncated
@@ -59,18 +57,22 @@ class LocalProtocolError(ProtocolError):
     """We were about to send something the protocol forbids in the current state."""
 
 
-class GrammarError(ProtocolError, ConstructError):
+class GrammarError(ProtocolError):
     """Bytes that do not fit a grammar: ``offset`` where in the input it was noticed,
     ``field`` the field that failed in the protocol's words (``None``/empty: the frame's
-    own structure) and ``reason`` why. A ``ConstructError`` too, so that it passes
-    through construct's parsers unchanged."""
+    own structure) and ``reason`` why; ``path``, when a ``construct`` grammar raised it,
+    where in the grammar. Not a ``ConstructError``: the hot paths (the struct-based
+    decoders, the sans-IO connections) raise it without importing construct, and
+    construct's parsers let any exception through (its ``Select`` and greedy repeats
+    try the next choice on any exception alike)."""
 
     def __init__(self, reason: str, *, offset: int | None = None, field: str | None = None,
                  path: str | None = None):
-        super().__init__(reason, path)
+        super().__init__(reason)
         self.reason = reason
         self.offset = offset
         self.field = field
+        self.path = path
 
     def __str__(self) -> str:
         where = f" at offset {self.offset}" if self.offset is not None else ""

@@ -10,7 +10,6 @@ imports nothing from nsqviz.
 
 from __future__ import annotations
 
-import difflib
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -43,6 +42,8 @@ def nearest(value: str, choices: Iterable[str], n: int = 3, *,
     pool: dict[str, str] = {}
     for choice in sorted(set(choices)):
         pool.setdefault(choice.casefold(), choice)
+    import difflib  # a bad argument's cost alone, not every command's start-up
+
     wanted = value.casefold()
     matcher = difflib.SequenceMatcher()
     matcher.set_seq2(wanted)  # the matcher caches what it learns of its second sequence

@@ -33,7 +33,8 @@ PROTOCOLS = protocols.registered()
 PROTOCOL_FREE = [
     "nsqviz.protocols", "nsqviz.sansio", "nsqviz.sql", "nsqviz.records", "nsqviz.palette",
     "nsqviz.fields", "nsqviz.layout", "nsqviz.compactjson",
-    "nsqviz.capture.decode", "nsqviz.capture.checks", "nsqviz.capture.analyses",
+    "nsqviz.capture.decode", "nsqviz.capture.units", "nsqviz.capture.flowstate",
+    "nsqviz.capture.checks", "nsqviz.capture.analyses",
     "nsqviz.capture.replay", "nsqviz.capture.driver", "nsqviz.capture.tcp",
     "nsqviz.pipeline.definitions", "nsqviz.pipeline.on_duckdb", "nsqviz.pipeline.analyses",
     "nsqviz.pipeline.decode", "nsqviz.pipeline.frames",

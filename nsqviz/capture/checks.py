@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from nsqviz import protocols
-from nsqviz.capture.decode import FlowStats
+from nsqviz.capture.flowstate import FlowStats
 from nsqviz.records import DecodedRecord
 from nsqviz.usage import nearest_hint
 

@@ -39,8 +39,9 @@ from typing import Any, TextIO
 
 from nsqviz import compactjson, protocols
 from nsqviz.capture import checks
-from nsqviz.capture.decode import CaptureDecoder, FlowStats
+from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.files import CaptureFormatError, PacketWarning
+from nsqviz.capture.flowstate import FlowStats
 from nsqviz.capture.live import TOOLS, CaptureToolError, LiveCapture
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
 from nsqviz.records import DecodedRecord, details, json_line, packet_list, summary

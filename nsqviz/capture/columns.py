@@ -34,12 +34,14 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from nsqviz.capture.decode import CaptureDecoder, _FlowState
+from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.capture.files import CaptureFormatError
 from nsqviz.capture.flow import Flow
+from nsqviz.capture.flowstate import FlowState
 from nsqviz.capture.layers import packet_id
 from nsqviz.capture.tcp import Data, FlowEnd
+from nsqviz.capture.units import end_records, unit_records
 from nsqviz.protocols import ColumnarFramer, Item, Lost, Protocol, Units
 from nsqviz.records import FRAME_COLUMNS, TCP_COLUMNS, DecodedRecord, FrameColumns, frame_schema
 from nsqviz.stream.direction import Direction
@@ -67,7 +69,7 @@ class _Lane:
 
     encrypted = False
 
-    def __init__(self, decoder: ColumnarDecoder, state: _FlowState, framer: ColumnarFramer):
+    def __init__(self, decoder: ColumnarDecoder, state: FlowState, framer: ColumnarFramer):
         self.decoder = decoder
         self.state = state
         self.framer = framer
@@ -143,14 +145,10 @@ class ColumnarDecoder(CaptureDecoder):
         self.ts = 0.0  # of the chunk being handled
         self.end: FlowEnd | None = None  # the end being handled
         self._framers: dict[str, ColumnarFramer | None] = {}
-        self._held: set[int] = set()  # ids of records a lane took from this step's output
         self._handed: list[DecodedRecord] = []  # records of lanes handed back in this step
 
     def step(self, step: Any) -> list[DecodedRecord]:
         out = super().step(step)
-        if self._held:
-            out = [r for r in out if id(r) not in self._held]
-            self._held.clear()
         if self._handed:
             out = self._handed + out
             self._handed = []
@@ -166,7 +164,7 @@ class ColumnarDecoder(CaptureDecoder):
 
     # -- the object path's hooks ----------------------------------------------------
 
-    def _detect(self, state: _FlowState, data: Data, hello: bytes = b"",
+    def _detect(self, state: FlowState, data: Data, hello: bytes = b"",
                 answer: bytes = b"") -> None:
         super()._detect(state, data, hello, answer)
         proto = state.protocol
@@ -180,24 +178,29 @@ class ColumnarDecoder(CaptureDecoder):
             self.lanes[state.flow.id] = lane
             state.observer = lane
 
-    def _on_data(self, state: _FlowState, data: Data) -> list[DecodedRecord]:
+    def _on_data(self, state: FlowState, data: Data) -> list[DecodedRecord]:
         self.ts = data.ts
-        return super()._on_data(state, data)
+        return self._keep(state.flow.id, super()._on_data(state, data))
 
-    def _on_end(self, state: _FlowState, end: FlowEnd) -> Iterator[DecodedRecord]:
+    def _on_tcp(self, tcp_event: Any) -> Iterator[DecodedRecord]:
+        yield from self._keep(tcp_event.flow.id, list(super()._on_tcp(tcp_event)))
+
+    def _on_end(self, state: FlowState, end: FlowEnd) -> Iterator[DecodedRecord]:
         self.end = end
-        yield from super()._on_end(state, end)
+        records = self._keep(state.flow.id, list(super()._on_end(state, end)))
         lane = self.lanes.get(state.flow.id)
         if lane is not None and all(s.dead for s in state.sides.values()):
             self._resolve(lane)
+        yield from records
 
-    def _record(self, flow: Flow, *args: Any, **kwargs: Any) -> DecodedRecord:
-        rec = super()._record(flow, *args, **kwargs)
-        lane = self.lanes.get(flow.id)
-        if lane is not None:
-            lane.entries.append(rec)
-            self._held.add(id(rec))
-        return rec
+    def _keep(self, flow_id: int, records: list[DecodedRecord]) -> list[DecodedRecord]:
+        """The records one TCP event made: a lane's go among its entries, in order after
+        what the lane was fed by the same event (a lane's observer makes no record)."""
+        lane = self.lanes.get(flow_id)
+        if lane is None or not records:
+            return records
+        lane.entries.extend(records)
+        return []
 
     # -- lanes -------------------------------------------------------------------------
 
@@ -235,10 +238,10 @@ class ColumnarDecoder(CaptureDecoder):
                     continue
                 items = real.feed(entry.direction, entry.data, entry.number)
                 if items:
-                    out.extend(self._records(state, state.sides[entry.direction],
+                    out.extend(unit_records(state, state.sides[entry.direction],
                                              entry.direction, items, entry.number, entry.ts))
             elif isinstance(entry, _Ended):
-                out.extend(self._end_side(state, entry.end))
+                out.extend(end_records(state, entry.end))
                 state.sides[entry.end.direction].dead = dead[entry.end.direction]
             else:
                 out.append(entry)

@@ -5,7 +5,9 @@ flow events) -> per flow, the protocol that claims it (:mod:`nsqviz.protocols`) 
 connection observer, fed both directions in capture order with the packet of every
 chunk, so every decoded unit knows its packets.
 
-What this module adds is the capture's honesty layer around the protocols' observers:
+What this module adds is the capture's honesty layer around the protocols' observers
+(the records of units, gaps and ends are made in :mod:`nsqviz.capture.units`; what the
+decoder holds of each flow is :mod:`nsqviz.capture.flowstate`):
 
 * **detection** -- a flow seen from its handshake belongs to the protocol in whose
   framing its server answers (a server refuses a hello it does not speak in its own
@@ -44,29 +46,24 @@ from __future__ import annotations
 
 import math
 import os
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, BinaryIO, NamedTuple
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, BinaryIO
 
 from nsqviz import protocols
-from nsqviz.capture.driver import IDLE_SPLIT, CaptureDriver, Step, split_packet_id
+from nsqviz.capture.driver import IDLE_SPLIT, CaptureDriver, Step
 from nsqviz.capture.files import CaptureWarning
 from nsqviz.capture.flow import Flow
+from nsqviz.capture.flowstate import FlowSnapshot, FlowState, FlowStats
 from nsqviz.capture.tcp import Data, FlowEnd, FlowStart, Gap, TcpEvent
 from nsqviz.capture.tcp_analysis import Finding, Retransmission, Truncated
-from nsqviz.protocols import ANSWERS, ConnectionObserver, Item, ItemKind, Protocol
+from nsqviz.capture.units import end_records, gap_records, record, unit_records
+from nsqviz.protocols import Protocol
 from nsqviz.records import DecodedRecord
 from nsqviz.stream.direction import Direction
 
-__all__ = ["CaptureDecoder", "FlowSnapshot", "FlowStats", "decode_capture"]
+__all__ = ["CaptureDecoder", "decode_capture"]
 
-_FILE0 = 1 << 40  # packet ids below this are in the first file
 _SIDES = {Direction.C2S: "client", Direction.S2C: "server"}  # who sent a direction's bytes
-
-# A namedtuple's own __new__ is a Python-level function; tuple.__new__ builds the same
-# object in C, which counts once per record (the capture readers' hot loop).
-_new_tuple = tuple.__new__
 
 SWEEP_EVERY = 5.0
 """Seconds of capture time between two sweeps of a live decoder's flows."""
@@ -81,72 +78,7 @@ _FIRST_BYTES = 64
 or its server's answer."""
 
 
-# ---------------------------------------------------------------------------- stats
-
-
-@dataclass(slots=True)
-class FlowStats:
-    """Per-flow counts, as ``nsqviz decode --stats`` prints them. ``protocol`` is the
-    name of the protocol that claimed the flow, ``None`` before any payload, ``""``
-    when none did (``why`` says why)."""
-
-    flow: Flow
-    protocol: str | None = None
-    why: str = ""
-    packets: int = 0
-    payload_bytes: dict[str, int] = field(
-        default_factory=lambda: {Direction.C2S: 0, Direction.S2C: 0})
-    records: dict[str, int] = field(default_factory=dict)  # kind -> count
-    # Histograms (value -> how often), so memory stays flat however long the capture:
-    frames_per_packet: Counter[int] = field(default_factory=Counter)
-    packets_per_frame: Counter[int] = field(default_factory=Counter)
-    retransmitted_bytes: int = 0
-    gap_bytes: int = 0
-    encrypted_bytes: int = 0
-    undecoded_bytes: int = 0
-
-
 # -------------------------------------------------------------------------- decoding
-
-
-class _Side:
-    """Decoding state of one direction of one flow."""
-
-    __slots__ = ("epoch", "skip", "resyncing", "dead", "packet", "frames")
-
-    def __init__(self) -> None:
-        self.epoch = 0  # stream offset where the observer's current stream starts
-        self.skip = 0  # bytes of a lost unit still to discard after a proven resync
-        self.resyncing = False  # after a gap with no provable boundary, until a good unit
-        self.dead = ""  # why this direction can no longer be decoded
-        self.packet = -1  # the packet whose units are being counted, and how many so far
-        self.frames = 0
-
-
-class _FlowState:
-    __slots__ = ("flow", "stats", "protocol", "observer", "sides", "held", "hello", "answer",
-                 "held_bytes")
-
-    def __init__(self, flow: Flow) -> None:
-        self.flow = flow
-        # Before the protocol is chosen, the TCP events of a flow seen from its start
-        # wait (``held``) for the server's first bytes (``answer``); ``hello``: the
-        # client's first bytes (a hello may come in several segments).
-        self.held: list[TcpEvent] | None = None
-        self.hello = self.answer = b""
-        self.held_bytes = 0
-        self.stats = FlowStats(flow)
-        self.protocol: Protocol | None = None
-        self.observer: ConnectionObserver | None = None
-        self.sides = {Direction.C2S: _Side(), Direction.S2C: _Side()}
-
-
-class FlowSnapshot(NamedTuple):
-    """One open flow as a decoder holds it (:meth:`CaptureDecoder.snapshot`)."""
-
-    flow: Flow
-    halves: object  # the tracker's reassembly state of both directions
-    state: _FlowState
 
 
 class CaptureDecoder:
@@ -192,7 +124,7 @@ class CaptureDecoder:
             sent_by_client=self._sent_by_client,
             continuation=continuation, idle_split=idle_split,
         )
-        self.flows: dict[int, _FlowState] = {}
+        self.flows: dict[int, FlowState] = {}
         self.warnings: list[CaptureWarning] = []
         self.warning_count = 0  # also where warnings are not kept (live)
         self.flow_count = 0  # TCP flows seen
@@ -290,12 +222,12 @@ class CaptureDecoder:
         kind = type(tcp_event)
         flow = tcp_event.flow
         if kind is FlowStart:
-            self.flows[flow.id] = _FlowState(flow)
+            self.flows[flow.id] = FlowState(flow)
             self.flow_count += 1
             if self.flow_records:
-                yield self._record(flow, None, "flow", "FlowStart",
+                yield record(flow, None, "flow", "FlowStart",
                                    {"how": "midstream" if flow.midstream else "syn"},
-                                   tcp_event.ts, (tcp_event.number,), None)
+                             tcp_event.ts, (tcp_event.number,), None)
             return
         state = self.flows[flow.id]
         if state.held is not None:
@@ -303,7 +235,7 @@ class CaptureDecoder:
         elif kind is Data:
             yield from self._on_data(state, tcp_event)
         elif kind is Gap:
-            yield from self._on_gap(state, tcp_event)
+            yield from gap_records(state, tcp_event)
         elif kind is FlowEnd:
             yield from self._on_end(state, tcp_event)
         else:
@@ -313,13 +245,13 @@ class CaptureDecoder:
                                      and kind is not Truncated):
                 yield self._tcp_record(state, tcp_event)
 
-    def _tcp_record(self, state: _FlowState, event: Finding) -> DecodedRecord:
+    def _tcp_record(self, state: FlowState, event: Finding) -> DecodedRecord:
         """The ``tcp`` record of one finding of the TCP analysis: whose packet it is
         (``side``), then what the analysis found."""
         fields = {"side": _SIDES[event.direction], **event.fields()}
         proto = state.protocol.name if state.protocol is not None else None
-        return self._record(state.flow, event.direction, "tcp", event.record, fields,
-                            event.ts, event.packets(), None, proto, *event.span())
+        return record(state.flow, event.direction, "tcp", event.record, fields,
+                      event.ts, event.packets(), None, proto, *event.span())
 
     def _sent_by_client(self, data: bytes) -> bool | None:
         """Whose first bytes of a flow seen without its handshake these are, by their
@@ -331,20 +263,7 @@ class CaptureDecoder:
                 return client
         return None
 
-    def _record(self, flow: Flow, direction: Direction | None, kind: str, name: str,
-                fields: dict[str, Any], ts: float, ids: tuple[int, ...], event: Any,
-                protocol: str | None = None, offset: int | None = None,
-                size: int | None = None, answers: int | None = None) -> DecodedRecord:
-        if ids and ids[-1] >= _FILE0:
-            pairs = [split_packet_id(i) for i in ids]
-            files, packets = tuple(f for f, _ in pairs), tuple(n for _, n in pairs)
-        else:
-            files, packets = (0,) * len(ids), ids
-        return _new_tuple(DecodedRecord, (ts, flow.label, direction, kind, name, fields,
-                                          packets, flow.id, event, protocol, files, offset,
-                                          size, answers))
-
-    def _hold(self, state: _FlowState, tcp_event: TcpEvent) -> list[DecodedRecord]:
+    def _hold(self, state: FlowState, tcp_event: TcpEvent) -> list[DecodedRecord]:
         """Keep a TCP event of a flow whose protocol waits for its server's first bytes;
         once they (or the end of the flow, or :data:`HOLD_LIMIT`) decide, the records of
         every event held, in order."""
@@ -364,7 +283,7 @@ class CaptureDecoder:
                        else self._on_tcp(event))
         return out
 
-    def _decides(self, state: _FlowState, tcp_event: TcpEvent) -> bool:
+    def _decides(self, state: FlowState, tcp_event: TcpEvent) -> bool:
         """Is the protocol of a held flow known once this event is held?"""
         if isinstance(tcp_event, Data):
             data = tcp_event.data
@@ -380,7 +299,7 @@ class CaptureDecoder:
         # a gap decides; what the TCP analysis flags (a retransmission, a zero window ...) not
         return isinstance(tcp_event, Gap)
 
-    def _detect(self, state: _FlowState, data: Data, hello: bytes = b"",
+    def _detect(self, state: FlowState, data: Data, hello: bytes = b"",
                 answer: bytes = b"") -> None:
         """Choose the flow's protocol from its first payload ``data`` (of a flow seen from
         its start: ``hello``, the client's first bytes, and ``answer``, the server's)."""
@@ -402,7 +321,7 @@ class CaptureDecoder:
         for side in state.sides.values():
             side.resyncing = midstream
 
-    def _on_data(self, state: _FlowState, data: Data) -> list[DecodedRecord]:
+    def _on_data(self, state: FlowState, data: Data) -> list[DecodedRecord]:
         stats = state.stats
         if stats.protocol is None:
             if state.held is not None or (data.direction == Direction.C2S and data.offset == 0
@@ -434,180 +353,14 @@ class CaptureDecoder:
             if not chunk:
                 return []
         items = observer.feed(direction, chunk, data.number)
-        return self._records(state, side, direction, items, data.number, data.ts) if items else []
+        return unit_records(state, side, direction, items, data.number, data.ts) if items else []
 
-    def _records(self, state: _FlowState, side: _Side, direction: Direction, items: list[Item],
-                 number: int, ts: float) -> list[DecodedRecord]:
-        """The records of one direction's items: a command or frame here (the hot path),
-        every other kind of item by its handler in :data:`_ON_ITEM`."""
-        flow = state.flow
-        proto = state.protocol.name if state.protocol is not None else None
-        counts = state.stats.records
-        fpp = state.stats.frames_per_packet
-        ppf = state.stats.packets_per_frame
-        out: list[DecodedRecord] = []
-        epoch = side.epoch
-        for item in items:
-            kind = item.kind
-            offset = None if item.offset is None else epoch + item.offset
-            if epoch:
-                _shift_violations(item.fields, epoch)
-            if kind is not ItemKind.COMMAND and kind is not ItemKind.FRAME:
-                record = _ON_ITEM[kind](self, flow, side, direction, item, offset, number, ts,
-                                        proto, counts, out)
-                if record is not None:
-                    out.append(record)
-                continue
-            raw = item.raw
-            size = None if raw is None else len(raw.data)
-            packets = _packets(raw, number)
-            if side.resyncing:
-                side.resyncing = False
-                counts["gap"] = counts.get("gap", 0) + 1
-                out.append(self._record(
-                    flow, direction, "gap", "Resync",
-                    {"method": "heuristic", "offset": epoch if offset is None else offset,
-                     "reason": "the first frame the framing rule accepts after the gap"},
-                    ts, packets[:1], None, proto))
-            # Units come out in stream order, so a packet's count is complete once a
-            # unit starts in a later packet.
-            for p in packets:
-                if p == side.packet:
-                    side.frames += 1
-                else:
-                    if side.frames:
-                        fpp[side.frames] += 1
-                    side.packet, side.frames = p, 1
-            ppf[len(packets)] += 1
-            counts[kind] = counts.get(kind, 0) + 1
-            out.append(self._record(flow, direction, kind, item.name, item.fields, ts,
-                                    packets, item.event, proto, offset, size))
-        return out
-
-    # The other kinds of item, one handler each (:data:`_ON_ITEM`): each returns the record
-    # to add, or ``None``.
-
-    def _annotation(self, flow: Flow, side: _Side, direction: Direction, item: Item,
-                    offset: int | None, number: int, ts: float, proto: str | None,
-                    counts: dict[str, int], out: list[DecodedRecord]) -> DecodedRecord | None:
-        """Not a unit of its own: it says something about the one just before it (the
-        command an answer answers: by its number, kept apart from the fields)."""
-        if out and out[-1].dir == direction:
-            fields = _answered(item.fields)
-            answers = fields.pop(ANSWERS, None)
-            out[-1].fields.update(fields)
-            if answers is not None:
-                out[-1] = out[-1]._replace(answers=answers)
-        return None
-
-    def _tls(self, flow: Flow, side: _Side, direction: Direction, item: Item,
-             offset: int | None, number: int, ts: float, proto: str | None,
-             counts: dict[str, int], out: list[DecodedRecord]) -> DecodedRecord | None:
-        counts["tls"] = counts.get("tls", 0) + 1
-        return self._record(flow, direction, "tls", item.name, item.fields, ts, (number,),
-                            item.event, proto)
-
-    def _error(self, flow: Flow, side: _Side, direction: Direction, item: Item,
-               offset: int | None, number: int, ts: float, proto: str | None,
-               counts: dict[str, int], out: list[DecodedRecord]) -> DecodedRecord | None:
-        """Bytes the observer could not decode: an error record, or -- while resynchronising
-        after a gap -- bytes skipped, a gap record."""
-        raw = item.raw
-        size = None if raw is None else len(raw.data)
-        packets = _packets(raw, number)
-        fields = item.fields
-        if "offset" in fields:
-            fields["offset"] = offset
-        if side.resyncing:
-            fields["note"] = "undecodable bytes after a gap, skipped while resynchronising"
-            counts["gap"] = counts.get("gap", 0) + 1
-            return self._record(flow, direction, "gap", "Skipped", fields, ts, packets,
-                                item.event, proto, offset, size)
-        counts["error"] = counts.get("error", 0) + 1
-        return self._record(flow, direction, "error", item.name, fields, ts, packets,
-                            item.event, proto, offset, size)
-
-    def _skipped(self, flow: Flow, side: _Side, direction: Direction, item: Item,
-                 offset: int | None, number: int, ts: float, proto: str | None,
-                 counts: dict[str, int], out: list[DecodedRecord]) -> DecodedRecord | None:
-        """The rest of bytes an error record already reported."""
-        raw = item.raw
-        size = None if raw is None else len(raw.data)
-        counts["gap"] = counts.get("gap", 0) + 1
-        fields = {**item.fields, "offset": offset, "size": size, "continued": True}
-        return self._record(flow, direction, "gap", item.name, fields, ts,
-                            _packets(raw, number), item.event, proto, offset, size)
-
-    def _truncated(self, flow: Flow, side: _Side, direction: Direction, item: Item,
-                   offset: int | None, number: int, ts: float, proto: str | None,
-                   counts: dict[str, int], out: list[DecodedRecord]) -> DecodedRecord | None:
-        """The stream ended inside a unit."""
-        counts["error"] = counts.get("error", 0) + 1
-        fields = item.fields
-        fields["offset"] = offset
-        return self._record(flow, direction, "error", item.name, fields, ts, (number,),
-                            item.event, proto, offset)
-
-    def _on_gap(self, state: _FlowState, gap: Gap) -> Iterator[DecodedRecord]:
-        stats = state.stats
-        stats.gap_bytes += gap.size
-        counts = stats.records
-        counts["gap"] = counts.get("gap", 0) + 1
-        flow, direction = state.flow, gap.direction
-        fields: dict[str, Any] = {"offset": gap.offset, "size": gap.size, "reason": gap.reason}
-        observer = state.observer
-        side = state.sides[direction]
-        resync = None
-        proto = state.protocol.name if state.protocol is not None else None
-        if observer is not None and not side.dead and not observer.encrypted:
-            lost = observer.gap(direction)
-            if lost.dead:
-                side.dead = lost.dead
-                fields["consequence"] = side.dead
-            else:
-                partial = lost.partial
-                unit = lost.unit
-                if unit is not None:  # decoded as far as it was captured: a unit, not a gap
-                    counts[unit.kind] = counts.get(unit.kind, 0) + 1
-                    fields_of = _answered(unit.fields)
-                    yield self._record(flow, direction, unit.kind, unit.name, fields_of,
-                                       gap.ts, _packets(unit.raw, gap.number), None, proto,
-                                       gap.offset - len(partial), lost.length,
-                                       fields_of.pop(ANSWERS, None))
-                elif partial:
-                    fields["lost_partial_frame"] = partial.hex()
-                side.epoch = gap.offset + gap.size
-                length = lost.length
-                remainder = None if length is None else length - len(partial)
-                if remainder is not None and remainder >= gap.size:
-                    side.skip = remainder - gap.size
-                    side.epoch += side.skip
-                    side.resyncing = False
-                    resync = {
-                        "method": "proven", "offset": side.epoch, "skipped": side.skip,
-                        "reason": f"the lost frame's size prefix says it is {length} bytes long",
-                    }
-                else:
-                    side.resyncing = True
-                    side.skip = 0
-                    if unit is not None:
-                        observer.gap(direction)  # more than that unit is missing
-        # the packet after the hole (where Wireshark sees the previous segment missing),
-        # then the one that made it certain
-        packets = ((gap.after, gap.number) if gap.after is not None and gap.after != gap.number
-                   else (gap.number,))
-        yield self._record(flow, direction, "gap", "Gap", fields, gap.ts, packets, gap,
-                           proto, gap.offset, gap.size)
-        if resync is not None:
-            yield self._record(flow, direction, "gap", "Resync", resync, gap.ts,
-                               (gap.number,), gap, proto)
-
-    def _on_end(self, state: _FlowState, end: FlowEnd) -> Iterator[DecodedRecord]:
-        yield from self._end_side(state, end)
+    def _on_end(self, state: FlowState, end: FlowEnd) -> Iterator[DecodedRecord]:
+        yield from end_records(state, end)
         if self.tcp_records and end.how == "fin" and state.protocol is not None:
-            yield self._record(state.flow, end.direction, "tcp", "FIN",
+            yield record(state.flow, end.direction, "tcp", "FIN",
                                {"side": _SIDES[end.direction]}, end.ts, (end.number,), None,
-                               state.protocol.name)
+                         state.protocol.name)
         side = state.sides[end.direction]
         if side.frames:
             state.stats.frames_per_packet[side.frames] += 1
@@ -621,79 +374,16 @@ class CaptureDecoder:
                 "retransmitted_bytes": stats.retransmitted_bytes,
                 "gap_bytes": stats.gap_bytes,
             }
-            yield self._record(state.flow, end.direction, "flow", "FlowEnd", fields, end.ts,
+            yield record(state.flow, end.direction, "flow", "FlowEnd", fields, end.ts,
                                (end.number,), None, stats.protocol or None, None,
-                               stats.payload_bytes[end.direction])
+                         stats.payload_bytes[end.direction])
         if all(s.dead for s in state.sides.values()):
             state.observer = None  # a finished flow keeps its statistics, not its buffers
 
-    def _end_side(self, state: _FlowState, end: FlowEnd) -> Iterator[DecodedRecord]:
-        observer = state.observer
-        direction = end.direction
-        side = state.sides[direction]
-        if observer is None or side.dead:
-            return
-        if observer.encrypted:
-            if state.stats.encrypted_bytes and direction == Direction.S2C:
-                state.stats.records["tls"] = state.stats.records.get("tls", 0) + 1
-                proto = state.protocol.name if state.protocol is not None else None
-                yield self._record(
-                    state.flow, None, "tls", "Encrypted",
-                    {"bytes": state.stats.encrypted_bytes,
-                     "note": "TLS records are not decoded"},
-                    end.ts, (end.number,), None, proto)
-            return
-        items = observer.end(direction, end.number)
-        yield from self._records(state, side, direction, items, end.number, end.ts)
-
-
-_OnItem = Callable[[CaptureDecoder, Flow, _Side, Direction, Item, "int | None", int, float,
-                    "str | None", dict[str, int], list[DecodedRecord]], "DecodedRecord | None"]
-
-_ON_ITEM: dict[ItemKind, _OnItem] = {
-    ItemKind.ANNOTATION: CaptureDecoder._annotation,
-    ItemKind.TLS: CaptureDecoder._tls,
-    ItemKind.ERROR: CaptureDecoder._error,
-    ItemKind.SKIPPED: CaptureDecoder._skipped,
-    ItemKind.TRUNCATED: CaptureDecoder._truncated,
-}
-"""How each kind of item other than a command or frame becomes a record."""
-
-
-def _answered(fields: dict[str, Any]) -> dict[str, Any]:
-    """An answer's fields with the packet it answers (``response_to``) numbered in its
-    own file, as Wireshark numbers it."""
-    asked = fields.get("response_to")
-    if asked is not None and asked >= _FILE0:  # a packet of a later file
-        return {**fields, "response_to": split_packet_id(asked)[1]}
-    return fields
-
-
-def _shift_violations(fields: dict[str, Any], epoch: int) -> None:
-    """An observer's offsets count from where its current stream starts; after a gap the
-    capture layer adds what came before (``epoch``) to the offsets a violation carries,
-    as it does to the record's own."""
-    for problem in (fields, fields.get("violation"), *fields.get("violations", ())):
-        if isinstance(problem, dict):
-            at = problem.get("field_offset")
-            if at is not None:
-                problem["field_offset"] = at + epoch
-            if problem is not fields and problem.get("offset") is not None:
-                problem["offset"] += epoch
 
 
 def _registered() -> tuple[Protocol, ...]:
     return protocols.registered()
-
-
-def _packets(raw: Any, current: int) -> tuple[int, ...]:
-    """The packets a unit's bytes came from (its provenance), in order."""
-    if raw is None or not raw.sources:
-        return (current,)
-    sources = raw.sources
-    if len(sources) == 1:
-        return (sources[0].segment,)
-    return tuple(sorted({s.segment for s in sources}))
 
 
 def decode_capture(

@@ -26,13 +26,13 @@ privileges once it has opened the interface, which clears it.)
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 import sys
-from typing import BinaryIO, cast
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 from nsqviz.usage import nearest
+
+if TYPE_CHECKING:
+    import subprocess
 
 __all__ = ["GUARD", "TOOLS", "CaptureToolError", "LiveCapture", "capture_command"]
 
@@ -83,6 +83,8 @@ def capture_command(tool: str, interface: str, bpf: str | None) -> list[str]:
 def _check_interface(interface: str) -> None:
     """An interface name the system does not have is a bad argument; numbers (the tools'
     interface indexes) and ``any`` are left to the tool."""
+    import socket
+
     names = [name for _, name in socket.if_nameindex()]
     if interface.isdigit() or interface == "any" or interface in names:
         return
@@ -91,6 +93,8 @@ def _check_interface(interface: str) -> None:
 
 
 def _tool(preferred: str | None) -> str:
+    import shutil  # here and below: ``nsqviz decode`` of a file needs none of it
+
     for tool in (preferred,) if preferred else TOOLS:
         if shutil.which(tool) is not None:
             return tool
@@ -112,10 +116,12 @@ class LiveCapture:
         _check_interface(interface)
         self.tool = _tool(tool)
         self.command = capture_command(self.tool, interface, bpf)
+        import subprocess
+
         # the guard's standard input: a pipe nobody writes to, closed when we end
-        self.process = subprocess.Popen([sys.executable, "-I", "-S", "-c", GUARD,
-                                         *self.command],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.process: subprocess.Popen[bytes] = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", GUARD, *self.command],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         # a pipe of bytes: BinaryIO is how the capture readers type their files
         self.stdout = cast(BinaryIO, self.process.stdout)
 
@@ -128,6 +134,8 @@ class LiveCapture:
 
     def stop(self) -> None:
         """End the tool (if still running) and close the pipes."""
+        import subprocess
+
         if self.process.poll() is None:
             self.process.terminate()
             try:

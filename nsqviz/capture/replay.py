@@ -13,8 +13,9 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from nsqviz.capture.decode import CaptureDecoder, FlowStats
+from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.flow import Flow
+from nsqviz.capture.flowstate import FlowStats
 from nsqviz.capture.layers import Segment
 from nsqviz.capture.tcp import Data, FlowTracker, Gap
 from nsqviz.capture.tcp_analysis import Retransmission

@@ -20,14 +20,12 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nsqviz.http.events import Request, Response
-from nsqviz.nsq import fastpath
-from nsqviz.nsq.events import Mpub
-from nsqviz.nsq.grammar_errors import GrammarError
-from nsqviz.nsq.refusals import nsqd_answer
 from nsqviz.stream.sizes import INT32, SIZE_PREFIX
+
+if TYPE_CHECKING:  # the events are what the observer makes: detection needs none
+    from nsqviz.http.events import Request, Response
 
 __all__ = [
     "BY_ROUTE",
@@ -36,6 +34,10 @@ __all__ = [
     "METHODS",
     "NSQD",
     "PUBLISH_PARAMS",
+    "REQUEST",
+    "RESPONSE",
+    "SWITCHED",
+    "UNDECODABLE",
     "AnswerKind",
     "BodyKind",
     "Endpoint",
@@ -137,6 +139,15 @@ METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE"
 REQUEST = "Request"
 """The name of a request with a method HTTP does not define."""
 
+RESPONSE = "Response"
+"""How records name a response."""
+
+UNDECODABLE = "Undecodable"
+"""The name of an error record for bytes no status is answered for."""
+
+SWITCHED = "Switched"
+"""The name of the error record of bytes after a switch to another protocol."""
+
 PUBLISH_PARAMS = ("topic", "defer", "binary")
 """The query parameters a publish reads."""
 
@@ -199,7 +210,13 @@ def publish(request: Request) -> Publish | Refused | None:
 
 def _binary(topic: str | None, body: bytes) -> Publish | Refused:
     """``/mpub?binary=true``: the body of an MPUB command (``[num messages]`` then each
-    ``[message size][message]``), read by NSQ's grammar as nsqd's readMPUB reads it."""
+    ``[message size][message]``), read by NSQ's grammar as nsqd's readMPUB reads it
+    (imported here: the endpoint table, which detection reads, needs no NSQ)."""
+    from nsqviz.nsq import fastpath
+    from nsqviz.nsq.events import Mpub
+    from nsqviz.nsq.grammar_errors import GrammarError
+    from nsqviz.nsq.refusals import nsqd_answer
+
     line = b"MPUB t\n"
     command = line + INT32.pack(len(body)) + body
     try:

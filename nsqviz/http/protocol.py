@@ -4,193 +4,49 @@
 Detection is a status line in the server's first answer, a request line in a client's
 first bytes, the APIs' ports (nsqd's 4151, nsqlookupd's 4161, and any ``--port
 http:N``), or -- mid-connection -- bytes that start like a request or a status line.
-Decoding is :class:`~nsqviz.http.observer.Observer` (h11 on both sides). A request is a
-``command`` record named by its endpoint (``POST /pub``; another request by its method),
-a response a ``frame`` record (:data:`RESPONSE`) that says which request it answers; a
-request whose body nsqd refuses carries the refusal as its ``violation``. Fields keep
-bodies as hex (``nsqviz decode -V`` shows them as text) beside what they mean: a
-publish's topic and messages, a JSON answer decoded, the nsqd a ``/lookup`` answer
-names. The Info column reads as tshark's: ``POST /pub?topic=orders HTTP/1.1``,
-``HTTP/1.1 200 OK  (text/plain)``.
+Decoding is :class:`~nsqviz.http.observer.Observer` (h11 on both sides), its events
+turned into items and record fields by :mod:`nsqviz.http.items` (``nsqviz decode -V``
+shows bodies as text). The Info column reads as tshark's: ``POST /pub?topic=orders
+HTTP/1.1``, ``HTTP/1.1 200 OK  (text/plain)``.
+
+Detection reads only the endpoint table and the framing's patterns: the observer (h11),
+the items, the analyses, the report and the rules are imported where they are first
+asked for, so offering a capture's flows to every protocol imports none of them.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import partial
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nsqviz.http import api, grammar
-from nsqviz.http.analyses import ANALYSES
+from nsqviz.http import api
+from nsqviz.http.api import RESPONSE, SWITCHED, UNDECODABLE
 from nsqviz.http.dissector import DISSECTOR
-from nsqviz.http.events import Message, Request, Response, Switched, Truncated, Violation
 from nsqviz.http.fields import FIELDS, HEADER_FIELDS, PREFIX
 from nsqviz.http.framing import REQUEST_START, RESPONSE_START
-from nsqviz.http.observer import Answered, Observer
-from nsqviz.http.report import REPORT
-from nsqviz.http.rules import RULES
 from nsqviz.protocols import (
-    ANSWERS,
     DetectionWords,
-    Item,
-    ItemKind,
-    Lost,
     ObservedConnection,
+    Part,
     Protocol,
     RecordView,
     no_fields,
 )
-from nsqviz.sansio import violation_fields
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import RawFrame
 
-__all__ = ["HTTP", "HttpProtocol", "PORTS", "RESPONSE", "SWITCHED", "UNDECODABLE"]
+if TYPE_CHECKING:
+    from nsqviz.doctor.rule import Rule
+    from nsqviz.report import Report
+    from nsqviz.sql import Analyses
+
+__all__ = ["HTTP", "HttpProtocol", "PORTS"]
 
 PORTS = frozenset({4151, 4161})
 """nsqd's and nsqlookupd's HTTP ports (``--http-address`` defaults)."""
 
-RESPONSE = "Response"
-"""How records name a response."""
-UNDECODABLE = "Undecodable"
-"""The name of an error record for bytes no status is answered for."""
-SWITCHED = "Switched"
-"""The name of the error record of bytes after a switch to another protocol."""
-
-
-def _full_uri(request: Request) -> str:
-    """``http://Host/target``, as Wireshark's ``http.request.full_uri``."""
-    if "://" in request.target:
-        return request.target
-    return f"http://{request.header('host') or ''}{request.target}"
-
-
-def _sha1(body: bytes) -> str:
-    return hashlib.sha1(body).hexdigest()
-
-
-def _message_fields(m: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {"version": m.version, "headers": [list(h) for h in m.headers],
-                           "body_size": m.body_size}
-    if m.body:
-        out["body"] = m.body.hex()
-    if len(m.body) < m.body_size:
-        out["body_kept"] = len(m.body)
-    if m.chunked:
-        out["chunked"] = True
-    return out
-
-
-def _request_fields(r: Request, *, whole: bool = True) -> dict[str, Any]:
-    out: dict[str, Any] = {"method": r.method, "uri": r.target, "full_uri": _full_uri(r),
-                           "number": r.number, **_message_fields(r)}
-    for name in ("topic", "channel"):
-        value = r.arg(name)
-        if value is not None:
-            out[name] = value
-    published = api.publish(r) if whole else None
-    if isinstance(published, api.Publish):
-        out["messages"] = [m.hex() for m in published.messages]
-        if published.defer_ms is not None:
-            out["defer_ms"] = published.defer_ms
-    return out
-
-
-def _response_fields(r: Response) -> dict[str, Any]:
-    out: dict[str, Any] = {"status": r.status, "reason": r.reason, **_message_fields(r)}
-    if r.number:
-        out["number"] = r.number
-    doc = api.json_answer(r)
-    if doc is not None:
-        out["json"] = doc
-    request = r.request
-    if request is not None:
-        out["answers"] = api.request_name(request)
-        out["response_for"] = _full_uri(request)
-        producers = api.lookup_producers(r)
-        if producers is not None:
-            out["producers"] = producers
-    return out
-
-
-def _fields(event: Any) -> dict[str, Any]:
-    kind = type(event)
-    if kind is Request:
-        return _request_fields(event)
-    if kind is Response:
-        return _response_fields(event)
-    return {}
-
-
-def _items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = _fields,
-           ) -> list[Item]:
-    """The observer's events as items: requests (one nsqd refuses with its violation),
-    responses and what they answer, undecodable bytes, a message the stream ended in."""
-    out: list[Item] = []
-    for e in events:
-        kind = type(e)
-        raw = e.raw
-        offset = None if raw is None else raw.offset
-        if kind is Request:
-            out.append(Item(ItemKind.COMMAND, api.request_name(e), fields_of(e), e, offset,
-                            raw))
-        elif kind is Response:
-            out.append(Item(ItemKind.FRAME, RESPONSE, fields_of(e), e, offset, raw))
-        elif kind is Answered:
-            answered: dict[str, Any] = {"response_to": e.packet}
-            if e.command is not None:
-                answered[ANSWERS] = e.command
-            out.append(Item(ItemKind.ANNOTATION, "Answered", answered, e))
-        elif kind is Violation and e.message is not None:
-            fields = fields_of(e.message)
-            fields["violation"] = violation_fields(e)
-            out.append(Item(ItemKind.COMMAND, api.request_name(e.message), fields, e,
-                            e.offset, raw))
-        elif kind is Violation or kind is Switched:
-            fields = violation_fields(e) if kind is Violation else {
-                "reason": f"not HTTP: the connection switched to {e.protocol}"}
-            if raw is not None:
-                fields["data"] = raw.data.hex()
-            if e.continued:
-                out.append(Item(ItemKind.SKIPPED, SWITCHED if kind is Switched else
-                                UNDECODABLE, fields, e, e.offset, raw))
-            else:
-                name = SWITCHED if kind is Switched else (e.code or UNDECODABLE)
-                out.append(Item(ItemKind.ERROR, name, fields, e, e.offset, raw))
-        elif kind is Truncated:
-            out.append(Item(ItemKind.TRUNCATED, "Truncated", {
-                "offset": e.offset, "expected": e.expected, "data": e.data.hex(),
-                "reason": "the stream ended inside this message"}, e, e.offset))
-        # ConnectionClosed is a TCP matter: the capture layer reports the flow's end.
-    return out
-
-
-class _Observed(ObservedConnection):
-    """The observer behind :class:`~nsqviz.protocols.ConnectionObserver`: a gap that
-    cuts a message whose head arrived gives that message as far as it was captured."""
-
-    __slots__ = ()
-    codec: Observer
-
-    def gap(self, direction: str) -> Lost:
-        codec = self.codec
-        role = codec.server if direction == Direction.C2S else codec.client
-        head = role.in_progress()
-        raw = role.remaining()
-        partial, length = codec.gap(direction)
-        if head is None:
-            return Lost(partial, length)
-        cut = {"captured": len(partial), "length": length}
-        if isinstance(head, Request):
-            fields = _request_fields(head, whole=False)
-            item = Item(ItemKind.COMMAND, api.request_name(head), {**fields, "cut": cut},
-                        None, raw.offset, raw)
-        else:
-            assert isinstance(head, Response)
-            item = Item(ItemKind.FRAME, RESPONSE, {**_response_fields(head), "cut": cut},
-                        None, raw.offset, raw)
-        return Lost(partial, length, unit=item)
 
 
 def _text(data: bytes) -> str:
@@ -239,11 +95,14 @@ class HttpProtocol(Protocol):
         return start.match(data) is not None
 
     def observer(self, *, midstream: bool, fields: bool = True) -> ObservedConnection:
-        items = _items if fields else partial(_items, fields_of=no_fields)
-        return _Observed(Observer(midstream=midstream), items)
+        from nsqviz.http.items import Observed, items
+        from nsqviz.http.observer import Observer
+        return Observed(Observer(midstream=midstream),
+                        items if fields else partial(items, fields_of=no_fields))
 
     def fields(self, event: Any) -> dict[str, Any]:
-        return _fields(event)
+        from nsqviz.http.items import event_fields
+        return event_fields(event)
 
     def summary(self, kind: str, name: str, fields: Mapping[str, Any]) -> str:
         if "method" in fields:
@@ -255,23 +114,6 @@ class HttpProtocol(Protocol):
         media = _media_type(fields)
         return f"{text}  ({media})" if media and fields.get("body_size") else text
 
-    def label(self, event: Any) -> tuple[str, str]:
-        kind = type(event)
-        if kind is Request:
-            return f"{event.method} {event.target}"[:60], "command"
-        if kind is Response:
-            text = f"{event.status} {event.reason}"
-            if event.body and len(event.body) <= 40 and event.body_size == len(event.body):
-                text += f" {_text(event.body)}"
-            return text, "error" if event.status >= 400 else "response"
-        if kind is Violation:
-            if event.message is not None:
-                return self.label(event.message)
-            return f"{event.code} {event.reason}".strip()[:60], "error"
-        if kind is Switched:
-            return f"switched to {event.protocol}", "error"
-        return kind.__name__, "command"
-
     def names(self) -> tuple[str, ...]:
         return (*(e.name for e in api.ENDPOINTS), *api.METHODS, api.REQUEST, RESPONSE)
 
@@ -279,20 +121,20 @@ class HttpProtocol(Protocol):
         refused = (str(s.value) for s in HTTPStatus if s.value >= 400)
         return frozenset([*self.names(), UNDECODABLE, SWITCHED, *refused])
 
+    def label(self, event: Any) -> tuple[str, str]:
+        from nsqviz.http.items import label
+        return label(event)
+
     def grammars(self) -> tuple[Any, ...]:
+        from nsqviz.http import grammar
         return (grammar.Request, grammar.Response)
 
     def record_name(self, event: Any) -> str | None:
-        kind = type(event)
-        if kind is Request:
-            return api.request_name(event)
-        if kind is Response:
-            return RESPONSE
-        if kind is Violation and event.message is not None:
-            return api.request_name(event.message)
-        return None
+        from nsqviz.http.items import record_name
+        return record_name(event)
 
     def layout(self, kind: str, name: str) -> Any:
+        from nsqviz.http import grammar
         if kind == "command":
             return grammar.Request
         if kind == "frame":
@@ -349,11 +191,10 @@ class HttpProtocol(Protocol):
             out[f"{p}.content_length"] = [int(length[0])]
         return {k: v for k, v in out.items() if v}
 
-    analyses = ANALYSES
+    analyses: Part[Analyses] = Part("nsqviz.http.analyses:ANALYSES")
     dissector = DISSECTOR
-    report = REPORT
-    rules = RULES
-
+    report: Part[Report] = Part("nsqviz.http.report:REPORT")
+    rules: Part[tuple[Rule, ...]] = Part("nsqviz.http.rules:RULES")
     typed_schema = (
         ("http_method", "string"),
         ("http_path", "string"),
@@ -370,45 +211,8 @@ class HttpProtocol(Protocol):
     )
 
     def typed(self, event: Any) -> dict[str, Any]:
-        kind = type(event)
-        if kind is Violation and event.message is not None:
-            event, kind = event.message, Request
-        if kind is Request:
-            out: dict[str, Any] = {"http_method": event.method, "http_path": event.path,
-                                   "http_request": event.number}
-            for name in ("topic", "channel"):
-                value = event.arg(name)
-                if value is not None:
-                    out[name] = value
-            published = api.publish(event)
-            if isinstance(published, api.Publish):
-                out["bodies"] = [_sha1(m) for m in published.messages]
-                if published.defer_ms is not None:
-                    out["delay_ms"] = published.defer_ms
-            return out
-        if kind is Response:
-            out = {"http_status": event.status}
-            request = event.request
-            if request is not None:
-                out["http_request"] = request.number
-                out["http_method"], out["http_path"] = request.method, request.path
-                topic = request.arg("topic")
-                if topic is not None:
-                    out["topic"] = topic
-            if event.body and len(event.body) == event.body_size:
-                out["data"] = _text(event.body)
-            doc = api.json_answer(event)
-            if isinstance(doc, dict):
-                if event.status >= 400 and isinstance(doc.get("message"), str):
-                    out["http_error"] = doc["message"]
-                port = doc.get("tcp_port")
-                if isinstance(port, int) and not isinstance(port, bool):
-                    out["http_tcp_port"] = port
-            producers = api.lookup_producers(event)
-            if producers is not None:
-                out["producers"] = producers
-            return out
-        return {}
+        from nsqviz.http.items import typed
+        return typed(event)
 
     def typed_unit(self, kind: str, name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
         """A message the capture cut short: what its head says (a request's method,

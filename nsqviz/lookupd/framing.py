@@ -9,16 +9,14 @@ nothing after bytes that do not frame (nsqlookupd and nsqd both close); a passiv
 
 from __future__ import annotations
 
-from nsqviz.lookupd.grammar import BODY_VERBS, ERROR_PREFIX, MAGIC_V1, ErrorCode, Refusal
+from nsqviz.lookupd.grammar import BODY_VERBS, ErrorCode, Refusal
+from nsqviz.lookupd.wire import ANSWER_STARTS, MAGIC_V1
 from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE
 from nsqviz.nsq.lines import MagicLineFraming
 from nsqviz.stream.reassembly import Buffer, FramingError
 from nsqviz.stream.sizes import INT32, SIZE_PREFIX
 
-__all__ = ["ANSWER_STARTS", "CommandFraming", "ResponseFraming"]
-
-ANSWER_STARTS = (b"OK", b"{", ERROR_PREFIX)
-"""How every answer nsqlookupd sends begins: what a resynchronisation looks for."""
+__all__ = ["CommandFraming", "ResponseFraming"]
 
 
 class CommandFraming(MagicLineFraming):

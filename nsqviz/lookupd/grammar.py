@@ -26,6 +26,7 @@ from typing import Any
 from construct import Const, GreedyBytes, Int32sb, Prefixed, SizeofError, Struct, Subconstruct
 from construct.core import stream_read, stream_seek
 
+from nsqviz.lookupd.wire import ERROR_PREFIX, MAGIC_V1, VERBS
 from nsqviz.nsq.commands import MAGIC_NAME
 from nsqviz.nsq.grammar import LF, SP, JSONObject, body, name_field
 from nsqviz.nsq.grammar_base import parse_exactly
@@ -55,9 +56,6 @@ __all__ = [
     "parse_command",
     "parse_response",
 ]
-
-MAGIC_V1 = b"  V1"
-"""The magic nsqd sends first; anything else is answered ``E_BAD_PROTOCOL`` and closed."""
 
 Magic = MAGIC_NAME / Const(MAGIC_V1)
 """The magic as a grammar (what a hex view colours its 4 bytes with)."""
@@ -99,13 +97,9 @@ REGISTER = _TopicChannel(b"REGISTER")
 UNREGISTER = _TopicChannel(b"UNREGISTER")
 PING = Struct("verb" / Const(b"PING"), LF)
 
-COMMANDS: dict[str, Struct] = {
-    "IDENTIFY": IDENTIFY,
-    "REGISTER": REGISTER,
-    "UNREGISTER": UNREGISTER,
-    "PING": PING,
-}
-"""Every command of the lookup protocol, by verb."""
+COMMANDS: dict[str, Struct] = dict(zip(VERBS, (IDENTIFY, REGISTER, UNREGISTER, PING),
+                                       strict=True))
+"""Every command of the lookup protocol, by verb (:data:`~nsqviz.lookupd.wire.VERBS`)."""
 
 BODY_VERBS = frozenset({b"IDENTIFY"})
 """Verbs whose line is followed by a size-prefixed body."""
@@ -134,9 +128,6 @@ class ErrorCode(enum.StrEnum):
     BAD_CHANNEL = "E_BAD_CHANNEL"
     BAD_BODY = "E_BAD_BODY"
 
-
-ERROR_PREFIX = b"E_"
-"""How every error answer starts (each :class:`ErrorCode` does)."""
 
 
 class Refusal(enum.Enum):

@@ -232,6 +232,11 @@ _OWNER = {p: spec.verb for spec in BY_VERB.values() for p in spec.params}
 _CHECK: dict[ParamKind, Callable[[bytes, int, Param], object]] = {
     ParamKind.NAME: _name, ParamKind.DECIMAL: _decimal, ParamKind.ID: _id,
 }
+_CHECKS: dict[bytes, tuple[tuple[Param, Callable[[bytes, int, Param], object]], ...]] = {
+    verb: tuple((p, _CHECK[p.kind]) for p in spec.params) for verb, spec in BY_VERB.items()}
+"""Each verb's parameters with their checks, looked up once (an enum member as a key
+costs a Python-level hash per parameter)."""
+
 _LENIENT: dict[ParamKind, Callable[[bytes], object]] = {
     ParamKind.NAME: lambda t: t.decode("ascii", "replace"), ParamKind.ID: bytes,
 }
@@ -391,7 +396,7 @@ def _decode(data: bytes, raw: RawFrame | None, lenient: list[GrammarError] | Non
     # positional (*line values, [body,] raw): the order tests/nsq/test_fastpath.py checks
     make: Callable[..., Command] = spec.event
     values: list[object] = []
-    for p in spec.params:
+    for p, check in _CHECKS[verb]:
         # each separator, then each token, is checked before the next is looked at, as
         # the grammar's Struct does, so both report the same error at the same offset
         if pos >= end or data[pos] != 0x20:
@@ -408,7 +413,7 @@ def _decode(data: bytes, raw: RawFrame | None, lenient: list[GrammarError] | Non
             pos = end
         token = data[start:pos]
         try:
-            values.append(_CHECK[p.kind](token, start, p))
+            values.append(check(token, start, p))
         except GrammarError as exc:
             keep = _LENIENT.get(p.kind)
             if lenient is None:

@@ -29,6 +29,7 @@ from construct import (
 from nsqviz.nsq.commands import FRAMES
 from nsqviz.nsq.grammar_base import AdapterBase, Grammar, _Located, parse_exactly
 from nsqviz.nsq.grammar_errors import BadMessageID, BadSize, UnknownFrameType
+from nsqviz.nsq.wire import MESSAGE_ID_SIZE
 
 if TYPE_CHECKING:
     from construct.core import Context, PathType
@@ -55,7 +56,7 @@ def hex_id(subcon: Grammar) -> Grammar:
     return _Located(_HexIDAdapter(subcon), "id")
 
 
-MessageID = hex_id(Bytes(16))
+MessageID = hex_id(Bytes(MESSAGE_ID_SIZE))
 """In a message frame: exactly 16 bytes."""
 
 FRAME_TYPES = dict(FRAMES.values())

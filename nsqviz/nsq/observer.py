@@ -43,8 +43,8 @@ from nsqviz.nsq.events import (
     Touch,
     Violation,
 )
-from nsqviz.nsq.grammar_frames import MessageID
 from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
+from nsqviz.nsq.wire import MESSAGE_ID_SIZE
 from nsqviz.sansio import Observer as SansIOObserver
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import RawFrame
@@ -201,7 +201,7 @@ class Observer(SansIOObserver):
             return None
         if name == FRAME_NAMES[Message]:
             mid = fields.get("id", "").encode()
-            if len(mid) == MessageID.sizeof():  # captured whole
+            if len(mid) == MESSAGE_ID_SIZE:  # captured whole
                 self.server.in_flight.add(mid)
                 self.client.in_flight.add(mid)
             return None

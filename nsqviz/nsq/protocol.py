@@ -8,20 +8,22 @@ Decoding is the codec's :class:`~nsqviz.nsq.observer.Observer`, its events turne
 :class:`~nsqviz.protocols.Item` s here. Record fields keep a message id as the 16 hex
 digits it is on the wire (as nsqd, nsqadmin and client logs print it); other bytes are
 hex.
+
+Decoding needs the tables, the events and the struct-based codec, imported with this
+module; the construct grammar (a hex view's layout, a unit a gap cut), the filter fields,
+the analyses, the report, the rules and the timers are imported where they are first
+asked for, so ``nsqviz decode`` of an NSQ capture imports no construct.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from nsqviz import compactjson
 from nsqviz.nsq import events as ev
-from nsqviz.nsq import grammar
-from nsqviz.nsq.analyses import ANALYSES
 from nsqviz.nsq.commands import (
     BY_EVENT,
     COMMAND_NAMES,
@@ -35,18 +37,12 @@ from nsqviz.nsq.commands import (
     ParamKind,
 )
 from nsqviz.nsq.connection import _json_or_none
-from nsqviz.nsq.cut import cut_unit
 from nsqviz.nsq.dissector import DISSECTOR
 from nsqviz.nsq.errors import ErrorCode
-from nsqviz.nsq.fields import FIELDS, record_values
 from nsqviz.nsq.framing import DEFAULT_MAX_FRAME_SIZE, SIZE_PREFIX, FrameFraming
-from nsqviz.nsq.grammar_frames import MessageID
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
-from nsqviz.nsq.report import REPORT
-from nsqviz.nsq.rules import RULES
-from nsqviz.nsq.timers import timer_spans
-from nsqviz.nsq.wire import MAGIC_V2
+from nsqviz.nsq.wire import MAGIC_V2, MESSAGE_ID_SIZE
 from nsqviz.protocols import (
     ANSWERS,
     DetectionWords,
@@ -54,6 +50,7 @@ from nsqviz.protocols import (
     ItemKind,
     Lost,
     ObservedConnection,
+    Part,
     Protocol,
     RecordView,
     TimerRow,
@@ -66,7 +63,11 @@ from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
 
 if TYPE_CHECKING:
+    from nsqviz.doctor.rule import Rule
+    from nsqviz.fields import Field
     from nsqviz.nsq.columns import NsqColumns
+    from nsqviz.report import Report
+    from nsqviz.sql import Analyses
 
 __all__ = ["NSQ", "NsqProtocol", "UNDECODABLE"]
 
@@ -92,12 +93,26 @@ def _plain(name: str, value: Any) -> Any:
     return value
 
 
+_NAMES: dict[type, tuple[str, ...]] = {}
+"""Each event class's field names but ``raw``, in order, read once (``dataclasses.fields``
+per event was a tenth of ``decode --json``'s field building)."""
+
+_AS_IS = frozenset({int, str, float, bool, type(None)})
+"""The types of field values a record holds as they are (no hex, no list)."""
+
+
 def _fields(event: Any) -> dict[str, Any]:
     """Every dataclass field but ``raw``, in the class's order; an error frame adds the
     code and text it carries in its data."""
-    out = {f.name: _plain(f.name, getattr(event, f.name))
-           for f in dataclasses.fields(event) if f.name != "raw"}
     kind = type(event)
+    names = _NAMES.get(kind)
+    if names is None:
+        names = _NAMES[kind] = tuple(f.name for f in dataclasses.fields(event)
+                                     if f.name != "raw")
+    out = {}
+    for name in names:
+        value = getattr(event, name)
+        out[name] = value if type(value) in _AS_IS else _plain(name, value)
     if kind is ev.Error:
         out["code"], out["text"] = event.code, event.text
     elif kind is ev.Response and event.data[:1] == b"{":
@@ -171,6 +186,8 @@ class _Observer(ObservedConnection):
         if conn.compression:
             return Lost(dead=f"a gap in a {conn.compression}-compressed stream: the rest of"
                              " this direction cannot be decompressed")
+        from nsqviz.nsq.cut import cut_unit  # the grammar, for a gap's cut unit alone
+
         codec = self.codec
         raw, length = codec.gap_unit(Direction(direction))
         cut = cut_unit(direction, raw.data, length) if raw.data else None
@@ -189,16 +206,24 @@ class _Observer(ObservedConnection):
         return Lost(raw.data, length, unit=Item(kind, name, fields, None, raw.offset, raw))
 
 
+_UNITS: dict[type, tuple[ItemKind, str]] = {
+    **{cls: (ItemKind.COMMAND, name) for cls, name in COMMAND_NAMES.items()},
+    **{cls: (ItemKind.FRAME, name) for cls, name in FRAME_NAMES.items()}}
+"""The kind and name of the item of each command's and frame's event class."""
+
+_new_item = tuple.__new__
+"""``Item``'s own ``__new__`` is Python code; a unit's item is built in C (once a frame)."""
+
+
 def _items(events: list[ev.Event], fields_of: Callable[[Any], dict[str, Any]] = _fields,
            ) -> list[Item]:
     out: list[Item] = []
     for e in events:
-        if isinstance(e, ev.Command):
-            out.append(Item(ItemKind.COMMAND, COMMAND_NAMES[type(e)], fields_of(e), e,
-                            _offset(e.raw), e.raw))
-        elif isinstance(e, ev.ServerFrame):
-            out.append(Item(ItemKind.FRAME, FRAME_NAMES[type(e)], fields_of(e), e, _offset(e.raw),
-                            e.raw))
+        unit = _UNITS.get(type(e))
+        if unit is not None:  # a command or frame: the hot path
+            raw = cast("ev.Command | ev.ServerFrame", e).raw
+            out.append(_new_item(Item, (unit[0], unit[1], fields_of(e), e,
+                                        None if raw is None else raw.offset, raw)))
         elif isinstance(e, ev.Violation):
             out.append(_violation(e))
         elif isinstance(e, ev.CompressionStarted):
@@ -266,6 +291,8 @@ def _body(f: Mapping[str, Any]) -> str:
 
 
 def _sha1(body: bytes) -> str:
+    import hashlib  # the frames table's, not decode's: OpenSSL's load is felt at start-up
+
     return hashlib.sha1(body).hexdigest()
 
 
@@ -277,7 +304,8 @@ class NsqProtocol(Protocol):
     package = "nsqviz.nsq"
     server_ports = frozenset({4150})
     bytes_fields = frozenset({"body", "bodies", "data", "secret", "pending"})
-    filter_fields = FIELDS
+
+    filter_fields: Part[tuple[Field, ...]] = Part("nsqviz.nsq.fields:FIELDS")
 
     def columnar(self) -> NsqColumns:
         """NSQ's columnar framer (:mod:`nsqviz.nsq.columns`: numpy and pyarrow are
@@ -291,6 +319,7 @@ class NsqProtocol(Protocol):
                           UNDECODABLE])
 
     def filter_values(self, record: RecordView) -> dict[str, list[Any]]:
+        from nsqviz.nsq.fields import record_values
         return record_values(record.kind, record.name, record.fields, record.dir,
                              record.event)
 
@@ -345,6 +374,7 @@ class NsqProtocol(Protocol):
         return {MAGIC_NAME: COMMAND_NAMES[ev.Magic]}
 
     def grammars(self) -> tuple[Any, ...]:
+        from nsqviz.nsq import grammar
         return (grammar.Command, grammar.Frame)
 
     def record_name(self, event: Any) -> str | None:
@@ -352,6 +382,7 @@ class NsqProtocol(Protocol):
         return COMMAND_NAMES.get(kind) or FRAME_NAMES.get(kind)
 
     def layout(self, kind: str, name: str) -> Any:
+        from nsqviz.nsq import grammar
         if name == COMMAND_NAMES[ev.Magic]:
             return grammar.Magic
         if kind == "command":
@@ -360,14 +391,15 @@ class NsqProtocol(Protocol):
             return grammar.Frame
         return None
 
-    analyses = ANALYSES
-    report = REPORT
+    analyses: Part[Analyses] = Part("nsqviz.nsq.analyses:ANALYSES")
+    report: Part[Report] = Part("nsqviz.nsq.report:REPORT")
     dissector = DISSECTOR
-    rules = RULES
+    rules: Part[tuple[Rule, ...]] = Part("nsqviz.nsq.rules:RULES")
 
     def timers(self, rows: list[TimerRow]) -> list[TimerSpan]:
         """nsqd's timers (:mod:`nsqviz.nsq.timers`), their lengths from the IDENTIFY
         exchange alone."""
+        from nsqviz.nsq.timers import timer_spans
         return timer_spans(rows, None)
 
     typed_schema = (
@@ -410,7 +442,7 @@ class NsqProtocol(Protocol):
             out["attempts"] = fields["attempts"]
         if "timestamp" in fields:
             out["msg_ts"] = fields["timestamp"] / 1e9
-        if len(fields.get("id", "")) == _ID_DIGITS:
+        if len(fields.get("id", "")) == MESSAGE_ID_SIZE:
             out["msg_id"] = fields["id"]
         return out
 
@@ -434,12 +466,8 @@ def _first_answer(data: bytes) -> bool | None:
     return data[8] in _FIRST_ANSWERS.get(int.from_bytes(data[4:8], "big"), b"")
 
 
-_MAGIC_SUMMARY = f'"{escaped(grammar.Magic.build(None))}"'
-"""The magic record's one line: the bytes the client sent, as the grammar's magic field
-holds them (``"  V2"``)."""
-
-_ID_DIGITS = MessageID.sizeof()
-"""A message id's length: its 16 hex digits."""
+_MAGIC_SUMMARY = f'"{escaped(MAGIC_V2)}"'
+"""The magic record's one line: the bytes the client sent (``"  V2"``)."""
 
 
 def _looks_like_nsq(direction: str, data: bytes) -> bool:
@@ -447,7 +475,7 @@ def _looks_like_nsq(direction: str, data: bytes) -> bool:
     if direction == Direction.C2S:
         head = data[:16].split(b"\n", 1)[0].split(b" ", 1)[0]
         verb = head.decode("ascii", "replace")
-        return data.startswith(MAGIC_V2) or verb in grammar.COMMANDS
+        return data.startswith(MAGIC_V2) or verb in COMMANDS
     try:
         return len(data) >= 8 and FrameFraming().measure(data, 0) is not None
     except FramingError:

@@ -20,7 +20,7 @@ from nsqviz.nsq.framing import (
 from nsqviz.nsq.grammar_errors import GrammarError
 from nsqviz.nsq.lexer import verb_of
 from nsqviz.nsq.refusals import nsqd_answer
-from nsqviz.nsq.states import TRANSITIONS, Role, State, refusal
+from nsqviz.nsq.states import Role, State, refusal
 from nsqviz.sansio import LocalProtocolError
 from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame
 
@@ -170,7 +170,7 @@ class ServerConnection(_Connection):
         out: list[ev.Event],
     ) -> tuple[int, int]:
         # FINs in bulk only where nothing but the in-flight check can refuse them.
-        if self.passive or ev.Fin not in TRANSITIONS[Role.SERVER][self.state] or (
+        if self.passive or ev.Fin not in self._row or (
             self.config.tls_required and not self.tls
         ):
             return i, pos
@@ -262,7 +262,7 @@ class ServerConnection(_Connection):
                 text = f"{refusal(Role.SERVER, name, self.state)} (TLS required)"
                 return self._refuse(out, ErrorCode.INVALID, text, offset, raw)
             spec = BY_VERB.get(verb)
-            if spec is not None and spec.event not in TRANSITIONS[Role.SERVER][self.state]:
+            if spec is not None and spec.event not in self._row:
                 text = refusal(Role.SERVER, name, self.state)
                 return self._refuse(out, ErrorCode.INVALID, text, offset, raw)
         try:
@@ -288,7 +288,7 @@ class ServerConnection(_Connection):
         state (the transition table) or its flight forbids it, ``None`` where it is
         allowed or the observer cannot tell (it did not see the whole connection)."""
         kind = type(cmd)
-        if self.whole and kind not in TRANSITIONS[Role.SERVER][self.state]:
+        if self.whole and kind not in self._row:
             code = ErrorCode.INVALID
             return ev.Refused(code, refusal(Role.SERVER, name_of(kind), self.state),
                               code.fatal, cmd)

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["EPHEMERAL", "HEARTBEAT", "MAGIC_V2", "NAME_CHARS", "NAME_MAX", "NAME_RE", "NAME_RULE",
-           "bad_name_reason", "first_bad_name_byte", "is_valid_channel_name",
-           "is_valid_topic_name"]
+__all__ = ["EPHEMERAL", "HEARTBEAT", "MAGIC_V2", "MESSAGE_ID_SIZE", "NAME_CHARS", "NAME_MAX",
+           "NAME_RE", "NAME_RULE", "bad_name_reason", "first_bad_name_byte",
+           "is_valid_channel_name", "is_valid_topic_name"]
 
 MAGIC_V2 = b"  V2"
 """The four bytes a client sends first to speak protocol V2."""
+
+MESSAGE_ID_SIZE = 16
+"""A message id's length on the wire: nsqd writes 16 ASCII hex digits."""
 
 HEARTBEAT = b"_heartbeat_"
 """The data of the FrameTypeResponse nsqd sends as a heartbeat (a client answers NOP)."""

@@ -102,6 +102,39 @@ class RawFrame:
         return self.offset + len(self.data)
 
 
+# A frozen dataclass's __init__ sets each field through object.__setattr__, three times the
+# cost of setting its slots directly; a frame and its source are made once per frame of
+# every capture, so the reassembler makes them here (same objects: equal, hashable, frozen).
+_new = object.__new__
+
+
+def _setters(cls: type, *names: str) -> tuple[Callable[[object, object], None], ...]:
+    """The setters of the slots ``names`` of ``cls`` (its fields' member descriptors)."""
+    return tuple(vars(cls)[name].__set__ for name in names)
+
+
+_frame_data, _frame_offset, _frame_sources = _setters(RawFrame, "data", "offset", "sources")
+_source_segment, _source_start, _source_end = _setters(Source, "segment", "start", "end")
+
+
+def _raw_frame(data: bytes, offset: int, sources: tuple[Source, ...]) -> RawFrame:
+    """``RawFrame(data, offset, sources)``, made by setting its slots."""
+    frame: RawFrame = _new(RawFrame)
+    _frame_data(frame, data)
+    _frame_offset(frame, offset)
+    _frame_sources(frame, sources)
+    return frame
+
+
+def _source(segment: int, start: int, end: int) -> Source:
+    """``Source(segment, start, end)``, made by setting its slots."""
+    source: Source = _new(Source)
+    _source_segment(source, segment)
+    _source_start(source, start)
+    _source_end(source, end)
+    return source
+
+
 @dataclass(frozen=True, slots=True)
 class Garbage:
     """Bytes that cannot be framed. ``resynced`` says whether framing resumes after them;
@@ -246,7 +279,7 @@ class Reassembler:
         """The :class:`RawFrame` for ``buf[start:end]`` of a :meth:`cut`, with provenance."""
         off = base + start
         sources = self._sources(off, base + end) if self.provenance else ()
-        return RawFrame(buf[start:end], off, sources)
+        return _raw_frame(buf[start:end], off, sources)
 
     def remaining(self) -> RawFrame:
         """The unframed bytes (kept: :meth:`take_remaining` hands them back) as a frame
@@ -402,7 +435,7 @@ class Reassembler:
         starts, segs = self._starts, self._segments
         last = starts[-1]
         if start >= last:  # the common case: wholly inside the newest chunk
-            return (Source(segs[-1], start - last, end - last),)
+            return (_source(segs[-1], start - last, end - last),)
         i = bisect_right(starts, start) - 1
         out = []
         while i < len(starts) and starts[i] < end:
@@ -410,7 +443,7 @@ class Reassembler:
             c_end = starts[i + 1] if i + 1 < len(starts) else self._fed
             lo, hi = max(start, c_start), min(end, c_end)
             if hi > lo:
-                out.append(Source(segs[i], lo - c_start, hi - c_start))
+                out.append(_source(segs[i], lo - c_start, hi - c_start))
             i += 1
         return tuple(out)
 

@@ -286,9 +286,11 @@ def _prefs() -> dict[str, str]:
 
 
 def _tube(attr: str) -> Any:
-    from nsqviz.tubemq import grammar
+    """A constant of TubeMQ's wire: its tables' (the begin token, the header's size), else
+    its grammar's."""
+    from nsqviz.tubemq import grammar, tables
 
-    return getattr(grammar, attr)
+    return getattr(tables, attr) if hasattr(tables, attr) else getattr(grammar, attr)
 
 
 # ------------------------------------------------------------------ the questions

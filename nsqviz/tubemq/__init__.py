@@ -39,60 +39,66 @@ inlong/tubemq``), where the module docstrings cite them by class:
 * client sequences: the Go client, ``tubemq-client-twins/tubemq-client-go``.
 """
 
-# the one error family of every protocol (nsqviz.sansio), importable from here too; the
-# site documents it once, with nsqviz.nsq
-from nsqviz.sansio import LocalProtocolError as LocalProtocolError
-from nsqviz.sansio import ProtocolError as ProtocolError
-from nsqviz.tubemq.codec import (
-    ClientConnection,
-    Observer,
-    ServerConnection,
-)
-from nsqviz.tubemq.events import (
-    Answer,
-    ConnectionClosed,
-    Event,
-    ExceptionResponse,
-    Observation,
-    Request,
-    Response,
-    Truncated,
-    Violation,
-)
-from nsqviz.tubemq.framing import TubeFraming, split_frame
-from nsqviz.tubemq.grammar import (
-    BEGIN_TOKEN,
-    CPP_READER,
-    DEFAULT_LIMITS,
-    JAVA_READER,
-    RPC_MAX_BUFFER_SIZE,
-    FrameParts,
-    GrammarError,
-    Limits,
-    build_frame,
-    frame_bytes,
-    parse_frame,
-)
-from nsqviz.tubemq.messages import (
-    decode_answer,
-    decode_request,
-    encode,
-    make_exception,
-    make_request,
-    make_response,
-)
-from nsqviz.tubemq.protos import MESSAGES, message_class
-from nsqviz.tubemq.tables import (
-    DEFAULT_BROKER_PORT,
-    DEFAULT_MASTER_PORT,
-    ERRORS,
-    METHODS,
-    METHODS_BY_NAME,
-    SERVICES,
-    TRANSITIONS,
-    Method,
-    State,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    # the one error family of every protocol (nsqviz.sansio), importable from here too;
+    # the site documents it once, with nsqviz.nsq
+    from nsqviz.sansio import LocalProtocolError as LocalProtocolError
+    from nsqviz.sansio import ProtocolError as ProtocolError
+    from nsqviz.tubemq.codec import (
+        ClientConnection,
+        Observer,
+        ServerConnection,
+    )
+    from nsqviz.tubemq.events import (
+        Answer,
+        ConnectionClosed,
+        Event,
+        ExceptionResponse,
+        Observation,
+        Request,
+        Response,
+        Truncated,
+        Violation,
+    )
+    from nsqviz.tubemq.framing import TubeFraming, split_frame
+    from nsqviz.tubemq.grammar import (
+        CPP_READER,
+        DEFAULT_LIMITS,
+        JAVA_READER,
+        RPC_MAX_BUFFER_SIZE,
+        FrameParts,
+        GrammarError,
+        Limits,
+        build_frame,
+        frame_bytes,
+        parse_frame,
+    )
+    from nsqviz.tubemq.messages import (
+        decode_answer,
+        decode_request,
+        encode,
+        make_exception,
+        make_request,
+        make_response,
+    )
+    from nsqviz.tubemq.protos import MESSAGES, message_class
+    from nsqviz.tubemq.tables import (
+        BEGIN_TOKEN,
+        DEFAULT_BROKER_PORT,
+        DEFAULT_MASTER_PORT,
+        ERRORS,
+        METHODS,
+        METHODS_BY_NAME,
+        SERVICES,
+        TRANSITIONS,
+        Method,
+        State,
+    )
 
 __all__ = [
     "BEGIN_TOKEN",
@@ -138,3 +144,68 @@ __all__ = [
     "parse_frame",
     "split_frame",
 ]
+
+
+_WHERE = {
+    "Answer": "nsqviz.tubemq.events",
+    "BEGIN_TOKEN": "nsqviz.tubemq.tables",
+    "CPP_READER": "nsqviz.tubemq.grammar",
+    "ClientConnection": "nsqviz.tubemq.codec",
+    "ConnectionClosed": "nsqviz.tubemq.events",
+    "DEFAULT_BROKER_PORT": "nsqviz.tubemq.tables",
+    "DEFAULT_LIMITS": "nsqviz.tubemq.grammar",
+    "DEFAULT_MASTER_PORT": "nsqviz.tubemq.tables",
+    "ERRORS": "nsqviz.tubemq.tables",
+    "Event": "nsqviz.tubemq.events",
+    "ExceptionResponse": "nsqviz.tubemq.events",
+    "FrameParts": "nsqviz.tubemq.grammar",
+    "GrammarError": "nsqviz.tubemq.grammar",
+    "JAVA_READER": "nsqviz.tubemq.grammar",
+    "Limits": "nsqviz.tubemq.grammar",
+    "LocalProtocolError": "nsqviz.sansio",
+    "MESSAGES": "nsqviz.tubemq.protos",
+    "METHODS": "nsqviz.tubemq.tables",
+    "METHODS_BY_NAME": "nsqviz.tubemq.tables",
+    "Method": "nsqviz.tubemq.tables",
+    "Observation": "nsqviz.tubemq.events",
+    "Observer": "nsqviz.tubemq.codec",
+    "ProtocolError": "nsqviz.sansio",
+    "RPC_MAX_BUFFER_SIZE": "nsqviz.tubemq.grammar",
+    "Request": "nsqviz.tubemq.events",
+    "Response": "nsqviz.tubemq.events",
+    "SERVICES": "nsqviz.tubemq.tables",
+    "ServerConnection": "nsqviz.tubemq.codec",
+    "State": "nsqviz.tubemq.tables",
+    "TRANSITIONS": "nsqviz.tubemq.tables",
+    "Truncated": "nsqviz.tubemq.events",
+    "TubeFraming": "nsqviz.tubemq.framing",
+    "Violation": "nsqviz.tubemq.events",
+    "build_frame": "nsqviz.tubemq.grammar",
+    "decode_answer": "nsqviz.tubemq.messages",
+    "decode_request": "nsqviz.tubemq.messages",
+    "encode": "nsqviz.tubemq.messages",
+    "frame_bytes": "nsqviz.tubemq.grammar",
+    "make_exception": "nsqviz.tubemq.messages",
+    "make_request": "nsqviz.tubemq.messages",
+    "make_response": "nsqviz.tubemq.messages",
+    "message_class": "nsqviz.tubemq.protos",
+    "parse_frame": "nsqviz.tubemq.grammar",
+    "split_frame": "nsqviz.tubemq.framing",
+}
+"""Which module defines each name the package gives."""
+
+
+def __getattr__(name: str) -> Any:
+    """The package's names are imported on first use (PEP 562): importing the package --
+    as the protocol registry does for detection, which reads :mod:`.tables` alone --
+    compiles no protobuf and builds no grammar."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -52,7 +52,7 @@ from nsqviz.tubemq.events import (
     Violation,
 )
 from nsqviz.tubemq.framing import TubeFraming, split_frame
-from nsqviz.tubemq.grammar import BEGIN_TOKEN, DEFAULT_LIMITS, HEADER_SIZE, GrammarError, Limits
+from nsqviz.tubemq.grammar import DEFAULT_LIMITS, GrammarError, Limits
 from nsqviz.tubemq.messages import (
     decode_answer,
     decode_request,
@@ -62,6 +62,8 @@ from nsqviz.tubemq.messages import (
     make_response,
 )
 from nsqviz.tubemq.tables import (
+    BEGIN_TOKEN,
+    HEADER_SIZE,
     METHODS,
     MSG_OPTYPE_UNREGISTER,
     ErrorCode,

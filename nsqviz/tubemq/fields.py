@@ -91,7 +91,7 @@ def _envelope(out: dict[str, list[Any]], event: Any) -> None:
     except grammar.GrammarError:  # framed under other limits than the default ones
         parts = None
     if parts is not None:
-        out[_N + "token"] = [grammar.BEGIN_TOKEN]
+        out[_N + "token"] = [tables.BEGIN_TOKEN]
         out[_N + "list_size"] = [len(parts.blocks)]
         out[_N + "block"] = [len(b).to_bytes(_BLOCK_PREFIX, "big") + b for b in parts.blocks]
         out[_N + "block.length"] = [len(b) for b in parts.blocks]

@@ -26,9 +26,7 @@ from struct import Struct as _Struct
 from nsqviz.stream.reassembly import Buffer, FramingError
 from nsqviz.stream.sizes import INT32
 from nsqviz.tubemq.grammar import (
-    BEGIN_TOKEN,
     DEFAULT_LIMITS,
-    HEADER_SIZE,
     RPC_MAX_BUFFER_SIZE,
     BadBlockLength,
     BadContent,
@@ -40,6 +38,7 @@ from nsqviz.tubemq.grammar import (
     Limits,
     TrailingBytes,
 )
+from nsqviz.tubemq.tables import BEGIN_TOKEN, HEADER_SIZE
 
 __all__ = ["TubeFraming", "join_content", "join_frame", "split_content", "split_frame"]
 

@@ -49,7 +49,7 @@ from construct import (
 from construct.core import StreamError, stream_read, stream_tell, stream_write
 
 from nsqviz import sansio
-from nsqviz.tubemq.tables import ViolationCode
+from nsqviz.tubemq.tables import BEGIN_TOKEN, HEADER_SIZE, ViolationCode
 
 if TYPE_CHECKING:
     from construct import Subconstruct
@@ -63,10 +63,8 @@ else:
 Grammar: TypeAlias = "Construct[Any, Any]"
 
 __all__ = [
-    "BEGIN_TOKEN",
     "CPP_READER",
     "DEFAULT_LIMITS",
-    "HEADER_SIZE",
     "JAVA_READER",
     "RPC_MAX_BUFFER_SIZE",
     "BadBlockLength",
@@ -90,14 +88,8 @@ __all__ = [
     "parse_frame",
 ]
 
-BEGIN_TOKEN = b"\xff\x7f\xf4\xfe"
-"""``RPC_PROTOCOL_BEGIN_TOKEN`` = 0xFF7FF4FE (signed int32 -8391426) on the wire."""
-
 RPC_MAX_BUFFER_SIZE = 8192
 """The block size senders cut the content into (Java, Go and C++ agree; not 8196)."""
-
-HEADER_SIZE = 12
-"""MsgToken, serialNo and listSize."""
 
 _INT32_MAX = 2**31 - 1
 

@@ -4,192 +4,46 @@ Detection is the begin token ``FF 7F F4 FE`` that starts every frame in both
 directions (a server's first frame an answer), and the Master's and Broker's default
 ports (8715, 8123) for captures that start mid-connection. A flow's client is the side
 whose first frame is a request (``RpcConnHeader.flag`` is not 1). Decoding is the codec's
-:class:`~nsqviz.tubemq.codec.Observer`; requests become ``command`` items, answers
-``frame`` items, and a violation about a request or answer rides on that item as its
-``violation``. Each answer is followed by the number, among the connection's requests,
-of the request the codec paired it with (by its serialNo): the capture layer's one
-pairing (:data:`~nsqviz.protocols.ANSWERS`).
+:class:`~nsqviz.tubemq.codec.Observer`, its events turned into items and record fields
+by :mod:`nsqviz.tubemq.items`.
 
-Record fields are the decoded protobuf messages: ``serialNo``, the method, the envelope
-(``RpcConnHeader``, ``RequestHeader``/``ResponseHeader``, the body without its
-serialized inner message) and ``message``, the inner request or response, with the
-string-encoded metadata and message payloads decoded into named fields beside the
-original text (:mod:`nsqviz.tubemq.metadata`). Bytes are hex.
+Detection reads only the tables: this module imports nothing else of TubeMQ, so that
+offering a capture's flows to every protocol costs no protobuf compilation. The codec,
+the items, the filter fields, the analyses, the report, the rules and the typed columns
+are imported where they are first asked for (the observer of the first TubeMQ flow).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
-
-from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.message import Message
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from nsqviz.protocols import (
-    ANSWERS,
     DetectionWords,
-    Item,
-    ItemKind,
     ObservedConnection,
+    Part,
     Protocol,
     RecordView,
     no_fields,
 )
-from nsqviz.sansio import violation_fields
-from nsqviz.tubemq.analyses import ANALYSES
-from nsqviz.tubemq.codec import Observer
-from nsqviz.tubemq.columns import SCHEMA, typed
 from nsqviz.tubemq.dissector import DISSECTOR
-from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
-from nsqviz.tubemq.fields import FIELDS, record_values
-from nsqviz.tubemq.grammar import BEGIN_TOKEN, HEADER_SIZE, FrameStruct
-from nsqviz.tubemq.layout import frame_layout
-from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
-from nsqviz.tubemq.report import REPORT
-from nsqviz.tubemq.rules import RULES
 from nsqviz.tubemq.tables import (
+    BEGIN_TOKEN,
     DEFAULT_BROKER_PORT,
     DEFAULT_MASTER_PORT,
     ERRORS,
+    HEADER_SIZE,
     METHODS,
     RPC_FLAG_MSG_TYPE_RESPONSE,
 )
 
-__all__ = ["TUBEMQ", "TubeMQProtocol", "message_fields"]
+if TYPE_CHECKING:
+    from nsqviz.doctor.rule import Rule
+    from nsqviz.fields import Field
+    from nsqviz.report import Report
+    from nsqviz.sql import Analyses
 
-_PAYLOADS = {"SendMessageRequestP2B": "data", "TransferedMessage": "payLoadData"}
-"""Messages whose bytes field is a message payload (flag bit 0: attribute prefix)."""
-
-
-def _value(field: FieldDescriptor, value: Any) -> Any:
-    if field.message_type is not None:
-        return message_fields(value)
-    if field.enum_type is not None:
-        v = field.enum_type.values_by_number.get(value)
-        return v.name if v is not None else value
-    if isinstance(value, bytes):
-        return value.hex()
-    parse = STRING_FIELDS.get(field.name) if isinstance(value, str) else None
-    if parse is not None:
-        try:
-            return {"text": value, **parse(value)}
-        except MetadataError as exc:
-            return {"text": value, "error": str(exc)}
-    return value
-
-
-def message_fields(msg: Message) -> dict[str, Any]:
-    """A protobuf message as JSON-ready data: every field that is set, in number order;
-    metadata strings and message payloads decoded (see the module docstring)."""
-    out: dict[str, Any] = {}
-    for field, value in msg.ListFields():
-        if field.is_repeated:
-            out[field.name] = [_value(field, v) for v in value]
-        else:
-            out[field.name] = _value(field, value)
-    payload = _PAYLOADS.get(msg.DESCRIPTOR.name)
-    if payload is not None and msg.HasField(payload):
-        data = getattr(msg, payload)
-        try:
-            decoded = decode_payload(data, msg.flag if msg.HasField("flag") else 0)
-        except MetadataError as exc:
-            out[f"{payload}Decoded"] = {"error": str(exc)}
-        else:
-            decoded["body"] = decoded["body"].hex()
-            out[f"{payload}Decoded"] = decoded
-    return out
-
-
-def _envelope(event: Request | Response | ExceptionResponse) -> dict[str, Any]:
-    body = message_fields(event.body)
-    body.pop("request", None)  # shown decoded, as "message"
-    body.pop("data", None)
-    return {"RpcConnHeader": message_fields(event.connHeader),
-            type(event.header).DESCRIPTOR.name: message_fields(event.header),
-            type(event.body).DESCRIPTOR.name: body}
-
-
-def _fields(event: Any) -> dict[str, Any]:
-    kind = type(event)
-    if kind is Request or kind is Response:
-        info = METHODS.get(event.body.method)
-        out = {"serialNo": event.serialNo, "method": info.name if info else event.body.method,
-               **_envelope(event)}
-        if event.message is not None:
-            out["message"] = message_fields(event.message)
-        if kind is Response and event.latency is not None:
-            out["latency"] = event.latency
-        return out
-    if kind is ExceptionResponse:
-        out = {"serialNo": event.serialNo, **_envelope(event)}
-        if event.request is not None:
-            info = event.request.info
-            out["method"] = info.name if info else event.request.method
-        return out
-    if kind is Violation:
-        return violation_fields(event)
-    if kind is Truncated:
-        return {"offset": event.offset, "expected": event.expected, "data": event.data.hex()}
-    return {}
-
-
-class _Items:
-    """One connection's events as items; it numbers the requests as the capture layer
-    shows them (1: the first) and follows each answer with the number of the request
-    it answers (an annotation), forgetting a request once answered."""
-
-    __slots__ = ("fields_of", "requests", "waiting")
-
-    def __init__(self, fields_of: Callable[[Any], dict[str, Any]] = _fields) -> None:
-        self.fields_of = fields_of
-        self.requests = 0
-        self.waiting: dict[int, int] = {}  # id(request) -> its number
-
-    def __call__(self, events: list[Any]) -> list[Item]:
-        out: list[Item] = []
-        last: dict[int, Item] = {}  # id(raw frame) -> the item decoded from it
-        for e in events:
-            t = type(e)
-            if t is Request or t is Response or t is ExceptionResponse:
-                raw = e.raw
-                kind = ItemKind.COMMAND if t is Request else ItemKind.FRAME
-                item = Item(kind, e.name, self.fields_of(e), e,
-                            None if raw is None else raw.offset, raw)
-                if raw is not None:
-                    last[id(raw)] = item
-                out.append(item)
-                if t is Request:
-                    self.requests += 1
-                    self.waiting[id(e)] = self.requests
-                elif e.request is not None:
-                    number = self.waiting.pop(id(e.request), None)
-                    if number is not None:
-                        out.append(Item(ItemKind.ANNOTATION, "Answered", {ANSWERS: number}, e))
-            else:
-                _other(e, last, out)
-        return out
-
-
-def _other(e: Any, last: dict[int, Item], out: list[Item]) -> None:
-    """A violation (on the item it is about, else an error item) or a truncated frame;
-    ConnectionClosed is a TCP matter: the capture layer reports the flow's end."""
-    t = type(e)
-    if t is Violation:
-        about = last.get(id(e.raw)) if e.event is not None else None
-        if about is not None:
-            problems = about.fields.setdefault("violations", [])
-            problems.append(violation_fields(e))
-            about.fields.setdefault("violation", problems[0])
-        else:
-            fields = _fields(e)
-            if e.raw is not None:
-                fields["data"] = e.raw.data.hex()
-            out.append(Item(ItemKind.ERROR, e.code, fields, e, e.offset, e.raw))
-    elif t is Truncated:
-        out.append(Item(ItemKind.TRUNCATED, "Truncated", {
-            **_fields(e), "reason": "the stream ended inside this frame"}, e, e.offset,
-            e.raw))
-
+__all__ = ["TUBEMQ", "TubeMQProtocol"]
 
 def _rpc_flag(data: bytes) -> int | None:
     """The RpcConnHeader flag of the frame ``data`` starts with (1: response), or
@@ -214,13 +68,15 @@ class TubeMQProtocol(Protocol):
     title = "TubeMQ"
     package = "nsqviz.tubemq"
     server_ports = frozenset({DEFAULT_MASTER_PORT, DEFAULT_BROKER_PORT})
-    filter_fields = FIELDS
+
+    filter_fields: Part[tuple[Field, ...]] = Part("nsqviz.tubemq.fields:FIELDS")
 
     def record_names(self) -> frozenset[str]:
         return frozenset(n for m in METHODS.values() for n in (m.name, m.request, m.response)
                          if n)
 
     def filter_values(self, record: RecordView) -> dict[str, list[Any]]:
+        from nsqviz.tubemq.fields import record_values
         return record_values(record.kind, record.fields, record.dir, record.event)
 
     def client_hello(self, data: bytes) -> bool:
@@ -244,11 +100,14 @@ class TubeMQProtocol(Protocol):
         return len(data) >= 4 and self.starts_hello(data)
 
     def observer(self, *, midstream: bool, fields: bool = True) -> ObservedConnection:
-        items = _Items() if fields else _Items(no_fields)
+        from nsqviz.tubemq.codec import Observer
+        from nsqviz.tubemq.items import Items
+        items = Items() if fields else Items(no_fields)
         return ObservedConnection(Observer(provenance=True, midstream=midstream), items)
 
     def fields(self, event: Any) -> dict[str, Any]:
-        return _fields(event)
+        from nsqviz.tubemq.items import event_fields
+        return event_fields(event)
 
     def names(self) -> tuple[str, ...]:
         return tuple(m.name for m in METHODS.values())
@@ -280,42 +139,35 @@ class TubeMQProtocol(Protocol):
         return " ".join(p for p in parts if p)
 
     def label(self, event: Any) -> tuple[str, str]:
-        t = type(event)
-        if t is Request:
-            return f"{event.name} #{event.serialNo}", "command"
-        if t is Response:
-            code = getattr(event.message, "errCode", None)
-            return f"{event.name} {'' if code is None else code} #{event.serialNo}", "frame"
-        if t is ExceptionResponse:
-            return f"{event.body.exceptionName.rsplit('.', 1)[-1]} #{event.serialNo}", "error"
-        if t is Violation:
-            return f"{event.code}: {event.field}", "error"
-        return type(event).__name__, "note"
+        from nsqviz.tubemq.items import label
+        return label(event)
 
     def grammars(self) -> tuple[Any, ...]:
         """The frame (its content's protobuf messages are compiled from ``.proto``
         sources: :mod:`nsqviz.tubemq.protos`)."""
+        from nsqviz.tubemq.grammar import FrameStruct
         return (FrameStruct,)
 
     def record_name(self, event: Any) -> str | None:
-        t = type(event)
-        return event.name if t is Request or t is Response or t is ExceptionResponse else None
+        from nsqviz.tubemq.items import record_name
+        return record_name(event)
 
     def layout(self, kind: str, name: str) -> Any:
         """:func:`~nsqviz.tubemq.layout.frame_layout`: the frame's fields from the grammar
         and, inside the blocks, every protobuf field (a function of the bytes)."""
         if kind not in ("command", "frame"):
             return None
+        from nsqviz.tubemq.layout import frame_layout
         return lambda data: frame_layout(data, response=kind == "frame")
 
-    analyses = ANALYSES
-    report = REPORT
+    analyses: Part[Analyses] = Part("nsqviz.tubemq.analyses:ANALYSES")
+    report: Part[Report] = Part("nsqviz.tubemq.report:REPORT")
     dissector = DISSECTOR
-    rules = RULES
-
-    typed_schema = SCHEMA
+    rules: Part[tuple[Rule, ...]] = Part("nsqviz.tubemq.rules:RULES")
+    typed_schema: Part[tuple[tuple[str, str], ...]] = Part("nsqviz.tubemq.columns:SCHEMA")
 
     def typed(self, event: Any) -> dict[str, Any]:
+        from nsqviz.tubemq.columns import typed
         return typed(event)
 
 

@@ -14,6 +14,7 @@ import enum
 from dataclasses import dataclass
 
 __all__ = [
+    "BEGIN_TOKEN",
     "DEFAULT_BROKER_PORT",
     "DEFAULT_MASTER_PORT",
     "ERRORS",
@@ -22,6 +23,7 @@ __all__ = [
     "SERVICES",
     "TRANSITIONS",
     "ErrorCode",
+    "HEADER_SIZE",
     "Service",
     "ViolationCode",
     "EventStatus",
@@ -36,6 +38,13 @@ __all__ = [
     "accepted",
     "next_state",
 ]
+
+BEGIN_TOKEN = b"\xff\x7f\xf4\xfe"
+"""``RPC_PROTOCOL_BEGIN_TOKEN`` = 0xFF7FF4FE (signed int32 -8391426) on the wire: the
+first bytes of every frame, both ways (the grammar's ``MsgToken``)."""
+
+HEADER_SIZE = 12
+"""A frame's header: MsgToken, serialNo and listSize."""
 
 DEFAULT_MASTER_PORT = 8715
 """The Master's RPC port (8716 with TLS)."""

@@ -16,8 +16,9 @@ from construct import Renamed
 from nsqviz.lookupd import grammar
 from nsqviz.lookupd.events import COMMAND_EVENTS, ERROR, MAGIC, NAMES, RESPONSE
 from nsqviz.lookupd.fields import PREFIX
-from nsqviz.lookupd.framing import ANSWER_STARTS, CommandFraming
+from nsqviz.lookupd.framing import CommandFraming
 from nsqviz.lookupd.states import INITIAL, TRANSITIONS
+from nsqviz.lookupd.wire import ANSWER_STARTS
 from nsqviz.nsq.dissector.spec import nsq_spec
 from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE
 from nsqviz.protocols import Protocol

@@ -54,8 +54,8 @@ def _tables() -> dict[str, Any]:
     }
     pb = {name: _field_numbers(name) for name in ENVELOPE.values()}
     values = {
-        "TOKEN": grammar.BEGIN_TOKEN,
-        "HEADER_SIZE": grammar.HEADER_SIZE,
+        "TOKEN": tables.BEGIN_TOKEN,
+        "HEADER_SIZE": tables.HEADER_SIZE,
         "LIMITS": {"max_list_size": limits.max_list_size,
                    "min_block_length": limits.min_block_length,
                    "max_block_length": limits.max_block_length},
