@@ -47,13 +47,14 @@ def frames():
 def test_groups_apart_then_combined_give_the_whole_tables(frames):
     """As the pipeline deals the frames to its tasks: by groups of connections of one
     host (every port of a broker together: an HTTP publish on 4151 is delivered on 4150),
-    then the views that need more (:func:`~nsqviz.pipeline.analyses.on_spark`) over what
-    the groups gave and the frames."""
+    given a whole broker's few rows (:data:`~nsqviz.pipeline.analyses.WHOLE_SERVER`),
+    then the views that combine brokers (:func:`~nsqviz.pipeline.analyses.on_spark`) over
+    what the groups gave."""
     import duckdb
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from nsqviz.pipeline.analyses import in_tasks, on_spark
+    from nsqviz.pipeline.analyses import WHOLE_SERVER, in_tasks, on_spark
     from nsqviz.pipeline.definitions import definitions
     from nsqviz.pipeline.groups import LINKS, components
     from nsqviz.pipeline.on_duckdb import analyse, duckdb_sql
@@ -68,13 +69,17 @@ def test_groups_apart_then_combined_give_the_whole_tables(frames):
     key = pa.array([group.get(c) if c is not None else None
                     for c in frames["conn_id"].to_pylist()], pa.string())
     assert len(set(group.values())) > 20
+    # a whole broker's few rows first, over all the frames, handed to every group
+    combined = analyse(frames, WHOLE_SERVER, ordered=False)
     apart: dict[str, list[pa.Table]] = {name: [] for name in in_tasks()}
     for g in set(key.to_pylist()):
         mine = frames.filter(pc.is_null(key) if g is None else
                              pc.fill_null(pc.equal(key, g), False))
-        for name, table in analyse(mine, in_tasks(), ordered=False).items():
+        for name, table in analyse(mine, in_tasks(), ordered=False,
+                                   given=combined).items():
             apart[name].append(table)
-    combined = {}
+    for name in WHOLE_SERVER:
+        con.register(name, combined[name])
     for name in in_tasks():
         combined[name] = pa.concat_tables(apart[name])
         con.register(name, combined[name])
@@ -88,7 +93,7 @@ def test_groups_apart_then_combined_give_the_whole_tables(frames):
         con.register(name, combined[name])
     for name in tables():
         got = con.sql(f"SELECT * FROM {name} ORDER BY ALL").to_arrow_table() \
-            if name not in on_spark() else combined[name]
+            if name in in_tasks() or name in WHOLE_SERVER else combined[name]
         assert got.num_rows == whole[name].num_rows, name
         assert got.to_pylist() == whole[name].to_pylist(), name
 
