@@ -172,10 +172,11 @@ def _whole_servers(spark: Any, out: str) -> dict[str, bytes]:
 
 def _on_spark(spark: Any, out: str, from_arrow_schema: Callable[[Any], Any]) -> None:
     """Run :func:`on_spark`'s views in order, each a temporary view the later ones read;
-    a table is written and read back, and so is a step a later view reads: Spark would
-    otherwise plan each view with every view before it inlined -- the doctor's
-    ``findings`` over its rules took minutes to plan and run on a small capture."""
-    read = {other for name in on_spark() for other in reads(name)}
+    a table is written and read back, and so is a step more than one later view reads
+    (Spark would plan and compute it again for each: a Spark job per view is the price,
+    which these few views that combine brokers' rows pay once)."""
+    readers = {name: sum(name in reads(other) for other in on_spark())
+               for name in on_spark()}
     for name in on_spark():
         df = spark.sql(views()[name])
         view = definitions()[name]
@@ -183,7 +184,7 @@ def _on_spark(spark: Any, out: str, from_arrow_schema: Callable[[Any], Any]) -> 
             df = df.mapInArrow(_python_batches(view),
                                from_arrow_schema(arrow_schemas()[name]))
         path = (f"{out}/{name}" if name in tables()
-                else f"{out}/_steps/{name}" if name in read else None)
+                else f"{out}/_steps/{name}" if readers[name] > 1 else None)
         if path is not None:
             df.write.mode("overwrite").parquet(path)
             df = spark.read.parquet(path)
