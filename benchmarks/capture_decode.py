@@ -12,12 +12,16 @@ Measured in the same run, each as a fresh process on the same file:
 
 * ``nsqviz decode --json CAPTURE > /dev/null`` -- reading, TCP reassembly, NSQ decoding
   through the codec, one JSON line per frame;
+* ``frames_table(CAPTURE)`` (:mod:`nsqviz.capture.columns`): the frames table the
+  analyses read, by the columnar path -- reading, reassembly, NSQ units gathered into
+  Arrow columns with no Python object per frame;
 * the baseline: scapy reads the same file (``PcapReader``, its full Ether/IP/TCP
   dissection) and reassembles each direction's byte stream by sequence number -- less
   work than ours (no NSQ decoding, no output), so the ratio flatters scapy.
 
 Rates are by CPU time of the child process (one core; robust when other jobs share the
-machine), wall time printed beside. Targets (issue 5): >= 30 MB/s and >= 10x scapy.
+machine), wall time printed beside. Targets (issue 5): >= 30 MB/s and >= 10x scapy;
+(issue 32) the columnar frames table >= 10x scapy.
 Run: ``.venv/bin/python -m benchmarks.capture_decode [--mb 100] [--keep DIR]``.
 """
 
@@ -107,6 +111,14 @@ print(total)
 """
 
 
+_COLUMNAR = r"""
+import sys
+from nsqviz.capture.columns import frames_table
+frames_table([sys.argv[1]])
+"""
+"""The columnar path (:mod:`nsqviz.capture.columns`): the frames table the analyses read."""
+
+
 def _timed(cmd: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float, str]:
     """Run ``cmd`` (stdout to /dev/null unless captured); return CPU s, wall s, stdout.
     ``ok``: the exit statuses that are no failure (``nsqviz doctor`` exits 1 on an error
@@ -150,6 +162,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"nsqviz decode --json > /dev/null: {mb / cpu:6.1f} MB/s, {records / cpu:9.0f}"
               f" frames/s (CPU {cpu:.2f} s; wall {wall:.2f} s = {mb / wall:.1f} MB/s)",
               flush=True)
+        c_cpu, c_wall, _ = _timed([sys.executable, "-c", _COLUMNAR, str(path)])
+        print(f"nsqviz columnar frames table:     {mb / c_cpu:6.1f} MB/s (CPU {c_cpu:.2f} s;"
+              f" wall {c_wall:.2f} s)", flush=True)
         if args.no_scapy:
             return
         s_cpu, s_wall, out = _timed([sys.executable, "-c", _SCAPY_BASELINE, str(path)])
@@ -158,6 +173,9 @@ def main(argv: list[str] | None = None) -> None:
         ratio = s_cpu / cpu
         print(f"ratio nsqviz/scapy: {ratio:.1f}x   targets: >= 30 MB/s"
               f" [{'met' if mb / cpu >= 30 else 'NOT met'}], >= 10x scapy"
+              f" [{'met' if ratio >= 10 else 'NOT met'}]")
+        ratio = s_cpu / c_cpu
+        print(f"ratio columnar frames table/scapy: {ratio:.1f}x   target: >= 10x scapy"
               f" [{'met' if ratio >= 10 else 'NOT met'}]")
 
 

@@ -16,11 +16,11 @@ and cross it). Then, in the same run:
   same results everywhere, or the benchmark says which table differs;
 * the small sample run: ``data/`` (12 captures) in a session that is already up;
 * peak memory: the JVM that runs the executors and the largest Python worker (RSS from
-  ``/proc``, sampled every 0.5 s), per run; and notebook 06 executed end to end
+  ``/proc``, sampled every 0.5 s), per run; and notebook 10 executed end to end
   (``--notebook``), kernel + JVM + Python workers summed.
 
 Targets (issue 13): local[2] >= 1.8x local[1]; per core >= 0.7x the baseline; small run
-<= 15 s after the session is up; notebook 06 under 1.5 GB. Targets (issue 26): the
+<= 15 s after the session is up; notebook 10 under 1.5 GB. Targets (issue 26): the
 analyses cost less than decoding, and decode + analyses on local[2] >= 1.5x local[1]. Run:
 ``.venv/bin/python -m benchmarks.spark_pipeline`` (``--mb 60`` for a quick look,
 ``--mb 2048 --cluster --notebook`` for the full set).
@@ -258,9 +258,9 @@ def cluster_run(files: list[str], work: str) -> dict:
 
 
 def notebook_memory(work: str) -> tuple[dict[str, float], float]:
-    """(peaks as :class:`MemorySampler` gives them, seconds) for notebook 06 run by
+    """(peaks as :class:`MemorySampler` gives them, seconds) for notebook 10 run by
     nbconvert: its kernel, the JVM and the Python workers (and nbconvert itself)."""
-    nb = os.path.join(ROOT, "notebooks", "06-spark-pipeline.ipynb")
+    nb = os.path.join(ROOT, "notebooks", "10-spark-pipeline.ipynb")
     out = os.path.join(work, "06-executed.ipynb")
     jupyter = os.path.join(os.path.dirname(sys.executable), "jupyter")
     started = time.perf_counter()
@@ -273,7 +273,7 @@ def notebook_memory(work: str) -> tuple[dict[str, float], float]:
     _, err = proc.communicate()
     peaks = sampler.stop()
     if proc.returncode != 0:
-        raise RuntimeError(f"notebook 06 failed:\n{err.decode()[-2000:]}")
+        raise RuntimeError(f"notebook 10 failed:\n{err.decode()[-2000:]}")
     return peaks, time.perf_counter() - started
 
 
@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--mb", type=float, default=220, help="size of the generated capture set")
     p.add_argument("--keep", metavar="DIR", help="generate into DIR and keep it")
     p.add_argument("--cluster", action="store_true", help="also run on a standalone cluster")
-    p.add_argument("--notebook", action="store_true", help="also measure notebook 06's RSS")
+    p.add_argument("--notebook", action="store_true", help="also measure notebook 10's RSS")
     p.add_argument("--no-baseline", action="store_true",
                    help="skip the single-process run (and the ratios against it)")
     p.add_argument("--child", metavar="MASTER", help=argparse.SUPPRESS)
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     os.makedirs(caps, exist_ok=True)
     if args.notebook:
         peaks, secs = notebook_memory(work)
-        print(f"notebook 06 end to end ({secs:.0f} s), kernel + JVM + Python workers + "
+        print(f"notebook 10 end to end ({secs:.0f} s), kernel + JVM + Python workers + "
               f"nbconvert summed: peak PSS {peaks['total_pss']:.0f} MB, peak RSS "
               f"{peaks['total_rss']:.0f} MB (RSS counts forked workers' shared pages once "
               f"each); JVM {peaks['executor_jvm']:.0f} MB, largest worker "

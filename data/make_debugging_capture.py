@@ -1,5 +1,5 @@
 """Records data/nsqd/debugging/debugging.pcap: the real nsqd v1.3.0 (``--msg-timeout=1s``) and
-four consumers in trouble, for notebook 11 ("debugging a capture"), captured with
+four consumers in trouble, for notebook 07 ("debugging a capture"), captured with
 tcpdump on lo while they run side by side:
 
 * ``orders/billing``: a consumer (msg_timeout 1 s) gets a message and never answers it;

@@ -41,11 +41,26 @@ REDELIVERY = re.compile(rb"\x00\x00\x00\x02.{8}(\x00[\x02-\xff])([0-9a-f]{16})",
 Finder = Callable[[Capture], list[dict[str, Any]]]
 
 
+def _lookupds(cap: Capture) -> set[str]:
+    """The servers that took nsqlookupd's magic ``"  V1"`` from some client without
+    refusing it: nsqlookupd's addresses in this capture."""
+    found = set()
+    for p in cap.packets:
+        client, server = cap.ends(p)
+        if p.src == client and p.payload.startswith(b"  V1") and not any(
+                b"E_BAD_PROTOCOL" in q.payload for q in cap.of(client, server, "server")):
+            found.add(server)
+    return found
+
+
 def errors(cap: Capture) -> list[dict[str, Any]]:
     """Every error frame a server sent that closed the connection: ``nsq.fatal-error``
-    (and ``nsq.publish-refused`` after a publish), or ``lookupd.registration`` on a
-    connection that began with the lookup magic."""
+    (and ``nsq.publish-refused`` after a publish), or ``lookupd.registration`` when the
+    server is nsqlookupd -- told by the server, not by this client's magic: a client
+    that sends nsqd's magic to nsqlookupd is refused by nsqlookupd (and both servers
+    answer a bad magic with the same unframed E_BAD_PROTOCOL)."""
     found = []
+    lookupds = _lookupds(cap)
     for p in cap.packets:
         client, server = cap.ends(p)
         match = ERROR.search(p.payload)
@@ -56,7 +71,7 @@ def errors(cap: Capture) -> list[dict[str, Any]]:
         closed = [q.number for q in cap.of(client, server, "server")
                   if q.number >= p.number and q.flags & (FIN | RST)][:1]
         code = match.group().decode()
-        lookup = any(q.payload.startswith(b"  V1") for q in sent)
+        lookup = server in lookupds
         text = p.payload[match.start():].split(b"\n")[0][:80].decode("ascii", "replace")
         packets = [*([command.number] if command else []), p.number, *closed]
         if lookup:
@@ -157,7 +172,7 @@ SAMPLES: dict[str, tuple[tuple[Finder, ...], list[Any], str]] = {
     "nsqd/deflate-pynsq.pcap": ((nsq_guide,), [], "the real nsqd, deflate"),
     "nsqd/errors.pcap": ((errors, resets, nsq_guide), [], "errors on purpose against the "
                          "real nsqd, which resets the HTTP connection"),
-    "nsqd/debugging/debugging.pcap": ((errors, resets, nsq_guide), [], "notebook 11's four "
+    "nsqd/debugging/debugging.pcap": ((errors, resets, nsq_guide), [], "notebook 07's four "
                                       "consumers in trouble: see the findings added below"),
     "nsqd/refused/bad-values.pcap": ((errors, nsq_guide), [], "values nsqd refuses"),
     "nsqd/refused/max-rdy-count.pcap": ((errors, nsq_guide), [], "RDY 11 above "
@@ -178,7 +193,7 @@ SAMPLES: dict[str, tuple[tuple[Finder, ...], list[Any], str]] = {
 
 
 def debugging(cap: Capture) -> list[dict[str, Any]]:
-    """notebook 11's capture: the timed-out message, the starved consumer and the
+    """notebook 07's capture: the timed-out message, the starved consumer and the
     consumer nsqd closed for unanswered heartbeats (its E_FIN_FAILED storm is nsq.guide)."""
     found = []
     for p in cap.packets:

@@ -12,8 +12,14 @@ follows the reader's system setting) and fetches no web font or script from anyw
 The source directory is the repository itself (``sphinx-build -c docs .``), limited by
 ``include_patterns`` to ``docs/``, ``notebooks/`` and ``data/README.md``: the notebooks
 and the data description are built where they live, so their links to each other
-(``02-live-session.ipynb``, ``../data/README.md``) resolve on the site exactly as they do
-in the repository, with no copy to keep in step.
+(``02-live-session.ipynb``) resolve on the site exactly as they do in the repository,
+with no copy to keep in step. JupyterLab serves nothing above its root, which ``make
+lab`` sets to ``notebooks/`` (Binder: the repository), so whatever a notebook links to
+or shows is inside ``notebooks/``: its pictures in ``notebooks/images/``, and the sample
+captures' description (``data/README.md``, kept beside the captures) through the
+symbolic link ``notebooks/sample-captures.md`` -- JupyterLab opens it through its
+contents API, which follows the link, and Sphinx resolves the link to the page of the
+file it points to.
 """
 
 from __future__ import annotations
@@ -66,6 +72,8 @@ html_extra_path = ["_root"]  # index.html at the site's root: a redirect to docs
 html_copy_source = False
 html_show_sourcelink = False
 html_theme_options = {"navigation_with_keys": True}
+# section titles rank above API names of the same word (the file says why)
+html_search_scorer = str(DOCS / "search_scorer.js")
 
 # Binder opens a notebook page's own notebook in JupyterLab (nsqviz_docs adds the link).
 nsqviz_binder_repo = "nsqviz/nsqviz"

@@ -41,7 +41,9 @@ The interface, hook by hook:
   :meth:`~Protocol.aliases` and :meth:`~Protocol.record_name` (one colour per name),
   :meth:`~Protocol.layout` (what a hex view colours bytes with), :attr:`~Protocol.bytes_fields`;
 * **the frames table** -- :attr:`~Protocol.typed_schema` and :meth:`~Protocol.typed`: the
-  typed columns its analyses aggregate on;
+  typed columns its analyses aggregate on; :meth:`~Protocol.columnar` (a
+  :class:`ColumnarFramer`, optional): a whole connection's units gathered into those
+  columns with no object per unit, for the analyses (:mod:`nsqviz.capture.columns`);
 * **display filters** -- :attr:`~Protocol.filter_fields`, :meth:`~Protocol.filter_values`,
   :meth:`~Protocol.record_names`;
 * **analyses** -- :attr:`~Protocol.analyses` (:class:`nsqviz.sql.Analyses`): its views,
@@ -227,6 +229,52 @@ class ConnectionObserver(TypingProtocol):
 
     def end(self, direction: str, segment: int) -> list[Item]:
         """``direction`` ended (FIN, RST, end of capture): what is left in it."""
+        ...
+
+
+class Timeline(TypingProtocol):
+    """When each unit of a connection seen whole was complete, as the capture layer
+    knows it (:mod:`nsqviz.capture.columns`): ``ends`` are the units' end offsets in
+    their direction's stream, in order (numpy arrays in and out)."""
+
+    def order(self, direction: str, ends: Any) -> Any:
+        """For each unit, when an observer fed packet by packet would have read it: an
+        increasing number comparable across both directions of the connection."""
+        ...
+
+    def packet(self, direction: str, ends: Any) -> Any:
+        """For each unit, the packet (id) that completed it."""
+        ...
+
+
+class Units(NamedTuple):
+    """One direction's units as a :class:`ColumnarFramer` gathers them: their ``kind``
+    (``command`` or ``frame``), where each ends in the stream, each one's record name
+    (``names[codes[i]]``), its typed columns in parts -- ``(rows, {column: values})``,
+    the values an Arrow array, a numpy array or a list, one per row -- and, for answers,
+    the packet of the command each answers and that command's number among the client's
+    commands (``response_to``, ``answers``: -1 where none; ``None``: no row answers)."""
+
+    kind: str
+    ends: Any
+    names: list[str]
+    codes: Any
+    parts: list[tuple[Any, dict[str, Any]]]
+    response_to: Any
+    answers: Any
+
+
+class ColumnarFramer(TypingProtocol):
+    """A protocol's path from a connection's reassembled bytes straight to the frames
+    table's columns (:meth:`Protocol.columnar`)."""
+
+    def connection(self, c2s: bytes, s2c: bytes,
+                   timeline: Timeline) -> tuple[Units, Units] | None:
+        """The units of a connection seen whole, from its first byte to its last in each
+        direction -- the same rows, names, typed columns and answers the protocol's
+        :meth:`~Protocol.observer` gives -- or ``None`` where the observer would say
+        more than that (a violation, a refused command, a switch to compression or
+        TLS): the capture layer then decodes the connection through the observer."""
         ...
 
 
@@ -492,6 +540,11 @@ class Protocol(ABC):
         fields alone: one the capture cut short (:attr:`Lost.unit`, no event), from what
         its captured head decoded -- nothing the lost rest would change."""
         return {}
+
+    def columnar(self) -> ColumnarFramer | None:
+        """Its columnar framer (:class:`ColumnarFramer`), or ``None``: its connections are
+        then decoded through its observer for the frames table too."""
+        return None
 
     # -- display filters ------------------------------------------------------------
 

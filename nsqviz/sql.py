@@ -17,8 +17,9 @@ Who defines what (:mod:`nsqviz.pipeline.definitions` collects them):
   view :func:`frames_of` names, ``frames`` of that protocol -- and its own views; and
   its hooks into the tables every protocol shares: its columns of ``connections``
   (:class:`ConnectionColumns`), which of its units are error answers, with what code
-  (:class:`ErrorAnswers`), for ``errors``, and the messages it publishes into a broker
-  (:class:`Publishes`), for ``published``;
+  (:class:`ErrorAnswers`), for ``errors``, the messages it publishes into a broker
+  (:class:`Publishes`), for ``published``, and what its servers hold for a client over
+  time (:class:`Held`), for ``held`` -- what waits when a client stops reading;
 * the capture layer, in :mod:`nsqviz.capture.analyses`, the views that know no protocol:
   packets and the frames they carried (sticky packets), the pairing of every answer
   with the command its decoder says it answers (:data:`ANSWER_PAIRS`, which a
@@ -48,6 +49,7 @@ __all__ = [
     "COMMAND",
     "FIRST_PACKET",
     "FLOW_END",
+    "HELD",
     "HOST",
     "PROBLEMS",
     "PUBLISHED",
@@ -59,6 +61,7 @@ __all__ = [
     "Analyses",
     "ConnectionColumns",
     "ErrorAnswers",
+    "Held",
     "Publishes",
     "View",
     "frames_of",
@@ -168,6 +171,23 @@ class Publishes:
 
 
 @dataclass(frozen=True, slots=True)
+class Held:
+    """What a protocol's server holds for its client over time, for the shared ``held``
+    table the capture layer's rules read (what waited behind a client's zero window):
+    ``view`` (one of its views) has a row per change on a connection, with ``conn_id``
+    and ``ts``; ``held`` and ``allowed`` are SQL expressions over its rows -- how many
+    units the server has sent the client and awaits an answer for, and how many the
+    client allows (``NULL``: no such limit) -- and ``held_words``, ``allowed_words``
+    name them in the protocol's words (NSQ: its messages in flight, and RDY)."""
+
+    view: str
+    held: str
+    allowed: str
+    held_words: str
+    allowed_words: str
+
+
+@dataclass(frozen=True, slots=True)
 class Analyses:
     """What a protocol contributes to the analyses (see the module doc)."""
 
@@ -175,6 +195,7 @@ class Analyses:
     connections: ConnectionColumns | None = None
     errors: ErrorAnswers | None = None
     publishes: Publishes | None = None
+    held: Held | None = None
 
 
 # -------------------------------------------------------- the words of the frames table
@@ -240,6 +261,10 @@ another -- is in one task."""
 
 PUBLISHED = "published"
 """The shared table of every protocol's publishes (:class:`Publishes`)."""
+
+HELD = "held"
+"""The shared table of what every protocol's servers hold for their clients over time
+(:class:`Held`): ``conn_id``, ``ts``, ``held``, ``allowed`` and their words."""
 
 SHARED = frozenset({PUBLISHED})
 """The shared tables built from the protocols' hooks that a protocol's own views may

@@ -1,6 +1,6 @@
 """Execute notebooks in place, top to bottom on a fresh kernel, and store them static-first.
 
-    .venv/bin/python scripts/run_notebooks.py notebooks/05-pcap-replay.ipynb [...]
+    .venv/bin/python scripts/run_notebooks.py notebooks/06-pcap-replay.ipynb [...]
 
 Each notebook runs in its own directory (as nbval runs it). Before it is written back,
 the live widgets' traces are dropped: every output's

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Re-make docs/wireshark.png and docs/wireshark-sticky-segment.txt.
+"""Re-make notebooks/images/wireshark.png and docs/wireshark-sticky-segment.txt.
 
 The real Wireshark GUI (Debian's ``wireshark-qt``), on a virtual X display (Xvfb), opens
 a sticky-packet capture with the dissector ``nsqviz wireshark`` generates, selects the
@@ -8,10 +8,14 @@ window is captured: packet list, packet details and packet bytes panes. The same
 segment's ``tshark -V`` text is written next to it.
 
     .venv/bin/python scripts/wireshark_screenshot.py [--capture data/pubsub-pynsq.pcap]
-        [--packet 50] [--out docs/] [--name wireshark]
+        [--packet 50] [--out docs/] [--pictures notebooks/images/] [--name wireshark]
 
     .venv/bin/python scripts/wireshark_screenshot.py --name wireshark-tubemq \
-        --capture data/tubemq/tubemq-glued-requests.pcap --packet 13
+        --capture data/tubemq/tubemq-glued-requests.pcap --packet 13 --pictures docs/
+
+The picture goes under ``notebooks/`` by default: notebook 09 shows it, and JupyterLab
+serves nothing above its root (``make lab``: ``notebooks/``); the README and the site
+show it from there too.
 
 Needs ``wireshark``, ``Xvfb``, ``xwd`` and ``xdotool`` (Debian: wireshark-qt xvfb
 x11-apps xdotool; installed here when missing and running as root) and Pillow.
@@ -82,15 +86,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--capture", default=str(ROOT / "data" / "pubsub-pynsq.pcap"))
     parser.add_argument("--packet", type=int, default=50,
                         help="the segment to select (default 50: seven MESSAGE frames)")
-    parser.add_argument("--out", default=str(ROOT / "docs"))
+    parser.add_argument("--out", default=str(ROOT / "docs"),
+                        help="where NAME-sticky-segment.txt goes")
+    parser.add_argument("--pictures", default=str(ROOT / "notebooks" / "images"),
+                        help="where NAME.png goes")
     parser.add_argument("--name", default="wireshark",
                         help="file names: NAME.png and NAME-sticky-segment.txt")
     parser.add_argument("--filter", default="nsq || tubemq", help="the display filter")
     parser.add_argument("--display", default=":97")
     args = parser.parse_args(argv)
     ensure_tools()
-    out = Path(args.out)
+    out, pictures = Path(args.out), Path(args.pictures)
     out.mkdir(parents=True, exist_ok=True)
+    pictures.mkdir(parents=True, exist_ok=True)
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -140,14 +148,15 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(1.5)
             dump = subprocess.run(["xwd", "-root", "-silent", "-display", args.display],
                                   check=True, capture_output=True).stdout
-            xwd_to_png(dump, out / f"{args.name}.png", (0, 0, WIDTH, HEIGHT))
+            xwd_to_png(dump, pictures / f"{args.name}.png", (0, 0, WIDTH, HEIGHT))
         finally:
             if gui is not None:
                 gui.terminate()
                 gui.wait(timeout=30)
             xvfb.terminate()
             xvfb.wait(timeout=30)
-    print(f"wrote {out / (args.name + '.png')} and {out / (args.name + '-sticky-segment.txt')}")
+    print(f"wrote {pictures / (args.name + '.png')} and "
+          f"{out / (args.name + '-sticky-segment.txt')}")
     return 0
 
 

@@ -130,7 +130,7 @@ def test_each_analysis_reads_its_own_protocols_rows_only(proto):
         assert not read & others, f"{view.name} reads {read & others}"
         assert read <= mine | SHARED | {frames_of(proto.name), ANSWER_PAIRS}, \
             f"{view.name} reads {read - mine}"
-    for hook in (proto.analyses.connections, proto.analyses.publishes):
+    for hook in (proto.analyses.connections, proto.analyses.publishes, proto.analyses.held):
         if hook is not None:
             assert hook.view in mine
     assert all(name in definitions() for name in mine)

@@ -27,7 +27,7 @@ def test_the_learner_notebooks_run_apart():
     learner = "tests/explorer/test_browser_learner.py"
     assert _xdist.UNITS[learner] == _xdist.EACH
     ids = [f"{learner}::test_a_learner_steps_through_without_a_traceback[{n}]"
-           for n in ("02-live-session.ipynb", "07-tubemq.ipynb")]
+           for n in ("02-live-session.ipynb", "11-tubemq.ipynb")]
     assert len({_xdist.unit_of(i) for i in ids}) == 2
 
 

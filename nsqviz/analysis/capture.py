@@ -24,22 +24,28 @@ def frames_of(captures: Iterable[str], *, idle_split: float | None = IDLE_SPLIT,
               ports: Mapping[str, Iterable[int]] | None = None, fields: bool = True) -> Any:
     """The frames table (:func:`nsqviz.records.frame_schema`) of ``captures`` -- files,
     directories or globs, one capture set as ``nsqviz pipeline`` reads them -- decoded
-    in this process by the pipeline's own tasks, as a ``pyarrow.Table``. Without
-    ``fields`` the table leaves out that column (every record's fields as JSON, bodies
-    in hex: most of its bytes, and nothing the analyses read), batch by batch."""
+    in this process, as a ``pyarrow.Table``. Without ``fields`` the table leaves out
+    that column (every record's fields as JSON, bodies in hex: most of its bytes, and
+    nothing the analyses read) and is built by the columnar path
+    (:func:`nsqviz.capture.columns.frames_table`: no Python object per frame of a
+    connection its protocol can frame in columns); with it, by the pipeline's own
+    decoding tasks, batch by batch, through the object path that writes each record's
+    fields."""
     import pyarrow as pa
 
     from nsqviz.capture.paths import expand_paths
-    from nsqviz.pipeline.decode import decode_set
     from nsqviz.records import frame_schema
 
     files = expand_paths(list(captures))
     schema = frame_schema()
-    batches = decode_set(files, idle_split=idle_split, ports=ports, fields=fields)
     if not fields:
-        keep = [n for n in schema.names if n != "fields"]
-        schema = pa.schema([schema.field(n) for n in keep])
-        batches = (b.select(keep) for b in batches)
+        from nsqviz.capture.columns import frames_table
+
+        table = frames_table(files, idle_split=idle_split, ports=ports)
+        return table.drop_columns(["fields"])
+    from nsqviz.pipeline.decode import decode_set
+
+    batches = decode_set(files, idle_split=idle_split, ports=ports, fields=fields)
     return pa.Table.from_batches(list(batches), schema=schema)
 
 

@@ -23,6 +23,9 @@ are defined and collected).
   connections (:class:`~nsqviz.sql.ConnectionColumns`);
 * ``published`` -- one row per message body published, over whatever protocol: each
   protocol's publishes (:class:`~nsqviz.sql.Publishes`), which the message views read;
+* ``held`` -- what each protocol's servers hold for a client over time
+  (:class:`~nsqviz.sql.Held`), which the capture layer's rules read (what waited behind
+  a zero window);
 * what the TCP layer flags, from :mod:`nsqviz.capture.tcp_views`: ``zero_windows``,
   ``retransmissions``, ``resets``, ``truncated``, ``midstream``, ``gaps``.
 
@@ -42,6 +45,7 @@ from nsqviz.sql import (
     COMMAND,
     FIRST_PACKET,
     FLOW_END,
+    HELD,
     PROBLEMS,
     PUBLISHED,
     PUBLISHED_COLUMNS,
@@ -49,6 +53,7 @@ from nsqviz.sql import (
     UNITS,
     Analyses,
     View,
+    quoted,
 )
 
 __all__ = ["BASE_CONNECTION_COLUMNS", "views"]
@@ -213,6 +218,20 @@ def _published(analyses: Sequence[tuple[str, Analyses]]) -> str | None:
     return "\nUNION ALL\n".join(parts) if parts else None
 
 
+def _held(analyses: Sequence[tuple[str, Analyses]]) -> str:
+    """What every protocol's servers hold for their clients over time (no row when no
+    protocol says)."""
+    parts = [f"SELECT conn_id, ts, CAST({h.held} AS BIGINT) AS held, "
+             f"CAST({h.allowed} AS BIGINT) AS allowed, {quoted([h.held_words])} AS "
+             f"held_words, {quoted([h.allowed_words])} AS allowed_words FROM {h.view}"
+             for h in (a.held for _, a in analyses) if h is not None]
+    return "\nUNION ALL\n".join(parts) or (
+        "SELECT CAST(NULL AS STRING) AS conn_id, CAST(NULL AS DOUBLE) AS ts, "
+        "CAST(NULL AS BIGINT) AS held, CAST(NULL AS BIGINT) AS allowed, "
+        "CAST(NULL AS STRING) AS held_words, CAST(NULL AS STRING) AS allowed_words "
+        "FROM (SELECT 1 AS x) AS none WHERE x = 0")
+
+
 def views(analyses: Sequence[tuple[str, Analyses]]) -> tuple[View, ...]:
     """The capture layer's views for protocols with these analyses (``(protocol name,
     its analyses)``, in registration order)."""
@@ -222,6 +241,10 @@ def views(analyses: Sequence[tuple[str, Analyses]]) -> tuple[View, ...]:
 message body published, whatever protocol carried the publish (its ``protocol``): the
 broker's host and, where the publish names it, its address, the topic, when, what
 published it, on which connection and packet, and the body's sha1.""", step=True)]),
+        View(HELD, _held(analyses), """One row per change of what a server holds for its
+client, whatever the protocol: the connection, when, how many units the server awaits an
+answer for and how many the client allows, with their names in the protocol's words.""",
+             step=True),
         View("packet_frames", _PACKET_FRAMES, """One row per packet that carried frame
 bytes: how many frames it carried (more than one: frames glued in one packet, 粘包). A
 packet number is its own file's, as in Wireshark, so a packet is its connection's file

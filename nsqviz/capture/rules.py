@@ -18,13 +18,15 @@ they are built from -- the ``tcp`` rows of Wireshark's TCP analysis
 * ``tcp.retransmission`` -- segments Wireshark calls retransmissions, at least
   :data:`RETRANSMISSIONS` on a connection;
 * ``tcp.zero-window`` -- a side that stopped reading: its receive window stayed at 0 for
-  at least :data:`ZERO_WINDOW_S`, the other side's bytes waiting behind it.
+  at least :data:`ZERO_WINDOW_S`, the other side's bytes waiting behind it -- and, for a
+  client, what its server held for it meanwhile, in its protocol's words (the shared
+  ``held`` table, :class:`~nsqviz.sql.Held`: NSQ's messages in flight and RDY).
 """
 
 from __future__ import annotations
 
 from nsqviz.doctor.rule import FRAME_FILES, Rule, Severity, Threshold, evidence, figures
-from nsqviz.sql import C2S, FLOW_END, S2C, UNITS
+from nsqviz.sql import C2S, FLOW_END, HELD, S2C, UNITS
 
 __all__ = ["RETRANSMISSIONS", "RULES", "ZERO_WINDOW_S"]
 
@@ -309,11 +311,28 @@ WITH periods AS (
    AND f.name IN ('ZeroWindow', 'WindowOpen') AND f.dir = p.dir
    AND f.ts >= p.from_ts AND f.ts <= coalesce(p.to_ts, f.ts)
 ), evd AS ({evidence("ev_rows", ("k",))}
+), since AS (
+  -- what the server held for the client when its window closed: its last change then
+  SELECT p.k, max(h.ts) AS ts
+  FROM periods AS p JOIN {HELD} AS h ON h.conn_id = p.conn_id AND h.ts <= p.from_ts
+  WHERE p.dir = '{C2S}'
+  GROUP BY p.k
+), waited AS (
+  -- ... and the most it held while the window stayed closed (a protocol's words)
+  SELECT s.k, max(h.held) AS held, max_by(h.allowed, h.held) AS allowed,
+         min(h.held_words) AS held_words, min(h.allowed_words) AS allowed_words
+  FROM since AS s JOIN periods AS p ON p.k = s.k
+  JOIN {HELD} AS h ON h.conn_id = p.conn_id AND h.ts >= s.ts
+   AND h.ts <= coalesce(p.to_ts, h.ts)
+  GROUP BY s.k
 )
 SELECT {_server("p.conn_id")} AS server, p.conn_id, e.first_ts AS ts, e.evidence,
        {figures("stopped_reading", "waiting", "seconds", "zero_window_packets", "probes",
-                "until", "bytes_in_flight", "frames_in_flight")} AS figures
-FROM periods AS p JOIN evd AS e ON e.k = p.k
+                "until", "bytes_in_flight", "frames_in_flight", "held", "allowed",
+                "held_words", "allowed_words")} AS figures
+FROM (SELECT p.*, w.held, w.allowed, w.held_words, w.allowed_words
+      FROM periods AS p LEFT JOIN waited AS w ON w.k = p.k AND w.held > 0) AS p
+JOIN evd AS e ON e.k = p.k
 """
 
 ZERO_WINDOW = Rule(
@@ -323,7 +342,7 @@ ZERO_WINDOW = Rule(
             "{seconds:.3f} s ({zero_window_packets:/zero-window packet/zero-window "
             "packets}; {probes:/window probe/window probes} from the {waiting}; then "
             "{until}){?bytes_in_flight}, with {bytes_in_flight} bytes of the {waiting}'s "
-            "waiting{/}",
+            "waiting{/}{?held}; {held} {held_words} meanwhile ({allowed_words} {allowed}){/}",
     explanation="A receiver announces a window of 0 when its socket's receive buffer is "
                 "full: the program on that side is not reading. The other side may send "
                 "nothing more until the window opens again (it only probes it), so "

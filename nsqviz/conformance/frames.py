@@ -13,8 +13,9 @@ Only connections captured whole are judged -- from the magic on, no byte lost: w
 capture missed (its start, a gap, a snaplen's cut) is not a client breaking the guide.
 The consumer-wide rules are not judged here: ``backoff`` and ``rdy-sum`` read one
 consumer's connections to every nsqd together (a task holds one nsqd's; and
-``max_in_flight`` is not on the wire), ``lookupd-polling`` nsqlookupd's HTTP requests,
-which the frames table does not hold.
+``max_in_flight`` is not on the wire), ``lookupd-polling`` a consumer's HTTP requests to
+nsqlookupd: they are in the frames table (nsqlookupd's HTTP API is decoded), but nothing
+in a ``/lookup`` request names the consumer whose NSQ connections it feeds.
 """
 
 from __future__ import annotations

@@ -36,8 +36,12 @@ definition types one. The rules an operator must trust:
   0.85 * last_rdy``;
 * a heartbeat is answered by the first command the client sends after it and before the
   next one (nsqd resets its read deadline on any command); a connection is *closed for
-  missed heartbeats* when its last two heartbeats went unanswered and it then ended
-  with FIN or RST.
+  missed heartbeats* when its last heartbeats went unanswered and nsqd then closed it
+  (its FIN or RST first). nsqd closes a client it read nothing from for two heartbeat
+  intervals: a capture shows two unanswered heartbeats before that close -- or one,
+  when the silence began with the IDENTIFY that restarted nsqd's heartbeat clock (its
+  second tick and the read deadline then fall due together; nsqd v1.3.0 sends it or
+  not, run to run).
 
 Packet numbers are the first packet of a frame (:data:`nsqviz.sql.FIRST_PACKET`).
 """
@@ -55,10 +59,12 @@ from nsqviz.sql import (
     FIRST_PACKET,
     FLOW_END,
     PUBLISHED,
+    S2C,
     UNITS,
     Analyses,
     ConnectionColumns,
     ErrorAnswers,
+    Held,
     Publishes,
     View,
     frames_of,
@@ -275,7 +281,12 @@ WITH both_ AS (
          min_by(packet, seq) FILTER (WHERE t = 'C') AS response_packet
   FROM counted WHERE k > 0 GROUP BY conn_id, k
 ), ends AS (
-  SELECT conn_id, bool_or({CLOSED}) AS closed
+  -- nsqd closed it: its side ended (FIN or RST) before the client's did, if the client's did
+  SELECT conn_id,
+         coalesce(min(ts) FILTER (WHERE dir = '{S2C}' AND {CLOSED})
+                    <= coalesce(min(ts) FILTER (WHERE dir = '{C2S}' AND {CLOSED}),
+                                max(ts) FILTER (WHERE dir = '{S2C}' AND {CLOSED})),
+                  false) AS server_closed
   FROM {FRAMES} WHERE {FLOW_END} GROUP BY conn_id
 ), marked AS (
   SELECT *, response IS NOT NULL AS answered,
@@ -295,7 +306,8 @@ SELECT s.conn_id, CAST(s.k AS BIGINT) AS heartbeat, s.ts, s.packet, s.interval_s
        s.response, s.response_packet, s.response_ts - s.ts AS response_s,
        CASE WHEN s.response = {_verb(ev.Nop)} THEN s.response_ts - s.ts END AS nop_response_s,
        CAST(s.missed_in_row AS BIGINT) AS missed_in_row,
-       (s.k = s.last_k AND s.missed_in_row >= 2 AND coalesce(e.closed, false)) AS closed_after
+       (s.k = s.last_k AND s.missed_in_row >= 1 AND coalesce(e.server_closed, false))
+         AS closed_after
 FROM streaks AS s LEFT JOIN ends AS e ON s.conn_id = e.conn_id
 """
 
@@ -568,6 +580,8 @@ fail or not exercised, in words, with the packets that show it
     errors=ErrorAnswers(answer=f"name = {ERROR}", code="split_part(data, ' ', 1)",
                         text="data"),
     publishes=Publishes("nsq_published"),
+    held=Held("flow_control", "in_flight", "rdy", "messages nsqd sent it stayed in flight",
+              "RDY"),
 )
 """NSQ's analyses (:class:`nsqviz.sql.Analyses`), read through
 :attr:`nsqviz.nsq.protocol.NsqProtocol.analyses`."""

@@ -16,21 +16,22 @@ class IdentifyField:
     ``low``/``high`` bound the accepted values; either may name the nsqd option that
     sets it (e.g. ``"max_heartbeat_interval"``), in ``unit`` (``"ms"``: the option is a
     duration). ``disable`` is the value that switches the feature off (``-1``), where the
-    spec has one; ``0`` always means "nsqd's default". nsqd refuses a value out of range
-    with E_BAD_BODY, except where it ``clamps`` it into the range; ``nsqd_low`` is the
-    lower bound nsqd v1.3.0 enforces where it differs from the spec's. ``read``: nsqd
-    v1.3.0 reads the key at all (the deprecated ids it ignores).
+    spec has one, and ``disabled`` what nsqd v1.3.0 then does; ``0`` always means "nsqd's
+    default". nsqd refuses a value out of range with E_BAD_BODY, except where it
+    ``clamps`` it into the range; ``nsqd_low`` is the lower bound nsqd v1.3.0 enforces
+    where it differs from the spec's. ``read``: nsqd v1.3.0 reads the key at all (the
+    deprecated ids it ignores).
     """
 
-    __slots__ = ("name", "type", "default", "low", "nsqd_low", "high", "disable", "unit",
-                 "clamps", "read", "since", "doc")
+    __slots__ = ("name", "type", "default", "low", "nsqd_low", "high", "disable", "disabled",
+                 "unit", "clamps", "read", "since", "doc")
 
     def __init__(self, name: str, type_: type, default: str | int | bool, *,
                  low: Bound = None, nsqd_low: Bound = None, high: Bound = None,
-                 disable: int | None = None, unit: str = "", clamps: bool = False,
-                 read: bool = True, since: str = "", doc: str = ""):
+                 disable: int | None = None, disabled: str = "", unit: str = "",
+                 clamps: bool = False, read: bool = True, since: str = "", doc: str = ""):
         self.name, self.type, self.default = name, type_, default
-        self.low, self.high, self.disable = low, high, disable
+        self.low, self.high, self.disable, self.disabled = low, high, disable, disabled
         self.nsqd_low = low if nsqd_low is None else nsqd_low
         self.unit, self.clamps, self.read = unit, clamps, read
         self.since, self.doc = since, doc
@@ -48,13 +49,20 @@ IDENTIFY_FIELDS: dict[str, IdentifyField] = {
                       doc="client accepts a JSON response of negotiated features"),
         IdentifyField("heartbeat_interval", int, "client_timeout/2", low=1000,
                       high="max_heartbeat_interval", disable=-1, unit="ms", since="0.2.19",
+                      disabled="no heartbeats and no read deadline; SUB is then refused "
+                               "(E_INVALID)",
                       doc="milliseconds between heartbeats"),
         IdentifyField("output_buffer_size", int, 16384, low=64, high="max_output_buffer_size",
                       disable=-1, since="0.2.21",
+                      disabled="no buffer: every frame is written at once (size 1, and "
+                               "output_buffer_timeout 0)",
                       doc="bytes nsqd buffers before writing to this client"),
         IdentifyField("output_buffer_timeout", int, 250, low=1,
                       nsqd_low="min_output_buffer_timeout", high="max_output_buffer_timeout",
                       disable=-1, unit="ms", since="0.2.21",
+                      disabled="no timed flush (0): buffered messages go out when the buffer "
+                               "fills, when the client's RDY is used up, or with the next "
+                               "response frame (a heartbeat)",
                       doc="milliseconds after which buffered data is flushed"),
         IdentifyField("tls_v1", bool, False, since="0.2.22", doc="upgrade this connection to TLS"),
         IdentifyField("snappy", bool, False, since="0.2.23", doc="snappy-compress the stream"),

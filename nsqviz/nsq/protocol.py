@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nsqviz import compactjson
 from nsqviz.nsq import events as ev
@@ -64,6 +64,9 @@ from nsqviz.records import escaped
 from nsqviz.sansio import violation_fields
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
+
+if TYPE_CHECKING:
+    from nsqviz.nsq.columns import NsqColumns
 
 __all__ = ["NSQ", "NsqProtocol", "UNDECODABLE"]
 
@@ -275,6 +278,13 @@ class NsqProtocol(Protocol):
     server_ports = frozenset({4150})
     bytes_fields = frozenset({"body", "bodies", "data", "secret", "pending"})
     filter_fields = FIELDS
+
+    def columnar(self) -> NsqColumns:
+        """NSQ's columnar framer (:mod:`nsqviz.nsq.columns`: numpy and pyarrow are
+        imported when it is first asked for, not by ``nsqviz decode``)."""
+        from nsqviz.nsq import columns
+
+        return columns.NsqColumns(self.typed)
 
     def record_names(self) -> frozenset[str]:
         return frozenset([*COMMAND_NAMES.values(), *FRAME_NAMES.values(), *ErrorCode,

@@ -43,7 +43,9 @@ __all__ = [
 HEARTBEAT_MISSES = Threshold(
     "HEARTBEAT_MISSES", 2, "heartbeats in a row",
     "nsqd closes a client it has not heard from in two heartbeat intervals (the protocol: "
-    "after 2 unanswered _heartbeat_ responses nsqd times out and closes the connection)")
+    "after 2 unanswered _heartbeat_ responses nsqd times out and closes the connection); "
+    "fewer count when nsqd did close -- a silence that began at IDENTIFY shows one "
+    "heartbeat before the close on nsqd v1.3.0, run to run")
 POISON_ATTEMPTS = Threshold(
     "POISON_ATTEMPTS", 5, "attempts",
     "go-nsq's MaxAttempts and pynsq's max_tries default to 5, after which the client "
@@ -365,13 +367,24 @@ WITH h AS (
 ), runs AS (
   SELECT conn_id, grp, count(*) AS missed, min(ts) AS first_ts
   FROM streaks WHERE missed GROUP BY conn_id, grp
-), worst AS (
-  SELECT conn_id, max(missed) AS in_row, min(first_ts) AS first_miss
-  FROM runs WHERE missed >= {HEARTBEAT_MISSES.value} GROUP BY conn_id
 ), server_end AS (
   SELECT conn_id, min_by(ts, seq) AS ts, min_by(element_at(packets, 1), seq) AS packet,
          min_by(reason, seq) AS how
   FROM {FRAMES} WHERE {FLOW_END} AND dir = '{S2C}' AND {CLOSED} GROUP BY conn_id
+), client_end AS (
+  SELECT conn_id, min(ts) AS ts
+  FROM {FRAMES} WHERE {FLOW_END} AND dir = '{C2S}' AND {CLOSED} GROUP BY conn_id
+), worst AS (
+  -- {HEARTBEAT_MISSES.value} in a row; or fewer when nsqd closed the connection after them
+  -- (before the client closed it): the silence began at the IDENTIFY that restarted its
+  -- heartbeat clock, and the close took the place of the last heartbeat
+  SELECT r.conn_id, max(r.missed) AS in_row, min(r.first_ts) AS first_miss
+  FROM runs AS r
+  LEFT JOIN server_end AS x ON x.conn_id = r.conn_id AND x.ts >= r.first_ts
+  LEFT JOIN client_end AS y ON y.conn_id = r.conn_id
+  WHERE r.missed >= {HEARTBEAT_MISSES.value}
+     OR (x.ts IS NOT NULL AND (y.ts IS NULL OR x.ts <= y.ts))
+  GROUP BY r.conn_id
 ), ev_rows AS (
   SELECT {server_of("s.conn_id")} AS k_server, s.conn_id AS k_conn, s.ts, s.packet, s.conn_id,
          CAST(NULL AS STRING) AS msg_id, '_heartbeat_ not answered' AS what
@@ -406,16 +419,16 @@ HEARTBEAT_MISSED = Rule(
     "nsq.heartbeat-missed", "heartbeats unanswered, and whether nsqd closed",
     Severity.WARNING, _HEARTBEAT_MISSED,
     severity_sql="CASE WHEN nsqd_closed THEN 'error' ELSE 'warning' END",
-    summary="{in_row} heartbeats in a row unanswered (of {heartbeats}, every {interval_ms} "
-            "ms){?nsqd_closed}; nsqd closed the connection {close_after_s:.3f} s after the "
-            "first{/}",
+    summary="{in_row:/heartbeat/heartbeats} in a row unanswered (of {heartbeats}, every "
+            "{interval_ms} ms){?nsqd_closed}; nsqd closed the connection "
+            "{close_after_s:.3f} s after the first{/}",
     explanation="nsqd sends _heartbeat_ every heartbeat_interval (IDENTIFY's, 30 s unless "
                 "asked otherwise) and expects a command in return -- any command; NOP when "
-                "the client has nothing to say. This client sent none for {in_row} "
-                "intervals: its I/O loop did not run (a handler blocking it, a stalled "
-                "process) or it does not read what nsqd sends. After two, nsqd gives up on "
-                "it and closes the connection; what it had in flight times out and goes "
-                "to other consumers.",
+                "the client has nothing to say. This client answered none of {in_row}: its "
+                "I/O loop did not run (a handler blocking it, a stalled process) or it does "
+                "not read what nsqd sends. After two intervals of silence nsqd gives up on "
+                "it and closes the connection (one heartbeat or two go out before that); "
+                "what it had in flight times out and goes to other consumers.",
     change="Answer every _heartbeat_ with NOP from the connection's I/O loop, never from "
            "the message handler (the client guide); run slow handlers off that loop. "
            "IDENTIFY's heartbeat_interval sets the period (1000 ms up to nsqd's "
@@ -441,7 +454,7 @@ WITH fatal AS (
          min_by(reason, seq) AS how
   FROM {FRAMES} WHERE {FLOW_END} AND dir = '{S2C}' AND {CLOSED} GROUP BY conn_id
 ), x AS (
-  SELECT f.conn_id, f.ts, f.packet, f.code, f.text, f.command_packet, c.ts AS unit_ts,
+  SELECT f.conn_id, f.seq, f.ts, f.packet, f.code, f.text, f.command_packet, c.ts AS unit_ts,
          CASE WHEN c.kind = 'command' THEN c.name ELSE 'the client''s bytes' END AS command,
          s.ts AS close_ts, s.packet AS close_packet, s.how
   FROM fatal AS f LEFT JOIN unit AS u ON u.conn_id = f.conn_id
@@ -449,8 +462,10 @@ WITH fatal AS (
   LEFT JOIN server_end AS s ON s.conn_id = f.conn_id AND s.ts >= f.ts
   WHERE f.k = 1
 ), ev_rows AS (
-  SELECT conn_id AS k_conn, ts, packet, conn_id, CAST(NULL AS STRING) AS msg_id,
-         text AS what FROM x
+  -- the error frame, every packet it came in (its text may be in the last)
+  SELECT x.conn_id AS k_conn, x.ts, explode(a.packets) AS packet, x.conn_id,
+         CAST(NULL AS STRING) AS msg_id, x.text AS what
+  FROM x JOIN {FRAMES} AS a ON a.conn_id = x.conn_id AND a.seq = x.seq
   UNION ALL
   SELECT conn_id, unit_ts, command_packet, conn_id, NULL, command || ': refused'
   FROM x WHERE unit_ts IS NOT NULL

@@ -79,7 +79,9 @@ def run(spark: SparkSession, captures: Paths, out: str, *, partitions: int | Non
     mode and a cluster on one host only).
     """
     from nsqviz.capture.paths import expand_paths
+    from nsqviz.pipeline.spark import check_running
 
+    check_running(spark)
     return _run_files(spark, expand_paths(captures), out, partitions=partitions, ports=ports,
                       idle_split=idle_split, count=count, per_file=per_file,
                       progress=progress, work=work)

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -26,8 +27,8 @@ if TYPE_CHECKING:  # pyspark is imported when a session is made
     from pyspark.sql import SparkSession
 
 
-__all__ = ["DEFAULT_MASTER", "JavaMissing", "check_java", "driver_memory_for", "get_session",
-           "input_bytes"]
+__all__ = ["DEFAULT_MASTER", "JavaMissing", "check_java", "check_running", "driver_memory_for",
+           "get_session", "input_bytes"]
 
 DEFAULT_MASTER = "local[*]"
 MIN_JAVA = 17
@@ -38,7 +39,7 @@ _SMALL_JVM_OPTIONS = ("-XX:+UseSerialGC -Xms64m -Xmn32m -XX:MinHeapFreeRatio=10"
 and runs the analyses; decoding and its Parquet are Python's). The heap starts at 64 MB
 and grows only as far as a collection leaves it less than 10 % free, with a 32 MB young
 generation: by default the serial collector starts with 1/64 of the machine's memory
-and touches all of it before its first full collection (notebook 06, measured from
+and touches all of it before its first full collection (notebook 10, measured from
 /proc: the JVM's peak RSS 691 MB -> 539 MB). Large inputs keep the JVM's defaults."""
 
 
@@ -128,6 +129,7 @@ def get_session(
     """
     from pyspark.sql import SparkSession
 
+    from nsqviz.clients.session.outcomes import made_where
     from nsqviz.pipeline.source import PcapDataSource
 
     spark = SparkSession.getActiveSession()
@@ -170,7 +172,24 @@ def get_session(
     for key, value in _SQL_CONF.items():
         spark.conf.set(key, value)
     spark.dataSource.register(PcapDataSource)
+    _MADE.setdefault(spark, made_where())
     return spark
+
+
+_MADE: weakref.WeakKeyDictionary[SparkSession, str] = weakref.WeakKeyDictionary()
+"""Where each session :func:`get_session` gave out was made, for :func:`check_running`."""
+
+
+def check_running(spark: SparkSession) -> None:
+    """Raise :class:`~nsqviz.clients.session.outcomes.SessionClosed` -- one line, naming
+    the cell that made ``spark`` -- once ``spark.stop()`` ran: Spark itself would go on
+    and fail inside the JVM with a hundred lines of Java ending in an unrelated
+    ``DATA_SOURCE_NOT_FOUND`` (the stopped session forgot the registered pcap source)."""
+    from nsqviz.clients.session.outcomes import SessionClosed, closed_message
+
+    if spark.sparkContext._jsc is None:  # what SparkContext.stop() leaves
+        raise SessionClosed(closed_message(
+            "Spark session", _MADE.get(spark, "the code that made it"), how="stop"))
 
 
 def _cores(master: str) -> int:

@@ -1,10 +1,10 @@
 """The course: the notebooks in one reading order, with one time estimate each.
 
-The file numbers are older than the order (the failure labs, 10, are read right after the
-sticky packets; debugging a capture, 11, right after the replay), so the order lives here,
-once: notebook 01's path table and every notebook's **Next** link are written from it
-(``python -m nsqviz.teaching.course notebooks/``), and a test checks that the notebooks still say
-what this table says.
+The files are numbered in this order, so JupyterLab's file browser, the site and every
+**Next** link agree; the order itself lives here, once: notebook 01's path table and every
+notebook's **Next** link are written from it (``python -m nsqviz.teaching.course
+notebooks/``), and a test checks that the file names and what the notebooks say follow
+this table.
 """
 
 from __future__ import annotations
@@ -42,19 +42,19 @@ COURSE: tuple[Lesson, ...] = (
            "broker", 30),
     Lesson("03-sticky-packets.ipynb", "sticky packets",
            "how a byte stream becomes frames again (粘包), the playground", 20),
-    Lesson("10-failure-labs.ipynb", "failure labs", "break it on purpose: the errors nsqd "
+    Lesson("04-failure-labs.ipynb", "failure labs", "break it on purpose: the errors nsqd "
            "sends, fatal or not, and the timers behind them", 10),
-    Lesson("04-feature-negotiation.ipynb", "feature negotiation",
+    Lesson("05-feature-negotiation.ipynb", "feature negotiation",
            "snappy, deflate, TLS, AUTH", 20),
-    Lesson("05-pcap-replay.ipynb", "pcap replay", "real captures replayed packet by packet", 15),
-    Lesson("11-debugging-a-capture.ipynb", "debugging a capture",
+    Lesson("06-pcap-replay.ipynb", "pcap replay", "real captures replayed packet by packet", 15),
+    Lesson("07-debugging-a-capture.ipynb", "debugging a capture",
            "an operator's questions about a real nsqd's capture, one command each", 10),
     Lesson("08-client-library.ipynb", "client library",
            "the client guide's rules on the wire: RDY shares, backoff, discovery", 30),
     Lesson("09-wireshark.ipynb", "Wireshark", "the generated dissectors in tshark", 15),
-    Lesson("06-spark-pipeline.ipynb", "Spark pipeline",
+    Lesson("10-spark-pipeline.ipynb", "Spark pipeline",
            "captures at scale: lifecycles and protocol health", 15),
-    Lesson("07-tubemq.ipynb", "TubeMQ", "a second binary protocol beside NSQ", 30),
+    Lesson("11-tubemq.ipynb", "TubeMQ", "a second binary protocol beside NSQ", 30),
 )
 """The reading order."""
 

@@ -11,6 +11,7 @@ Notebook 7, VS Code, GitHub and nbviewer, and open with one click, no kernel nee
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import sys
@@ -174,6 +175,85 @@ def _share(max_in_flight: int, connections: int) -> int:
     return rdy_share(max_in_flight, connections, DEFAULT_MAX_RDY_COUNT)
 
 
+def _rdy_holders(max_in_flight: int, connections: int) -> int:
+    """How many of a consumer's ``connections`` hold RDY > 0 once each has connected: the
+    consumer's own RDY rebalancing, on stand-ins that keep the RDY sent to them."""
+    from types import SimpleNamespace
+
+    from nsqviz.clients.nsq.consumer import Consumer
+    from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT
+
+    consumer: Any = Consumer("t", "c", lambda m: None, nsqd_tcp_addresses="127.0.0.1:4150",
+                             max_in_flight=max_in_flight)
+    for n in range(connections):
+        conn = SimpleNamespace(rdy=0, max_rdy_count=DEFAULT_MAX_RDY_COUNT, is_open=True)
+        conn.send = lambda rdy, conn=conn: setattr(conn, "rdy", rdy.count)
+        consumer.conns[str(n)] = conn
+        consumer._rebalance(conn)
+    return sum(c.rdy > 0 for c in consumer.conns.values())
+
+
+def _after_node_unknown() -> str:
+    """What a consumer sends after the Master answered its heartbeat 411 (HB_NO_NODE, the
+    registration timeout), against the simulated Master: the codec's state table puts the
+    connection back to INIT, where a heartbeat is refused before it is sent and the one
+    request it allows must be accepted."""
+    import time
+
+    from nsqviz.clients.session.tubemq import TubeSession
+    from nsqviz.sansio import LocalProtocolError
+    from nsqviz.servers.tubemq import EmbeddedSim
+
+    sim = EmbeddedSim(topics=("demo",), client_timeout=0.5).start()
+    try:
+        consumer = TubeSession(sim=sim).consumer("C", client="consumer-C", group="g")
+        consumer.register()
+        consumer.heartbeat()
+        time.sleep(2.0)  # past client_timeout and the Master's next look for silent clients
+        timed_out = consumer.heartbeat()
+        assert "411" in timed_out.summary, timed_out.summary
+        try:
+            consumer.heartbeat()
+        except LocalProtocolError:
+            pass
+        else:
+            raise AssertionError("a heartbeat after 411 was sent")
+        again = consumer.register()
+        assert again.call.ok and consumer.heartbeat().call.ok
+        return str(again.call.request.name)
+    finally:
+        sim.stop()
+
+
+@functools.cache
+def _debugging() -> Any:
+    """Notebook 07's capture, opened (and its doctor's findings, computed) once."""
+    import nsqviz
+
+    cap: Any = nsqviz.open(str(DATA / "nsqd" / "debugging" / "debugging.pcap"))
+    return cap, cap.diagnose()
+
+
+def _debugging_figure(rule: str, figure: str) -> object:
+    """A figure of the first finding of ``rule`` in notebook 07's capture."""
+    findings = _debugging()[1]
+    figures: dict[str, object] = json.loads(findings[findings.rule == rule].iloc[0].figures)
+    return figures[figure]
+
+
+def _debugging_rule(summary: str) -> str:
+    """The rule of the first finding in notebook 07's capture whose summary says ``summary``."""
+    findings = _debugging()[1]
+    return str(findings[findings.summary.str.contains(summary, regex=False)].iloc[0].rule)
+
+
+def _debugging_not_in_flight() -> str:
+    """The error nsqd answered FINs for ids not in flight with, and whether it closed."""
+    errors = _debugging()[0].errors
+    fins = errors[errors.command == "FIN"]
+    return f"{', '.join(sorted(set(fins.code)))}, {'yes' if fins.closed.any() else 'no'}"
+
+
 def _starved(in_flight: int, rdy: int) -> bool:
     from types import SimpleNamespace
 
@@ -266,7 +346,7 @@ EXERCISES: dict[str, list[Question]] = {
                  "into one 132-byte segment when its ACK comes back (粘包).",
                  lambda: _segments(True, mss=200)),
     ],
-    "04-feature-negotiation": [
+    "05-feature-negotiation": [
         Question("IDENTIFY asks for snappy and deflate together. What does nsqd answer?",
                  "E_IDENTIFY_FAILED, fatal", "one compression per connection; the stream "
                  "can switch only once.", _both_compressions),
@@ -281,7 +361,7 @@ EXERCISES: dict[str, list[Question]] = {
                  "below it nsqd answers E_BAD_BODY.",
                  lambda: _identify("heartbeat_interval", "low")),
     ],
-    "05-pcap-replay": [
+    "06-pcap-replay": [
         Question("How many packets does `pubsub-pynsq.pcap` hold?", 86,
                  "the replay's slider runs over them; 50 commands and frames are decoded.",
                  lambda: len(_replay("pubsub-pynsq.pcap").packets)),
@@ -296,7 +376,7 @@ EXERCISES: dict[str, list[Question]] = {
                  lambda: "REQ" if "REQ" in {r.name for r in _replay(
                      "pubsub-pynsq.pcap").records} else None),
     ],
-    "06-spark-pipeline": [
+    "10-spark-pipeline": [
         Question("When does the pipeline call a connection starved? `in_flight > 0 and "
                  "in_flight >= r × last RDY`: what is r?", 0.85,
                  "the client-library guide's rule; `work2` with RDY 1 is starved at every "
@@ -312,7 +392,7 @@ EXERCISES: dict[str, list[Question]] = {
                  "ff7ff4fe", "TubeMQ's begin token (or the Master's and Brokers' ports).",
                  lambda: _tube("BEGIN_TOKEN").hex()),
     ],
-    "07-tubemq": [
+    "11-tubemq": [
         Question("What are the 4 bytes that begin every TubeMQ RPC frame (hex)?",
                  "ff7ff4fe", "the begin token; a reader that lost its place searches "
                  "for it.", lambda: _tube("BEGIN_TOKEN").hex()),
@@ -326,21 +406,49 @@ EXERCISES: dict[str, list[Question]] = {
                  "request?", "serialNo", "chosen by the requester and echoed in the answer; "
                  "NSQ has no such field (answers come in order).",
                  lambda: _tube("FrameStruct").subcons[1].name),
+        Question("The Master answers a consumer's heartbeat with errCode 411 (HB_NO_NODE, "
+                 "the registration timeout). Which request must the consumer send next?",
+                 "RegisterRequestC2M", "the Master has forgotten it (no heartbeat within its "
+                 "client timeout): the connection is back where it began, and only "
+                 "registering anew brings the consumer back; then it heartbeats as before.",
+                 _after_node_unknown),
     ],
     "08-client-library": [
         Question("max_in_flight 100 over 3 nsqd connections: what RDY does each get?", 33,
                  "the share is max_in_flight // connections (at least 1, at most "
                  "max_rdy_count).", lambda: _share(100, 3)),
-        Question("max_in_flight 2 over 5 connections: what RDY does each get at first?", 1,
-                 "at least 1 — so the sum would exceed max_in_flight; the client then "
-                 "redistributes: RDY 0 to the idle ones, RDY 1 to a few in turn.",
-                 lambda: _share(2, 5)),
+        Question("max_in_flight 2 over 5 connections: how many of them hold RDY 1 at a time?",
+                 2, "only max_in_flight of them, the others RDY 0, so the sum of RDY never "
+                 "passes max_in_flight; every rdy_redistribute_interval the idle ones give "
+                 "theirs to others, so every nsqd is read in turn.",
+                 lambda: _rdy_holders(2, 5)),
         Question("A connection has RDY 10 and 9 messages in flight. Is the consumer "
                  "starved?", "yes", "9 ≥ 0.85 × 10: a batching handler should process its "
                  "batch now.", lambda: "yes" if _starved(9, 10) else "no"),
         Question("How many attempts does nsqviz.clients.nsq allow a message by default before "
                  "it gives up on it?", 5, "`max_attempts`, as in go-nsq and pynsq.",
                  lambda: _config_default("max_attempts")),
+    ],
+    "07-debugging-a-capture": [
+        Question("Which rule of the doctor reports heartbeats left unanswered until nsqd closed "
+                 "the connection?", "nsq.heartbeat-missed",
+                 "its summary says how many in a row, how often, and when nsqd closed; an "
+                 "error when nsqd closed, a warning otherwise.",
+                 lambda: _debugging_rule("nsqd closed the connection")),
+        Question("In this capture, how many heartbeats in a row went unanswered before nsqd "
+                 "closed that connection?", 2,
+                 "nsqd closes a client it has read nothing from for two heartbeat intervals, "
+                 "and its heartbeat ticks twice in that window.",
+                 lambda: _debugging_figure("nsq.heartbeat-missed", "in_row")),
+        Question("The starved consumer of topic `jobs`: what RDY did it send?", 1,
+                 "with RDY 1 one message is in flight at a time, so in flight sits at RDY -- "
+                 "past the guide's 85 % -- nearly the whole time; raise RDY (max_in_flight).",
+                 lambda: _debugging_figure("nsq.starved", "rdy")),
+        Question("Which error did nsqd answer the FINs for ids not in flight with, and did it "
+                 "close the connection after them?", "E_FIN_FAILED, no",
+                 "non-fatal: an id no longer in flight is a matter of timing (or a client "
+                 "bug), not a broken stream; the doctor reports it as the guide's in-flight "
+                 "rule.", _debugging_not_in_flight),
     ],
     "09-wireshark": [
         Question("Which display filter field holds a SUB's or PUB's topic?", "nsq.topic",
@@ -357,7 +465,7 @@ EXERCISES: dict[str, list[Question]] = {
                  "length?", 4, "the size field; the rest is asked for with desegment_len.",
                  lambda: len(_message_frame(b"")) - _frame_size(b"")),
     ],
-    "10-failure-labs": [
+    "04-failure-labs": [
         Question("Does the connection survive `E_BAD_PROTOCOL` (lab 1)?", "no",
                  "it is fatal: nsqd sends the error and closes.",
                  lambda: "no" if _fatal("BAD_PROTOCOL") else "yes"),

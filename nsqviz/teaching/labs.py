@@ -1,4 +1,4 @@
-"""The failure labs of notebook 10 against any nsqd, and their answers side by side.
+"""The failure labs of notebook 04 against any nsqd, and their answers side by side.
 
 The labs are the notebook's own cells: :func:`run` executes them in this process with
 :envvar:`NSQVIZ_NSQD` naming the server (``"embedded"`` or ``"real"``) and keeps, per
@@ -31,27 +31,37 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nsqviz.widgets.table import TableView
 
-__all__ = ["COMPARISON", "KNOWN_DIFFERENCES", "NOTEBOOK", "compare", "run", "side_by_side",
-           "stored"]
+__all__ = ["COMPARISON", "KNOWN_DIFFERENCES", "NOTEBOOK", "compare", "readable", "run",
+           "side_by_side", "stored"]
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK = ROOT / "notebooks" / "10-failure-labs.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "04-failure-labs.ipynb"
 COMPARISON = ROOT / "data" / "failure-labs-real-nsqd.json"
 
+_SCAN_LATE = (
+    "the real nsqd redelivers up to 5 s after it is due -- its queue scan looks only at "
+    "channels in a list it refreshes every 5 s (QueueScanRefreshInterval, no flag), and this "
+    "channel is new; the embedded broker scans every channel every queue_scan_interval (0.1 s)")
+
 KNOWN_DIFFERENCES: dict[int, str] = {
-    3: "same answer, later: the real nsqd redelivers between msg_timeout and msg_timeout + "
-       "5 s -- its queue scan looks only at channels in a list it refreshes every 5 s "
-       "(QueueScanRefreshInterval, no flag), and this channel is new; the embedded broker "
-       "scans every channel every queue_scan_interval (0.1 s)",
+    3: f"same answer, later: a timed-out message comes back between msg_timeout and "
+       f"msg_timeout + 5 s: {_SCAN_LATE}",
+    4: f"same answer, later: the deferred REQ comes back between its delay and the delay + "
+       f"5 s: {_SCAN_LATE}",
     9: "timing: the real nsqd's second heartbeat and its read deadline (two intervals after "
        "the IDENTIFY it last read) fall due together, so one or two _heartbeat_ arrive "
        "before it closes the connection; the embedded broker closes first",
+    11: f"same answer, later: the dropped connection's messages come back between "
+        f"msg_timeout and msg_timeout + 5 s: {_SCAN_LATE}",
 }
 """Lab number -> how the real nsqd's behaviour differs there (the answers may agree)."""
 
 _MASKS = (
     (re.compile(r"\b[0-9a-f]{16}\b"), "<id>"),
     (re.compile(r"\b\d+(\.\d+)? ms\b"), "<t> ms"),
+    # lab 5's measured spacing and hold (lab 4's "1.4 s" is a bound it prints, kept)
+    (re.compile(r"\b\d+\.\d+ s to \d+\.\d+ s apart"), "<t> s to <t> s apart"),
+    (re.compile(r"held \d+\.\d+ s \(\d+\.\d+ ×"), "held <t> s (<n> ×"),
     (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:<port>"),
 )
 _HEADING = re.compile(r"^## (\d+)\. (.*)")
@@ -139,14 +149,37 @@ def compare(embedded: dict[int, dict[str, Any]], real: dict[int, dict[str, Any]]
     return {"real_nsqd": version, "labs": rows}
 
 
+_STEP = re.compile(r"^<Step [^:]+: (.*?) -> (.*?); (\w+) -> (\w+)(?: -- why: (.*))?>$")
+_ARRIVALS = re.compile(r"<Arrival [^:]+: ([^>]*)>")
+
+
+def readable(line: str) -> str:
+    """A printed answer as a table cell says it: a step's repr as "command → answer
+    (state → state)", a list of arrivals as what arrived, in order."""
+    step = _STEP.match(line)
+    if step:
+        command, answer, before, after, why = step.groups()
+        moved = before if before == after else f"{before} → {after}"
+        return f"{command} → {answer} ({moved})" + (f"; why: {why}" if why else "")
+    arrivals = _ARRIVALS.findall(line)
+    if arrivals and line.startswith("["):
+        return "arrived: " + ", ".join(arrivals)
+    return line
+
+
 def side_by_side(path: Path = COMPARISON) -> TableView:
-    """The stored comparison as a table (one row per lab)."""
+    """The stored comparison as a table (one row per lab), in words: no backticks, no
+    reprs."""
     from nsqviz.widgets.table import TableView
 
     doc = json.loads(path.read_text())
-    rows = [{"lab": f"{r['lab']}. {r['title']}",
-             "embedded broker": " · ".join(r["embedded"]),
-             doc["real_nsqd"]: "the same" if r["same"] else " · ".join(r["real"]),
+
+    def said(lines: list[str]) -> str:
+        return " · ".join(readable(line) for line in lines)
+
+    rows = [{"lab": f"{r['lab']}. {r['title'].replace('`', '')}",
+             "embedded broker": said(r["embedded"]),
+             doc["real_nsqd"]: "the same" if r["same"] else said(r["real"]),
              "known difference": r["difference"] or "none"}
             for r in doc["labs"]]
     return TableView(["lab", "embedded broker", doc["real_nsqd"], "known difference"], rows,

@@ -120,17 +120,36 @@ def message_layout() -> str:
 
 
 def identify() -> str:
-    """Every IDENTIFY key with its default, range and the value that disables it."""
+    """Every IDENTIFY key: its default, the range nsqd v1.3.0 accepts (with the option
+    values that bound it), what it does outside that range, and what -1 does."""
+    opts = Options()
     rows = []
     for f in identify_fields.IDENTIFY_FIELDS.values():
-        low = "" if f.low is None else f.low
-        high = "" if f.high is None else f.high
-        span = f"{low} .. {high}" if (low != "" or high != "") else "—"
         default = '""' if f.default == "" else f.default
-        rows.append((f.name, f.type.__name__, default, span,
-                     "—" if f.disable is None else f.disable, f.since or "—", f.doc))
-    return _table(("key", "type", "default", "range", "disable with", "since", "meaning"),
-                  rows)
+        low, high = _bound(f, f.nsqd_low, opts), _bound(f, f.high, opts)
+        span = f"{low} .. {high}" if (low or high) else "—"
+        if f.nsqd_low != f.low:
+            span += f" (the protocol document says {f.low})"
+        outside = "—" if span == "—" else (
+            f"capped at {f.high}; 0 or less: the default" if f.clamps
+            else f"{ErrorCode.BAD_BODY.value} (fatal)")
+        off = f"{f.disable}: {f.disabled}" if f.disable is not None else "—"
+        rows.append((f.name, f.type.__name__, default, span, outside, off, f.since or "—",
+                     f.doc))
+    return _table(("key", "type", "default", "nsqd v1.3.0 accepts", "outside that",
+                   "switched off with", "since", "meaning"), rows)
+
+
+def _bound(f: identify_fields.IdentifyField, bound: int | str | None, opts: Options) -> str:
+    """A range end as the card shows it: a number, or the nsqd option that sets it with
+    its default value (in the field's unit)."""
+    if bound is None:
+        return ""
+    if isinstance(bound, str):
+        value = getattr(opts, bound)
+        shown = f"{value * 1000:,.0f} ms" if f.unit == "ms" else f"{value:,}"
+        return f"{bound} ({shown})"
+    return f"{bound:,}"
 
 
 def errors() -> str:
@@ -205,9 +224,16 @@ def limits() -> str:
          "nsqd `--max-heartbeat-interval`"),
         ("output_buffer_timeout", opts.output_buffer_timeout, "s",
          f"nsqd `--output-buffer-timeout`: {BROKER_HELP['output_buffer_timeout'][1]}"),
+        ("min_output_buffer_timeout", opts.min_output_buffer_timeout, "s",
+         "nsqd `--min-output-buffer-timeout`: the least output_buffer_timeout IDENTIFY may "
+         "ask for"),
+        ("max_output_buffer_timeout", opts.max_output_buffer_timeout, "s",
+         "nsqd `--max-output-buffer-timeout`: the most output_buffer_timeout IDENTIFY may "
+         "ask for"),
         ("max_output_buffer_size", opts.max_output_buffer_size, _mib(opts.max_output_buffer_size),
-         "nsqd `--max-output-buffer-size`"),
-        ("max_deflate_level", opts.max_deflate_level, "", "nsqd `--max-deflate-level`"),
+         "nsqd `--max-output-buffer-size`: the most output_buffer_size IDENTIFY may ask for"),
+        ("max_deflate_level", opts.max_deflate_level, "",
+         "nsqd `--max-deflate-level`: a higher deflate_level is lowered to it, not refused"),
     ]
     return _table(("limit", "default", "as", "where it comes from"), rows)
 
@@ -244,8 +270,9 @@ def cells() -> list[tuple[str, str]]:
          "big-endian. Unlike a command body's size, the frame's **size counts the 4 "
          "frame-type bytes too**: size = 4 + len(data).\n\n" + frames()),
         ("The message layout", "The data of a FrameTypeMessage:\n\n" + message_layout()),
-        ("IDENTIFY", "The keys of IDENTIFY's JSON body (a range's upper end may name the "
-         "nsqd option that sets it):\n\n" + identify() + "\n\n" + COMPRESSION.format(
+        ("IDENTIFY", "The keys of IDENTIFY's JSON body. A range's end may name the nsqd "
+         "option that sets it (its default value in brackets); 0 always asks for nsqd's "
+         "default:\n\n" + identify() + "\n\n" + COMPRESSION.format(
              code=fatal_both.value, fatal="fatal" if fatal_both.fatal else "non-fatal",
              why=fatal_both.why)),
         ("Errors", "An error is a FrameTypeError whose data is `E_CODE text`.\n\n"

@@ -11,14 +11,12 @@ written).
 * ``tubemq.rpc-error`` -- answers with a failure status (ERROR, FATAL) or an errCode
   other than 200, by method and code, over every broker and Master of the capture --
   except the answers a consumer's fetch gets when there is nothing for it
-  (:data:`FETCH_IDLE`).
+  (:data:`FETCH_IDLE`);
+* ``tubemq.rebalance`` -- a rebalance event a consumer never reported done, and a
+  partition held by two consumers of a group (:mod:`nsqviz.tubemq.rules_rebalance`).
 
 Every method name, errCode and status comes from TubeMQ's tables
 (:mod:`nsqviz.tubemq.tables`, :class:`~nsqviz.tubemq.protos.RpcStatus`).
-
-``tubemq.rebalance`` (an event not reported done, a partition held by two consumers) is
-not here: it reads the events and subscribeInfo inside the Master's heartbeat answers,
-which the frames table does not carry yet.
 """
 
 from __future__ import annotations
@@ -26,6 +24,7 @@ from __future__ import annotations
 from nsqviz.doctor.rule import EVIDENCE_LIMIT, Rule, Severity, evidence, figures
 from nsqviz.sql import View, quoted
 from nsqviz.tubemq.protos import RpcStatus
+from nsqviz.tubemq.rules_rebalance import REBALANCE
 from nsqviz.tubemq.tables import METHOD_SEND_MESSAGE, METHODS, ErrorCode, Kind, Service
 
 __all__ = ["FETCH_IDLE", "RULES"]
@@ -184,5 +183,5 @@ code: the failed RPC answers, with their evidence (built where the server's fram
                 step=True),),
 )
 
-RULES: tuple[Rule, ...] = (HEARTBEAT_TIMEOUT, RPC_ERROR)
+RULES: tuple[Rule, ...] = (HEARTBEAT_TIMEOUT, REBALANCE, RPC_ERROR)
 """Every rule of the protocol, in the order its findings are listed."""

@@ -18,7 +18,7 @@ from tests.conftest import peer
 from tests.differential._notebooks import run_sessions, steps
 
 
-@pytest.mark.parametrize("notebook", ["02-live-session.ipynb", "04-feature-negotiation.ipynb"])
+@pytest.mark.parametrize("notebook", ["02-live-session.ipynb", "05-feature-negotiation.ipynb"])
 def test_notebook_sessions_step_like_the_real_nsqd(notebook):
     peer("nsqd")
     with contextlib.redirect_stdout(io.StringIO()):  # the notebook's prints

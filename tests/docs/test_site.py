@@ -28,7 +28,8 @@ API = ("nsqviz.nsq", "nsqviz.tubemq", "nsqviz.clients.nsq", "nsqviz.capture",
        "nsqviz.capture.replay", "nsqviz.analysis.capture", "nsqviz.servers.nsqd",
        "nsqviz.servers.nsqlookupd", "nsqviz.servers.tubemq", "nsqviz.clients.tubemq",
        "nsqviz.filters", "nsqviz.servers.embedded", "nsqviz.servers.authd",
-       "nsqviz.clients.session", "nsqviz.clients.session.tubemq", "nsqviz.doctor")
+       "nsqviz.clients.session", "nsqviz.clients.session.tubemq", "nsqviz.doctor",
+       "nsqviz.analysis.findings")
 
 
 def test_the_site_builds_with_no_warning(site: Site) -> None:

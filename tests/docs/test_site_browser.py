@@ -231,3 +231,21 @@ def test_search_finds_max_rdy_count(browser: Any, served: str) -> None:
         page.screenshot(path=str(ARTIFACTS / "site-search.png"))
     finally:
         page.close()
+
+
+def test_search_ranks_the_heartbeats_section_first(browser: Any, served: str) -> None:
+    """A course site: "heartbeats" finds 02's section that teaches them before the API
+    properties of that name (docs/search_scorer.js)."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    try:
+        page.goto(f"{served}/search.html?q=heartbeats")
+        expect(page.locator("#search-results .search-summary")).to_contain_text(
+            "found", timeout=30_000)
+        links = page.locator("#search-results ul.search li a").evaluate_all(
+            "as => as.map(a => a.getAttribute('href'))")
+        assert links and "notebooks/02-live-session" in links[0] and "heartbeats" in links[0], \
+            links[:5]
+    finally:
+        page.close()

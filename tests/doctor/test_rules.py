@@ -23,22 +23,8 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 EXPECTED = json.loads((DATA / "doctor" / "expected.json").read_text())
 NSQ_RULES = sorted(r for r in rules() if r.startswith("nsq."))
 
-BAD_PROTOCOL = ("the client's '  V1' magic, which nsqd answers E_BAD_PROTOCOL, is decoded as "
-                "nsqlookupd's protocol (issue 31: a magic nsqd refuses stays in nsqd's "
-                "protocol; branch trust)")
-BAD_PROTOCOL_STILL = ("nsqd/errors.pcap", "lookupd/lookupd-errors-real.pcap")
-"""The captures where it still is (errors.pcap is nsqd's protocol since trustsmall)."""
-NOT_FOUND_YET = {
-    ("doctor/lookupd-registration.pcap", 4): (
-        "a topic published on an nsqd that never registers it: needs that nsqd's NSQ "
-        "connections beside nsqlookupd's HTTP answers, which the frames table does not carry"),
-    ("doctor/tcp-zero-window.pcap", 0): (
-        "found, with its packets, but its summary does not quote expected.json's rdy 100 "
-        "(nsqd's messages in flight): tcp.zero-window is the capture layer's rule and reads "
-        "the TCP rows only, not NSQ's RDY"),
-}
-"""Findings expected.json names that a registered rule cannot find yet, and why."""
-NOT_JUDGED = {"lookupd-polling": "nsqlookupd's HTTP requests are not in the frames table"}
+NOT_JUDGED = {"lookupd-polling": "nothing in a /lookup request names the consumer whose NSQ "
+                                  "connections it feeds"}
 """Client-guide rules ``nsqviz conformance`` judges and the doctor does not (see
 :mod:`nsqviz.conformance.frames`)."""
 
@@ -69,14 +55,9 @@ def _expected(doctor: bool) -> list[Any]:
         for k, f in enumerate(entry["findings"]):
             if f["rule"] not in rules() or name.startswith("doctor/") != doctor:
                 continue
-            marks = []
-            if f.get("code") == "E_BAD_PROTOCOL" and name in BAD_PROTOCOL_STILL:
-                marks.append(pytest.mark.xfail(reason=BAD_PROTOCOL, strict=True))
             if f.get("guide_rule") in NOT_JUDGED:
                 continue
-            if (name, k) in NOT_FOUND_YET:
-                marks.append(pytest.mark.xfail(reason=NOT_FOUND_YET[name, k], strict=True))
-            out.append(pytest.param(name, k, id=f"{name}:{f['rule']}:{k}", marks=marks))
+            out.append(pytest.param(name, k, id=f"{name}:{f['rule']}:{k}"))
     return out
 
 

@@ -350,7 +350,7 @@ def test_dark_theme_keeps_every_view_readable(browser, lab):
         page.get_by_text("JupyterLab Dark", exact=True).click()
         page.wait_for_function("document.body.dataset.jpThemeLight === 'false'")
         poor = {}
-        for name in ("01-wire-format.ipynb", "02-live-session.ipynb", "05-pcap-replay.ipynb"):
+        for name in ("01-wire-format.ipynb", "02-live-session.ipynb", "06-pcap-replay.ipynb"):
             open_(name)
             for sel, least in ((".nsqviz .nv-title", 4.5), (".nv-tree li .nv-mono", 4.5),
                                (".nsqviz .nv-val", 4.5), (".nsqviz-hex .nv-b", 4.5),

@@ -45,18 +45,21 @@ EXPERIMENT = "learner-experiment"
 # notebook -> (cell id the pause comes before, (cell id after which the experiment goes, its code))
 PLANS: dict[str, tuple[str, tuple[str, str] | None]] = {
     "02-live-session.ipynb": ("c18", None),
-    "07-tubemq.ipynb": ("34447f43", ("4ac8bad0", "a.heartbeat()")),
-    "10-failure-labs.ipynb": ("lab25", ("lab22", 'session.connect("one-more")')),
+    "11-tubemq.ipynb": ("34447f43", ("4ac8bad0", "a.heartbeat()")),
+    "04-failure-labs.ipynb": ("lab25", ("lab22", 'session.connect("one-more")')),
 }
+
+# notebook -> the cell id that makes the session the experiment finds closed
+MADE = {"11-tubemq.ipynb": "b723bd18", "04-failure-labs.ipynb": "lab01"}
 
 # notebook -> cell id -> text its output must contain (what happened, said)
 SAYS: dict[str, dict[str, str]] = {
     "02-live-session.ipynb": {"c22": "attempts: 2 -- the REQ above put it back",
                               "c29": "b'order #4 (deferred 300 ms)' attempts: 1"},
-    "07-tubemq.ipynb": {"b723bd18": "the Master forgets a client 3600 s after its last heartbeat",
+    "11-tubemq.ipynb": {"b723bd18": "the Master forgets a client 3600 s after its last heartbeat",
                         "5d40f177": "HeartResponseM2C 200 OK!",
                         "194879fb": "b'with an attribute'"},
-    "10-failure-labs.ipynb": {"lab24": "same id as before: True, attempts=2",
+    "04-failure-labs.ipynb": {"lab24": "same id as before: True, attempts=2",
                               "lab22": "session closed"},
 }
 
@@ -165,6 +168,7 @@ def test_a_learner_steps_through_without_a_traceback(learner_lab, name):
     assert "Invalid node id" not in everything and "heartbeat timeout" not in everything
     if EXPERIMENT in cells:
         said = _text(cells[EXPERIMENT]).strip()
-        assert said.startswith("SessionClosed: this session") and "run the cell numbered [" \
+        made = cells[MADE[name]]["execution_count"]
+        assert said.startswith("SessionClosed: this session") and f"run cell [{made}] " \
             in said, said
         assert "ConnectionRefusedError" not in said

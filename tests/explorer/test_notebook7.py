@@ -1,6 +1,6 @@
 """The stored pictures in Jupyter Notebook 7 (the classic-looking front end built on
 JupyterLab's components), in headless Chromium: a byte and a tree row light each other
-up in 01, and a replay box opens its frame in 05 -- with no kernel, as in JupyterLab.
+up in 01, and a replay box opens its frame in 06 -- with no kernel, as in JupyterLab.
 
 The views use HTML and CSS ``:has()`` only (``nsqviz/widgets/opener.py``), so the front
 ends differ only in their page around the outputs; this test keeps that claim checked for
@@ -29,7 +29,7 @@ def test_stored_views_are_linked_and_clickable_in_notebook_7(tmp_path):
 
     root = tmp_path / "nb"
     root.mkdir()
-    for name in ("01-wire-format.ipynb", "05-pcap-replay.ipynb"):
+    for name in ("01-wire-format.ipynb", "06-pcap-replay.ipynb"):
         (root / name).write_text((ROOT / "notebooks" / name).read_text())
         trust(tmp_path, root / name)
     with lab_server(tmp_path, root, app="notebook") as (url, token), sync_playwright() as pw:
@@ -38,7 +38,7 @@ def test_stored_views_are_linked_and_clickable_in_notebook_7(tmp_path):
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             for name, check, view in (("01-wire-format.ipynb", _linked_selection, ".nsqviz-hex"),
-                                      ("05-pcap-replay.ipynb", _opens_replay_box,
+                                      ("06-pcap-replay.ipynb", _opens_replay_box,
                                        ".nsqviz-replay")):
                 page.goto(f"{url}/notebooks/{name}?token={token}")
                 expect(page.locator(f".jp-OutputArea-output {view}").first).to_be_visible(

@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -290,3 +291,32 @@ def test_ipython_shows_a_step_as_the_widgets_card(session):
         assert shown["text/plain"] == repr(step)
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_a_late_touch_or_fin_waits_for_the_refusal_nsqd_is_known_to_send(broker):
+    """A FIN or TOUCH after msg_timeout ran out is refused (E_TOUCH_FAILED, E_FIN_FAILED)
+    once nsqd's queue scan has taken the message back -- maybe later than the grace period
+    of a command that succeeds silently. The step waits for that refusal, so it is this
+    step's answer and not the next one's; a FIN in time still waits only the grace."""
+    with Session(broker.tcp_address, grace=0.0) as session:
+        c = _subscribed(session, topic="late", channel="c", msg_timeout=1000)
+        p = session.connect("pub")
+        p.magic()
+        p.pub("late", b"slow")
+        c.rdy(1)
+        slow = c.wait()[0]
+        c.rdy(0)
+        time.sleep(1.2)
+        touch = c.touch(slow.id, check=False)
+        fin = c.fin(slow.id, check=False)
+        assert [e.code for e in touch.events if isinstance(e, ev.Error)] == ["E_TOUCH_FAILED"]
+        assert [e.code for e in fin.events if isinstance(e, ev.Error)] == ["E_FIN_FAILED"]
+        assert c.state == "SUBSCRIBED"
+        quick = session.connect("quick")
+        quick.magic()
+        quick.identify(feature_negotiation=True, msg_timeout=1000)
+        quick.sub("quick", "c")
+        p.pub("quick", b"done at once")
+        quick.rdy(1)
+        on_time = quick.fin(quick.wait()[0].id)
+        assert not on_time.events and on_time.elapsed < 0.5

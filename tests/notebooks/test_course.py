@@ -25,6 +25,11 @@ def test_every_notebook_is_in_the_course_once():
         p.name for p in NOTEBOOKS.glob("*.ipynb"))
 
 
+def test_the_files_are_numbered_in_reading_order():
+    """JupyterLab's file browser sorts by name: it shows the course in its order."""
+    assert [lesson.number for lesson in COURSE] == [f"{n:02d}" for n in range(len(COURSE))]
+
+
 @pytest.mark.parametrize("lesson", COURSE[1:], ids=lambda lesson: lesson.number)
 def test_each_notebook_links_to_the_next_in_the_course(lesson):
     cells = _markdown(lesson.file)

@@ -31,3 +31,9 @@ def test_notebook_ends_with_its_exercises(name: str):
 def test_a_wrong_key_fails():
     wrong = Question("?", 36, "", lambda: EXERCISES["01-wire-format"][0].check())
     assert wrong.check() != wrong.answer
+
+
+def test_every_teaching_notebook_has_exercises():
+    """01 and the README say every notebook after the reference card ends with exercises."""
+    teaching = {path.stem for path in NOTEBOOKS.glob("*.ipynb")} - {"00-reference"}
+    assert set(EXERCISES) == teaching

@@ -54,7 +54,7 @@ def test_every_picture_shows_with_no_kernel(tmp_path):
         pages.append((path.stem, page, pictures))
     assert len(pages) >= 8, [p[0] for p in pages]
     clicks = {"01-wire-format": _linked_selection, "02-live-session": _opens_arrow,
-              "03-sticky-packets": _opens_sticky_frame, "05-pcap-replay": _opens_replay_box}
+              "03-sticky-packets": _opens_sticky_frame, "06-pcap-replay": _opens_replay_box}
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
         try:

@@ -1,6 +1,8 @@
 """``nsqviz pipeline`` writes the findings ``nsqviz doctor`` gives, word for word, on the
-same captures: a rule that reads one client's connections to two nsqds (nsq.rdy-hoarding,
-run by Spark SQL over the per-broker tasks' rows) on a capture cut into rotated files."""
+same captures cut into rotated files: rules that combine servers, run by Spark SQL over
+the per-broker tasks' rows -- one client's connections to two nsqds (nsq.rdy-hoarding), a
+TubeMQ consumer's report to the Master beside the Brokers' refusals (tubemq.rebalance,
+tubemq.rpc-error), an nsqd's publishes beside nsqlookupd's answers (lookupd.registration)."""
 
 from __future__ import annotations
 
@@ -42,19 +44,24 @@ def _canon(value: Any) -> Any:
     return value
 
 
-def test_the_pipeline_writes_the_doctors_findings(spark, tmp_path, capsys):
+@pytest.mark.parametrize(("name", "found", "status"), [
+    ("nsq-rdy-hoarding.pcap", {"nsq.rdy-hoarding", "nsq.never-ready", "nsq.guide"}, 0),
+    ("tubemq-partition-twice.pcap", {"tubemq.rebalance", "tubemq.rpc-error"}, 0),
+    ("lookupd-registration.pcap", {"lookupd.registration"}, 1),  # errors found: exit 1
+])
+def test_the_pipeline_writes_the_doctors_findings(spark, tmp_path, capsys, name, found,
+                                                  status):
     import pyarrow.parquet as pq
 
     from nsqviz.cli import main
     from nsqviz.pipeline.job import run
 
-    files = _cut(DATA / "doctor" / "nsq-rdy-hoarding.pcap", tmp_path, 3)
+    files = _cut(DATA / "doctor" / name, tmp_path, 3)
     run(spark, files, str(tmp_path / "out"), count=False)
     written = pq.read_table(tmp_path / "out" / "findings").to_pylist()
-    assert main(["doctor", "--json", *files]) == 0
+    assert main(["doctor", "--json", *files]) == status
     doctor = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert {f["rule"] for f in doctor} >= {"nsq.rdy-hoarding", "nsq.never-ready",
-                                           "nsq.guide"}
+    assert {f["rule"] for f in doctor} >= found
     assert len({p for f in doctor for p in f["packet_files"]}) == 3  # three files named
     keys = ("rule", "severity", "summary", "explanation", "change", "connection",
             "packets", "packet_files", "thresholds")

@@ -64,6 +64,9 @@ __all__ = [
 ]
 
 ANSWERED = (ev.Identify, ev.Auth, ev.Sub, ev.Pub, ev.Mpub, ev.Dpub, ev.Cls)
+ABOUT_A_MESSAGE = (ev.Fin, ev.Req, ev.Touch)
+"""Commands nsqd answers only when they fail: with E_FIN_FAILED, E_REQ_FAILED or
+E_TOUCH_FAILED when the id is not in flight for this connection."""
 """Commands nsqd always answers; the others get a frame only when they fail."""
 
 
@@ -135,6 +138,7 @@ class Connection:
         self.local = self.sock.getsockname()[:2]
         self.peer = self.sock.getpeername()[:2]
         self.arrived_at: dict[bytes, float] = {}  # message id -> session time it arrived
+        self.touched_at: dict[bytes, float] = {}  # message id -> session time of its TOUCH
         self.messages: dict[bytes, ev.Message] = {}  # latest delivery of each id, in order
         self.closed = False
         self._lock = threading.Condition()
@@ -235,7 +239,7 @@ class Connection:
             # pushed meanwhile are arrivals with their own snapshot (else the same step
             # would read differently depending on when nsqd flushed)
             step.after = self.codec.snapshot()
-            answered = isinstance(command, ANSWERED)
+            answered = isinstance(command, ANSWERED) or self._refusal_due(command, before)
             deadline = started + (self.timeout if answered else self.grace)
             while True:
                 if self.closed or self._answered(step):  # an error ends any step at once
@@ -245,6 +249,9 @@ class Connection:
                     break
                 self._lock.wait(left)
             self._waiting = None
+            if isinstance(command, ev.Touch) and not any(isinstance(e, ev.Error)
+                                                         for e in step.events):
+                self.touched_at[command.id] = step.t
             step.elapsed = time.monotonic() - started
             step.why = self._why(step)
         s._changed()
@@ -259,6 +266,24 @@ class Connection:
         return why_not_in_flight(
             error, mid, delivered_at=self.arrived_at.get(mid), now=step.t,
             features=self.codec.features, still_held=mid.decode() in step.before["in_flight"])
+
+    def _refusal_due(self, command: ev.Command, before: dict[str, Any]) -> bool:
+        """Whether nsqd is known to refuse this FIN, REQ or TOUCH: its id is not held by
+        this connection (never delivered here, or already finished or requeued), or it
+        was held past the negotiated msg_timeout since its delivery or last TOUCH. Such a
+        step waits for the refusal as for an answer: nsqd finds the timed-out message in
+        its next queue scan, so the refusal may come later than the grace period of a
+        command that succeeds silently."""
+        if not isinstance(command, ABOUT_A_MESSAGE):
+            return False
+        if command.id.decode() not in before["in_flight"]:
+            return True
+        timeout_ms = (self.codec.features or {}).get("msg_timeout")
+        held_since = max(self.arrived_at.get(command.id, 0.0),
+                         self.touched_at.get(command.id, 0.0))
+        if not timeout_ms:
+            return False
+        return (self.session.now() - held_since) * 1000 >= int(timeout_ms)
 
     def _answered(self, step: Step) -> bool:
         if any(isinstance(e, ev.Error | ev.Violation) for e in step.events):

@@ -16,7 +16,8 @@ from typing import Any
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.errors import ErrorCode
 
-__all__ = ["SessionClosed", "made_where", "why_not_in_flight"]
+__all__ = ["SessionClosed", "cell_reference", "closed_message", "made_where",
+           "why_not_in_flight"]
 
 NOT_IN_FLIGHT = (ErrorCode.FIN_FAILED, ErrorCode.REQ_FAILED, ErrorCode.TOUCH_FAILED)
 """The errors nsqd sends for an id the connection no longer has in flight."""
@@ -38,17 +39,36 @@ class SessionClosed(RuntimeError):
 
 
 def made_where() -> str:
-    """Where the caller is running, to name in a later :class:`SessionClosed`: "the cell
-    numbered [N]" inside IPython (the number its prompt shows while the cell runs), else
-    "the code that made it"."""
+    """Where the caller is running, to name in a later :class:`SessionClosed`: inside
+    IPython "cell [N] (it begins `first line`)", else "the code that made it".
+
+    The cell is read from IPython's input history, which holds the running cell's source
+    as its last entry before the cell's code runs: its index is the number the cell's
+    prompt shows. (``execution_count`` is not: IPython 9 counts the next cell before
+    this one runs, older versions after, so it named the wrong cell.) The first line
+    names the cell even after the learner re-ran others and the numbers moved on.
+    """
     try:
         from IPython import get_ipython
     except ImportError:
         return "the code that made it"
-    shell = get_ipython()
-    count = getattr(shell, "execution_count", None)
-    return f"the cell numbered [{count}]" if shell is not None and count else \
-        "the code that made it"
+    history = getattr(getattr(get_ipython(), "history_manager", None), "input_hist_raw",
+                      None)
+    if not history:
+        return "the code that made it"
+    return cell_reference(len(history) - 1, history[-1])
+
+
+def cell_reference(number: int, source: str) -> str:
+    """"cell [number] (it begins `…`)": the cell by its prompt number and first line."""
+    first = next((line.strip() for line in source.splitlines() if line.strip()), "")
+    if len(first) > FIRST_LINE_WIDTH:
+        first = first[:FIRST_LINE_WIDTH - 1] + "…"
+    return f"cell [{number}] (it begins `{first}`)" if first else f"cell [{number}]"
+
+
+FIRST_LINE_WIDTH = 60
+"""A cell's first line is cut to this many characters: the message stays one line."""
 
 
 def closed_message(what: str, made: str, *, how: str = "close") -> str:

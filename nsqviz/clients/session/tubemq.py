@@ -289,6 +289,7 @@ class ProducerSteps(_Client):
              check_sum: int | None = None, **extra: Any) -> Step:
         """Send one message to ``partition`` ``(brokerId, partitionId)`` or the next one
         (round robin); ``check_sum`` overrides the CRC the producer computes."""
+        self.session.check_open()  # before the partition choice reads what close() cleared
         topic = topic or self.topics[0]
         if partition is None:
             parts = self.partitions.get(topic) or [(min(self.brokers or {1: ""}), 0)]
@@ -404,6 +405,7 @@ class ConsumerSteps(_Client):
             else UnregisterStatus.NOT_CONSUMED, "qryPriorityId": UNDEFINED})
 
     def _held(self, key: str | None) -> dict[str, Any]:
+        self.session.check_open()  # a closed session, not "does not hold", is the news
         if key is None and self.held:
             key = sorted(self.held)[0]
         if key is None or key not in self.held:
@@ -430,6 +432,7 @@ class ConsumerSteps(_Client):
             "lastPackConsumed": consumed})
 
     def broker_heartbeat(self, broker_id: int) -> Step:
+        self.session.check_open()
         return self.step(self.brokers[broker_id], "consumerHeartbeatC2B", {
             "clientId": self.client_id, "groupName": self.group,
             "readStatus": ReadStatus.NORMAL,

@@ -14,7 +14,8 @@ FINed in time. A client that disconnects keeps its dict until those messages tim
 as in nsqd.
 
 Everything here runs on the broker's event loop thread, so no locks: a channel
-delivers synchronously, straight into the client's output buffer.
+delivers on the loop turn after messages or room arrive (:meth:`Channel.wake`), straight
+into the client's output buffer.
 """
 
 from __future__ import annotations
@@ -40,12 +41,14 @@ __all__ = ["NOT_IN_FLIGHT", "PUMP_SLICE", "Channel", "Consumer", "Owner"]
 
 _seq = itertools.count()
 
-PUMP_SLICE = 64
-"""Messages one pump hands out before it lets the event loop run (the rest follow on the
-next turn): a consumer refilling RDY 2500 from a deep queue must not stall publishers,
-which nsqd runs on other goroutines (and cores). Smaller slices let a publisher's MPUB
-be read between a draining reader's slices; larger ones favour the reader and cost less
-CPU per message when it is alone (``benchmarks.broker_load`` shows both sides)."""
+PUMP_SLICE = 128
+"""Messages a channel's pump hands out in one event-loop turn beyond those put in that
+turn (the rest follow on the next turn): a consumer refilling RDY 2500 from a deep queue
+must not stall publishers, which nsqd runs on other goroutines (and cores). Smaller
+slices let a publisher's MPUB be read between a draining reader's slices; larger ones
+favour the reader and cost less CPU per message (fewer, larger writes).
+``benchmarks.broker_load`` shows both sides: with 128, a reader draining a backlog
+while writers publish to it keeps about their pace, as with nsqd."""
 
 
 NOT_IN_FLIGHT = "ID not in flight"
@@ -113,6 +116,7 @@ class Channel:
         self.paused = False
         self._next = 0  # round robin: the client to try first
         self._pump_scheduled = False
+        self._brought = 0  # messages put since the last pump
 
     # -- stats ------------------------------------------------------------------
 
@@ -142,26 +146,20 @@ class Channel:
     def put_batch(self, batch: Batch) -> None:
         self.message_count += len(batch)
         self.backlog.put_batch(batch)
-        self._pump_after_put()
+        self.wake(len(batch))
 
     def put_entries(self, entries: list[Entry], *, copy: bool) -> None:
         """Messages the topic's backlog held in memory (see :meth:`Backlog.put_entries`)."""
-        self.message_count += size_of(entries)
+        count = size_of(entries)
+        self.message_count += count
         self.backlog.put_entries(entries, copy=copy)
-        self._pump_after_put()
+        self.wake(count)
 
     def put_records(self, records: list[bytes]) -> None:
         """Disk records of the topic's backlog (see :meth:`Backlog.put_records`)."""
         self.message_count += len(records)
         self.backlog.put_records(records)
-        self._pump_after_put()
-
-    def _pump_after_put(self) -> None:
-        held = self.topic.broker.held_pumps
-        if held is None:
-            self.pump()
-        else:
-            held.add(self)  # a publish in progress: deliver after its OK is out
+        self.wake(len(records))
 
     def put_deferred(self, msg: BrokerMessage, delay: float) -> None:
         self.message_count += 1
@@ -172,9 +170,32 @@ class Channel:
 
     # -- delivering -------------------------------------------------------------
 
+    def wake(self, brought: int = 0) -> None:
+        """Pump on the next event-loop turn, once for all that asked in this one: the
+        room that several consumers' FINs freed and the messages several publishes put
+        go out together, a slice per client (not a pump, a write and a timer each), and
+        a publisher's OK goes out before the messages it brought (nsqd's message pumps
+        run apart from its command loops). ``brought``: messages just put; that pump
+        hands them out on top of :data:`PUMP_SLICE`, so consumers with room keep pace
+        with the publishers as nsqd's do on their own goroutines. Without a running
+        loop (a unit test): at once."""
+        self._brought += brought
+        if self._pump_scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.pump()
+            return
+        self._pump_scheduled = True
+        loop.call_soon(self._pump_again)
+
     def pump(self) -> None:
         """Hand queued messages to clients with room (RDY above in-flight), a slice each
-        in turn, and give each client its share as one batch (one write)."""
+        in turn, and give each client its share as one batch (one write): up to
+        :data:`PUMP_SLICE` messages and those put since the last pump, the rest on the
+        next turn."""
+        brought, self._brought = self._brought, 0
         clients = self.clients
         if not clients or self.paused:
             return
@@ -190,7 +211,7 @@ class Channel:
             return
         try:
             loop = asyncio.get_running_loop()
-            budget = PUMP_SLICE
+            budget = PUMP_SLICE + brought
         except RuntimeError:  # no loop to come back on (a unit test): no limit
             loop, budget = None, -1
         shared = self.topic.sole_reader is self
@@ -328,7 +349,7 @@ class Channel:
         self.requeue_count += 1
         if delay <= 0:
             self._put_back(msg)
-            self.pump()
+            self.wake()
         else:
             self._defer(msg, delay)
 
@@ -377,7 +398,7 @@ class Channel:
             self._put_back(heapq.heappop(deferred)[2])
             dirty = True
         if dirty:
-            self.pump()
+            self.wake()
         return dirty
 
     # -- lifecycle --------------------------------------------------------------

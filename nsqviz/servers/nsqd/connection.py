@@ -30,6 +30,8 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from itertools import compress, count, repeat, starmap
+from operator import attrgetter, is_not
 from typing import Any, ClassVar, cast
 
 from nsqviz import compactjson
@@ -51,6 +53,8 @@ from nsqviz.servers.nsqd.output import CLOSE_WAIT, OK, FatalClientError
 __all__ = ["BrokerConnection", "handler_name"]
 
 log = logging.getLogger(__name__)
+
+_FIN_ID = attrgetter("id")
 
 NSQD_READ_BUFFER = 16 * 1024
 """nsqd's buffered reader of a client's commands (``defaultBufferSize``)."""
@@ -223,7 +227,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         if self.transport is not None and not self._busy and not self.closed:
             self.transport.resume_reading()
         if self.channel is not None:
-            self.channel.pump()
+            self.channel.wake()
 
     # -- command dispatch -----------------------------------------------------------
 
@@ -249,10 +253,10 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         finally:
             self._dispatching = False
         if self._pump_pending and self.channel is not None and not self.closed:
-            # one pump for a whole batch of FINs: the freed slots are refilled with one
-            # write instead of one write per message
+            # one pump for a whole batch of FINs (and for what other consumers freed in
+            # this loop turn): the freed slots are refilled with one write, not one a FIN
             self._pump_pending = False
-            self.channel.pump()
+            self.channel.wake()
         self._flush_if_idle()
 
     def _on_violation(self, ev: events.Violation) -> None:
@@ -373,10 +377,9 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
                  delay: float = 0.0) -> None:
         broker = self.broker
         topic = broker.get_topic(topic_name)
-        # deliveries the put triggers wait until the OK is out: a client that publishes
-        # on its own subscribed connection sees the OK first, as with nsqd (whose message
-        # pump runs apart from the command loop)
-        broker.held_pumps = held = set[Channel]()
+        # the deliveries the put wakes follow on the next loop turn, after the OK
+        # (Channel.wake): a client that publishes on its own subscribed connection sees
+        # the OK first, as with nsqd
         try:
             topic.publish(broker.ids.batch(bodies), delay)
         except (OSError, ValueError) as exc:
@@ -384,12 +387,8 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
             # disk queue that cannot be written)
             log.error("%s to %s failed: %s", verb, topic_name, exc)
             raise FatalClientError(ErrorCode.failed(verb), f"{verb} failed {exc}") from None
-        finally:
-            broker.held_pumps = None
         self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + len(bodies)
         self._send_now(OK)
-        for channel in held:
-            channel.pump()
 
     def _on_rdy(self, ev: events.Rdy) -> None:
         self._pump_pending = True  # the codec holds the count (and ignores it after CLS)
@@ -398,9 +397,12 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         """FIN, and the FINs queued right behind it: a consumer's commands are mostly
         FINs, and a run of them is one call to the channel."""
         queue = self._events
+        # how many FINs follow, counted and taken off without a loop in Python (a
+        # consumer's batch is hundreds of them)
+        n = next(compress(count(), map(is_not, map(type, queue), repeat(events.Fin))),
+                 len(queue))
         ids = [ev.id]
-        while queue and type(queue[0]) is events.Fin:
-            ids.append(cast(events.Fin, queue.popleft()).id)
+        ids += map(_FIN_ID, starmap(queue.popleft, repeat((), n)))
         missing = self._subscribed.finish(self, ids)
         for mid in missing:
             self._send_now(events.Error(_failed(events.Fin(mid), NOT_IN_FLIGHT)))
@@ -481,7 +483,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
         self.broker.clients.discard(self)
         if self.channel is not None:
             self.channel.remove_client(self)
-            self.channel.pump()
+            self.channel.wake()
 
 
 def handler_name(verb: str) -> str:

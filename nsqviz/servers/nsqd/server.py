@@ -59,8 +59,6 @@ class Broker:
         self._scan_task: asyncio.Task[None] | None = None
         self.lookup: LookupPeers | None = None  # LookupPeers with --lookupd-tcp-address
         self.loading = False
-        # while a TCP publish runs, channels wait here to pump until its OK is sent
-        self.held_pumps: set[Channel] | None = None
         self._meta_dirty = False
         self.health = "OK"
         """nsqd's health: ``NOK - <error>`` after a disk queue write failed, until one

@@ -83,7 +83,7 @@ class Topic:
         if not self.channels or self.draining:
             self.backlog.put_batch(batch)  # behind what waits already
             if self.sole_reader is not None:
-                self.sole_reader._pump_after_put()
+                self.sole_reader.wake(len(batch))
             return
         for ch in list(self.channels.values()):
             ch.put_batch(batch)  # shared: each channel's queue keeps its own place in it
@@ -116,7 +116,7 @@ class Topic:
         self.draining = True
         if len(self.channels) == 1 and loop is not None:
             (self.sole_reader,) = self.channels.values()
-            self.sole_reader.pump()
+            self.sole_reader.wake()
             return
         self.sole_reader = None  # a second channel: from here on each gets a copy
         if loop is not None:

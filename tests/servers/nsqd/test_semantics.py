@@ -247,6 +247,26 @@ def test_fin_req_touch_of_unknown_id_are_not_fatal(broker):
     assert c.expect(Message).body == b"after"
 
 
+def test_fins_in_one_write_with_other_commands_between(broker):
+    """A consumer's write of many FINs is taken as a run up to the first other command:
+    the commands after it still run in order, a FIN of an id already finished (earlier in
+    the same write) or never sent is refused on its own, and the rest are finished."""
+    pub = RawClient(broker.tcp_address)
+    pub.send(Mpub("t", [b"%d" % i for i in range(6)]))
+    pub.expect_ok()
+    sub = subscriber(broker.tcp_address, "t", "c", rdy=6)
+    ids = [m.id for m in sub.messages(6)]
+    unknown = b"0123456789abcdef"
+    sub.send(Fin(ids[0]), Fin(ids[1]), Fin(ids[0]), Nop(), Fin(ids[2]), Fin(unknown),
+             Fin(ids[3]), Rdy(6), Fin(ids[4]), Fin(ids[5]), check=False)
+    sub.expect_error("E_FIN_FAILED", f"FIN {ids[0].decode()} failed ID not in flight",
+                     fatal=False)
+    sub.expect_error("E_FIN_FAILED", f"FIN {unknown.decode()} failed ID not in flight",
+                     fatal=False)
+    wait_for(lambda: channel_stats(broker.http_address, "t", "c")["in_flight_count"] == 0)
+    assert channel_stats(broker.http_address, "t", "c")["clients"][0]["finish_count"] == 6
+
+
 def test_every_message_goes_to_every_channel(broker):
     a = subscriber(broker.tcp_address, "t", "a", rdy=5)
     b = subscriber(broker.tcp_address, "t", "b", rdy=5)
