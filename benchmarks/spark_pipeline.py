@@ -135,10 +135,10 @@ def digest(out: str) -> dict[str, list]:
     import pandas as pd
     import pyarrow.dataset as ds
 
-    from nsqviz.pipeline.job import TABLES
+    from nsqviz.pipeline.definitions import tables
 
     result = {}
-    for name in TABLES:
+    for name in ("frames", *tables()):
         dataset = ds.dataset(os.path.join(out, name), format="parquet")
         columns = (["conn_id", "seq", "kind", "name", "dir", "offset", "size"]
                    if name == "frames" else None)

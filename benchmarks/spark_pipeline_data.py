@@ -43,19 +43,27 @@ _PCAP_HEADER = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)  # Eth
 _IP, _SRC, _DST = 14, 26, 30  # offsets in an Ethernet frame
 
 
+TOKEN = b"K0000000"
+"""In a one-broker seed (:func:`seed_capture`), the part of every topic, client id and
+host name that :func:`replicate` makes the copy's own (same length: ``K0000042``)."""
+
+
 def seed_capture(path: str, *, deployments: int = 4, messages: int = 800,
-                 body_size: int = 1000) -> int:
+                 body_size: int = 1000, one_broker: bool = False) -> int:
     """Simulate ``deployments`` NSQ deployments, 30 s apart, into one pcap; return its
-    frame count."""
+    frame count. ``one_broker``: their topics and clients are named after :data:`TOKEN`
+    (``K0000000-1``), for copies that all talk to the seed's one nsqd."""
     from nsqviz.capture.writer import PcapWriter
     from nsqviz.pipeline.synth import simulate
 
     frames = 0
     with PcapWriter(path) as w:
         for k in range(deployments):
+            named = {"topic": f"{TOKEN.decode()}-{k}", "clients": f"{TOKEN.decode()}-{k}-"
+                     } if one_broker else {}
             truth = simulate(w, seed=100 + k, n_messages=messages, body_size=body_size,
                              t0=1_700_000_000.0 + 30.0 * k, port_base=20000 + 10 * k,
-                             worker=k)
+                             worker=k, **named)
             frames += truth.frames
     return frames
 
@@ -92,25 +100,45 @@ def _copy(seed: list[tuple[int, bytes]], k: int, shift_us: int
         yield ts + shift_us, k, data
 
 
-def _rewrite(data: bytes, a: int, b: int) -> bytes:
-    """``data`` with octets 1 and 2 of both IPv4 addresses set to ``a`` and ``b``."""
+def _rewrite(data: bytes, a: int, b: int, *, server: bytes | None = None,
+             token: bytes | None = None) -> bytes:
+    """``data`` with octets 1 and 2 of both IPv4 addresses set to ``a`` and ``b`` -- of
+    the client's only when ``server`` (the broker's four octets, kept) -- and with every
+    :data:`TOKEN` in the TCP payload replaced by ``token``."""
     frame = bytearray(data)
     delta = 0
     for at in (_SRC, _DST):
+        if server is not None and frame[at:at + 4] == server:
+            continue
         o0, o1, o2, o3 = frame[at:at + 4]
         for old, new in ((o0 << 8 | o1, o0 << 8 | a), (o2 << 8 | o3, b << 8 | o3)):
             delta += (~old & 0xFFFF) + new
         frame[at + 1], frame[at + 2] = a, b
-    for at in (_IP + 10, _IP + 20 + 16):  # the IPv4 header's checksum, then TCP's
-        value = _adjust(frame[at] << 8 | frame[at + 1], delta)
-        frame[at], frame[at + 1] = value >> 8, value & 0xFF
+    value = _adjust(frame[_IP + 10] << 8 | frame[_IP + 11], delta)  # IPv4 header's
+    frame[_IP + 10], frame[_IP + 11] = value >> 8, value & 0xFF
+    if token is not None:
+        tcp = _IP + 20
+        at = frame.find(TOKEN, tcp + (frame[tcp + 12] >> 4) * 4)
+        while at >= 0:
+            for i, (old, new) in enumerate(zip(TOKEN, token, strict=True)):
+                shift = 8 if (at + i - tcp) % 2 == 0 else 0  # its half of a 16-bit word
+                delta += (~(old << shift) & 0xFFFF) + (new << shift)
+            frame[at:at + len(token)] = token
+            at = frame.find(TOKEN, at + len(token))
+    value = _adjust(frame[_IP + 36] << 8 | frame[_IP + 37], delta)  # TCP's
+    frame[_IP + 36], frame[_IP + 37] = value >> 8, value & 0xFF
     return bytes(frame)
 
 
 def replicate(seed_path: str, directory: str, *, copies: int, lanes: int = 8,
-              file_bytes: int = 40_000_000, name: str = "nsq.pcap") -> list[str]:
+              file_bytes: int = 40_000_000, name: str = "nsq.pcap",
+              server: str | None = None) -> list[str]:
     """Write ``copies`` copies of ``seed_path`` (see the module docstring), ``lanes`` at
-    a time, as rotated files in ``directory``; return their paths in order."""
+    a time, as rotated files in ``directory``; return their paths in order.
+    ``server``: one broker's IPv4 address, kept in every copy -- only the clients move,
+    and each copy's :data:`TOKEN` becomes its own (a one-broker seed's topics and
+    clients: copies on one nsqd stay apart, as other topics and other clients)."""
+    keep = bytes(int(o) for o in server.split(".")) if server is not None else None
     if copies >= 65_535:
         raise ValueError("at most 65,534 copies (two address octets)")
     seed = _seed_records(seed_path)
@@ -123,7 +151,8 @@ def replicate(seed_path: str, directory: str, *, copies: int, lanes: int = 8,
     try:
         for ts, k, data in merged:
             a, b = divmod(k + 1, 256)
-            frame = _rewrite(data, a, b)
+            frame = _rewrite(data, a, b, server=keep,
+                             token=b"K%07d" % k if keep is not None else None)
             if size + 16 + len(frame) > file_bytes and size > len(_PCAP_HEADER):
                 if f is not None:
                     f.close()

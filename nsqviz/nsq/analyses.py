@@ -440,8 +440,6 @@ WITH channels AS (
   FROM steps
   WINDOW w AS (PARTITION BY server, topic, channel ORDER BY ts
                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
-), ends AS (
-  SELECT {server()} AS server, max(ts) AS last_ts FROM {FRAMES} GROUP BY {server()}
 )
 SELECT r.server, r.topic, r.channel, r.ts, r.published, r.delivered, r.published_so_far,
        r.delivered_so_far,
@@ -449,7 +447,11 @@ SELECT r.server, r.topic, r.channel, r.ts, r.published, r.delivered, r.published
             AS BIGINT) AS depth,
        coalesce(lead(r.ts) OVER (PARTITION BY r.server, r.topic, r.channel ORDER BY r.ts),
                 greatest(e.last_ts, r.ts)) AS until_ts
-FROM run AS r JOIN ends AS e ON e.server = r.server
+FROM run AS r JOIN server_ends AS e ON e.server = r.server
+"""
+
+_SERVER_ENDS = f"""
+SELECT {server()} AS server, max(ts) AS last_ts FROM {FRAMES} GROUP BY {server()}
 """
 
 _CONSUMER_FLOW = f"""
@@ -543,6 +545,9 @@ published), negotiated, RDY, heartbeats.""", step=True),
         View("refusals", _REFUSALS, """One row per answer, FIN, REQ, TOUCH or
 publish nsqd refused: the error frame (its code, text, packet) and the refused command
 (``seq`` in its connection), as ``answer_pairs`` pairs them.""", step=True),
+        View("server_ends", _SERVER_ENDS, """Per broker, the time of its last record in
+the capture (one row each: what the pipeline computes over a whole broker before its
+tasks analyse parts of it).""", step=True),
         View("channel_depth", _CHANNEL_DEPTH, """One row per change of each channel's
 queue: messages published to its topic (each channel takes a copy; before a topic's
 first channel exists nsqd keeps them for it), delivered, requeued (REQ, at its delay)

@@ -1,99 +1,202 @@
-"""The analyses on Spark: :func:`nsqviz.pipeline.definitions.definitions`, each broker's
-frames analysed apart, in parallel, by the engine ``nsqviz messages`` runs in-process,
-written as Parquet by the tasks that computed them.
+"""The analyses on Spark: :func:`nsqviz.pipeline.definitions.definitions`, the frames
+analysed in groups of connections, in parallel, by the engine ``nsqviz messages`` runs
+in-process, written as Parquet by the tasks that computed them; then, on Spark SQL, the
+views that need more than a group.
 
 Why not Spark SQL throughout: the definitions are a dozen window and aggregate queries,
 and on Spark each one is several stages of shuffles and generated code. On the 215 MB
 benchmark set (300 000 frames) they took longer than decoding the captures and did not
-gain from a second core. But every view except those that combine brokers
-(:func:`~nsqviz.pipeline.definitions.across_servers`) reads one broker's frames at a
-time, so Spark needs one shuffle: the frames partitioned by their server's host
-(:data:`~nsqviz.pipeline.definitions.HOST`), each partition holding some hosts whole,
-every port of a broker with them (a message published to one port of a broker and
-delivered from another is analysed in one task). Then each partition runs those views on
-DuckDB inside a Python task (:func:`nsqviz.pipeline.on_duckdb.analyse`, the same SQL
+gain from a second core. But most views read one group of connections at a time
+(:mod:`nsqviz.pipeline.groups`: the connections of a server host linked by a topic, a
+client or a client address -- a connection's rows, a message's publish and deliveries,
+a channel's consumers, a client's reconnections are each in one group), so Spark needs
+one shuffle: the frames partitioned by group, groups dealt to as many tasks as keep
+each to about ``frames_per_task`` frames. Each task runs those views (:func:`in_tasks`)
+on DuckDB inside a Python task (:func:`nsqviz.pipeline.on_duckdb.analyse`, the same SQL
 text) and writes each table's rows with pyarrow as one Parquet file of that table
 (:class:`~nsqviz.pipeline.sink.PartWriter`, as the decoding tasks write the frames).
 Handing the rows back to Spark to write cost more than the analyses: on the same set,
 ten write jobs of 5 s in all (Arrow to JVM rows to Parquet), which a second core did not
-shorten. Spark SQL then runs the views that combine the brokers' rows, reading them back
-from those files (and a Python view among them, :attr:`nsqviz.sql.View.python` -- the
-doctor's ``findings`` with their words -- through ``mapInArrow``, batch by batch).
+shorten.
 
-One limit follows: a partition's frames (without ``fields``) must fit in one Python
-worker's memory, about 300 bytes a frame. A set with many brokers spreads over more
-partitions when ``spark.sql.shuffle.partitions`` is raised; one broker's frames are
-always in one partition, so a million frames for one nsqd take about 300 MB.
+Before the tasks, Spark SQL computes over the frames table the few views that need a
+whole broker and give a row or so per broker (:data:`WHOLE_SERVER`: where its channels'
+depth ends, where its messages came from), and each task is handed those rows. After
+them, Spark SQL runs the views that combine brokers
+(:func:`~nsqviz.pipeline.definitions.across_servers`) and those that read them
+(:func:`on_spark`), reading what the tasks wrote; a Python view among them
+(:attr:`nsqviz.sql.View.python` -- the doctor's ``findings`` with their words) runs
+through ``mapInArrow``, batch by batch. Spark SQL keeps its own memory (it spills), so a
+Python worker holds one task's groups: its memory is bounded by ``frames_per_task`` and
+the largest group (one topic of a broker with its clients), not by a broker.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from nsqviz.pipeline import sink
-from nsqviz.pipeline.definitions import (
-    HOST,
-    across_servers,
-    definitions,
-    reads,
-    tables,
-    views,
-)
+from nsqviz.pipeline.definitions import definitions, reads, tables, views
+from nsqviz.pipeline.groups import FRAMES_PER_TASK, LINKS, components, deal
 from nsqviz.sql import View, python_rows
 
-__all__ = ["per_server", "write"]
+__all__ = ["WHOLE_SERVER", "AnalysesRun", "in_tasks", "on_spark", "write"]
+
+WHOLE_SERVER: dict[str, str] = {
+    "message_sources": "one row per broker, its counts over all its connections",
+    "server_ends": "one row per broker, its last record (where channel_depth ends)",
+}
+"""Views over a whole broker's frames that give a row or so per broker, with what each
+is: Spark SQL computes them over the frames table before the tasks (they read the frames
+alone), and hands each task the rows of those its views read -- a task has a part of a
+broker. ``tests/analysis/test_definitions.py`` finds any other view that would need
+it."""
+
+FRAMES_PER_TASK_SETTING = "spark.nsqviz.analyses.framesPerTask"
+"""The Spark setting that overrides :data:`~nsqviz.pipeline.groups.FRAMES_PER_TASK`."""
 
 
-def per_server() -> tuple[str, ...]:
-    """The views each broker's task computes."""
-    return tuple(name for name in views() if name not in across_servers())
+@cache
+def on_spark() -> tuple[str, ...]:
+    """The views Spark SQL runs after the tasks, in order: those that combine brokers,
+    and every view that reads one of them."""
+    out: list[str] = []
+    for name, view in definitions().items():
+        if view.across_servers or reads(name) & set(out):
+            out.append(name)
+    return tuple(out)
+
+
+def in_tasks() -> tuple[str, ...]:
+    """The views each task computes over its groups of connections (it is given the
+    :data:`WHOLE_SERVER` views it reads)."""
+    return tuple(name for name in views()
+                 if name not in on_spark() and name not in WHOLE_SERVER)
+
+
+def _spark_reads() -> set[str]:
+    """The views of the tasks that Spark SQL's views read."""
+    return ({other for name in on_spark() for other in reads(name)}
+            - set(on_spark()) - set(WHOLE_SERVER))
 
 
 def _written() -> tuple[str, ...]:
-    """The per-broker views the tasks write: the tables, and the steps the combining views
-    read (under ``_steps/`` in the output, removed at the end)."""
-    return tuple(name for name in per_server() if name in tables()
-                 or any(name in reads(other) for other in across_servers()))
+    """The views the tasks write: the tables, and the steps Spark SQL's views read (under
+    ``_steps/`` in the output, removed at the end) -- but not a view that only filters the
+    frames, which Spark SQL defines itself."""
+    return tuple(name for name in in_tasks() if name in tables() or (
+        name in _spark_reads() and definitions()[name].materialise))
 
 
-def write(frames: Any, out: str) -> None:
+@dataclass(frozen=True)
+class AnalysesRun:
+    """How the frames were dealt: the groups of connections, the tasks, and the frames
+    each task held (what bounds a Python worker's memory)."""
+
+    groups: int
+    task_frames: tuple[int, ...]
+
+
+def write(frames: Any, out: str, *, frames_per_task: int | None = None) -> AnalysesRun:
     """Write every analysis of ``frames`` (a Spark DataFrame of the frames table) as a
     Parquet table ``out/<name>``. ``out`` is a local path or a URI that pyarrow's file
-    systems know and every executor reaches, as for the frames table."""
+    systems know and every executor reaches, as for the frames table.
+    ``frames_per_task``: about how many frames one task holds (default: the Spark
+    setting ``spark.nsqviz.analyses.framesPerTask``, else
+    :data:`~nsqviz.pipeline.groups.FRAMES_PER_TASK`)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     spark = frames.sparkSession
+    if frames_per_task is None:
+        frames_per_task = int(spark.conf.get(FRAMES_PER_TASK_SETTING, str(FRAMES_PER_TASK)))
     paths = {name: (f"{out}/{name}" if name in tables() else f"{out}/_steps/{name}")
              for name in _written()}
     for path in paths.values():
         sink.clear(path)
-    parts, partition = _deal(frames, int(spark.conf.get("spark.sql.shuffle.partitions")))
-    written = {row["table"] for row in frames.repartition(parts, partition).mapInArrow(
-        _analyse_servers(paths), "table string, part string, rows long").collect()}
+    frames.createOrReplaceTempView("frames")
+    given = _whole_servers(spark, out)
+    parts, groups, partitioned = _deal(frames, int(spark.conf.get(
+        "spark.sql.shuffle.partitions")), frames_per_task)
+    written: set[str] = set()
+    task_frames = []
+    for row in partitioned.mapInArrow(_analyse_groups(paths, given),
+                                      "table string, part string, rows long").collect():
+        if row["table"] is None:
+            task_frames.append(row["rows"])
+        else:
+            written.add(row["table"])
     for name, path in paths.items():
-        if name not in written:  # no broker had a row: an empty file gives the schema
+        if name not in written:  # no group had a row: an empty file gives the schema
             sink.PartWriter(path, "part-empty", arrow_schemas()[name]).close()
         sink.done(path)
-    for name in {view for across in across_servers() for view in reads(across)} & set(paths):
-        spark.read.parquet(paths[name]).createOrReplaceTempView(name)
     try:
-        for name in across_servers():  # in order: one may read those before it
-            df = spark.sql(views()[name])
-            view = definitions()[name]
-            if view.python:
-                df = df.mapInArrow(_python_batches(view),
-                                   from_arrow_schema(arrow_schemas()[name]))
+        for name in _spark_reads():
+            df = (spark.read.parquet(paths[name]) if name in paths
+                  else spark.sql(views()[name]))  # a filter of the frames
             df.createOrReplaceTempView(name)
-            if name in tables():
-                df.write.mode("overwrite").parquet(f"{out}/{name}")
+        _on_spark(spark, out, from_arrow_schema)
     finally:
         sink.remove(f"{out}/_steps")
+    return AnalysesRun(groups, tuple(sorted(task_frames, reverse=True)))
+
+
+def _whole_servers(spark: Any, out: str) -> dict[str, bytes]:
+    """Compute the :data:`WHOLE_SERVER` views on Spark SQL over the frames (a table is
+    written as such); return the rows of those the tasks read, as Arrow IPC streams (a
+    row or so per broker)."""
+    import pyarrow as pa
+
+    for name in {other for whole in WHOLE_SERVER for other in reads(whole)} - {"frames"}:
+        if definitions()[name].materialise:
+            raise ValueError(f"{name}: a whole broker's view reads the frames alone")
+        spark.sql(views()[name]).createOrReplaceTempView(name)  # a filter of the frames
+    wanted = {other for name in in_tasks() for other in reads(name)}
+    given = {}
+    for name in WHOLE_SERVER:
+        df = spark.sql(views()[name])
+        if name in tables():
+            df.write.mode("overwrite").parquet(f"{out}/{name}")
+            df = spark.read.parquet(f"{out}/{name}")
+        df.createOrReplaceTempView(name)
+        if name in wanted:
+            buffer = pa.BufferOutputStream()
+            rows = df.toArrow().cast(arrow_schemas()[name])
+            with pa.ipc.new_stream(buffer, rows.schema) as stream:
+                stream.write_table(rows)
+            given[name] = buffer.getvalue().to_pybytes()
+    return given
+
+
+def _on_spark(spark: Any, out: str, from_arrow_schema: Callable[[Any], Any]) -> None:
+    """Run :func:`on_spark`'s views in order, each a temporary view the later ones read;
+    a table is written and read back, and so is a step more than one later view reads
+    (Spark would plan and compute it again for each: a Spark job per view is the price,
+    which these few views that combine brokers' rows pay once)."""
+    readers = {name: sum(name in reads(other) for other in on_spark())
+               for name in on_spark()}
+    for name in on_spark():
+        df = spark.sql(views()[name])
+        view = definitions()[name]
+        if view.python:
+            df = df.mapInArrow(_python_batches(view),
+                               from_arrow_schema(arrow_schemas()[name]))
+        path = (f"{out}/{name}" if name in tables()
+                else f"{out}/_steps/{name}" if readers[name] > 1 else None)
+        if path is not None:
+            df.write.mode("overwrite").parquet(path)
+            df = spark.read.parquet(path)
+        df.createOrReplaceTempView(name)
 
 
 def _python_batches(view: View) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """A view's Python function (:attr:`nsqviz.sql.View.python`) over Spark's batches."""
+    if not view.across_servers:
+        raise ValueError(f"{view.name}: a Python view on Spark SQL must compute each row "
+                         "from its input row alone (across_servers)")
+
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
@@ -103,47 +206,53 @@ def _python_batches(view: View) -> Callable[[Iterator[Any]], Iterator[Any]]:
     return task
 
 
-def _deal(frames: Any, parts: int) -> tuple[int, Any]:
-    """How to partition ``frames`` for the analyses: the number of partitions (at most
-    ``parts``) and a column that sends each frame to its host's partition.
+def _deal(frames: Any, parts: int, frames_per_task: int) -> tuple[int, int, Any]:
+    """``frames`` partitioned for the analyses' tasks: the number of tasks (at least
+    ``parts`` when there are groups enough), of groups of connections, and the frames
+    repartitioned so that each task gets its groups (:func:`nsqviz.pipeline.groups.deal`).
 
-    The hosts are dealt largest first to the partition with the fewest frames so far,
-    so the tasks take about as long. A handful of partitions, not one per broker: each
-    DuckDB run costs a few tenths of a second before any row, more than a small broker's
-    rows. The count is explicit, which adaptive execution keeps (it would coalesce a
-    small shuffle into one partition: one task, one core). ``repartition(n, c)`` sends
-    a row to partition ``pmod(hash(c), n)``, so each partition is labelled with a number
-    that Spark's own hash sends there."""
+    The count is explicit, which adaptive execution keeps (it would coalesce a small
+    shuffle into one partition: one task, one core). ``repartition(n, c)`` sends a row
+    to partition ``pmod(hash(c), n)``, so each task is labelled with a number that
+    Spark's own hash sends there; each connection gets its task's label through a
+    broadcast join (a table of connections, far smaller than their frames)."""
     from pyspark.sql import functions as F
 
-    server = F.expr(HOST)
-    sizes = sorted(((r["count"], r["s"]) for r in
-                    frames.groupBy(server.alias("s")).count().collect()),
-                   key=lambda cs: (-cs[0], cs[1] or ""))
-    n = max(1, min(parts, len(sizes)))
-    load = [0] * n
-    dealt: dict[str | None, int] = {}
-    for count, name in sizes:
-        k = min(range(n), key=load.__getitem__)
-        load[k] += count
-        dealt[name] = k
+    spark = frames.sparkSession
+    rows = spark.sql(LINKS).collect()
+    group = components((r["conn_id"], r["host"], r["link"]) for r in rows
+                       if r["conn_id"] is not None)
+    sizes: dict[str | None, int] = {}
+    for r in rows:
+        if r["conn_id"] is None:
+            if r["frames"]:
+                sizes[None] = r["frames"]
+        elif r["link"].startswith("address "):  # every frame of a connection names it
+            key = group[r["conn_id"]]
+            sizes[key] = sizes.get(key, 0) + r["frames"]
+    n, dealt = deal(sizes, frames_per_task, parts)
     label: dict[int, int] = {}
-    for r in frames.sparkSession.range(64 * n).selectExpr(
-            "id", f"pmod(hash(id), {n}) AS p").collect():
+    for r in spark.range(64 * n).selectExpr("id", f"pmod(hash(id), {n}) AS p").collect():
         label.setdefault(r["p"], r["id"])
-    pairs = [x for name, k in dealt.items() if name is not None
-             for x in (F.lit(name), F.lit(label[k]))]
-    # a capture warning belongs to no connection (no server): any partition will do
-    other = F.lit(label[dealt.get(None, 0)])
-    column = F.coalesce(F.create_map(*pairs)[server], other) if pairs else other
-    return n, column.cast("bigint")
+    tasks = spark.createDataFrame(
+        [(conn, label[dealt[g]]) for conn, g in sorted(group.items())],
+        "conn_id string, nsqviz_task bigint")
+    # a capture warning belongs to no connection: its own group
+    other = F.lit(label[dealt.get(None, 0)]).cast("bigint")
+    column = F.coalesce(F.col("nsqviz_task"), other)
+    joined = frames.join(F.broadcast(tasks), "conn_id", "left")
+    partitioned = joined.repartition(n, column).select(*frames.columns)
+    return n, len(sizes), partitioned
 
 
-def _analyse_servers(paths: dict[str, str]) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The task that analyses a partition's frames (Arrow batches: some brokers', each
-    broker's all) and writes each view in ``paths`` that has rows as one Parquet file
+def _analyse_groups(paths: dict[str, str], given: dict[str, bytes]
+                    ) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The task that analyses a partition's frames (Arrow batches: some groups', each
+    group's all) and writes each view in ``paths`` that has rows as one Parquet file
     there, named after the partition (a retried task replaces its failed attempt's
-    file). It yields one row per file: the view, the file and its rows."""
+    file), given the rows of ``given`` (Arrow IPC streams of :data:`WHOLE_SERVER`
+    views). It yields one row per file -- the view, the file and its rows -- and one with
+    no view: the frames it held."""
     schemas = {name: arrow_schemas()[name] for name in paths}
 
     def task(batches: Iterator[Any]) -> Iterator[Any]:
@@ -158,10 +267,15 @@ def _analyse_servers(paths: dict[str, str]) -> Callable[[Iterator[Any]], Iterato
         context = TaskContext.get()
         index, cpus = (context.partitionId(), context.cpus()) if context else (0, 1)
         group = pa.Table.from_batches(received)
+        del received
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([None], pa.string()), pa.array([f"part-{index:05d}"]),
+             pa.array([group.num_rows], pa.int64())], ["table", "part", "rows"])
         # DuckDB keeps to the task's cores, as PySpark keeps OpenMP to them
         # (OMP_NUM_THREADS): an executor runs a task per core at once.
-        for name, table in analyse(group, list(paths), ordered=False,
-                                   threads=cpus).items():
+        known = {name: pa.ipc.open_stream(rows).read_all() for name, rows in given.items()}
+        for name, table in analyse(group, list(paths), ordered=False, threads=cpus,
+                                   given=known).items():
             if not table.num_rows:
                 continue
             writer = sink.PartWriter(paths[name], f"part-{index:05d}", schemas[name])

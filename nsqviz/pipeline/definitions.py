@@ -14,7 +14,8 @@ take every protocol's hooks into ``connections`` and ``errors``. The input is th
 name that later ones may read, in an order where each comes after what it reads.
 
 Every view but those that combine brokers (:func:`across_servers`) reads one host's
-frames at a time, so Spark runs them on each host's frames apart, in parallel.
+frames at a time, and most of them one group of its connections
+(:mod:`nsqviz.pipeline.groups`), so Spark runs them on groups apart, in parallel.
 
 The doctor's rules (:mod:`nsqviz.doctor`) are collected here too -- the capture layer's
 (:mod:`nsqviz.capture.rules`), then each protocol's (:attr:`~nsqviz.protocols.Protocol.

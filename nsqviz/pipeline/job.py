@@ -8,7 +8,8 @@ module is also the program ``spark-submit`` runs on a cluster::
         dist/nsqviz_pipeline_main.py CAPTURES... --out DIR
 
 The frames table is written first (it is one of the outputs) and read back once for
-the analyses, which group it by broker (:mod:`nsqviz.pipeline.analyses`).
+the analyses, which deal it to their tasks by groups of connections
+(:mod:`nsqviz.pipeline.analyses`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # pyspark and the frames stage are imported when a run starts
     from pyspark.sql import SparkSession
 
     from nsqviz.capture.paths import Paths
+    from nsqviz.pipeline.analyses import AnalysesRun
     from nsqviz.pipeline.frames import FramesRun
 
 __all__ = ["PipelineResult", "main", "run"]
@@ -53,6 +55,7 @@ class PipelineResult:
     seconds: float = 0.0  # the whole run
     frames_seconds: float = 0.0  # reading and decoding, up to frames on disk
     stage_2: FramesRun | None = None  # what crossed file boundaries
+    analyses: AnalysesRun | None = None  # how the analyses' tasks were dealt
 
     def table(self, name: str) -> str:
         return os.path.join(self.out, name)
@@ -130,12 +133,12 @@ def _run(spark: SparkSession, files: list[str], uri: str, result: PipelineResult
                                   **options)
     result.frames_seconds = time.perf_counter()
     # The analyses never look at `fields` (the hex of every body: most of the bytes),
-    # and read the rest twice (to deal the brokers, then to analyse them): no cache.
+    # and read the rest twice (to deal the groups, then to analyse them): no cache.
     frames = spark.read.parquet(f"{uri}/frames").drop("fields")
     if isinstance(tracker, Progress):
         tracker.next_phase("analyses", frames=frames.where(
             "kind in ('command', 'frame')").count())
-    analyses.write(frames, uri)
+    result.analyses = analyses.write(frames, uri)
     if count:
         for name in _tables():
             result.counts[name] = _rows(spark, f"{uri}/{name}")

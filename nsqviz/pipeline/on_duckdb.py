@@ -13,7 +13,7 @@ same tables.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nsqviz.pipeline.definitions import definitions, reads, tables
@@ -54,14 +54,18 @@ def duckdb_sql(text: str) -> str:
 
 
 def analyse(frames: Any, wanted: Iterable[str] | None = None, *,
-            ordered: bool = True, threads: int | None = None) -> dict[str, Any]:
+            ordered: bool = True, threads: int | None = None,
+            given: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Run the definitions on DuckDB over ``frames`` (an Arrow table of the frames
     table; its ``fields`` column is never read) and return the views ``wanted`` (any
     of :func:`~nsqviz.pipeline.definitions.definitions`; default: every table) as
     Arrow tables, rows sorted by all their columns unless not ``ordered``. ``threads``:
     how many DuckDB may use (default: one per core), for a Spark task that is given
-    fewer. Each view is materialised once, so a table several others read is computed
-    once (a view that is only a filter of the frames is read through, not copied)."""
+    fewer. ``given``: views whose rows are already known (Arrow tables), read as they are
+    instead of computed -- a pipeline task's facts about a whole broker, of which it
+    has a part. Each view is materialised once, so a table several others read is
+    computed once (a view that is only a filter of the frames is read through, not
+    copied)."""
     import duckdb
 
     views = definitions()
@@ -73,9 +77,13 @@ def analyse(frames: Any, wanted: Iterable[str] | None = None, *,
             con.execute(f"SET threads = {int(threads)}")
         con.register("frames", frames.drop_columns(["fields"]) if "fields" in
                      frames.column_names else frames)
-        needed = _needed(wanted)
+        given = dict(given or {})
+        needed = _needed(wanted, set(given))
         for name, view in views.items():
             if name not in needed:
+                continue
+            if name in given:
+                con.register(name, given[name])
                 continue
             if view.python:  # rows from Python, kept as an Arrow table DuckDB reads
                 con.register(name, python_rows(view, con.sql(duckdb_sql(view.sql))
@@ -92,8 +100,9 @@ def analyse(frames: Any, wanted: Iterable[str] | None = None, *,
         con.close()
 
 
-def _needed(wanted: set[str]) -> set[str]:
-    """``wanted`` and every view they read, directly or not."""
+def _needed(wanted: set[str], given: set[str]) -> set[str]:
+    """``wanted`` and every view they read, directly or not (not what a ``given`` view
+    reads)."""
     needed: set[str] = set()
     todo = list(wanted)
     while todo:
@@ -103,5 +112,6 @@ def _needed(wanted: set[str]) -> set[str]:
         if name not in definitions():
             raise KeyError(f"no analysis named {name!r} (choose from {', '.join(tables())})")
         needed.add(name)
-        todo.extend(reads(name) - {"frames"})
+        if name not in given:
+            todo.extend(reads(name) - {"frames"})
     return needed

@@ -367,6 +367,8 @@ def simulate(
     port_base: int = 40000,
     server: tuple[str, int] = SERVER,
     worker: int = 0,
+    topic: str = "events",
+    clients: str = "",
 ) -> Truth:
     """Play one NSQ scenario into ``writer`` (a pcap writer); return what happened.
 
@@ -377,17 +379,20 @@ def simulate(
     ``idle`` (a RDY 0 consumer that never answers heartbeats and is closed after two).
     ``server`` is nsqd's address and ``worker`` its id; message ids are made as nsqd
     makes its GUIDs (:data:`TWEPOCH_MS`), from the publish time and ``worker``.
+    ``topic`` renames the topic and ``clients`` prefixes the clients' ids and host names,
+    so that several scenarios played to one nsqd are apart: other topics, other clients.
     """
     sim = _Sim(seed, t0, server, worker)
     rng = sim.rng
 
     def ident(cid: str, **extra: Any) -> dict[str, Any]:
+        cid = clients + cid
         return {"client_id": cid, "hostname": f"{cid}.example", "user_agent": "nsqviz-synth/1",
                 "feature_negotiation": True, **extra}
 
     hb_ms = 1000
     prod = sim.connect("producer", port_base + 1, "producer",
-                       {"client_id": "producer", "hostname": "pub.example",
+                       {"client_id": clients + "producer", "hostname": clients + "pub.example",
                         "user_agent": "nsqviz-synth/1", "heartbeat_interval": -1},
                        t0, negotiate=False)
     work1 = sim.connect("work1", port_base + 2, "consumer",
@@ -400,10 +405,10 @@ def simulate(
                         ident("audit", heartbeat_interval=hb_ms), t0 + 0.02, True)
     idle = sim.connect("idle", port_base + 5, "consumer",
                        ident("idle", heartbeat_interval=hb_ms), t0 + 0.02, True)
-    sim.subscribe(work1, "events", "work", 10, t0 + 0.05)
-    sim.subscribe(work2, "events", "work", 1, t0 + 0.05)
-    sim.subscribe(audit, "events", "audit", 100, t0 + 0.06)
-    sim.subscribe(idle, "events", "idle", 0, t0 + 0.06)
+    sim.subscribe(work1, topic, "work", 10, t0 + 0.05)
+    sim.subscribe(work2, topic, "work", 1, t0 + 0.05)
+    sim.subscribe(audit, topic, "audit", 100, t0 + 0.06)
+    sim.subscribe(idle, topic, "idle", 0, t0 + 0.06)
 
     t = t0 + 0.2
     i = 0
@@ -415,15 +420,15 @@ def simulate(
         kind = "MPUB" if i % 10 == 5 and i + 3 <= n_messages else "DPUB" if i == 3 else "PUB"
         if kind == "MPUB":
             bodies = [body(i + k) for k in range(3)]
-            prod.say(t, Direction.C2S, Mpub("events", tuple(bodies)))
+            prod.say(t, Direction.C2S, Mpub(topic, tuple(bodies)))
         elif kind == "DPUB":
             bodies = [body(i)]
-            prod.say(t, Direction.C2S, Dpub("events", 300, bodies[0]))
+            prod.say(t, Direction.C2S, Dpub(topic, 300, bodies[0]))
         else:
             bodies = [body(i)]
-            prod.say(t, Direction.C2S, Pub("events", bodies[0]))
+            prod.say(t, Direction.C2S, Pub(topic, bodies[0]))
         prod.say(t + 0.0002, Direction.S2C, Response(b"OK"))
-        sim.publish(t, t + 0.0002, "events", bodies, kind, 300 if kind == "DPUB" else 0)
+        sim.publish(t, t + 0.0002, topic, bodies, kind, 300 if kind == "DPUB" else 0)
         i += len(bodies)
         t += 0.01 + rng.random() * 0.03
     # The idle channel never gets a delivery: its consumer has RDY 0.

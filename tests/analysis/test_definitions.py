@@ -1,6 +1,7 @@
 """The rule the Spark pipeline relies on (:mod:`nsqviz.pipeline.analyses`): every view
-but those that combine brokers reads one broker's frames at a time, so analysing each
-broker apart and then combining gives the tables analysing all frames at once gives."""
+its tasks run reads one group of connections at a time (:mod:`nsqviz.pipeline.groups`),
+so analysing each group apart and then running the rest over what they gave gives the
+tables analysing all frames at once gives."""
 
 from __future__ import annotations
 
@@ -43,35 +44,46 @@ def frames():
     return pa.concat_tables(parts)
 
 
-def test_hosts_apart_then_combined_give_the_whole_tables(frames):
-    """As the pipeline deals the frames to its tasks: by their server's host, every port
-    of a broker together (an HTTP publish on 4151 is delivered on 4150)."""
+def test_groups_apart_then_combined_give_the_whole_tables(frames):
+    """As the pipeline deals the frames to its tasks: by groups of connections of one
+    host (every port of a broker together: an HTTP publish on 4151 is delivered on 4150),
+    given a whole broker's few rows (:data:`~nsqviz.pipeline.analyses.WHOLE_SERVER`),
+    then the views that combine brokers (:func:`~nsqviz.pipeline.analyses.on_spark`) over
+    what the groups gave."""
     import duckdb
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from nsqviz.pipeline.analyses import per_server
+    from nsqviz.pipeline.analyses import WHOLE_SERVER, in_tasks, on_spark
     from nsqviz.pipeline.definitions import definitions
+    from nsqviz.pipeline.groups import LINKS, components
     from nsqviz.pipeline.on_duckdb import analyse, duckdb_sql
     from nsqviz.sql import python_rows
 
     whole = analyse(frames)
-    server = pc.list_element(pc.split_pattern(frames["flow"], "->"), 1)
-    host = pc.replace_substring_regex(server, r":[0-9]+$", "")
-    hosts = pc.unique(host).to_pylist()
-    assert len(hosts) > 20
-    apart: dict[str, list[pa.Table]] = {name: [] for name in per_server()}
-    for s in hosts:
-        mine = frames.filter(pc.is_null(host) if s is None else pc.equal(host, s))
-        for name, table in analyse(mine, per_server(), ordered=False).items():
-            apart[name].append(table)
     con = duckdb.connect()
     con.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")
-    combined = {}
-    for name in per_server():
+    con.register("frames", frames)
+    group = components((c, h, link) for c, h, link, _ in
+                       con.sql(duckdb_sql(LINKS)).fetchall() if c is not None)
+    key = pa.array([group.get(c) if c is not None else None
+                    for c in frames["conn_id"].to_pylist()], pa.string())
+    assert len(set(group.values())) > 20
+    # a whole broker's few rows first, over all the frames, handed to every group
+    combined = analyse(frames, WHOLE_SERVER, ordered=False)
+    apart: dict[str, list[pa.Table]] = {name: [] for name in in_tasks()}
+    for g in set(key.to_pylist()):
+        mine = frames.filter(pc.is_null(key) if g is None else
+                             pc.fill_null(pc.equal(key, g), False))
+        for name, table in analyse(mine, in_tasks(), ordered=False,
+                                   given=combined).items():
+            apart[name].append(table)
+    for name in WHOLE_SERVER:
+        con.register(name, combined[name])
+    for name in in_tasks():
         combined[name] = pa.concat_tables(apart[name])
         con.register(name, combined[name])
-    for name in across_servers():
+    for name in on_spark():
         rows = con.sql(duckdb_sql(views()[name])).to_arrow_table()
         if definitions()[name].python:  # the doctor's words: Python over the rows
             rows = python_rows(definitions()[name], rows)
@@ -81,7 +93,7 @@ def test_hosts_apart_then_combined_give_the_whole_tables(frames):
         con.register(name, combined[name])
     for name in tables():
         got = con.sql(f"SELECT * FROM {name} ORDER BY ALL").to_arrow_table() \
-            if name not in across_servers() else combined[name]
+            if name in in_tasks() or name in WHOLE_SERVER else combined[name]
         assert got.num_rows == whole[name].num_rows, name
         assert got.to_pylist() == whole[name].to_pylist(), name
 
