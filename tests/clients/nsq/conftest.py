@@ -113,6 +113,14 @@ def rdy_timeline(taps) -> list[tuple[float, int, int]]:
     return sorted(out, key=lambda x: x[0])
 
 
+def relayed(conn, timeout: float = 5) -> None:
+    """Wait until a tap has relayed a connection to its end: a client that closed has
+    sent its last bytes, but the tap may not have passed (and recorded) them yet."""
+    end = time.monotonic() + timeout
+    while not conn.closed and time.monotonic() < end:
+        time.sleep(0.01)
+
+
 def in_flight_ok(conn) -> bool:
     """Every FIN/REQ/TOUCH on the connection names a message in flight there."""
     flying: set[bytes] = set()

@@ -23,7 +23,14 @@ from nsqviz.nsq.events import (
     Sub,
     Touch,
 )
-from tests.clients.nsq.conftest import announce, in_flight_ok, rdy_sums, rdy_timeline, run
+from tests.clients.nsq.conftest import (
+    announce,
+    in_flight_ok,
+    rdy_sums,
+    rdy_timeline,
+    relayed,
+    run,
+)
 
 
 async def until(pred, timeout: float = 10.0) -> None:
@@ -326,6 +333,7 @@ def test_graceful_close_cls_close_wait_then_in_flight_answered(tapped):
 
     assert run(main()) == (True, True)
     (conn,) = tap.connections
+    relayed(conn)
     evs = conn.events
     cls_i = next(i for i, e in enumerate(evs) if type(e.event) is Cls)
     wait_i = next(i for i, e in enumerate(evs)
