@@ -196,8 +196,10 @@ class ColumnarDecoder(CaptureDecoder):
     def _keep(self, flow_id: int, records: list[DecodedRecord]) -> list[DecodedRecord]:
         """The records one TCP event made: a lane's go among its entries, in order after
         what the lane was fed by the same event (a lane's observer makes no record)."""
+        if not records:  # the usual Data event: nothing to place, no lookup
+            return records
         lane = self.lanes.get(flow_id)
-        if lane is None or not records:
+        if lane is None:
             return records
         lane.entries.extend(records)
         return []
