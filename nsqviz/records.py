@@ -23,10 +23,13 @@ from __future__ import annotations
 import json
 import json.encoder
 from functools import cache
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from nsqviz import compactjson, protocols
 from nsqviz.compactjson import dumps as compact_dumps
+
+if TYPE_CHECKING:
+    from nsqviz.protocols.protocol import Protocol
 
 __all__ = [
     "DecodedRecord",
@@ -427,7 +430,7 @@ class FrameColumns:
     def __init__(self, files: list[str], *, fields: bool = True):
         self.files = files
         self.fields = fields  # False: the `fields` column stays null (nsqviz messages &c.)
-        self._protocols: dict[str, protocols.Protocol] = {}
+        self._protocols: dict[str, Protocol] = {}
         self._where: dict[tuple[int, ...], tuple[str | None, list[str]]] = {}
         self._clear()
 

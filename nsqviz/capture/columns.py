@@ -4,7 +4,7 @@ The analyses, the doctor and ``nsqviz.open(..., fields=False)`` read the frames 
 (:func:`nsqviz.records.frame_schema`); the object path builds it from one event, one
 fields dict and one record per unit. This module builds the same table with no Python
 object per unit for a connection whose protocol has a columnar framer
-(:meth:`nsqviz.protocols.Protocol.columnar`):
+(:meth:`nsqviz.protocols.protocol.Protocol.columnar`):
 
 * the capture is read, reassembled, and its flows detected exactly as ``nsqviz decode``
   does -- by the :class:`~nsqviz.capture.decode.CaptureDecoder`, of which
@@ -14,7 +14,7 @@ object per unit for a connection whose protocol has a columnar framer
   and holds the flow's other records (its start, its TCP findings, its end) in the order
   they came;
 * when both directions have ended, the framer gathers the connection's units from the
-  two streams (:class:`~nsqviz.protocols.Units`); the lane's :class:`Timeline` says which
+  two streams (:class:`~nsqviz.protocols.columnar.Units`); the lane's :class:`Timeline` says which
   chunk completed each unit, hence its time, its packets and its place among the
   connection's records (``seq``);
 * where the framer declines (a violation, a refused command, compression, TLS ...) or
@@ -42,7 +42,9 @@ from nsqviz.capture.flowstate import FlowState
 from nsqviz.capture.layers import packet_id
 from nsqviz.capture.tcp import Data, FlowEnd
 from nsqviz.capture.units import end_records, unit_records
-from nsqviz.protocols import ColumnarFramer, Item, Lost, Protocol, Units
+from nsqviz.protocols.columnar import ColumnarFramer, Units
+from nsqviz.protocols.items import Item, Lost
+from nsqviz.protocols.protocol import Protocol
 from nsqviz.records import FRAME_COLUMNS, TCP_COLUMNS, DecodedRecord, FrameColumns, frame_schema
 from nsqviz.stream.direction import Direction
 
@@ -98,7 +100,7 @@ class _Lane:
 
 
 class _Timeline:
-    """:class:`~nsqviz.protocols.Timeline` of a lane: a unit was read with the chunk
+    """:class:`~nsqviz.protocols.columnar.Timeline` of a lane: a unit was read with the chunk
     that completed it, at that chunk's place among the lane's entries."""
 
     def __init__(self, entries: list[Any]):

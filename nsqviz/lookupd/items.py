@@ -32,7 +32,8 @@ from nsqviz.lookupd.events import (
     Violation,
 )
 from nsqviz.lookupd.fields import PARAMS, PREFIX
-from nsqviz.protocols import ANSWERS, Item, ItemKind, RecordView
+from nsqviz.protocols.items import ANSWERS, Item, ItemKind
+from nsqviz.protocols.protocol import RecordView
 from nsqviz.records import escaped
 from nsqviz.sansio import violation_fields
 from nsqviz.stream.reassembly import RawFrame

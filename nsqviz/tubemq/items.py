@@ -6,7 +6,7 @@ imports none of this (protobuf, the codec): requests become ``command`` items, a
 ``frame`` items, and a violation about a request or answer rides on that item as its
 ``violation``. Each answer is followed by the number, among the connection's requests,
 of the request the codec paired it with (by its serialNo): the capture layer's one
-pairing (:data:`~nsqviz.protocols.ANSWERS`).
+pairing (:data:`~nsqviz.protocols.items.ANSWERS`).
 
 Record fields are the decoded protobuf messages: ``serialNo``, the method, the envelope
 (``RpcConnHeader``, ``RequestHeader``/``ResponseHeader``, the body without its
@@ -23,7 +23,7 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from nsqviz.protocols import ANSWERS, Item, ItemKind
+from nsqviz.protocols.items import ANSWERS, Item, ItemKind
 from nsqviz.sansio import violation_fields
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
 from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
@@ -167,7 +167,8 @@ def _other(e: Any, last: dict[int, Item], out: list[Item]) -> None:
 
 
 def label(event: Any) -> tuple[str, str]:
-    """``(label, style)`` of an event for diagrams (:meth:`~nsqviz.protocols.Protocol.label`)."""
+    """``(label, style)`` of an event for diagrams
+    (:meth:`~nsqviz.protocols.protocol.Protocol.label`)."""
     t = type(event)
     if t is Request:
         return f"{event.name} #{event.serialNo}", "command"
