@@ -55,4 +55,3 @@ class ColumnarFramer(TypingProtocol):
         to compression or TLS): the capture layer then decodes the connection through
         the observer."""
         ...
-

@@ -50,7 +50,6 @@ class RecordView(TypingProtocol):
     def event(self) -> Any: ...
 
 
-
 class Dissector(ABC):
     """A protocol's Wireshark dissector, generated from its tables and grammar
     (``nsqviz/<name>/dissector/``): the files ``nsqviz wireshark`` writes, and the
@@ -264,4 +263,3 @@ class Protocol(Detector):
         analyses' tables (:mod:`nsqviz.doctor`), run by the same engines as the analyses
         into the ``findings`` table that ``nsqviz doctor`` reads."""
         return ()
-

@@ -32,4 +32,3 @@ class TimerSpan:
     last: int | None
     label: str
     name: str = ""
-
