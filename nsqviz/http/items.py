@@ -18,9 +18,16 @@ from typing import Any
 
 from nsqviz.http import api
 from nsqviz.http.api import RESPONSE, SWITCHED, UNDECODABLE
-from nsqviz.http.events import Message, Request, Response, Switched, Truncated, Violation
+from nsqviz.http.events import (
+    Message,
+    Request,
+    Response,
+    Switched,
+    Truncated,
+    Violation,
+)
 from nsqviz.http.observer import Answered, Observer
-from nsqviz.protocols.items import ANSWERS, Item, ItemKind, Lost, ObservedConnection
+from nsqviz.protocols.items import ANSWERS, Item, ItemKind, Lost, ObservedConnection, truncated_item
 from nsqviz.sansio import violation_fields
 from nsqviz.stream.direction import Direction
 
@@ -135,10 +142,7 @@ def items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = event_
                 name = SWITCHED if kind is Switched else (e.code or UNDECODABLE)
                 out.append(Item(ItemKind.ERROR, name, fields, e, e.offset, raw))
         elif kind is Truncated:
-            out.append(Item(ItemKind.TRUNCATED, "Truncated", {
-                "offset": e.offset, "expected": e.expected, "data": e.data.hex(),
-                "reason": "the stream ended inside this message"}, e, e.offset))
-        # ConnectionClosed is a TCP matter: the capture layer reports the flow's end.
+            out.append(truncated_item(e, "message"))
     return out
 
 

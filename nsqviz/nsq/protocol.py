@@ -44,7 +44,15 @@ from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
 from nsqviz.nsq.wire import MAGIC_V2, MESSAGE_ID_SIZE
 from nsqviz.protocols.detection import DetectionWords
-from nsqviz.protocols.items import ANSWERS, Item, ItemKind, Lost, ObservedConnection, no_fields
+from nsqviz.protocols.items import (
+    ANSWERS,
+    Item,
+    ItemKind,
+    Lost,
+    ObservedConnection,
+    no_fields,
+    truncated_item,
+)
 from nsqviz.protocols.protocol import Part, Protocol, RecordView
 from nsqviz.protocols.timers import TimerRow, TimerSpan
 from nsqviz.records import escaped
@@ -228,10 +236,7 @@ def _items(events: list[ev.Event], fields_of: Callable[[Any], dict[str, Any]] = 
         elif type(e) is ev.Refused:
             out.append(Item(ItemKind.ANNOTATION, "Refused", {"refused": e.answer}, e))
         elif isinstance(e, ev.Truncated):
-            out.append(Item(ItemKind.TRUNCATED, "Truncated", {
-                "offset": e.offset, "expected": e.expected, "data": e.data.hex(),
-                "reason": "the stream ended inside this frame"}, e, e.offset))
-        # ConnectionClosed is a TCP matter: the capture layer reports the flow's end.
+            out.append(truncated_item(e, "frame"))
     return out
 
 

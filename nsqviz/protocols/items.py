@@ -13,13 +13,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 from typing import Protocol as TypingProtocol
 
+from nsqviz.sansio import ConnectionClosed, truncated_fields
 from nsqviz.stream.direction import Direction
 
 if TYPE_CHECKING:
     from nsqviz import sansio
 
 __all__ = ["ANSWERS", "ConnectionObserver", "Item", "ItemKind", "Lost", "ObservedConnection",
-           "no_fields"]
+           "no_fields", "truncated_item"]
 
 
 class ItemKind(enum.StrEnum):
@@ -93,6 +94,12 @@ class Lost(NamedTuple):
     unit: Item | None = None
 
 
+def truncated_item(event: sansio.Truncated, unit: str) -> Item:
+    """The item of a :class:`nsqviz.sansio.Truncated` event, alike in every protocol but
+    for what it calls a ``unit`` (``"frame"``, ``"message"``)."""
+    fields = {**truncated_fields(event), "reason": f"the stream ended inside this {unit}"}
+    return Item(ItemKind.TRUNCATED, "Truncated", fields, event, event.offset, event.raw)
+
 
 class ConnectionObserver(TypingProtocol):
     """A passive decoder of one connection, both directions (a capture's view)."""
@@ -114,7 +121,6 @@ class ConnectionObserver(TypingProtocol):
     def end(self, direction: str, segment: int) -> list[Item]:
         """``direction`` ended (FIN, RST, end of capture): what is left in it."""
         ...
-
 
 
 def no_fields(event: Any) -> dict[str, Any]:
@@ -146,9 +152,14 @@ class ObservedConnection:
         return self.items(events) if events else []
 
     def end(self, direction: str, segment: int) -> list[Item]:
-        return self.feed(direction, b"", segment)
+        """The end of ``direction``: what its codec had left, as items. Its last event,
+        :class:`~nsqviz.sansio.ConnectionClosed`, is the TCP layer's matter in every
+        protocol: the capture layer reports the flow's end itself."""
+        codec = self.codec
+        events = (codec.c2s if direction == Direction.C2S else codec.s2c)(b"", segment=segment)
+        events = [e for e in events if type(e) is not ConnectionClosed]
+        return self.items(events) if events else []
 
     def gap(self, direction: str) -> Lost:
         partial, length = self.codec.gap(direction)
         return Lost(partial, length)
-

@@ -23,7 +23,7 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from nsqviz.protocols.items import ANSWERS, Item, ItemKind
+from nsqviz.protocols.items import ANSWERS, Item, ItemKind, truncated_item
 from nsqviz.sansio import violation_fields
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
 from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
@@ -103,8 +103,6 @@ def event_fields(event: Any) -> dict[str, Any]:
         return out
     if kind is Violation:
         return violation_fields(event)
-    if kind is Truncated:
-        return {"offset": event.offset, "expected": event.expected, "data": event.data.hex()}
     return {}
 
 
@@ -146,8 +144,8 @@ class Items:
 
 
 def _other(e: Any, last: dict[int, Item], out: list[Item]) -> None:
-    """A violation (on the item it is about, else an error item) or a truncated frame;
-    ConnectionClosed is a TCP matter: the capture layer reports the flow's end."""
+    """A violation (on the item it is about, else an error item) or a truncated
+    frame."""
     t = type(e)
     if t is Violation:
         about = last.get(id(e.raw)) if e.event is not None else None
@@ -161,9 +159,7 @@ def _other(e: Any, last: dict[int, Item], out: list[Item]) -> None:
                 fields["data"] = e.raw.data.hex()
             out.append(Item(ItemKind.ERROR, e.code, fields, e, e.offset, e.raw))
     elif t is Truncated:
-        out.append(Item(ItemKind.TRUNCATED, "Truncated", {
-            **event_fields(e), "reason": "the stream ended inside this frame"}, e, e.offset,
-            e.raw))
+        out.append(truncated_item(e, "frame"))
 
 
 def label(event: Any) -> tuple[str, str]:
