@@ -12,6 +12,7 @@ The session takes about two seconds a server: its one timeout runs out after IDE
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -197,8 +198,12 @@ def _play(port: int) -> Truth:
 
 
 def _captured(port: int, path) -> Truth:
+    # In --immediate-mode libpcap gives every packet a whole-snaplen slot of the kernel
+    # ring (256 KiB with -s 0): a 4 MiB buffer held 16 packets, and on a loaded machine
+    # tcpdump fell that far behind and the kernel dropped a PUB and its OK. 128 MiB holds
+    # every packet of the session even if tcpdump reads none of them until the end.
     dump = subprocess.Popen(
-        ["tcpdump", "-i", "lo", "-s", "0", "-B", "4096", "--immediate-mode", "-U",
+        ["tcpdump", "-i", "lo", "-s", "0", "-B", "131072", "--immediate-mode", "-U",
          "-w", str(path), f"tcp port {port}"], stderr=subprocess.PIPE, text=True)
     try:
         while "listening" not in (dump.stderr.readline() if dump.stderr else ""):
@@ -207,7 +212,9 @@ def _captured(port: int, path) -> Truth:
         time.sleep(0.2)  # the last FIN and ACKs
     finally:
         dump.send_signal(signal.SIGINT)
-        dump.communicate(timeout=10)
+        said = dump.communicate(timeout=10)[1]
+    dropped = re.search(r"(\d+) packets? dropped by kernel", said)
+    assert dropped is not None and dropped[1] == "0", f"the capture is incomplete: {said}"
     return truth
 
 
