@@ -40,7 +40,7 @@ from nsqviz.capture.files import CaptureFormatError
 from nsqviz.capture.flow import Flow
 from nsqviz.capture.flowstate import FlowState
 from nsqviz.capture.layers import packet_id
-from nsqviz.capture.tcp import Data, FlowEnd
+from nsqviz.capture.tcp import Data, FlowEnd, TcpEvent
 from nsqviz.capture.units import end_records, unit_records
 from nsqviz.protocols.columnar import ColumnarFramer, Units
 from nsqviz.protocols.items import Item, Lost
@@ -52,6 +52,9 @@ __all__ = ["ColumnarDecoder", "frames_table"]
 
 _FILE_SHIFT = packet_id(1, 0).bit_length() - 1
 """How far a packet id's file index is shifted (:func:`~nsqviz.capture.layers.packet_id`)."""
+
+
+_new_tuple = tuple.__new__  # a namedtuple without its Python-level __new__: once a chunk
 
 
 class _Fed(NamedTuple):
@@ -78,6 +81,19 @@ class _Lane:
         self.real = state.observer
         self.entries: list[_Fed | _Ended | DecodedRecord] = []
         self.failed = False
+
+    def take(self, data: Data) -> bool:
+        """What :meth:`CaptureDecoder._on_data` does with a chunk of a lane's flow that
+        makes no record (its side neither ended nor skipping bytes after a gap) -- the
+        counts, then :meth:`feed` -- without a call per layer: ``False`` for any other."""
+        direction = data.direction
+        if self.state.sides[direction].dead or self.state.sides[direction].skip:
+            return False
+        stats = self.state.stats
+        stats.packets += 1
+        stats.payload_bytes[direction] += len(data.data)
+        self.entries.append(_new_tuple(_Fed, (direction, data.data, data.number, data.ts)))
+        return True
 
     def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
         # (the decoder feeds a Direction, whatever the interface's type says)
@@ -179,6 +195,18 @@ class ColumnarDecoder(CaptureDecoder):
             lane = _Lane(self, state, framer)
             self.lanes[state.flow.id] = lane
             state.observer = lane
+
+    def _events(self, events: list[TcpEvent], out: list[DecodedRecord]) -> None:
+        lanes = self.lanes
+        for tcp_event in events:
+            if type(tcp_event) is Data:
+                lane = lanes.get(tcp_event.flow.id)
+                if lane is None or not lane.take(tcp_event):
+                    records = self._on_data(self.flows[tcp_event.flow.id], tcp_event)
+                    if records:
+                        out.extend(records)
+            else:
+                out.extend(self._on_tcp(tcp_event))
 
     def _on_data(self, state: FlowState, data: Data) -> list[DecodedRecord]:
         self.ts = data.ts
@@ -423,6 +451,8 @@ def frames_table(files: list[str], *, idle_split: float | None = IDLE_SPLIT,
     table = _Table(files)
 
     def take(records: list[DecodedRecord]) -> None:
+        if not records and not decoder.done:  # most packets
+            return
         for rec in records:
             table.add(rec)
         for done in decoder.done:
