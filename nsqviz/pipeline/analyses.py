@@ -174,24 +174,36 @@ def _whole_servers(tally: Tally, out: str) -> dict[str, bytes]:
 
 
 def _on_spark(spark: Any, out: str, from_arrow_schema: Callable[[Any], Any]) -> None:
-    """Run :func:`on_spark`'s views in order, each a temporary view the later ones read;
-    a table is written and read back, and so is a step more than one later view reads
-    (Spark would plan and compute it again for each: a Spark job per view is the price,
-    which these few views that combine brokers' rows pay once)."""
+    """Run :func:`on_spark`'s views in order, each a temporary view the later ones read.
+    A step more than one later view reads is written and read back (Spark would plan
+    and compute it again for each), and so is a table a later view reads; the tables no
+    later view reads are written at the end, all at once -- a Spark job each, small ones
+    over the tasks' few rows, which on their own would leave a core idle while one waits
+    on the other. A Python view runs in as many tasks as there are cores, not one per
+    file it reads."""
+    from concurrent.futures import ThreadPoolExecutor
+
     readers = {name: sum(name in reads(other) for other in on_spark())
                for name in on_spark()}
+    last: list[tuple[Any, str]] = []
     for name in on_spark():
         df = spark.sql(views()[name])
         view = definitions()[name]
         if view.python:
-            df = df.mapInArrow(_python_batches(view),
-                               from_arrow_schema(arrow_schemas()[name]))
+            df = df.coalesce(spark.sparkContext.defaultParallelism).mapInArrow(
+                _python_batches(view), from_arrow_schema(arrow_schemas()[name]))
         path = (f"{out}/{name}" if name in tables()
                 else f"{out}/_steps/{name}" if readers[name] > 1 else None)
-        if path is not None:
+        if path is not None and not readers[name]:
+            last.append((df, path))
+        elif path is not None:
             df.write.mode("overwrite").parquet(path)
             df = spark.read.schema(df.schema).parquet(path)
         df.createOrReplaceTempView(name)
+    with ThreadPoolExecutor(max(1, len(last))) as pool:
+        for done in [pool.submit(df.write.mode("overwrite").parquet, path)
+                     for df, path in last]:
+            done.result()
 
 
 def _python_batches(view: View) -> Callable[[Iterator[Any]], Iterator[Any]]:
