@@ -170,8 +170,9 @@ def combining_sql(name: str) -> str:
                              f"(through filters), not {other}")
     con = duckdb.connect()
     try:
-        tree = json.loads(con.execute("SELECT json_serialize_sql(?::VARCHAR)",
-                                      [duckdb_sql(definitions()[name].sql)]).fetchone()[0])
+        (text,), = con.execute("SELECT json_serialize_sql(?::VARCHAR)",
+                               [duckdb_sql(definitions()[name].sql)]).fetchall()
+        tree = json.loads(text)
     finally:
         con.close()
     if tree.get("error") or len(tree["statements"]) != 1:
