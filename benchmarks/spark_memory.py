@@ -25,6 +25,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -158,6 +159,14 @@ def main(argv: list[str] | None = None) -> None:
         return
     work = args.keep or tempfile.mkdtemp(prefix="nsqviz-spark-memory-")
     os.makedirs(work, exist_ok=True)
+    try:
+        _measure(args, work)
+    finally:
+        if not args.keep:  # the set is gigabytes: never left behind
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _measure(args: argparse.Namespace, work: str) -> None:
     started = time.perf_counter()
     sample, whole, copies = make_sets(work, args.mb, args.sample_copies)
     mb = sum(os.path.getsize(f) for f in whole) / 1e6

@@ -29,6 +29,7 @@ analyses cost less than decoding, and decode + analyses on local[2] >= 1.5x loca
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -182,9 +183,42 @@ def _tree_cpu(pid: int) -> tuple[float, float]:
     return jvm / ticks, other / ticks
 
 
+def task_spans(events: str) -> list[tuple[float, float]]:
+    """(launch, finish) of every task in a Spark event log directory (epoch seconds)."""
+    spans = []
+    for path in sorted(glob.glob(os.path.join(events, "**", "events_*"), recursive=True)):
+        with open(path) as f:
+            for line in f:
+                if '"SparkListenerTaskEnd"' in line:
+                    info = json.loads(line)["Task Info"]
+                    spans.append((info["Launch Time"] / 1e3, info["Finish Time"] / 1e3))
+    return spans
+
+
+def idle_cores(spans: list[tuple[float, float]], start: float, end: float,
+               cores: int) -> dict[str, float]:
+    """Over ``start``..``end``: seconds with no task running (the driver alone, or
+    Spark between jobs) and with fewer tasks than ``cores`` running, and the core-seconds
+    left idle -- the part of a run a second core cannot shorten."""
+    edges = sorted([(max(a, start), 1) for a, b in spans if b > start and a < end]
+                   + [(min(b, end), -1) for a, b in spans if b > start and a < end])
+    out = {"no_task_s": 0.0, "short_s": 0.0, "idle_core_s": 0.0}
+    running, at = 0, start
+    for t, step in [*edges, (end, 0)]:
+        if t > at:
+            out["no_task_s"] += (t - at) * (running == 0)
+            out["short_s"] += (t - at) * (running < cores)
+            out["idle_core_s"] += (t - at) * max(0, cores - running)
+            at = t
+        running += step
+    return out
+
+
 def measure(master: str, files: list[str], warmup: str, out: str) -> dict:
     """Runs in a child process: warm up (two rotated files: both stages), one timed
-    run, then the small sample run."""
+    run, then the small sample run. Spark's event log gives when each task ran: the
+    seconds of the timed run's decoding and analyses with a core idle
+    (:func:`idle_cores`)."""
     from nsqviz.capture.paths import expand_paths
     from nsqviz.pipeline.job import run
     from nsqviz.pipeline.spark import get_session, input_bytes
@@ -192,17 +226,23 @@ def measure(master: str, files: list[str], warmup: str, out: str) -> dict:
     sampler = MemorySampler()
     sampler.start()
     started = time.perf_counter()
-    spark = get_session(master, input_bytes=input_bytes(files))
+    events = os.path.join(out, "events")
+    os.makedirs(events, exist_ok=True)
+    spark = get_session(master, input_bytes=input_bytes(files), conf={
+        "spark.eventLog.enabled": "true", "spark.eventLog.dir": "file://" + events,
+        "spark.eventLog.compress": "false"})
     session_s = time.perf_counter() - started
     run(spark, expand_paths(warmup), os.path.join(out, "warmup"), count=False)
     from nsqviz.pipeline import frames
 
     marks = [_tree_cpu(os.getpid())]
     write_frames = frames.write_frames
+    clock = [time.time()]
 
     def decoding(*args, **kwargs):  # the CPU used by the time the frames are on disk
         done = write_frames(*args, **kwargs)
         marks.append(_tree_cpu(os.getpid()))
+        clock.append(time.time())
         return done
 
     frames.write_frames = decoding  # what job.run calls
@@ -210,6 +250,7 @@ def measure(master: str, files: list[str], warmup: str, out: str) -> dict:
         result = run(spark, files, os.path.join(out, "run"), count=False)
     finally:
         frames.write_frames = write_frames
+    clock.append(time.time())
     # (Not after the analyses too: Spark ends idle Python workers, and their CPU time
     # goes with them.)
     (j0, p0), (j1, p1) = marks
@@ -219,9 +260,14 @@ def measure(master: str, files: list[str], warmup: str, out: str) -> dict:
     small_s = time.perf_counter() - small_started
     spark.stop()
     peaks = sampler.stop()
+    spans, cores = task_spans(events), int(master[len('local['):-1])  # local[N]
+    idle = {"decode": idle_cores(spans, clock[0], clock[1], cores),
+            "analyses": idle_cores(spans, clock[1], clock[2], cores)}
+    stage_2 = ({k: v for k, v in vars(result.stage_2).items() if k != "tally"}
+               if result.stage_2 else {})
     return {"master": master, "decode_s": result.frames_seconds, "total_s": result.seconds,
             "session_s": session_s, "small_s": small_s, "peaks": peaks, "cpu_s": cpu,
-            "stage_2": vars(result.stage_2) if result.stage_2 else {},
+            "stage_2": stage_2, "idle": idle,
             "digest": digest(os.path.join(out, "run")), "load": os.getloadavg()[0]}
 
 
@@ -379,6 +425,9 @@ def main(argv: list[str] | None = None) -> None:
                   f"{(cpu['jvm'] + cpu['python']) / r['decode_s']:.2f} cores busy); stage 2: "
                   f"{s2.get('keys', 0)} 4-tuples in {s2.get('parts', 0)} tasks, "
                   f"{s2.get('payload', 0) / 1e6:.1f} MB of payload")
+            print("  a core idle (fewer tasks than cores) / no task at all, s: " + ", ".join(
+                f"{phase} {i['short_s']:.1f} / {i['no_task_s']:.1f} ("
+                f"{i['idle_core_s']:.1f} core-s idle)" for phase, i in r["idle"].items()))
         one, two = runs
         print(f"local[2] / local[1]: decode {one['decode_s'] / two['decode_s']:.2f}x, "
               f"target >= 1.8 (issue 13); decode+analyses "

@@ -19,16 +19,22 @@ Handing the rows back to Spark to write cost more than the analyses: on the same
 ten write jobs of 5 s in all (Arrow to JVM rows to Parquet), which a second core did not
 shorten.
 
-Before the tasks, Spark SQL computes over the frames table the few views that need a
-whole broker and give a row or so per broker (:data:`WHOLE_SERVER`: where its channels'
-depth ends, where its messages came from), and each task is handed those rows. After
-them, Spark SQL runs the views that combine brokers
-(:func:`~nsqviz.pipeline.definitions.across_servers`) and those that read them
+Before the tasks, the driver needs two things of the whole frames table: the links
+between connections, to form the groups and deal them, and the rows of the few views
+that need a whole broker and give a row or so per broker (:data:`~nsqviz.pipeline.
+groups.WHOLE_SERVER`: where its channels' depth ends, where its messages came from),
+which each task is handed. Both add up from parts of the frames, so the decoding tasks
+tally them as they write the frames (:mod:`nsqviz.pipeline.tally`), and no Spark job
+reads the table between decoding and the analyses (given a frames table made earlier,
+one parallel pass tallies it). After the tasks, Spark SQL runs the views that combine
+brokers (:func:`~nsqviz.pipeline.definitions.across_servers`) and those that read them
 (:func:`on_spark`), reading what the tasks wrote; a Python view among them
 (:attr:`nsqviz.sql.View.python` -- the doctor's ``findings`` with their words) runs
-through ``mapInArrow``, batch by batch. Spark SQL keeps its own memory (it spills), so a
-Python worker holds one task's groups: its memory is bounded by ``frames_per_task`` and
-the largest group (one topic of a broker with its clients), not by a broker.
+through ``mapInArrow``, batch by batch. Every table read back is read with the schema
+it was written with (inferring it is a Spark job per table). Spark SQL keeps its own
+memory (it spills), so a Python worker holds one task's groups: its memory is bounded
+by ``frames_per_task`` and the largest group (one topic of a broker with its clients),
+not by a broker.
 """
 
 from __future__ import annotations
@@ -40,20 +46,11 @@ from typing import Any
 
 from nsqviz.pipeline import sink
 from nsqviz.pipeline.definitions import definitions, reads, tables, views
-from nsqviz.pipeline.groups import FRAMES_PER_TASK, LINKS, components, deal
+from nsqviz.pipeline.groups import FRAMES_PER_TASK, WHOLE_SERVER, components, deal
+from nsqviz.pipeline.tally import Tally, tally_batches
 from nsqviz.sql import View, python_rows
 
 __all__ = ["WHOLE_SERVER", "AnalysesRun", "in_tasks", "on_spark", "write"]
-
-WHOLE_SERVER: dict[str, str] = {
-    "message_sources": "one row per broker, its counts over all its connections",
-    "server_ends": "one row per broker, its last record (where channel_depth ends)",
-}
-"""Views over a whole broker's frames that give a row or so per broker, with what each
-is: Spark SQL computes them over the frames table before the tasks (they read the frames
-alone), and hands each task the rows of those its views read -- a task has a part of a
-broker. ``tests/analysis/test_definitions.py`` finds any other view that would need
-it."""
 
 FRAMES_PER_TASK_SETTING = "spark.nsqviz.analyses.framesPerTask"
 """The Spark setting that overrides :data:`~nsqviz.pipeline.groups.FRAMES_PER_TASK`."""
@@ -100,26 +97,32 @@ class AnalysesRun:
     task_frames: tuple[int, ...]
 
 
-def write(frames: Any, out: str, *, frames_per_task: int | None = None) -> AnalysesRun:
+def write(frames: Any, out: str, *, frames_per_task: int | None = None,
+          tally: Tally | None = None) -> AnalysesRun:
     """Write every analysis of ``frames`` (a Spark DataFrame of the frames table) as a
     Parquet table ``out/<name>``. ``out`` is a local path or a URI that pyarrow's file
     systems know and every executor reaches, as for the frames table.
     ``frames_per_task``: about how many frames one task holds (default: the Spark
     setting ``spark.nsqviz.analyses.framesPerTask``, else
-    :data:`~nsqviz.pipeline.groups.FRAMES_PER_TASK`)."""
+    :data:`~nsqviz.pipeline.groups.FRAMES_PER_TASK`). ``tally``: the frames'
+    :class:`~nsqviz.pipeline.tally.Tally`, as the decoding tasks gave it (default: one
+    pass over ``frames`` makes it)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     spark = frames.sparkSession
     if frames_per_task is None:
         frames_per_task = int(spark.conf.get(FRAMES_PER_TASK_SETTING, str(FRAMES_PER_TASK)))
+    if tally is None:
+        tally = Tally.merged(r["tally"] for r in frames.mapInArrow(
+            tally_batches, "tally binary").collect())
     paths = {name: (f"{out}/{name}" if name in tables() else f"{out}/_steps/{name}")
              for name in _written()}
     for path in paths.values():
         sink.clear(path)
     frames.createOrReplaceTempView("frames")
-    given = _whole_servers(spark, out)
+    given = _whole_servers(tally, out)
     parts, groups, partitioned = _deal(frames, int(spark.conf.get(
-        "spark.sql.shuffle.partitions")), frames_per_task)
+        "spark.sql.shuffle.partitions")), frames_per_task, tally.links)
     written: set[str] = set()
     task_frames = []
     for row in partitioned.mapInArrow(_analyse_groups(paths, given),
@@ -134,7 +137,8 @@ def write(frames: Any, out: str, *, frames_per_task: int | None = None) -> Analy
         sink.done(path)
     try:
         for name in _spark_reads():
-            df = (spark.read.parquet(paths[name]) if name in paths
+            df = (spark.read.schema(from_arrow_schema(arrow_schemas()[name]))
+                  .parquet(paths[name]) if name in paths
                   else spark.sql(views()[name]))  # a filter of the frames
             df.createOrReplaceTempView(name)
         _on_spark(spark, out, from_arrow_schema)
@@ -143,27 +147,26 @@ def write(frames: Any, out: str, *, frames_per_task: int | None = None) -> Analy
     return AnalysesRun(groups, tuple(sorted(task_frames, reverse=True)))
 
 
-def _whole_servers(spark: Any, out: str) -> dict[str, bytes]:
-    """Compute the :data:`WHOLE_SERVER` views on Spark SQL over the frames (a table is
-    written as such); return the rows of those the tasks read, as Arrow IPC streams (a
-    row or so per broker)."""
+def _whole_servers(tally: Tally, out: str) -> dict[str, bytes]:
+    """Write the :data:`WHOLE_SERVER` views that are tables (their rows, as ``tally``
+    added them up); return the rows of those the tasks read, as Arrow IPC streams (a row
+    or so per broker)."""
     import pyarrow as pa
 
-    for name in {other for whole in WHOLE_SERVER for other in reads(whole)} - {"frames"}:
-        if definitions()[name].materialise:
-            raise ValueError(f"{name}: a whole broker's view reads the frames alone")
-        spark.sql(views()[name]).createOrReplaceTempView(name)  # a filter of the frames
     wanted = {other for name in in_tasks() for other in reads(name)}
     given = {}
     for name in WHOLE_SERVER:
-        df = spark.sql(views()[name])
+        rows = tally.whole[name].cast(arrow_schemas()[name])
         if name in tables():
-            df.write.mode("overwrite").parquet(f"{out}/{name}")
-            df = spark.read.parquet(f"{out}/{name}")
-        df.createOrReplaceTempView(name)
+            path = f"{out}/{name}"
+            sink.clear(path)
+            writer = sink.PartWriter(path, "part-00000", rows.schema)
+            for batch in rows.to_batches():
+                writer.write(batch)
+            writer.close()
+            sink.done(path)
         if name in wanted:
             buffer = pa.BufferOutputStream()
-            rows = df.toArrow().cast(arrow_schemas()[name])
             with pa.ipc.new_stream(buffer, rows.schema) as stream:
                 stream.write_table(rows)
             given[name] = buffer.getvalue().to_pybytes()
@@ -171,24 +174,36 @@ def _whole_servers(spark: Any, out: str) -> dict[str, bytes]:
 
 
 def _on_spark(spark: Any, out: str, from_arrow_schema: Callable[[Any], Any]) -> None:
-    """Run :func:`on_spark`'s views in order, each a temporary view the later ones read;
-    a table is written and read back, and so is a step more than one later view reads
-    (Spark would plan and compute it again for each: a Spark job per view is the price,
-    which these few views that combine brokers' rows pay once)."""
+    """Run :func:`on_spark`'s views in order, each a temporary view the later ones read.
+    A step more than one later view reads is written and read back (Spark would plan
+    and compute it again for each), and so is a table a later view reads; the tables no
+    later view reads are written at the end, all at once -- a Spark job each, small ones
+    over the tasks' few rows, which on their own would leave a core idle while one waits
+    on the other. A Python view runs in as many tasks as there are cores, not one per
+    file it reads."""
+    from concurrent.futures import ThreadPoolExecutor
+
     readers = {name: sum(name in reads(other) for other in on_spark())
                for name in on_spark()}
+    last: list[tuple[Any, str]] = []
     for name in on_spark():
         df = spark.sql(views()[name])
         view = definitions()[name]
         if view.python:
-            df = df.mapInArrow(_python_batches(view),
-                               from_arrow_schema(arrow_schemas()[name]))
+            df = df.coalesce(spark.sparkContext.defaultParallelism).mapInArrow(
+                _python_batches(view), from_arrow_schema(arrow_schemas()[name]))
         path = (f"{out}/{name}" if name in tables()
                 else f"{out}/_steps/{name}" if readers[name] > 1 else None)
-        if path is not None:
+        if path is not None and not readers[name]:
+            last.append((df, path))
+        elif path is not None:
             df.write.mode("overwrite").parquet(path)
-            df = spark.read.parquet(path)
+            df = spark.read.schema(df.schema).parquet(path)
         df.createOrReplaceTempView(name)
+    with ThreadPoolExecutor(max(1, len(last))) as pool:
+        for done in [pool.submit(df.write.mode("overwrite").parquet, path)
+                     for df, path in last]:
+            done.result()
 
 
 def _python_batches(view: View) -> Callable[[Iterator[Any]], Iterator[Any]]:
@@ -206,20 +221,24 @@ def _python_batches(view: View) -> Callable[[Iterator[Any]], Iterator[Any]]:
     return task
 
 
-def _deal(frames: Any, parts: int, frames_per_task: int) -> tuple[int, int, Any]:
+def _deal(frames: Any, parts: int, frames_per_task: int, links: Any
+          ) -> tuple[int, int, Any]:
     """``frames`` partitioned for the analyses' tasks: the number of tasks (at least
     ``parts`` when there are groups enough), of groups of connections, and the frames
-    repartitioned so that each task gets its groups (:func:`nsqviz.pipeline.groups.deal`).
+    repartitioned so that each task gets its groups (:func:`nsqviz.pipeline.groups.deal`
+    over the ``links`` rows of :data:`~nsqviz.pipeline.groups.LINKS`, an Arrow table).
 
     The count is explicit, which adaptive execution keeps (it would coalesce a small
     shuffle into one partition: one task, one core). ``repartition(n, c)`` sends a row
     to partition ``pmod(hash(c), n)``, so each task is labelled with a number that
     Spark's own hash sends there; each connection gets its task's label through a
-    broadcast join (a table of connections, far smaller than their frames)."""
+    broadcast join (a table of connections, far smaller than their frames, handed to
+    Spark as Arrow: a list of rows would be a Python job to convert)."""
+    import pyarrow as pa
     from pyspark.sql import functions as F
 
     spark = frames.sparkSession
-    rows = spark.sql(LINKS).collect()
+    rows = links.to_pylist()
     group = components((r["conn_id"], r["host"], r["link"]) for r in rows
                        if r["conn_id"] is not None)
     sizes: dict[str | None, int] = {}
@@ -234,9 +253,10 @@ def _deal(frames: Any, parts: int, frames_per_task: int) -> tuple[int, int, Any]
     label: dict[int, int] = {}
     for r in spark.range(64 * n).selectExpr("id", f"pmod(hash(id), {n}) AS p").collect():
         label.setdefault(r["p"], r["id"])
-    tasks = spark.createDataFrame(
-        [(conn, label[dealt[g]]) for conn, g in sorted(group.items())],
-        "conn_id string, nsqviz_task bigint")
+    conns = sorted(group.items())
+    tasks = spark.createDataFrame(pa.table({
+        "conn_id": pa.array([conn for conn, _ in conns], pa.string()),
+        "nsqviz_task": pa.array([label[dealt[g]] for _, g in conns], pa.int64())}))
     # a capture warning belongs to no connection: its own group
     other = F.lit(label[dealt.get(None, 0)]).cast("bigint")
     column = F.coalesce(F.col("nsqviz_task"), other)

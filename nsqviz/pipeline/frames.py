@@ -16,7 +16,9 @@ Parquet table, not one lazy DataFrame; each task writes its own Parquet file int
 (:mod:`nsqviz.pipeline.sink` says why). Nothing is shuffled: the only data that moves
 between the stages is the handoffs (states and packet numbers, not payload), through
 files beside the output. When nothing can cross (one file, or ``per_file``) or nothing
-did, stage 2 is not run at all.
+did, stage 2 is not run at all. Asked to (``tally``), every task also tallies the rows
+it writes for the analyses (:mod:`nsqviz.pipeline.tally`), so no Spark job has to read
+the table again before their tasks start.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -36,17 +39,22 @@ from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.pipeline import handoff, sink
 from nsqviz.pipeline.source import reader_options
 
+if TYPE_CHECKING:  # the analyses' definitions load when a tally is asked for
+    from nsqviz.pipeline.tally import Tally
+
 __all__ = ["FramesRun", "capture_frames", "write_frames"]
 
 
 @dataclass
 class FramesRun:
     """What :func:`write_frames` did: stage 2's partitions, the 4-tuples they finished
-    and the payload bytes they decoded (0, 0, 0: no stage 2)."""
+    and the payload bytes they decoded (0, 0, 0: no stage 2); and, when asked for, the
+    tally of the frames table."""
 
     parts: int = 0
     keys: int = 0
     payload: int = 0
+    tally: Tally | None = None
 
 
 def write_frames(
@@ -61,6 +69,7 @@ def write_frames(
     work: str | None = None,
     progress_dir: str | None = None,
     on_stage_2: Callable[[FramesRun], None] | None = None,
+    tally: bool = False,
 ) -> FramesRun:
     """Write the frames table (:data:`~nsqviz.pipeline.schemas.FRAME_SCHEMA`) of capture
     ``files`` (absolute paths in capture-set order, as :func:`~nsqviz.capture.paths.expand_paths`
@@ -74,11 +83,23 @@ def write_frames(
     ``out``, else a temporary directory -- enough for local mode); it is emptied
     afterwards. ``progress_dir``: where the tasks report how far they are
     (:func:`~nsqviz.pipeline.decode.read_progress`). ``on_stage_2`` is told before stage
-    2 starts.
+    2 starts. ``tally``: every task tallies its rows (:class:`~nsqviz.pipeline.tally.
+    Tally`), merged into the result's.
     """
     options = reader_options(continuation=not per_file, idle_split=idle_split, ports=ports)
     if progress_dir:
         options["progress"] = progress_dir
+    if tally:
+        options["tally"] = "true"
+    tallies: list[bytes | None] = []
+
+    def tallied(run: FramesRun) -> FramesRun:
+        if tally:
+            from nsqviz.pipeline.tally import Tally
+
+            run.tally = Tally.merged(tallies)
+        return run
+
     crossing = not per_file and len(files) > 1
     made = work is None
     if work is None:
@@ -93,10 +114,10 @@ def write_frames(
             options["handoff"] = handoffs
         sink.clear(out)
         options["sink"] = out
-        _read(spark, files, options, "frames").collect()
+        tallies.extend(r["tally"] for r in _read(spark, files, options, "frames").collect())
         if not crossing:
             sink.done(out)
-            return FramesRun()
+            return tallied(FramesRun())
         # conf.get is typed str | None, but with a default it never gives None
         n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions",  # type: ignore[arg-type]
                                              "8"))
@@ -105,16 +126,17 @@ def write_frames(
                         sum(p.payload for p in parts))
         if not parts:
             sink.done(out)
-            return run
+            return tallied(run)
         if on_stage_2 is not None:
             on_stage_2(run)
         plan = os.path.join(work, "plan")
         with open(plan, "wb") as f:
             pickle.dump(parts, f, protocol=pickle.HIGHEST_PROTOCOL)
         options = {**options, "plan": plan}
-        _read(spark, files, options, "continued").collect()
+        tallies.extend(r["tally"] for r in _read(spark, files, options, "continued")
+                       .collect())
         sink.done(out)
-        return run
+        return tallied(run)
     finally:
         shutil.rmtree(work if made else handoffs, ignore_errors=True)
         if not made:

@@ -30,12 +30,22 @@ from collections.abc import Iterable
 
 from nsqviz.sql import HOST
 
-__all__ = ["FRAMES_PER_TASK", "LINKS", "components", "deal"]
+__all__ = ["FRAMES_PER_TASK", "LINKS", "WHOLE_SERVER", "components", "deal"]
 
 FRAMES_PER_TASK = 1_000_000
 """Frames one analysis task holds by default (about 300 bytes each in its Arrow table
 without ``fields``, a few times that while DuckDB runs the views): the pipeline's
 ``frames_per_task`` option, ``spark.nsqviz.analyses.framesPerTask`` in Spark's settings."""
+
+WHOLE_SERVER: dict[str, str] = {
+    "message_sources": "one row per broker, its counts over all its connections",
+    "server_ends": "one row per broker, its last record (where channel_depth ends)",
+}
+"""Views over a whole broker's frames that give a row or so per broker, with what each
+is: they are computed before the tasks (:mod:`nsqviz.pipeline.tally`: as sums, counts,
+minima and maxima of the frames, they add up from any parts of them), and each task is
+handed the rows of those its views read -- a task has a part of a broker.
+``tests/analysis/test_definitions.py`` finds any other view that would need it."""
 
 _CLIENT_HOST = "regexp_extract(split_part(flow, '->', 1), '^(.*):[0-9]+$', 1)"
 
@@ -43,13 +53,13 @@ LINKS = f"""
 SELECT conn_id, host, link, count(*) AS frames
 FROM (SELECT conn_id, {HOST} AS host,
              explode(array(
-               concat('address ', {_CLIENT_HOST}), concat('topic ', topic),
-               concat('client ', client_id), concat('group ', group_name),
+               'address ' || {_CLIENT_HOST}, 'topic ' || topic,
+               'client ' || client_id, 'group ' || group_name,
                CASE WHEN kind = 'command' AND data LIKE '{{%}}'
-                    THEN concat('client ', get_json_object(data, '$.client_id')) END)) AS link
+                    THEN 'client ' || get_json_object(data, '$.client_id') END)) AS link
       FROM frames WHERE conn_id IS NOT NULL
       UNION ALL
-      SELECT conn_id, host, concat('topic ', t) AS link
+      SELECT conn_id, host, 'topic ' || t AS link
       FROM (SELECT conn_id, {HOST} AS host, explode(topics) AS t FROM frames
             WHERE conn_id IS NOT NULL AND topics IS NOT NULL) AS x) AS l
 WHERE link IS NOT NULL
@@ -61,7 +71,9 @@ FROM frames WHERE conn_id IS NULL
 """The links of the connections, in one pass over the frames table (Spark SQL names):
 one row per connection and what links it to others of its server's host, with the
 frames that named it; every frame names its client address, so that row's ``frames``
-are the connection's. A last row counts the frames of no connection."""
+are the connection's. A last row counts the frames of no connection. (``||``, not
+``concat``: both engines give null when a part is null, where DuckDB's ``concat``
+would skip it and link every connection without a topic to the others.)"""
 
 
 def components(links: Iterable[tuple[str, str | None, str]]) -> dict[str, str]:

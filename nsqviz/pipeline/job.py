@@ -124,21 +124,24 @@ def _run(spark: SparkSession, files: list[str], uri: str, result: PipelineResult
          **options: Any) -> None:
     from nsqviz.pipeline import analyses
     from nsqviz.pipeline.frames import write_frames
+    from nsqviz.pipeline.schemas import FRAME_SCHEMA
 
     def stage_2(run: FramesRun) -> None:
         if isinstance(tracker, Progress):
             tracker.next_phase("continuing", total_bytes=run.payload)
 
     result.stage_2 = write_frames(spark, files, f"{uri}/frames", on_stage_2=stage_2,
-                                  **options)
+                                  tally=True, **options)
     result.frames_seconds = time.perf_counter()
+    tally = result.stage_2.tally
+    assert tally is not None  # asked for
     # The analyses never look at `fields` (the hex of every body: most of the bytes),
-    # and read the rest twice (to deal the groups, then to analyse them): no cache.
-    frames = spark.read.parquet(f"{uri}/frames").drop("fields")
+    # and read the rest once (the decoding tasks tallied what dealing them needs). The
+    # table's schema is known: no Spark job to infer it.
+    frames = spark.read.schema(FRAME_SCHEMA).parquet(f"{uri}/frames").drop("fields")
     if isinstance(tracker, Progress):
-        tracker.next_phase("analyses", frames=frames.where(
-            "kind in ('command', 'frame')").count())
-    result.analyses = analyses.write(frames, uri)
+        tracker.next_phase("analyses", frames=tally.frames)
+    result.analyses = analyses.write(frames, uri, tally=tally)
     if count:
         for name in _tables():
             result.counts[name] = _rows(spark, f"{uri}/{name}")

@@ -31,7 +31,9 @@ protocol name -> extra server ports); :func:`reader_options` writes them.
 ``progress`` (a directory): each task keeps how far it is in a small file there
 (:class:`~nsqviz.pipeline.decode.ProgressFile`) for the driver to show. ``sink`` (a
 directory or URI): each task writes its rows there as a Parquet file itself
-(:mod:`nsqviz.pipeline.sink`, which says why) and gives one summary row instead.
+(:mod:`nsqviz.pipeline.sink`, which says why) and gives one summary row instead; with
+``tally`` (``"true"``) that row carries the :class:`~nsqviz.pipeline.tally.Tally` of
+the rows it wrote, what the analyses need to know before their tasks.
 """
 
 from __future__ import annotations
@@ -47,7 +49,12 @@ from pyspark.sql.types import StructType
 
 from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.capture.paths import expand_paths
-from nsqviz.pipeline.schemas import FRAME_SCHEMA, PACKET_SCHEMA, SUMMARY_SCHEMA
+from nsqviz.pipeline.schemas import (
+    FRAME_SCHEMA,
+    PACKET_SCHEMA,
+    SUMMARY_SCHEMA,
+    source_summary_schema,
+)
 from nsqviz.records import PacketColumns
 
 if TYPE_CHECKING:  # imported where a task needs them
@@ -126,19 +133,28 @@ class PcapReader(DataSourceReader):
         if out is None or self.output == "packets":
             yield from self._rows(partition)
             return
+        import pyarrow as pa
+
         from nsqviz.pipeline.sink import PartWriter
+        from nsqviz.pipeline.tally import Tally
         from nsqviz.records import frame_schema
 
         stage = 1 if self.output == "frames" else 2
         index = cast(_Partition, partition).index
         writer = PartWriter(out, f"part-{stage}-{index:05d}", frame_schema())
+        tally = Tally() if self.options["tally"] else None
         try:
             for batch in self._rows(partition):
                 writer.write(batch)
+                if tally is not None:
+                    tally.add(batch)
         except BaseException:
             writer.abort()
             raise
-        yield writer.close()
+        summary = writer.close()
+        yield pa.RecordBatch.from_arrays(
+            [*summary.columns, pa.array([tally.dumps() if tally else None], pa.binary())],
+            schema=source_summary_schema())
 
     def _rows(self, partition: InputPartition) -> Iterator[Any]:
         """The rows of ``partition``, one of those :meth:`partitions` made."""
@@ -199,6 +215,7 @@ class PcapDataSource(DataSource):
             "handoff": opts.get("handoff") or None,
             "plan": opts.get("plan") or None,
             "sink": opts.get("sink") or None,
+            "tally": opts.get("tally", "false") == "true",
         }
         return PcapReader(expand_paths(_paths_option(opts)), self._output(), decoding)
 
