@@ -172,7 +172,7 @@ def reads(name: str) -> set[str]:
 
 
 @cache
-def _all_reads(registered: tuple[protocols.Protocol, ...]) -> dict[str, frozenset[str]]:
+def _all_reads(registered: tuple[Protocol, ...]) -> dict[str, frozenset[str]]:
     """What each view reads, found once: every analysis asks it of every view it needs."""
     by_name = _collected(registered)
     return {name: frozenset(_reads(by_name, name)) for name in by_name}
