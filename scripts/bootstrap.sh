@@ -26,6 +26,10 @@ quiet_pip() {
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "== installing nsqviz and its extras into .venv"
     quiet_pip install --quiet --upgrade pip
-    quiet_pip install --quiet -e ".[lab,spark,dev,docs]"
+    # --no-compile: pip would compile every installed module (~25 s of one core for
+    # ~1 GB of packages) into __pycache__ folders that `make test` never reads (it keeps
+    # its bytecode under build/pycache, scripts/test.sh); `make lab` compiles what it
+    # imports on its first start, as Python does.
+    quiet_pip install --quiet --no-compile -e ".[lab,spark,dev,docs]"
     echo "$want" > "$stamp"
 fi

@@ -168,4 +168,11 @@ def across_servers() -> tuple[str, ...]:
 def reads(name: str) -> set[str]:
     """What view ``name`` reads: ``frames`` and the other views it names after FROM or
     JOIN."""
-    return _reads(definitions(), name)
+    return set(_all_reads(protocols.registered())[name])
+
+
+@cache
+def _all_reads(registered: tuple[Protocol, ...]) -> dict[str, frozenset[str]]:
+    """What each view reads, found once: every analysis asks it of every view it needs."""
+    by_name = _collected(registered)
+    return {name: frozenset(_reads(by_name, name)) for name in by_name}

@@ -7,6 +7,8 @@ data/doctor/ and its SQL -- and the example is what the doctor says about that c
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -32,8 +34,18 @@ def _extension() -> Any:
     return module
 
 
-def test_the_rules_page_documents_every_registered_rule(served: str, browser: Any) -> None:
+@pytest.fixture(scope="session")
+def examples() -> Iterator[Future[dict[str, Any]]]:
+    """Each rule's example as the doctor finds it now, worked out in a thread while the
+    site builds (it builds in another process: this one would only wait for it). Asked
+    for before the site, so session-scoped as the site is."""
     example = _extension().example
+    with ThreadPoolExecutor(1) as pool:
+        yield pool.submit(lambda: {rule_id: example(rule_id) for rule_id in rules()})
+
+
+def test_the_rules_page_documents_every_registered_rule(
+        examples: Future[dict[str, Any]], served: str, browser: Any) -> None:
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     try:
         page.goto(f"{served}/docs/doctor.html")
@@ -54,7 +66,7 @@ def test_the_rules_page_documents_every_registered_rule(served: str, browser: An
             for threshold in rule.thresholds:
                 assert str(threshold) in text, (rule_id, threshold.name)
             assert "--" not in rule.change or "--" in text  # flags as written, no dashes
-            found = example(rule_id)
+            found = examples.result()[rule_id]
             assert found is not None, f"{rule_id}: no example in its captures"
             name, finding = found
             assert f"data/{name}" in text and finding["summary"] in text, rule_id

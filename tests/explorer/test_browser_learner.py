@@ -1,18 +1,20 @@
-"""Notebooks 02, 07 and 10 run the way a learner runs them, in real JupyterLab and Chromium.
+"""Notebooks 02, 04 and 11 run the way a learner runs them, in real JupyterLab and Chromium.
 
-A learner presses Shift+Enter, waits for the cell, reads for a few seconds, and once in a
-while stops to think. Each notebook is stepped cell by cell (:data:`PACE_S` after every code
-cell) with one long pause (:data:`PAUSE_S`) before the cell where it hurts most:
+A learner presses Shift+Enter, waits for the cell (until its prompt shows its number),
+reads a moment, and once in a while stops to think. Each notebook is stepped cell by cell
+(:data:`PACE_S` after every code cell: what a cell left running -- heartbeats,
+deliveries, a widget's updates -- carries on while the next is read) with one long pause
+(:data:`PAUSE_S`, past the deadlines that matter) before the cell where it hurts most:
 
 * 02: before the FIN, with two messages in flight (their ``msg_timeout`` runs);
-* 07: after consumer A joined and reported its partitions (the simulated Master counts
+* 11: after consumer A joined and reported its partitions (the simulated Master counts
   the time since A's last heartbeat);
-* 10: after lab 11, before its sequence diagram (every lab connection is idle, nsqd's
+* 04: after lab 11, before its sequence diagram (every lab connection is idle, nsqd's
   heartbeat timers run and the session must answer them).
 
 Three 90-s pauses per run would make this test the longest of the suite, so each run
 pauses in one notebook -- the one :func:`paused_notebook` picks by the day, or
-``NSQVIZ_PACE_PAUSE=02|07|10|all`` -- and steps the other two at reading pace only.
+``NSQVIZ_PACE_PAUSE=02|04|11|all`` -- and steps the other two at reading pace only.
 
 Once the last cell ran, every sequence and state diagram the run drew (the stepper's
 live widget included), each of its lanes, labels and controls, lies within its output
@@ -50,7 +52,8 @@ from tests.explorer.test_browser import (
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-PACE_S = 3.0
+PACE_S = 1.0
+DONE = re.compile(r"\[\d+\]")  # a code cell's prompt once it ran: [12]:
 PAUSE_S = 90.0
 EXPERIMENT = "learner-experiment"
 
@@ -146,15 +149,20 @@ def test_a_learner_steps_through_without_a_traceback(learner_lab, name):
                       f"?token={token}&reset")
             idle = page.get_by_role("button", name=re.compile(r"Python 3.*\| Idle"))
             expect(idle).to_be_visible(timeout=60_000)
-            page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").first.click()
+            panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+            panel.locator(".jp-Cell").first.click()
             page.keyboard.press("Escape")  # command mode: Shift+Enter runs and moves on
+            prompts = panel.locator(".jp-CodeCell .jp-InputArea-prompt")
+            ran = 0
             for cell in nb["cells"]:
                 if cell.get("id") == pause_before:
                     page.wait_for_timeout(PAUSE_S * 1000)  # the learner stops to think
                 page.keyboard.press("Shift+Enter")
                 if cell["cell_type"] == "code":
-                    page.wait_for_timeout(300)
+                    # done when its prompt shows its number ("[*]" while queued or running)
+                    expect(prompts.nth(ran)).to_have_text(DONE, timeout=120_000)
                     expect(idle).to_be_visible(timeout=120_000)
+                    ran += 1
                     page.wait_for_timeout(PACE_S * 1000)
             # every diagram the run drew (live widgets included) within its output area
             fit = diagrams_fit(page, NOTEBOOK_OUTPUTS)

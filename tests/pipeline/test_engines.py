@@ -102,27 +102,40 @@ def _same(local: dict[str, Any], other: dict[str, Any], engine: str,
 
 
 @pytest.fixture(scope="module")
+def in_process(all_frames):
+    """Every table in-process (DuckDB over all the frames at once): what both engines'
+    tables are held to."""
+    from nsqviz.pipeline.on_duckdb import analyse
+
+    return analyse(all_frames)
+
+
+@pytest.fixture(scope="module")
 def spark_frames(spark, all_frames, tmp_path_factory):
+    """The frames on Spark, read once: every view below reads them, and the pipeline's
+    tasks do too."""
     import pyarrow.parquet as pq
 
     path = str(tmp_path_factory.mktemp("frames") / "frames.parquet")
     pq.write_table(all_frames, path)
-    return spark.read.parquet(path).drop("fields")
+    frames = spark.read.parquet(path).drop("fields").cache()
+    frames.count()
+    yield frames
+    frames.unpersist()
 
 
-def test_the_pipeline_gives_the_in_process_tables(all_frames, spark_frames, tmp_path):
+def test_the_pipeline_gives_the_in_process_tables(in_process, spark_frames, tmp_path):
     from nsqviz.pipeline import analyses
-    from nsqviz.pipeline.on_duckdb import analyse
 
     assert len(SAMPLES) >= 20
     analyses.write(spark_frames, str(tmp_path))
     written = {name: spark_frames.sparkSession.read.parquet(str(tmp_path / name))
                for name in tables()}
-    _same(analyse(all_frames), written, "pipeline")
+    _same(in_process, written, "pipeline")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(tables())
 
 
-def test_every_view_on_spark_sql_alone_gives_the_same_tables(all_frames, spark_frames):
+def test_every_view_on_spark_sql_alone_gives_the_same_tables(in_process, spark_frames):
     """The analyses stay in Spark SQL's dialect, every one of them, not only the ones
     Spark SQL runs in the pipeline (those that combine brokers). The doctor's rule views
     are left to the test above (the pipeline runs them on DuckDB in its tasks, the
@@ -130,7 +143,6 @@ def test_every_view_on_spark_sql_alone_gives_the_same_tables(all_frames, spark_f
     their chains of joins outgrow this session's 2 GB driver (Java heap space)."""
     from nsqviz.doctor.views import views as rule_views
     from nsqviz.pipeline.definitions import definitions, rules, views
-    from nsqviz.pipeline.on_duckdb import analyse
     from nsqviz.sql import python_rows
 
     doctor = {v.name for v in rule_views(rules().values(), "unused:words")}
@@ -150,7 +162,7 @@ def test_every_view_on_spark_sql_alone_gives_the_same_tables(all_frames, spark_f
         # whole chain of views before it again (Spark plans such a chain in minutes)
         on_spark[name].createOrReplaceTempView(name)
     try:
-        _same(analyse(all_frames), on_spark, "Spark SQL",
+        _same(in_process, on_spark, "Spark SQL",
               [name for name in tables() if name not in doctor])
     finally:
         for df in on_spark.values():
