@@ -66,8 +66,8 @@ class Tables(Protocol):
         ...
 
     @property
-    def frames(self) -> Any:
-        """The frames table (:func:`nsqviz.records.frame_schema`) as a DataFrame."""
+    def arrow(self) -> Any:
+        """The frames table (:func:`nsqviz.records.frame_schema`) as an Arrow table."""
         ...
 
     def table(self, name: str) -> Any:

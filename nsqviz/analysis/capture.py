@@ -104,6 +104,7 @@ class Capture:
         self._tables: dict[str, Any] = {}
         self._arrow_tables: dict[str, Any] = {}
         self._frames: Any = None
+        self._session: Any = None
 
     @classmethod
     def of_frames(cls, frames: Any, files: list[str]) -> Capture:
@@ -111,7 +112,7 @@ class Capture:
         standard input or a live capture (:func:`nsqviz.pipeline.decode.decode_stream`)."""
         cap = cls.__new__(cls)
         cap.files, cap.arrow = files, frames
-        cap._tables, cap._arrow_tables, cap._frames = {}, {}, None
+        cap._tables, cap._arrow_tables, cap._frames, cap._session = {}, {}, None, None
         return cap
 
     def __repr__(self) -> str:
@@ -139,9 +140,11 @@ class Capture:
         if name not in definitions():
             raise KeyError(f"no table {name!r}; choose from {', '.join(tables())}")
         if name not in self._arrow_tables:  # computed when first asked for, each once
-            from nsqviz.pipeline.on_duckdb import analyse
+            if self._session is None:  # one DuckDB session: steps shared by tables
+                from nsqviz.pipeline.on_duckdb import Session
 
-            self._arrow_tables[name] = analyse(self.arrow, [name])[name]
+                self._session = Session(self.arrow)
+            self._arrow_tables[name] = self._session.table(name)
         return self._arrow_tables[name]
 
     @property

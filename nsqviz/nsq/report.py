@@ -172,10 +172,14 @@ class NsqReport(Report):
         return out
 
     def stats(self, cap: Tables) -> dict[str, Any]:
+        import pyarrow.compute as pc
+
         hb = cap.table("heartbeats")
-        deliv = cap.table("deliveries")
-        answered = deliv[deliv.outcome.isin([_FIN, _REQ])]
-        taken = answered.outcome_ts - answered.ts
+        # a row per delivery: read in columns, not as a DataFrame
+        deliv = cap.arrow_table("deliveries").select(["outcome", "ts", "outcome_ts"])
+        taken = {o: pc.subtract(mine["outcome_ts"], mine["ts"]).to_pylist()
+                 for o in (_FIN, _REQ)
+                 for mine in [deliv.filter(pc.equal(deliv["outcome"], o))]}
         conns = cap.table("connections")
         compression = []
         for c in conns[conns.compression.notna()].to_dict("records"):
@@ -189,8 +193,8 @@ class NsqReport(Report):
                 "interval": percentiles(list(hb.interval_s)),
                 "answer": percentiles(list(hb.response_s))},
             "pub_to_answer": percentiles(list(cap.table("publishes").latency_s)),
-            "delivery_to_fin": percentiles(list(taken[answered.outcome == _FIN])),
-            "delivery_to_req": percentiles(list(taken[answered.outcome == _REQ])),
+            "delivery_to_fin": percentiles(taken[_FIN]),
+            "delivery_to_req": percentiles(taken[_REQ]),
             "compression": compression,
         }
 
