@@ -3,8 +3,9 @@ pandas DataFrames, its replay view, and one message's lifecycle as a picture.
 
 The capture is decoded once, in this process, by the pipeline's own decoding tasks
 (:func:`frames_of`), and the analyses run on DuckDB the first
-time one is asked for (:func:`nsqviz.pipeline.on_duckdb.analyse`): the same definitions
-``nsqviz pipeline`` runs on Spark, so a notebook and a cluster agree.
+time one is asked for, in one session per capture (:class:`nsqviz.pipeline.on_duckdb.
+Session`: what two tables share is computed once): the same definitions ``nsqviz
+pipeline`` runs on Spark, so a notebook and a cluster agree.
 """
 
 from __future__ import annotations
