@@ -132,7 +132,8 @@ def main(out: str) -> None:
          f"--data-path={tempfile.mkdtemp()}", "--msg-timeout=1s"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.5)
-    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "--immediate-mode", "-U",
+    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-B", "65536",
+                             "--immediate-mode", "-U",
                              "-w", out, f"tcp port {port}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     dump.stderr.readline()  # "listening on lo ...": capturing from here on

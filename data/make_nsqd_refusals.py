@@ -76,7 +76,8 @@ def record(out: str, connections: list, *options: str, port: int = 0,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     time.sleep(0.5)
-    dump = subprocess.Popen(["tcpdump", "-i", "lo", "--immediate-mode", "-w", out, "-U",
+    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-B", "65536", "--immediate-mode",
+                             "-w", out, "-U",
                              f"tcp port {port}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     dump.stderr.readline()  # "listening on lo ...": capturing from here on

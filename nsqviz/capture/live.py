@@ -5,9 +5,13 @@ capture tool writing a capture to a pipe and reads that pipe like any capture
 (:func:`~nsqviz.capture.files.read_capture` blocks on it and yields each packet as soon
 as it is written):
 
-* ``tcpdump -i IFACE -s 0 -U --immediate-mode -w - [BPF]`` (classic pcap; ``-U``:
-  written per packet, ``--immediate-mode``: handed over by the kernel per packet -- else
-  libpcap waits up to a second to fill a buffer; ``-s 0``: whole packets). The default.
+* ``tcpdump -i IFACE -s 0 -B 65536 -U --immediate-mode -w - [BPF]`` (classic pcap;
+  ``-U``: written per packet, ``--immediate-mode``: handed over by the kernel per packet
+  -- else libpcap waits up to a second to fill a buffer; ``-s 0``: whole packets). The
+  default. In immediate mode libpcap gives every packet a whole-snaplen slot of the
+  kernel's ring (256 KiB with ``-s 0``), so tcpdump's default 2 MiB buffer holds eight
+  packets and a burst while tcpdump is not scheduled is dropped; ``-B 65536`` (KiB)
+  holds 256. tcpdump counts what the kernel dropped on its standard error at the end.
 * ``dumpcap -i IFACE -q -w - [-f BPF]`` (pcapng), where tcpdump is not installed.
   dumpcap (Wireshark 4.0) writes a pipe in blocks, not per packet: on a quiet link a
   record can wait for the next block.
@@ -75,8 +79,8 @@ def capture_command(tool: str, interface: str, bpf: str | None) -> list[str]:
     if tool == "dumpcap":
         return ["dumpcap", "-i", interface, "-q", "-w", "-", *(["-f", bpf] if bpf else [])]
     if tool == "tcpdump":
-        return ["tcpdump", "-i", interface, "-s", "0", "-U", "--immediate-mode", "-w", "-",
-                *([bpf] if bpf else [])]
+        return ["tcpdump", "-i", interface, "-s", "0", "-B", "65536", "-U", "--immediate-mode",
+                "-w", "-", *([bpf] if bpf else [])]
     raise CaptureToolError(f"unknown capture tool {tool!r}: choose from {', '.join(TOOLS)}")
 
 

@@ -466,7 +466,7 @@ class BrokerConnection(AccessSteps, asyncio.Protocol):
                 # nsqd flushes on a ticker of output_buffer_timeout that runs from the
                 # connection's start: the next tick, not a full timeout from now
                 phase = (time.monotonic() - self._ticker_start) % timeout
-                self._flush_handle = self.loop.call_later(timeout - phase, self._flush)
+                self._flush_handle = self.loop.call_later(timeout - phase, self._tick)
 
     def timed_out(self, msg_id: bytes) -> None:
         if not self.closed:

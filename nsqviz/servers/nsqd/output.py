@@ -67,13 +67,18 @@ class Output(asyncio.Protocol):
         self._flush()
 
     def _flush(self) -> None:
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()
-            self._flush_handle = None
         if self._out and not self.closed and not self._live.is_closing():
             self._live.write(b"".join(self._out))
         self._out.clear()
         self._out_size = 0
+
+    def _tick(self) -> None:
+        """The output buffer's ticker: what a full buffer or a response did not flush
+        since it was armed goes out now. A flush in between leaves it armed (nsqd's
+        ticker runs on, and a timer set again after each flush cost a heap push and a
+        cancel per buffer of messages)."""
+        self._flush_handle = None
+        self._flush()
 
     def _flush_if_idle(self) -> None:
         if self._out and (not self.ready() or self.settings.output_buffer_timeout <= 0):

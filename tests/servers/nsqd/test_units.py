@@ -257,3 +257,79 @@ def test_a_delivery_gives_each_of_its_messages_back_as_an_object_of_its_own():
         assert (msg.id, msg.body, msg.timestamp, msg.attempts, msg.deadline) == (
             mid, body, batch.timestamp, 1, 5.0)
     assert batch not in gc.get_referents(delivery)  # only its own bodies are kept
+
+
+class _Reader:
+    """A subscribed client with room for anything (the channel's Consumer)."""
+
+    sample_rate = 0
+    msg_timeout = 60.0
+
+    def __init__(self, log: list[str]) -> None:
+        self.in_flight: dict = {}
+        self.delivered = 0
+        self.log = log
+
+    def room(self) -> int:
+        return 100_000
+
+    def deliver(self, batch: list) -> None:
+        self.delivered += sum(len(getattr(item, "ids", (item,))) for item in batch)
+        self.log.append("deliver")
+
+    def timed_out(self, msg_id: bytes) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def test_a_pump_hands_out_smaller_slices_of_a_backlog_while_it_is_published_to():
+    import asyncio
+
+    from nsqviz.servers.nsqd.channel import PUBLISHING_SLICE, PUBLISHING_WINDOW, PUMP_SLICE
+    from nsqviz.servers.nsqd.server import Broker
+
+    async def run() -> None:
+        ids = IDGenerator()
+        channel = Broker(Options()).get_topic("t").get_channel("c")
+        channel.put_batch(ids.batch([b"x"] * 1000))  # no client yet: all of it waits
+        await asyncio.sleep(2 * PUBLISHING_WINDOW)
+        reader = _Reader([])
+        channel.add_client(reader)
+        channel.pump()  # no put for a while: a whole slice of the backlog
+        assert reader.delivered == PUMP_SLICE
+        channel.put_batch(ids.batch([b"y"] * 10))
+        channel.pump()  # what was brought, and a smaller slice of the backlog
+        assert reader.delivered == PUMP_SLICE + 10 + PUBLISHING_SLICE
+        channel.pump()  # still being published to
+        assert reader.delivered == PUMP_SLICE + 10 + 2 * PUBLISHING_SLICE
+        channel.remove_client(reader)  # the pumps already scheduled find no one
+        await asyncio.sleep(2 * PUBLISHING_WINDOW)
+        channel.add_client(reader)
+        channel.pump()  # the publisher has stopped: whole slices again
+        assert reader.delivered == 2 * PUMP_SLICE + 10 + 2 * PUBLISHING_SLICE
+
+    asyncio.run(run())
+
+
+def test_a_channel_delivers_after_the_commands_read_in_the_same_turn():
+    """A publisher waiting for its OK is read before the deliveries its last publish
+    woke: the pump runs behind the next turn's I/O callbacks (here a callback queued
+    after the wake, as a socket's read is queued after the callbacks of the turn
+    before)."""
+    import asyncio
+
+    from nsqviz.servers.nsqd.server import Broker
+
+    async def run() -> list[str]:
+        log: list[str] = []
+        channel = Broker(Options()).get_topic("t").get_channel("c")
+        channel.add_client(_Reader(log))
+        channel.put_batch(IDGenerator().batch([b"x"] * 5))  # wakes the channel
+        asyncio.get_running_loop().call_soon(log.append, "read")
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return log
+
+    assert asyncio.run(run()) == ["read", "deliver"]

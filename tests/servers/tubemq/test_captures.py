@@ -97,7 +97,8 @@ def test_fresh_capture_decodes_to_what_the_client_sent_and_got(tmp_path):
     with EmbeddedSim(topics=("demo",)) as sim:
         ports = [int(a.rsplit(":", 1)[1]) for a in [sim.master_address, *sim.broker_addresses]]
         dump = subprocess.Popen(
-            ["tcpdump", "-i", "lo", "-s", "0", "--immediate-mode", "-U", "-w", str(pcap),
+            ["tcpdump", "-i", "lo", "-s", "0", "-B", "65536", "--immediate-mode", "-U",
+             "-w", str(pcap),
              " or ".join(f"tcp port {p}" for p in ports)],
             stderr=subprocess.PIPE, text=True)
         while "listening" not in (line := dump.stderr.readline()):
