@@ -15,12 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from nsqviz import protocols
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
 from nsqviz.compactjson import line
-from nsqviz.report import ConnectionPart, Report, cell, packet, since
+from nsqviz.report import ConnectionPart, Message, Report, cell, packet, since
 from nsqviz.usage import damaged_input, nearest_hint, usage_error, warn
 
 __all__ = ["register"]
@@ -92,7 +93,8 @@ def _reports(cap: Any) -> list[Report]:
 def _messages(args: argparse.Namespace) -> int:
     cap = _open(args)
     reports = _reports(cap)
-    found = ((report, m) for report in reports for m in report.messages(cap))
+    found: Iterator[tuple[Report, Message]] = (
+        (report, m) for report in reports for m in report.messages(cap))
     if args.id:  # the ids are checked before a line is written
         chosen, known = [], set()
         for report, m in found:

@@ -225,14 +225,15 @@ def _rdy_update(conn: Connection) -> Verdict:
     resends, bad = [], []
     message, c2s, answer_kinds = ev.Message, Direction.C2S, (ev.Fin, ev.Req, ev.Touch)
     for s in conn.seen:
-        kind = type(s.event)
-        if kind is message:
+        e = s.event
+        kind = type(e)
+        if isinstance(e, message):
             passed += 1
-            number[s.event.id] = passed
+            number[e.id] = passed
         elif s.direction != c2s:
             continue
-        elif kind in answer_kinds:
-            answered = max(answered, number.get(s.event.id, 0))
+        elif isinstance(e, answer_kinds):
+            answered = max(answered, number.get(e.id, 0))
         elif kind is ev.Rdy:
             count, read = _count(s), max(answered, fewest)
             if last is not None and count == last and count > 0:
@@ -289,11 +290,11 @@ def _in_flight(conn: Connection) -> Verdict:
     message, touch, c2s = ev.Message, ev.Touch, Direction.C2S
     answer_kinds = (ev.Fin, ev.Req, touch)
     for i, s in enumerate(conn.seen):
-        kind = type(s.event)
-        if kind is message:
-            flying.add(s.event.id)
-        elif kind in answer_kinds and s.direction == c2s:
-            mid = s.event.id
+        e = s.event
+        if isinstance(e, message):
+            flying.add(e.id)
+        elif isinstance(e, answer_kinds) and s.direction == c2s:
+            mid = e.id
             if s.refused and _not_in_flight(s):  # nsqd's own verdict
                 bad.append(s)
             elif mid not in flying:
@@ -302,7 +303,7 @@ def _in_flight(conn: Connection) -> Verdict:
                     continue
                 bad.append(s)
             answers.append(s)
-            if kind is not touch:
+            if type(e) is not touch:
                 flying.discard(mid)
     lost = (f"; {len(unjudged)} not judged: the capture lost server bytes before them"
             if unjudged else "")
