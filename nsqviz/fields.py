@@ -8,7 +8,7 @@ are Wireshark's ``abbrev`` s (``nsq.msg.id``, ``tcp.stream``).
 
 This module names no protocol: each protocol declares its fields next to its tables
 (``nsqviz/<protocol>/fields.py``) and offers them as
-:attr:`nsqviz.protocols.Protocol.filter_fields`; :func:`nsqviz.protocols.filter_fields`
+:attr:`nsqviz.protocols.protocol.Protocol.filter_fields`; :func:`nsqviz.protocols.filter_fields`
 joins them with :data:`CAPTURE_FIELDS`, the packet-level fields Wireshark's own
 dissectors (frame, IP, TCP) register and nsqviz fills from its records.
 """

@@ -5,9 +5,9 @@ A learner follows ``FIN`` from the sequence diagram to the replay lanes to a plo
 own. Two maps, both fixed by the protocol tables, not by what a view happens to show:
 
 * :func:`name_colour` -- a command, frame or RPC method: the names every registered
-  protocol gives its records (:meth:`nsqviz.protocols.Protocol.names`: NSQ's verbs,
+  protocol gives its records (:meth:`nsqviz.protocols.protocol.Protocol.names`: NSQ's verbs,
   the magic and frame types, TubeMQ's RPC methods, the lookup protocol's verbs and
-  answers), and their other spellings (:meth:`~nsqviz.protocols.Protocol.aliases`: a
+  answers), and their other spellings (:meth:`~nsqviz.protocols.protocol.Protocol.aliases`: a
   request message such as ``RegisterRequestC2M`` takes its method's colour). Every
   name has its own colour (:func:`names` is total and injective, a test checks it);
   a protocol registered later gets colours for its names without an edit here.
@@ -74,7 +74,7 @@ def _generated(n: int, *, offset: float) -> list[str]:
 
 @cache
 def _names() -> dict[str, str]:
-    """Every registered protocol's names (:meth:`~nsqviz.protocols.Protocol.names`), in
+    """Every registered protocol's names (:meth:`~nsqviz.protocols.protocol.Protocol.names`), in
     registration order: the first protocol's take the hand-picked fills, every other
     name the next generated one (a name two protocols share keeps the fill it got
     first) -- each moved, where it must be, to the nearest fill at least
@@ -128,7 +128,7 @@ def _spread(names: list[str], wanted: list[str], mates: list[str], used: set[str
 @cache
 def _aliases() -> dict[str, str]:
     """Other spellings of a name (TubeMQ's message names, the magic in lower case), as
-    each protocol gives them (:meth:`~nsqviz.protocols.Protocol.aliases`)."""
+    each protocol gives them (:meth:`~nsqviz.protocols.protocol.Protocol.aliases`)."""
     from nsqviz import protocols
 
     out: dict[str, str] = {}

@@ -4,11 +4,13 @@ A :class:`DecodedRecord` is one row of ``nsqviz decode``: a command, a frame, an
 gap, a TLS note or (for the pipeline) a flow's start or end. This module is the only
 place that turns events and records into text and data:
 
-* :func:`event_fields` -- an event's fields as JSON-ready data (through its protocol);
+* :func:`event_fields` -- an event's fields as JSON-ready data (through its protocol, or
+  :mod:`nsqviz.sansio` for the events every protocol shares);
 * :func:`summary` -- the Info column of ``nsqviz decode``; :func:`details` -- every
   field of a record on lines of their own (``-V``); :func:`packet_list` and
   :func:`escaped` -- how packet numbers and bytes are written as text;
-* :func:`label` -- the short label diagrams and transcripts show;
+* :func:`label` -- the short label diagrams and transcripts show (:data:`SHARED_LABELS`
+  for the events every protocol shares);
 * :func:`fields_json`, :func:`json_line` -- the JSON encoders (compact:
   :mod:`nsqviz.compactjson`'s; ``json_line`` its fast :func:`~nsqviz.compactjson.line`);
 * :func:`packet_schema`, :func:`frame_schema` and :class:`FrameColumns` -- the Arrow
@@ -23,16 +25,21 @@ from __future__ import annotations
 import json
 import json.encoder
 from functools import cache
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from nsqviz import compactjson, protocols
 from nsqviz.compactjson import dumps as compact_dumps
+from nsqviz.sansio import ConnectionClosed, Truncated, truncated_fields
+
+if TYPE_CHECKING:
+    from nsqviz.protocols.protocol import Protocol
 
 __all__ = [
     "DecodedRecord",
     "FRAME_COLUMNS",
     "PACKET_COLUMNS",
     "PacketColumns",
+    "SHARED_LABELS",
     "CAPTURE_BYTES_FIELDS",
     "TCP_COLUMNS",
     "details",
@@ -97,9 +104,13 @@ class DecodedRecord(NamedTuple):
 def event_fields(event: Any) -> dict[str, Any]:
     """An event's fields as JSON-ready data, as its protocol shows them."""
     proto = protocols.of_event(event)
-    if proto is None:
-        raise TypeError(f"no registered protocol defines {type(event).__qualname__}")
-    return proto.fields(event)
+    if proto is not None:
+        return proto.fields(event)
+    if type(event) is Truncated:
+        return truncated_fields(event)
+    if type(event) is ConnectionClosed:
+        return {}
+    raise TypeError(f"no registered protocol defines {type(event).__qualname__}")
 
 
 def event_json(event: Any) -> dict[str, Any]:
@@ -113,11 +124,18 @@ def event_json(event: Any) -> dict[str, Any]:
     return out
 
 
+SHARED_LABELS: dict[type, tuple[str, str]] = {
+    ConnectionClosed: ("TCP close (end of stream)", "error"),
+    Truncated: ("✗ stream ended inside a unit", "error"),
+}
+"""``(label, style)`` of the events every protocol shares (:mod:`nsqviz.sansio`)."""
+
+
 def label(event: Any) -> tuple[str, str]:
     """``(label, style)`` of an event for diagrams, as its protocol words it."""
     proto = protocols.of_event(event)
     if proto is None:
-        return type(event).__name__, "note"
+        return SHARED_LABELS.get(type(event)) or (type(event).__name__, "note")
     return proto.label(event)
 
 
@@ -427,7 +445,7 @@ class FrameColumns:
     def __init__(self, files: list[str], *, fields: bool = True):
         self.files = files
         self.fields = fields  # False: the `fields` column stays null (nsqviz messages &c.)
-        self._protocols: dict[str, protocols.Protocol] = {}
+        self._protocols: dict[str, Protocol] = {}
         self._where: dict[tuple[int, ...], tuple[str | None, list[str]]] = {}
         self._clear()
 

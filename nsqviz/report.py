@@ -5,7 +5,7 @@ The commands (:mod:`nsqviz.analysis.cli`) name no protocol. They print what ever
 capture has -- each connection's TCP life, the servers' error answers, nsqviz's problems
 and how it ended; frames by name, errors and problems by code, sticky packets -- and ask
 the :class:`Report` of each registered protocol present in the capture
-(:attr:`nsqviz.protocols.Protocol.report`) for its part:
+(:attr:`nsqviz.protocols.protocol.Protocol.report`) for its part:
 
 ==================  ========================================================================
 ``messages``        :meth:`Report.messages`: one :class:`Message` per message -- the id

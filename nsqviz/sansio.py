@@ -7,8 +7,10 @@ clock: ``receive(data, segment=..., now=...)`` returns the events the bytes comp
 
 * **receive and end of stream**: bytes go through the protocol-free
   :class:`~nsqviz.stream.Reassembler` with the protocol's framing rule; at the end the
-  frame in progress becomes the protocol's *truncated* event, undecodable bytes its
-  violation, and a *connection closed* event ends the list;
+  frame in progress becomes a :class:`Truncated` event, undecodable bytes the protocol's
+  violation, and :class:`ConnectionClosed` ends the list -- the two events every
+  protocol shares, declared here once on the base of every protocol's events
+  (:class:`Event`);
 * **gaps and resync**: after lost bytes the frame in progress is dropped and handed back
   with the length it was to have (proven boundary) or ``None`` (a resync guess follows);
   a ``passive`` connection (a capture's observer) resynchronises after bytes that do not
@@ -32,21 +34,60 @@ clock: ``receive(data, segment=..., now=...)`` returns the events the bytes comp
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from dataclasses import field as _field
 from typing import Any, Protocol
 
 from nsqviz.stream.direction import Direction
-from nsqviz.stream.reassembly import FramingError, Garbage, Reassembler
+from nsqviz.stream.reassembly import FramingError, Garbage, RawFrame, Reassembler
 from nsqviz.stream.reassembly import Truncated as StreamTruncated
 
 __all__ = [
     "Connection",
+    "ConnectionClosed",
+    "Event",
     "GrammarError",
     "LocalProtocolError",
     "Observer",
     "ProtocolError",
+    "Truncated",
     "Violation",
+    "truncated_fields",
     "violation_fields",
 ]
+
+
+class Event:
+    """Base of every protocol's events (each protocol's ``Event`` derives from it), and
+    of the two they all share: :class:`Truncated` and :class:`ConnectionClosed`. Events
+    are frozen dataclasses; this base holds no field, so that each protocol chooses its
+    own (NSQ's commands and frames keep their ``raw`` frame positional, say)."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Truncated(Event):
+    """The stream ended inside a unit (a frame, a message): ``data`` is the part that
+    arrived, from stream offset ``offset``; ``expected`` the unit's full size when its
+    length had arrived, else ``None``. ``raw``: those bytes with the packets they came
+    from, where the connection keeps provenance."""
+
+    offset: int
+    data: bytes
+    expected: int | None
+    raw: RawFrame | None = _field(default=None, kw_only=True, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionClosed(Event):
+    """The peer closed its side of the connection: nothing more comes from it."""
+
+
+def truncated_fields(t: Truncated) -> dict[str, Any]:
+    """A :class:`Truncated` event's fields as every record shows them (a truncated
+    unit's record adds the reason, in its protocol's word for the unit)."""
+    return {"offset": t.offset, "expected": t.expected, "data": t.data.hex()}
 
 
 class ProtocolError(Exception):
@@ -139,9 +180,9 @@ class Connection(ABC):
     """One role of a connection: receive, end of stream, gaps, provenance, ``closed``.
 
     A subclass gives its framing rule (:meth:`_reassembler`), decodes what the
-    reassembler cut (:meth:`_receive`), and names its events for undecodable bytes
-    (:meth:`_on_garbage`), a frame cut short by the end (:meth:`_truncated`) and the end
-    itself (:meth:`_closed_event`).
+    reassembler cut (:meth:`_receive`) and names its event for undecodable bytes
+    (:meth:`_on_garbage`); a frame cut short by the end is a :class:`Truncated`, the end
+    itself a :class:`ConnectionClosed`, in every protocol.
     """
 
     def __init__(self, *, provenance: bool = False, passive: bool = False) -> None:
@@ -166,10 +207,12 @@ class Connection(ABC):
             self._eof = True
             for item in self._reasm.finish():
                 if isinstance(item, StreamTruncated):
-                    out.append(self._truncated(item))
+                    raw = (RawFrame(item.data, item.offset, item.sources) if self.provenance
+                           else None)
+                    out.append(Truncated(item.offset, item.data, item.expected, raw=raw))
                 else:
                     self._on_garbage(item, out)
-            out.append(self._closed_event())
+            out.append(ConnectionClosed())
             self._ended()
             return out
         if self.closed:
@@ -209,14 +252,6 @@ class Connection(ABC):
     @abstractmethod
     def _on_garbage(self, garbage: Garbage, out: list[Any]) -> None:
         """Bytes that do not frame: the protocol's violation."""
-
-    @abstractmethod
-    def _truncated(self, item: StreamTruncated) -> Any:
-        """The event for a frame the end of the stream cut short."""
-
-    @abstractmethod
-    def _closed_event(self) -> Any:
-        """The event that ends the list at the end of the stream."""
 
 
 class Observer(ABC):

@@ -30,7 +30,7 @@ Who defines what (:mod:`nsqviz.pipeline.definitions` collects them):
   carried the publish -- a broker may take messages on more than one port.
 
 So adding a protocol's analyses is its ``analyses.py`` and the ``analyses`` attribute
-of its :class:`~nsqviz.protocols.Protocol`; nothing else names it.
+of its :class:`~nsqviz.protocols.protocol.Protocol`; nothing else names it.
 """
 
 from __future__ import annotations

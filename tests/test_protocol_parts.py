@@ -25,6 +25,8 @@ import pytest
 
 from nsqviz import protocols, sansio
 from nsqviz.pipeline.definitions import definitions, reads
+from nsqviz.protocols.items import ObservedConnection
+from nsqviz.protocols.protocol import Protocol
 from nsqviz.sql import ANSWER_PAIRS, SHARED, frames_of
 
 ROOT = Path(__file__).resolve().parent.parent / "nsqviz"
@@ -68,11 +70,11 @@ def _inside(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
-def inventory(proto: protocols.Protocol) -> dict[str, list[str]]:
+def inventory(proto: Protocol) -> dict[str, list[str]]:
     """``{part: [where it is defined ...]}`` for one protocol."""
     package = proto.package
     observer = proto.observer(midstream=False)
-    codec = observer.codec if isinstance(observer, protocols.ObservedConnection) else observer
+    codec = observer.codec if isinstance(observer, ObservedConnection) else observer
     parts: dict[str, list[str]] = {
         "protocol": [type(proto).__module__],
         "grammar": [_defined_in(g, package) or f"outside ({g!r:.40})" for g in proto.grammars()],
@@ -114,7 +116,7 @@ def test_every_part_is_there_and_in_its_own_folder(proto):
 @pytest.mark.parametrize("proto", PROTOCOLS, ids=lambda p: p.name)
 def test_the_codec_stands_on_the_sansio_base(proto):
     codec = proto.observer(midstream=False)
-    assert isinstance(codec, protocols.ObservedConnection)
+    assert isinstance(codec, ObservedConnection)
     assert isinstance(codec.codec, sansio.Observer)
     for role in (codec.codec.server, codec.codec.client):
         assert isinstance(role, sansio.Connection)

@@ -9,12 +9,17 @@ import inspect
 import pytest
 
 from nsqviz import nsq, sansio, tubemq
+from nsqviz.http import events as http_events
 from nsqviz.lookupd import codec as lookupd
+from nsqviz.lookupd import events as lookupd_events
 from nsqviz.lookupd import grammar as lookupd_grammar
 from nsqviz.lookupd.observer import Observer as LookupObserver
+from nsqviz.nsq import events as nsq_events
 from nsqviz.nsq import grammar as nsq_grammar
 from nsqviz.nsq import grammar_errors
+from nsqviz.tubemq import events as tube_events
 from nsqviz.tubemq import grammar as tube_grammar
+from nsqviz.tubemq.tables import BEGIN_TOKEN as TUBEMQ_BEGIN_TOKEN
 
 ROLES = [nsq.ClientConnection, nsq.ServerConnection, tubemq.ClientConnection,
          tubemq.ServerConnection, lookupd.ClientConnection, lookupd.ServerConnection]
@@ -40,6 +45,38 @@ def test_every_role_is_a_sansio_connection_with_the_same_defaults(role):
     assert type(events[-1]).__name__ == "ConnectionClosed"
     assert conn.closed
     assert conn.receive(b"more") == []
+
+
+@pytest.mark.parametrize("events", [nsq_events, tube_events, lookupd_events, http_events],
+                         ids=lambda m: m.__name__)
+def test_every_protocols_events_stand_on_one_base_and_share_the_ends_of_a_stream(events):
+    """Each protocol's ``Event`` derives from :class:`nsqviz.sansio.Event`, and its
+    ``Truncated`` and ``ConnectionClosed`` are the shared ones, declared once."""
+    assert issubclass(events.Event, sansio.Event)
+    assert events.Truncated is sansio.Truncated
+    assert events.ConnectionClosed is sansio.ConnectionClosed
+
+
+HEADS = {  # the start of a unit each role reads, too short to frame
+    nsq.ClientConnection: b"\x00\x00\x00\x06\x00\x00",
+    nsq.ServerConnection: b"  V",
+    tubemq.ClientConnection: TUBEMQ_BEGIN_TOKEN + b"\x00",
+    tubemq.ServerConnection: TUBEMQ_BEGIN_TOKEN + b"\x00",
+    lookupd.ClientConnection: b"\x00\x00\x00\x02O",
+    lookupd.ServerConnection: b"  V",
+}
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda r: f"{r.__module__}.{r.__name__}")
+def test_a_stream_ending_inside_a_unit_is_the_shared_truncated_event(role):
+    head = HEADS[role]
+    conn = role(provenance=True)
+    assert conn.receive(head, segment=7) == []
+    *cut, closed = conn.receive(b"")
+    assert closed == sansio.ConnectionClosed()
+    assert [type(e) for e in cut] == [sansio.Truncated]
+    assert (cut[0].offset, cut[0].data) == (0, head)
+    assert cut[0].raw is not None and cut[0].raw.sources[0].segment == 7
 
 
 @pytest.mark.parametrize("observer", OBSERVERS, ids=lambda o: o.__module__)

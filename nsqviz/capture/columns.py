@@ -4,7 +4,7 @@ The analyses, the doctor and ``nsqviz.open(..., fields=False)`` read the frames 
 (:func:`nsqviz.records.frame_schema`); the object path builds it from one event, one
 fields dict and one record per unit. This module builds the same table with no Python
 object per unit for a connection whose protocol has a columnar framer
-(:meth:`nsqviz.protocols.Protocol.columnar`):
+(:meth:`nsqviz.protocols.protocol.Protocol.columnar`):
 
 * the capture is read, reassembled, and its flows detected exactly as ``nsqviz decode``
   does -- by the :class:`~nsqviz.capture.decode.CaptureDecoder`, of which
@@ -14,7 +14,7 @@ object per unit for a connection whose protocol has a columnar framer
   and holds the flow's other records (its start, its TCP findings, its end) in the order
   they came;
 * when both directions have ended, the framer gathers the connection's units from the
-  two streams (:class:`~nsqviz.protocols.Units`); the lane's :class:`Timeline` says which
+  two streams (:class:`~nsqviz.protocols.columnar.Units`); the lane's :class:`Timeline` says which
   chunk completed each unit, hence its time, its packets and its place among the
   connection's records (``seq``);
 * where the framer declines (a violation, a refused command, compression, TLS ...) or
@@ -40,9 +40,11 @@ from nsqviz.capture.files import CaptureFormatError
 from nsqviz.capture.flow import Flow
 from nsqviz.capture.flowstate import FlowState
 from nsqviz.capture.layers import packet_id
-from nsqviz.capture.tcp import Data, FlowEnd
+from nsqviz.capture.tcp import Data, FlowEnd, TcpEvent
 from nsqviz.capture.units import end_records, unit_records
-from nsqviz.protocols import ColumnarFramer, Item, Lost, Protocol, Units
+from nsqviz.protocols.columnar import ColumnarFramer, Units
+from nsqviz.protocols.items import Item, Lost
+from nsqviz.protocols.protocol import Protocol
 from nsqviz.records import FRAME_COLUMNS, TCP_COLUMNS, DecodedRecord, FrameColumns, frame_schema
 from nsqviz.stream.direction import Direction
 
@@ -50,6 +52,9 @@ __all__ = ["ColumnarDecoder", "frames_table"]
 
 _FILE_SHIFT = packet_id(1, 0).bit_length() - 1
 """How far a packet id's file index is shifted (:func:`~nsqviz.capture.layers.packet_id`)."""
+
+
+_new_tuple = tuple.__new__  # a namedtuple without its Python-level __new__: once a chunk
 
 
 class _Fed(NamedTuple):
@@ -77,6 +82,19 @@ class _Lane:
         self.entries: list[_Fed | _Ended | DecodedRecord] = []
         self.failed = False
 
+    def take(self, data: Data) -> bool:
+        """What :meth:`CaptureDecoder._on_data` does with a chunk of a lane's flow that
+        makes no record (its side neither ended nor skipping bytes after a gap) -- the
+        counts, then :meth:`feed` -- without a call per layer: ``False`` for any other."""
+        direction = data.direction
+        if self.state.sides[direction].dead or self.state.sides[direction].skip:
+            return False
+        stats = self.state.stats
+        stats.packets += 1
+        stats.payload_bytes[direction] += len(data.data)
+        self.entries.append(_new_tuple(_Fed, (direction, data.data, data.number, data.ts)))
+        return True
+
     def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
         # (the decoder feeds a Direction, whatever the interface's type says)
         self.entries.append(_Fed(direction, data, segment, self.decoder.ts))  # type: ignore[arg-type]
@@ -98,7 +116,7 @@ class _Lane:
 
 
 class _Timeline:
-    """:class:`~nsqviz.protocols.Timeline` of a lane: a unit was read with the chunk
+    """:class:`~nsqviz.protocols.columnar.Timeline` of a lane: a unit was read with the chunk
     that completed it, at that chunk's place among the lane's entries."""
 
     def __init__(self, entries: list[Any]):
@@ -177,6 +195,18 @@ class ColumnarDecoder(CaptureDecoder):
             lane = _Lane(self, state, framer)
             self.lanes[state.flow.id] = lane
             state.observer = lane
+
+    def _events(self, events: list[TcpEvent], out: list[DecodedRecord]) -> None:
+        lanes = self.lanes
+        for tcp_event in events:
+            if type(tcp_event) is Data:
+                lane = lanes.get(tcp_event.flow.id)
+                if lane is None or not lane.take(tcp_event):
+                    records = self._on_data(self.flows[tcp_event.flow.id], tcp_event)
+                    if records:
+                        out.extend(records)
+            else:
+                out.extend(self._on_tcp(tcp_event))
 
     def _on_data(self, state: FlowState, data: Data) -> list[DecodedRecord]:
         self.ts = data.ts
@@ -421,6 +451,8 @@ def frames_table(files: list[str], *, idle_split: float | None = IDLE_SPLIT,
     table = _Table(files)
 
     def take(records: list[DecodedRecord]) -> None:
+        if not records and not decoder.done:  # most packets
+            return
         for rec in records:
             table.add(rec)
         for done in decoder.done:

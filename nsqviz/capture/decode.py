@@ -57,7 +57,8 @@ from nsqviz.capture.flowstate import FlowSnapshot, FlowState, FlowStats
 from nsqviz.capture.tcp import Data, FlowEnd, FlowStart, Gap, TcpEvent
 from nsqviz.capture.tcp_analysis import Finding, Retransmission, Truncated
 from nsqviz.capture.units import end_records, gap_records, record, unit_records
-from nsqviz.protocols import Protocol
+from nsqviz.protocols import detection
+from nsqviz.protocols.protocol import Protocol
 from nsqviz.records import DecodedRecord
 from nsqviz.stream.direction import Direction
 
@@ -70,7 +71,7 @@ SWEEP_EVERY = 5.0
 
 HOLD_LIMIT = 256 * 1024
 """Client bytes a flow seen from its start holds while its server has not answered yet
-(:func:`~nsqviz.protocols.detect` weighs the answer), and a 64th of it TCP events: past
+(:func:`~nsqviz.protocols.detection.detect` weighs the answer), and a 64th of it TCP events: past
 them, its client's bytes alone decide."""
 
 _FIRST_BYTES = 64
@@ -101,7 +102,7 @@ class CaptureDecoder:
 
     Without ``fields`` the records of commands and frames carry only what marks them (a
     violation, what they answer), for readers of the typed columns alone
-    (:meth:`~nsqviz.protocols.Protocol.observer`).
+    (:meth:`~nsqviz.protocols.protocol.Protocol.observer`).
     """
 
     def __init__(self, *, protocols: Iterable[Protocol] | None = None,
@@ -292,7 +293,7 @@ class CaptureDecoder:
                 state.held_bytes += len(data)
                 return state.held_bytes > HOLD_LIMIT
             state.answer += data[:_FIRST_BYTES - len(state.answer)]
-            return len(state.answer) >= _FIRST_BYTES or not protocols.answer_undecided(
+            return len(state.answer) >= _FIRST_BYTES or not detection.answer_undecided(
                 self.protocols, state.answer)
         if isinstance(tcp_event, FlowEnd):  # a client's FIN leaves its server free to answer
             return tcp_event.how != "fin" or tcp_event.direction != Direction.C2S
@@ -305,7 +306,7 @@ class CaptureDecoder:
         its start: ``hello``, the client's first bytes, and ``answer``, the server's)."""
         flow, stats = state.flow, state.stats
         from_start = data.direction == Direction.C2S and data.offset == 0 and flow.syn_seen
-        proto, why = protocols.detect(self.protocols, data.direction, hello or data.data,
+        proto, why = detection.detect(self.protocols, data.direction, hello or data.data,
                                       from_start=from_start, ports=self.ports,
                                       server_port=flow.server[1], answer=answer)
         stats.why = why

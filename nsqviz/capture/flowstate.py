@@ -15,7 +15,8 @@ from nsqviz.stream.direction import Direction
 
 if TYPE_CHECKING:
     from nsqviz.capture.tcp import TcpEvent
-    from nsqviz.protocols import ConnectionObserver, Protocol
+    from nsqviz.protocols.items import ConnectionObserver
+    from nsqviz.protocols.protocol import Protocol
 
 __all__ = ["FlowSnapshot", "FlowState", "FlowStats", "Side"]
 

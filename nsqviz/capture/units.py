@@ -19,7 +19,7 @@ from nsqviz.capture.driver import split_packet_id
 from nsqviz.capture.flow import Flow
 from nsqviz.capture.flowstate import FlowState, Side
 from nsqviz.capture.tcp import FlowEnd, Gap
-from nsqviz.protocols import ANSWERS, Item, ItemKind
+from nsqviz.protocols.items import ANSWERS, Item, ItemKind
 from nsqviz.records import DecodedRecord
 from nsqviz.stream.direction import Direction
 

@@ -14,7 +14,7 @@ analyses:
 
 ===================================  ===============================================
 ``nsqviz/<protocol>/rules.py``       a protocol's rules, its ``RULES``, read through
-                                     :attr:`nsqviz.protocols.Protocol.rules`
+                                     :attr:`nsqviz.protocols.protocol.Protocol.rules`
 ``nsqviz/capture/rules.py``          the rules of the TCP layer and of the capture
                                      itself (windows, retransmissions, resets, snaplen)
 ===================================  ===============================================

@@ -7,7 +7,7 @@ a PUB to ``u`` and a SUB to ``t``, as it does in tshark. :func:`packets` groups 
 of records that way (the capture decoder gives a packet's units together, when it reads
 the packet); :func:`record_values` gives one record's values: the capture layer's fields
 (:data:`nsqviz.fields.CAPTURE_FIELDS`), its protocol's
-(:meth:`~nsqviz.protocols.Protocol.filter_values`) and the names of the protocols
+(:meth:`~nsqviz.protocols.protocol.Protocol.filter_values`) and the names of the protocols
 present (``nsq``, ``tcp``, ``ip``), whose presence is a test of its own;
 :func:`packet_values` joins a packet's.
 """

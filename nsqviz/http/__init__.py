@@ -15,7 +15,7 @@ as captures, views, the analyses and Wireshark see it.
 * :mod:`~nsqviz.http.observer`, :mod:`~nsqviz.http.protocol`, :mod:`~nsqviz.http.fields`,
   :mod:`~nsqviz.http.analyses`, :mod:`~nsqviz.http.report`,
   :mod:`~nsqviz.http.dissector`: the registered
-  :class:`nsqviz.protocols.Protocol`.
+  :class:`nsqviz.protocols.protocol.Protocol`.
 
 The servers that speak these APIs are :mod:`nsqviz.servers.nsqd.http` and
 :mod:`nsqviz.servers.nsqlookupd.http`, on :mod:`nsqviz.servers.httpd`.

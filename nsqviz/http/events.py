@@ -6,8 +6,9 @@ when it came chunked); a :class:`Response` what the server answered, with the re
 it answers (HTTP/1.1 answers in order). The rest are the codec's observations: a
 :class:`Violation` (a :class:`nsqviz.sansio.Violation`: bytes HTTP/1.1 does not allow
 there, or a request nsqd refuses for its body, kept as sent), the connection switching
-to another protocol (:class:`Switched`), the stream ending inside a message
-(:class:`Truncated`), the peer closing (:class:`ConnectionClosed`).
+to another protocol (:class:`Switched`); the stream ending inside a message
+(:class:`Truncated`) and the peer closing (:class:`ConnectionClosed`) are the events
+every protocol shares (:mod:`nsqviz.sansio`).
 
 Header names keep the case they were sent in; a body longer than a codec keeps
 (:data:`nsqviz.http.framing.MAX_KEPT`) is kept as far as that, with its full size.
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 from dataclasses import field as _field
 from functools import cached_property
 
+from nsqviz import sansio
+from nsqviz.sansio import ConnectionClosed, Truncated
 from nsqviz.stream.reassembly import RawFrame
 
 __all__ = [
@@ -42,7 +45,7 @@ Headers = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
+class Event(sansio.Event):
     """Base of everything that happens on an HTTP connection. ``raw`` is the message's
     bytes with the packets they came from, where a connection keeps provenance."""
 
@@ -122,8 +125,9 @@ class Response(Message):
 
 @dataclass(frozen=True, slots=True)
 class Observation(Event):
-    """Base of what the codec itself observes: a violation, a switch, a truncation, the
-    end."""
+    """Base of what the codec itself observes: a violation, a request's head, a switch,
+    what an answer answers (the end of the stream is :class:`Truncated` and
+    :class:`ConnectionClosed`, which every protocol shares)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,17 +178,3 @@ class Switched(Observation):
     protocol: str
     offset: int
     continued: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Truncated(Observation):
-    """The stream ended inside a message: ``data`` is the part that arrived."""
-
-    offset: int
-    data: bytes
-    expected: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionClosed(Observation):
-    """The peer closed its side."""

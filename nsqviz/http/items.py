@@ -18,9 +18,16 @@ from typing import Any
 
 from nsqviz.http import api
 from nsqviz.http.api import RESPONSE, SWITCHED, UNDECODABLE
-from nsqviz.http.events import Message, Request, Response, Switched, Truncated, Violation
+from nsqviz.http.events import (
+    Message,
+    Request,
+    Response,
+    Switched,
+    Truncated,
+    Violation,
+)
 from nsqviz.http.observer import Answered, Observer
-from nsqviz.protocols import ANSWERS, Item, ItemKind, Lost, ObservedConnection
+from nsqviz.protocols.items import ANSWERS, Item, ItemKind, Lost, ObservedConnection, truncated_item
 from nsqviz.sansio import violation_fields
 from nsqviz.stream.direction import Direction
 
@@ -135,15 +142,12 @@ def items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = event_
                 name = SWITCHED if kind is Switched else (e.code or UNDECODABLE)
                 out.append(Item(ItemKind.ERROR, name, fields, e, e.offset, raw))
         elif kind is Truncated:
-            out.append(Item(ItemKind.TRUNCATED, "Truncated", {
-                "offset": e.offset, "expected": e.expected, "data": e.data.hex(),
-                "reason": "the stream ended inside this message"}, e, e.offset))
-        # ConnectionClosed is a TCP matter: the capture layer reports the flow's end.
+            out.append(truncated_item(e, "message"))
     return out
 
 
 class Observed(ObservedConnection):
-    """The observer behind :class:`~nsqviz.protocols.ConnectionObserver`: a gap that
+    """The observer behind :class:`~nsqviz.protocols.items.ConnectionObserver`: a gap that
     cuts a message whose head arrived gives that message as far as it was captured."""
 
     __slots__ = ()
@@ -170,7 +174,8 @@ class Observed(ObservedConnection):
 
 
 def label(event: Any) -> tuple[str, str]:
-    """``(label, style)`` of an event for diagrams (:meth:`~nsqviz.protocols.Protocol.label`)."""
+    """``(label, style)`` of an event for diagrams
+    (:meth:`~nsqviz.protocols.protocol.Protocol.label`)."""
     kind = type(event)
     if kind is Request:
         return f"{event.method} {event.target}"[:60], "command"

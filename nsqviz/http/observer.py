@@ -67,11 +67,12 @@ class Observer(SansIOObserver):
                     self.asked.append((False, -1 if ev.packet is None else ev.packet))
                 continue
             out.append(ev)
-            raw = ev.raw
-            packet = raw.sources[-1].segment if raw is not None and raw.sources else None
             request = ev if kind is Request else ev.message if kind is Violation else None
-            if request is not None and packet is not None:
-                self.packets[request.number] = packet
+            if request is None:
+                continue
+            raw = ev.raw
+            if raw is not None and raw.sources:
+                self.packets[request.number] = raw.sources[-1].segment
         return out
 
     def _saw_s2c(self, events: list[Any], now: float | None) -> list[Any]:

@@ -1,5 +1,5 @@
 """nsqd's and nsqlookupd's HTTP APIs as the protocol-free parts of nsqviz see them
-(:class:`nsqviz.protocols.Protocol`).
+(:class:`nsqviz.protocols.protocol.Protocol`).
 
 Detection is a status line in the server's first answer, a request line in a client's
 first bytes, the APIs' ports (nsqd's 4151, nsqlookupd's 4161, and any ``--port
@@ -26,14 +26,9 @@ from nsqviz.http.api import RESPONSE, SWITCHED, UNDECODABLE
 from nsqviz.http.dissector import DISSECTOR
 from nsqviz.http.fields import FIELDS, HEADER_FIELDS, PREFIX
 from nsqviz.http.framing import REQUEST_START, RESPONSE_START
-from nsqviz.protocols import (
-    DetectionWords,
-    ObservedConnection,
-    Part,
-    Protocol,
-    RecordView,
-    no_fields,
-)
+from nsqviz.protocols.detection import DetectionWords
+from nsqviz.protocols.items import ObservedConnection, no_fields
+from nsqviz.protocols.protocol import Part, Protocol, RecordView
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import RawFrame
 

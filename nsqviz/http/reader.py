@@ -28,12 +28,10 @@ from typing import Any
 import h11
 
 from nsqviz.http.events import (
-    ConnectionClosed,
     Event,
     Message,
     Request,
     Switched,
-    Truncated,
     Violation,
 )
 from nsqviz.http.framing import (
@@ -45,7 +43,6 @@ from nsqviz.http.framing import (
 )
 from nsqviz.sansio import Connection
 from nsqviz.stream.reassembly import STALL_LIMIT, Garbage, RawFrame, Reassembler
-from nsqviz.stream.reassembly import Truncated as StreamTruncated
 
 __all__ = ["MessageReader", "chunked", "field_of", "headers", "latin1"]
 
@@ -466,12 +463,6 @@ class MessageReader(Connection):
 
     def _on_garbage(self, garbage: Garbage, out: list[Any]) -> None:  # pragma: no cover
         raise AssertionError("the framing rule cuts, it never refuses")
-
-    def _truncated(self, item: StreamTruncated) -> Truncated:
-        return Truncated(item.offset, item.data, item.expected)
-
-    def _closed_event(self) -> ConnectionClosed:
-        return ConnectionClosed()
 
     def gap(self) -> tuple[bytes, int | None]:
         """Bytes are missing here. The message in progress is lost: its bytes so far are

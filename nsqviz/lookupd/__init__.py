@@ -10,7 +10,7 @@
   :class:`~nsqviz.lookupd.codec.ClientConnection`) on :mod:`nsqviz.sansio`;
 * :mod:`~nsqviz.lookupd.observer`, :mod:`~nsqviz.lookupd.protocol`,
   :mod:`~nsqviz.lookupd.fields`: the protocol as captures, views, Spark and Wireshark
-  see it (a registered :class:`nsqviz.protocols.Protocol`).
+  see it (a registered :class:`nsqviz.protocols.protocol.Protocol`).
 
 The nsqlookupd-compatible service that speaks it is :mod:`nsqviz.servers.nsqlookupd`.
 """

@@ -28,14 +28,12 @@ from nsqviz.lookupd.events import (
     Answer,
     BadAnswer,
     Command,
-    ConnectionClosed,
     Error,
     Event,
     Identify,
     Magic,
     Ping,
     Register,
-    Truncated,
     Unregister,
     Violation,
 )
@@ -140,13 +138,6 @@ class _Connection(Connection):
         """A fatal violation: an active role is finished; a passive one reads on."""
         if not self.passive:
             self.state = State.CLOSED
-
-    def _truncated(self, item: StreamTruncated) -> Truncated:
-        raw = RawFrame(item.data, item.offset, item.sources) if self.provenance else None
-        return Truncated(item.offset, item.data, item.expected, raw=raw)
-
-    def _closed_event(self) -> ConnectionClosed:
-        return ConnectionClosed()
 
     def _ended(self) -> None:
         self.state = State.CLOSED

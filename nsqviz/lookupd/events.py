@@ -6,7 +6,9 @@ nsqd sends and nsqlookupd receives; :class:`Answer` and :class:`Error` what nsql
 answers, each with the command it answers; the rest are the codec's observations -- a
 :class:`Violation` (a :class:`nsqviz.sansio.Violation`: a command nsqlookupd refuses,
 kept as sent when its bytes frame, or bytes that do not decode), an answer nsqd cannot
-read (:class:`BadAnswer`), the stream ending inside a unit, the peer closing.
+read (:class:`BadAnswer`); the stream ending inside a unit (:class:`Truncated`) and the
+peer closing (:class:`ConnectionClosed`) are the events every protocol shares
+(:mod:`nsqviz.sansio`).
 
 Events decoded off the wire carry the reassembled frame in ``raw`` (which bytes, from
 which packets; the replay's hex view reads it), left out of equality.
@@ -18,6 +20,8 @@ from dataclasses import dataclass
 from dataclasses import field as _field
 from typing import Any
 
+from nsqviz import sansio
+from nsqviz.sansio import ConnectionClosed, Truncated
 from nsqviz.stream.reassembly import RawFrame
 
 __all__ = [
@@ -45,7 +49,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
+class Event(sansio.Event):
     """Base of everything that happens on a lookup connection. ``raw`` is the unit's
     bytes with the packets they came from, where a connection keeps provenance."""
 
@@ -59,7 +63,9 @@ class Command(Event):
 
 @dataclass(frozen=True, slots=True)
 class Observation(Event):
-    """Base of what the codec itself observes: a violation, a truncation, the end."""
+    """Base of what the codec itself observes: a violation, an answer nsqd cannot read,
+    what an answer answers (the end of the stream is :class:`Truncated` and
+    :class:`ConnectionClosed`, which every protocol shares)."""
 
 
 # --------------------------------------------------------------------------- commands
@@ -186,20 +192,6 @@ class Answered(Observation):
     pairs, nsqlookupd answering in order."""
 
     command: int
-
-
-@dataclass(frozen=True, slots=True)
-class Truncated(Observation):
-    """The stream ended inside a unit: ``data`` is the part that arrived."""
-
-    offset: int
-    data: bytes
-    expected: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionClosed(Observation):
-    """The peer closed its side."""
 
 
 # ------------------------------------------------------------------------------ names

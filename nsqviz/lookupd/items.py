@@ -32,7 +32,8 @@ from nsqviz.lookupd.events import (
     Violation,
 )
 from nsqviz.lookupd.fields import PARAMS, PREFIX
-from nsqviz.protocols import ANSWERS, Item, ItemKind, RecordView
+from nsqviz.protocols.items import ANSWERS, Item, ItemKind, truncated_item
+from nsqviz.protocols.protocol import RecordView
 from nsqviz.records import escaped
 from nsqviz.sansio import violation_fields
 from nsqviz.stream.reassembly import RawFrame
@@ -98,10 +99,7 @@ def items(events: list[Any], fields_of: Callable[[Any], dict[str, Any]] = event_
         elif kind is Answered:
             out.append(Item(ItemKind.ANNOTATION, "Answered", {ANSWERS: e.command}, e))
         elif kind is Truncated:
-            out.append(Item(ItemKind.TRUNCATED, "Truncated", {
-                "offset": e.offset, "expected": e.expected, "data": e.data.hex(),
-                "reason": "the stream ended inside this unit"}, e, e.offset, raw))
-        # ConnectionClosed is a TCP matter: the capture layer reports the flow's end.
+            out.append(truncated_item(e, "unit"))
     return out
 
 

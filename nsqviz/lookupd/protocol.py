@@ -1,5 +1,5 @@
 """nsqlookupd's ``"  V1"`` protocol as the protocol-free parts of nsqviz see it
-(:class:`nsqviz.protocols.Protocol`).
+(:class:`nsqviz.protocols.protocol.Protocol`).
 
 Detection is the magic ``"  V1"`` nsqd sends first, or nsqlookupd's port 4160 (for a
 capture that starts mid-connection, or a connection whose client sent something else:
@@ -21,14 +21,9 @@ from typing import TYPE_CHECKING, Any
 from nsqviz.lookupd.dissector import DISSECTOR
 from nsqviz.lookupd.wire import ANSWER_STARTS, MAGIC_V1, VERBS
 from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE
-from nsqviz.protocols import (
-    DetectionWords,
-    ObservedConnection,
-    Part,
-    Protocol,
-    RecordView,
-    no_fields,
-)
+from nsqviz.protocols.detection import DetectionWords
+from nsqviz.protocols.items import ObservedConnection, no_fields
+from nsqviz.protocols.protocol import Part, Protocol, RecordView
 from nsqviz.stream.direction import Direction
 
 if TYPE_CHECKING:

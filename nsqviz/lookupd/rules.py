@@ -1,6 +1,6 @@
 """The lookup protocol's doctor rules: declarative definitions over its rows of the
 frames table (:mod:`nsqviz.lookupd.analyses`), kept with the protocol and run by the same
-engines as its analyses (:attr:`nsqviz.protocols.Protocol.rules`; :mod:`nsqviz.doctor`
+engines as its analyses (:attr:`nsqviz.protocols.protocol.Protocol.rules`; :mod:`nsqviz.doctor`
 says how a rule is written).
 
 ``lookupd.registration`` -- what keeps an nsqd's topics and channels out of nsqlookupd:

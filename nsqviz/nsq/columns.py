@@ -56,7 +56,7 @@ from nsqviz.nsq.observer import WAITING_KEPT
 from nsqviz.nsq.runs import HEX_DIGITS
 from nsqviz.nsq.states import TRANSITIONS, Role, State, allowed_states
 from nsqviz.nsq.wire import HEARTBEAT, MAGIC_V2
-from nsqviz.protocols import Timeline, Units
+from nsqviz.protocols.columnar import Timeline, Units
 from nsqviz.stream.direction import Direction
 from nsqviz.stream.reassembly import FramingError
 
@@ -179,8 +179,8 @@ class _Side:
 
 
 class NsqColumns:
-    """The columnar framer of NSQ V2 (:class:`~nsqviz.protocols.ColumnarFramer`);
-    ``typed`` is the protocol's :meth:`~nsqviz.protocols.Protocol.typed`, for the
+    """The columnar framer of NSQ V2 (:class:`~nsqviz.protocols.columnar.ColumnarFramer`);
+    ``typed`` is the protocol's :meth:`~nsqviz.protocols.protocol.Protocol.typed`, for the
     commands decoded one by one."""
 
     def __init__(self, typed: Callable[[Any], dict[str, Any]]):

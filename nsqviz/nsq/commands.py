@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from nsqviz import sansio
 from nsqviz.nsq import events as ev
 
 __all__ = [
@@ -160,7 +161,7 @@ ENDS_FLIGHT: tuple[type[ev.Fin], type[ev.Req]] = (ev.Fin, ev.Req)
 """The commands that take their message out of flight (TOUCH keeps it there)."""
 
 BY_VERB: dict[bytes, CommandSpec] = {spec.wire: spec for spec in COMMANDS.values()}
-BY_EVENT: dict[type[ev.Event], CommandSpec] = {spec.event: spec for spec in COMMANDS.values()}
+BY_EVENT: dict[type[sansio.Event], CommandSpec] = {spec.event: spec for spec in COMMANDS.values()}
 BODY_VERBS: frozenset[bytes] = frozenset(s.wire for s in COMMANDS.values() if s.body is not NONE)
 """Verbs whose line is followed by a size-prefixed body."""
 
@@ -184,7 +185,7 @@ FRAME_NAMES: dict[type[ev.ServerFrame], str] = {cls: name for cls, (name, _) in 
 """How a capture's records name each frame (``FrameTypeMessage`` ...)."""
 
 
-def name_of(event: type[ev.Event]) -> str:
+def name_of(event: type[sansio.Event]) -> str:
     """The verb of a command class (``"magic"`` for the magic), else the class name."""
     if event is ev.Magic:
         return MAGIC_NAME

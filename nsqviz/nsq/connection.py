@@ -26,13 +26,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from nsqviz import sansio
 from nsqviz.nsq.compression import Deflate, Snappy, compressor
 from nsqviz.nsq.events import (
     ConnectionClosed,
     Error,
     Event,
     TLSUpgrade,
-    Truncated,
     Violation,
 )
 from nsqviz.nsq.grammar_errors import BadJSON
@@ -40,7 +40,6 @@ from nsqviz.nsq.json_object import read_object
 from nsqviz.nsq.states import TRANSITIONS, Role, State
 from nsqviz.sansio import Connection
 from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame, Reassembler
-from nsqviz.stream.reassembly import Truncated as StreamTruncated
 
 __all__ = ["DEFAULT_MAX_RDY_COUNT"]
 
@@ -85,13 +84,13 @@ class _Connection(Connection):
         # with it: a command sent or read looks up no enum member in the table
         self._row = TRANSITIONS[self.role][state]
 
-    def _advance(self, event: type[Event]) -> None:
+    def _advance(self, event: type[sansio.Event]) -> None:
         """Take the transition ``event`` leads to from the current state, if any."""
         nxt = self._row.get(event)
         if nxt is not None and nxt is not self._state:
             self.state = nxt
 
-    def took(self, event: type[Event]) -> None:
+    def took(self, event: type[sansio.Event]) -> None:
         """An observer saw a unit cut short by the capture that leads to ``event``'s
         transition: take it as if the unit had been read whole."""
         self._advance(event)
@@ -111,12 +110,6 @@ class _Connection(Connection):
         """Decode ``buf[start:end]`` (stream offset ``base + start``) into ``out``; return
         True if the stream changes form after it."""
         raise NotImplementedError
-
-    def _truncated(self, item: StreamTruncated) -> Truncated:
-        return Truncated(item.offset, item.data, item.expected)
-
-    def _closed_event(self) -> ConnectionClosed:
-        return ConnectionClosed()
 
     def _ended(self) -> None:
         self._advance(ConnectionClosed)

@@ -1,8 +1,11 @@
 """The things that happen on an NSQ connection, as small frozen dataclasses.
 
-Every event is an :class:`Event`; commands are :class:`Command` (client to server),
-frames :class:`ServerFrame` (server to client), and the codec's own observations
-:class:`Observation`.
+Every event is an :class:`Event` (on :class:`nsqviz.sansio.Event`, the base of every
+protocol's); commands are :class:`Command` (client to server), frames
+:class:`ServerFrame` (server to client), and the codec's own observations
+:class:`Observation`; the stream ending inside a frame (:class:`Truncated`) and the peer
+closing (:class:`ConnectionClosed`) are the events every protocol shares
+(:mod:`nsqviz.sansio`).
 
 Commands (client to server) and frames (server to client) are the same objects whether
 they are sent or received, parsed from a pcap or built in a notebook -- as in h11, where
@@ -21,8 +24,10 @@ from dataclasses import dataclass
 from dataclasses import field as _field
 from typing import Any
 
+from nsqviz import sansio
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.wire import HEARTBEAT
+from nsqviz.sansio import ConnectionClosed, Truncated
 from nsqviz.stream.reassembly import RawFrame
 
 __all__ = [
@@ -59,7 +64,7 @@ __all__ = [
 _RAW = _field(default=None, compare=False, repr=False)
 
 
-class Event:
+class Event(sansio.Event):
     """Base of everything the NSQ codec returns or accepts (h11's ``Event``)."""
 
     __slots__ = ()
@@ -84,7 +89,9 @@ class ServerFrame(Event):
 
 
 class Observation(Event):
-    """Base of what the codec itself observes: a switch, a violation, the end."""
+    """Base of what the codec itself observes: a switch, a violation, what an answer
+    answers (the end of the stream is :class:`Truncated` and :class:`ConnectionClosed`,
+    which every protocol shares)."""
 
     __slots__ = ()
 
@@ -349,18 +356,3 @@ class Answered(Observation):
 
     packet: int
     command: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Truncated(Observation):
-    """The stream ended inside a frame: ``data`` is the part that arrived."""
-
-    offset: int
-    data: bytes
-    expected: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionClosed(Observation):
-    """The peer closed its side of the connection."""
-

@@ -10,6 +10,7 @@ from typing import Any
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.commands import BY_EVENT, MAGIC_NAME, BodyKind, ParamKind
+from nsqviz.records import SHARED_LABELS
 
 __all__ = ["command_label", "event_label", "short_repr"]
 
@@ -74,8 +75,6 @@ def event_label(e: ev.Event) -> tuple[str, str]:
             return f"✗ {command_label(cmd)} — {answer}"[:64], "error"
         case ev.Violation(code=c, text=t):
             return f"✗ {c} {t}"[:48], "error"
-        case ev.ConnectionClosed():
-            return "TCP close (end of stream)", "error"
-        case ev.Truncated():
-            return "✗ stream ended inside a frame", "error"
+        case ev.ConnectionClosed() | ev.Truncated():
+            return SHARED_LABELS[type(e)]
     return type(e).__name__, "note"

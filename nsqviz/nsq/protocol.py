@@ -1,11 +1,11 @@
-"""NSQ V2 as the protocol-free parts of nsqviz see it (:class:`nsqviz.protocols.Protocol`).
+"""NSQ V2 as the protocol-free parts of nsqviz see it (:class:`nsqviz.protocols.protocol.Protocol`).
 
 Detection is nsqd's first answer on a connection (an NSQ response or error frame: also
 how nsqd refuses another protocol's magic), the magic ``"  V2"`` a client sends first,
 nsqd's port 4150, or -- for a capture that starts mid-connection -- bytes that frame as
 an NSQ command or frame.
 Decoding is the codec's :class:`~nsqviz.nsq.observer.Observer`, its events turned into
-:class:`~nsqviz.protocols.Item` s here. Record fields keep a message id as the 16 hex
+:class:`~nsqviz.protocols.items.Item` s here. Record fields keep a message id as the 16 hex
 digits it is on the wire (as nsqd, nsqadmin and client logs print it); other bytes are
 hex.
 
@@ -43,20 +43,18 @@ from nsqviz.nsq.framing import DEFAULT_MAX_FRAME_SIZE, SIZE_PREFIX, FrameFraming
 from nsqviz.nsq.labels import command_label, event_label
 from nsqviz.nsq.observer import Observer
 from nsqviz.nsq.wire import MAGIC_V2, MESSAGE_ID_SIZE
-from nsqviz.protocols import (
+from nsqviz.protocols.detection import DetectionWords
+from nsqviz.protocols.items import (
     ANSWERS,
-    DetectionWords,
     Item,
     ItemKind,
     Lost,
     ObservedConnection,
-    Part,
-    Protocol,
-    RecordView,
-    TimerRow,
-    TimerSpan,
     no_fields,
+    truncated_item,
 )
+from nsqviz.protocols.protocol import Part, Protocol, RecordView
+from nsqviz.protocols.timers import TimerRow, TimerSpan
 from nsqviz.records import escaped
 from nsqviz.sansio import violation_fields
 from nsqviz.stream.direction import Direction
@@ -175,7 +173,7 @@ def _command_typed(spec: CommandSpec, event: Any) -> dict[str, Any]:
 
 
 class _Observer(ObservedConnection):
-    """NSQ's observer behind the :class:`~nsqviz.protocols.ConnectionObserver` interface:
+    """NSQ's observer behind the :class:`~nsqviz.protocols.items.ConnectionObserver` interface:
     a gap in a compressed direction loses the rest of it."""
 
     __slots__ = ()
@@ -238,17 +236,14 @@ def _items(events: list[ev.Event], fields_of: Callable[[Any], dict[str, Any]] = 
         elif type(e) is ev.Refused:
             out.append(Item(ItemKind.ANNOTATION, "Refused", {"refused": e.answer}, e))
         elif isinstance(e, ev.Truncated):
-            out.append(Item(ItemKind.TRUNCATED, "Truncated", {
-                "offset": e.offset, "expected": e.expected, "data": e.data.hex(),
-                "reason": "the stream ended inside this frame"}, e, e.offset))
-        # ConnectionClosed is a TCP matter: the capture layer reports the flow's end.
+            out.append(truncated_item(e, "frame"))
     return out
 
 
 def _answered(e: ev.Answered) -> dict[str, Any]:
     """Which command an answer answers: its packet (``response_to``, as shown) and, for
     the frames table, its number among the client's commands (``answers``: see
-    :class:`~nsqviz.protocols.Item`)."""
+    :class:`~nsqviz.protocols.items.Item`)."""
     if e.command is None:
         return {"response_to": e.packet}
     return {"response_to": e.packet, ANSWERS: e.command}

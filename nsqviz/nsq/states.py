@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 
+from nsqviz import sansio
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.commands import name_of
 
@@ -54,12 +55,12 @@ class Role(enum.Enum):
 
 INIT, CONNECTED, SUBSCRIBED, CLOSING, CLOSED = State
 
-CLOSERS: tuple[type[ev.Event], ...] = (ev.Error, ev.ConnectionClosed)
+CLOSERS: tuple[type[sansio.Event], ...] = (ev.Error, ev.ConnectionClosed)
 """Events that close the connection from any open state: a fatal error, the end."""
 
 _CLOSE = dict.fromkeys(CLOSERS, CLOSED)
 
-_NSQD: dict[State, dict[type[ev.Event], State]] = {
+_NSQD: dict[State, dict[type[sansio.Event], State]] = {
     INIT: {ev.Magic: CONNECTED, **_CLOSE},
     CONNECTED: {
         ev.Identify: CONNECTED, ev.Auth: CONNECTED, ev.Sub: SUBSCRIBED,
@@ -77,10 +78,10 @@ _NSQD: dict[State, dict[type[ev.Event], State]] = {
     CLOSED: {},
 }
 
-IGNORED_BY_NSQD: frozenset[tuple[State, type[ev.Event]]] = frozenset({(CLOSING, ev.Rdy)})
+IGNORED_BY_NSQD: frozenset[tuple[State, type[sansio.Event]]] = frozenset({(CLOSING, ev.Rdy)})
 """Accepted by nsqd without effect, so a client must not send them."""
 
-TRANSITIONS: dict[Role, dict[State, dict[type[ev.Event], State]]] = {
+TRANSITIONS: dict[Role, dict[State, dict[type[sansio.Event], State]]] = {
     Role.SERVER: _NSQD,
     Role.CLIENT: {
         state: {e: nxt for e, nxt in row.items() if (state, e) not in IGNORED_BY_NSQD}
@@ -103,7 +104,7 @@ def refusal(role: Role, verb: str, state: State) -> str:
     return f"cannot {verb} in state {state.value} ({hint})"
 
 
-def allowed_states(role: Role, event: type[ev.Event]) -> frozenset[State]:
+def allowed_states(role: Role, event: type[sansio.Event]) -> frozenset[State]:
     """The states in which ``role``'s table allows ``event``."""
     return frozenset(s for s, row in TRANSITIONS[role].items() if event in row)
 

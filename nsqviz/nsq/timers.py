@@ -1,5 +1,5 @@
 """NSQ's timers, found in a transcript or a capture, as spans over a diagram's rows
-(:class:`~nsqviz.protocols.TimerRow`, :class:`~nsqviz.protocols.TimerSpan`): what
+(:class:`~nsqviz.protocols.timers.TimerRow`, :class:`~nsqviz.protocols.timers.TimerSpan`): what
 :meth:`nsqviz.nsq.protocol.NsqProtocol.timers` gives the replay, and a session's
 sequence diagram draws with its server's options.
 
@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.grammar_errors import BadJSON
 from nsqviz.nsq.json_object import read_object
-from nsqviz.protocols import TimerRow, TimerSpan
+from nsqviz.protocols.timers import TimerRow, TimerSpan
 
 __all__ = ["ServerTimers", "Settings", "timer_spans"]
 

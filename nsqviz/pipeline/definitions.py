@@ -6,7 +6,7 @@ on Spark SQL alone, to the in-process ones, so a view can move from one engine t
 other.
 
 Nothing here defines an analysis or names a protocol (:mod:`nsqviz.sql` says who defines
-what): each protocol's views come from its :attr:`~nsqviz.protocols.Protocol.analyses`,
+what): each protocol's views come from its :attr:`~nsqviz.protocols.protocol.Protocol.analyses`,
 each reading its own rows through a view of the frames table made here
 (:func:`nsqviz.sql.frames_of`); the capture layer's (:mod:`nsqviz.capture.analyses`)
 take every protocol's hooks into ``connections`` and ``errors``. The input is the view
@@ -18,7 +18,7 @@ frames at a time, and most of them one group of its connections
 (:mod:`nsqviz.pipeline.groups`), so Spark runs them on groups apart, in parallel.
 
 The doctor's rules (:mod:`nsqviz.doctor`) are collected here too -- the capture layer's
-(:mod:`nsqviz.capture.rules`), then each protocol's (:attr:`~nsqviz.protocols.Protocol.
+(:mod:`nsqviz.capture.rules`), then each protocol's (:attr:`~nsqviz.protocols.protocol.Protocol.
 rules`) -- and become views after the analyses (:func:`nsqviz.doctor.views.views`): the
 ``findings`` table is one of :func:`tables`, on both engines.
 """
@@ -35,6 +35,7 @@ from nsqviz.capture import rules as capture_rules
 from nsqviz.doctor import views as doctor_views
 from nsqviz.doctor import words
 from nsqviz.doctor.rule import Rule
+from nsqviz.protocols.protocol import Protocol
 from nsqviz.sql import HOST, Analyses, View, frames_of
 
 __all__ = [
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 
-def collect(registered: tuple[protocols.Protocol, ...]) -> dict[str, View]:
+def collect(registered: tuple[Protocol, ...]) -> dict[str, View]:
     """Every view for these protocols, by name, each after the views it reads: each
     protocol's (with the view of its own frames), in registration order, then the
     capture layer's."""
@@ -113,12 +114,12 @@ def _reads(by_name: dict[str, View], name: str) -> set[str]:
 
 
 @cache
-def _collected(registered: tuple[protocols.Protocol, ...]) -> dict[str, View]:
+def _collected(registered: tuple[Protocol, ...]) -> dict[str, View]:
     return collect(registered)
 
 
 @cache
-def _rules(registered: tuple[protocols.Protocol, ...]) -> dict[str, Rule]:
+def _rules(registered: tuple[Protocol, ...]) -> dict[str, Rule]:
     """The doctor's rules by id: the capture layer's, then each protocol's."""
     out: dict[str, Rule] = {}
     for rule in (*capture_rules.RULES, *(r for p in registered for r in p.rules)):

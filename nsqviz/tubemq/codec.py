@@ -39,16 +39,13 @@ from nsqviz.sansio import Connection as SansIOConnection
 from nsqviz.sansio import LocalProtocolError
 from nsqviz.sansio import Observer as SansIOObserver
 from nsqviz.stream.reassembly import Garbage, RawFrame, Reassembler
-from nsqviz.stream.reassembly import Truncated as StreamTruncated
 from nsqviz.stream.sizes import INT32
 from nsqviz.tubemq.events import (
     Answer,
-    ConnectionClosed,
     Event,
     ExceptionResponse,
     Request,
     Response,
-    Truncated,
     Violation,
 )
 from nsqviz.tubemq.framing import TubeFraming, split_frame
@@ -176,13 +173,6 @@ class _Connection(SansIOConnection):
     def _reassembler(self, *, after_gap: bool) -> Reassembler:
         return Reassembler(TubeFraming(self.limits), provenance=self.provenance,
                            resync=self.passive)
-
-    def _truncated(self, item: StreamTruncated) -> Truncated:
-        raw = RawFrame(item.data, item.offset, item.sources)
-        return Truncated(item.offset, item.data, item.expected, raw)
-
-    def _closed_event(self) -> ConnectionClosed:
-        return ConnectionClosed()
 
     def _receive(self, data: bytes, out: list[Any], segment: int | None,
                  now: float | None) -> None:

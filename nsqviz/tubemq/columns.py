@@ -51,7 +51,7 @@ SCHEMA = (
     ("max_offset", "int64"),  # maxOffset
     ("append_offset", "int64"),  # a send answer's appendOffset
 )
-"""``(column, arrow type)``: :attr:`nsqviz.protocols.Protocol.typed_schema`."""
+"""``(column, arrow type)``: :attr:`nsqviz.protocols.protocol.Protocol.typed_schema`."""
 
 _SCALARS = {
     "clientId": "client_id", "groupName": "group_name", "topicName": "topic",

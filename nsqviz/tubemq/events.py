@@ -6,8 +6,9 @@ holds the three protobuf messages of the frame's content exactly as decoded (or 
 encoded) -- ``connHeader`` (RpcConnHeader), ``header`` (RequestHeader/ResponseHeader),
 ``body`` (RequestBody/RspResponseBody/RspExceptionBody) -- and ``message``, the inner
 request or response the body carries. The rest are the codec's observations: a
-:class:`Violation` (with offset, field and reason), the stream ending inside a frame,
-the peer closing.
+:class:`Violation` (with offset, field and reason); the stream ending inside a frame
+(:class:`Truncated`) and the peer closing (:class:`ConnectionClosed`) are the events
+every protocol shares (:mod:`nsqviz.sansio`).
 
 Events decoded off the wire carry their reassembled frame in ``raw`` (which bytes, from
 which segments); it is left out of equality, like the pairing and the latency.
@@ -22,6 +23,8 @@ from typing import Any, ClassVar
 from google.protobuf import text_format
 from google.protobuf.message import Message
 
+from nsqviz import sansio
+from nsqviz.sansio import ConnectionClosed, Truncated
 from nsqviz.stream.reassembly import RawFrame
 from nsqviz.tubemq.tables import METHODS, Method
 
@@ -42,7 +45,7 @@ def _aside() -> Any:
     return field(default=None, compare=False, repr=False)
 
 
-class Event:
+class Event(sansio.Event):
     """Base of everything the TubeMQ codec returns or accepts."""
 
     __slots__ = ()
@@ -60,7 +63,8 @@ class Event:
 
 
 class Observation(Event):
-    """Base of what the codec itself observes: a violation, a truncation, the end."""
+    """Base of what the codec itself observes: a violation (the end of the stream is
+    :class:`Truncated` and :class:`ConnectionClosed`, which every protocol shares)."""
 
     __slots__ = ()
 
@@ -177,18 +181,3 @@ class Violation(Observation):
     @property
     def text(self) -> str:
         return self.reason
-
-
-@dataclass(frozen=True, slots=True, repr=False)
-class Truncated(Observation):
-    """The stream ended inside a frame: ``data`` is the part that arrived."""
-
-    offset: int
-    data: bytes
-    expected: int | None
-    raw: RawFrame | None = _aside()
-
-
-@dataclass(frozen=True, slots=True, repr=False)
-class ConnectionClosed(Observation):
-    """The peer closed its side of the connection."""

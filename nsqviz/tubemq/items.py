@@ -6,7 +6,7 @@ imports none of this (protobuf, the codec): requests become ``command`` items, a
 ``frame`` items, and a violation about a request or answer rides on that item as its
 ``violation``. Each answer is followed by the number, among the connection's requests,
 of the request the codec paired it with (by its serialNo): the capture layer's one
-pairing (:data:`~nsqviz.protocols.ANSWERS`).
+pairing (:data:`~nsqviz.protocols.items.ANSWERS`).
 
 Record fields are the decoded protobuf messages: ``serialNo``, the method, the envelope
 (``RpcConnHeader``, ``RequestHeader``/``ResponseHeader``, the body without its
@@ -23,7 +23,7 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from nsqviz.protocols import ANSWERS, Item, ItemKind
+from nsqviz.protocols.items import ANSWERS, Item, ItemKind, truncated_item
 from nsqviz.sansio import violation_fields
 from nsqviz.tubemq.events import ExceptionResponse, Request, Response, Truncated, Violation
 from nsqviz.tubemq.metadata import STRING_FIELDS, MetadataError, decode_payload
@@ -103,8 +103,6 @@ def event_fields(event: Any) -> dict[str, Any]:
         return out
     if kind is Violation:
         return violation_fields(event)
-    if kind is Truncated:
-        return {"offset": event.offset, "expected": event.expected, "data": event.data.hex()}
     return {}
 
 
@@ -146,8 +144,8 @@ class Items:
 
 
 def _other(e: Any, last: dict[int, Item], out: list[Item]) -> None:
-    """A violation (on the item it is about, else an error item) or a truncated frame;
-    ConnectionClosed is a TCP matter: the capture layer reports the flow's end."""
+    """A violation (on the item it is about, else an error item) or a truncated
+    frame."""
     t = type(e)
     if t is Violation:
         about = last.get(id(e.raw)) if e.event is not None else None
@@ -161,13 +159,12 @@ def _other(e: Any, last: dict[int, Item], out: list[Item]) -> None:
                 fields["data"] = e.raw.data.hex()
             out.append(Item(ItemKind.ERROR, e.code, fields, e, e.offset, e.raw))
     elif t is Truncated:
-        out.append(Item(ItemKind.TRUNCATED, "Truncated", {
-            **event_fields(e), "reason": "the stream ended inside this frame"}, e, e.offset,
-            e.raw))
+        out.append(truncated_item(e, "frame"))
 
 
 def label(event: Any) -> tuple[str, str]:
-    """``(label, style)`` of an event for diagrams (:meth:`~nsqviz.protocols.Protocol.label`)."""
+    """``(label, style)`` of an event for diagrams
+    (:meth:`~nsqviz.protocols.protocol.Protocol.label`)."""
     t = type(event)
     if t is Request:
         return f"{event.name} #{event.serialNo}", "command"

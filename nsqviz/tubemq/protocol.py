@@ -1,4 +1,4 @@
-"""TubeMQ as the protocol-free parts of nsqviz see it (:class:`nsqviz.protocols.Protocol`).
+"""TubeMQ as the protocol-free parts of nsqviz see it (:class:`nsqviz.protocols.protocol.Protocol`).
 
 Detection is the begin token ``FF 7F F4 FE`` that starts every frame in both
 directions (a server's first frame an answer), and the Master's and Broker's default
@@ -18,14 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from nsqviz.protocols import (
-    DetectionWords,
-    ObservedConnection,
-    Part,
-    Protocol,
-    RecordView,
-    no_fields,
-)
+from nsqviz.protocols.detection import DetectionWords
+from nsqviz.protocols.items import ObservedConnection, no_fields
+from nsqviz.protocols.protocol import Part, Protocol, RecordView
 from nsqviz.tubemq.dissector import DISSECTOR
 from nsqviz.tubemq.tables import (
     BEGIN_TOKEN,

@@ -1,7 +1,7 @@
 """TubeMQ's doctor rules: declarative definitions over its analyses' tables
 (:mod:`nsqviz.tubemq.analyses`: ``rpc_pairs``, every request with its answer), kept with
 the protocol and run by the same engines as its analyses
-(:attr:`nsqviz.protocols.Protocol.rules`; :mod:`nsqviz.doctor` says how a rule is
+(:attr:`nsqviz.protocols.protocol.Protocol.rules`; :mod:`nsqviz.doctor` says how a rule is
 written).
 
 * ``tubemq.heartbeat-timeout`` -- a Master's heartbeat answered 411 HB_NO_NODE after the

@@ -201,7 +201,7 @@ def _assign_colours(layout: Layout) -> dict[int, str]:
 
 def unit_view(protocol: str, kind: str, name: str, data: bytes, title: str = "") -> HexView | None:
     """The hex view of one command or frame of ``protocol``, laid out by the grammar the
-    protocol names for it (:meth:`nsqviz.protocols.Protocol.layout`), or ``None`` when it
+    protocol names for it (:meth:`nsqviz.protocols.protocol.Protocol.layout`), or ``None`` when it
     names none."""
     con = protocols.by_name(protocol).layout(kind, name)
     if con is None:

@@ -9,7 +9,7 @@ three segments is a long box, eight frames glued in one segment are eight slim b
 one packet's slot: the capture-level sticky-packet (粘包) map.
 
 Under a lane, the timers its records show, as each record's protocol finds them
-(:meth:`nsqviz.protocols.Protocol.timers`) -- NSQ's: a DPUB's deferral and a REQ's delay
+(:meth:`nsqviz.protocols.protocol.Protocol.timers`) -- NSQ's: a DPUB's deferral and a REQ's delay
 from the packet that carried the command, and ``msg_timeout``,
 ``output_buffer_timeout`` and heartbeats where the IDENTIFY exchange in the capture gives
 their length (a capture does not say how its servers were started, so nothing is
@@ -31,7 +31,7 @@ from typing import Any
 from nsqviz import protocols
 from nsqviz.capture.replay import Replay
 from nsqviz.palette import KINDS, ink, name_colour, ordinal_colour
-from nsqviz.protocols import TimerRow, TimerSpan
+from nsqviz.protocols.timers import TimerRow, TimerSpan
 from nsqviz.records import DecodedRecord
 from nsqviz.stream import Direction
 from nsqviz.widgets.hexview import LINK_CSS, HexView, unit_view
@@ -159,7 +159,7 @@ class ReplayView:
 
     def timers(self) -> list[tuple[int | None, TimerSpan]]:
         """(flow id, span) of every timer the records show, each protocol's found by that
-        protocol (:meth:`nsqviz.protocols.Protocol.timers`); rows are packet numbers."""
+        protocol (:meth:`nsqviz.protocols.protocol.Protocol.timers`); rows are packet numbers."""
         rows: dict[str, list[TimerRow]] = {}
         flows: dict[int, int | None] = {}
         stamp = {p.number: p.ts for p in self.replay.packets}

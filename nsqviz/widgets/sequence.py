@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from nsqviz.palette import OTHER, ink, name_colour
-from nsqviz.protocols import TimerSpan
+from nsqviz.protocols.timers import TimerSpan
 from nsqviz.records import DecodedRecord, label
 from nsqviz.widgets.hexview import LINK_CSS
 from nsqviz.widgets.opener import MAX_OPENERS, OPEN_CSS, Openers

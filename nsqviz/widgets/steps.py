@@ -23,7 +23,7 @@ from nsqviz.nsq.states import Role, diagram
 from nsqviz.nsq.timers import timer_spans
 from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.palette import name_of_event
-from nsqviz.protocols import TimerRow, TimerSpan
+from nsqviz.protocols.timers import TimerRow, TimerSpan
 from nsqviz.servers.nsqd.options import Options
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.opener import MAX_OPEN_BYTES, too_long

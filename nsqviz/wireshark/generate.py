@@ -1,5 +1,5 @@
 """The dissectors ``nsqviz wireshark`` writes, and the tshark options they need: every
-registered protocol's :attr:`~nsqviz.protocols.Protocol.dissector`, generated from its
+registered protocol's :attr:`~nsqviz.protocols.protocol.Protocol.dissector`, generated from its
 own tables (``nsqviz/<name>/dissector/``); nothing here names a protocol."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from nsqviz import protocols
+from nsqviz.protocols.protocol import Protocol
 
 __all__ = ["dissected", "preferences", "tshark_args", "write_dissectors"]
 
 
-def dissected() -> dict[str, protocols.Protocol]:
+def dissected() -> dict[str, Protocol]:
     """The registered protocols that have a dissector, by name."""
     return {p.name: p for p in protocols.registered() if p.dissector is not None}
 

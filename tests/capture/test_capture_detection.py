@@ -16,6 +16,7 @@ from nsqviz.capture.layers import ACK, FIN
 from nsqviz.capture.writer import PcapWriter, TcpConversation
 from nsqviz.lookupd.protocol import LOOKUPD
 from nsqviz.nsq.protocol import NSQ
+from nsqviz.protocols import detection
 from nsqviz.stream.direction import Direction
 from nsqviz.tubemq.protocol import TUBEMQ
 
@@ -174,10 +175,10 @@ def test_what_each_protocol_recognises_of_its_servers_answer(proto, answer, verd
 
 def test_the_answer_outranks_the_hello_and_the_port():
     ports = {p.name: p.server_ports for p in protocols.registered()}
-    proto, why = protocols.detect(protocols.registered(), "c2s", b"  V1PING\n",
+    proto, why = detection.detect(protocols.registered(), "c2s", b"  V1PING\n",
                                   from_start=True, ports=ports, server_port=4160,
                                   answer=NSQD_REFUSAL)
     assert proto is NSQ and why.startswith("the server answers in NSQ's framing")
-    proto, why = protocols.detect(protocols.registered(), "c2s", b"  V1PING\n",
+    proto, why = detection.detect(protocols.registered(), "c2s", b"  V1PING\n",
                                   from_start=True, ports=ports, server_port=4150)
     assert proto is LOOKUPD and why == "magic"  # no answer: the hello outranks the port

@@ -9,6 +9,8 @@ from nsqviz.capture.replay import Replay
 from nsqviz.clients.session.sticky import message_frames, reassemble
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
+from nsqviz.protocols.detection import Detection
+from nsqviz.protocols.protocol import Protocol
 from nsqviz.tubemq.tables import METHODS
 from nsqviz.widgets.hexview import HexView
 from nsqviz.widgets.replay import ReplayView
@@ -37,7 +39,7 @@ def test_aliases_take_their_tables_colour():
 def test_a_new_protocol_gets_colours_without_an_edit(monkeypatch):
     """A protocol registered beside the built-in ones: its new names each get a colour
     of their own, a name it shares keeps the one it had."""
-    class Extra(protocols.Protocol):
+    class Extra(Protocol):
         name, title, package, server_ports = "extra", "Extra", "extra", frozenset()
         client_hello = detect = observer = fields = summary = label = None
 
@@ -124,7 +126,7 @@ def test_a_new_protocols_names_are_coloured_without_an_edit(monkeypatch):
     names already coloured keep theirs."""
     from nsqviz import protocols
 
-    class Third(protocols.Protocol):
+    class Third(Protocol):
         name, title, package = "third", "Third", "tests.third"
 
         def names(self):
@@ -134,7 +136,7 @@ def test_a_new_protocols_names_are_coloured_without_an_edit(monkeypatch):
             return False
 
         def detect(self, direction, data, *, from_start, server_port):
-            return protocols.Detection(0, "never")
+            return Detection(0, "never")
 
         def observer(self, *, midstream, fields=True):
             raise NotImplementedError

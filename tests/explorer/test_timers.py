@@ -4,7 +4,7 @@ import re
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.timers import timer_spans
-from nsqviz.protocols import TimerRow, TimerSpan
+from nsqviz.protocols.timers import TimerRow, TimerSpan
 from nsqviz.servers.nsqd.options import Options
 from nsqviz.widgets.sequence import Arrow, SequenceDiagram
 from nsqviz.widgets.steps import server_options

@@ -272,7 +272,7 @@ def test_a_sequence_diagram_is_laid_out_for_the_width_it_is_shown_in():
     """Lab 11's four lanes with timers, the rebalance's five (the idle producer left
     out): no wider than WIDTH, lanes at least MIN_COL apart, every label line within its
     arrow, shown at width 100 % and never wider than drawn."""
-    from nsqviz.protocols import TimerSpan
+    from nsqviz.protocols.timers import TimerSpan
 
     long = "MSG 18ec05db8baa80ae #2 'job A' attempts=2"
     lab = SequenceDiagram(["dropper", "nsqd", "pub-dropped", "heir"], [

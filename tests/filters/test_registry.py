@@ -8,6 +8,7 @@ import pytest
 
 from nsqviz import protocols
 from nsqviz.fields import CAPTURE_FIELDS, Field, FieldType, by_abbrev
+from nsqviz.protocols.protocol import Protocol
 
 _DECL = re.compile(r'^F\["([\w.]+)"\] = ProtoField\.(\w+)\("([\w.]+)"', re.M)
 
@@ -96,7 +97,7 @@ def test_a_registered_protocol_only_declares_its_fields(monkeypatch):
     from nsqviz import filters
     from nsqviz.records import DecodedRecord
 
-    class Toy(protocols.Protocol):
+    class Toy(Protocol):
         name, title, package, server_ports = "toy", "Toy", "toy_pkg", frozenset({9})
         filter_fields = (Field("toy.op", FieldType.STRING, "Operation"),
                          Field("toy.n", FieldType.UINT32, "Number"))

@@ -20,6 +20,7 @@ from nsqviz.capture.replay import Replay
 from nsqviz.cli import main as nsqviz_main
 from nsqviz.http import api
 from nsqviz.http.protocol import HTTP
+from nsqviz.protocols import detection
 from nsqviz.stream.direction import Direction
 from nsqviz.widgets.replay import ReplayView
 from nsqviz.widgets.sequence import from_records
@@ -272,7 +273,7 @@ def test_the_server_s_first_answer_decides():
     assert HTTP.server_hello(b"HTTP/1.1 400 Bad Request\r\n") is True
     assert HTTP.server_hello(b"HTTP/1") is None  # too few bytes yet
     assert HTTP.server_hello(b"\x00\x00\x00\x06") is False
-    proto, why = protocols.detect(protocols.registered(), Direction.C2S, b"  V2", from_start=True,
+    proto, why = detection.detect(protocols.registered(), Direction.C2S, b"  V2", from_start=True,
                                   ports={}, server_port=50000,
                                   answer=b"HTTP/1.1 400 Bad Request\r\n")
     assert proto is HTTP and "HTTP's framing" in why

@@ -22,6 +22,7 @@ from nsqviz.cli import main as nsqviz_main
 from nsqviz.lookupd import grammar
 from nsqviz.lookupd.events import COMMAND_EVENTS
 from nsqviz.lookupd.protocol import LOOKUPD
+from nsqviz.protocols import detection
 from nsqviz.stream.direction import Direction
 from nsqviz.widgets.replay import ReplayView
 from nsqviz.widgets.sequence import from_records
@@ -105,10 +106,10 @@ def test_a_port_given_to_two_protocols_goes_to_the_one_the_bytes_look_like():
     by the bytes -- a REGISTER is the lookup protocol's, not NSQ's."""
     ports = {p.name: p.server_ports for p in protocols.registered()}
     ports["nsq"] = ports["nsq"] | {4160}
-    proto, why = protocols.detect(protocols.registered(), "c2s", b"REGISTER orders\n",
+    proto, why = detection.detect(protocols.registered(), "c2s", b"REGISTER orders\n",
                                   from_start=False, ports=ports, server_port=4160)
     assert proto is LOOKUPD and "look like" in why
-    proto, _ = protocols.detect(protocols.registered(), "c2s", b"SUB orders c\n",
+    proto, _ = detection.detect(protocols.registered(), "c2s", b"SUB orders c\n",
                                 from_start=False, ports=ports, server_port=4160)
     assert proto.name == "nsq"
 

@@ -73,7 +73,7 @@ class StickyRun:
     """Whose frames these are (:func:`nsqviz.protocols.by_name`) ..."""
     kind: str = "frame"
     """... and which kind of unit of it: ``frame`` (NSQ, nsqd's) or ``command`` (TubeMQ's
-    requests), what :meth:`nsqviz.protocols.Protocol.layout` lays them out by."""
+    requests), what :meth:`nsqviz.protocols.protocol.Protocol.layout` lays them out by."""
 
     def count(self, n: int) -> str:
         return f"{n} {self.unit}{'' if n == 1 else 's'}"

@@ -1,11 +1,11 @@
 """The HTTP APIs' Wireshark dissector: Wireshark's own ``http``, told the APIs' ports
-(:attr:`nsqviz.protocols.Protocol.dissector`): ``http.lua``
+(:attr:`nsqviz.protocols.protocol.Protocol.dissector`): ``http.lua``
 (:mod:`~nsqviz.http.dissector.script`, with ``engine.lua``).
 """
 
 from __future__ import annotations
 
-from nsqviz.protocols import LuaScript
+from nsqviz.protocols.protocol import LuaScript
 
 __all__ = ["DISSECTOR"]
 

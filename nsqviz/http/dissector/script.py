@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from nsqviz.protocols import Protocol
+from nsqviz.protocols.protocol import Protocol
 from nsqviz.wireshark.lua import literal
 
 __all__ = ["render"]

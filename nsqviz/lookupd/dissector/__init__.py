@@ -1,11 +1,11 @@
 """The lookup protocol's Wireshark dissector, generated from its grammar and tables
-(``nsqviz wireshark`` writes it; :attr:`nsqviz.protocols.Protocol.dissector`):
+(``nsqviz wireshark`` writes it; :attr:`nsqviz.protocols.protocol.Protocol.dissector`):
 ``lookupd.lua`` (:mod:`~nsqviz.lookupd.dissector.script`, with ``engine.lua``).
 """
 
 from __future__ import annotations
 
-from nsqviz.protocols import LuaScript
+from nsqviz.protocols.protocol import LuaScript
 
 __all__ = ["DISSECTOR"]
 

@@ -21,7 +21,7 @@ from nsqviz.lookupd.states import INITIAL, TRANSITIONS
 from nsqviz.lookupd.wire import ANSWER_STARTS
 from nsqviz.nsq.dissector.spec import nsq_spec
 from nsqviz.nsq.framing import DEFAULT_MAX_BODY_SIZE
-from nsqviz.protocols import Protocol
+from nsqviz.protocols.protocol import Protocol
 from nsqviz.wireshark.lua import SpecError, declare_fields, engine, literal, script
 
 __all__ = ["render", "tables"]

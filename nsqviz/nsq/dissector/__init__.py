@@ -1,5 +1,5 @@
 """NSQ's Wireshark dissector, generated from its grammar and tables (``nsqviz wireshark``
-writes it; :attr:`nsqviz.protocols.Protocol.dissector`).
+writes it; :attr:`nsqviz.protocols.protocol.Protocol.dissector`).
 
 * :mod:`~nsqviz.nsq.dissector.spec` -- what the dissector needs to know, read off the
   grammar, the command table and the framing rule;
@@ -13,7 +13,7 @@ writes it; :attr:`nsqviz.protocols.Protocol.dissector`).
 
 from __future__ import annotations
 
-from nsqviz.protocols import LuaScript
+from nsqviz.protocols.protocol import LuaScript
 
 __all__ = ["DISSECTOR"]
 

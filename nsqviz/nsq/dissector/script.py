@@ -18,7 +18,7 @@ from nsqviz.nsq.dissector.probes import error_table
 from nsqviz.nsq.dissector.spec import NsqSpec, nsq_spec
 from nsqviz.nsq.fields import PREFIX
 from nsqviz.nsq.identify_fields import IDENTIFY_FIELDS
-from nsqviz.protocols import Protocol
+from nsqviz.protocols.protocol import Protocol
 from nsqviz.wireshark.lua import declare_fields, engine, literal, script
 
 __all__ = ["render"]

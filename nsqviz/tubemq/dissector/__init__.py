@@ -1,5 +1,5 @@
 """TubeMQ's Wireshark dissector, generated from its grammar and tables (``nsqviz
-wireshark`` writes it; :attr:`nsqviz.protocols.Protocol.dissector`): ``tubemq.lua``
+wireshark`` writes it; :attr:`nsqviz.protocols.protocol.Protocol.dissector`): ``tubemq.lua``
 (:mod:`~nsqviz.tubemq.dissector.script`, with ``engine.lua``) and, beside it in
 ``tubemq-proto/`` (:data:`~nsqviz.tubemq.dissector.script.PROTO_DIR`), the ``.proto``
 sources Wireshark's protobuf dissector reads the messages with.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nsqviz.protocols import LuaScript, Protocol
+from nsqviz.protocols.protocol import LuaScript, Protocol
 
 __all__ = ["DISSECTOR", "TubeMQDissector"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any
 
-from nsqviz.protocols import Protocol
+from nsqviz.protocols.protocol import Protocol
 from nsqviz.tubemq import grammar, protos, tables
 from nsqviz.tubemq.fields import PREFIX, status_names
 from nsqviz.wireshark.lua import SpecError, declare_fields, engine, literal, script
