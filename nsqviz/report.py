@@ -37,7 +37,7 @@ nearest-rank percentiles (:func:`percentiles`, :func:`percentile_line`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple, Protocol
 
 __all__ = [
@@ -66,8 +66,8 @@ class Tables(Protocol):
         ...
 
     @property
-    def frames(self) -> Any:
-        """The frames table (:func:`nsqviz.records.frame_schema`) as a DataFrame."""
+    def arrow(self) -> Any:
+        """The frames table (:func:`nsqviz.records.frame_schema`) as an Arrow table."""
         ...
 
     def table(self, name: str) -> Any:
@@ -109,9 +109,10 @@ class Report:
     module doc). Every part is optional: each method gives nothing by default, and a
     protocol overrides those it has."""
 
-    def messages(self, cap: Tables) -> list[Message]:
-        """Every message of the capture, in the order they are printed."""
-        return []
+    def messages(self, cap: Tables) -> Iterator[Message]:
+        """Every message of the capture, in the order they are printed: one at a time
+        (a big capture's messages are written as they come, never all held)."""
+        return iter(())
 
     def render_message(self, message: dict[str, Any], t0: float) -> str:
         """One message's text (lines ending in a newline), from its JSON object."""

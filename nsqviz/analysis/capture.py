@@ -3,8 +3,9 @@ pandas DataFrames, its replay view, and one message's lifecycle as a picture.
 
 The capture is decoded once, in this process, by the pipeline's own decoding tasks
 (:func:`frames_of`), and the analyses run on DuckDB the first
-time one is asked for (:func:`nsqviz.pipeline.on_duckdb.analyse`): the same definitions
-``nsqviz pipeline`` runs on Spark, so a notebook and a cluster agree.
+time one is asked for, in one session per capture (:class:`nsqviz.pipeline.on_duckdb.
+Session`: what two tables share is computed once): the same definitions ``nsqviz
+pipeline`` runs on Spark, so a notebook and a cluster agree.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ class Capture:
         self._tables: dict[str, Any] = {}
         self._arrow_tables: dict[str, Any] = {}
         self._frames: Any = None
+        self._session: Any = None
 
     @classmethod
     def of_frames(cls, frames: Any, files: list[str]) -> Capture:
@@ -111,7 +113,7 @@ class Capture:
         standard input or a live capture (:func:`nsqviz.pipeline.decode.decode_stream`)."""
         cap = cls.__new__(cls)
         cap.files, cap.arrow = files, frames
-        cap._tables, cap._arrow_tables, cap._frames = {}, {}, None
+        cap._tables, cap._arrow_tables, cap._frames, cap._session = {}, {}, None, None
         return cap
 
     def __repr__(self) -> str:
@@ -139,9 +141,11 @@ class Capture:
         if name not in definitions():
             raise KeyError(f"no table {name!r}; choose from {', '.join(tables())}")
         if name not in self._arrow_tables:  # computed when first asked for, each once
-            from nsqviz.pipeline.on_duckdb import analyse
+            if self._session is None:  # one DuckDB session: steps shared by tables
+                from nsqviz.pipeline.on_duckdb import Session
 
-            self._arrow_tables[name] = analyse(self.arrow, [name])[name]
+                self._session = Session(self.arrow)
+            self._arrow_tables[name] = self._session.table(name)
         return self._arrow_tables[name]
 
     @property

@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from nsqviz import protocols
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
-from nsqviz.report import ConnectionPart, Report, cell, packet, since
+from nsqviz.compactjson import line
+from nsqviz.report import ConnectionPart, Message, Report, cell, packet, since
 from nsqviz.usage import damaged_input, nearest_hint, usage_error, warn
 
 __all__ = ["register"]
@@ -90,25 +92,45 @@ def _reports(cap: Any) -> list[Report]:
 
 def _messages(args: argparse.Namespace) -> int:
     cap = _open(args)
-    found = [(report, m) for report in _reports(cap) for m in report.messages(cap)]
-    if args.id:
-        known = {m.id for _, m in found}
+    reports = _reports(cap)
+    found: Iterator[tuple[Report, Message]] = (
+        (report, m) for report in reports for m in report.messages(cap))
+    if args.id:  # the ids are checked before a line is written
+        chosen, known = [], set()
+        for report, m in found:
+            known.add(m.id)
+            if m.id in args.id:
+                chosen.append((report, m))
         for wanted in args.id:
             if wanted not in known:
                 return usage_error(args.command, f"no message {wanted!r} in the capture"
                                    + nearest_hint(wanted, known))
-        found = [(report, m) for report, m in found if m.id in args.id]
+        found = iter(chosen)
     t0 = cap.t0
-    out = sys.stdout
-    for report, m in found:
-        out.write(json.dumps(m.json) + "\n" if args.json else report.render_message(m.json, t0))
+    listed = False
+    # written as they come: a big capture's messages are never all held
+    binary = getattr(sys.stdout, "buffer", None)  # none: a StringIO
+    if args.json and binary is not None:  # UTF-8 lines as orjson writes them
+        sys.stdout.flush()
+        for _, m in found:
+            binary.write(line(m.json) + b"\n")
+            listed = True
+        binary.flush()
+    elif args.json:
+        for _, m in found:
+            sys.stdout.write(line(m.json).decode() + "\n")
+            listed = True
+    else:
+        for report, m in found:
+            sys.stdout.write(report.render_message(m.json, t0))
+            listed = True
     if not args.id:
-        for report in _reports(cap):
-            note = report.unlisted(cap, bool(found))
+        for report in reports:
+            note = report.unlisted(cap, listed)
             if note and args.json:
                 warn(args.command, note)
             elif note:
-                out.write(note + "\n")
+                sys.stdout.write(note + "\n")
     return _status(args, cap)
 
 
@@ -145,7 +167,7 @@ def _connections(args: argparse.Namespace) -> int:
                       "after_packet": c["last_frame_packet"]},
         }
         if args.json:
-            out.write(json.dumps(obj) + "\n")
+            out.write(line(obj).decode() + "\n")
             continue
         out.write(f"connection {c['flow']}  {part.role}  {since(c['start_ts'], t0)} for "
                   f"{c['duration_s']:.3f}s\n")

@@ -17,12 +17,12 @@ shows), 2 for a bad argument or a capture that cannot be read.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from typing import Any, TextIO
 
 from nsqviz.capture.options import add_capture_set_options, capture_set_options
+from nsqviz.compactjson import line
 from nsqviz.doctor.rule import Severity
 from nsqviz.doctor.text import finding_text, tally
 from nsqviz.doctor.words import at_least, canonical_figures, connection_of, ordered
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     several = len({f for r in shown for f in r["packet_files"]}) > 1
     if args.json:
         for r in shown:
-            out.write(json.dumps(_json(r, t0)) + "\n")
+            out.write(line(_json(r, t0)).decode() + "\n")
     else:
         width = min(shutil.get_terminal_size((100, 24)).columns, 120)
         for k, r in enumerate(shown):

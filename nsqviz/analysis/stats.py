@@ -26,10 +26,18 @@ _LISTED = 20  # packet numbers listed per line at most
 def stats(cap: Tables, reports: Sequence[Report]) -> dict[str, Any]:
     """Every statistic of ``cap`` as plain data: the sections every capture has, then
     the sections of ``reports`` (the reports of the protocols present in it)."""
-    fr = cap.frames
-    units = fr[fr.kind.isin(["command", "frame"])]
-    by_name = Counter(zip(units.name, units.dir, strict=True))
-    split = [int(packets[0]) for packets in units.packets if len(packets) > 1]
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    # Read off the Arrow frames table in columns: a row per frame of a big capture, never
+    # a Python object per row.
+    fr = cap.arrow.select(["kind", "name", "dir", "packets"])
+    units = fr.filter(pc.is_in(fr["kind"], pa.array(["command", "frame"])))
+    counted = units.group_by(["name", "dir"]).aggregate([([], "count_all")])
+    by_name = dict(zip(zip(counted["name"].to_pylist(), counted["dir"].to_pylist(),
+                           strict=True), counted["count_all"].to_pylist(), strict=True))
+    several = units.filter(pc.greater(pc.list_value_length(units["packets"]), 1))
+    split = pc.list_element(several["packets"], 0).to_pylist()
     packets = cap.arrow_table("packet_frames").to_pydict()
     glued = sorted({int(p) for p, n in zip(packets["packet"], packets["frames"], strict=True)
                     if n > 1})

@@ -223,15 +223,17 @@ def _rdy_update(conn: Connection) -> Verdict:
     last: int | None = None
     fewest = 0  # the fewest messages the client may have read when it sent the last RDY
     resends, bad = [], []
+    message, c2s, answer_kinds = ev.Message, Direction.C2S, (ev.Fin, ev.Req, ev.Touch)
     for s in conn.seen:
-        kind = type(s.event)
-        if kind is ev.Message:
+        e = s.event
+        kind = type(e)
+        if isinstance(e, message):
             passed += 1
-            number[_mid(s)] = passed
-        elif s.direction != Direction.C2S:
+            number[e.id] = passed
+        elif s.direction != c2s:
             continue
-        elif kind in (ev.Fin, ev.Req, ev.Touch):
-            answered = max(answered, number.get(_mid(s), 0))
+        elif isinstance(e, answer_kinds):
+            answered = max(answered, number.get(e.id, 0))
         elif kind is ev.Rdy:
             count, read = _count(s), max(answered, fewest)
             if last is not None and count == last and count > 0:
@@ -284,21 +286,25 @@ def _in_flight(conn: Connection) -> Verdict:
     sent before it (the delivery may be in what it lost)."""
     flying: set[bytes] = set()
     answers, bad, unjudged = [], [], []
+    # a loop over every message and answer of the connection: names bound once
+    message, touch, c2s = ev.Message, ev.Touch, Direction.C2S
+    answer_kinds = (ev.Fin, ev.Req, touch)
     for i, s in enumerate(conn.seen):
-        kind = type(s.event)
-        if kind is ev.Message:
-            flying.add(_mid(s))
-        elif kind in (ev.Fin, ev.Req, ev.Touch) and s.direction == Direction.C2S:
-            if _not_in_flight(s):  # nsqd's own verdict
+        e = s.event
+        if isinstance(e, message):
+            flying.add(e.id)
+        elif isinstance(e, answer_kinds) and s.direction == c2s:
+            mid = e.id
+            if s.refused and _not_in_flight(s):  # nsqd's own verdict
                 bad.append(s)
-            elif _mid(s) not in flying:
+            elif mid not in flying:
                 if conn.lost_before(Direction.S2C, i):
                     unjudged.append(s)
                     continue
                 bad.append(s)
             answers.append(s)
-            if kind is not ev.Touch:
-                flying.discard(_mid(s))
+            if type(e) is not touch:
+                flying.discard(mid)
     lost = (f"; {len(unjudged)} not judged: the capture lost server bytes before them"
             if unjudged else "")
     if not answers:
@@ -330,7 +336,7 @@ def _state(conn: Connection) -> Verdict:
 def _not_in_flight(s: Seen) -> bool:
     """Is ``s`` refused for its id (the in-flight rule's matter), not for its state?"""
     cmd = s.event
-    if not isinstance(cmd, ev.Fin | ev.Req | ev.Touch):
+    if not s.refused or not isinstance(cmd, ev.Fin | ev.Req | ev.Touch):
         return False
     return s.refused == " ".join(not_in_flight(name_of(type(cmd)), cmd.id))
 

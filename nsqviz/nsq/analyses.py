@@ -93,6 +93,10 @@ FRAMES = frames_of("nsq")
 """NSQ's rows of the frames table: the only rows NSQ's views read."""
 
 _KEY = ", ".join(MESSAGE_KEY)
+_KEY_OF_R = ", ".join(f"r.{k}" for k in MESSAGE_KEY)
+_KEY_OF_D = ", ".join(f"d.{k}" for k in MESSAGE_KEY)
+# the same message in two rows (a topic or channel may be null: a connection with no SUB)
+_SAME_KEY = " AND ".join(f"d.{k} IS NOT DISTINCT FROM r.{k}" for k in MESSAGE_KEY)
 
 
 def _verb(event: type[ev.Command]) -> str:
@@ -159,29 +163,26 @@ WITH ev AS (
               PARTITION BY {_KEY} ORDER BY ts, t, conn_id, seq
               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS n
   FROM ev
-), owned AS (
-  SELECT *, max(CASE WHEN t = 'D' THEN conn_id END) OVER (PARTITION BY {_KEY}, n) AS d_conn
-  FROM numbered WHERE n > 0
+), ds AS (
+  -- each delivery: its message frame (n counts them, so a (message, n) has one)
+  SELECT {_KEY}, n, conn_id, ts, packet, attempts, msg_ts, body_sha1, msg_timeout_ms
+  FROM numbered WHERE t = 'D'
+), ends AS (
+  -- what the delivery's own connection answered to it, up to the next delivery
+  SELECT {_KEY_OF_R}, r.n,
+         min_by(r.verb, r.seq) FILTER (WHERE r.verb IN ({_ENDS})) AS end_verb,
+         min_by(r.ts, r.seq) FILTER (WHERE r.verb IN ({_ENDS})) AS end_ts,
+         min_by(r.packet, r.seq) FILTER (WHERE r.verb IN ({_ENDS})) AS end_packet,
+         min_by(r.delay_ms, r.seq) FILTER (WHERE r.verb IN ({_ENDS})) AS end_delay,
+         CAST(sum(CASE WHEN r.verb = {TOUCH} THEN 1 ELSE 0 END) AS BIGINT) AS touches
+  FROM numbered AS r JOIN ds AS d ON {_SAME_KEY} AND d.n = r.n AND d.conn_id = r.conn_id
+  WHERE r.t = 'R'
+  GROUP BY {_KEY_OF_R}, r.n
 ), per AS (
-  SELECT {_KEY}, n,
-         max(CASE WHEN t = 'D' THEN conn_id END) AS conn_id,
-         max(CASE WHEN t = 'D' THEN ts END) AS ts,
-         max(CASE WHEN t = 'D' THEN packet END) AS packet,
-         max(CASE WHEN t = 'D' THEN attempts END) AS attempts,
-         max(CASE WHEN t = 'D' THEN msg_ts END) AS msg_ts,
-         max(CASE WHEN t = 'D' THEN body_sha1 END) AS body_sha1,
-         max(CASE WHEN t = 'D' THEN msg_timeout_ms END) AS msg_timeout_ms,
-         min_by(verb, seq) FILTER (WHERE t = 'R' AND conn_id = d_conn
-                                   AND verb IN ({_ENDS})) AS end_verb,
-         min_by(ts, seq) FILTER (WHERE t = 'R' AND conn_id = d_conn
-                                 AND verb IN ({_ENDS})) AS end_ts,
-         min_by(packet, seq) FILTER (WHERE t = 'R' AND conn_id = d_conn
-                                     AND verb IN ({_ENDS})) AS end_packet,
-         min_by(delay_ms, seq) FILTER (WHERE t = 'R' AND conn_id = d_conn
-                                       AND verb IN ({_ENDS})) AS end_delay,
-         CAST(sum(CASE WHEN t = 'R' AND conn_id = d_conn AND verb = {TOUCH} THEN 1 ELSE 0 END)
-              AS BIGINT) AS touches
-  FROM owned GROUP BY {_KEY}, n
+  SELECT {_KEY_OF_D}, d.n, d.conn_id, d.ts, d.packet, d.attempts, d.msg_ts, d.body_sha1,
+         d.msg_timeout_ms, r.end_verb, r.end_ts, r.end_packet, r.end_delay,
+         coalesce(r.touches, CAST(0 AS BIGINT)) AS touches
+  FROM ds AS d LEFT JOIN ends AS r ON {_SAME_KEY} AND d.n = r.n
 ), ordered AS (
   SELECT *, max(n) OVER (PARTITION BY {_KEY}) AS last_n,
          lead(ts) OVER (PARTITION BY {_KEY} ORDER BY n) AS next_delivery_ts

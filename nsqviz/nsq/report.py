@@ -14,6 +14,7 @@ says how the commands ask for it), read off NSQ's analyses (:mod:`nsqviz.nsq.ana
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from nsqviz.nsq import events as ev
@@ -33,19 +34,20 @@ from nsqviz.report import (
 __all__ = ["REPORT", "NsqReport"]
 
 _FIN, _REQ = (BY_EVENT[e].verb for e in (ev.Fin, ev.Req))
+_BATCH = 10_000  # messages turned into Python objects at a time
 
 
 class NsqReport(Report):
     """NSQ's :class:`~nsqviz.report.Report`."""
 
-    def messages(self, cap: Tables) -> list[Message]:
-        # As Python rows straight from Arrow: pandas' per-cell conversions cost more than
-        # the analysis on a big capture.
-        rows = cap.arrow_table("messages").sort_by(
+    def messages(self, cap: Tables) -> Iterator[Message]:
+        # As Python rows straight from Arrow, a batch at a time: pandas' per-cell
+        # conversions cost more than the analysis on a big capture, and a million
+        # messages as Python objects at once take gigabytes.
+        table = cap.arrow_table("messages").sort_by(
             [("first_delivery_ts", "ascending"), ("msg_id", "ascending"),
-             ("channel", "ascending")]).to_pylist()
-        out = []
-        for r in rows:
+             ("channel", "ascending")])
+        for r in (r for batch in table.to_batches(_BATCH) for r in batch.to_pylist()):
             published = None if r["publish_cmd"] is None else {
                 "command": r["publish_cmd"], "packet": r["publish_packet"],
                 "ts": r["publish_ts"], "connection": r["publisher"]}
@@ -58,11 +60,10 @@ class NsqReport(Report):
                 "msg_timeout_ms": d["msg_timeout_ms"], "requeue_due_ts": d["requeue_due_ts"],
                 "redelivered_ts": d["next_delivery_ts"],
             } for d in r["deliveries"]]
-            out.append(Message(r["msg_id"], {
+            yield Message(r["msg_id"], {
                 "id": r["msg_id"], "topic": r["topic"], "channel": r["channel"],
                 "broker": r["server"], "published": published, "deliveries": deliveries,
-                "outcome": r["outcome"]}))
-        return out
+                "outcome": r["outcome"]})
 
     def render_message(self, message: dict[str, Any], t0: float) -> str:
         m = message
@@ -172,10 +173,14 @@ class NsqReport(Report):
         return out
 
     def stats(self, cap: Tables) -> dict[str, Any]:
+        import pyarrow.compute as pc
+
         hb = cap.table("heartbeats")
-        deliv = cap.table("deliveries")
-        answered = deliv[deliv.outcome.isin([_FIN, _REQ])]
-        taken = answered.outcome_ts - answered.ts
+        # a row per delivery: read in columns, not as a DataFrame
+        deliv = cap.arrow_table("deliveries").select(["outcome", "ts", "outcome_ts"])
+        taken = {o: pc.subtract(mine["outcome_ts"], mine["ts"]).to_pylist()
+                 for o in (_FIN, _REQ)
+                 for mine in [deliv.filter(pc.equal(deliv["outcome"], o))]}
         conns = cap.table("connections")
         compression = []
         for c in conns[conns.compression.notna()].to_dict("records"):
@@ -189,8 +194,8 @@ class NsqReport(Report):
                 "interval": percentiles(list(hb.interval_s)),
                 "answer": percentiles(list(hb.response_s))},
             "pub_to_answer": percentiles(list(cap.table("publishes").latency_s)),
-            "delivery_to_fin": percentiles(list(taken[answered.outcome == _FIN])),
-            "delivery_to_req": percentiles(list(taken[answered.outcome == _REQ])),
+            "delivery_to_fin": percentiles(taken[_FIN]),
+            "delivery_to_req": percentiles(taken[_REQ]),
             "compression": compression,
         }
 

@@ -19,7 +19,7 @@ from typing import Any
 from nsqviz.pipeline.definitions import definitions, reads, tables
 from nsqviz.sql import python_rows
 
-__all__ = ["DUCKDB_NAMES", "analyse", "duckdb_sql"]
+__all__ = ["DUCKDB_NAMES", "Session", "analyse", "duckdb_sql"]
 
 DUCKDB_NAMES: dict[str, str] = {
     "min_by": "arg_min_null",  # Spark's min_by keeps a null value; DuckDB's arg_min skips it
@@ -63,41 +63,72 @@ def analyse(frames: Any, wanted: Iterable[str] | None = None, *,
     how many DuckDB may use (default: one per core), for a Spark task that is given
     fewer. ``given``: views whose rows are already known (Arrow tables), read as they are
     instead of computed -- a pipeline task's facts about a whole broker, of which it
-    has a part. Each view is materialised once, so a table several others read is
-    computed once (a view that is only a filter of the frames is read through, not
-    copied)."""
-    import duckdb
+    has a part. One :class:`Session` computes them all: a view several others read is
+    computed once."""
+    wanted = list(tables() if wanted is None else wanted)
+    with Session(frames, threads=threads, given=given) as session:
+        return {name: session.table(name, ordered=ordered)
+                for name in definitions() if name in wanted}
 
-    views = definitions()
-    wanted = set(tables() if wanted is None else wanted)
-    con = duckdb.connect()
-    try:
+
+class Session:
+    """One DuckDB connection over a frames table (an Arrow table, read where it lies:
+    its ``fields`` column never), whose views are computed when first asked for
+    (:meth:`table`), each once, and kept while the session lives -- so the tables a
+    command reads share every step they have in common (``deliveries``, ``connections``,
+    ``answer_pairs`` ...), and a notebook's second table costs only what the first did
+    not compute. ``threads`` and ``given``: as :func:`analyse` takes them.
+
+    A view is materialised once (a view that is only a filter of the frames is read
+    through, not copied); DuckDB spills what outgrows its memory limit to a temporary
+    directory of its own."""
+
+    def __init__(self, frames: Any, *, threads: int | None = None,
+                 given: Mapping[str, Any] | None = None) -> None:
+        import duckdb
+
+        self._con = con = duckdb.connect()
         con.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")
         if threads is not None:
             con.execute(f"SET threads = {int(threads)}")
         con.register("frames", frames.drop_columns(["fields"]) if "fields" in
                      frames.column_names else frames)
-        given = dict(given or {})
-        needed = _needed(wanted, set(given))
-        for name, view in views.items():
-            if name not in needed:
+        self._given = dict(given or {})
+        self._made: set[str] = set()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let DuckDB's memory go (the tables given out stay valid: Arrow owns them)."""
+        self._con.close()
+
+    def table(self, name: str, *, ordered: bool = True) -> Any:
+        """View ``name`` (any of :func:`~nsqviz.pipeline.definitions.definitions`) as an
+        Arrow table, rows sorted by all their columns unless not ``ordered``: computed
+        with every view it reads that this session has not computed yet."""
+        views = definitions()
+        needed = _needed({name}, set(self._given))
+        con = self._con
+        for other, view in views.items():
+            if other not in needed or other in self._made:
                 continue
-            if name in given:
-                con.register(name, given[name])
-                continue
-            if view.python:  # rows from Python, kept as an Arrow table DuckDB reads
-                con.register(name, python_rows(view, con.sql(duckdb_sql(view.sql))
+            self._made.add(other)
+            if other in self._given:
+                con.register(other, self._given[other])
+            elif view.python:  # rows from Python, kept as an Arrow table DuckDB reads
+                con.register(other, python_rows(view, con.sql(duckdb_sql(view.sql))
                                                 .to_arrow_table()))
-                continue
-            what = "TABLE" if view.materialise else "VIEW"
-            con.execute(f"CREATE TEMP {what} {name} AS {duckdb_sql(view.sql)}")
+            else:
+                what = "TABLE" if view.materialise else "VIEW"
+                con.execute(f"CREATE TEMP {what} {other} AS {duckdb_sql(view.sql)}")
         # Rows in one order (by every column, left to right): DuckDB's parallel plans
         # give them in any, and a notebook's stored output must not depend on that.
         order = " ORDER BY ALL" if ordered else ""
-        return {name: con.sql(f"SELECT * FROM {name}{order}").to_arrow_table()
-                for name in views if name in wanted}
-    finally:
-        con.close()
+        return con.sql(f"SELECT * FROM {name}{order}").to_arrow_table()
 
 
 def _needed(wanted: set[str], given: set[str]) -> set[str]:

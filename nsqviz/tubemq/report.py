@@ -17,7 +17,7 @@ says what each links and why).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from nsqviz.report import (
@@ -69,12 +69,11 @@ def _listed(numbers: list[Any]) -> str:
 class TubeMQReport(Report):
     """TubeMQ's :class:`~nsqviz.report.Report`."""
 
-    def messages(self, cap: Tables) -> list[Message]:
+    def messages(self, cap: Tables) -> Iterator[Message]:
         rows = cap.arrow_table("tubemq_messages").to_pylist()
         rows.sort(key=lambda r: (min(t for t in (r["send_ts"], _first_fetch(r))
                                      if t is not None),
                                  r["server"], r["topic"], r["partition_id"], r["msg_id"]))
-        out = []
         for r in rows:
             sent = None if r["send_packet"] is None else {
                 "packet": r["send_packet"], "ts": r["send_ts"], "connection": r["producer"],
@@ -87,11 +86,10 @@ class TubeMQReport(Report):
                 "outcome_packet": f["outcome_packet"], "outcome_ts": f["outcome_ts"],
                 "outcome_err_code": f["outcome_err_code"],
             } for f in r["fetches"] or []]
-            out.append(Message(str(r["msg_id"]), {
+            yield Message(str(r["msg_id"]), {
                 "protocol": "tubemq", "id": r["msg_id"], "topic": r["topic"],
                 "partition": r["partition_id"], "broker": r["server"], "sent": sent,
-                "fetches": fetches, "committed_by": r["committed_by"] or []}))
-        return out
+                "fetches": fetches, "committed_by": r["committed_by"] or []})
 
     def render_message(self, message: dict[str, Any], t0: float) -> str:
         m = message
