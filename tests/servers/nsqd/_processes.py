@@ -1,14 +1,13 @@
 """Brokers as processes that a test can kill: ``nsqviz broker`` and the real nsqd.
 
-The real nsqd is found through the ``NSQD`` environment variable, then ``PATH``, then
-``../shared/peers/nsqd`` beside the project (see ``../shared/peers/README.md``).
+The real nsqd is found as every test finds the real programs
+(:func:`nsqviz.servers.peers.find`: ``$NSQD``, then ``PATH``, then ``$NSQVIZ_PEERS``, which
+tests/conftest.py points at the machine's peers folder unless it is set).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 
 from nsqviz.nsq.events import Error, Fin, Message, Mpub, Rdy
+from nsqviz.servers import peers
 from tests.servers.nsqd._client import RawClient, subscriber
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -23,17 +23,14 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def find_nsqd() -> str | None:
     """The real nsqd binary, or None."""
-    env = os.environ.get("NSQD")
-    if env:
-        return env if os.access(env, os.X_OK) else None
-    found = shutil.which("nsqd")
-    if found:
-        return found
-    peer = ROOT.parent / "shared" / "peers" / "nsqd"
-    return str(peer) if os.access(peer, os.X_OK) else None
+    try:
+        found = peers.find("nsqd")
+    except peers.PeerNotFound:
+        return None
+    return None if found is None else str(found)
 
 
-NSQD_MISSING = "no real nsqd: set NSQD, put nsqd on PATH or in ../shared/peers/"
+NSQD_MISSING = "no real nsqd: set NSQD, put nsqd on PATH or in $NSQVIZ_PEERS"
 
 _LISTEN = re.compile(r"(TCP|HTTP): listening on (\S+)")
 
