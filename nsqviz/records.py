@@ -41,6 +41,7 @@ __all__ = [
     "PacketColumns",
     "SHARED_LABELS",
     "CAPTURE_BYTES_FIELDS",
+    "ConnectionRows",
     "TCP_COLUMNS",
     "details",
     "escaped",
@@ -558,3 +559,27 @@ class FrameColumns:
                   for c, t in zip(columns, schema.types, strict=True)]
         self._clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+class ConnectionRows:
+    """Frames-table rows of one decoder's records: each record's connection id (the flow's
+    label and start time, plus ``scope``) and its order in the connection."""
+
+    def __init__(self, files: list[str], scope: str = "", *, fields: bool = True):
+        self.columns = FrameColumns(files, fields=fields)
+        self.scope = scope
+        self.conns: dict[int, list[Any]] = {}  # flow id -> [conn_id, rows so far]
+
+    def add(self, rec: DecodedRecord, *, write: bool = True) -> None:
+        """Number ``rec`` in its connection; append it unless ``write`` is false (a row
+        another stage wrote: it still takes its place in the order)."""
+        fid = rec.flow_id
+        if fid is None:  # a capture warning: part of no connection
+            self.columns.add(rec, None, None)
+            return
+        c = self.conns.get(fid)
+        if c is None:
+            c = self.conns[fid] = [f"{rec.flow}@{rec.ts:.6f}{self.scope}", 0]
+        c[1] += 1
+        if write:
+            self.columns.add(rec, c[0], c[1])

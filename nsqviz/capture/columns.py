@@ -45,7 +45,13 @@ from nsqviz.capture.units import end_records, unit_records
 from nsqviz.protocols.columnar import ColumnarFramer, Units
 from nsqviz.protocols.items import Item, Lost
 from nsqviz.protocols.protocol import Protocol
-from nsqviz.records import FRAME_COLUMNS, TCP_COLUMNS, DecodedRecord, FrameColumns, frame_schema
+from nsqviz.records import (
+    FRAME_COLUMNS,
+    TCP_COLUMNS,
+    ConnectionRows,
+    DecodedRecord,
+    frame_schema,
+)
 from nsqviz.stream.direction import Direction
 
 __all__ = ["ColumnarDecoder", "frames_table"]
@@ -300,36 +306,27 @@ def _list_array(offsets: np.ndarray, values: Any) -> Any:
 
 class _Table:
     """The frames table as it is built: the object path's rows (records, numbered per
-    connection as :class:`~nsqviz.pipeline.decode.ConnectionRows` numbers them) and the
-    lanes' units, batch by batch."""
+    connection by :class:`~nsqviz.records.ConnectionRows`, as the pipeline numbers them)
+    and the lanes' units, batch by batch."""
 
     def __init__(self, files: list[str]):
         self.files = files
         self.names = pa.array(files, pa.string())
-        self.rows = FrameColumns(files, fields=False)
-        self.conns: dict[int, list[Any]] = {}
+        self.rows = ConnectionRows(files, fields=False)
         self.batches: list[Any] = []
         self.schema = frame_schema()
 
     def add(self, rec: DecodedRecord) -> None:
-        fid = rec.flow_id
-        if fid is None:
-            self.rows.add(rec, None, None)
-            return
-        c = self.conns.get(fid)
-        if c is None:
-            c = self.conns[fid] = [f"{rec.flow}@{rec.ts:.6f}", 0]
-        c[1] += 1
-        self.rows.add(rec, c[0], c[1])
+        self.rows.add(rec)
 
     def flush(self, at_least: int = 1) -> None:
-        if len(self.rows) >= at_least:
-            self.batches.append(self.rows.batch())
+        if len(self.rows.columns) >= at_least:
+            self.batches.append(self.rows.columns.batch())
 
     def lane(self, done: _Done) -> None:
         """A lane's rows: its records and its units, numbered in the order an observer
         fed chunk by chunk would have given them."""
-        c = self.conns[done.flow.id]  # its FlowStart came before its lane began
+        c = self.rows.conns[done.flow.id]  # its FlowStart came before its lane began
         records = [(i, e) for i, e in enumerate(done.entries) if type(e) is DecodedRecord]
         c2s, s2c = done.units
         orders = [done.timeline.order(Direction.C2S, c2s.ends),
@@ -341,7 +338,7 @@ class _Table:
         seq[np.lexsort((sub, at))] = np.arange(c[1] + 1, c[1] + 1 + len(at))
         c[1] += len(at)
         for k, (_, rec) in enumerate(records):
-            self.rows.add(rec, c[0], int(seq[k]))
+            self.rows.columns.add(rec, c[0], int(seq[k]))
         base = len(records)
         for direction, units in zip(Direction, done.units, strict=True):
             n = len(units.ends)
@@ -466,9 +463,8 @@ def frames_table(files: list[str], *, idle_split: float | None = IDLE_SPLIT,
                 for step in decoder.driver.read(f, index):
                     take(decoder.step(step))
         except (CaptureFormatError, OSError) as exc:
-            table.rows.add(DecodedRecord(float("nan"), None, None, "error", "CaptureWarning",
-                                         {"reason": f"{path}: {exc}"}, (), files=()),
-                           None, None)
+            table.add(DecodedRecord(float("nan"), None, None, "error", "CaptureWarning",
+                                    {"reason": f"{path}: {exc}"}, (), files=()))
     take(decoder.step(decoder.driver.finish(len(files) - 1)))
     take(decoder.finish())
     table.flush()

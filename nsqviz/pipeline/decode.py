@@ -46,9 +46,9 @@ from nsqviz.capture.files import CaptureFormatError, CaptureWarning, read_record
 from nsqviz.capture.layers import ACK, SYN, decode_record, packet_id, split_packet_id
 from nsqviz.capture.tcp import FlowStart
 from nsqviz.pipeline.handoff import FileHandoff, HandoffCollector, Key, Part, key_of, plan
-from nsqviz.records import DecodedRecord, FrameColumns
+from nsqviz.records import ConnectionRows, DecodedRecord
 
-__all__ = ["ConnectionRows", "ProgressFile", "continue_connections", "decode_file",
+__all__ = ["ProgressFile", "continue_connections", "decode_file",
            "decode_set", "decode_stream", "read_progress"]
 
 BATCH_ROWS = 8192
@@ -100,30 +100,6 @@ def read_progress(directory: str) -> tuple[int, int, int]:
         frames += int(n)
         files += int(done)
     return n_bytes, frames, files
-
-
-class ConnectionRows:
-    """Frames-table rows of one decoder's records: each record's connection id (the flow's
-    label and start time, plus ``scope``) and its order in the connection."""
-
-    def __init__(self, files: list[str], scope: str = "", *, fields: bool = True):
-        self.columns = FrameColumns(files, fields=fields)
-        self.scope = scope
-        self.conns: dict[int, list[Any]] = {}  # flow id -> [conn_id, rows so far]
-
-    def add(self, rec: DecodedRecord, *, write: bool = True) -> None:
-        """Number ``rec`` in its connection; append it unless ``write`` is false (a row
-        another stage wrote: it still takes its place in the order)."""
-        fid = rec.flow_id
-        if fid is None:  # a capture warning: part of no connection
-            self.columns.add(rec, None, None)
-            return
-        c = self.conns.get(fid)
-        if c is None:
-            c = self.conns[fid] = [f"{rec.flow}@{rec.ts:.6f}{self.scope}", 0]
-        c[1] += 1
-        if write:
-            self.columns.add(rec, c[0], c[1])
 
 
 def _decoder(ports: Mapping[str, Iterable[int]] | None, idle_split: float | None,

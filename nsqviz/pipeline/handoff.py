@@ -120,7 +120,7 @@ class HandoffCollector:
     def finish(self, decoder: CaptureDecoder, conns: dict[int, list[Any]]) -> FileHandoff:
         """The handoff of this file, once ``decoder`` has read all of it (without its
         ``finish``); ``conns`` is the stage's row numbering per flow id
-        (:class:`~nsqviz.pipeline.decode.ConnectionRows`), handed on with each state."""
+        (:class:`~nsqviz.records.ConnectionRows`), handed on with each state."""
         from bisect import bisect_left, bisect_right
 
         tracker = decoder.driver.tracker
