@@ -203,8 +203,10 @@ async def replay(address: str, probe: Probe, *, quiet: float = 0.3,
                 chunk = chunk.replace(ID, state["last_id"] or b"0" * 16)
             wire = state["compressor"].compress(chunk) if state["compressor"] else chunk
             # the observer reads what goes on the wire (compressed, once negotiated)
-            refused = [e for e in observer.c2s(wire) if isinstance(e, ev.Violation)
-                       and e.fatal and e.code]
+            # the grammar's refusals (Violation) and the state's (Refused: RDY before
+            # SUB): either way nsqd closes, and a chunk sent now would race that close
+            refused = [e for e in observer.c2s(wire)
+                       if isinstance(e, ev.Violation | ev.Refused) and e.fatal and e.code]
             refused += [g for g in framing.feed(chunk) if isinstance(g, Garbage) and g.code]
             if refused:
                 state["fatal"] = True  # a command nsqd refuses and closes on: no ask pends
