@@ -4,6 +4,7 @@ Observer), never through the client's internals."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 
 from nsqviz.clients.nsq import Consumer, ExponentialBackoff, Producer
@@ -347,25 +348,45 @@ def test_graceful_close_cls_close_wait_then_in_flight_answered(tapped):
     assert in_flight_ok(conn)
 
 
+class RecordedDraws(random.Random):
+    """A random source that keeps every ``uniform`` draw: the consumer draws the wait
+    before each discovery poll with it (its shuffles and choices draw otherwise)."""
+
+    def __init__(self) -> None:
+        super().__init__(7)
+        self.uniform_draws: list[tuple[float, float, float]] = []
+
+    def uniform(self, a: float, b: float) -> float:
+        x = super().uniform(a, b)
+        self.uniform_draws.append((a, b, x))
+        return x
+
+
 def test_discovery_polls_every_lookupd_with_fresh_jitter_and_takes_the_union(
         tapped, fake_lookupd):
     (b1, t1), (b2, t2) = tapped(2)
     lk1, lk2 = fake_lookupd([t1.address]), fake_lookupd([t2.address, t1.address])
+    rng = RecordedDraws()
 
     async def main():
         async with Consumer("t", "c", lambda m: None, lookupd_http_addresses=[
-                lk1.address, lk2.address], lookupd_poll_interval=0.2, lookupd_poll_jitter=0.5):
-            await asyncio.sleep(2.0)
+                lk1.address, lk2.address], lookupd_poll_interval=0.2, lookupd_poll_jitter=0.5,
+                rng=rng):
+            await until(lambda: len(lk1.polls) >= 5 and len(lk2.polls) >= 5)
 
     run(main())
     assert len(t1.connections) == 1 and len(t2.connections) == 1  # union, no duplicate
-    for lk in (lk1, lk2):
-        gaps = [b - a for a, b in zip(lk.polls, lk.polls[1:], strict=False)]
-        assert len(gaps) >= 4
-        assert all(0.2 - 0.02 <= g <= 0.2 * 1.5 + 0.1 for g in gaps), gaps
-        assert max(gaps) - min(gaps) > 0.01  # jitter drawn for every poll
-    # both lookupds are asked in the same poll
-    assert abs(lk1.polls[0] - lk2.polls[0]) < 0.1
+    # each wait is the interval plus a jitter fraction of it, drawn anew for every poll
+    assert all((a, b) == (0, 0.5 * 0.2) for a, b, _ in rng.uniform_draws)
+    jitters = [x for _, _, x in rng.uniform_draws]
+    assert len(set(jitters)) == len(jitters) and max(jitters) - min(jitters) > 0.01
+    # on the wire: every lookupd is asked once per poll, and no poll comes before the
+    # wait drawn after the one before it (a busy machine may only make it later)
+    polls = list(zip(lk1.polls, lk2.polls, strict=False))
+    assert len(polls) >= 5
+    for (a1, a2), (n1, n2), jitter in zip(polls, polls[1:], jitters, strict=False):
+        assert max(a1, a2) < min(n1, n2)
+        assert min(n1, n2) - max(a1, a2) >= 0.2 + jitter - 0.02
 
 
 def test_lost_connection_comes_back_only_through_discovery(tapped, fake_lookupd):
@@ -533,8 +554,6 @@ def test_in_backoff_the_tester_moves_off_an_empty_nsqd(tapped):
 
 
 def test_backoff_strategies():
-    import random
-
     from nsqviz.clients.nsq import LinearBackoff
 
     full = ExponentialBackoff(multiplier=1.0, max_duration=60, rng=random.Random(7))
