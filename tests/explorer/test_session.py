@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -293,6 +294,22 @@ def test_ipython_shows_a_step_as_the_widgets_card(session):
         InteractiveShell.clear_instance()
 
 
+def _taken_back(session, conn, message, http_address, topic, msg_timeout):
+    """Wait until the server's queue scan took ``message`` back (its channel's
+    timeout_count in /stats) and the session's own clock says it was held past
+    ``msg_timeout``: then nsqd is sure to refuse a FIN or TOUCH of it."""
+    deadline = time.monotonic() + 30
+    url = f"http://{http_address}/stats?format=json"
+    while time.monotonic() < deadline:
+        stats = json.loads(urllib.request.urlopen(url, timeout=10).read())
+        (chan,) = next(t for t in stats["topics"] if t["topic_name"] == topic)["channels"]
+        held = session.now() - conn.arrived_at[message.id]
+        if chan["timeout_count"] and held > msg_timeout:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the server never took {message.id!r} back")
+
+
 def test_a_late_touch_or_fin_waits_for_the_refusal_nsqd_is_known_to_send(broker):
     """A FIN or TOUCH after msg_timeout ran out is refused (E_TOUCH_FAILED, E_FIN_FAILED)
     once nsqd's queue scan has taken the message back -- maybe later than the grace period
@@ -306,7 +323,7 @@ def test_a_late_touch_or_fin_waits_for_the_refusal_nsqd_is_known_to_send(broker)
         c.rdy(1)
         slow = c.wait()[0]
         c.rdy(0)
-        time.sleep(1.2)
+        _taken_back(session, c, slow, broker.http_address, "late", 1.0)
         touch = c.touch(slow.id, check=False)
         fin = c.fin(slow.id, check=False)
         assert [e.code for e in touch.events if isinstance(e, ev.Error)] == ["E_TOUCH_FAILED"]
@@ -320,3 +337,35 @@ def test_a_late_touch_or_fin_waits_for_the_refusal_nsqd_is_known_to_send(broker)
         quick.rdy(1)
         on_time = quick.fin(quick.wait()[0].id)
         assert not on_time.events and on_time.elapsed < 0.5
+
+
+def test_a_late_touch_waits_for_the_refusal_past_the_servers_own_msg_timeout():
+    """Without IDENTIFY's msg_timeout the server's --msg-timeout applies: a session that
+    started the server knows it, and a TOUCH and FIN past it wait for their refusals
+    (notebook 04's lab 6 on a loaded machine: the real nsqd's E_TOUCH_FAILED came after
+    the 0.15-s grace and was shown as the FIN's answer). Grace 0 here: any refusal not
+    waited for would be missed."""
+    with Session(nsqd="embedded", msg_timeout=0.5, grace=0.0) as session:
+        assert session.msg_timeout == 0.5
+        c = session.connect("late")
+        c.magic()
+        c.sub("late", "c")
+        p = session.connect("pub")
+        p.magic()
+        p.pub("late", b"slow")
+        c.rdy(1)
+        slow = c.wait()[0]
+        c.rdy(0)
+        _taken_back(session, c, slow, session.broker.http_address, "late", 0.5)
+        touch = c.touch(slow.id, check=False)
+        fin = c.fin(slow.id, check=False)
+        assert [e.code for e in touch.events if isinstance(e, ev.Error)] == ["E_TOUCH_FAILED"]
+        assert [e.code for e in fin.events if isinstance(e, ev.Error)] == ["E_FIN_FAILED"]
+        assert "IDENTIFY negotiated none here" in touch.why
+
+
+def test_a_session_knows_the_msg_timeout_only_of_a_server_it_started(broker):
+    with Session(broker.tcp_address) as at_address:
+        assert at_address.msg_timeout is None
+    with Session(nsqd="embedded", msg_timeout=1.5) as own:
+        assert own.msg_timeout == 1.5

@@ -113,6 +113,21 @@ def default_broker(kind: str = "embedded") -> NsqdProcess | EmbeddedBroker:
         return _default_brokers[kind]
 
 
+def _server_msg_timeout(server: NsqdProcess | EmbeddedBroker) -> float:
+    """The ``--msg-timeout`` (seconds) of a server this process started: its option, or
+    nsqd's default (which the embedded broker's options share)."""
+    from nsqviz.servers.goflags import parse_duration
+    from nsqviz.servers.nsqd.options import Options
+
+    opts = getattr(server, "opts", None)
+    if isinstance(opts, Options):
+        return opts.msg_timeout
+    flag = getattr(server, "flags", {}).get("msg_timeout")
+    if flag is None:
+        return Options.msg_timeout
+    return float(flag) if isinstance(flag, int | float) else parse_duration(str(flag))
+
+
 def _split(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     return host or "127.0.0.1", int(port)
@@ -270,7 +285,8 @@ class Connection:
     def _refusal_due(self, command: ev.Command, before: dict[str, Any]) -> bool:
         """Whether nsqd is known to refuse this FIN, REQ or TOUCH: its id is not held by
         this connection (never delivered here, or already finished or requeued), or it
-        was held past the negotiated msg_timeout since its delivery or last TOUCH. Such a
+        was held past msg_timeout since its delivery or last TOUCH (the one IDENTIFY
+        negotiated, else the server's own when this session started it). Such a
         step waits for the refusal as for an answer: nsqd finds the timed-out message in
         its next queue scan, so the refusal may come later than the grace period of a
         command that succeeds silently."""
@@ -278,7 +294,8 @@ class Connection:
             return False
         if command.id.decode() not in before["in_flight"]:
             return True
-        timeout_ms = (self.codec.features or {}).get("msg_timeout")
+        timeout_ms = (self.codec.features or {}).get("msg_timeout") or (
+            self.session.msg_timeout * 1000 if self.session.msg_timeout else None)
         held_since = max(self.arrived_at.get(command.id, 0.0),
                          self.touched_at.get(command.id, 0.0))
         if not timeout_ms:
@@ -468,6 +485,9 @@ class Session:
         self.server = "real nsqd" if choice == "real" else (
             "embedded broker" if choice == "embedded" else f"nsqd at {choice}")
         self.address = _split(address)
+        # the server's --msg-timeout (seconds) when this session started it or shares the
+        # process's; None for a server at an address (only IDENTIFY's answer may say)
+        self.msg_timeout = _server_msg_timeout(self.broker) if self.broker else None
         self.timeout = timeout
         self.grace = grace
         self.ssl_context = ssl_context
