@@ -6,8 +6,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
@@ -18,6 +16,7 @@ from nsqviz.sansio import LocalProtocolError
 from nsqviz.servers.authd import AuthService, Grant, self_signed_certificate
 from nsqviz.widgets.steps import step_html
 from nsqviz.widgets.style import _STYLE
+from tests.explorer._late import taken_back
 
 
 @pytest.fixture
@@ -294,22 +293,6 @@ def test_ipython_shows_a_step_as_the_widgets_card(session):
         InteractiveShell.clear_instance()
 
 
-def _taken_back(session, conn, message, http_address, topic, msg_timeout):
-    """Wait until the server's queue scan took ``message`` back (its channel's
-    timeout_count in /stats) and the session's own clock says it was held past
-    ``msg_timeout``: then nsqd is sure to refuse a FIN or TOUCH of it."""
-    deadline = time.monotonic() + 30
-    url = f"http://{http_address}/stats?format=json"
-    while time.monotonic() < deadline:
-        stats = json.loads(urllib.request.urlopen(url, timeout=10).read())
-        (chan,) = next(t for t in stats["topics"] if t["topic_name"] == topic)["channels"]
-        held = session.now() - conn.arrived_at[message.id]
-        if chan["timeout_count"] and held > msg_timeout:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"the server never took {message.id!r} back")
-
-
 def test_a_late_touch_or_fin_waits_for_the_refusal_nsqd_is_known_to_send(broker):
     """A FIN or TOUCH after msg_timeout ran out is refused (E_TOUCH_FAILED, E_FIN_FAILED)
     once nsqd's queue scan has taken the message back -- maybe later than the grace period
@@ -323,7 +306,7 @@ def test_a_late_touch_or_fin_waits_for_the_refusal_nsqd_is_known_to_send(broker)
         c.rdy(1)
         slow = c.wait()[0]
         c.rdy(0)
-        _taken_back(session, c, slow, broker.http_address, "late", 1.0)
+        taken_back(session, c, slow, broker.http_address, "late", 1.0)
         touch = c.touch(slow.id, check=False)
         fin = c.fin(slow.id, check=False)
         assert [e.code for e in touch.events if isinstance(e, ev.Error)] == ["E_TOUCH_FAILED"]
@@ -356,7 +339,7 @@ def test_a_late_touch_waits_for_the_refusal_past_the_servers_own_msg_timeout():
         c.rdy(1)
         slow = c.wait()[0]
         c.rdy(0)
-        _taken_back(session, c, slow, session.broker.http_address, "late", 0.5)
+        taken_back(session, c, slow, session.broker.http_address, "late", 0.5)
         touch = c.touch(slow.id, check=False)
         fin = c.fin(slow.id, check=False)
         assert [e.code for e in touch.events if isinstance(e, ev.Error)] == ["E_TOUCH_FAILED"]
