@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -352,3 +353,25 @@ def test_a_session_knows_the_msg_timeout_only_of_a_server_it_started(broker):
         assert at_address.msg_timeout is None
     with Session(nsqd="embedded", msg_timeout=1.5) as own:
         assert own.msg_timeout == 1.5
+
+
+def test_a_touch_within_the_msg_timeout_identify_asked_for_waits_only_the_grace():
+    """IDENTIFY without feature_negotiation gets a plain OK, yet nsqd applies the
+    msg_timeout it asked for: a TOUCH past the server's --msg-timeout (1 s) but within
+    the asked 3 s is no refusal to wait for (notebook 04's lab 5: waiting 5 s for one let
+    the message time out on a loaded machine). Were it waited for, the step would take
+    the session's 20-s timeout."""
+    with Session(nsqd="embedded", msg_timeout=1.0, timeout=20.0, grace=0.0) as session:
+        c = session.connect("toucher")
+        c.magic()
+        c.identify(msg_timeout=3000)
+        c.sub("asked", "c")
+        p = session.connect("pub")
+        p.magic()
+        p.pub("asked", b"long job")
+        c.rdy(1)
+        (m,) = c.wait()
+        time.sleep(1.2)  # held past the server's msg_timeout, within the asked one
+        touch = c.touch(m.id)
+        assert touch.events == [] and touch.elapsed < 10
+        assert c.fin(m.id).events == []

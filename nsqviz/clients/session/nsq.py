@@ -154,6 +154,9 @@ class Connection:
         self.peer = self.sock.getpeername()[:2]
         self.arrived_at: dict[bytes, float] = {}  # message id -> session time it arrived
         self.touched_at: dict[bytes, float] = {}  # message id -> session time of its TOUCH
+        # the msg_timeout (ms) IDENTIFY asked for: nsqd applies it even when, without
+        # feature_negotiation, it answers a plain OK (and the codec learns no features)
+        self.asked_msg_timeout: int | None = None
         self.messages: dict[bytes, ev.Message] = {}  # latest delivery of each id, in order
         self.closed = False
         self._lock = threading.Condition()
@@ -254,6 +257,9 @@ class Connection:
             # pushed meanwhile are arrivals with their own snapshot (else the same step
             # would read differently depending on when nsqd flushed)
             step.after = self.codec.snapshot()
+            if isinstance(command, ev.Identify) and isinstance(
+                    command.data.get("msg_timeout"), int):
+                self.asked_msg_timeout = command.data["msg_timeout"]
             answered = isinstance(command, ANSWERED) or self._refusal_due(command, before)
             deadline = started + (self.timeout if answered else self.grace)
             while True:
@@ -286,7 +292,7 @@ class Connection:
         """Whether nsqd is known to refuse this FIN, REQ or TOUCH: its id is not held by
         this connection (never delivered here, or already finished or requeued), or it
         was held past msg_timeout since its delivery or last TOUCH (the one IDENTIFY
-        negotiated, else the server's own when this session started it). Such a
+        negotiated or asked for, else the server's own when this session started it). Such a
         step waits for the refusal as for an answer: nsqd finds the timed-out message in
         its next queue scan, so the refusal may come later than the grace period of a
         command that succeeds silently."""
@@ -294,7 +300,7 @@ class Connection:
             return False
         if command.id.decode() not in before["in_flight"]:
             return True
-        timeout_ms = (self.codec.features or {}).get("msg_timeout") or (
+        timeout_ms = (self.codec.features or {}).get("msg_timeout") or self.asked_msg_timeout or (
             self.session.msg_timeout * 1000 if self.session.msg_timeout else None)
         held_since = max(self.arrived_at.get(command.id, 0.0),
                          self.touched_at.get(command.id, 0.0))
