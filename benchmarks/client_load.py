@@ -24,6 +24,14 @@ its client starts (:func:`benchmarks.broker_load.prepare_topic`: a new topic's
 metadata fsync, tens to hundreds of ms on a busy disk, was inside the first MPUB's
 round trip) and deleted afterwards; the clients take turns going first.
 
+The broker and the client run on **one core each** (the broker on the first core this
+process may use, the client on the second; not where there is only one): with one MPUB in
+flight the pair is strictly serial, and whether the scheduler puts it on one core or on
+two changes both sides' CPU per message by ~1.6x (measured at load 27, client / broker
+us per message, one core vs two: ours 0.47 / 0.60 vs 0.78 / 1.00, gnsq 0.80 / 0.65 vs
+1.43 / 1.30) -- left to the scheduler, a round where one client's pair shared a core and
+the other's did not reads as a ratio far from the clients' own.
+
 Printed per broker: msgs/s per client (median of ``--repeat``), the client process's
 CPU time per message over the same window (``time.process_time``), the broker's CPU per
 message and how busy it was while each client published (user + system time from
@@ -45,6 +53,7 @@ Run: ``.venv/bin/python -m benchmarks.client_load [--messages 100000]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -67,14 +76,23 @@ TARGETS = {"publish": {"gnsq": 1.2, "pynsq": 1.0}, "consume": {"gnsq": 4.0, "pyn
 publishing target is 'ahead of it')."""
 
 
+def placement() -> tuple[set[int], set[int]] | None:
+    """The cores for (the broker, the clients): one each, or None with fewer than two."""
+    cores = sorted(os.sched_getaffinity(0))
+    return ({cores[0]}, {cores[1]}) if len(cores) > 1 else None
+
+
 def _run(lib: str, mode: str, broker: NsqdProcess, topic: str, n: int) -> dict[str, Any]:
-    """One client run: its JSON figures, plus the broker's CPU seconds meanwhile."""
+    """One client run (on the clients' core): its JSON figures, plus the broker's CPU
+    seconds meanwhile."""
     python = sys.executable if lib == "nsqviz" else str(PY_CLIENTS)
     pid = broker.pid
+    cores = placement()
     before = _cpu_seconds(pid) if pid else float("nan")
     out = subprocess.run(
         [python, str(CLIENTS / f"{lib}_load.py"), mode, broker.tcp_address, topic, str(n)],
-        capture_output=True, text=True, timeout=600)
+        capture_output=True, text=True, timeout=600,
+        preexec_fn=None if cores is None else lambda: os.sched_setaffinity(0, cores[1]))
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if out.returncode != 0 or not lines:
         raise RuntimeError(f"{lib} {mode} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
@@ -152,6 +170,12 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, dict[str, list[dict[str, Any]]]] = {phase: {} for phase in PHASES}
         with make(mem_queue_size=10_000_000) as broker:
             load = os.getloadavg()[0]
+            cores = placement()
+            if cores is not None and broker.pid:
+                # every thread of it (nsqd has several; one made later inherits its maker's)
+                for tid in os.listdir(f"/proc/{broker.pid}/task"):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.sched_setaffinity(int(tid), cores[0])
             for lib in LIBS:  # the warm-up: untimed
                 _phase(lib, "pub", broker, f"warm_{lib}", n_pub)
             for k in range(args.repeat):
@@ -160,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
                         runs[phase].setdefault(lib, []).append(_phase(
                             lib, mode, broker, f"{mode}_{lib}_{k}",
                             n if mode == "sub" else n_pub))
+        where = ("" if cores is None else
+                 f"; broker on core {min(cores[0])}, clients on core {min(cores[1])}")
         print(f"-- {name} (load average {load:.1f} at the start, "
-              f"{os.getloadavg()[0]:.1f} at the end)")
+              f"{os.getloadavg()[0]:.1f} at the end{where})")
         for phase in PHASES:
             print("\n".join(_report(phase, runs[phase])), flush=True)
     return 0
