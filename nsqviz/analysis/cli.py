@@ -113,12 +113,12 @@ def _messages(args: argparse.Namespace) -> int:
     if args.json and binary is not None:  # UTF-8 lines as orjson writes them
         sys.stdout.flush()
         for _, m in found:
-            binary.write(line(m.json) + b"\n")
+            binary.write(line(m.json))
             listed = True
         binary.flush()
     elif args.json:
         for _, m in found:
-            sys.stdout.write(line(m.json).decode() + "\n")
+            sys.stdout.write(line(m.json).decode())
             listed = True
     else:
         for report, m in found:
