@@ -28,6 +28,7 @@ __all__ = ["ServerConfig", "ServerConnection"]
 
 _RDY_COUNT_AT = len(BY_EVENT[ev.Rdy].verb) + 1  # the count follows the verb and one space
 _ID = attrgetter("id")
+_INIT = State.INIT  # read once a command (see nsqviz.stream.direction.C2S)
 
 LEFT_KEPT = 65536
 """How many ids that left flight a mid-stream observer remembers (memory stays bounded)."""
@@ -250,7 +251,7 @@ class ServerConnection(_Connection):
     ) -> bool:
         data = raw.data if raw is not None else buf[start:end]
         offset = base + start
-        if self.state is State.INIT:
+        if self._state is _INIT:
             self._advance(ev.Magic)
             out.append(ev.Magic(raw))
             return False
