@@ -167,7 +167,7 @@ def _connections(args: argparse.Namespace) -> int:
                       "after_packet": c["last_frame_packet"]},
         }
         if args.json:
-            out.write(line(obj).decode() + "\n")
+            out.write(line(obj).decode())
             continue
         out.write(f"connection {c['flow']}  {part.role}  {since(c['start_ts'], t0)} for "
                   f"{c['duration_s']:.3f}s\n")
