@@ -40,21 +40,26 @@ dumps_sorted = json.JSONEncoder(separators=SEPARATORS, sort_keys=True).encode
 """:data:`dumps` with every object's keys sorted (as Go writes a map)."""
 
 
+_NEWLINE = orjson.OPT_APPEND_NEWLINE
+
+
 def encode(value: Any) -> bytes:
     """``value`` as compact JSON bytes, what goes on the wire."""
     return dumps(value).encode()
 
 
 def line(value: Any) -> bytes:
-    """``value`` as compact JSON in UTF-8 (text as it is, not ``\\u`` escapes), by
-    orjson. What orjson refuses -- an int past 64 bits, a string with a lone surrogate,
-    a key that is not a string -- goes through :data:`dumps` instead (which writes
-    such a key as text and escapes every non-ASCII character), so no value is lost;
-    NaN and infinities, which JSON cannot write, are ``null`` both ways."""
+    """``value`` as a line of compact JSON in UTF-8 (text as it is, not ``\\u``
+    escapes), ended by its newline, by orjson (which writes the newline into the same
+    buffer: appended after, it would copy the line again -- a body's hex, the bulk of
+    ``decode --json``). What orjson refuses -- an int past 64 bits, a string with a
+    lone surrogate, a key that is not a string -- goes through :data:`dumps` instead
+    (which writes such a key as text and escapes every non-ASCII character), so no
+    value is lost; NaN and infinities, which JSON cannot write, are ``null`` both ways."""
     try:
-        return orjson.dumps(value)
+        return orjson.dumps(value, option=_NEWLINE)
     except TypeError:
-        return dumps(_finite(value)).encode()
+        return dumps(_finite(value)).encode() + b"\n"
 
 
 def _finite(value: Any) -> Any:

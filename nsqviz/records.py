@@ -271,7 +271,7 @@ def _fields_parts(fields: dict[str, Any], parts: list[str]) -> bool:
 
 
 def json_line(rec: DecodedRecord) -> bytes:
-    """``nsqviz decode --json``'s line for ``rec`` (without the newline): ``rec.as_json()``
+    """``nsqviz decode --json``'s line for ``rec``, ended by its newline: ``rec.as_json()``
     as compact JSON in UTF-8, ``"ts":null`` when the time is not known -- what
     ``json.dumps(rec.as_json(), separators=(",", ":"), ensure_ascii=False)`` writes, by
     the fast encoder (:func:`nsqviz.compactjson.line`, which says what it hands to the

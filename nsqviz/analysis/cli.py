@@ -113,12 +113,12 @@ def _messages(args: argparse.Namespace) -> int:
     if args.json and binary is not None:  # UTF-8 lines as orjson writes them
         sys.stdout.flush()
         for _, m in found:
-            binary.write(line(m.json) + b"\n")
+            binary.write(line(m.json))
             listed = True
         binary.flush()
     elif args.json:
         for _, m in found:
-            sys.stdout.write(line(m.json).decode() + "\n")
+            sys.stdout.write(line(m.json).decode())
             listed = True
     else:
         for report, m in found:
@@ -167,7 +167,7 @@ def _connections(args: argparse.Namespace) -> int:
                       "after_packet": c["last_frame_packet"]},
         }
         if args.json:
-            out.write(line(obj).decode() + "\n")
+            out.write(line(obj).decode())
             continue
         out.write(f"connection {c['flow']}  {part.role}  {since(c['start_ts'], t0)} for "
                   f"{c['duration_s']:.3f}s\n")

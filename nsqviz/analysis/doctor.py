@@ -83,7 +83,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     several = len({f for r in shown for f in r["packet_files"]}) > 1
     if args.json:
         for r in shown:
-            out.write(line(_json(r, t0)).decode() + "\n")
+            out.write(line(_json(r, t0)).decode())
     else:
         width = min(shutil.get_terminal_size((100, 24)).columns, 120)
         for k, r in enumerate(shown):

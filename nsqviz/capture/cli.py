@@ -35,7 +35,7 @@ import stat
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from nsqviz import compactjson, protocols
 from nsqviz.capture import checks
@@ -188,7 +188,7 @@ def _print_stats(decoder: CaptureDecoder, out: TextIO, as_json: bool,
                                                     s.flow.id))]
     if as_json:
         for s in rows:
-            out.write(compactjson.line(_stats_dict(s)).decode() + "\n")
+            out.write(compactjson.line(_stats_dict(s)).decode())
         return
     out.write(f"{decoder.packets} packets, {decoder.not_tcp} not TCP,"
               f" {decoder.warning_count} capture warnings, {len(decoder.stats)} TCP flows\n")
@@ -224,25 +224,54 @@ _BATCH = 32  # lines: fewer system calls, yet small enough to stay in the CPU ca
 
 
 def _write(out: TextIO, lines: list[Any], flush: bool) -> None:
-    """Write ``lines`` (each ended by a newline) and empty the list. JSON lines are
-    UTF-8 bytes (:func:`nsqviz.records.json_line`): they go to the binary stream beneath
-    ``out`` as they are, after what was written as text (or are decoded, for an ``out``
-    with none, such as a :class:`io.StringIO`)."""
+    """Write ``lines`` and empty the list: text lines each followed by a newline, or
+    ``--json``'s, UTF-8 bytes each ended by its newline
+    (:func:`nsqviz.records.json_line`), which go to the file beneath ``out`` as they are
+    (:func:`_write_lines`), after what was written as text -- or are decoded, for an
+    ``out`` with none, such as a :class:`io.StringIO`."""
     if not lines:
         return
     if isinstance(lines[0], bytes):
-        data = b"\n".join(lines) + b"\n"
         binary = getattr(out, "buffer", None)
         if binary is None:
-            out.write(data.decode())
+            out.write(b"".join(lines).decode())
         else:
             out.flush()
-            binary.write(data)
+            _write_lines(binary, lines)
     else:
         out.write("\n".join(lines) + "\n")
     lines.clear()
     if flush:
         out.flush()
+
+
+_writev = getattr(os, "writev", None)  # POSIX
+
+
+def _write_lines(binary: BinaryIO, lines: list[bytes]) -> None:
+    """``lines`` to ``binary``'s file in one system call that gathers them where they are
+    (:func:`os.writev`) -- joined first, they would be copied once more into fresh
+    memory, which for ``decode --json`` (a body's hex in each message's line) cost more
+    than the writing itself; as many calls as it takes where the file takes part of
+    them (a full pipe). A stream with no file (a BytesIO) is written to as usual."""
+    try:
+        fd = binary.fileno()
+    except (OSError, ValueError):  # io.UnsupportedOperation
+        fd = -1
+    if fd < 0 or _writev is None:
+        binary.write(b"".join(lines))
+        return
+    binary.flush()
+    pending = lines
+    while pending:
+        n = _writev(fd, pending)
+        done = 0  # lines written whole
+        while done < len(pending) and n >= len(pending[done]):
+            n -= len(pending[done])
+            done += 1
+        pending = pending[done:]
+        if n:
+            pending[0] = pending[0][n:]
 
 
 def _stats_until_done(decoder: CaptureDecoder, records: Iterable[DecodedRecord], out: TextIO,

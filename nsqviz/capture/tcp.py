@@ -66,7 +66,7 @@ from nsqviz.capture.tcp_analysis import (
     ZeroWindow,
     classify,
 )
-from nsqviz.stream.direction import Direction
+from nsqviz.stream.direction import C2S, S2C, Direction
 
 __all__ = [
     "Data",
@@ -230,10 +230,10 @@ class FlowTracker:
         entry = self._flows.get(key)
         if entry is not None:
             flow, halves = entry
-            direction = Direction.C2S if a == flow.client else Direction.S2C
+            direction = C2S if a == flow.client else S2C
             idle = self.idle_split
             if idle is not None:
-                last = max(halves[Direction.C2S].last_ts, halves[Direction.S2C].last_ts)
+                last = max(halves[C2S].last_ts, halves[S2C].last_ts)
                 if seg.ts - last > idle:
                     for d, h in halves.items():
                         self._end(flow, d, h, "idle", h.last_number, h.last_ts, out)
@@ -259,14 +259,14 @@ class FlowTracker:
             bool(seg.flags & SYN),
             seg.number,
         )
-        halves = {Direction.C2S: _Half(), Direction.S2C: _Half()}
+        halves = {C2S: _Half(), S2C: _Half()}
         for h in halves.values():  # silence is counted from the flow's first packet
             h.last_ts = seg.ts
         self._flows[key] = (flow, halves)
         self.flows.append(flow)
         self.numbered += 1
         out.append(FlowStart(flow, seg.number, seg.ts))
-        return flow, halves, Direction.C2S if client_src else Direction.S2C
+        return flow, halves, C2S if client_src else S2C
 
     # -- segments ------------------------------------------------------------------
 
@@ -274,7 +274,7 @@ class FlowTracker:
         out: list[TcpEvent] = []
         flow, halves, direction = self._lookup(seg, out)
         half = halves[direction]
-        peer = halves[Direction.S2C if direction == Direction.C2S else Direction.C2S]
+        peer = halves[S2C if direction == C2S else C2S]
         flow.last_packet = seg.number
         flags = seg.flags
         peer_ts = peer.last_ts
@@ -551,7 +551,7 @@ class FlowTracker:
     def open_flows(self) -> list[Flow]:
         """The flows with a direction not yet ended (what :meth:`finish` would close)."""
         return [flow for flow, halves in self._flows.values()
-                if not (halves[Direction.C2S].ended and halves[Direction.S2C].ended)]
+                if not (halves[C2S].ended and halves[S2C].ended)]
 
     def sweep(self, now: float) -> tuple[list[TcpEvent], list[Flow]]:
         """At capture time ``now``: end every flow silent for longer than ``idle_split``
@@ -566,8 +566,8 @@ class FlowTracker:
         gone: list[Flow] = []
         idle = self.idle_split
         for key, (flow, halves) in list(self._flows.items()):
-            last = max(halves[Direction.C2S].last_ts, halves[Direction.S2C].last_ts)
-            ended = halves[Direction.C2S].ended and halves[Direction.S2C].ended
+            last = max(halves[C2S].last_ts, halves[S2C].last_ts)
+            ended = halves[C2S].ended and halves[S2C].ended
             if not ended and idle is not None and now - last > idle:
                 for d, h in halves.items():
                     self._end(flow, d, h, "idle", h.last_number, h.last_ts, out)
@@ -598,4 +598,4 @@ def four_tuple(a: Endpoint, b: Endpoint) -> tuple[Endpoint, Endpoint]:
 
 
 def _other(direction: Direction) -> Direction:
-    return Direction.S2C if direction == Direction.C2S else Direction.C2S
+    return S2C if direction == C2S else C2S

@@ -32,6 +32,9 @@ _FILE0 = 1 << 40
 # object in C, which counts once per record (the capture readers' hot loop).
 _new_tuple = tuple.__new__
 
+_COMMAND, _FRAME = ItemKind.COMMAND, ItemKind.FRAME
+"""The kinds of a unit's item, read once (see :data:`nsqviz.stream.direction.C2S`)."""
+
 _ZEROS = tuple((0,) * n for n in range(8))
 """The file numbers of a unit's packets in the first file, by how many packets."""
 
@@ -69,7 +72,7 @@ def unit_records(state: FlowState, side: Side, direction: Direction, items: list
         offset = None if at is None else epoch + at
         if epoch:
             _shift_violations(fields, epoch)
-        if kind is not ItemKind.COMMAND and kind is not ItemKind.FRAME:
+        if kind is not _COMMAND and kind is not _FRAME:
             other = _ON_ITEM[kind](flow, side, direction, item, offset, number, ts,
                                    proto, counts, out)
             if other is not None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
-from nsqviz.nsq.commands import BY_EVENT, name_of
+from nsqviz.nsq.commands import BY_EVENT, ENDS_FLIGHT, name_of
 from nsqviz.nsq.connection import (
     DEFAULT_MAX_RDY_COUNT,
     _Connection,
@@ -168,7 +168,7 @@ class ClientConnection(_Connection):
         the client send."""
         kind = type(cmd)
         self._advance(kind)
-        if isinstance(cmd, ev.Fin | ev.Req):  # a consumer's answers: the usual command
+        if isinstance(cmd, ENDS_FLIGHT):  # a consumer's answers: the usual command
             self.in_flight.discard(cmd.id)
         elif kind in _ANSWERED:
             self.pending.append(cmd)

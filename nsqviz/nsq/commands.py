@@ -160,6 +160,10 @@ COMMANDS: dict[str, CommandSpec] = {
 ENDS_FLIGHT: tuple[type[ev.Fin], type[ev.Req]] = (ev.Fin, ev.Req)
 """The commands that take their message out of flight (TOUCH keeps it there)."""
 
+ABOUT_A_MESSAGE: tuple[type[ev.Fin], type[ev.Req], type[ev.Touch]] = (ev.Fin, ev.Req, ev.Touch)
+"""The commands that name a message in flight by its id: a tuple for ``isinstance``, which
+a union (``Fin | Req | Touch``) would have built anew per call."""
+
 BY_VERB: dict[bytes, CommandSpec] = {spec.wire: spec for spec in COMMANDS.values()}
 BY_EVENT: dict[type[sansio.Event], CommandSpec] = {spec.event: spec for spec in COMMANDS.values()}
 BODY_VERBS: frozenset[bytes] = frozenset(s.wire for s in COMMANDS.values() if s.body is not NONE)

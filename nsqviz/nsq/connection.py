@@ -43,6 +43,8 @@ from nsqviz.stream.reassembly import FramingRule, Garbage, RawFrame, Reassembler
 
 __all__ = ["DEFAULT_MAX_RDY_COUNT"]
 
+_CLOSED = State.CLOSED  # read once a frame (see nsqviz.stream.direction.C2S)
+
 DEFAULT_MAX_RDY_COUNT = 2500
 """nsqd's --max-rdy-count default; clients must assume it without feature negotiation."""
 
@@ -130,7 +132,7 @@ class _Connection(Connection):
     @property
     def closed(self) -> bool:
         """The connection is over: nothing more is read or sent."""
-        return self._state is State.CLOSED
+        return self._state is _CLOSED
 
     def _pump(self, data: bytes, out: list[Event], segment: int | None) -> None:
         """Frame and decode ``data``; if the stream changes form after a frame (TLS,
@@ -163,7 +165,7 @@ class _Connection(Connection):
             else:
                 self._on_garbage(item, out)
                 pos = item.offset - base + len(item.data)
-            if self._state is State.CLOSED:
+            if self._state is _CLOSED:
                 return
 
     def _bulk(

@@ -287,6 +287,7 @@ def _message_body(data: bytes, nl: int) -> tuple[bytes, int]:
 
 
 _MPUB_COUNT = "num messages"
+_NO_BODY = BodyKind.NONE  # read once a command (see nsqviz.stream.direction.C2S)
 """The grammar's name of MPUB's message count."""
 
 
@@ -428,7 +429,7 @@ def _decode(data: bytes, raw: RawFrame | None, lenient: list[GrammarError] | Non
         if lenient is None:
             raise extra
         lenient.append(extra)
-    if spec.body is BodyKind.NONE:
+    if spec.body is _NO_BODY:
         if nl + 1 != len(data):
             raise GrammarError(f"{len(data) - nl - 1} bytes left over", offset=nl + 1)
         return make(*values, raw)

@@ -25,22 +25,19 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from nsqviz.nsq.client_connection import ClientConnection
-from nsqviz.nsq.commands import BY_EVENT, COMMANDS, FRAME_NAMES, name_of
+from nsqviz.nsq.commands import ABOUT_A_MESSAGE, BY_EVENT, COMMANDS, FRAME_NAMES, name_of
 from nsqviz.nsq.errors import not_in_flight
 from nsqviz.nsq.events import (
     Answered,
     Command,
     CompressionStarted,
     Error,
-    Fin,
     Magic,
     Message,
     Rdy,
     Refused,
-    Req,
     Response,
     TLSUpgrade,
-    Touch,
     Violation,
 )
 from nsqviz.nsq.server_connection import ServerConfig, ServerConnection
@@ -54,6 +51,9 @@ __all__ = ["WAITING_KEPT", "Observer"]
 WAITING_KEPT = 4096
 """How many commands still unanswered an observer remembers (the oldest go first)."""
 
+
+_SWITCHES = (CompressionStarted, TLSUpgrade)  # the frames after which the stream changes
+_ANSWERS = (Response, Error)  # (tuples: isinstance builds a union anew at each call)
 
 _RDY_BOUND = next(p.bound for p in BY_EVENT[Rdy].params if p.bound)
 """The key of nsqd's IDENTIFY response that bounds RDY (``max_rdy_count``)."""
@@ -82,7 +82,7 @@ def _answers(waiting: _Waiting, frame: Response | Error) -> bool:
     if waiting.answered:
         return True
     cmd = waiting.command
-    if isinstance(cmd, Fin | Req | Touch):
+    if isinstance(cmd, ABOUT_A_MESSAGE):
         return not_in_flight(name_of(type(cmd)), cmd.id) == (frame.code, frame.text)
     return False
 
@@ -222,13 +222,13 @@ class Observer(SansIOObserver):
         for i, ev in enumerate(events):
             if isinstance(ev, Message):
                 server.in_flight.add(ev.id)
-            elif isinstance(ev, CompressionStarted | TLSUpgrade):
+            elif isinstance(ev, _SWITCHES):
                 self._extra_oks += 1
                 if isinstance(ev, CompressionStarted):
                     server.start_compression(ev.kind, ev.level)
                 else:
                     self.encrypted = True
-            elif isinstance(ev, Response | Error):
+            elif isinstance(ev, _ANSWERS):
                 if isinstance(ev, Response) and self.client.features is not None:
                     self._announced(self.client.features)
                 asked = self._answered(ev)

@@ -79,14 +79,18 @@ def _id_text(mid: bytes) -> str:
     return mid.decode("ascii", "backslashreplace")
 
 
+_BYTES = (bytes, bytearray)
+_SEQUENCES = (tuple, list)  # (tuples: isinstance builds a union anew at each call)
+
+
 def _plain(name: str, value: Any) -> Any:
     """A field's value as a record holds it: the message id as its text, other bytes
     as hex, tuples as lists."""
     if name == MESSAGE_ID.field and isinstance(value, bytes):
         return _id_text(value)
-    if isinstance(value, bytes | bytearray):
+    if isinstance(value, _BYTES):
         return bytes(value).hex()
-    if isinstance(value, tuple | list):
+    if isinstance(value, _SEQUENCES):
         return [_plain("", v) for v in value]
     return value
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath, runs
-from nsqviz.nsq.commands import BY_EVENT, BY_VERB, ENDS_FLIGHT, name_of
+from nsqviz.nsq.commands import ABOUT_A_MESSAGE, BY_EVENT, BY_VERB, ENDS_FLIGHT, name_of
 from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _Connection, _continued, _garbage_raw
 from nsqviz.nsq.errors import ErrorCode, not_in_flight
 from nsqviz.nsq.framing import (
@@ -28,6 +28,7 @@ __all__ = ["ServerConfig", "ServerConnection"]
 
 _RDY_COUNT_AT = len(BY_EVENT[ev.Rdy].verb) + 1  # the count follows the verb and one space
 _ID = attrgetter("id")
+_INIT = State.INIT  # read once a command (see nsqviz.stream.direction.C2S)
 
 LEFT_KEPT = 65536
 """How many ids that left flight a mid-stream observer remembers (memory stays bounded)."""
@@ -250,7 +251,7 @@ class ServerConnection(_Connection):
     ) -> bool:
         data = raw.data if raw is not None else buf[start:end]
         offset = base + start
-        if self.state is State.INIT:
+        if self._state is _INIT:
             self._advance(ev.Magic)
             out.append(ev.Magic(raw))
             return False
@@ -292,7 +293,7 @@ class ServerConnection(_Connection):
             code = ErrorCode.INVALID
             return ev.Refused(code, refusal(Role.SERVER, name_of(kind), self.state),
                               code.fatal, cmd)
-        if isinstance(cmd, ev.Fin | ev.Req | ev.Touch):
+        if isinstance(cmd, ABOUT_A_MESSAGE):
             mid = cmd.id
             if mid not in self.in_flight and (self.whole or mid in self.left):
                 code, text = not_in_flight(name_of(kind), mid)
@@ -340,7 +341,7 @@ class ServerConnection(_Connection):
         if BY_EVENT[kind].auth and config.auth_enabled and not authed:
             text = f"AUTH required before {name_of(kind)}"
             return refuse(out, ErrorCode.AUTH_FIRST, text, offset, raw, command=cmd)
-        if isinstance(cmd, ev.Fin | ev.Req | ev.Touch):
+        if isinstance(cmd, ABOUT_A_MESSAGE):
             if cmd.id not in self.in_flight:
                 code, text = not_in_flight(name_of(kind), cmd.id)
                 return refuse(out, code, text, offset, raw, command=cmd, field="id")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from typing import Protocol as TypingProtocol
 
 from nsqviz.sansio import ConnectionClosed, truncated_fields
-from nsqviz.stream.direction import Direction
+from nsqviz.stream.direction import C2S
 
 if TYPE_CHECKING:
     from nsqviz import sansio
@@ -148,7 +148,7 @@ class ObservedConnection:
 
     def feed(self, direction: str, data: bytes, segment: int) -> list[Item]:
         codec = self.codec
-        events = (codec.c2s if direction == Direction.C2S else codec.s2c)(data, segment=segment)
+        events = (codec.c2s if direction == C2S else codec.s2c)(data, segment=segment)
         return self.items(events) if events else []
 
     def end(self, direction: str, segment: int) -> list[Item]:
@@ -156,7 +156,7 @@ class ObservedConnection:
         :class:`~nsqviz.sansio.ConnectionClosed`, is the TCP layer's matter in every
         protocol: the capture layer reports the flow's end itself."""
         codec = self.codec
-        events = (codec.c2s if direction == Direction.C2S else codec.s2c)(b"", segment=segment)
+        events = (codec.c2s if direction == C2S else codec.s2c)(b"", segment=segment)
         events = [e for e in events if type(e) is not ConnectionClosed]
         return self.items(events) if events else []
 

@@ -121,13 +121,40 @@ def test_console_script_runs(capture):
     assert [json.loads(line)["name"] for line in out.stdout.splitlines()] == ["SUB", "SUB"]
 
 
+def test_json_lines_reach_a_file_that_takes_a_few_bytes_a_call(capture, tmp_path,
+                                                               monkeypatch):
+    """``--json`` lines go to standard output's file in gathered writes: where each call
+    takes only part of them (a full pipe), the rest follows, in order, none lost."""
+    import os
+
+    from nsqviz.capture import cli as capture_cli
+    from nsqviz.capture.decode import CaptureDecoder
+    from nsqviz.records import json_line
+
+    calls = []
+
+    def few_bytes(fd: int, lines: list[bytes]) -> int:
+        calls.append(len(lines))
+        return os.write(fd, b"".join(lines)[:7])
+
+    monkeypatch.setattr(capture_cli, "_writev", few_bytes)
+    path = tmp_path / "out.jsonl"
+    with open(path, "w") as out:
+        monkeypatch.setattr(sys, "stdout", out)
+        assert main(["decode", "--json", str(capture)]) == 0
+    expected = b"".join(json_line(rec) for rec in CaptureDecoder(tcp_records=True).decode(
+        [capture]))
+    assert path.read_bytes() == expected
+    assert len(calls) > len(expected) // 7 and max(calls) > 1
+
+
 def _reference_line(rec) -> bytes:
     """What `decode --json` writes for ``rec``, by the standard library: compact, UTF-8,
-    an unknown time as null."""
+    an unknown time as null, a newline after."""
     row = rec.as_json()
     if row["ts"] != row["ts"]:
         row["ts"] = None
-    return json.dumps(row, separators=(",", ":"), ensure_ascii=False).encode()
+    return json.dumps(row, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
 def test_fast_json_lines_equal_json_dumps(capture):

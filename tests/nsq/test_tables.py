@@ -17,7 +17,7 @@ from nsqviz.nsq import fastpath as fp
 from nsqviz.nsq import grammar as g
 from nsqviz.nsq import identify_fields
 from nsqviz.nsq.client_connection import ClientConnection
-from nsqviz.nsq.commands import BODY_VERBS, BY_EVENT, COMMANDS
+from nsqviz.nsq.commands import ABOUT_A_MESSAGE, BODY_VERBS, BY_EVENT, COMMANDS, MESSAGE_ID
 from nsqviz.nsq.errors import ErrorCode
 from nsqviz.nsq.framing import CommandFraming
 from nsqviz.nsq.observer import Observer
@@ -313,3 +313,8 @@ def test_a_refused_name_says_the_rule_it_broke():
     with pytest.raises(grammar.GrammarError) as info:
         grammar.Command.build({"verb": "PUB", "command": {"topic": "orders!", "body": b""}})
     assert all(part in str(info.value) for part in (NAME_CHARS, str(NAME_MAX), EPHEMERAL))
+
+
+def test_the_commands_about_a_message_are_those_with_a_message_id():
+    assert set(ABOUT_A_MESSAGE) == {spec.event for spec in COMMANDS.values()
+                                    if MESSAGE_ID in spec.params}
