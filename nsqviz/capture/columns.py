@@ -17,7 +17,7 @@ object per unit for a connection whose protocol has a columnar framer
   two streams (:class:`~nsqviz.protocols.columnar.Units`); the lane's :class:`Timeline` says which
   chunk completed each unit, hence its time, its packets and its place among the
   connection's records (``seq``);
-* where the framer declines (a violation, a refused command, compression, TLS ...) or
+* where the framer declines (a violation, a refused command, TLS ...) or
   the capture lost bytes of the flow (a gap), the lane hands the flow back: its chunks
   and its ends are fed to the protocol's observer in the order they came, and the flow
   goes on through the object path, as if it had never left it.
@@ -145,6 +145,13 @@ class _Timeline:
 
     def packet(self, direction: str, ends: Any) -> Any:
         return self.chunks[Direction(direction)][2][self.chunk(direction, ends)]
+
+    def sizes(self, direction: str) -> np.ndarray:
+        return np.diff(self.chunks[Direction(direction)][0], prepend=0)
+
+    def read_as(self, direction: str, sizes: np.ndarray) -> None:
+        _, at, numbers, ts = self.chunks[Direction(direction)]
+        self.chunks[Direction(direction)] = (np.cumsum(sizes, dtype=np.int64), at, numbers, ts)
 
 
 class _Done(NamedTuple):
@@ -359,6 +366,12 @@ class _Table:
         counts = last - first + 1
         offsets = np.concatenate(([0], np.cumsum(counts)))
         flat = np.repeat(first - offsets[:-1], counts) + np.arange(offsets[-1])
+        brought = np.diff(sizes_, prepend=0)
+        if not brought.all():  # chunks that gave the protocol no byte (read_as): no packets
+            keep = brought[flat] > 0
+            flat = flat[keep]
+            counts = np.add.reduceat(keep, offsets[:-1])
+            offsets = np.concatenate(([0], np.cumsum(counts)))
         ids = numbers[flat]
         if len(numbers) > 1 and not (np.diff(numbers) > 0).all():
             # packets that came out of order: each unit's, sorted and each once
@@ -399,7 +412,8 @@ class _Table:
             "file": file_names.take(indices(offsets[:-1])),
             "packet_files": _list_array(offsets, file_names),
             "seq": from_numpy(seq, pa.int64()),
-            "offset": from_numpy(starts, pa.int64()),
+            "offset": from_numpy(np.where(starts >= units.restart, starts - units.restart,
+                                          starts), pa.int64()),
             "size": from_numpy(ends - starts, pa.int64()),
             "response_to": answer(response_to),
             "answers": answer(units.answers),
