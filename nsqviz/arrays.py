@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["from_list", "from_numpy", "indices"]
+__all__ = ["from_list", "from_numpy", "indices", "string"]
 
 _NUMPY = {pa.int64(): np.int64, pa.int32(): np.int32, pa.float64(): np.float64}
 """The numeric types and their numpy dtypes."""
@@ -79,3 +79,9 @@ def from_list(values: Sequence[Any], typ: Any) -> Any:
     zero = 0.0 if typ == pa.float64() else 0
     return from_numpy(np.fromiter((zero if v is None else v for v in values), _NUMPY[typ], n),
                       typ, valid)
+
+
+def string(value: str) -> Any:
+    """``value`` as an Arrow string scalar, to compare a column with (``pyarrow.compute``
+    turns a Python value into one through ``pyarrow.scalar``, which imports pandas)."""
+    return from_list([value], pa.string())[0]

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsqviz.arrays import from_list, from_numpy, indices
+from nsqviz.arrays import from_list, from_numpy, indices, string
 from nsqviz.records import frame_schema, packet_schema
 
 _VALUES: dict[Any, Any] = {
@@ -55,13 +55,14 @@ def test_from_numpy_and_indices() -> None:
     assert from_numpy(np.array([True, False, True]), pa.bool_()).equals(
         pa.array([True, False, True]))
     assert indices([0, 2]).equals(pa.array([0, 2], pa.int64()))
+    assert string("error").equals(pa.scalar("error"))
 
 
 def test_no_pandas_import() -> None:
     """The point of the module: building arrays leaves pandas unimported."""
     code = ("import sys, numpy as np, pyarrow as pa; from nsqviz.arrays import *;"
             "from_list(['a', None], pa.string()); from_list([[1], None], pa.list_(pa.int64()));"
-            "from_numpy(np.arange(3), pa.int64()); indices([1]);"
+            "from_numpy(np.arange(3), pa.int64()); indices([1]); string('x');"
             "print('pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120).stdout
