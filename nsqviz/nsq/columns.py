@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from nsqviz.arrays import from_numpy
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.commands import (
     BY_EVENT,
@@ -101,6 +102,8 @@ number (FIN, TOUCH; REQ), with the size of their line without the number: matche
 their spelling, no event made."""
 _ID_COLUMN = MESSAGE_ID.column or ""
 
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", np.uint8)
+"""A nibble's hex digit, as ``hashlib``'s ``hexdigest`` writes it."""
 _HEX = np.zeros(256, dtype=bool)
 _HEX[np.frombuffer(HEX_DIGITS, dtype=np.uint8)] = True
 
@@ -329,8 +332,13 @@ class NsqColumns:
         head = _MESSAGE_HEAD
         view = memoryview(s2c)
         sha1 = hashlib.sha1
-        bodies = [[sha1(view[s + head:e]).hexdigest()]
-                  for s, e in zip(ms.tolist(), ends[msg].tolist(), strict=True)]
+        digests = np.frombuffer(b"".join([
+            sha1(view[s + head:e]).digest()
+            for s, e in zip(ms.tolist(), ends[msg].tolist(), strict=True)]), np.uint8)
+        hexed = _HEX_DIGITS[np.stack((digests >> 4, digests & 15), axis=1)]
+        bodies = pa.ListArray.from_arrays(  # one body each: its sha1, in hex digits
+            from_numpy(np.arange(len(msg) + 1, dtype=np.int32), pa.int32()),
+            _strings(hexed.reshape(len(msg), 2 * hashlib.sha1().digest_size)))
         side.parts.append((msg, {
             _ID_COLUMN: _strings(mid_block), "attempts": attempts.astype(np.int32),
             "msg_ts": ts / 1e9, "bodies": bodies}))
