@@ -20,7 +20,8 @@ from typing import Any
 from nsqviz.pipeline.definitions import definitions, reads, tables
 from nsqviz.sql import python_rows
 
-__all__ = ["DUCKDB_NAMES", "MEMORY_FLOOR", "Session", "analyse", "duckdb_sql", "memory_limit"]
+__all__ = ["DUCKDB_NAMES", "MEMORY_FLOOR", "MEMORY_PER_FRAMES", "Session", "analyse", "duckdb_sql",
+           "memory_limit"]
 
 DUCKDB_NAMES: dict[str, str] = {
     "min_by": "arg_min_null",  # Spark's min_by keeps a null value; DuckDB's arg_min skips it
@@ -59,12 +60,19 @@ MEMORY_FLOOR = 256 << 20
 person debugs is analysed as fast as before)."""
 
 
+MEMORY_PER_FRAMES = 2
+"""A session's DuckDB memory, in sizes of its frames table. The million-message benchmark
+capture (a 0.68 GB table), ``nsqviz messages``: without a limit 17 s of CPU and a 2.4 GB
+peak; with 1x 1.7 GB but 23 s (spilling: more than ``decode --json``'s 20 s); with 2x
+17 s and 2.2 GB (loaded machine)."""
+
+
 def memory_limit(frames: Any) -> int:
     """Bytes of memory a session's DuckDB may use over ``frames`` before it spills to
-    disk: as much as the frames table itself holds, at least :data:`MEMORY_FLOOR` -- so
-    the analyses at most double what the capture's table costs, where DuckDB's default
-    (80 % of the machine) let a million-message capture's joins take gigabytes."""
-    return max(MEMORY_FLOOR, int(frames.get_total_buffer_size()))
+    disk: :data:`MEMORY_PER_FRAMES` times what the frames table itself holds, at least
+    :data:`MEMORY_FLOOR` -- where DuckDB's default (80 % of the machine) lets a big
+    capture's joins take whatever they want."""
+    return max(MEMORY_FLOOR, MEMORY_PER_FRAMES * int(frames.get_total_buffer_size()))
 
 
 def analyse(frames: Any, wanted: Iterable[str] | None = None, *,
@@ -94,8 +102,8 @@ class Session:
     not compute. ``threads`` and ``given``: as :func:`analyse` takes them.
 
     A view is materialised once (a view that is only a filter of the frames is read
-    through, not copied). DuckDB's memory is bounded by :func:`memory_limit` (the frames
-    table's own size, at least :data:`MEMORY_FLOOR`): what outgrows it -- a join's or a
+    through, not copied). DuckDB's memory is bounded by :func:`memory_limit` (twice the
+    frames table's own size, at least :data:`MEMORY_FLOOR`): what outgrows it -- a join's or a
     sort's working set, the materialised steps -- spills to a temporary directory of
     the session's own, removed when it closes."""
 

@@ -1,5 +1,6 @@
-"""A DuckDB session's memory is bounded by its frames table (at least a floor), and what
-outgrows it spills to a directory of the session's own, gone when the session closes."""
+"""A DuckDB session's memory is bounded by a multiple of its frames table (at least a
+floor), and what outgrows it spills to a directory of the session's own, gone when the
+session closes."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 from pathlib import Path
 
 from nsqviz.analysis.capture import frames_of
-from nsqviz.pipeline.on_duckdb import MEMORY_FLOOR, Session, memory_limit
+from nsqviz.pipeline.on_duckdb import MEMORY_FLOOR, MEMORY_PER_FRAMES, Session, memory_limit
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -22,7 +23,7 @@ class _Sized:
 
 def test_the_limit_is_the_frames_tables_size_at_least_the_floor():
     assert memory_limit(_Sized(0)) == MEMORY_FLOOR
-    assert memory_limit(_Sized(3 * MEMORY_FLOOR)) == 3 * MEMORY_FLOOR
+    assert memory_limit(_Sized(3 * MEMORY_FLOOR)) == 3 * MEMORY_PER_FRAMES * MEMORY_FLOOR
 
 
 def test_a_session_sets_its_limit_and_removes_its_spill_directory():
