@@ -84,6 +84,9 @@ class WireTap:
         self._packets = 0
         self._lock = threading.Lock()
         self._paused_until = 0.0
+        self._refuse_next = 0
+        self.refused: list[float] = []
+        """When each connection the tap refused came (``time.monotonic``)."""
         self._writers: list[asyncio.StreamWriter] = []
         self.loop = _tap_loop()
         self._server: asyncio.base_events.Server | None = None
@@ -148,10 +151,17 @@ class WireTap:
         """Refuse new connections for ``seconds`` (an nsqd that is down)."""
         self._paused_until = time.monotonic() + seconds
 
+    def refuse(self, count: int) -> None:
+        """Refuse the next ``count`` connections, however late they come (an nsqd that is
+        down for that many tries of a client's: its retry delays, free of the clock)."""
+        self._refuse_next = count
+
     # -- relaying -----------------------------------------------------------------------
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if time.monotonic() < self._paused_until:
+        if self._refuse_next > 0 or time.monotonic() < self._paused_until:
+            self._refuse_next = max(0, self._refuse_next - 1)
+            self.refused.append(time.monotonic())
             writer.transport.abort()
             return
         host, _, port = self.upstream.rpartition(":")

@@ -170,7 +170,11 @@ class NsqdProcess:
                     argv.append(f"{flag}={one}")
         return argv
 
-    def start(self, timeout: float = 30.0) -> NsqdProcess:
+    def start(self, timeout: float = 120.0) -> NsqdProcess:
+        """Start the server and wait until its log names both listeners. ``timeout`` only
+        bounds a hang: ``nsqviz broker`` is a Python that imports before it listens, and
+        six started at once on a busy 2-core machine (the differential pairs) took more
+        than 30 s."""
         if self.data_path is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="nsqd-")
             self.data_path = self._tmp.name

@@ -146,7 +146,10 @@ def states_by_commands(corpus: Corpus) -> None:
                 continue  # no message: the -unknown forms cover these states
             t = corpus.topic()
             steps = _states(t)[state]
-            corpus.add(f"state/{state}/{verb}", *steps, _commands(t)[verb], corpus.canary(t))
+            # REQ 0 of the message in flight: it comes back at once (RDY 1, none held)
+            back = (WAIT,) if (state, verb) == ("in_flight", "REQ") else ()
+            corpus.add(f"state/{state}/{verb}", *steps, _commands(t)[verb], *back,
+                       corpus.canary(t))
     for verb, command in _commands("x").items():
         if ID in command:
             continue
@@ -401,7 +404,7 @@ def splits(corpus: Corpus) -> None:
     corpus.add("glued/pub-pub-pub", MAGIC, pub(corpus.topic()) * 3)
     t = corpus.topic()
     corpus.add("glued/sub-rdy-after-pub", MAGIC, pub(t, b"one") + pub(t, b"two"),
-               build("SUB", topic=t, channel="c") + build("RDY", count=5))
+               build("SUB", topic=t, channel="c") + build("RDY", count=5), WAIT, WAIT)
 
 
 def negotiation(corpus: Corpus) -> None:
@@ -537,18 +540,19 @@ def orders(corpus: Corpus) -> None:
                                       build("RDY", count=1), b"TOUCH " + ID + b"\n",
                                       b"FIN " + ID + b"\n")),
         ("req-then-redelivered", lambda t: (pub(t, b"again"), build("SUB", topic=t, channel="c"),
-                                            build("RDY", count=1), b"REQ " + ID + b" 0\n")),
+                                            build("RDY", count=1), WAIT, b"REQ " + ID + b" 0\n",
+                                            WAIT)),
         ("rdy-zero-holds", lambda t: (pub(t), build("SUB", topic=t, channel="c"),
                                       build("RDY", count=0))),
         ("mpub-then-rdy-2", lambda t: (build("MPUB", topic=t, body={"messages": [b"a", b"b",
                                                                                   b"c"]}),
                                        build("SUB", topic=t, channel="c"),
-                                       build("RDY", count=2))),
+                                       build("RDY", count=2), WAIT, WAIT)),
         ("ephemeral-channel", lambda t: (pub(t), build("SUB", topic=t, channel="c#ephemeral"),
-                                         build("RDY", count=1))),
+                                         build("RDY", count=1), WAIT)),
         ("ephemeral-topic", lambda t: (pub(t + "#ephemeral"),
                                        build("SUB", topic=t + "#ephemeral", channel="c"),
-                                       build("RDY", count=1))),
+                                       build("RDY", count=1), WAIT)),
     ):
         t = corpus.topic()
         corpus.add(f"order/{label}", MAGIC, *steps(t), corpus.canary(t))
@@ -577,7 +581,7 @@ def requeue_orders(corpus: Corpus) -> None:
                 before = (*publish(t, bodies), sub) if when == "topic-first" else (
                     sub, *publish(t, bodies))
                 corpus.add(f"order/requeue-0/{n}-queued/{way}/{when}", MAGIC, *before,
-                           build("RDY", count=1), WAIT, b"REQ " + ID + b" 0\n",
+                           build("RDY", count=1), WAIT, b"REQ " + ID + b" 0\n", WAIT,
                            corpus.canary(t))
 
 

@@ -33,7 +33,10 @@ from nsqviz.stream.reassembly import Garbage, Reassembler
 
 ID = b"{ID}"
 WAIT = b"{WAIT}"
-"""A chunk that is not sent: the replay waits until a message has arrived."""
+"""A chunk that is not sent: the replay waits until one more message has arrived than
+the earlier WAITs of the probe waited for (two WAITs: two messages). A probe that
+expects a message waits for it so: the quiet period after the last chunk is no bound
+on when nsqd's message pump delivers (a loaded machine's came after it)."""
 
 MASKED_IDENTIFY_KEYS = frozenset({"version"})
 """IDENTIFY response keys that are the server's own (nsqd's build), not protocol."""
@@ -108,7 +111,8 @@ async def replay(address: str, probe: Probe, *, quiet: float = 0.3,
     observer = Observer(provenance=False)
     framing = Reassembler(CommandFraming(**(limits or {})), provenance=False, resync=False)
     outcome = Outcome()
-    state = {"compressor": None, "tls": False, "last_id": None, "fatal": False}
+    state = {"compressor": None, "tls": False, "last_id": None, "fatal": False,
+             "messages": 0, "waited": 0}
     arrived = asyncio.Condition()
     ids: list[bytes] = []
 
@@ -122,6 +126,7 @@ async def replay(address: str, probe: Probe, *, quiet: float = 0.3,
                 state["fatal"] = True
             elif isinstance(event, ev.Message):
                 state["last_id"] = event.id
+                state["messages"] += 1
                 if event.id not in ids:
                     ids.append(event.id)
             text = describe(event)
@@ -196,7 +201,9 @@ async def replay(address: str, probe: Probe, *, quiet: float = 0.3,
             if not await settle():
                 break
             if chunk == WAIT:
-                await until(lambda: state["last_id"] is not None, wait)
+                state["waited"] += 1
+                await until(lambda: state["messages"] >= state["waited"] or outcome.closed,
+                            wait)
                 continue
             if ID in chunk:
                 await until(lambda: state["last_id"] is not None, wait)

@@ -7,6 +7,7 @@ import time
 from nsqviz.clients.session.nsq import Session
 from nsqviz.widgets.stepper import Stepper
 from nsqviz.widgets.steps import sequence
+from tests.explorer._late import taken_back
 
 
 def test_session_answers_heartbeats_and_survives_a_pause():
@@ -58,7 +59,7 @@ def test_a_fin_after_msg_timeout_says_why():
         pub.pub("pace-late", "read slowly")
         (m,) = c.wait()
         c.rdy(0)  # nothing comes back to this connection: the id stays taken back
-        time.sleep(1.6)
+        taken_back(s, c, m, s.broker.http_address, "pace-late", 1.0)
         step = c.fin(m.id)
         assert [e.code for e in step.frames] == ["E_FIN_FAILED"]
         assert step.why.startswith("its msg_timeout (1 s) ran out before this command")
@@ -78,6 +79,6 @@ def test_without_a_negotiated_msg_timeout_the_why_says_so():
         pub.pub("pace-quiet", "read slowly")
         (m,) = c.wait()
         c.rdy(0)
-        time.sleep(1.6)
+        taken_back(s, c, m, s.broker.http_address, "pace-quiet", 1.0)
         why = c.touch(m.id).why
         assert why.startswith("held for ") and "past the server's msg_timeout" in why, why

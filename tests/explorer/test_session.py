@@ -17,6 +17,7 @@ from nsqviz.sansio import LocalProtocolError
 from nsqviz.servers.authd import AuthService, Grant, self_signed_certificate
 from nsqviz.widgets.steps import step_html
 from nsqviz.widgets.style import _STYLE
+from tests.explorer._late import taken_back
 
 
 @pytest.fixture
@@ -306,7 +307,7 @@ def test_a_late_touch_or_fin_waits_for_the_refusal_nsqd_is_known_to_send(broker)
         c.rdy(1)
         slow = c.wait()[0]
         c.rdy(0)
-        time.sleep(1.2)
+        taken_back(session, c, slow, broker.http_address, "late", 1.0)
         touch = c.touch(slow.id, check=False)
         fin = c.fin(slow.id, check=False)
         assert [e.code for e in touch.events if isinstance(e, ev.Error)] == ["E_TOUCH_FAILED"]
@@ -320,3 +321,57 @@ def test_a_late_touch_or_fin_waits_for_the_refusal_nsqd_is_known_to_send(broker)
         quick.rdy(1)
         on_time = quick.fin(quick.wait()[0].id)
         assert not on_time.events and on_time.elapsed < 0.5
+
+
+def test_a_late_touch_waits_for_the_refusal_past_the_servers_own_msg_timeout():
+    """Without IDENTIFY's msg_timeout the server's --msg-timeout applies: a session that
+    started the server knows it, and a TOUCH and FIN past it wait for their refusals
+    (notebook 04's lab 6 on a loaded machine: the real nsqd's E_TOUCH_FAILED came after
+    the 0.15-s grace and was shown as the FIN's answer). Grace 0 here: any refusal not
+    waited for would be missed."""
+    with Session(nsqd="embedded", msg_timeout=0.5, grace=0.0) as session:
+        assert session.msg_timeout == 0.5
+        c = session.connect("late")
+        c.magic()
+        c.sub("late", "c")
+        p = session.connect("pub")
+        p.magic()
+        p.pub("late", b"slow")
+        c.rdy(1)
+        slow = c.wait()[0]
+        c.rdy(0)
+        taken_back(session, c, slow, session.broker.http_address, "late", 0.5)
+        touch = c.touch(slow.id, check=False)
+        fin = c.fin(slow.id, check=False)
+        assert [e.code for e in touch.events if isinstance(e, ev.Error)] == ["E_TOUCH_FAILED"]
+        assert [e.code for e in fin.events if isinstance(e, ev.Error)] == ["E_FIN_FAILED"]
+        assert "IDENTIFY negotiated none here" in touch.why
+
+
+def test_a_session_knows_the_msg_timeout_only_of_a_server_it_started(broker):
+    with Session(broker.tcp_address) as at_address:
+        assert at_address.msg_timeout is None
+    with Session(nsqd="embedded", msg_timeout=1.5) as own:
+        assert own.msg_timeout == 1.5
+
+
+def test_a_touch_within_the_msg_timeout_identify_asked_for_waits_only_the_grace():
+    """IDENTIFY without feature_negotiation gets a plain OK, yet nsqd applies the
+    msg_timeout it asked for: a TOUCH past the server's --msg-timeout (1 s) but within
+    the asked 3 s is no refusal to wait for (notebook 04's lab 5: waiting 5 s for one let
+    the message time out on a loaded machine). Were it waited for, the step would take
+    the session's 20-s timeout."""
+    with Session(nsqd="embedded", msg_timeout=1.0, timeout=20.0, grace=0.0) as session:
+        c = session.connect("toucher")
+        c.magic()
+        c.identify(msg_timeout=3000)
+        c.sub("asked", "c")
+        p = session.connect("pub")
+        p.magic()
+        p.pub("asked", b"long job")
+        c.rdy(1)
+        (m,) = c.wait()
+        time.sleep(1.2)  # held past the server's msg_timeout, within the asked one
+        touch = c.touch(m.id)
+        assert touch.events == [] and touch.elapsed < 10
+        assert c.fin(m.id).events == []

@@ -79,7 +79,9 @@ def test_bench_writer_then_bench_reader_count_for_count(ours):
     written = _channel(ours, topic, "ch")["topic"]["message_count"]
     assert written > 0 and written % 200 == 0  # whole MPUB batches
     # bench_reader reads for --runfor and stops: run it until the channel is drained
+    runs = 0
     for _ in range(8):
+        runs += 1
         subprocess.run(
             [reader, f"--nsqd-tcp-address={ours.tcp_address}", f"--topic={topic}",
              "--channel=ch", "--size=200", "--rdy=2500", "--runfor=3s"],
@@ -88,10 +90,11 @@ def test_bench_writer_then_bench_reader_count_for_count(ours):
         ch = _channel(ours, topic, "ch")["channel"]
         if ch["depth"] == 0:
             break
-    # every message reached the channel once and went out: bench_reader stops after
-    # --runfor, leaving at most its RDY window in flight unFINed (as it would on nsqd)
+    # every message reached the channel once and went out: each bench_reader stops after
+    # --runfor, leaving at most its RDY window in flight unFINed (as it would on nsqd),
+    # there until msg_timeout -- a busy machine needs more than one run to drain
     assert ch["message_count"] == written
-    assert ch["depth"] == 0 and ch["in_flight_count"] <= 2500
+    assert ch["depth"] == 0 and ch["in_flight_count"] <= 2500 * runs
     assert (ch["requeue_count"], ch["timeout_count"]) == (0, 0)
     # the bodies themselves: bench_writer sends 200 zero bytes, the other channel has them
     tail = subprocess.run(

@@ -113,6 +113,21 @@ def default_broker(kind: str = "embedded") -> NsqdProcess | EmbeddedBroker:
         return _default_brokers[kind]
 
 
+def _server_msg_timeout(server: NsqdProcess | EmbeddedBroker) -> float:
+    """The ``--msg-timeout`` (seconds) of a server this process started: its option, or
+    nsqd's default (which the embedded broker's options share)."""
+    from nsqviz.servers.goflags import parse_duration
+    from nsqviz.servers.nsqd.options import Options
+
+    opts = getattr(server, "opts", None)
+    if isinstance(opts, Options):
+        return opts.msg_timeout
+    flag = getattr(server, "flags", {}).get("msg_timeout")
+    if flag is None:
+        return Options.msg_timeout
+    return float(flag) if isinstance(flag, int | float) else parse_duration(str(flag))
+
+
 def _split(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     return host or "127.0.0.1", int(port)
@@ -139,6 +154,9 @@ class Connection:
         self.peer = self.sock.getpeername()[:2]
         self.arrived_at: dict[bytes, float] = {}  # message id -> session time it arrived
         self.touched_at: dict[bytes, float] = {}  # message id -> session time of its TOUCH
+        # the msg_timeout (ms) IDENTIFY asked for: nsqd applies it even when, without
+        # feature_negotiation, it answers a plain OK (and the codec learns no features)
+        self.asked_msg_timeout: int | None = None
         self.messages: dict[bytes, ev.Message] = {}  # latest delivery of each id, in order
         self.closed = False
         self._lock = threading.Condition()
@@ -239,6 +257,9 @@ class Connection:
             # pushed meanwhile are arrivals with their own snapshot (else the same step
             # would read differently depending on when nsqd flushed)
             step.after = self.codec.snapshot()
+            if isinstance(command, ev.Identify) and isinstance(
+                    command.data.get("msg_timeout"), int):
+                self.asked_msg_timeout = command.data["msg_timeout"]
             answered = isinstance(command, ANSWERED) or self._refusal_due(command, before)
             deadline = started + (self.timeout if answered else self.grace)
             while True:
@@ -270,7 +291,8 @@ class Connection:
     def _refusal_due(self, command: ev.Command, before: dict[str, Any]) -> bool:
         """Whether nsqd is known to refuse this FIN, REQ or TOUCH: its id is not held by
         this connection (never delivered here, or already finished or requeued), or it
-        was held past the negotiated msg_timeout since its delivery or last TOUCH. Such a
+        was held past msg_timeout since its delivery or last TOUCH (the one IDENTIFY
+        negotiated or asked for, else the server's own when this session started it). Such a
         step waits for the refusal as for an answer: nsqd finds the timed-out message in
         its next queue scan, so the refusal may come later than the grace period of a
         command that succeeds silently."""
@@ -278,7 +300,8 @@ class Connection:
             return False
         if command.id.decode() not in before["in_flight"]:
             return True
-        timeout_ms = (self.codec.features or {}).get("msg_timeout")
+        timeout_ms = (self.codec.features or {}).get("msg_timeout") or self.asked_msg_timeout or (
+            self.session.msg_timeout * 1000 if self.session.msg_timeout else None)
         held_since = max(self.arrived_at.get(command.id, 0.0),
                          self.touched_at.get(command.id, 0.0))
         if not timeout_ms:
@@ -468,6 +491,9 @@ class Session:
         self.server = "real nsqd" if choice == "real" else (
             "embedded broker" if choice == "embedded" else f"nsqd at {choice}")
         self.address = _split(address)
+        # the server's --msg-timeout (seconds) when this session started it or shares the
+        # process's; None for a server at an address (only IDENTIFY's answer may say)
+        self.msg_timeout = _server_msg_timeout(self.broker) if self.broker else None
         self.timeout = timeout
         self.grace = grace
         self.ssl_context = ssl_context
