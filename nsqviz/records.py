@@ -417,11 +417,13 @@ class PacketColumns:
     def batch(self) -> Any:
         import pyarrow as pa
 
+        from nsqviz.arrays import from_list
+
         schema = packet_schema()
         n = len(self)
-        arrays = [pa.array([self.path] * n, pa.string()),
-                  pa.array([self.file_index] * n, pa.int32())]
-        arrays += [pa.array(c, t) for c, t in zip(self.columns, schema.types[2:], strict=True)]
+        arrays = [from_list([self.path] * n, pa.string()),
+                  from_list([self.file_index] * n, pa.int32())]
+        arrays += [from_list(c, t) for c, t in zip(self.columns, schema.types[2:], strict=True)]
         for c in self.columns:
             c.clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
@@ -526,6 +528,8 @@ class FrameColumns:
         """The rows so far as one Arrow record batch; the builder starts empty again."""
         import pyarrow as pa
 
+        from nsqviz.arrays import from_list
+
         schema = frame_schema()
         n = len(self)
         (tss, flows, dirs, kinds, names, fieldss, packetss, protos, conn_ids, filess, seqs,
@@ -555,7 +559,7 @@ class FrameColumns:
         columns = [tss, flows, dirs, kinds, names, fieldss, packetss, protos, conn_ids,
                    [where[f][0] for f in filess], [where[f][1] for f in filess], seqs,
                    offsets, sizes, violations, reasons, asked, numbers, *typed.values()]
-        arrays = [pa.nulls(n, t) if c is None else pa.array(c, type=t)
+        arrays = [pa.nulls(n, t) if c is None else from_list(c, t)
                   for c, t in zip(columns, schema.types, strict=True)]
         self._clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)

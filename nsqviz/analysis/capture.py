@@ -154,8 +154,10 @@ class Capture:
         a damaged record): the records of no connection."""
         import pyarrow.compute as pc
 
+        from nsqviz.arrays import string
+
         mine = self.arrow.filter(pc.and_(pc.is_null(self.arrow["conn_id"]),
-                                         pc.equal(self.arrow["kind"], "error")))
+                                         pc.equal(self.arrow["kind"], string("error"))))
         return [str(r) for r in mine["reason"].to_pylist()]
 
     @property

@@ -71,8 +71,11 @@ def _warnings(cap: Any, name: str) -> list[str]:
     ``PacketWarning`` (a packet in it cannot be read)."""
     import pyarrow.compute as pc
 
+    from nsqviz.arrays import string
+
     rows = cap.arrow
-    mine = rows.filter(pc.and_(pc.equal(rows["kind"], "error"), pc.equal(rows["name"], name)))
+    mine = rows.filter(pc.and_(pc.equal(rows["kind"], string("error")),
+                               pc.equal(rows["name"], string(name))))
     return [str(r) for r in mine["reason"].to_pylist()]
 
 

@@ -17,7 +17,7 @@ object per unit for a connection whose protocol has a columnar framer
   two streams (:class:`~nsqviz.protocols.columnar.Units`); the lane's :class:`Timeline` says which
   chunk completed each unit, hence its time, its packets and its place among the
   connection's records (``seq``);
-* where the framer declines (a violation, a refused command, compression, TLS ...) or
+* where the framer declines (a violation, a refused command, TLS ...) or
   the capture lost bytes of the flow (a gap), the lane hands the flow back: its chunks
   and its ends are fed to the protocol's observer in the order they came, and the flow
   goes on through the object path, as if it had never left it.
@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from nsqviz.arrays import from_list, from_numpy, indices
 from nsqviz.capture.decode import CaptureDecoder
 from nsqviz.capture.driver import IDLE_SPLIT
 from nsqviz.capture.files import CaptureFormatError
@@ -144,6 +145,13 @@ class _Timeline:
 
     def packet(self, direction: str, ends: Any) -> Any:
         return self.chunks[Direction(direction)][2][self.chunk(direction, ends)]
+
+    def sizes(self, direction: str) -> np.ndarray:
+        return np.diff(self.chunks[Direction(direction)][0], prepend=0)
+
+    def read_as(self, direction: str, sizes: np.ndarray) -> None:
+        _, at, numbers, ts = self.chunks[Direction(direction)]
+        self.chunks[Direction(direction)] = (np.cumsum(sizes, dtype=np.int64), at, numbers, ts)
 
 
 class _Done(NamedTuple):
@@ -301,7 +309,7 @@ def _nulls(n: int, typ: Any) -> Any:
 
 
 def _list_array(offsets: np.ndarray, values: Any) -> Any:
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values)
+    return pa.ListArray.from_arrays(from_numpy(offsets, pa.int32()), values)
 
 
 class _Table:
@@ -311,7 +319,7 @@ class _Table:
 
     def __init__(self, files: list[str]):
         self.files = files
-        self.names = pa.array(files, pa.string())
+        self.names = from_list(files, pa.string())
         self.rows = ConnectionRows(files, fields=False)
         self.batches: list[Any] = []
         self.schema = frame_schema()
@@ -358,6 +366,12 @@ class _Table:
         counts = last - first + 1
         offsets = np.concatenate(([0], np.cumsum(counts)))
         flat = np.repeat(first - offsets[:-1], counts) + np.arange(offsets[-1])
+        brought = np.diff(sizes_, prepend=0)
+        if not brought.all():  # chunks that gave the protocol no byte (read_as): no packets
+            keep = brought[flat] > 0
+            flat = flat[keep]
+            counts = np.add.reduceat(keep, offsets[:-1])
+            offsets = np.concatenate(([0], np.cumsum(counts)))
         ids = numbers[flat]
         if len(numbers) > 1 and not (np.diff(numbers) > 0).all():
             # packets that came out of order: each unit's, sorted and each once
@@ -369,37 +383,38 @@ class _Table:
             offsets = np.concatenate(([0], np.cumsum(np.bincount(unit[keep], minlength=n))))
         file_index = ids >> _FILE_SHIFT
         packet = ids & ((1 << _FILE_SHIFT) - 1)
-        file_names = self.names.take(pa.array(file_index))
+        file_names = self.names.take(indices(file_index))
         one = np.zeros(n, np.int32)
 
         def constant(value: str | None) -> Any:
             return _nulls(n, pa.string()) if value is None else \
-                pa.array([value], pa.string()).take(pa.array(one))
+                from_list([value], pa.string()).take(indices(one))
 
         def answer(values: Any) -> Any:
             if values is None:
                 return _nulls(n, pa.int64())
             v = np.asarray(values, np.int64)
-            return pa.array(v, pa.int64(), mask=v < 0)
+            return from_numpy(v, pa.int64(), v >= 0)
 
         response_to = units.response_to
         if response_to is not None:
             r = np.asarray(response_to, np.int64)
             response_to = np.where(r < 0, r, r & ((1 << _FILE_SHIFT) - 1))
         columns = {
-            "ts": pa.array(tss[last], pa.float64()),
+            "ts": from_numpy(tss[last], pa.float64()),
             "flow": constant(done.flow.label),
             "dir": constant(direction.value),
             "kind": constant(units.kind),
-            "name": pa.array(units.names, pa.string()).take(pa.array(units.codes)),
-            "packets": _list_array(offsets, pa.array(packet, pa.int64())),
+            "name": from_list(units.names, pa.string()).take(indices(units.codes)),
+            "packets": _list_array(offsets, from_numpy(packet, pa.int64())),
             "protocol": constant(done.protocol.name),
             "conn_id": constant(conn_id),
-            "file": file_names.take(pa.array(offsets[:-1])),
+            "file": file_names.take(indices(offsets[:-1])),
             "packet_files": _list_array(offsets, file_names),
-            "seq": pa.array(seq, pa.int64()),
-            "offset": pa.array(starts, pa.int64()),
-            "size": pa.array(ends - starts, pa.int64()),
+            "seq": from_numpy(seq, pa.int64()),
+            "offset": from_numpy(np.where(starts >= units.restart, starts - units.restart,
+                                          starts), pa.int64()),
+            "size": from_numpy(ends - starts, pa.int64()),
             "response_to": answer(response_to),
             "answers": answer(units.answers),
         }
@@ -424,7 +439,8 @@ def _typed(n: int, parts: list[tuple[Any, dict[str, Any]]], name: str, typ: Any)
         values = cols.get(name)
         if values is None or not len(rows):
             continue
-        arr = values if isinstance(values, pa.Array) else pa.array(values, type=typ)
+        arr = values if isinstance(values, pa.Array) else \
+            from_numpy(values, typ) if isinstance(values, np.ndarray) else from_list(values, typ)
         if arr.type != typ:
             arr = arr.cast(typ)
         where[np.asarray(rows)] = np.arange(at, at + len(rows))
@@ -434,7 +450,7 @@ def _typed(n: int, parts: list[tuple[Any, dict[str, Any]]], name: str, typ: Any)
         return _nulls(n, typ)
     pieces.append(pa.nulls(1, typ))
     where[where < 0] = at
-    return pa.concat_arrays(pieces).take(pa.array(where))
+    return pa.concat_arrays(pieces).take(indices(where))
 
 
 def frames_table(files: list[str], *, idle_split: float | None = IDLE_SPLIT,

@@ -19,11 +19,17 @@ decodes that connection through the observer. It declines a stream the framing r
 refuse or that ends inside a unit, a command the grammar refuses, a command its state
 does not allow (:data:`~nsqviz.nsq.states.TRANSITIONS`), a FIN, REQ or TOUCH of an id not
 in flight, a RDY above a ``max_rdy_count`` in force, an error frame, a message frame the
-grammar refuses, and a connection that negotiates compression or TLS. What is left is
-what the observer passes without a word: its records differ only in how they are made,
-and the answers are paired with their commands by the observer's rule (the oldest
-command still waiting that nsqd answers, among the last
-:data:`~nsqviz.nsq.observer.WAITING_KEPT`).
+grammar refuses, a connection that negotiates TLS, and one that switches to compression
+other than right after its opening IDENTIFY. What is left is what the observer passes
+without a word: its records differ only in how they are made, and the answers are paired
+with their commands by the observer's rule (the oldest command still waiting that nsqd
+answers, among the last :data:`~nsqviz.nsq.observer.WAITING_KEPT`).
+
+A connection that switches to snappy or deflate after IDENTIFY (as clients do) is read
+as the observer reads it: each direction decompressed chunk by chunk by the same codec
+(:mod:`~nsqviz.nsq.compression`) from the switch on, the timeline told how many bytes
+each chunk gave (which is when each unit was complete, and in which packets), the
+offsets counted afresh from the switch, and the switch's own ``OK`` answering nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from nsqviz.arrays import from_numpy
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.commands import (
     BY_EVENT,
@@ -47,6 +54,7 @@ from nsqviz.nsq.commands import (
     BodyKind,
     ParamKind,
 )
+from nsqviz.nsq.compression import compressor
 from nsqviz.nsq.connection import DEFAULT_MAX_RDY_COUNT, _json_or_none
 from nsqviz.nsq.fastpath import decode_command_lenient
 from nsqviz.nsq.fields import FRAME_HEADER, MESSAGE
@@ -78,6 +86,8 @@ _BOUND = next(p.bound for p in BY_EVENT[ev.Rdy].params if p.bound)
 """The key of nsqd's IDENTIFY response that bounds RDY (``max_rdy_count``)."""
 _SWITCHES = ("snappy", "deflate", "tls_v1")
 """Features of nsqd's IDENTIFY response after which the stream is no longer plain."""
+_IDENTIFY = MAGIC_V2 + BY_EVENT[ev.Identify].wire + b"\n"
+"""How a connection that may switch to compression starts."""
 
 _ID_SIZE = next(f.size for f in MESSAGE if f.name == MESSAGE_ID.field)
 _DIGITS = 18
@@ -92,6 +102,8 @@ number (FIN, TOUCH; REQ), with the size of their line without the number: matche
 their spelling, no event made."""
 _ID_COLUMN = MESSAGE_ID.column or ""
 
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", np.uint8)
+"""A nibble's hex digit, as ``hashlib``'s ``hexdigest`` writes it."""
 _HEX = np.zeros(256, dtype=bool)
 _HEX[np.frombuffer(HEX_DIGITS, dtype=np.uint8)] = True
 
@@ -121,6 +133,74 @@ def _ends(rule: Any, data: bytes) -> np.ndarray | None:
         pos += size
         ends.append(pos)
     return np.array(ends, dtype=np.int64)
+
+
+def _switch(c2s: bytes, s2c: bytes, timeline: Timeline) -> tuple[str, tuple[int, int]] | None:
+    """The compression both directions switch to after the IDENTIFY response, and where
+    in each stream -- when the connection opens with the magic and IDENTIFY, answered by
+    nsqd's first frame, its features asking for snappy or deflate (without TLS) as the
+    client's reader takes them (:class:`~nsqviz.nsq.client_connection.ClientConnection`),
+    and the client sent nothing after IDENTIFY before the observer read that answer (what
+    it did send is held back to be decompressed with the bytes after it: the object
+    path's)."""
+    if s2c[_HEADER - 4:_HEADER + 1] != _RESPONSE.to_bytes(4, "big") + b"{":
+        return None
+    try:
+        s_at = FrameFraming().measure(s2c, 0)
+        c_at = CommandFraming(expect_magic=False).measure(c2s, len(MAGIC_V2))
+    except FramingError:
+        return None
+    if s_at is None or c_at is None or not c2s.startswith(_IDENTIFY):
+        return None
+    c_at += len(MAGIC_V2)
+    features = _json_or_none(s2c[_HEADER:s_at])
+    if features is None or features.get("tls_v1"):
+        return None
+    kind = "snappy" if features.get("snappy") else "deflate" if features.get("deflate") else None
+    if kind is None:
+        return None
+    if c_at < len(c2s):  # IDENTIFY ends a chunk, and the next came after the answer
+        if c_at not in np.cumsum(timeline.sizes(Direction.C2S)):
+            return None
+        answered = timeline.order(Direction.S2C, np.array([s_at]))[0]
+        if timeline.order(Direction.C2S, np.array([c_at + 1]))[0] < answered:
+            return None
+    return kind, (c_at, s_at)
+
+
+_PLAIN_MOST = 64
+"""How many times its compressed size a stream may inflate to in columns; a stream that
+inflates more is left to the observer, which reads it piece by piece."""
+
+
+def _plain(kind: str, data: bytes, at: int, timeline: Timeline, direction: Direction
+           ) -> bytes | None:
+    """``data`` as the observer reads it: its first ``at`` bytes as they are, the rest
+    decompressed chunk by chunk by the codec the observer uses (the timeline learns how
+    many bytes each chunk gave); ``None`` for a broken compressed stream."""
+    codec = compressor(kind, None)
+    pieces = [data[:at]]
+    given: list[int] = []
+    pos = 0
+    most = _PLAIN_MOST * len(data) + (1 << 20)
+    total = at
+    try:
+        for size in timeline.sizes(direction).tolist():
+            end = pos + size
+            got = max(0, min(end, at) - pos)
+            if end > at:
+                for piece in codec.decompress(data[max(pos, at):end]):
+                    pieces.append(piece)
+                    got += len(piece)
+                total += got - max(0, min(end, at) - pos)
+                if total > most:
+                    return None
+            given.append(got)
+            pos = end
+    except Exception:  # snappy and zlib raise their own types: the observer's to report
+        return None
+    timeline.read_as(direction, np.array(given, np.int64))
+    return b"".join(pieces)
 
 
 def _block(buf: np.ndarray, starts: np.ndarray, at: int, size: int) -> np.ndarray:
@@ -187,6 +267,15 @@ class NsqColumns:
         self.typed = typed
 
     def connection(self, c2s: bytes, s2c: bytes, timeline: Timeline) -> tuple[Units, Units] | None:
+        restart = (0, 0)
+        switch = _switch(c2s, s2c, timeline)
+        if switch is not None:  # read both streams as the observer does after the switch
+            kind, restart = switch
+            c_plain = _plain(kind, c2s, restart[0], timeline, Direction.C2S)
+            s_plain = _plain(kind, s2c, restart[1], timeline, Direction.S2C)
+            if c_plain is None or s_plain is None:
+                return None
+            c2s, s2c = c_plain, s_plain
         client_ends = _ends(CommandFraming(), c2s)
         server_ends = _ends(FrameFraming(), s2c)
         if client_ends is None or server_ends is None:
@@ -194,7 +283,7 @@ class NsqColumns:
         client, server = _Side(client_ends), _Side(server_ends)
         c_order = timeline.order(Direction.C2S, client_ends)
         s_order = timeline.order(Direction.S2C, server_ends)
-        frames = self._frames(s2c, server)
+        frames = self._frames(s2c, server, restart[1])
         if frames is None:
             return None
         msg_rows, msg_ids, responses, limit = frames
@@ -209,17 +298,18 @@ class NsqColumns:
                                                                          client_ends),
                                       responses, s_order, len(server_ends))
         return (Units("command", client_ends, _NAMES_C2S, client.codes, client.parts,
-                      None, None),
+                      None, None, restart[0]),
                 Units("frame", server_ends, _NAMES_S2C, server.codes, server.parts,
-                      response_to, answers))
+                      response_to, answers, restart[1]))
 
     # -- server to client --------------------------------------------------------------
 
-    def _frames(self, s2c: bytes, side: _Side) -> tuple[Any, ...] | None:
+    def _frames(self, s2c: bytes, side: _Side, switched: int) -> tuple[Any, ...] | None:
         """Message frames gathered, responses typed one by one; ``None`` where the
         observer would speak (see the module doc). Returns the message rows and ids,
         the rows of the responses that answer a command, and the lowest
-        ``max_rdy_count`` announced."""
+        ``max_rdy_count`` announced. ``switched``: where the stream switched to
+        compression after the first frame (:func:`_switch`), or 0."""
         buf = np.frombuffer(s2c, dtype=np.uint8)
         starts, ends = side.starts, side.ends
         if not len(ends):
@@ -242,8 +332,13 @@ class NsqColumns:
         head = _MESSAGE_HEAD
         view = memoryview(s2c)
         sha1 = hashlib.sha1
-        bodies = [[sha1(view[s + head:e]).hexdigest()]
-                  for s, e in zip(ms.tolist(), ends[msg].tolist(), strict=True)]
+        digests = np.frombuffer(b"".join([
+            sha1(view[s + head:e]).digest()
+            for s, e in zip(ms.tolist(), ends[msg].tolist(), strict=True)]), np.uint8)
+        hexed = _HEX_DIGITS[np.stack((digests >> 4, digests & 15), axis=1)]
+        bodies = pa.ListArray.from_arrays(  # one body each: its sha1, in hex digits
+            from_numpy(np.arange(len(msg) + 1, dtype=np.int32), pa.int32()),
+            _strings(hexed.reshape(len(msg), 2 * hashlib.sha1().digest_size)))
         side.parts.append((msg, {
             _ID_COLUMN: _strings(mid_block), "attempts": attempts.astype(np.int32),
             "msg_ts": ts / 1e9, "bodies": bodies}))
@@ -251,18 +346,20 @@ class NsqColumns:
         data = [s2c[s + _HEADER:e] for s, e in zip(starts[resp].tolist(),
                                                    ends[resp].tolist(), strict=True)]
         limit = DEFAULT_MAX_RDY_COUNT
-        for d in data:
+        for row, d in zip(resp.tolist(), data, strict=True):
             if d[:1] == b"{":
                 features = _json_or_none(d)
                 if features is None:
                     continue
-                if any(features.get(k) for k in _SWITCHES):
+                if any(features.get(k) for k in _SWITCHES) and not (switched and row == 0):
                     return None
                 bound = features.get(_BOUND)
                 if type(bound) is int and bound >= 0:
                     limit = min(limit, bound)
         side.parts.append((resp, {"data": [d.decode("utf-8", "replace") for d in data]}))
         answering = resp[[d != HEARTBEAT for d in data]] if data else resp
+        if switched and len(answering) > 1:  # the switch's own OK answers no command
+            answering = np.delete(answering, 1)
         return msg, _ids(mid_block), answering, limit
 
     # -- client to server --------------------------------------------------------------

@@ -34,7 +34,10 @@ from nsqviz.report import (
 __all__ = ["REPORT", "NsqReport"]
 
 _FIN, _REQ = (BY_EVENT[e].verb for e in (ev.Fin, ev.Req))
-_BATCH = 10_000  # messages turned into Python objects at a time
+_BATCH = 500
+"""Messages turned into Python objects at a time: each carries its deliveries (every
+channel's, each redelivery), so a batch of 10,000 from the 1M-message benchmark capture
+was a million delivery dicts -- 0.9 GB at once."""
 
 
 class NsqReport(Report):

@@ -13,13 +13,15 @@ same tables.
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nsqviz.pipeline.definitions import definitions, reads, tables
 from nsqviz.sql import python_rows
 
-__all__ = ["DUCKDB_NAMES", "Session", "analyse", "duckdb_sql"]
+__all__ = ["DUCKDB_NAMES", "MEMORY_FLOOR", "MEMORY_PER_FRAMES", "Session", "analyse", "duckdb_sql",
+           "memory_limit"]
 
 DUCKDB_NAMES: dict[str, str] = {
     "min_by": "arg_min_null",  # Spark's min_by keeps a null value; DuckDB's arg_min skips it
@@ -53,6 +55,26 @@ def duckdb_sql(text: str) -> str:
     return _CALL.sub(rename, text)
 
 
+MEMORY_FLOOR = 256 << 20
+"""The least memory a session lets DuckDB use: below it nothing spills (a capture a
+person debugs is analysed as fast as before)."""
+
+
+MEMORY_PER_FRAMES = 2
+"""A session's DuckDB memory, in sizes of its frames table. The million-message benchmark
+capture (a 0.68 GB table), ``nsqviz messages``: without a limit 17 s of CPU and a 2.4 GB
+peak; with 1x 1.7 GB but 23 s (spilling: more than ``decode --json``'s 20 s); with 2x
+17 s and 2.2 GB (loaded machine)."""
+
+
+def memory_limit(frames: Any) -> int:
+    """Bytes of memory a session's DuckDB may use over ``frames`` before it spills to
+    disk: :data:`MEMORY_PER_FRAMES` times what the frames table itself holds, at least
+    :data:`MEMORY_FLOOR` -- where DuckDB's default (80 % of the machine) lets a big
+    capture's joins take whatever they want."""
+    return max(MEMORY_FLOOR, MEMORY_PER_FRAMES * int(frames.get_total_buffer_size()))
+
+
 def analyse(frames: Any, wanted: Iterable[str] | None = None, *,
             ordered: bool = True, threads: int | None = None,
             given: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -80,15 +102,20 @@ class Session:
     not compute. ``threads`` and ``given``: as :func:`analyse` takes them.
 
     A view is materialised once (a view that is only a filter of the frames is read
-    through, not copied); DuckDB spills what outgrows its memory limit to a temporary
-    directory of its own."""
+    through, not copied). DuckDB's memory is bounded by :func:`memory_limit` (twice the
+    frames table's own size, at least :data:`MEMORY_FLOOR`): what outgrows it -- a join's or a
+    sort's working set, the materialised steps -- spills to a temporary directory of
+    the session's own, removed when it closes."""
 
     def __init__(self, frames: Any, *, threads: int | None = None,
                  given: Mapping[str, Any] | None = None) -> None:
         import duckdb
 
         self._con = con = duckdb.connect()
+        self._spill = tempfile.TemporaryDirectory(prefix="nsqviz-duckdb-")
         con.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")
+        con.execute(f"SET memory_limit = '{memory_limit(frames)}B'")
+        con.execute("SET temp_directory = ?", [self._spill.name])
         if threads is not None:
             con.execute(f"SET threads = {int(threads)}")
         con.register("frames", frames.drop_columns(["fields"]) if "fields" in
@@ -103,8 +130,10 @@ class Session:
         self.close()
 
     def close(self) -> None:
-        """Let DuckDB's memory go (the tables given out stay valid: Arrow owns them)."""
+        """Let DuckDB's memory and spilled files go (the tables given out stay valid:
+        Arrow owns them)."""
         self._con.close()
+        self._spill.cleanup()
 
     def table(self, name: str, *, ordered: bool = True) -> Any:
         """View ``name`` (any of :func:`~nsqviz.pipeline.definitions.definitions`) as an

@@ -24,6 +24,16 @@ class Timeline(TypingProtocol):
         """For each unit, the packet (id) that completed it."""
         ...
 
+    def sizes(self, direction: str) -> Any:
+        """How many bytes of ``direction``'s stream each of its chunks brought, in order."""
+        ...
+
+    def read_as(self, direction: str, sizes: Any) -> None:
+        """From now on ``ends`` of ``direction`` are offsets in the stream as the protocol
+        reads it -- decompressed, say -- to which its chunks gave ``sizes`` bytes each
+        (a chunk that gave none completed no unit and is none of a unit's packets)."""
+        ...
+
 
 class Units(NamedTuple):
     """One direction's units as a :class:`ColumnarFramer` gathers them: their ``kind``
@@ -31,7 +41,9 @@ class Units(NamedTuple):
     (``names[codes[i]]``), its typed columns in parts -- ``(rows, {column: values})``,
     the values an Arrow array, a numpy array or a list, one per row -- and, for answers,
     the packet of the command each answers and that command's number among the client's
-    commands (``response_to``, ``answers``: -1 where none; ``None``: no row answers)."""
+    commands (``response_to``, ``answers``: -1 where none; ``None``: no row answers);
+    ``restart``: where the stream changed form (a switch to compression) -- the offsets of
+    the units from there on count from it, as the observer's reader starts afresh."""
 
     kind: str
     ends: Any
@@ -40,6 +52,7 @@ class Units(NamedTuple):
     parts: list[tuple[Any, dict[str, Any]]]
     response_to: Any
     answers: Any
+    restart: int = 0
 
 
 class ColumnarFramer(TypingProtocol):

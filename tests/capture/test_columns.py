@@ -55,7 +55,8 @@ def test_a_healthy_capture_goes_all_the_way_through_the_columnar_path(monkeypatc
         raise AssertionError(f"{lane.state.flow.label} handed back")
 
     monkeypatch.setattr(ColumnarDecoder, "hand_back", refuse)
-    for name in ("guide-pynsq.pcap", "small-messages-pynsq.pcap", "doctor/nsq-backlog.pcap"):
+    for name in ("guide-pynsq.pcap", "small-messages-pynsq.pcap", "doctor/nsq-backlog.pcap",
+                 "deflate-pynsq.pcap", "snappy-pynsq.pcap"):  # (compressed after IDENTIFY)
         table = frames_table([str(DATA / name)])
         assert table.num_rows and "FrameTypeMessage" in table["name"].to_pylist()
 
