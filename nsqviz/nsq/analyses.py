@@ -313,7 +313,7 @@ FROM streaks AS s LEFT JOIN ends AS e ON s.conn_id = e.conn_id
 """
 
 _PUBLISHES_VIEW = f"""
-SELECT q.conn_id, q.ts, element_at(q.packets, 1) AS packet,
+SELECT q.conn_id, q.seq, q.ts, element_at(q.packets, 1) AS packet,
        q.name AS command, a.name AS answer,
        CASE WHEN a.name = {ERROR} THEN split_part(a.data, ' ', 1) ELSE a.data END
          AS answer_text,
@@ -535,7 +535,8 @@ the id its deliveries carry), those the capture cut short of their id (its snapl
 publishes and subscriptions (SUB: a consumer), each with its first packet."""),
         View("heartbeats", _HEARTBEATS, """One row per ``_heartbeat_``: interval, the
 client's answer, missed streaks."""),
-        View("publishes", _PUBLISHES_VIEW, """One row per PUB/MPUB/DPUB: nsqd's answer (OK
+        View("publishes", _PUBLISHES_VIEW, """One row per PUB/MPUB/DPUB (``seq``: its order in
+the connection -- two PUBs of one packet share their time): nsqd's answer (OK
 or its error code), its packet and the latency -- the answer the decoder paired with it
 (``answer_pairs``; null: none was seen)."""),
         View("flow_control", _FLOW_CONTROL, """RDY and in-flight per connection over time,

@@ -304,7 +304,7 @@ def test_the_analyses_say_what_was_played(server, tmp_path):
         assert c.ended_by in ("fin", "rst")
 
     # publishes: every one with its own answer, in order, never before it
-    pubs = cap.publishes.sort_values("ts")
+    pubs = cap.publishes.sort_values(["ts", "seq"])  # two PUBs of one packet: one ts
     assert Counter(pubs.command) == truth.publishes + Counter({"PUB": 2})  # the refused
     answered = pubs[pubs.answer_text == "OK"]
     assert len(answered) == sum(truth.publishes.values())
