@@ -20,9 +20,10 @@ each table's rows with pyarrow as one Parquet file of that table
 Spark only starts the tasks: a job over ``range(tasks)``, one number per task. Before,
 Spark read the frames, shuffled them by group and handed each task's rows to its
 Python worker as Arrow -- JVM work the size of the table, which on ``local[1]`` ran
-beside the Python worker on the machine's other cores, so a second core gained little. Handing the tables' rows back to Spark to write cost more
-than the analyses too: ten write jobs of 5 s in all (Arrow to JVM rows to Parquet),
-which a second core did not shorten.
+beside the Python worker on the machine's other cores, so a second core gained little.
+Handing the tables' rows back to Spark to write cost more than the analyses too: ten
+write jobs of 5 s in all (Arrow to JVM rows to Parquet), which a second core did not
+shorten.
 
 Before the tasks, the driver needs three things of the whole frames table: the links
 between connections, to form the groups and deal them, and the rows of the few views
@@ -56,10 +57,21 @@ from nsqviz.pipeline.groups import FRAMES_PER_TASK, WHOLE_SERVER, components, de
 from nsqviz.pipeline.tally import Tally
 from nsqviz.sql import View, python_rows
 
-__all__ = ["WHOLE_SERVER", "AnalysesRun", "in_tasks", "on_spark", "write"]
+__all__ = ["WHOLE_SERVER", "AnalysesRun", "frames_for_cap", "frames_per_task_for", "in_tasks",
+           "on_spark", "write"]
 
 FRAMES_PER_TASK_SETTING = "spark.nsqviz.analyses.framesPerTask"
 """The Spark setting that overrides :data:`~nsqviz.pipeline.groups.FRAMES_PER_TASK`."""
+
+WORKER_BYTES = 1536 * 2**20
+FRAME_BYTES = 4_000
+"""A Python worker's address space once pyarrow and DuckDB are loaded, and what each
+frame of its task adds while DuckDB runs the views -- what PySpark's cap on a worker
+(``spark.executor.pyspark.memory``, its ``RLIMIT_AS``) counts. Measured in-process
+under that limit (DuckDB 2.0, one thread): 1.4 GB before any frame; 512,400 frames of
+many small groups peaked at 3.07 GB virtual (1.4 GB resident) and needed all of a 3 GB
+cap (at 2.5 GB DuckDB failed to allocate a block; a DuckDB ``memory_limit`` under the
+cap failed sooner, in the Arrow buffers of a result)."""
 
 
 @cache
@@ -109,8 +121,7 @@ def write(spark: Any, frames: str, out: str, *, frames_per_task: int | None = No
     :func:`nsqviz.pipeline.frames.write_frames` writes it) as a Parquet table
     ``out/<name>``. Both are local paths or URIs that pyarrow's file systems know and
     every executor reaches. ``frames_per_task``: about how many frames one task holds
-    (default: the Spark setting ``spark.nsqviz.analyses.framesPerTask``, else
-    :data:`~nsqviz.pipeline.groups.FRAMES_PER_TASK`). ``tally``: the frames'
+    (default: :func:`frames_per_task_for` the session). ``tally``: the frames'
     :class:`~nsqviz.pipeline.tally.Tally`, as the decoding tasks gave it (default: a
     task per file of ``frames`` makes it)."""
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -118,7 +129,7 @@ def write(spark: Any, frames: str, out: str, *, frames_per_task: int | None = No
     from nsqviz.pipeline.schemas import FRAME_SCHEMA
 
     if frames_per_task is None:
-        frames_per_task = int(spark.conf.get(FRAMES_PER_TASK_SETTING, str(FRAMES_PER_TASK)))
+        frames_per_task = frames_per_task_for(spark)
     if tally is None:
         tally = _tally(spark, frames)
     paths = {name: (f"{out}/{name}" if name in tables() else f"{out}/_steps/{name}")
@@ -157,6 +168,35 @@ def write(spark: Any, frames: str, out: str, *, frames_per_task: int | None = No
     finally:
         sink.remove(f"{out}/_steps")
     return AnalysesRun(groups, tuple(sorted(task_frames, reverse=True)))
+
+
+def frames_per_task_for(spark: Any) -> int:
+    """The frames one task holds: the Spark setting ``spark.nsqviz.analyses.framesPerTask``
+    if set, else :func:`frames_for_cap` of the cap on a Python worker
+    (``spark.executor.pyspark.memory``)."""
+    setting = spark.conf.get(FRAMES_PER_TASK_SETTING, None)
+    if setting:
+        return int(setting)
+    return frames_for_cap(spark.conf.get("spark.executor.pyspark.memory", None))
+
+
+def frames_for_cap(cap: str | None) -> int:
+    """:data:`~nsqviz.pipeline.groups.FRAMES_PER_TASK` -- or fewer, as many as fit in
+    ``cap`` (a Spark memory size, ``3g``) by :data:`FRAME_BYTES`, when there is one."""
+    if not cap:
+        return FRAMES_PER_TASK
+    room = _mebibytes(cap) * 2**20 - WORKER_BYTES
+    return max(10_000, min(FRAMES_PER_TASK, room // FRAME_BYTES))
+
+
+def _mebibytes(size: str) -> int:
+    """A Spark memory size (``3g``, ``512m``, ``2048``: MiB without a unit) in MiB."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)i?b?\s*", size.lower())
+    if m is None:
+        raise ValueError(f"spark.executor.pyspark.memory: {size!r} is not a size like 3g")
+    return int(int(m.group(1)) * 1024 ** ("kmgt".index(m.group(2) or "m") - 1))
 
 
 def _tally(spark: Any, frames: str) -> Tally:
