@@ -52,6 +52,7 @@ def make_sets(work: str, mb: float, sample_copies: int) -> tuple[list[str], list
 
 def child(files: list[str], out: str, cap: str, frames_per_task: int) -> dict:
     """In a fresh process: the pipeline on ``local[2]``, workers capped."""
+    from nsqviz.pipeline.analyses import FRAMES_PER_TASK_SETTING
     from nsqviz.pipeline.job import run
     from nsqviz.pipeline.spark import get_session, input_bytes
 
@@ -59,7 +60,7 @@ def child(files: list[str], out: str, cap: str, frames_per_task: int) -> dict:
     sampler.start()
     spark = get_session("local[2]", input_bytes=input_bytes(files), conf={
         "spark.executor.pyspark.memory": cap, "spark.ui.enabled": "false",
-        "spark.nsqviz.analyses.framesPerTask": str(frames_per_task)})
+        FRAMES_PER_TASK_SETTING: str(frames_per_task)})
     result = run(spark, files, out)
     spark.stop()
     peaks = sampler.stop()
@@ -148,12 +149,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("files", nargs="*")
     p.add_argument("--mb", type=float, default=2048, help="size of the set (MB)")
     p.add_argument("--cap", default="3g", help="spark.executor.pyspark.memory")
-    p.add_argument("--frames-per-task", type=int, default=500_000)
+    p.add_argument("--frames-per-task", type=int, default=None,
+                   help="frames an analyses' task holds (default: as many as fit in --cap, "
+                   "nsqviz.pipeline.analyses.frames_for_cap)")
     p.add_argument("--sample-copies", type=int, default=2)
     p.add_argument("--keep", help="generate (or reuse) the sets in this directory")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.frames_per_task is None:
+        from nsqviz.pipeline.analyses import frames_for_cap
+
+        args.frames_per_task = frames_for_cap(args.cap)
     if args.child:
         print(json.dumps(child(args.files, args.out, args.cap, args.frames_per_task)))
         return

@@ -94,7 +94,8 @@ class MemorySampler(threading.Thread):
     """Peak memory (MB) of the processes under ``root`` (and ``root``), sampled from /proc:
     ``executor_jvm`` (RSS of the JVM running tasks: the driver in local mode, each
     executor on a cluster), ``worker`` (RSS of the largest Python worker), ``total_rss``
-    and ``total_pss`` (all of them summed)."""
+    and ``total_pss`` (all of them summed). It also keeps the CPU time of every process
+    it has seen (:meth:`cpu`)."""
 
     def __init__(self, root: int | None = None, interval: float = 0.5):
         super().__init__(daemon=True)
@@ -102,11 +103,15 @@ class MemorySampler(threading.Thread):
         self.interval = interval
         self.stop_flag = threading.Event()
         self.peaks = {"executor_jvm": 0.0, "worker": 0.0, "total_rss": 0.0, "total_pss": 0.0}
+        self.lock = threading.Lock()
+        self.used: dict[int, tuple[bool, float]] = {}  # pid -> (a JVM?, CPU s last seen)
 
     def run(self) -> None:
         while not self.stop_flag.wait(self.interval):
             total_rss = total_pss = 0
-            for pid in [self.root, *_descendants(self.root)]:
+            pids = [self.root, *_descendants(self.root)]
+            self._cpu(pids)
+            for pid in pids:
                 cmd, rss, pss = _memory_kb(pid)
                 total_rss += rss
                 total_pss += pss
@@ -119,6 +124,30 @@ class MemorySampler(threading.Thread):
                     self.peaks["worker"] = max(self.peaks["worker"], mb)
             self.peaks["total_rss"] = max(self.peaks["total_rss"], total_rss / 1024)
             self.peaks["total_pss"] = max(self.peaks["total_pss"], total_pss / 1024)
+
+    def _cpu(self, pids: list[int]) -> None:
+        ticks = os.sysconf("SC_CLK_TCK")
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            # utime + stime: its own, not its reaped children's (PySpark's daemon ignores
+            # SIGCHLD, so a worker it ends takes its CPU time with it -- sampled here
+            # while it lived, every ``interval``)
+            used = sum(int(v) for v in stat.rsplit(")", 1)[1].split()[11:13]) / ticks
+            with self.lock:
+                self.used[pid] = ("(java)" in stat, used)
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds (user + system) so far of the JVMs and of the other processes
+        (Python workers, the driver) under ``root``, those that ended included (as last
+        sampled)."""
+        self._cpu([self.root, *_descendants(self.root)])
+        with self.lock:
+            return {"jvm": sum(s for j, s in self.used.values() if j),
+                    "python": sum(s for j, s in self.used.values() if not j)}
 
     def stop(self) -> dict[str, float]:
         self.stop_flag.set()
@@ -161,26 +190,6 @@ def samples() -> list[str]:
     data = os.path.join(ROOT, "data")
     return sorted(os.path.join(data, n) for n in os.listdir(data)
                   if n.endswith((".pcap", ".pcapng")))
-
-
-def _tree_cpu(pid: int) -> tuple[float, float]:
-    """CPU seconds (user + system) of the JVMs and of everything else (Python workers,
-    this driver) among ``pid`` and its live descendants so far, with the children they
-    have reaped."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    jvm = other = 0
-    for p in [pid, *_descendants(pid)]:
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        used = sum(int(v) for v in stat.rsplit(")", 1)[1].split()[11:15])
-        if "(java)" in stat:
-            jvm += used
-        else:
-            other += used
-    return jvm / ticks, other / ticks
 
 
 def task_spans(events: str) -> list[tuple[float, float]]:
@@ -235,13 +244,13 @@ def measure(master: str, files: list[str], warmup: str, out: str) -> dict:
     run(spark, expand_paths(warmup), os.path.join(out, "warmup"), count=False)
     from nsqviz.pipeline import frames
 
-    marks = [_tree_cpu(os.getpid())]
+    marks = [sampler.cpu()]
     write_frames = frames.write_frames
     clock = [time.time()]
 
     def decoding(*args, **kwargs):  # the CPU used by the time the frames are on disk
         done = write_frames(*args, **kwargs)
-        marks.append(_tree_cpu(os.getpid()))
+        marks.append(sampler.cpu())
         clock.append(time.time())
         return done
 
@@ -250,11 +259,10 @@ def measure(master: str, files: list[str], warmup: str, out: str) -> dict:
         result = run(spark, files, os.path.join(out, "run"), count=False)
     finally:
         frames.write_frames = write_frames
+    marks.append(sampler.cpu())
     clock.append(time.time())
-    # (Not after the analyses too: Spark ends idle Python workers, and their CPU time
-    # goes with them.)
-    (j0, p0), (j1, p1) = marks
-    cpu = {"jvm": j1 - j0, "python": p1 - p0}
+    cpu = {phase: {k: b[k] - a[k] for k in a} for phase, a, b in
+           (("decode", marks[0], marks[1]), ("analyses", marks[1], marks[2]))}
     small_started = time.perf_counter()
     run(spark, samples(), os.path.join(out, "samples"), per_file=True, count=False)
     small_s = time.perf_counter() - small_started
@@ -420,10 +428,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  frames table rows {got}; session up in {r['session_s']:.1f} s; small "
                   f"sample run (data/, 12 files) {r['small_s']:.1f} s after that")
             s2 = r["stage_2"]
-            cpu = r["cpu_s"]
-            print(f"  decode CPU s: JVM {cpu['jvm']:.1f}, Python {cpu['python']:.1f} ("
-                  f"{(cpu['jvm'] + cpu['python']) / r['decode_s']:.2f} cores busy); stage 2: "
-                  f"{s2.get('keys', 0)} 4-tuples in {s2.get('parts', 0)} tasks, "
+            cpu, spans = r["cpu_s"], {"decode": r["decode_s"],
+                                      "analyses": r["total_s"] - r["decode_s"]}
+            print("  CPU s (JVM + Python = cores busy): " + "; ".join(
+                f"{phase} {c['jvm']:.1f} + {c['python']:.1f} = "
+                f"{(c['jvm'] + c['python']) / spans[phase]:.2f}" for phase, c in cpu.items())
+                  + f"; stage 2: {s2.get('keys', 0)} 4-tuples in {s2.get('parts', 0)} tasks, "
                   f"{s2.get('payload', 0) / 1e6:.1f} MB of payload")
             print("  a core idle (fewer tasks than cores) / no task at all, s: " + ", ".join(
                 f"{phase} {i['short_s']:.1f} / {i['no_task_s']:.1f} ("

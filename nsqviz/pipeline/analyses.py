@@ -9,32 +9,39 @@ benchmark set (300 000 frames) they took longer than decoding the captures and d
 gain from a second core. But most views read one group of connections at a time
 (:mod:`nsqviz.pipeline.groups`: the connections of a server host linked by a topic, a
 client or a client address -- a connection's rows, a message's publish and deliveries,
-a channel's consumers, a client's reconnections are each in one group), so Spark needs
-one shuffle: the frames partitioned by group, groups dealt to as many tasks as keep
-each to about ``frames_per_task`` frames. Each task runs those views (:func:`in_tasks`)
-on DuckDB inside a Python task (:func:`nsqviz.pipeline.on_duckdb.analyse`, the same SQL
-text) and writes each table's rows with pyarrow as one Parquet file of that table
+a channel's consumers, a client's reconnections are each in one group), so the groups
+are dealt to as many tasks as keep each to about ``frames_per_task`` frames, and each
+task reads its groups' rows from the frames table's Parquet files itself (pyarrow,
+:func:`nsqviz.pipeline.sink.read`: only the files that hold its connections, only its
+connections' rows, never the bodies' ``fields``), runs those views (:func:`in_tasks`)
+on DuckDB (:func:`nsqviz.pipeline.on_duckdb.analyse`, the same SQL text) and writes
+each table's rows with pyarrow as one Parquet file of that table
 (:class:`~nsqviz.pipeline.sink.PartWriter`, as the decoding tasks write the frames).
-Handing the rows back to Spark to write cost more than the analyses: on the same set,
-ten write jobs of 5 s in all (Arrow to JVM rows to Parquet), which a second core did not
+Spark only starts the tasks: a job over ``range(tasks)``, one number per task. Before,
+Spark read the frames, shuffled them by group and handed each task's rows to its
+Python worker as Arrow -- JVM work the size of the table, which on ``local[1]`` ran
+beside the Python worker on the machine's other cores, so a second core gained little.
+Handing the tables' rows back to Spark to write cost more than the analyses too: ten
+write jobs of 5 s in all (Arrow to JVM rows to Parquet), which a second core did not
 shorten.
 
-Before the tasks, the driver needs two things of the whole frames table: the links
+Before the tasks, the driver needs three things of the whole frames table: the links
 between connections, to form the groups and deal them, and the rows of the few views
 that need a whole broker and give a row or so per broker (:data:`~nsqviz.pipeline.
 groups.WHOLE_SERVER`: where its channels' depth ends, where its messages came from),
-which each task is handed. Both add up from parts of the frames, so the decoding tasks
-tally them as they write the frames (:mod:`nsqviz.pipeline.tally`), and no Spark job
-reads the table between decoding and the analyses (given a frames table made earlier,
-one parallel pass tallies it). After the tasks, Spark SQL runs the views that combine
-brokers (:func:`~nsqviz.pipeline.definitions.across_servers`) and those that read them
+which each task is handed; and which of the table's files hold each connection. All
+add up from parts of the frames, so the decoding tasks tally them as they write the
+frames (:mod:`nsqviz.pipeline.tally`), and nothing reads the table between decoding and
+the analyses (given a frames table made earlier, a task per file tallies it). After the
+tasks, Spark SQL runs the views that combine brokers
+(:func:`~nsqviz.pipeline.definitions.across_servers`) and those that read them
 (:func:`on_spark`), reading what the tasks wrote; a Python view among them
 (:attr:`nsqviz.sql.View.python` -- the doctor's ``findings`` with their words) runs
 through ``mapInArrow``, batch by batch. Every table read back is read with the schema
 it was written with (inferring it is a Spark job per table). Spark SQL keeps its own
-memory (it spills), so a Python worker holds one task's groups: its memory is bounded
-by ``frames_per_task`` and the largest group (one topic of a broker with its clients),
-not by a broker.
+memory (it spills), so a Python worker holds one task's groups (and a batch of the
+file it reads): its memory is bounded by ``frames_per_task`` and the largest group (one
+topic of a broker with its clients), not by a broker.
 """
 
 from __future__ import annotations
@@ -47,13 +54,24 @@ from typing import Any
 from nsqviz.pipeline import sink
 from nsqviz.pipeline.definitions import definitions, reads, tables, views
 from nsqviz.pipeline.groups import FRAMES_PER_TASK, WHOLE_SERVER, components, deal
-from nsqviz.pipeline.tally import Tally, tally_batches
+from nsqviz.pipeline.tally import Tally
 from nsqviz.sql import View, python_rows
 
-__all__ = ["WHOLE_SERVER", "AnalysesRun", "in_tasks", "on_spark", "write"]
+__all__ = ["WHOLE_SERVER", "AnalysesRun", "frames_for_cap", "frames_per_task_for", "in_tasks",
+           "on_spark", "write"]
 
 FRAMES_PER_TASK_SETTING = "spark.nsqviz.analyses.framesPerTask"
 """The Spark setting that overrides :data:`~nsqviz.pipeline.groups.FRAMES_PER_TASK`."""
+
+WORKER_BYTES = 1536 * 2**20
+FRAME_BYTES = 4_000
+"""A Python worker's address space once pyarrow and DuckDB are loaded, and what each
+frame of its task adds while DuckDB runs the views -- what PySpark's cap on a worker
+(``spark.executor.pyspark.memory``, its ``RLIMIT_AS``) counts. Measured in-process
+under that limit (DuckDB 2.0, one thread): 1.4 GB before any frame; 512,400 frames of
+many small groups peaked at 3.07 GB virtual (1.4 GB resident) and needed all of a 3 GB
+cap (at 2.5 GB DuckDB failed to allocate a block; a DuckDB ``memory_limit`` under the
+cap failed sooner, in the Arrow buffers of a result)."""
 
 
 @cache
@@ -97,36 +115,41 @@ class AnalysesRun:
     task_frames: tuple[int, ...]
 
 
-def write(frames: Any, out: str, *, frames_per_task: int | None = None,
+def write(spark: Any, frames: str, out: str, *, frames_per_task: int | None = None,
           tally: Tally | None = None) -> AnalysesRun:
-    """Write every analysis of ``frames`` (a Spark DataFrame of the frames table) as a
-    Parquet table ``out/<name>``. ``out`` is a local path or a URI that pyarrow's file
-    systems know and every executor reaches, as for the frames table.
-    ``frames_per_task``: about how many frames one task holds (default: the Spark
-    setting ``spark.nsqviz.analyses.framesPerTask``, else
-    :data:`~nsqviz.pipeline.groups.FRAMES_PER_TASK`). ``tally``: the frames'
-    :class:`~nsqviz.pipeline.tally.Tally`, as the decoding tasks gave it (default: one
-    pass over ``frames`` makes it)."""
+    """Write every analysis of the frames table ``frames`` (a Parquet directory, as
+    :func:`nsqviz.pipeline.frames.write_frames` writes it) as a Parquet table
+    ``out/<name>``. Both are local paths or URIs that pyarrow's file systems know and
+    every executor reaches. ``frames_per_task``: about how many frames one task holds
+    (default: :func:`frames_per_task_for` the session). ``tally``: the frames'
+    :class:`~nsqviz.pipeline.tally.Tally`, as the decoding tasks gave it (default: a
+    task per file of ``frames`` makes it)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    spark = frames.sparkSession
+    from nsqviz.pipeline.schemas import FRAME_SCHEMA
+
     if frames_per_task is None:
-        frames_per_task = int(spark.conf.get(FRAMES_PER_TASK_SETTING, str(FRAMES_PER_TASK)))
+        frames_per_task = frames_per_task_for(spark)
     if tally is None:
-        tally = Tally.merged(r["tally"] for r in frames.mapInArrow(
-            tally_batches, "tally binary").collect())
+        tally = _tally(spark, frames)
     paths = {name: (f"{out}/{name}" if name in tables() else f"{out}/_steps/{name}")
              for name in _written()}
     for path in paths.values():
         sink.clear(path)
-    frames.createOrReplaceTempView("frames")
+    # Spark SQL's views read the frames only through a filter of them, if at all; the
+    # schema is known: no Spark job to infer it.
+    spark.read.schema(FRAME_SCHEMA).parquet(frames).drop("fields").createOrReplaceTempView(
+        "frames")
     given = _whole_servers(tally, out)
-    parts, groups, partitioned = _deal(frames, int(spark.conf.get(
-        "spark.sql.shuffle.partitions")), frames_per_task, tally.links)
+    tasks, groups = _deal(int(spark.conf.get("spark.sql.shuffle.partitions")),
+                          frames_per_task, tally)
     written: set[str] = set()
     task_frames = []
-    for row in partitioned.mapInArrow(_analyse_groups(paths, given),
-                                      "table string, part string, rows long").collect():
+    # A task per partition of `range`: its only input is its number, and it reads its
+    # frames itself (sink.read).
+    for row in spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(
+            _analyse_groups(frames, tasks, paths, given),
+            "table string, part string, rows long").collect():
         if row["table"] is None:
             task_frames.append(row["rows"])
         else:
@@ -145,6 +168,57 @@ def write(frames: Any, out: str, *, frames_per_task: int | None = None,
     finally:
         sink.remove(f"{out}/_steps")
     return AnalysesRun(groups, tuple(sorted(task_frames, reverse=True)))
+
+
+def frames_per_task_for(spark: Any) -> int:
+    """The frames one task holds: the Spark setting ``spark.nsqviz.analyses.framesPerTask``
+    if set, else :func:`frames_for_cap` of the cap on a Python worker
+    (``spark.executor.pyspark.memory``)."""
+    setting = spark.conf.get(FRAMES_PER_TASK_SETTING, None)
+    if setting:
+        return int(setting)
+    return frames_for_cap(spark.conf.get("spark.executor.pyspark.memory", None))
+
+
+def frames_for_cap(cap: str | None) -> int:
+    """:data:`~nsqviz.pipeline.groups.FRAMES_PER_TASK` -- or fewer, as many as fit in
+    ``cap`` (a Spark memory size, ``3g``) by :data:`FRAME_BYTES`, when there is one."""
+    if not cap:
+        return FRAMES_PER_TASK
+    room = _mebibytes(cap) * 2**20 - WORKER_BYTES
+    return max(10_000, min(FRAMES_PER_TASK, room // FRAME_BYTES))
+
+
+def _mebibytes(size: str) -> int:
+    """A Spark memory size (``3g``, ``512m``, ``2048``: MiB without a unit) in MiB."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)i?b?\s*", size.lower())
+    if m is None:
+        raise ValueError(f"spark.executor.pyspark.memory: {size!r} is not a size like 3g")
+    return int(int(m.group(1)) * 1024 ** ("kmgt".index(m.group(2) or "m") - 1))
+
+
+def _tally(spark: Any, frames: str) -> Tally:
+    """The :class:`~nsqviz.pipeline.tally.Tally` of a frames table made earlier: a task
+    per file tallies it."""
+    names = sink.files(frames)
+
+    def task(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for batch in batches:
+            for i in batch["id"].to_pylist():
+                tally = Tally()
+                for rows in sink.read(frames, [names[i]], drop=("fields",)):
+                    tally.add(rows)
+                tally.held_in(names[i])
+                yield pa.RecordBatch.from_arrays([pa.array([tally.dumps()], pa.binary())],
+                                                 ["tally"])
+
+    n = max(1, len(names))
+    return Tally.merged(r["tally"] for r in spark.range(0, len(names), 1, n).mapInArrow(
+        task, "tally binary").collect())
 
 
 def _whole_servers(tally: Tally, out: str) -> dict[str, bytes]:
@@ -221,24 +295,27 @@ def _python_batches(view: View) -> Callable[[Iterator[Any]], Iterator[Any]]:
     return task
 
 
-def _deal(frames: Any, parts: int, frames_per_task: int, links: Any
-          ) -> tuple[int, int, Any]:
-    """``frames`` partitioned for the analyses' tasks: the number of tasks (at least
-    ``parts`` when there are groups enough), of groups of connections, and the frames
-    repartitioned so that each task gets its groups (:func:`nsqviz.pipeline.groups.deal`
-    over the ``links`` rows of :data:`~nsqviz.pipeline.groups.LINKS`, an Arrow table).
+@dataclass(frozen=True)
+class _Task:
+    """What one analyses' task reads: its connections' rows (``conns``, an Arrow array
+    of ``conn_id`` s, a null among them for the frames of no connection) in the frames
+    table's ``files`` that hold any."""
 
-    The count is explicit, which adaptive execution keeps (it would coalesce a small
-    shuffle into one partition: one task, one core). ``repartition(n, c)`` sends a row
-    to partition ``pmod(hash(c), n)``, so each task is labelled with a number that
-    Spark's own hash sends there; each connection gets its task's label through a
-    broadcast join (a table of connections, far smaller than their frames, handed to
-    Spark as Arrow: a list of rows would be a Python job to convert)."""
+    files: list[str]
+    conns: Any
+
+
+def _deal(parts: int, frames_per_task: int, tally: Tally) -> tuple[list[_Task], int]:
+    """The analyses' tasks -- at least ``parts`` when there are groups enough
+    (:func:`nsqviz.pipeline.groups.deal` over the ``tally`` 's link rows, of
+    :data:`~nsqviz.pipeline.groups.LINKS`) -- and the number of groups of connections.
+    Each task is told the files of the frames table that hold its connections (the
+    tally says which file holds which); a capture warning belongs to no connection: its
+    own group."""
     import pyarrow as pa
-    from pyspark.sql import functions as F
+    import pyarrow.compute as pc
 
-    spark = frames.sparkSession
-    rows = links.to_pylist()
+    rows = tally.links.to_pylist()
     group = components((r["conn_id"], r["host"], r["link"]) for r in rows
                        if r["conn_id"] is not None)
     sizes: dict[str | None, int] = {}
@@ -250,29 +327,27 @@ def _deal(frames: Any, parts: int, frames_per_task: int, links: Any
             key = group[r["conn_id"]]
             sizes[key] = sizes.get(key, 0) + r["frames"]
     n, dealt = deal(sizes, frames_per_task, parts)
-    label: dict[int, int] = {}
-    for r in spark.range(64 * n).selectExpr("id", f"pmod(hash(id), {n}) AS p").collect():
-        label.setdefault(r["p"], r["id"])
-    conns = sorted(group.items())
-    tasks = spark.createDataFrame(pa.table({
-        "conn_id": pa.array([conn for conn, _ in conns], pa.string()),
-        "nsqviz_task": pa.array([label[dealt[g]] for _, g in conns], pa.int64())}))
-    # a capture warning belongs to no connection: its own group
-    other = F.lit(label[dealt.get(None, 0)]).cast("bigint")
-    column = F.coalesce(F.col("nsqviz_task"), other)
-    joined = frames.join(F.broadcast(tasks), "conn_id", "left")
-    partitioned = joined.repartition(n, column).select(*frames.columns)
-    return n, len(sizes), partitioned
+    conns: list[list[str | None]] = [[] for _ in range(n)]
+    for conn, g in sorted(group.items()):
+        conns[dealt[g]].append(conn)
+    if None in dealt:
+        conns[dealt[None]].append(None)
+    tasks = []
+    for mine in conns:
+        wanted = pa.array(mine, pa.string())
+        tasks.append(_Task([name for name, held in sorted(tally.files.items())
+                            if pc.any(pc.is_in(held, value_set=wanted)).as_py()], wanted))
+    return tasks, len(sizes)
 
 
-def _analyse_groups(paths: dict[str, str], given: dict[str, bytes]
-                    ) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The task that analyses a partition's frames (Arrow batches: some groups', each
-    group's all) and writes each view in ``paths`` that has rows as one Parquet file
-    there, named after the partition (a retried task replaces its failed attempt's
-    file), given the rows of ``given`` (Arrow IPC streams of :data:`WHOLE_SERVER`
-    views). It yields one row per file -- the view, the file and its rows -- and one with
-    no view: the frames it held."""
+def _analyse_groups(frames: str, tasks: list[_Task], paths: dict[str, str],
+                    given: dict[str, bytes]) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The task that analyses one of ``tasks``' groups -- its number is the one row it is
+    given -- reading their rows from the frames table ``frames`` itself, and writes each
+    view in ``paths`` that has rows as one Parquet file there, named after the task (a
+    retried task replaces its failed attempt's file), given the rows of ``given`` (Arrow
+    IPC streams of :data:`WHOLE_SERVER` views). It yields one row per file -- the view,
+    the file and its rows -- and one with no view: the frames it held."""
     schemas = {name: arrow_schemas()[name] for name in paths}
 
     def task(batches: Iterator[Any]) -> Iterator[Any]:
@@ -280,14 +355,16 @@ def _analyse_groups(paths: dict[str, str], given: dict[str, bytes]
         from pyspark import TaskContext
 
         from nsqviz.pipeline.on_duckdb import analyse
+        from nsqviz.records import frame_schema
 
-        received = list(batches)
-        if not received:  # no frames at all
-            return
+        (index,) = pa.concat_arrays([b["id"] for b in batches]).to_pylist()
+        mine = tasks[index]
         context = TaskContext.get()
-        index, cpus = (context.partitionId(), context.cpus()) if context else (0, 1)
-        group = pa.Table.from_batches(received)
-        del received
+        cpus = context.cpus() if context else 1
+        schema = frame_schema()
+        group = pa.Table.from_batches(
+            list(sink.read(frames, mine.files, drop=("fields",), keep=("conn_id", mine.conns))),
+            schema.remove(schema.get_field_index("fields")))
         yield pa.RecordBatch.from_arrays(
             [pa.array([None], pa.string()), pa.array([f"part-{index:05d}"]),
              pa.array([group.num_rows], pa.int64())], ["table", "part", "rows"])
@@ -300,8 +377,8 @@ def _analyse_groups(paths: dict[str, str], given: dict[str, bytes]
                 continue
             writer = sink.PartWriter(paths[name], f"part-{index:05d}", schemas[name])
             try:
-                for batch in table.cast(schemas[name]).to_batches():
-                    writer.write(batch)
+                for part in table.cast(schemas[name]).to_batches():
+                    writer.write(part)
             except BaseException:
                 writer.abort()
                 raise

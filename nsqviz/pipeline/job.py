@@ -124,7 +124,6 @@ def _run(spark: SparkSession, files: list[str], uri: str, result: PipelineResult
          **options: Any) -> None:
     from nsqviz.pipeline import analyses
     from nsqviz.pipeline.frames import write_frames
-    from nsqviz.pipeline.schemas import FRAME_SCHEMA
 
     def stage_2(run: FramesRun) -> None:
         if isinstance(tracker, Progress):
@@ -135,13 +134,12 @@ def _run(spark: SparkSession, files: list[str], uri: str, result: PipelineResult
     result.frames_seconds = time.perf_counter()
     tally = result.stage_2.tally
     assert tally is not None  # asked for
-    # The analyses never look at `fields` (the hex of every body: most of the bytes),
-    # and read the rest once (the decoding tasks tallied what dealing them needs). The
-    # table's schema is known: no Spark job to infer it.
-    frames = spark.read.schema(FRAME_SCHEMA).parquet(f"{uri}/frames").drop("fields")
+    # The analyses' tasks read the frames they are dealt from the table's files
+    # themselves, never `fields` (the hex of every body: most of the bytes); the
+    # decoding tasks tallied what dealing them needs.
     if isinstance(tracker, Progress):
         tracker.next_phase("analyses", frames=tally.frames)
-    result.analyses = analyses.write(frames, uri, tally=tally)
+    result.analyses = analyses.write(spark, f"{uri}/frames", uri, tally=tally)
     if count:
         for name in _tables():
             result.counts[name] = _rows(spark, f"{uri}/{name}")

@@ -16,16 +16,25 @@ first and renamed into place: a retried task replaces what its failed attempt le
 a reader never sees half a file. ``out`` is a local path or a URI pyarrow's file systems
 know (``file://``, ``s3://``, ``hdfs://``); on a cluster it must be one every executor
 reaches, as the captures must be.
+
+The analyses' tasks read the frames table back the same way (:func:`files`,
+:func:`read`): each task only the files that hold its connections, and of those only
+its connections' rows, with pyarrow -- not through Spark (a shuffle of the whole table,
+then every row turned into JVM rows and back into Arrow for the Python task).
 """
 
 from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-__all__ = ["PartWriter", "clear", "done", "remove", "summary_schema"]
+__all__ = ["PartWriter", "clear", "done", "files", "read", "remove", "summary_schema"]
+
+READ_ROWS = 65_536
+"""Rows :func:`read` takes from a file at a time (before it keeps only those wanted)."""
 
 
 @cache
@@ -65,6 +74,36 @@ def done(out: str) -> None:
     filesystem, path = _fs(out)
     with filesystem.open_output_stream(f"{path}/_SUCCESS"):
         pass
+
+
+def files(out: str) -> list[str]:
+    """The names of the Parquet files of the table ``out``, in name order."""
+    from pyarrow import fs
+
+    filesystem, path = _fs(out)
+    return sorted(info.base_name for info in
+                  filesystem.get_file_info(fs.FileSelector(path))
+                  if info.base_name.endswith(".parquet") and not info.base_name.startswith("."))
+
+
+def read(out: str, names: list[str], *, drop: tuple[str, ...] = (),
+         keep: tuple[str, Any] | None = None) -> Iterator[Any]:
+    """The rows of the files ``names`` of the table ``out`` as Arrow batches, without the
+    columns ``drop``; with ``keep`` (a column and an Arrow array of values, a null among
+    them matching nulls), only the rows whose value in that column is one of them."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    filesystem, path = _fs(out)
+    for name in names:
+        with filesystem.open_input_file(f"{path}/{name}") as f:
+            table = pq.ParquetFile(f)
+            columns = [c for c in table.schema_arrow.names if c not in drop]
+            for batch in table.iter_batches(batch_size=READ_ROWS, columns=columns):
+                if keep is not None:
+                    batch = batch.filter(pc.is_in(batch[keep[0]], value_set=keep[1]))
+                if batch.num_rows:
+                    yield batch
 
 
 class PartWriter:

@@ -152,6 +152,8 @@ class PcapReader(DataSourceReader):
             writer.abort()
             raise
         summary = writer.close()
+        if tally is not None:
+            tally.held_in(summary["part"][0].as_py())
         yield pa.RecordBatch.from_arrays(
             [*summary.columns, pa.array([tally.dumps() if tally else None], pa.binary())],
             schema=source_summary_schema())

@@ -22,14 +22,16 @@ between decoding and the analyses -- three jobs, each a scan and a shuffle of th
 table, with the driver's grouping after them; two cores shortened them little, so
 they bounded what a second core could gain for the pipeline as a whole. The decoding
 tasks hold every row once anyway: a tally there costs a few DuckDB queries per 64 K
-rows, in parallel, and travels to the driver in the summary row each task gives.
+rows, in parallel, and travels to the driver in the summary row each task gives. It
+also says which of the table's files hold each connection's rows (:meth:`Tally.held_in`):
+an analyses' task reads only those files (:func:`nsqviz.pipeline.sink.read`).
 """
 
 from __future__ import annotations
 
 import json
 import pickle
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -38,7 +40,7 @@ from nsqviz.pipeline.definitions import definitions, reads
 from nsqviz.pipeline.groups import LINKS, WHOLE_SERVER
 from nsqviz.pipeline.on_duckdb import analyse, duckdb_sql
 
-__all__ = ["FLUSH_ROWS", "Tally", "combining_sql", "tally_batches"]
+__all__ = ["FLUSH_ROWS", "Tally", "combining_sql"]
 
 FLUSH_ROWS = 65_536
 """Rows a tally keeps before it computes their partial rows: what it holds of a task's
@@ -54,11 +56,14 @@ class Tally:
     """Partial rows of :data:`~nsqviz.pipeline.groups.LINKS` and of each
     :data:`~nsqviz.pipeline.groups.WHOLE_SERVER` view (Arrow tables), and the frames
     (commands and server frames) counted, for the part of the frames :meth:`add` was
-    given; :meth:`merge` adds another part's."""
+    given; :meth:`merge` adds another part's. ``files``: each file of the frames table
+    (its name) and the connections it holds rows of (an Arrow array of ``conn_id`` s,
+    with a null if it holds frames of no connection)."""
 
     links: Any = None
     whole: dict[str, Any] = field(default_factory=dict)
     frames: int = 0
+    files: dict[str, Any] = field(default_factory=dict)
     pending: list[Any] = field(default_factory=list, repr=False)  # Arrow tables
     pending_rows: int = 0
 
@@ -96,12 +101,25 @@ class Tally:
         whole = analyse(frames, WHOLE_SERVER, ordered=False, threads=1)
         self._add_up(Tally(links, whole))
 
+    def held_in(self, file: str) -> None:
+        """The rows added are those of the frames table's file ``file``: keep which
+        connections it holds (every row of a connection names its client address, so
+        each has a link row; a last row counts the frames of no connection)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        self.flush()
+        links = self.links
+        self.files[file] = (pa.array([], pa.string()) if links is None else
+                            pc.unique(links.filter(pc.greater(links["frames"], 0))["conn_id"]))
+
     def merge(self, other: Tally) -> Tally:
         """This tally with ``other``'s rows added (both flushed)."""
         self.flush()
         other.flush()
         self._add_up(other)
         self.frames += other.frames
+        self.files.update(other.files)
         return self
 
     def _add_up(self, other: Tally) -> None:
@@ -117,13 +135,13 @@ class Tally:
     def dumps(self) -> bytes:
         """The tally, flushed, as bytes (what a task hands the driver)."""
         self.flush()
-        return pickle.dumps((self.links, self.whole, self.frames),
+        return pickle.dumps((self.links, self.whole, self.frames, self.files),
                             protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
     def loads(cls, data: bytes) -> Tally:
-        links, whole, frames = pickle.loads(data)
-        return cls(links, whole, frames)
+        links, whole, frames, files = pickle.loads(data)
+        return cls(links, whole, frames, files)
 
     @classmethod
     def merged(cls, parts: Iterable[bytes | None]) -> Tally:
@@ -137,17 +155,6 @@ class Tally:
             out.add(_empty_frames())
             out.flush()
         return out
-
-
-def tally_batches(batches: Iterator[Any]) -> Iterator[Any]:
-    """A Spark ``mapInArrow`` task over frames-table batches: one row, the
-    :meth:`Tally.dumps` of its partition (schema ``tally binary``)."""
-    import pyarrow as pa
-
-    tally = Tally()
-    for batch in batches:
-        tally.add(batch)
-    yield pa.RecordBatch.from_arrays([pa.array([tally.dumps()], pa.binary())], ["tally"])
 
 
 _LINKS_ADDED = ("SELECT conn_id, host, link, CAST(sum(frames) AS BIGINT) AS frames "

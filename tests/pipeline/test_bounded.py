@@ -56,3 +56,15 @@ def test_the_tables_are_the_in_process_ones(spark, one_broker):
     _same(whole, written, "pipeline", present)
     for name in set(tables()) - set(present):  # TubeMQ's, HTTP's: none here either
         assert written[name].count() == 0, name
+
+
+def test_a_capped_worker_is_dealt_what_fits_in_its_cap():
+    from nsqviz.pipeline.analyses import FRAME_BYTES, WORKER_BYTES, frames_for_cap
+    from nsqviz.pipeline.groups import FRAMES_PER_TASK
+
+    assert frames_for_cap(None) == FRAMES_PER_TASK
+    assert frames_for_cap("3g") == (3 * 2**30 - WORKER_BYTES) // FRAME_BYTES < FRAMES_PER_TASK
+    assert frames_for_cap("3072") == frames_for_cap("3g")  # Spark's unit: MiB
+    assert frames_for_cap("64g") == FRAMES_PER_TASK
+    with pytest.raises(ValueError, match="like 3g"):
+        frames_for_cap("three")

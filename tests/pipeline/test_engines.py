@@ -111,26 +111,32 @@ def in_process(all_frames):
 
 
 @pytest.fixture(scope="module")
-def spark_frames(spark, all_frames, tmp_path_factory):
-    """The frames on Spark, read once: every view below reads them, and the pipeline's
-    tasks do too."""
+def frames_table(all_frames, tmp_path_factory) -> str:
+    """The frames as a Parquet table, cut in files as a pipeline run writes it (the
+    analyses' tasks read each connection's rows from the files that hold them)."""
     import pyarrow.parquet as pq
 
-    path = str(tmp_path_factory.mktemp("frames") / "frames.parquet")
-    pq.write_table(all_frames, path)
-    frames = spark.read.parquet(path).drop("fields").cache()
+    path = tmp_path_factory.mktemp("frames")
+    for k, lo in enumerate(range(0, all_frames.num_rows, 50_000)):
+        pq.write_table(all_frames.slice(lo, 50_000), str(path / f"part-{k:05d}.parquet"))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def spark_frames(spark, frames_table):
+    """The frames on Spark, read once: every view below reads them."""
+    frames = spark.read.parquet(frames_table).drop("fields").cache()
     frames.count()
     yield frames
     frames.unpersist()
 
 
-def test_the_pipeline_gives_the_in_process_tables(in_process, spark_frames, tmp_path):
+def test_the_pipeline_gives_the_in_process_tables(spark, in_process, frames_table, tmp_path):
     from nsqviz.pipeline import analyses
 
     assert len(SAMPLES) >= 20
-    analyses.write(spark_frames, str(tmp_path))
-    written = {name: spark_frames.sparkSession.read.parquet(str(tmp_path / name))
-               for name in tables()}
+    analyses.write(spark, frames_table, str(tmp_path))
+    written = {name: spark.read.parquet(str(tmp_path / name)) for name in tables()}
     _same(in_process, written, "pipeline")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(tables())
 

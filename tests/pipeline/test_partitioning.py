@@ -1,4 +1,4 @@
-"""The analyses give the same tables however Spark partitions the frames.
+"""The analyses give the same tables however the frames lie in the table's files.
 
 Two simulated deployments share one rotated capture set: the same seed and start time
 (so the same message ids, bodies and timestamps) on two nsqds at different addresses.
@@ -32,10 +32,12 @@ def twins(spark, tmp_path_factory):
 
 
 def _tables(frames, out):
+    """The analyses of ``frames`` (a DataFrame), written as a Parquet table first."""
     from nsqviz.pipeline import analyses
     from nsqviz.pipeline.definitions import tables
 
-    analyses.write(frames, str(out))
+    frames.write.parquet(str(out / "frames"))
+    analyses.write(frames.sparkSession, str(out / "frames"), str(out))
     return {name: frames.sparkSession.read.parquet(str(out / name))
             for name in tables()}
 
@@ -47,10 +49,10 @@ def _rows(df) -> list[str]:
 
 def test_tables_do_not_depend_on_partitioning(spark, twins, tmp_path):
     truths, path = twins
-    frames = spark.read.parquet(path).drop("fields")
+    frames = spark.read.parquet(path)
     one = {k: _rows(v) for k, v in _tables(frames.coalesce(1), tmp_path / "one").items()}
-    # Another partitioning: each connection's rows spread over 5 partitions by frame
-    # number, latest first.
+    # Another partitioning: each connection's rows spread over 5 files by frame number,
+    # latest first.
     spread = frames.repartition(5, "seq").sortWithinPartitions(frames.ts.desc())
     other = {k: _rows(v) for k, v in _tables(spread, tmp_path / "spread").items()}
     for name in one:
