@@ -267,8 +267,11 @@ WITH both_ AS (
          CASE WHEN {COMMAND} THEN 'C' ELSE 'H' END AS t,
          CASE WHEN {COMMAND} THEN name END AS cmd
   FROM {FRAMES}
-  WHERE (name = {RESPONSE} AND data = {_HEARTBEAT})
-     OR ({COMMAND} AND dir = '{C2S}')
+  WHERE ((name = {RESPONSE} AND data = {_HEARTBEAT})
+         OR ({COMMAND} AND dir = '{C2S}'))
+    -- a connection nsqd sent no heartbeat has no row (counting its commands costs)
+    AND conn_id IN (SELECT conn_id FROM {FRAMES}
+                    WHERE name = {RESPONSE} AND data = {_HEARTBEAT})
 ), counted AS (
   SELECT *, sum(CASE WHEN t = 'H' THEN 1 ELSE 0 END) OVER (
               PARTITION BY conn_id ORDER BY seq
