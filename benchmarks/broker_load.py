@@ -6,7 +6,8 @@ under the same load: ``bench_writer`` (200-byte messages in MPUBs of 200) and
 configuration (nsqd's default ``--mem-queue-size`` 10,000, so most of a backlog goes to
 disk, and 10,000,000, all in memory) three phases:
 
-1. **writer alone** -- the topic has no channel yet, so everything is backlog;
+1. **writer alone** -- the topic has no channel yet, so everything is backlog (the topic
+   is created over HTTP before the writer starts: see :func:`prepare_topic`);
 2. **reader alone** -- a reader drains that backlog (its SUB creates the channel: the
    time to answer that SUB is printed on its own, measured by a probe connection just
    before the reader starts);
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.client_connection import ClientConnection
@@ -100,6 +102,25 @@ def _finish(proc: subprocess.Popen, started: float, runfor: float) -> tuple[floa
     return _ops(out), wall
 
 
+def prepare_topic(http_address: str, topic: str) -> None:
+    """Create ``topic`` over HTTP and wait until the server has written its metadata
+    (``/stats`` is answered after it: nsqd's stats take the lock its fsync of
+    ``nsqd.dat`` holds, and our broker's one thread answers once its own fsync is done),
+    so that a load starting next does not have the fsync of a new topic -- tens to
+    hundreds of ms on a busy disk, during which both servers hold publishing up -- in its
+    timed window."""
+    topic_request(http_address, "create", topic)
+    urllib.request.urlopen(f"http://{http_address}/stats?format=json&topic={topic}",
+                           timeout=60).read()
+
+
+def topic_request(http_address: str, action: str, topic: str) -> None:
+    """``POST /topic/<action>?topic=...`` (create, delete)."""
+    req = urllib.request.Request(f"http://{http_address}/topic/{action}?topic={topic}",
+                                 method="POST", data=b"")
+    urllib.request.urlopen(req, timeout=60).read()
+
+
 def sub_latency(address: str) -> float:
     """Seconds from a SUB on the backlog's topic until its OK (the channel is created)."""
     host, port = address.rsplit(":", 1)
@@ -125,6 +146,7 @@ def run_server(server: NsqdProcess, tools: dict[str, str], runfor: float) -> dic
               f"--runfor={runfor}s"]
     pid = server.pid
     result: dict = {"load average": os.getloadavg()[0]}
+    prepare_topic(server.http_address, TOPIC)  # no channel: the writer's is all backlog
     rss0 = _proc_status(pid, "VmRSS")
     for phase in PHASES:
         cpu0 = _cpu_seconds(pid)

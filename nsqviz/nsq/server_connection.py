@@ -281,7 +281,7 @@ class ServerConnection(_Connection):
             if refused is not None:
                 out.append(refused)
             return False
-        return self._accept(cmd, offset, raw, out)
+        return self._accept(cmd, offset, raw, out, len(data))
 
     def _judge(self, cmd: ev.Command) -> ev.Refused | None:
         """An observer's verdict on a well-formed command: what nsqd answers where its
@@ -319,7 +319,7 @@ class ServerConnection(_Connection):
             out.append(ev.Violation("", text, False, offset, raw, cmd, field, reason, at))
             if not self.passive:
                 # nsqd runs it: the broker gets the command's own event next
-                return self._accept(cmd, offset, raw, out)
+                return self._accept(cmd, offset, raw, out, len(data))
             self._track(cmd)
             return False
         if self.passive:
@@ -330,8 +330,9 @@ class ServerConnection(_Connection):
         return self._refuse(out, code, text, offset, raw, cmd, field, reason, at)
 
     def _accept(self, cmd: ev.Command, offset: int, raw: RawFrame | None,
-                out: list[ev.Event]) -> bool:
-        """nsqd's checks that need the decoded command, then the state it changes."""
+                out: list[ev.Event], size: int) -> bool:
+        """nsqd's checks that need the decoded command (``size`` bytes on the wire), then
+        the state it changes."""
         kind = type(cmd)
         config = self.config
         refuse = self._refuse
@@ -368,7 +369,10 @@ class ServerConnection(_Connection):
                 text = f"MPUB invalid message count {len(cmd.bodies)}"
                 return refuse(out, ErrorCode.BAD_BODY, text, offset, raw, command=cmd,
                               field="num messages")
-            if max(map(len, cmd.bodies), default=0) > config.max_msg_size:  # one look in C
+            # no message is longer than the whole command: only an MPUB larger than
+            # max_msg_size needs each message looked at (one look in C)
+            if (size > config.max_msg_size
+                    and max(map(len, cmd.bodies), default=0) > config.max_msg_size):
                 big = next(b for b in cmd.bodies if len(b) > config.max_msg_size)
                 text = f"MPUB message too big {len(big)} > {config.max_msg_size}"
                 return refuse(out, ErrorCode.BAD_MESSAGE, text, offset, raw, command=cmd,

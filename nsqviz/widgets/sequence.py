@@ -110,6 +110,10 @@ class SequenceDiagram(StaticView):
     SMALL = 6.1  # a 10-px one
     TIMER_CHARS = 22
     LANE = 12
+    STAMP_CHARS = 9
+    """The time margin's least width in characters (``1234.5 ms``, ``12.345s``): a
+    run's times differ in their digits from one run to the next, and the lanes must not
+    move with them (a notebook's stored picture is compared with a fresh run's)."""
 
     LABEL_GAP = 11
     """The height of a timer's label line: two labels' baselines are at least this apart."""
@@ -153,7 +157,7 @@ class SequenceDiagram(StaticView):
         rows as tall as their labels, timer labels stacked so that none overlaps."""
         n = len(self.participants)
         stamps = max((len(a.t) for a in self.arrows), default=0)
-        left = stamps * self.GLYPH + 12 if stamps else 8
+        left = max(stamps, self.STAMP_CHARS) * self.GLYPH + 12 if stamps else 8
         timer_lines = [textwrap.wrap(s.label, self.TIMER_CHARS) or [""] for s in self.spans]
         right = self.BOX / 2 + 8  # beyond the last lane
         if self.spans:

@@ -299,3 +299,15 @@ def test_a_sequence_diagram_is_laid_out_for_the_width_it_is_shown_in():
     ident = "IDENTIFY {feature_negotiation,heartbeat_interval,output_buffer_timeout}"
     lines = SequenceDiagram(["c", "nsqd", "p"], [Arrow("c", "nsqd", ident)]).layout().lines[0]
     assert "output_buffer_timeout}" in lines and "".join(lines) == ident  # 05's was cut
+
+
+def test_lanes_do_not_move_with_the_digits_of_a_runs_times():
+    """A notebook's stored diagram is compared with a fresh run's (times masked): a
+    slower run's ``104.2 ms`` where the stored one had ``98.7 ms`` must not shift the
+    lanes."""
+    def lanes(*times: str) -> dict[str, float]:
+        arrows = [Arrow("client", "nsqd", f"step {n}", t=t) for n, t in enumerate(times)]
+        return SequenceDiagram(["client", "nsqd"], arrows).layout().xs
+
+    assert lanes("0.0 ms", "98.7 ms") == lanes("0.0 ms", "104.2 ms") == lanes("1234.5 ms")
+    assert lanes("0.000s", "9.999s") == lanes("0.000s", "10.001s")

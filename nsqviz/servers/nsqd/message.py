@@ -2,8 +2,9 @@
 on-disk record.
 
 A publish (PUB, MPUB, HTTP ``/pub``, ``/mpub``) becomes one :class:`Batch`: the bodies
-as the command carried them, the hex digits of their consecutive ids (formatted once,
-for the whole batch) and their timestamp. Queues hold the batch, not a message object
+as the command carried them, the first of their consecutive ids (whose hex digits are
+formatted once, for the whole batch, when the first of them leaves a queue) and their
+timestamp. Queues hold the batch, not a message object
 per message. Part of a batch handed to a client is one :class:`Delivery`, which stands
 for each of its messages in the client's in-flight table; a :class:`BrokerMessage` is
 made only for a message with a life of its own -- requeued, timed out, touched,
@@ -22,10 +23,9 @@ record's is checked.
 
 from __future__ import annotations
 
-import array
+import binascii
 import functools
 import re
-import sys
 import time
 from collections.abc import Sequence
 from itertools import repeat
@@ -42,6 +42,7 @@ __all__ = [
     "decode_record",
     "encode_record",
     "flying",
+    "id_digits",
 ]
 
 _HEADER = Struct(">qH16s")
@@ -59,6 +60,31 @@ _IDS_AT_ONCE = 256
 def _ids_struct(n: int) -> Struct:
     """``n`` ids, end to end (n <= _IDS_AT_ONCE)."""
     return Struct("16s" * n)
+
+
+@functools.cache
+def _id_steps(n: int) -> tuple[int, int]:
+    """For ``n`` consecutive 64-bit ids as one big-endian integer of ``n`` 64-bit limbs,
+    the first id in the top limb: the number with a 1 in every limb, and the one with
+    each limb's distance from the first (0 at the top, ``n - 1`` at the bottom). ``first
+    * ones + steps`` is then every id at once (no limb carries: ids stay below 2**64)."""
+    ones = sum(1 << (64 * k) for k in range(n))
+    steps = sum((n - 1 - k) << (64 * k) for k in range(n))
+    return ones, steps
+
+
+def id_digits(first: int, n: int) -> bytes:
+    """The hex digits of the ``n`` ids counting up from ``first``, end to end: one big
+    integer multiply and one ``to_bytes`` per :data:`_IDS_AT_ONCE` ids, not a Python int
+    per id (an MPUB of 200 paid ~35 us for building 200 of them)."""
+    parts = []
+    while n > 0:
+        k = min(n, _IDS_AT_ONCE)
+        ones, steps = _id_steps(k)
+        parts.append((first * ones + steps).to_bytes(8 * k, "big"))
+        first += k
+        n -= k
+    return binascii.hexlify(b"".join(parts))
 
 
 class BrokerMessage:
@@ -92,20 +118,26 @@ class Batch:
     (:meth:`messages`, :meth:`records`).
     """
 
-    __slots__ = ("bodies", "digits", "timestamp", "size")
+    __slots__ = ("bodies", "first", "_digits", "timestamp", "size")
 
     def __init__(self, bodies: Sequence[bytes], first: int, timestamp: int):
         """``first``: the first id's 64-bit value; the others count up from it."""
         self.bodies = bodies
-        values = array.array("Q", range(first, first + len(bodies)))
-        if sys.byteorder == "little":
-            values.byteswap()
-        self.digits = values.tobytes().hex().encode()  # the ids' hex digits, end to end
+        self.first = first
+        self._digits: bytes | None = None  # formatted when an id is first asked for
         self.timestamp = timestamp
         self.size = sum(map(len, bodies))  # body bytes, for /stats
 
     def __len__(self) -> int:
         return len(self.bodies)
+
+    @property
+    def digits(self) -> bytes:
+        """The ids' hex digits, end to end: formatted once, when the first of them is
+        delivered or written to disk (a backlog that is never read costs none)."""
+        if self._digits is None:
+            self._digits = id_digits(self.first, len(self.bodies))
+        return self._digits
 
     def ids(self, start: int, stop: int) -> tuple[bytes, ...]:
         """The ids of messages ``start`` to ``stop``, cut from the digits by ``struct``
@@ -130,7 +162,7 @@ class Batch:
                 for mid, body in zip(self.ids(start, stop), self.bodies[start:stop], strict=True)]
 
     def __repr__(self) -> str:
-        return f"Batch({len(self)} messages from {self.digits[:16]!r})"
+        return f"Batch({len(self)} messages from {self.first:016x})"
 
 
 class IDGenerator:

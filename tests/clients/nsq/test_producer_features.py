@@ -53,6 +53,21 @@ def test_pub_mpub_dpub_on_the_wire(tapped):
     assert [r.data for r in oks] == [b"OK"] * 3
 
 
+def test_mpub_of_text_and_bytes_sends_utf8(tapped):
+    # the usual batch (bytes, one MPUB) skips the per-message looks; text goes the long way
+    ((b, tap),) = tapped(1)
+
+    async def main():
+        async with Producer(tap.address) as p:
+            assert await p.mpub("t", ["h\u00e9", b"b", bytearray(b"c")]) == 1
+            assert await p.mpub("t", [b"d", b"ee"]) == 1
+
+    run(main())
+    (conn,) = tap.connections
+    mpubs = [e.event for e in conn.commands() if type(e.event) is Mpub]
+    assert [m.bodies for m in mpubs] == [("h\u00e9".encode(), b"b", b"c"), (b"d", b"ee")]
+
+
 def test_sizes_are_checked_before_sending_and_big_mpubs_split(tapped):
     ((b, tap),) = tapped(1)
 

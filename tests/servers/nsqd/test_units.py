@@ -14,7 +14,13 @@ from nsqviz.nsq import grammar
 from nsqviz.servers.goflags import parse_duration
 from nsqviz.servers.nsqd.diskqueue import DiskQueue
 from nsqviz.servers.nsqd.identify import IdentifyRefused, Negotiated, negotiate
-from nsqviz.servers.nsqd.message import BrokerMessage, IDGenerator, decode_record, encode_record
+from nsqviz.servers.nsqd.message import (
+    BrokerMessage,
+    IDGenerator,
+    decode_record,
+    encode_record,
+    id_digits,
+)
 from nsqviz.servers.nsqd.options import Options
 
 ids = st.binary(min_size=16, max_size=16).map(lambda b: b.hex()[:16].encode())
@@ -44,6 +50,14 @@ def test_ids_unique_and_hex():
     got = [i for b in batches for i in b.ids(0, len(b))]
     assert len(got) == 200 and len(set(got)) == len(got)
     assert all(len(i) == 16 and int(i, 16) >= 0 for i in got)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 200, 255, 256, 257, 600])
+@pytest.mark.parametrize("first", [0, 1, 0x0123456789ABCDEF, 2**64 - 601])
+def test_id_digits_are_each_id_in_hex(first, n):
+    # every id at once by one multiply per 256 ids: the same digits as one id at a time,
+    # across the chunk boundaries and up to the top of the 64-bit range
+    assert id_digits(first, n) == b"".join(b"%016x" % (first + k) for k in range(n))
 
 
 def test_a_batch_unpacks_into_the_messages_and_records_it_holds():
