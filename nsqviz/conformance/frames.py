@@ -21,15 +21,22 @@ in a ``/lookup`` request names the consumer whose NSQ connections it feeds.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from nsqviz.conformance.rules import RULES, Connection, Seen, check_connection
+from nsqviz.conformance.rules import (
+    FAIL,
+    MESSAGE_RULES,
+    RULES,
+    Connection,
+    Seen,
+    check_connection,
+)
 from nsqviz.nsq import events as ev
 from nsqviz.nsq.commands import COMMAND_NAMES, FRAME_NAMES
 from nsqviz.stream.direction import Direction
 
-__all__ = ["COLUMNS", "INPUT", "schema", "verdicts"]
+__all__ = ["COLUMNS", "INPUT", "failures", "schema", "verdicts"]
 
 INPUT = ("server", "conn_id", "ts", "dir", "kind", "name", "packets", "file",
          "packet_files", "violation", "reason", "msg_id", "count", "delay_ms", "attempts",
@@ -65,21 +72,49 @@ def verdicts(rows: Any) -> Any:
     """Every verdict of the client guide on the connections in ``rows`` (an Arrow table
     of :data:`INPUT`), as an Arrow table of :data:`COLUMNS`. The rows are read one
     connection at a time: what this holds in Python is one connection's."""
-    import pyarrow as pa
+    return _table(_each(rows, lambda cols: None))
+
+
+def failures(rows: Any) -> Any:
+    """The failed verdicts of :func:`verdicts`, from fewer rows: ``rows`` has the
+    columns of :data:`INPUT` and ``whole``. A connection whose rows are whole is judged
+    on every rule; of one that is not, SQL found that no rule of :data:`~nsqviz.
+    conformance.rules.MESSAGE_RULES` can fail on it and left out its messages and its
+    answers nsqd took (its first and last events kept): it is judged on the other rules,
+    which fail on what is left as on the whole connection (NSQ's ``guide_failures``
+    view says when each of those can fail)."""
+    every = None
+    others = [r for r in RULES if r not in MESSAGE_RULES]
+    return _table(row for row in _each(
+        rows, lambda cols: every if cols["whole"][0] else others)
+        if row["status"] == FAIL)
+
+
+def _each(rows: Any, rules: Callable[[dict[str, list[Any]]], list[str] | None]
+          ) -> Iterator[dict[str, Any]]:
+    """The verdicts on each connection of ``rows``, on the ``rules`` chosen for it from
+    its columns (``None``: all)."""
     import pyarrow.compute as pc
 
     files = _files(rows)
     if len(files) <= 1:  # one file: numbers are enough
         rows = rows.drop_columns(["packet_files"])
-    out: dict[str, list[Any]] = {name: [] for name in COLUMNS}
     start = 0
     ids = rows["conn_id"].combine_chunks()
     ends = pc.run_end_encode(ids).run_ends.to_pylist() if len(ids) else []
     for end in ends:
-        for row in _verdicts(_Rows(rows.slice(start, end - start).to_pydict(), files)):
-            for name, column in out.items():
-                column.append(row[name])
+        connection = _Rows(rows.slice(start, end - start).to_pydict(), files)
+        yield from _verdicts(connection, rules(connection.cols))
         start = end
+
+
+def _table(rows: Iterable[dict[str, Any]]) -> Any:
+    import pyarrow as pa
+
+    out: dict[str, list[Any]] = {name: [] for name in COLUMNS}
+    for row in rows:
+        for name, column in out.items():
+            column.append(row[name])
     return pa.Table.from_pydict(out, schema=schema())
 
 
@@ -123,13 +158,14 @@ class _Rows:
         return [k & _LOW for k in keys], [files[k >> _SHIFT] for k in keys]
 
 
-def _verdicts(rows: _Rows) -> Iterator[dict[str, Any]]:
-    """The verdicts on one connection (none when it was not captured whole)."""
+def _verdicts(rows: _Rows, rules: list[str] | None) -> Iterator[dict[str, Any]]:
+    """The verdicts on one connection (none when it was not captured whole), on
+    ``rules`` (``None``: all)."""
     cols = rows.cols
     conn = _connection(rows, 0, len(cols["conn_id"]))
     if conn is None:
         return
-    for v in check_connection(conn):
+    for v in check_connection(conn, rules):
         numbers, files = rows.packets(v.packets)
         yield {"server": cols["server"][0], "conn_id": cols["conn_id"][0], "rule": v.rule,
                "asks": RULES.get(v.rule, ""), "status": v.status, "detail": v.detail,

@@ -13,7 +13,7 @@ are checked by :func:`check_consumer`, :func:`check_backoff` and :func:`check_po
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,8 +22,8 @@ from nsqviz.nsq.commands import BY_EVENT, name_of
 from nsqviz.nsq.errors import not_in_flight
 from nsqviz.stream.direction import Direction
 
-__all__ = ["RULES", "Connection", "Seen", "Verdict", "check_backoff", "check_connection",
-           "check_consumer", "check_polls"]
+__all__ = ["MESSAGE_RULES", "RULES", "Connection", "Seen", "Verdict", "check_backoff",
+           "check_connection", "check_consumer", "check_polls"]
 
 PASS, FAIL, NOT_EXERCISED = "pass", "fail", "not exercised"
 
@@ -114,11 +114,19 @@ def _v(rule: str, status: str, detail: str, *seen: Seen | None) -> Verdict:
 # ------------------------------------------------------------------- one connection
 
 
-def check_connection(conn: Connection) -> list[Verdict]:
-    """Every per-connection rule for ``conn``."""
-    return [check(conn) for check in (
-        _handshake, _feature_negotiation, _initial_rdy, _max_rdy_count, _rdy_update,
-        _heartbeat, _in_flight, _state, _cls_before_close)]
+def check_connection(conn: Connection,
+                     rules: Collection[str] | None = None) -> list[Verdict]:
+    """Every per-connection rule for ``conn`` (or those of ``rules``, in this order)."""
+    return [check(conn) for rule, check in _CHECKS.items()
+            if rules is None or rule in rules]
+
+
+MESSAGE_RULES = frozenset({"rdy-update", "heartbeat", "in-flight"})
+"""The per-connection rules that read a connection's messages and their answers one by
+one. The others read its control commands and frames (the magic, IDENTIFY, SUB, RDY,
+CLS, nsqd's responses), the commands nsqd refused and its first and last events: they
+fail on those alone as on the whole connection -- what lets the doctor ask them of a
+connection without its messages (:func:`nsqviz.conformance.frames.failures`)."""
 
 
 def _commands(conn: Connection) -> list[Seen]:
@@ -357,6 +365,15 @@ def _cls_before_close(conn: Connection) -> Verdict:
                   "without CLS", last)
     return _v("cls-before-close", NOT_EXERCISED,
               "the connection did not end by the client within the traffic")
+
+
+_CHECKS: dict[str, Callable[[Connection], Verdict]] = {
+    "handshake": _handshake, "feature-negotiation": _feature_negotiation,
+    "initial-rdy": _initial_rdy, "max-rdy-count": _max_rdy_count,
+    "rdy-update": _rdy_update, "heartbeat": _heartbeat, "in-flight": _in_flight,
+    "state": _state, "cls-before-close": _cls_before_close,
+}
+"""Each per-connection rule's check, in the order verdicts are given."""
 
 
 # ------------------------------------------------------------------- across connections

@@ -49,6 +49,7 @@ Packet numbers are the first packet of a frame (:data:`nsqviz.sql.FIRST_PACKET`)
 from __future__ import annotations
 
 from nsqviz.nsq import events as ev
+from nsqviz.nsq.analyses_guide import GUIDE, GUIDE_FAILURES
 from nsqviz.nsq.commands import BY_EVENT, COMMANDS, ENDS_FLIGHT, FRAME_NAMES, BodyKind
 from nsqviz.nsq.wire import HEARTBEAT
 from nsqviz.sql import (
@@ -266,8 +267,11 @@ WITH both_ AS (
          CASE WHEN {COMMAND} THEN 'C' ELSE 'H' END AS t,
          CASE WHEN {COMMAND} THEN name END AS cmd
   FROM {FRAMES}
-  WHERE (name = {RESPONSE} AND data = {_HEARTBEAT})
-     OR ({COMMAND} AND dir = '{C2S}')
+  WHERE ((name = {RESPONSE} AND data = {_HEARTBEAT})
+         OR ({COMMAND} AND dir = '{C2S}'))
+    -- a connection nsqd sent no heartbeat has no row (counting its commands costs)
+    AND conn_id IN (SELECT conn_id FROM {FRAMES}
+                    WHERE name = {RESPONSE} AND data = {_HEARTBEAT})
 ), counted AS (
   SELECT *, sum(CASE WHEN t = 'H' THEN 1 ELSE 0 END) OVER (
               PARTITION BY conn_id ORDER BY seq
@@ -501,21 +505,6 @@ FROM run AS r JOIN cons AS c ON c.conn_id = r.conn_id
 WHERE r.ts >= c.start_ts AND r.ts < c.end_ts
 """
 
-_GUIDE = f"""
-SELECT {server('f.')} AS server, f.conn_id, f.ts, f.dir, f.kind, f.name, f.packets, f.file,
-       f.packet_files, f.violation,
-       -- a FIN/REQ/TOUCH nsqd answered with an error (its id not in flight): the answer,
-       -- as nsqviz conformance marks the command refused
-       coalesce(f.reason, e.data) AS reason,
-       f.msg_id, f.count, f.delay_ms, f.attempts, f.msg_ts, f.data, f.topic, f.channel
-FROM {FRAMES} AS f
-LEFT JOIN {ANSWER_PAIRS} AS p ON p.conn_id = f.conn_id AND p.command_seq = f.seq
- AND p.name = {ERROR} AND f.name IN ({_ANSWERS}) AND f.violation IS NULL
-LEFT JOIN {FRAMES} AS e ON e.conn_id = p.conn_id AND e.seq = p.seq
-WHERE f.conn_id IS NOT NULL AND f.kind IN ('command', 'frame', 'gap', 'flow')
-ORDER BY f.conn_id, f.seq
-"""
-
 ANALYSES = Analyses(
     views=(
         View("conn_info", _CONN_INFO, """Per NSQ connection: its subscription (the first
@@ -561,11 +550,15 @@ record in the capture)."""),
 from one change to the next (``ts`` to ``until_ts``): the RDY it gave, the messages it
 had in flight, the depth of its channel's queue (:data:`channel_depth`), and the client
 guide's starvation test.""", step=True),
-        View("guide", _GUIDE, """One row per verdict of the client guide (``nsqviz
+        View("guide", GUIDE, """One row per verdict of the client guide (``nsqviz
 conformance``'s rules of one connection) on each NSQ connection captured whole: pass,
 fail or not exercised, in words, with the packets that show it
 (:mod:`nsqviz.conformance.frames`).""",
              python="nsqviz.conformance.frames:verdicts"),
+        View("guide_failures", GUIDE_FAILURES, """The failed verdicts of ``guide``, for
+the doctor: the checks run on each connection's control rows only where no rule that reads
+every message can fail (:mod:`nsqviz.nsq.analyses_guide`).""", step=True,
+             python="nsqviz.conformance.frames:failures"),
     ),
     connections=ConnectionColumns("nsq_connections", (
         ("messages_in", "0"), ("messages_published", "0"),

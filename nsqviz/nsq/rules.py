@@ -375,7 +375,7 @@ RECONNECT_CHURN = Rule(
 
 _GUIDE = f"""
 WITH failed AS (
-  SELECT * FROM guide WHERE status = 'fail'
+  SELECT * FROM guide_failures
 ), ev_rows AS (
   -- each packet the verdict names, with the units that begin in it
   SELECT x.server AS k_server, x.conn_id AS k_conn, x.rule AS k_rule, min(f.ts) AS ts,

@@ -234,6 +234,7 @@ WITH last_rdy AS (
   SELECT k.k, q.ts, element_at(q.packets, 1) AS packet, q.conn_id, q.msg_id,
          'REQ (delay ' || CAST(q.delay_ms AS STRING) || ' ms): a failure' AS what
   FROM {FRAMES} AS q JOIN found AS k ON k.conn_id = q.conn_id AND q.seq = k.req_seq
+  WHERE q.name = {REQ}
   UNION ALL {_rdy_rows("k", "found", "AND f.ts >= k.from_ts")}
   UNION ALL {_end_rows("k", "found")}
 ), evd AS ({evidence("ev_rows", ("k",))}
