@@ -64,10 +64,10 @@ __all__ = [
 ]
 
 ANSWERED = (ev.Identify, ev.Auth, ev.Sub, ev.Pub, ev.Mpub, ev.Dpub, ev.Cls)
+"""Commands nsqd always answers; the others get a frame only when they fail."""
 ABOUT_A_MESSAGE = (ev.Fin, ev.Req, ev.Touch)
 """Commands nsqd answers only when they fail: with E_FIN_FAILED, E_REQ_FAILED or
 E_TOUCH_FAILED when the id is not in flight for this connection."""
-"""Commands nsqd always answers; the others get a frame only when they fail."""
 
 
 
