@@ -294,6 +294,19 @@ def test_ipython_shows_a_step_as_the_widgets_card(session):
         InteractiveShell.clear_instance()
 
 
+def _touch_and_fin_too_late(session, c, http_address, msg_timeout):
+    """Publish a message to topic ``late``, take it on ``c`` (subscribed to it), hold it
+    until the broker took it back, then TOUCH and FIN it: the publisher and both steps."""
+    p = session.connect("pub")
+    p.magic()
+    p.pub("late", b"slow")
+    c.rdy(1)
+    slow = c.wait()[0]
+    c.rdy(0)
+    taken_back(session, c, slow, http_address, "late", msg_timeout)
+    return p, c.touch(slow.id, check=False), c.fin(slow.id, check=False)
+
+
 def test_a_late_touch_or_fin_waits_for_the_refusal_nsqd_is_known_to_send(broker):
     """A FIN or TOUCH after msg_timeout ran out is refused (E_TOUCH_FAILED, E_FIN_FAILED)
     once nsqd's queue scan has taken the message back -- maybe later than the grace period
@@ -301,15 +314,7 @@ def test_a_late_touch_or_fin_waits_for_the_refusal_nsqd_is_known_to_send(broker)
     step's answer and not the next one's; a FIN in time still waits only the grace."""
     with Session(broker.tcp_address, grace=0.0) as session:
         c = _subscribed(session, topic="late", channel="c", msg_timeout=1000)
-        p = session.connect("pub")
-        p.magic()
-        p.pub("late", b"slow")
-        c.rdy(1)
-        slow = c.wait()[0]
-        c.rdy(0)
-        taken_back(session, c, slow, broker.http_address, "late", 1.0)
-        touch = c.touch(slow.id, check=False)
-        fin = c.fin(slow.id, check=False)
+        p, touch, fin = _touch_and_fin_too_late(session, c, broker.http_address, 1.0)
         assert [e.code for e in touch.events if isinstance(e, ev.Error)] == ["E_TOUCH_FAILED"]
         assert [e.code for e in fin.events if isinstance(e, ev.Error)] == ["E_FIN_FAILED"]
         assert c.state == "SUBSCRIBED"
@@ -334,15 +339,7 @@ def test_a_late_touch_waits_for_the_refusal_past_the_servers_own_msg_timeout():
         c = session.connect("late")
         c.magic()
         c.sub("late", "c")
-        p = session.connect("pub")
-        p.magic()
-        p.pub("late", b"slow")
-        c.rdy(1)
-        slow = c.wait()[0]
-        c.rdy(0)
-        taken_back(session, c, slow, session.broker.http_address, "late", 0.5)
-        touch = c.touch(slow.id, check=False)
-        fin = c.fin(slow.id, check=False)
+        _, touch, fin = _touch_and_fin_too_late(session, c, session.broker.http_address, 0.5)
         assert [e.code for e in touch.events if isinstance(e, ev.Error)] == ["E_TOUCH_FAILED"]
         assert [e.code for e in fin.events if isinstance(e, ev.Error)] == ["E_FIN_FAILED"]
         assert "IDENTIFY negotiated none here" in touch.why
