@@ -44,6 +44,7 @@ from nsqviz.clients.session.transcript import save_json, save_pcap, transcript_j
 from nsqviz.nsq import events as ev
 from nsqviz.nsq import fastpath
 from nsqviz.nsq.client_connection import ClientConnection
+from nsqviz.nsq.commands import ABOUT_A_MESSAGE
 from nsqviz.nsq.wire import MAGIC_V2
 from nsqviz.sansio import LocalProtocolError
 
@@ -65,9 +66,9 @@ __all__ = [
 
 ANSWERED = (ev.Identify, ev.Auth, ev.Sub, ev.Pub, ev.Mpub, ev.Dpub, ev.Cls)
 """Commands nsqd always answers; the others get a frame only when they fail."""
-ABOUT_A_MESSAGE = (ev.Fin, ev.Req, ev.Touch)
-"""Commands nsqd answers only when they fail: with E_FIN_FAILED, E_REQ_FAILED or
-E_TOUCH_FAILED when the id is not in flight for this connection."""
+# ABOUT_A_MESSAGE (FIN, REQ, TOUCH: the protocol's table) nsqd answers only when they
+# fail: with E_FIN_FAILED, E_REQ_FAILED or E_TOUCH_FAILED when the id is not in flight
+# for this connection.
 
 
 
